@@ -1,0 +1,412 @@
+//! The index: open, the shared state, and the public API.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use larder_io::{Lock, StorageRef};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::batch::WriteBatch;
+use crate::error::{IndexError, Result};
+use crate::iter::Iter;
+use crate::manifest::{load_manifest, write_manifest, ManifestState};
+use crate::memtable::Memtable;
+use crate::merge::Registry;
+use crate::options::Options;
+use crate::run::cache::{BlockCache, RunCache, RunHandle};
+use crate::run::{parse_run_file_name, run_file_name};
+use crate::stats::{IndexStats, Stats};
+use crate::version::{SuperVersion, Version};
+
+/// The writer's state, under the write lock.
+pub(crate) struct WriterState {
+    pub last_seq: u64,
+}
+
+/// The committed manifest and the version it describes, under the commit lock.
+pub(crate) struct Committed {
+    pub state: ManifestState,
+    pub path: PathBuf,
+    pub version: Arc<Version>,
+}
+
+/// Coordination between writers and background workers.
+#[derive(Default)]
+pub(crate) struct BgState {
+    pub shutdown: bool,
+    pub busy_runs: HashSet<u64>,
+    pub flushing: bool,
+    pub compactions_running: usize,
+    /// Bumped (under the lock) whenever there may be new work, so a worker
+    /// that found none can tell whether it missed a wake-up.
+    pub work_epoch: u64,
+}
+
+pub(crate) struct Inner {
+    pub storage: StorageRef,
+    pub dir: PathBuf,
+    pub options: Options,
+    pub registry: Registry,
+    pub sv: RwLock<Arc<SuperVersion>>,
+    pub writer: Mutex<WriterState>,
+    pub visible_seq: AtomicU64,
+    pub durable_seq: AtomicU64,
+    pub committed: Mutex<Committed>,
+    pub block_cache: Arc<BlockCache>,
+    pub run_cache: RunCache,
+    pub stats: Arc<Stats>,
+    pub poison: Mutex<Option<String>>,
+    pub bg: Mutex<BgState>,
+    /// Wakes workers: a memtable was frozen, runs were added, or shutdown.
+    pub work_cv: Condvar,
+    /// Wakes waiters: a flush or merge finished, or the index was poisoned.
+    pub done_cv: Condvar,
+    _lock: Box<dyn Lock>,
+}
+
+/// A write-optimized, persistent, ordered key-value index.
+///
+/// Writes go to a memtable and become durable when a flush writes them into
+/// a sorted run and commits a manifest; [`Index::durable_seq`] says how far
+/// that has got, so an intent log above the index replays exactly the rest.
+/// Every batch carries a caller-supplied sequence number greater than any
+/// before it. Reads see a consistent state: all of a batch or none of it.
+pub struct Index {
+    pub(crate) inner: Arc<Inner>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("dir", &self.inner.dir).finish()
+    }
+}
+
+impl Index {
+    /// Opens the index in `dir` (creating it if empty), taking its lock.
+    ///
+    /// Refuses a manifest or run from a newer format version or with an
+    /// unknown incompatible feature, runs holding operands of a merge
+    /// operator not in `options.merge_operators`, and any file that fails
+    /// its checksums, naming the file. Files no manifest refers to
+    /// (left by a crash) are removed.
+    pub fn open(storage: StorageRef, dir: &Path, options: Options) -> Result<Index> {
+        options.validate()?;
+        let registry = Registry::new(options.merge_operators.clone())?;
+        storage.create_dir_all(dir)?;
+        let lock = storage.lock(&dir.join("LOCK"))?;
+        let names = storage.list_dir(dir)?;
+        let loaded = load_manifest(&*storage, dir, &names)?;
+        let (state, path, stale) = match loaded {
+            Some(l) => (l.state, l.path, l.stale),
+            None => {
+                let state = ManifestState { generation: 1, ..Default::default() };
+                let path = write_manifest(&*storage, dir, &state)?;
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    // Make the new directory itself durable.
+                    storage.sync_dir(parent)?;
+                }
+                (state, path, Vec::new())
+            }
+        };
+        for name in &state.operator_names {
+            if registry.id_of(name).is_none() {
+                return Err(IndexError::UnknownMergeOperator { path: path.clone(), name: name.clone() });
+            }
+        }
+        let referenced: HashSet<u64> = state.runs.iter().map(|r| r.id).collect();
+        for r in &state.runs {
+            if !names.iter().any(|n| parse_run_file_name(n) == Some(r.id)) {
+                return Err(IndexError::corrupt(
+                    dir.join(run_file_name(r.id)),
+                    0,
+                    format!("run named by {} is missing", path.display()),
+                ));
+            }
+        }
+        // Remove what a crash left behind: stale manifests, unreferenced runs.
+        let mut removed = false;
+        for p in stale {
+            storage.remove_file(&p)?;
+            removed = true;
+        }
+        for n in &names {
+            if parse_run_file_name(n).is_some_and(|id| !referenced.contains(&id)) {
+                storage.remove_file(&dir.join(n))?;
+                removed = true;
+            }
+        }
+        if removed {
+            storage.sync_dir(dir)?;
+        }
+
+        let stats = Arc::new(Stats::default());
+        let run_cache =
+            RunCache::new(storage.clone(), registry.clone(), options.max_open_runs, options.metadata_cache_bytes);
+        let runs: Vec<Arc<RunHandle>> = state
+            .runs
+            .iter()
+            .map(|m| RunHandle::new(m.clone(), dir.join(run_file_name(m.id)), storage.clone()))
+            .collect();
+        // Verify every run now, so corruption is reported at open.
+        for r in &runs {
+            run_cache.get(r, &stats)?;
+        }
+        let version = Arc::new(Version { runs });
+        version.check_invariants();
+        let durable = state.durable_seq;
+        let sv =
+            SuperVersion { active: Arc::new(Memtable::new(durable + 1)), frozen: Vec::new(), version: version.clone() };
+        let inner = Arc::new(Inner {
+            block_cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
+            run_cache,
+            storage,
+            dir: dir.to_path_buf(),
+            registry,
+            sv: RwLock::new(Arc::new(sv)),
+            writer: Mutex::new(WriterState { last_seq: durable }),
+            visible_seq: AtomicU64::new(durable),
+            durable_seq: AtomicU64::new(durable),
+            committed: Mutex::new(Committed { state, path, version }),
+            stats,
+            poison: Mutex::new(None),
+            bg: Mutex::new(BgState::default()),
+            work_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            _lock: lock,
+            options,
+        });
+        let workers = if inner.options.background_threads { crate::workers::spawn(&inner) } else { Vec::new() };
+        Ok(Index { inner, workers: Mutex::new(workers) })
+    }
+
+    /// Applies `batch` atomically as sequence number `seq`, which must be
+    /// greater than every sequence number written before. A refused batch
+    /// changes nothing. The batch is durable once [`Index::durable_seq`]
+    /// reaches `seq` (after a flush).
+    pub fn write(&self, seq: u64, batch: &WriteBatch) -> Result<()> {
+        self.inner.write(seq, batch)
+    }
+
+    /// The value of `key`, or None.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (sv, seq) = self.inner.read_view();
+        self.inner.get_at(&sv, seq, key)
+    }
+
+    /// Live keys between `start` and `end`, forward or backward. A seek is
+    /// a range with an unbounded end.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, forward: bool) -> Result<Iter> {
+        let (sv, seq) = self.inner.read_view();
+        self.inner.iter_at(sv, seq, owned(start), owned(end), forward)
+    }
+
+    /// Every live key, forward or backward.
+    pub fn iter(&self, forward: bool) -> Result<Iter> {
+        self.range(Bound::Unbounded, Bound::Unbounded, forward)
+    }
+
+    /// Live keys starting with `prefix`, forward or backward.
+    pub fn prefix(&self, prefix: &[u8], forward: bool) -> Result<Iter> {
+        let (sv, seq) = self.inner.read_view();
+        let (start, end) = prefix_bounds(prefix);
+        self.inner.iter_at(sv, seq, start, end, forward)
+    }
+
+    /// A consistent view of the index as of now; later writes stay
+    /// invisible to it. It keeps the memtables and run files it reads alive.
+    pub fn snapshot(&self) -> Snapshot {
+        let (sv, seq) = self.inner.read_view();
+        Snapshot { inner: self.inner.clone(), sv, seq }
+    }
+
+    /// Freezes the memtable and waits until every batch written so far is
+    /// in durable runs.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_all()
+    }
+
+    /// Merges every run into one (and flushes first).
+    pub fn compact_all(&self) -> Result<()> {
+        self.inner.flush_all()?;
+        self.inner.compact_all()
+    }
+
+    /// Highest sequence number whose batches, and all below it, are in
+    /// durable runs; a log above the index replays what follows it.
+    pub fn durable_seq(&self) -> u64 {
+        self.inner.durable_seq.load(Ordering::Acquire)
+    }
+
+    /// Highest sequence number written.
+    pub fn last_seq(&self) -> u64 {
+        self.inner.visible_seq.load(Ordering::Acquire)
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> IndexStats {
+        self.inner.stats_snapshot()
+    }
+
+    /// Flushes, stops the background workers and releases the lock.
+    pub fn close(self) -> Result<()> {
+        let r = self.inner.flush_all();
+        self.stop_workers();
+        r
+    }
+
+    fn stop_workers(&self) {
+        self.inner.bg.lock().shutdown = true;
+        self.inner.wake_all();
+        for w in self.workers.lock().drain(..) {
+            // A worker that panicked has already poisoned the index.
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Index {
+    /// Stops the workers without flushing: unflushed writes are lost, as in
+    /// a crash (the log above the index replays them).
+    fn drop(&mut self) {
+        self.stop_workers();
+    }
+}
+
+/// A fixed view of the index at one sequence number.
+pub struct Snapshot {
+    inner: Arc<Inner>,
+    sv: Arc<SuperVersion>,
+    seq: u64,
+}
+
+impl Snapshot {
+    /// The sequence number the snapshot sees up to.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The value of `key` as of the snapshot.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get_at(&self.sv, self.seq, key)
+    }
+
+    /// Live keys between `start` and `end` as of the snapshot.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, forward: bool) -> Result<Iter> {
+        self.inner.iter_at(self.sv.clone(), self.seq, owned(start), owned(end), forward)
+    }
+
+    /// Every live key as of the snapshot.
+    pub fn iter(&self, forward: bool) -> Result<Iter> {
+        self.range(Bound::Unbounded, Bound::Unbounded, forward)
+    }
+
+    /// Live keys starting with `prefix` as of the snapshot.
+    pub fn prefix(&self, prefix: &[u8], forward: bool) -> Result<Iter> {
+        let (start, end) = prefix_bounds(prefix);
+        self.inner.iter_at(self.sv.clone(), self.seq, start, end, forward)
+    }
+}
+
+fn owned(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    b.map(<[u8]>::to_vec)
+}
+
+/// `[prefix, successor(prefix))`, unbounded above when the prefix is all 0xff.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>) {
+    use std::ops::Bound;
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.last_mut() {
+        if *last == 0xff {
+            end.pop();
+        } else {
+            *last += 1;
+            return (Bound::Included(prefix.to_vec()), Bound::Excluded(end));
+        }
+    }
+    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+}
+
+impl Inner {
+    pub(crate) fn check_poison(&self) -> Result<()> {
+        match self.poison.lock().as_ref() {
+            Some(cause) => Err(IndexError::Poisoned(cause.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Latches the first failure; every later write and flush is refused.
+    pub(crate) fn set_poison(&self, cause: String) {
+        {
+            let mut p = self.poison.lock();
+            if p.is_none() {
+                tracing::error!(%cause, "index poisoned");
+                *p = Some(cause);
+            }
+        }
+        self.wake_all();
+    }
+
+    /// Wakes workers and waiters. Bumping the epoch under the lock means no
+    /// waiter misses the wake-up between its check and its wait.
+    pub(crate) fn wake_all(&self) {
+        self.bg.lock().work_epoch += 1;
+        self.work_cv.notify_all();
+        self.done_cv.notify_all();
+    }
+
+    /// The current super version and the sequence number to read at, taken
+    /// together so every batch up to that number is in the view.
+    pub(crate) fn read_view(&self) -> (Arc<SuperVersion>, u64) {
+        let g = self.sv.read();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        (g.clone(), seq)
+    }
+
+    fn stats_snapshot(&self) -> IndexStats {
+        let s = &self.stats;
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let (sv, _) = self.read_view();
+        let runs = &sv.version.runs;
+        let max_level = runs.iter().map(|r| r.meta.level).max().map_or(0, |m| m as usize + 1);
+        let mut per_level = vec![0u64; max_level];
+        for r in runs {
+            per_level[r.meta.level as usize] += 1;
+        }
+        let (open_runs, metadata_bytes) = self.run_cache.usage();
+        IndexStats {
+            block_cache_hits: l(&s.block_cache_hits),
+            block_cache_misses: l(&s.block_cache_misses),
+            block_reads: l(&s.block_reads),
+            bloom_negatives: l(&s.bloom_negatives),
+            bloom_true_positives: l(&s.bloom_true_positives),
+            bloom_false_positives: l(&s.bloom_false_positives),
+            gets: l(&s.gets),
+            get_misses: l(&s.get_misses),
+            missed_gets_reading_data_block: l(&s.missed_gets_reading_data_block),
+            user_bytes_written: l(&s.user_bytes_written),
+            bytes_flushed: l(&s.bytes_flushed),
+            bytes_compacted: l(&s.bytes_compacted),
+            flushes: l(&s.flushes),
+            compactions: l(&s.compactions),
+            stall_micros: l(&s.stall_micros),
+            slowdowns: l(&s.slowdowns),
+            stops: l(&s.stops),
+            run_opens: l(&s.run_opens),
+            manifest_writes: l(&s.manifest_writes),
+            runs: runs.len() as u64,
+            runs_per_level: per_level,
+            run_bytes: runs.iter().map(|r| r.meta.file_size).sum(),
+            open_runs: open_runs as u64,
+            metadata_bytes: metadata_bytes as u64,
+            block_cache_bytes: self.block_cache.weight(),
+            memtable_bytes: sv.memtables().map(|m| m.size_bytes() as u64).sum(),
+            durable_seq: self.durable_seq.load(Ordering::Acquire),
+            last_seq: self.visible_seq.load(Ordering::Acquire),
+        }
+    }
+}

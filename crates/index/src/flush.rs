@@ -1,0 +1,323 @@
+//! Flushes (memtable -> level-0 run) and merges (runs -> one run), and the
+//! manifest commit both end with.
+//!
+//! Ordering (DESIGN.md rules 2 and 5): a new run is written, synced, and
+//! its directory synced before the manifest that names it; the manifest is
+//! durable before `durable_seq` moves or any input run is removed.
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::compaction::{choose, choose_all, Task};
+use crate::db::Inner;
+use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
+use crate::error::{IndexError, Result};
+use crate::iter::{MemSource, MergeIter, Source};
+use crate::manifest::write_manifest;
+use crate::memtable::Memtable;
+use crate::resolve::resolve_output;
+use crate::run::cache::RunHandle;
+use crate::run::iter::RunIter;
+use crate::run::writer::RunWriter;
+use crate::run::{run_file_name, RunMeta};
+use crate::version::{SuperVersion, Version};
+
+/// What a commit changes.
+enum Edit<'a> {
+    /// A flushed memtable: its run (if it held anything) becomes the newest.
+    Flush { mem: &'a Arc<Memtable>, run: Option<RunMeta> },
+    /// A merge: `inputs` are replaced by `output` (if anything survived).
+    Merge { inputs: &'a [u64], output: Option<RunMeta> },
+}
+
+impl Inner {
+    fn next_run_id(&self) -> u64 {
+        let mut c = self.committed.lock();
+        let id = c.state.next_run_id;
+        c.state.next_run_id += 1;
+        id
+    }
+
+    /// Flushes the oldest frozen memtable. Returns false if none is waiting.
+    pub(crate) fn flush_oldest(&self) -> Result<bool> {
+        let (mem, bottom) = {
+            let sv = self.sv.read();
+            match sv.frozen.last() {
+                Some(m) => (m.clone(), sv.version.runs.is_empty()),
+                None => return Ok(false),
+            }
+        };
+        let run = if mem.is_empty() { None } else { Some(self.write_memtable_run(&mem, bottom)?) };
+        if let Some(r) = &run {
+            self.stats.add(&self.stats.bytes_flushed, r.file_size);
+        }
+        self.commit(Edit::Flush { mem: &mem, run })?;
+        self.stats.add(&self.stats.flushes, 1);
+        Ok(true)
+    }
+
+    fn write_memtable_run(&self, mem: &Arc<Memtable>, bottom: bool) -> Result<RunMeta> {
+        let id = self.next_run_id();
+        let path = self.dir.join(run_file_name(id));
+        let mut w = RunWriter::create(
+            &*self.storage,
+            &path,
+            self.options.block_size_bytes,
+            self.options.bloom_bits_per_key,
+            mem.len() as u64,
+        )?;
+        let tombstones = mem.all_tombstones();
+        let source = Source::Mem(MemSource::new(mem.clone(), Bound::Unbounded, Bound::Unbounded, true));
+        self.merge_into(&mut w, vec![source], &tombstones, bottom)?;
+        if !bottom {
+            for t in tombstones {
+                w.add_tombstone(t);
+            }
+        }
+        if w.is_empty() {
+            // Everything cancelled out; still write the run so the commit
+            // records the flushed sequence range uniformly.
+        }
+        let meta = w.finish(id, 0, (mem.first_seq(), mem.last_seq()), &self.registry)?;
+        self.storage.sync_dir(&self.dir)?;
+        Ok(meta)
+    }
+
+    /// Streams merged, resolved entries from `sources` into `w`.
+    fn merge_into(
+        &self,
+        w: &mut RunWriter,
+        sources: Vec<Source>,
+        tombstones: &[RangeTombstone],
+        bottom: bool,
+    ) -> Result<()> {
+        let mut merge = MergeIter::new(sources, true);
+        let mut versions: Vec<(Stamp, Op)> = Vec::new();
+        let mut out: Vec<(Stamp, Op)> = Vec::new();
+        while let Some(key) = merge.next_group(&mut versions)? {
+            let covering = if tombstones.is_empty() { None } else { max_covering(tombstones, &key, u64::MAX) };
+            out.clear();
+            resolve_output(&self.registry, &key, &versions, covering, bottom, &mut out);
+            for (stamp, op) in &out {
+                w.add(&key, *stamp, op)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries out one merge task.
+    pub(crate) fn run_task(&self, task: &Task) -> Result<()> {
+        let inputs: Vec<Arc<RunHandle>> = {
+            let c = self.committed.lock();
+            task.inputs.iter().filter_map(|id| c.version.runs.iter().find(|r| r.meta.id == *id).cloned()).collect()
+        };
+        if inputs.len() != task.inputs.len() {
+            return Err(IndexError::Poisoned("a merge input vanished from the version".into()));
+        }
+        let mut sources = Vec::new();
+        let mut tombstones = Vec::new();
+        let mut expected = 0;
+        for r in &inputs {
+            let open = self.run_cache.get(r, &self.stats)?;
+            tombstones.extend(open.tombstones.iter().cloned());
+            expected += r.meta.entry_count;
+            sources.push(Source::Run(RunIter::new(
+                open,
+                None,
+                self.stats.clone(),
+                Bound::Unbounded,
+                Bound::Unbounded,
+                true,
+            )));
+        }
+        let id = self.next_run_id();
+        let path = self.dir.join(run_file_name(id));
+        let mut w = RunWriter::create(
+            &*self.storage,
+            &path,
+            self.options.block_size_bytes,
+            self.options.bloom_bits_per_key,
+            expected,
+        )?;
+        self.merge_into(&mut w, sources, &tombstones, task.bottom)?;
+        if !task.bottom {
+            for t in tombstones {
+                w.add_tombstone(t);
+            }
+        }
+        let seq_min = inputs.iter().map(|r| r.meta.seq_min).min().unwrap_or(0);
+        let seq_max = inputs.iter().map(|r| r.meta.seq_max).max().unwrap_or(0);
+        let output = if w.is_empty() {
+            let p = w.path().to_path_buf();
+            drop(w);
+            self.storage.remove_file(&p)?;
+            None
+        } else {
+            let meta = w.finish(id, task.output_level, (seq_min, seq_max), &self.registry)?;
+            self.storage.sync_dir(&self.dir)?;
+            self.stats.add(&self.stats.bytes_compacted, meta.file_size);
+            Some(meta)
+        };
+        self.commit(Edit::Merge { inputs: &task.inputs, output })?;
+        self.stats.add(&self.stats.compactions, 1);
+        Ok(())
+    }
+
+    /// Writes the manifest for `edit` and installs the new version.
+    fn commit(&self, edit: Edit<'_>) -> Result<()> {
+        self.check_poison()?;
+        let mut c = self.committed.lock();
+        let mut state = c.state.clone();
+        state.generation += 1;
+        let mut runs: Vec<Arc<RunHandle>> = c.version.runs.clone();
+        let mut removed: Vec<Arc<RunHandle>> = Vec::new();
+        let flushed_mem = match &edit {
+            Edit::Flush { mem, run } => {
+                if let Some(m) = run {
+                    runs.insert(0, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id)), self.storage.clone()));
+                }
+                state.durable_seq = state.durable_seq.max(mem.last_seq());
+                Some(*mem)
+            }
+            Edit::Merge { inputs, output } => {
+                let Some(pos) = runs.iter().position(|r| inputs.contains(&r.meta.id)) else {
+                    return Err(IndexError::Poisoned("merge inputs are not in the version".into()));
+                };
+                removed = runs.drain(pos..pos + inputs.len()).collect();
+                if let Some(m) = output {
+                    runs.insert(
+                        pos,
+                        RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id)), self.storage.clone()),
+                    );
+                }
+                None
+            }
+        };
+        state.runs = runs.iter().map(|r| r.meta.clone()).collect();
+        state.operator_names = self.registry_names_in_use();
+        let version = Arc::new(Version { runs });
+        version.check_invariants();
+        let path = write_manifest(&*self.storage, &self.dir, &state)?;
+        self.stats.add(&self.stats.manifest_writes, 1);
+        // The new manifest is durable: the old one and the merged runs can go.
+        let old_path = std::mem::replace(&mut c.path, path);
+        if let Err(e) = self.storage.remove_file(&old_path) {
+            tracing::warn!(path = %old_path.display(), error = %e, "could not remove the previous manifest");
+        }
+        for r in &removed {
+            r.mark_obsolete();
+            self.run_cache.forget(r);
+        }
+        c.state = state;
+        c.version = version.clone();
+        {
+            let mut g = self.sv.write();
+            let old = g.clone();
+            let frozen =
+                old.frozen.iter().filter(|m| !flushed_mem.is_some_and(|f| Arc::ptr_eq(m, f))).cloned().collect();
+            *g = Arc::new(SuperVersion { active: old.active.clone(), frozen, version });
+        }
+        self.durable_seq.store(c.state.durable_seq, Ordering::Release);
+        drop(c);
+        self.wake_all();
+        Ok(())
+    }
+
+    /// Operator names are recorded once registered: an operand may sit in
+    /// any run, so the manifest lists every registered operator.
+    fn registry_names_in_use(&self) -> Vec<String> {
+        self.options.merge_operators.iter().map(|o| o.name().to_string()).collect()
+    }
+
+    /// Picks a merge not overlapping running ones and marks its runs busy.
+    pub(crate) fn claim_task(&self) -> Option<Task> {
+        let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
+        let mut bg = self.bg.lock();
+        let task = choose(&metas, &bg.busy_runs, self.options.merge_fanout)?;
+        bg.busy_runs.extend(task.inputs.iter().copied());
+        bg.compactions_running += 1;
+        Some(task)
+    }
+
+    pub(crate) fn release_task(&self, task: &Task) {
+        let mut bg = self.bg.lock();
+        for id in &task.inputs {
+            bg.busy_runs.remove(id);
+        }
+        bg.compactions_running -= 1;
+        drop(bg);
+        self.wake_all();
+    }
+
+    /// Flushes and merges inline until nothing is pending (no background threads).
+    pub(crate) fn run_pending_work_inline(&self) -> Result<()> {
+        let r = (|| {
+            while self.flush_oldest()? {}
+            while let Some(task) = self.claim_task() {
+                let r = self.run_task(&task);
+                self.release_task(&task);
+                r?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = &r {
+            self.set_poison(format!("flush or merge failed: {e}"));
+        }
+        r
+    }
+
+    /// Freezes the active memtable (if it holds anything not yet durable)
+    /// and waits until the durable sequence number reaches the last written.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        self.check_poison()?;
+        let target = {
+            let mut w = self.writer.lock();
+            let active = self.sv.read().active.clone();
+            if !active.is_empty()
+                || w.last_seq > self.durable_seq.load(Ordering::Acquire) && active.last_seq() >= active.first_seq()
+            {
+                self.freeze(&mut w);
+            }
+            w.last_seq
+        };
+        if !self.options.background_threads {
+            return self.run_pending_work_inline();
+        }
+        let mut bg = self.bg.lock();
+        while self.durable_seq.load(Ordering::Acquire) < target {
+            self.check_poison()?;
+            if bg.shutdown {
+                return Err(IndexError::Closed);
+            }
+            self.done_cv.wait_for(&mut bg, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Waits for running merges, then merges every run into one.
+    pub(crate) fn compact_all(&self) -> Result<()> {
+        let task = {
+            let mut bg = self.bg.lock();
+            loop {
+                self.check_poison()?;
+                if bg.compactions_running == 0 {
+                    break;
+                }
+                self.done_cv.wait_for(&mut bg, Duration::from_millis(100));
+            }
+            let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
+            let Some(task) = choose_all(&metas) else { return Ok(()) };
+            bg.busy_runs.extend(task.inputs.iter().copied());
+            bg.compactions_running += 1;
+            task
+        };
+        let r = self.run_task(&task);
+        self.release_task(&task);
+        if let Err(e) = &r {
+            self.set_poison(format!("merge failed: {e}"));
+        }
+        r
+    }
+}

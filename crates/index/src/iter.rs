@@ -1,0 +1,191 @@
+//! Merging iteration over memtables and runs, and the public iterator.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::entry::{max_covering, Entry, Op, RangeTombstone, Stamp};
+use crate::error::Result;
+use crate::memtable::Memtable;
+use crate::merge::Registry;
+use crate::resolve::resolve_read;
+use crate::run::iter::RunIter;
+
+/// Entries fetched from a memtable per refill.
+const MEMTABLE_CHUNK: usize = 256;
+
+/// One memtable's entries over a range, fetched in chunks so the iterator
+/// never borrows the skip list across calls.
+pub(crate) struct MemSource {
+    mem: Arc<Memtable>,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    forward: bool,
+    buf: std::collections::VecDeque<Entry>,
+    last: Option<(Vec<u8>, Stamp)>,
+    exhausted: bool,
+}
+
+impl MemSource {
+    pub(crate) fn new(mem: Arc<Memtable>, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, forward: bool) -> Self {
+        MemSource { mem, start, end, forward, buf: Default::default(), last: None, exhausted: false }
+    }
+
+    fn next_entry(&mut self) -> Option<Entry> {
+        if self.buf.is_empty() && !self.exhausted {
+            let mut chunk = Vec::with_capacity(MEMTABLE_CHUNK);
+            self.mem.chunk(
+                as_ref(&self.start),
+                as_ref(&self.end),
+                self.last.as_ref().map(|(k, s)| (k.as_slice(), *s)),
+                self.forward,
+                MEMTABLE_CHUNK,
+                &mut chunk,
+            );
+            self.exhausted = chunk.len() < MEMTABLE_CHUNK;
+            if let Some(e) = chunk.last() {
+                self.last = Some((e.key.clone(), e.stamp));
+            }
+            self.buf.extend(chunk);
+        }
+        self.buf.pop_front()
+    }
+}
+
+pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// A source of entries in one direction.
+pub(crate) enum Source {
+    Mem(MemSource),
+    Run(RunIter),
+}
+
+impl Source {
+    fn next_entry(&mut self) -> Result<Option<Entry>> {
+        match self {
+            Source::Mem(m) => Ok(m.next_entry()),
+            Source::Run(r) => r.next_entry(),
+        }
+    }
+}
+
+struct Head {
+    source: Source,
+    head: Option<Entry>,
+}
+
+/// Merges sources and yields, per user key, every version from every source,
+/// newest first.
+pub(crate) struct MergeIter {
+    heads: Vec<Head>,
+    forward: bool,
+    primed: bool,
+}
+
+impl MergeIter {
+    pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
+        MergeIter {
+            heads: sources.into_iter().map(|source| Head { source, head: None }).collect(),
+            forward,
+            primed: false,
+        }
+    }
+
+    /// The next key and its versions (newest first) into `versions`.
+    pub(crate) fn next_group(&mut self, versions: &mut Vec<(Stamp, Op)>) -> Result<Option<Vec<u8>>> {
+        if !self.primed {
+            for h in &mut self.heads {
+                h.head = h.source.next_entry()?;
+            }
+            self.primed = true;
+        }
+        let forward = self.forward;
+        let mut best: Option<&[u8]> = None;
+        for h in &self.heads {
+            if let Some(e) = &h.head {
+                let better = match best {
+                    None => true,
+                    Some(b) => (forward && e.key.as_slice() < b) || (!forward && e.key.as_slice() > b),
+                };
+                if better {
+                    best = Some(&e.key);
+                }
+            }
+        }
+        let Some(key) = best.map(<[u8]>::to_vec) else { return Ok(None) };
+        versions.clear();
+        for h in &mut self.heads {
+            while let Some(e) = h.head.take_if(|e| e.key == key) {
+                versions.push((e.stamp, e.op));
+                h.head = h.source.next_entry()?;
+            }
+        }
+        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
+        Ok(Some(key))
+    }
+}
+
+/// Iterates the live keys of an index (or snapshot) over a range, forward
+/// or backward, seeing the state at one sequence number. Yields
+/// `(key, value)` pairs; an I/O or corruption error ends the iteration.
+pub struct Iter {
+    merge: MergeIter,
+    tombstones: Vec<RangeTombstone>,
+    read_seq: u64,
+    registry: Registry,
+    versions: Vec<(Stamp, Op)>,
+    failed: bool,
+    // Keeps the memtables and runs the iterator reads alive.
+    _pin: Arc<crate::version::SuperVersion>,
+}
+
+impl Iter {
+    pub(crate) fn new(
+        merge: MergeIter,
+        tombstones: Vec<RangeTombstone>,
+        read_seq: u64,
+        registry: Registry,
+        pin: Arc<crate::version::SuperVersion>,
+    ) -> Self {
+        Iter { merge, tombstones, read_seq, registry, versions: Vec::new(), failed: false, _pin: pin }
+    }
+
+    fn advance(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            let Some(key) = self.merge.next_group(&mut self.versions)? else { return Ok(None) };
+            let read_seq = self.read_seq;
+            self.versions.retain(|(s, _)| s.seq <= read_seq);
+            if self.versions.is_empty() {
+                continue;
+            }
+            let covering =
+                if self.tombstones.is_empty() { None } else { max_covering(&self.tombstones, &key, read_seq) };
+            if let Some(v) = resolve_read(&self.registry, &key, &self.versions, covering)? {
+                return Ok(Some((key, v)));
+            }
+        }
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some(kv)) => Some(Ok(kv)),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

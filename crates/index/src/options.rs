@@ -1,0 +1,120 @@
+//! Run-time options of an index, with documented defaults.
+
+use std::sync::Arc;
+
+use crate::error::{IndexError, Result};
+use crate::merge::MergeOperator;
+
+/// How an index runs. Memory use is bounded by the sum of the named budgets:
+/// `memtable_size_bytes * (1 + max_immutable_memtables)` for memtables,
+/// `block_cache_bytes` for cached data blocks and `metadata_cache_bytes` for
+/// the bloom filters, block indexes and range tombstones of open runs.
+#[derive(Clone)]
+pub struct Options {
+    /// Size at which the active memtable is frozen and queued for flushing.
+    /// Default 64 MiB.
+    pub memtable_size_bytes: usize,
+    /// Frozen memtables that may wait for their flush before writers stop.
+    /// Default 2.
+    pub max_immutable_memtables: usize,
+    /// Target size of a data block in a run (a block ends at a key boundary,
+    /// so it can be larger when one key's versions are larger). Default 4 KiB.
+    pub block_size_bytes: usize,
+    /// Budget of the shared data-block cache. Default 64 MiB.
+    pub block_cache_bytes: usize,
+    /// Bloom filter bits per key. 0 disables filters. Default 10
+    /// (about 1% false positives per run).
+    pub bloom_bits_per_key: u32,
+    /// Budget for the filters, block indexes and range tombstones of open
+    /// runs; a run whose metadata is evicted is reopened on next use.
+    /// Default 64 MiB.
+    pub metadata_cache_bytes: usize,
+    /// Bound on run files held open at once (the descriptor cache). Default 512.
+    pub max_open_runs: usize,
+    /// Runs of one level merged into one run of the next level. Default 4.
+    pub merge_fanout: usize,
+    /// Level-0 runs at which each write is delayed by a millisecond so
+    /// merging can catch up. Default 8.
+    pub l0_slowdown_runs: usize,
+    /// Level-0 runs at which writes stop until merging catches up. Default 12.
+    pub l0_stop_runs: usize,
+    /// Threads that merge runs. Default 2.
+    pub compaction_threads: usize,
+    /// Run flushes and merges on background threads (default). When false,
+    /// they run inline in the writing thread: deterministic, for tests.
+    pub background_threads: bool,
+    /// Merge operators available to batches, by name.
+    pub merge_operators: Vec<Arc<dyn MergeOperator>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            memtable_size_bytes: 64 << 20,
+            max_immutable_memtables: 2,
+            block_size_bytes: 4096,
+            block_cache_bytes: 64 << 20,
+            bloom_bits_per_key: 10,
+            metadata_cache_bytes: 64 << 20,
+            max_open_runs: 512,
+            merge_fanout: 4,
+            l0_slowdown_runs: 8,
+            l0_stop_runs: 12,
+            compaction_threads: 2,
+            background_threads: true,
+            merge_operators: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("memtable_size_bytes", &self.memtable_size_bytes)
+            .field("max_immutable_memtables", &self.max_immutable_memtables)
+            .field("block_size_bytes", &self.block_size_bytes)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("metadata_cache_bytes", &self.metadata_cache_bytes)
+            .field("max_open_runs", &self.max_open_runs)
+            .field("merge_fanout", &self.merge_fanout)
+            .field("l0_slowdown_runs", &self.l0_slowdown_runs)
+            .field("l0_stop_runs", &self.l0_stop_runs)
+            .field("compaction_threads", &self.compaction_threads)
+            .field("background_threads", &self.background_threads)
+            .field("merge_operators", &self.merge_operators.iter().map(|o| o.name().to_string()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Options {
+    /// Refuses inconsistent settings with the option's name and why.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name, reason: &str| Err(IndexError::InvalidOption { name, reason: reason.to_string() });
+        if self.memtable_size_bytes < 4096 {
+            return bad("memtable_size_bytes", "must be at least 4096");
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables", "must be at least 1");
+        }
+        if !(256..=(16 << 20)).contains(&self.block_size_bytes) {
+            return bad("block_size_bytes", "must be between 256 bytes and 16 MiB");
+        }
+        if self.bloom_bits_per_key > 64 {
+            return bad("bloom_bits_per_key", "must be at most 64");
+        }
+        if self.max_open_runs < 2 {
+            return bad("max_open_runs", "must be at least 2");
+        }
+        if self.merge_fanout < 2 {
+            return bad("merge_fanout", "must be at least 2");
+        }
+        if self.l0_slowdown_runs < self.merge_fanout || self.l0_stop_runs <= self.l0_slowdown_runs {
+            return bad("l0_stop_runs", "need merge_fanout <= l0_slowdown_runs < l0_stop_runs");
+        }
+        if self.compaction_threads == 0 {
+            return bad("compaction_threads", "must be at least 1");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! Point reads and iterator construction.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::db::Inner;
+use crate::entry::{Op, Stamp};
+use crate::error::Result;
+use crate::iter::{as_ref, Iter, MemSource, MergeIter, Source};
+use crate::resolve::resolve_read;
+use crate::run::bloom::key_hash;
+use crate::run::iter::RunIter;
+use crate::version::SuperVersion;
+
+impl Inner {
+    /// The value of `key` in `sv` as of `read_seq`: sources are consulted
+    /// newest first and the search stops at the first put or delete.
+    pub(crate) fn get_at(&self, sv: &SuperVersion, read_seq: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let stats = &self.stats;
+        stats.add(&stats.gets, 1);
+        let mut collected: Vec<(Stamp, Op)> = Vec::new();
+        let mut scratch: Vec<(Stamp, Op)> = Vec::new();
+        let mut covering: Option<Stamp> = None;
+        let mut read_block = false;
+        let mut done = false;
+
+        // Takes this source's versions in order until one settles the key.
+        let absorb = |scratch: &mut Vec<(Stamp, Op)>, covering: Option<Stamp>, collected: &mut Vec<(Stamp, Op)>| {
+            for (stamp, op) in scratch.drain(..) {
+                if covering.is_some_and(|c| stamp < c) {
+                    return true;
+                }
+                let settles = !matches!(op, Op::Merge { .. });
+                collected.push((stamp, op));
+                if settles {
+                    return true;
+                }
+            }
+            false
+        };
+
+        for mem in sv.memtables() {
+            covering = covering.max(mem.covering_tombstone(key, read_seq));
+            mem.versions(key, read_seq, &mut scratch);
+            if absorb(&mut scratch, covering, &mut collected) {
+                done = true;
+                break;
+            }
+        }
+        if !done {
+            let hash = key_hash(key);
+            for run in &sv.version.runs {
+                if key < run.meta.min_key.as_slice() || key > run.meta.max_key.as_slice() {
+                    continue;
+                }
+                let open = self.run_cache.get(run, stats)?;
+                if run.meta.tombstone_count > 0 {
+                    covering = covering.max(crate::entry::max_covering(&open.tombstones, key, read_seq));
+                }
+                read_block |= open.versions(key, hash, read_seq, &self.block_cache, stats, &mut scratch)?;
+                if absorb(&mut scratch, covering, &mut collected) {
+                    break;
+                }
+            }
+        }
+        // `collected` ends at the settling version; deletions by a tombstone
+        // stopped before it, which resolve_read reads as "no base".
+        let value = resolve_read(&self.registry, key, &collected, None)?;
+        if value.is_none() {
+            stats.add(&stats.get_misses, 1);
+            if read_block {
+                stats.add(&stats.missed_gets_reading_data_block, 1);
+            }
+        }
+        Ok(value)
+    }
+
+    /// An iterator over `[start, end]` of `sv` as of `read_seq`.
+    pub(crate) fn iter_at(
+        &self,
+        sv: Arc<SuperVersion>,
+        read_seq: u64,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        forward: bool,
+    ) -> Result<Iter> {
+        let mut sources = Vec::new();
+        let mut tombstones = Vec::new();
+        for mem in sv.memtables() {
+            tombstones.extend(mem.tombstones_in(as_ref(&start), as_ref(&end), read_seq));
+            sources.push(Source::Mem(MemSource::new(mem.clone(), start.clone(), end.clone(), forward)));
+        }
+        for run in &sv.version.runs {
+            if !overlaps(&run.meta.min_key, &run.meta.max_key, &start, &end) {
+                continue;
+            }
+            let open = self.run_cache.get(run, &self.stats)?;
+            tombstones.extend(
+                open.tombstones
+                    .iter()
+                    .filter(|t| t.stamp.seq <= read_seq && t.overlaps(as_ref(&start), as_ref(&end)))
+                    .cloned(),
+            );
+            sources.push(Source::Run(RunIter::new(
+                open,
+                Some(self.block_cache.clone()),
+                self.stats.clone(),
+                start.clone(),
+                end.clone(),
+                forward,
+            )));
+        }
+        Ok(Iter::new(MergeIter::new(sources, forward), tombstones, read_seq, self.registry.clone(), sv))
+    }
+}
+
+/// Whether `[min, max]` meets the bounds.
+fn overlaps(min: &[u8], max: &[u8], start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    let below_end = match end {
+        Bound::Included(e) => min <= e.as_slice(),
+        Bound::Excluded(e) => min < e.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let above_start = match start {
+        Bound::Included(s) => max >= s.as_slice(),
+        Bound::Excluded(s) => max > s.as_slice(),
+        Bound::Unbounded => true,
+    };
+    below_end && above_start
+}

@@ -1,0 +1,206 @@
+//! The block cache and the descriptor cache of open runs.
+//!
+//! Data blocks are cached in one weighted cache (`block_cache_bytes`).
+//! Open runs (a descriptor plus filter, block index and tombstones) are
+//! bounded by count (`max_open_runs`) and by bytes (`metadata_cache_bytes`);
+//! a CLOCK sweep evicts runs not used since the last sweep, and an evicted
+//! run is reopened (and re-verified) on its next use.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use larder_io::StorageRef;
+use parking_lot::{Mutex, RwLock};
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+
+use super::block::Block;
+use super::reader::OpenRun;
+use super::RunMeta;
+use crate::error::Result;
+use crate::merge::Registry;
+use crate::stats::Stats;
+
+#[derive(Clone)]
+struct BlockWeighter;
+
+impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
+    fn weight(&self, _key: &(u64, u64), block: &Arc<Block>) -> u64 {
+        block.size_bytes() as u64 + 64
+    }
+}
+
+/// Data blocks keyed by (run id, block offset).
+pub(crate) struct BlockCache {
+    cache: Cache<(u64, u64), Arc<Block>, BlockWeighter>,
+}
+
+impl BlockCache {
+    pub(crate) fn new(capacity_bytes: usize) -> Self {
+        let estimated_items = (capacity_bytes / 4096).max(16);
+        BlockCache { cache: Cache::with_weighter(estimated_items, capacity_bytes.max(1) as u64, BlockWeighter) }
+    }
+
+    pub(crate) fn get_or_load(
+        &self,
+        run: u64,
+        offset: u64,
+        stats: &Stats,
+        load: impl FnOnce() -> Result<Arc<Block>>,
+    ) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(&(run, offset)) {
+            stats.add(&stats.block_cache_hits, 1);
+            return Ok(b);
+        }
+        stats.add(&stats.block_cache_misses, 1);
+        let b = load()?;
+        self.cache.insert((run, offset), b.clone());
+        Ok(b)
+    }
+
+    /// Bytes currently cached.
+    pub(crate) fn weight(&self) -> u64 {
+        self.cache.weight()
+    }
+}
+
+/// A run as the version sees it: its manifest record plus, while it is in
+/// the descriptor cache, its open state.
+pub(crate) struct RunHandle {
+    pub(crate) meta: RunMeta,
+    pub(crate) path: PathBuf,
+    open: RwLock<Option<Arc<OpenRun>>>,
+    referenced: AtomicBool,
+    /// Set once a committed manifest no longer lists the run: the file is
+    /// removed when the last reader lets go.
+    obsolete: AtomicBool,
+    storage: StorageRef,
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle").field("meta", &self.meta).finish()
+    }
+}
+
+impl RunHandle {
+    pub(crate) fn new(meta: RunMeta, path: PathBuf, storage: StorageRef) -> Arc<Self> {
+        Arc::new(RunHandle {
+            meta,
+            path,
+            open: RwLock::new(None),
+            referenced: AtomicBool::new(false),
+            obsolete: AtomicBool::new(false),
+            storage,
+        })
+    }
+
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for RunHandle {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // A failure leaves an unreferenced file, which the next open removes.
+            if let Err(e) = self.storage.remove_file(&self.path) {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not remove obsolete run");
+            }
+        }
+    }
+}
+
+struct ClockState {
+    ring: VecDeque<Weak<RunHandle>>,
+    open_count: usize,
+    bytes: usize,
+}
+
+/// Bounds the runs held open.
+pub(crate) struct RunCache {
+    state: Mutex<ClockState>,
+    max_open: usize,
+    max_bytes: usize,
+    storage: StorageRef,
+    registry: Registry,
+}
+
+impl RunCache {
+    pub(crate) fn new(storage: StorageRef, registry: Registry, max_open: usize, max_bytes: usize) -> Self {
+        RunCache {
+            state: Mutex::new(ClockState { ring: VecDeque::new(), open_count: 0, bytes: 0 }),
+            max_open,
+            max_bytes,
+            storage,
+            registry,
+        }
+    }
+
+    /// The open state of `run`, opening (and verifying) it if needed.
+    pub(crate) fn get(&self, run: &Arc<RunHandle>, stats: &Stats) -> Result<Arc<OpenRun>> {
+        run.referenced.store(true, Ordering::Relaxed);
+        if let Some(o) = run.open.read().as_ref() {
+            return Ok(o.clone());
+        }
+        let mut slot = run.open.write();
+        if let Some(o) = slot.as_ref() {
+            return Ok(o.clone());
+        }
+        let opened = Arc::new(OpenRun::open(&*self.storage, &run.path, &run.meta, &self.registry)?);
+        stats.add(&stats.run_opens, 1);
+        *slot = Some(opened.clone());
+        drop(slot);
+        self.admit(run, opened.metadata_bytes());
+        Ok(opened)
+    }
+
+    fn admit(&self, run: &Arc<RunHandle>, bytes: usize) {
+        let mut st = self.state.lock();
+        st.open_count += 1;
+        st.bytes += bytes;
+        st.ring.push_back(Arc::downgrade(run));
+        if st.ring.len() > 2 * self.max_open + 16 {
+            // Drop entries of runs that are gone or closed (re-admitted runs
+            // leave a stale entry behind).
+            st.ring.retain(|w| w.upgrade().is_some_and(|h| h.open.read().is_some()));
+        }
+        // Sweep at most two full turns: the first clears reference bits.
+        let mut budget = st.ring.len() * 2;
+        while (st.open_count > self.max_open || st.bytes > self.max_bytes) && budget > 0 && st.ring.len() > 1 {
+            budget -= 1;
+            let Some(w) = st.ring.pop_front() else { break };
+            let Some(h) = w.upgrade() else {
+                // The run was dropped; its open state went with it.
+                continue;
+            };
+            if Arc::ptr_eq(&h, run) || h.referenced.swap(false, Ordering::Relaxed) {
+                st.ring.push_back(w);
+                continue;
+            }
+            let taken = h.open.write().take();
+            if let Some(o) = taken {
+                st.open_count -= 1;
+                st.bytes = st.bytes.saturating_sub(o.metadata_bytes());
+            }
+        }
+    }
+
+    /// Forgets a run that left the version, releasing its budget.
+    pub(crate) fn forget(&self, run: &RunHandle) {
+        let taken = run.open.write().take();
+        if let Some(o) = taken {
+            let mut st = self.state.lock();
+            st.open_count = st.open_count.saturating_sub(1);
+            st.bytes = st.bytes.saturating_sub(o.metadata_bytes());
+        }
+    }
+
+    /// (open runs, metadata bytes) for the counters.
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        let st = self.state.lock();
+        (st.open_count, st.bytes)
+    }
+}

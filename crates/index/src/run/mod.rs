@@ -1,0 +1,55 @@
+//! Sorted runs: immutable files of entries in internal order, with a block
+//! index, a bloom filter, range tombstones and a checksum on every block.
+//! The byte layout is in docs/format.md ("Run file").
+
+pub(crate) mod block;
+pub(crate) mod bloom;
+pub(crate) mod cache;
+pub(crate) mod iter;
+pub(crate) mod reader;
+pub(crate) mod writer;
+
+/// The last 8 bytes of every run file.
+pub(crate) const RUN_MAGIC: [u8; 8] = *b"LRDRRUN\0";
+/// The run format version this build writes and the newest it reads.
+pub(crate) const RUN_FORMAT_VERSION: u32 = 1;
+/// Incompatible feature bits this build understands (none yet).
+pub(crate) const RUN_KNOWN_INCOMPAT: u64 = 0;
+/// Size of the fixed footer.
+pub(crate) const FOOTER_BYTES: usize = 44;
+
+/// Where a block lives in a run file (its length includes the checksum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockHandle {
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// What the manifest records about a run, so lookups can skip it without
+/// opening it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RunMeta {
+    pub id: u64,
+    pub level: u32,
+    /// The batches the run holds: exactly those with sequence numbers in
+    /// `[seq_min, seq_max]` (runs never overlap in sequence numbers).
+    pub seq_min: u64,
+    pub seq_max: u64,
+    pub entry_count: u64,
+    pub tombstone_count: u32,
+    pub file_size: u64,
+    /// Smallest and largest key the run's entries and tombstones touch.
+    pub min_key: Vec<u8>,
+    pub max_key: Vec<u8>,
+}
+
+/// File name of run `id`.
+pub(crate) fn run_file_name(id: u64) -> String {
+    format!("{id:016x}.run")
+}
+
+/// Parses a run file name back to its id.
+pub(crate) fn parse_run_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".run")?;
+    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+}

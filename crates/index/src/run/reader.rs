@@ -1,0 +1,334 @@
+//! Opens and verifies a run file and answers point lookups from it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use larder_io::{read_exact_at, FileRef, OpenOptions, Storage};
+
+use super::block::Block;
+use super::bloom::Bloom;
+use super::cache::BlockCache;
+use super::{BlockHandle, RunMeta, FOOTER_BYTES, RUN_FORMAT_VERSION, RUN_KNOWN_INCOMPAT, RUN_MAGIC};
+use crate::codec::{check_trailing_crc, crc, Decoder};
+use crate::entry::{Op, RangeTombstone, Stamp};
+use crate::error::{IndexError, Result};
+use crate::merge::Registry;
+use crate::stats::Stats;
+use crate::MAX_KEY_BYTES;
+
+/// The block index: the last key of every data block and where it lives.
+#[derive(Debug)]
+pub(crate) struct BlockIndex {
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    handles: Vec<BlockHandle>,
+}
+
+impl BlockIndex {
+    fn decode(body: &[u8], file_size: u64) -> std::result::Result<BlockIndex, String> {
+        let mut d = Decoder::new(body);
+        let count = d.u32("block count")? as usize;
+        let mut idx = BlockIndex {
+            keys: Vec::new(),
+            key_ends: Vec::with_capacity(count.min(1 << 20)),
+            handles: Vec::with_capacity(count.min(1 << 20)),
+        };
+        let mut next_offset = 0u64;
+        for i in 0..count {
+            let key = d.length_prefixed(MAX_KEY_BYTES, "index key")?;
+            let offset = d.u64("block offset")?;
+            let len = d.u32("block length")?;
+            if offset != next_offset || offset + u64::from(len) > file_size || len < 8 {
+                return Err(format!(
+                    "index entry {i}: block at {offset}+{len} is not where blocks end ({next_offset})"
+                ));
+            }
+            if i > 0 && key < idx.key(i - 1) {
+                return Err(format!("index entry {i} is out of order"));
+            }
+            next_offset = offset + u64::from(len);
+            idx.keys.extend_from_slice(key);
+            idx.key_ends.push(idx.keys.len() as u32);
+            idx.handles.push(BlockHandle { offset, len });
+        }
+        if d.remaining() != 0 {
+            return Err(format!("{} trailing bytes after the block index", d.remaining()));
+        }
+        Ok(idx)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.key_ends[i - 1] as usize };
+        &self.keys[start..self.key_ends[i] as usize]
+    }
+
+    pub(crate) fn handle(&self, i: usize) -> BlockHandle {
+        self.handles[i]
+    }
+
+    /// The first block whose last key is >= `key` (== len() if none).
+    pub(crate) fn find(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn size_bytes(&self) -> usize {
+        self.keys.len() + self.key_ends.len() * 4 + self.handles.len() * 16
+    }
+}
+
+/// An open, verified run: descriptor, block index, filter, tombstones.
+#[derive(Debug)]
+pub(crate) struct OpenRun {
+    pub(crate) id: u64,
+    pub(crate) path: PathBuf,
+    file: FileRef,
+    pub(crate) index: BlockIndex,
+    bloom: Option<Bloom>,
+    pub(crate) tombstones: Vec<RangeTombstone>,
+    /// Run operator id -> registry id.
+    pub(crate) op_map: Vec<u32>,
+}
+
+fn corrupt(path: &Path, offset: u64) -> impl Fn(String) -> IndexError + '_ {
+    move |what| IndexError::corrupt(path, offset, what)
+}
+
+fn read_section(file: &dyn larder_io::File, path: &Path, h: BlockHandle, what: &str) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; h.len as usize];
+    read_exact_at(file, &mut buf, h.offset).map_err(|e| match e {
+        larder_io::IoError::UnexpectedEof { .. } => IndexError::corrupt(path, h.offset, format!("{what} truncated")),
+        e => e.into(),
+    })?;
+    Ok(buf)
+}
+
+impl OpenRun {
+    /// Opens run `meta` and checks it against what the manifest says.
+    pub(crate) fn open(storage: &dyn Storage, path: &Path, meta: &RunMeta, registry: &Registry) -> Result<OpenRun> {
+        let file = storage.open(path, OpenOptions::READ)?;
+        let len = file.len()?;
+        if len != meta.file_size {
+            return Err(IndexError::corrupt(
+                path,
+                len,
+                format!("run is {len} bytes, the manifest says {}", meta.file_size),
+            ));
+        }
+        if len < FOOTER_BYTES as u64 {
+            return Err(IndexError::corrupt(path, 0, "run is shorter than its footer"));
+        }
+        let footer_at = len - FOOTER_BYTES as u64;
+        let footer = read_section(&*file, path, BlockHandle { offset: footer_at, len: FOOTER_BYTES as u32 }, "footer")?;
+        let bad = corrupt(path, footer_at);
+        if footer[36..44] != RUN_MAGIC {
+            return Err(bad("bad magic: not a larder run file".into()));
+        }
+        let mut d = Decoder::new(&footer);
+        let meta_offset = d.u64("meta offset").map_err(&bad)?;
+        let meta_len = d.u32("meta length").map_err(&bad)?;
+        let version = d.u32("version").map_err(&bad)?;
+        let _compat = d.u64("compat features").map_err(&bad)?;
+        let incompat = d.u64("incompat features").map_err(&bad)?;
+        let stored = d.u32("footer checksum").map_err(&bad)?;
+        if crc(&footer[..32]) != stored {
+            return Err(bad("footer checksum mismatch".into()));
+        }
+        if version > RUN_FORMAT_VERSION {
+            return Err(IndexError::NewerVersion { path: path.into(), found: version, supported: RUN_FORMAT_VERSION });
+        }
+        if incompat & !RUN_KNOWN_INCOMPAT != 0 {
+            return Err(IndexError::UnknownFeature { path: path.into(), flags: incompat & !RUN_KNOWN_INCOMPAT });
+        }
+        if meta_offset.checked_add(u64::from(meta_len)) != Some(footer_at) {
+            return Err(bad(format!("meta block {meta_offset}+{meta_len} does not end at the footer")));
+        }
+        let raw = read_section(&*file, path, BlockHandle { offset: meta_offset, len: meta_len }, "meta block")?;
+        let bad = corrupt(path, meta_offset);
+        let body = check_trailing_crc(&raw).map_err(&bad)?;
+        let mut d = Decoder::new(body);
+        let entry_count = d.u64("entry count").map_err(&bad)?;
+        let _block_count = d.u64("block count").map_err(&bad)?;
+        let seq_min = d.u64("seq min").map_err(&bad)?;
+        let seq_max = d.u64("seq max").map_err(&bad)?;
+        let mut handles = [BlockHandle { offset: 0, len: 0 }; 3];
+        for h in &mut handles {
+            h.offset = d.u64("section offset").map_err(&bad)?;
+            h.len = d.u32("section length").map_err(&bad)?;
+            if h.offset.saturating_add(u64::from(h.len)) > meta_offset {
+                return Err(bad(format!("section {}+{} overlaps the meta block", h.offset, h.len)));
+            }
+        }
+        let min_key = d.length_prefixed(MAX_KEY_BYTES, "min key").map_err(&bad)?;
+        let max_key = d.length_prefixed(MAX_KEY_BYTES, "max key").map_err(&bad)?;
+        let op_count = d.u16("operator count").map_err(&bad)?;
+        let mut op_map = Vec::with_capacity(op_count.into());
+        for _ in 0..op_count {
+            let name = d.length_prefixed(255, "operator name").map_err(&bad)?;
+            let name = String::from_utf8_lossy(name).into_owned();
+            let id = registry
+                .id_of(&name)
+                .ok_or_else(|| IndexError::UnknownMergeOperator { path: path.into(), name: name.clone() })?;
+            op_map.push(id);
+        }
+        if (entry_count, seq_min, seq_max, min_key, max_key)
+            != (meta.entry_count, meta.seq_min, meta.seq_max, meta.min_key.as_slice(), meta.max_key.as_slice())
+        {
+            return Err(bad("meta block disagrees with the manifest".into()));
+        }
+        let [filter_h, index_h, ts_h] = handles;
+        let bloom = if filter_h.len == 0 {
+            None
+        } else {
+            let raw = read_section(&*file, path, filter_h, "filter")?;
+            Some(Bloom::decode(&raw).map_err(corrupt(path, filter_h.offset))?)
+        };
+        let raw = read_section(&*file, path, index_h, "block index")?;
+        let body = check_trailing_crc(&raw).map_err(corrupt(path, index_h.offset))?;
+        let index = BlockIndex::decode(body, filter_h.offset).map_err(corrupt(path, index_h.offset))?;
+        let raw = read_section(&*file, path, ts_h, "range tombstones")?;
+        let tombstones = decode_tombstones(&raw).map_err(corrupt(path, ts_h.offset))?;
+        if tombstones.len() as u32 != meta.tombstone_count {
+            return Err(IndexError::corrupt(path, ts_h.offset, "tombstone count disagrees with the manifest"));
+        }
+        Ok(OpenRun { id: meta.id, path: path.to_path_buf(), file, index, bloom, tombstones, op_map })
+    }
+
+    /// Memory this open run holds (counted against the metadata budget).
+    pub(crate) fn metadata_bytes(&self) -> usize {
+        self.index.size_bytes()
+            + self.bloom.as_ref().map_or(0, Bloom::size_bytes)
+            + self.tombstones.iter().map(|t| t.start.len() + t.end.len() + 32).sum::<usize>()
+            + 256
+    }
+
+    /// Reads data block `i`, through the cache when `cache` is given.
+    pub(crate) fn block(&self, i: usize, cache: Option<&BlockCache>, stats: &Stats) -> Result<Arc<Block>> {
+        let h = self.index.handle(i);
+        let load = || -> Result<Arc<Block>> {
+            let raw = read_section(&*self.file, &self.path, h, "data block")?;
+            stats.add(&stats.block_reads, 1);
+            Ok(Arc::new(Block::decode(raw).map_err(corrupt(&self.path, h.offset))?))
+        };
+        match cache {
+            Some(c) => c.get_or_load(self.id, h.offset, stats, load),
+            None => load(),
+        }
+    }
+
+    /// Appends the versions of `key` visible at `read_seq` (newest first).
+    /// Returns whether a data block was consulted.
+    pub(crate) fn versions(
+        &self,
+        key: &[u8],
+        hash: u64,
+        read_seq: u64,
+        cache: &BlockCache,
+        stats: &Stats,
+        out: &mut Vec<(Stamp, Op)>,
+    ) -> Result<bool> {
+        if let Some(b) = &self.bloom {
+            if !b.may_contain(hash) {
+                stats.add(&stats.bloom_negatives, 1);
+                return Ok(false);
+            }
+        }
+        let bi = self.index.find(key);
+        if bi == self.index.len() {
+            if self.bloom.is_some() {
+                stats.add(&stats.bloom_false_positives, 1);
+            }
+            return Ok(false);
+        }
+        let block = self.block(bi, Some(cache), stats)?;
+        let first = block.seek(key, Stamp { seq: u64::MAX, sub: u32::MAX });
+        // The filter was right if any version of the key is here, even one
+        // newer than this read.
+        let present = first < block.len() && block.entry(first).key == key;
+        if self.bloom.is_some() {
+            let counter = if present { &stats.bloom_true_positives } else { &stats.bloom_false_positives };
+            stats.add(counter, 1);
+        }
+        if present {
+            let mut i = block.seek(key, Stamp { seq: read_seq, sub: u32::MAX });
+            while i < block.len() {
+                let e = block.entry(i);
+                if e.key != key {
+                    break;
+                }
+                out.push((e.stamp, e.to_op(&self.op_map)));
+                i += 1;
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, String> {
+    let body = check_trailing_crc(raw)?;
+    let mut d = Decoder::new(body);
+    let n = d.u32("tombstone count")?;
+    let mut out = Vec::with_capacity((n as usize).min(1 << 16));
+    for i in 0..n {
+        let start = d.length_prefixed(MAX_KEY_BYTES, "tombstone start")?.to_vec();
+        let end = d.length_prefixed(MAX_KEY_BYTES, "tombstone end")?.to_vec();
+        let seq = d.u64("tombstone seq")?;
+        let sub = d.u32("tombstone sub")?;
+        if start >= end {
+            return Err(format!("tombstone {i} has an empty range"));
+        }
+        out.push(RangeTombstone { start, end, stamp: Stamp { seq, sub } });
+    }
+    if d.remaining() != 0 {
+        return Err(format!("{} trailing bytes after the tombstones", d.remaining()));
+    }
+    Ok(out)
+}
+
+/// Reads what the manifest would say about a run from the run's own footer
+/// and meta block (for fuzzing and inspection tools); None if unreadable.
+pub(crate) fn peek_meta(storage: &dyn Storage, path: &Path, file_size: u64) -> Option<RunMeta> {
+    let file = storage.open(path, OpenOptions::READ).ok()?;
+    let footer_at = file_size.checked_sub(FOOTER_BYTES as u64)?;
+    let footer =
+        read_section(&*file, path, BlockHandle { offset: footer_at, len: FOOTER_BYTES as u32 }, "footer").ok()?;
+    let mut d = Decoder::new(&footer);
+    let meta_offset = d.u64("").ok()?;
+    let meta_len = d.u32("").ok()?;
+    let raw = read_section(&*file, path, BlockHandle { offset: meta_offset, len: meta_len }, "meta").ok()?;
+    let body = check_trailing_crc(&raw).ok()?;
+    let mut d = Decoder::new(body);
+    let entry_count = d.u64("").ok()?;
+    let _blocks = d.u64("").ok()?;
+    let seq_min = d.u64("").ok()?;
+    let seq_max = d.u64("").ok()?;
+    for _ in 0..3 {
+        d.u64("").ok()?;
+        d.u32("").ok()?;
+    }
+    let min_key = d.length_prefixed(MAX_KEY_BYTES, "").ok()?.to_vec();
+    let max_key = d.length_prefixed(MAX_KEY_BYTES, "").ok()?.to_vec();
+    // The tombstone count lives in the tombstone block; take it from there.
+    let tombstone_count = tombstone_count(&*file, path, body).unwrap_or(0);
+    Some(RunMeta { id: 0, level: 0, seq_min, seq_max, entry_count, tombstone_count, file_size, min_key, max_key })
+}
+
+fn tombstone_count(file: &dyn larder_io::File, path: &Path, meta_body: &[u8]) -> Option<u32> {
+    let mut d = Decoder::new(meta_body.get(32 + 24..)?);
+    let offset = d.u64("").ok()?;
+    let len = d.u32("").ok()?;
+    let raw = read_section(file, path, BlockHandle { offset, len }, "tombstones").ok()?;
+    Decoder::new(&raw).u32("").ok()
+}

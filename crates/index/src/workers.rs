@@ -1,0 +1,83 @@
+//! Background workers: one flusher and `compaction_threads` mergers, so a
+//! long merge never holds up a flush.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::db::Inner;
+
+/// Poisons the index if the worker holding it unwinds, so a dead worker
+/// cannot go unnoticed while writers wait for it.
+struct PoisonOnPanic<'a>(&'a Inner);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.set_poison("a background worker panicked".into());
+        }
+    }
+}
+
+pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
+    let mut handles = Vec::new();
+    let i = inner.clone();
+    handles.extend(std::thread::Builder::new().name("larder-flush".into()).spawn(move || flusher(&i)).ok());
+    for n in 0..inner.options.compaction_threads {
+        let i = inner.clone();
+        handles.extend(std::thread::Builder::new().name(format!("larder-merge-{n}")).spawn(move || merger(&i)).ok());
+    }
+    handles
+}
+
+fn flusher(inner: &Inner) {
+    let _guard = PoisonOnPanic(inner);
+    loop {
+        {
+            let mut bg = inner.bg.lock();
+            loop {
+                if bg.shutdown || inner.check_poison().is_err() {
+                    return;
+                }
+                if !inner.sv.read().frozen.is_empty() {
+                    break;
+                }
+                inner.work_cv.wait(&mut bg);
+            }
+            bg.flushing = true;
+        }
+        let r = inner.flush_oldest();
+        inner.bg.lock().flushing = false;
+        if let Err(e) = r {
+            inner.set_poison(format!("flush failed: {e}"));
+            return;
+        }
+    }
+}
+
+fn merger(inner: &Inner) {
+    let _guard = PoisonOnPanic(inner);
+    loop {
+        let task = loop {
+            let epoch = inner.bg.lock().work_epoch;
+            if let Some(t) = inner.claim_task() {
+                break t;
+            }
+            let mut bg = inner.bg.lock();
+            if bg.shutdown || inner.check_poison().is_err() {
+                return;
+            }
+            if bg.work_epoch == epoch {
+                inner.work_cv.wait(&mut bg);
+            }
+        };
+        let r = inner.run_task(&task);
+        inner.release_task(&task);
+        if let Err(e) = r {
+            inner.set_poison(format!("merge failed: {e}"));
+            return;
+        }
+        if inner.bg.lock().shutdown {
+            return;
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The write path: sequence checks, stalls, memtable insert, freezing.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::batch::WriteBatch;
+use crate::db::{Inner, WriterState};
+use crate::error::{IndexError, Result};
+use crate::memtable::Memtable;
+use crate::version::SuperVersion;
+
+impl Inner {
+    pub(crate) fn write(&self, seq: u64, batch: &WriteBatch) -> Result<()> {
+        // Validate before taking the lock: a refused batch changes nothing.
+        let resolved = batch.resolve(seq, &self.registry)?;
+        let mut w = self.writer.lock();
+        // Checked after taking the lock, so no write slips past a poisoning.
+        self.check_poison()?;
+        if seq <= w.last_seq {
+            return Err(IndexError::SequenceNotIncreasing { given: seq, last: w.last_seq });
+        }
+        if self.options.background_threads {
+            self.stall_if_behind()?;
+        }
+        let active = self.sv.read().active.clone();
+        for (key, stamp, op) in resolved.points {
+            active.insert(key, stamp, op);
+        }
+        for t in resolved.ranges {
+            active.insert_tombstone(t);
+        }
+        active.set_last_seq(seq);
+        w.last_seq = seq;
+        // IMPORTANT: publish only after every entry is in: readers see the
+        // whole batch or none of it.
+        self.visible_seq.store(seq, Ordering::Release);
+        self.stats.add(&self.stats.user_bytes_written, batch.payload_bytes());
+        if active.size_bytes() >= self.options.memtable_size_bytes {
+            self.freeze(&mut w);
+            if !self.options.background_threads {
+                drop(w);
+                self.run_pending_work_inline()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Swaps in a new active memtable and queues the old one for flushing.
+    /// Caller holds the write lock.
+    pub(crate) fn freeze(&self, w: &mut WriterState) {
+        let mut g = self.sv.write();
+        let old = g.clone();
+        let mut frozen = Vec::with_capacity(old.frozen.len() + 1);
+        frozen.push(old.active.clone());
+        frozen.extend(old.frozen.iter().cloned());
+        *g = Arc::new(SuperVersion {
+            active: Arc::new(Memtable::new(w.last_seq + 1)),
+            frozen,
+            version: old.version.clone(),
+        });
+        drop(g);
+        self.wake_all();
+    }
+
+    /// Delays or stops the writer while flushing or merging is behind.
+    fn stall_if_behind(&self) -> Result<()> {
+        let started = Instant::now();
+        let mut stopped = false;
+        loop {
+            let (frozen, l0) = {
+                let sv = self.sv.read();
+                (sv.frozen.len(), sv.version.runs_at(0))
+            };
+            if frozen < self.options.max_immutable_memtables && l0 < self.options.l0_stop_runs {
+                if l0 >= self.options.l0_slowdown_runs && !stopped {
+                    self.stats.add(&self.stats.slowdowns, 1);
+                    std::thread::sleep(Duration::from_millis(1));
+                    self.stats.add(&self.stats.stall_micros, started.elapsed().as_micros() as u64);
+                } else if stopped {
+                    self.stats.add(&self.stats.stall_micros, started.elapsed().as_micros() as u64);
+                }
+                return Ok(());
+            }
+            if !stopped {
+                stopped = true;
+                self.stats.add(&self.stats.stops, 1);
+            }
+            let mut bg = self.bg.lock();
+            self.check_poison()?;
+            if bg.shutdown {
+                return Err(IndexError::Closed);
+            }
+            // Re-check under the lock: workers notify while holding it.
+            let sv = self.sv.read().clone();
+            if sv.frozen.len() >= self.options.max_immutable_memtables
+                || sv.version.runs_at(0) >= self.options.l0_stop_runs
+            {
+                self.done_cv.wait_for(&mut bg, Duration::from_millis(100));
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Property test: random sequences of puts, deletes, range deletes, counter
+//! merges, batches, flushes, merges, reopens (clean and crash-like),
+//! snapshots and scans in both directions, checked against a BTreeMap model
+//! after every step. Runs on the simulated storage with tiny memtables so
+//! flushes and merges happen every few operations, both inline
+//! (deterministic) and on background threads.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{tiny_options, Model};
+use larder_index::{Index, WriteBatch};
+use larder_io::{SimStorage, StorageRef};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Write {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    DeleteRange(Vec<u8>, Vec<u8>),
+    Merge(Vec<u8>, i64),
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Write(Write),
+    Batch(Vec<Write>),
+    Get(Vec<u8>),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+    Prefix(Vec<u8>, bool),
+    Snapshot,
+    CheckSnapshot(usize),
+    Flush,
+    CompactAll,
+    Reopen,
+    DropAndReopen,
+}
+
+fn plain_key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'c', 0xff]), 1..4)
+}
+
+fn counter_key() -> impl Strategy<Value = Vec<u8>> {
+    prop::sample::select(vec![b"m1".to_vec(), b"m2".to_vec(), b"m3".to_vec()])
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        6 => (plain_key(), prop::collection::vec(any::<u8>(), 0..40)).prop_map(|(k, v)| Write::Put(k, v)),
+        2 => (counter_key(), any::<i8>()).prop_map(|(k, v)| Write::Put(k, i64::from(v).to_le_bytes().to_vec())),
+        3 => plain_key().prop_map(Write::Delete),
+        1 => counter_key().prop_map(Write::Delete),
+        1 => (plain_key(), plain_key()).prop_map(|(a, b)| Write::DeleteRange(a, b)),
+        3 => (counter_key(), -3i64..4).prop_map(|(k, d)| Write::Merge(k, d)),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![plain_key().prop_map(Bound::Included), plain_key().prop_map(Bound::Excluded), Just(Bound::Unbounded),]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        30 => write().prop_map(Step::Write),
+        5 => prop::collection::vec(write(), 0..6).prop_map(Step::Batch),
+        8 => prop_oneof![plain_key(), counter_key()].prop_map(Step::Get),
+        4 => (bound(), bound(), any::<bool>()).prop_map(|(a, b, f)| Step::Range(a, b, f)),
+        2 => (prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'm']), 0..2), any::<bool>()).prop_map(|(p, f)| Step::Prefix(p, f)),
+        2 => Just(Step::Snapshot),
+        3 => (0usize..8).prop_map(Step::CheckSnapshot),
+        2 => Just(Step::Flush),
+        1 => Just(Step::CompactAll),
+        1 => Just(Step::Reopen),
+        1 => Just(Step::DropAndReopen),
+    ]
+}
+
+fn apply_model(m: &mut Model, w: &Write) {
+    match w {
+        Write::Put(k, v) => m.put(k, v),
+        Write::Delete(k) => m.delete(k),
+        Write::DeleteRange(a, b) => m.delete_range(a, b),
+        Write::Merge(k, d) => m.merge(k, *d),
+    }
+}
+
+fn add_to_batch(b: &mut WriteBatch, w: &Write) {
+    match w {
+        Write::Put(k, v) => b.put(k.clone(), v.clone()),
+        Write::Delete(k) => b.delete(k.clone()),
+        Write::DeleteRange(a, c) => b.delete_range(a.clone(), c.clone()),
+        Write::Merge(k, d) => {
+            b.merge(larder_index::CounterOperator::NAME, k.clone(), larder_index::CounterOperator::operand(*d))
+        }
+    };
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(|v| v.as_slice())
+}
+
+fn collect(it: larder_index::Iter) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(|r| r.unwrap()).collect()
+}
+
+fn run(steps: Vec<Step>, background: bool) {
+    let sim = SimStorage::new(7);
+    let storage: StorageRef = Arc::new(sim.clone());
+    let dir = Path::new("/db/index");
+    let open = || Index::open(storage.clone(), dir, tiny_options(background)).unwrap();
+    let mut index = Some(open());
+    let mut model = Model::default();
+    // The model after each sequence number, to know the state a crash keeps.
+    let mut history: Vec<Model> = vec![Model::default()];
+    let mut snapshots: Vec<(larder_index::Snapshot, Model)> = Vec::new();
+    for step in steps {
+        let idx = index.as_ref().unwrap();
+        match step {
+            Step::Write(w) => {
+                let mut b = WriteBatch::new();
+                add_to_batch(&mut b, &w);
+                idx.write(history.len() as u64, &b).unwrap();
+                apply_model(&mut model, &w);
+                history.push(model.clone());
+            }
+            Step::Batch(ws) => {
+                let mut b = WriteBatch::new();
+                for w in &ws {
+                    add_to_batch(&mut b, w);
+                    apply_model(&mut model, w);
+                }
+                idx.write(history.len() as u64, &b).unwrap();
+                history.push(model.clone());
+            }
+            Step::Get(k) => assert_eq!(idx.get(&k).unwrap(), model.map.get(&k).cloned(), "get {k:?}"),
+            Step::Range(a, b, fwd) => {
+                let got = collect(idx.range(as_ref(&a), as_ref(&b), fwd).unwrap());
+                assert_eq!(got, model.range(as_ref(&a), as_ref(&b), fwd), "range {a:?}..{b:?} fwd={fwd}");
+            }
+            Step::Prefix(p, fwd) => {
+                assert_eq!(collect(idx.prefix(&p, fwd).unwrap()), model.prefix(&p, fwd), "prefix {p:?}")
+            }
+            Step::Snapshot => {
+                snapshots.push((idx.snapshot(), model.clone()));
+                if snapshots.len() > 4 {
+                    snapshots.remove(0);
+                }
+            }
+            Step::CheckSnapshot(i) => {
+                if let Some((s, m)) = snapshots.get(i % snapshots.len().max(1)) {
+                    assert_eq!(collect(s.iter(true).unwrap()), m.range(Bound::Unbounded, Bound::Unbounded, true));
+                    assert_eq!(collect(s.iter(false).unwrap()), m.range(Bound::Unbounded, Bound::Unbounded, false));
+                    for k in m.map.keys() {
+                        assert_eq!(s.get(k).unwrap(), m.map.get(k).cloned());
+                    }
+                }
+            }
+            Step::Flush => {
+                idx.flush().unwrap();
+                assert_eq!(idx.durable_seq(), history.len() as u64 - 1);
+            }
+            Step::CompactAll => {
+                idx.compact_all().unwrap();
+                let s = idx.stats();
+                assert!(s.runs <= 1, "{} runs after compact_all", s.runs);
+            }
+            Step::Reopen => {
+                snapshots.clear();
+                index.take().unwrap().close().unwrap();
+                index = Some(open());
+                assert_eq!(index.as_ref().unwrap().last_seq(), history.len() as u64 - 1);
+            }
+            Step::DropAndReopen => {
+                snapshots.clear();
+                let idx = index.take().unwrap();
+                // Stop the workers first so the durable point cannot move.
+                drop(idx);
+                let reopened = open();
+                let d = reopened.durable_seq();
+                assert!(d < history.len() as u64);
+                // Everything after the durable point is lost, as in a crash.
+                history.truncate(d as usize + 1);
+                model = history[d as usize].clone();
+                index = Some(reopened);
+            }
+        }
+        // Full check after every step: both directions.
+        let idx = index.as_ref().unwrap();
+        let all = collect(idx.iter(true).unwrap());
+        assert_eq!(all, model.range(Bound::Unbounded, Bound::Unbounded, true));
+    }
+    let idx = index.take().unwrap();
+    let back = collect(idx.iter(false).unwrap());
+    assert_eq!(back, model.range(Bound::Unbounded, Bound::Unbounded, false));
+    idx.close().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn inline_flushes_and_merges_match_the_model(steps in prop::collection::vec(step(), 1..160)) {
+        run(steps, false);
+    }
+
+    #[test]
+    fn background_flushes_and_merges_match_the_model(steps in prop::collection::vec(step(), 1..160)) {
+        run(steps, true);
+    }
+}

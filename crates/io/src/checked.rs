@@ -1,0 +1,176 @@
+//! `CheckedStorage`: the one choke point that latches the first failed sync.
+//!
+//! After fsync fails, Linux may already have dropped the dirty pages and
+//! marked them clean, so a retried sync "succeeds" without writing them
+//! (the fsyncgate problem). The only safe reaction is to stop writing and
+//! recover from what is on disk; this wrapper enforces that for every file
+//! of a store at once, so no caller can forget.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{IoError, IoResult};
+use crate::storage::{File, FileRef, Lock, OpenOptions, Storage, StorageRef};
+
+/// The latch shared by a `CheckedStorage` and every file it opened.
+#[derive(Debug, Default)]
+struct PoisonLatch {
+    /// Fast path for the check on every mutating call.
+    poisoned: AtomicBool,
+    /// The first cause; later causes are ignored because the first failure
+    /// is the one that explains the lost data.
+    cause: Mutex<Option<String>>,
+}
+
+impl PoisonLatch {
+    fn poison(&self, cause: String) {
+        let mut slot = self.cause.lock();
+        if slot.is_none() {
+            tracing::error!(%cause, "storage poisoned; refusing further writes");
+            *slot = Some(cause);
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    fn check(&self) -> IoResult<()> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let cause = self.cause.lock().clone().unwrap_or_default();
+        Err(IoError::Poisoned { cause })
+    }
+
+    /// Latches the error of a failed sync before handing it back.
+    fn on_sync<T>(&self, result: IoResult<T>) -> IoResult<T> {
+        if let Err(e) = &result {
+            self.poison(e.to_string());
+        }
+        result
+    }
+}
+
+/// Wraps a backend so that the first failed `sync_data` or `sync_dir`
+/// poisons it: every later mutating call, on the storage or on any file it
+/// opened, fails with [`IoError::Poisoned`] without reaching the backend.
+/// Reads, `len`, `list_dir` and `exists` keep working.
+#[derive(Debug, Clone)]
+pub struct CheckedStorage {
+    inner: StorageRef,
+    latch: Arc<PoisonLatch>,
+}
+
+impl CheckedStorage {
+    /// Wraps `inner`; the new wrapper is not poisoned.
+    pub fn new(inner: StorageRef) -> CheckedStorage {
+        CheckedStorage { inner, latch: Arc::new(PoisonLatch::default()) }
+    }
+
+    /// Whether a failed sync (or [`CheckedStorage::poison`]) has latched.
+    pub fn is_poisoned(&self) -> bool {
+        self.latch.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The message of the first failure, if poisoned.
+    pub fn poison_cause(&self) -> Option<String> {
+        self.latch.cause.lock().clone()
+    }
+
+    /// Poisons the storage from outside, e.g. when an engine worker panicked
+    /// midway through a write sequence. The first cause is kept.
+    pub fn poison(&self, cause: String) {
+        self.latch.poison(cause);
+    }
+}
+
+impl Storage for CheckedStorage {
+    fn open(&self, path: &Path, options: OpenOptions) -> IoResult<FileRef> {
+        if options.write || options.create || options.create_new {
+            self.latch.check()?;
+        }
+        let inner = self.inner.open(path, options)?;
+        Ok(Arc::new(CheckedFile { inner, latch: Arc::clone(&self.latch) }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.create_dir_all(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
+        self.inner.list_dir(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.remove_file(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> IoResult<()> {
+        self.latch.check()?;
+        self.latch.on_sync(self.inner.sync_dir(path))
+    }
+
+    fn exists(&self, path: &Path) -> IoResult<bool> {
+        self.inner.exists(path)
+    }
+
+    /// Locking stays allowed when poisoned: a poisoned engine still has to
+    /// hold its lock until it shuts down, and the lock file carries no data.
+    fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
+        self.inner.lock(path)
+    }
+}
+
+/// A file opened through [`CheckedStorage`], sharing its latch.
+#[derive(Debug)]
+struct CheckedFile {
+    inner: FileRef,
+    latch: Arc<PoisonLatch>,
+}
+
+impl File for CheckedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> IoResult<usize> {
+        self.inner.read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> IoResult<usize> {
+        self.latch.check()?;
+        self.inner.write_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> IoResult<()> {
+        self.latch.check()?;
+        self.latch.on_sync(self.inner.sync_data())
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.allocate(offset, len)
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.punch_hole(offset, len)
+    }
+
+    fn set_len(&self, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.set_len(len)
+    }
+
+    fn len(&self) -> IoResult<u64> {
+        self.inner.len()
+    }
+
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}

@@ -1,0 +1,167 @@
+//! The real backend: the local file system through pread / pwrite /
+//! fdatasync / fallocate / flock.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{FallocateFlags, FlockOperation};
+
+use crate::error::{IoError, IoResult};
+use crate::storage::{File, FileRef, Lock, OpenOptions, Storage};
+
+/// The local file system. Paths are used as given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealStorage;
+
+impl RealStorage {
+    /// Returns the real backend (it holds no state).
+    pub fn new() -> RealStorage {
+        RealStorage
+    }
+}
+
+/// An open file on the local file system.
+#[derive(Debug)]
+struct RealFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+/// A held `flock`; the kernel releases it when the descriptor closes, so
+/// keeping the file here ties the lock to this value's lifetime.
+#[derive(Debug)]
+struct RealLock {
+    _file: std::fs::File,
+}
+
+impl Lock for RealLock {}
+
+/// Rejects renames across directories: only a same-directory rename is
+/// atomic under one directory sync, and the simulated backend enforces the
+/// same rule, so both backends fail alike.
+pub(crate) fn check_same_dir(from: &Path, to: &Path) -> IoResult<()> {
+    if from.parent() != to.parent() {
+        return Err(IoError::InvalidInput { path: to.to_path_buf(), reason: "rename must stay within one directory" });
+    }
+    Ok(())
+}
+
+impl Storage for RealStorage {
+    fn open(&self, path: &Path, options: OpenOptions) -> IoResult<FileRef> {
+        let create = options.create || options.create_new;
+        // std refuses to create without write access, so creating implies write.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(options.write || create)
+            .create(options.create && !options.create_new)
+            .create_new(options.create_new)
+            .open(path)
+            .map_err(|e| IoError::os("open", path, e))?;
+        Ok(Arc::new(RealFile { file, path: path.to_path_buf() }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> IoResult<()> {
+        std::fs::create_dir_all(path).map_err(|e| IoError::os("create_dir_all", path, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
+        let entries = std::fs::read_dir(path).map_err(|e| IoError::os("list_dir", path, e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| IoError::os("list_dir", path, e))?;
+            let name = entry.file_name().into_string().map_err(|_| IoError::InvalidInput {
+                path: path.join(entry.file_name()),
+                reason: "file name is not UTF-8",
+            })?;
+            names.push(name);
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
+        check_same_dir(from, to)?;
+        std::fs::rename(from, to).map_err(|e| IoError::os("rename", from, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> IoResult<()> {
+        std::fs::remove_file(path).map_err(|e| IoError::os("remove_file", path, e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> IoResult<()> {
+        let dir = std::fs::File::open(path).map_err(|e| IoError::os("sync_dir", path, e))?;
+        rustix::fs::fsync(&dir).map_err(|e| IoError::os("sync_dir", path, e.into()))
+    }
+
+    fn exists(&self, path: &Path) -> IoResult<bool> {
+        path.try_exists().map_err(|e| IoError::os("exists", path, e))
+    }
+
+    fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| IoError::os("lock", path, e))?;
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Box::new(RealLock { _file: file })),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(IoError::Locked { path: path.to_path_buf() }),
+            Err(e) => Err(IoError::os("lock", path, e.into())),
+        }
+    }
+}
+
+impl File for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> IoResult<usize> {
+        loop {
+            match self.file.read_at(buf, offset) {
+                Ok(n) => return Ok(n),
+                // A signal interrupted the call before it read anything; retry.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(IoError::os("read", &self.path, e)),
+            }
+        }
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> IoResult<usize> {
+        loop {
+            match self.file.write_at(buf, offset) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(IoError::os("write", &self.path, e)),
+            }
+        }
+    }
+
+    fn sync_data(&self) -> IoResult<()> {
+        rustix::fs::fdatasync(&self.file).map_err(|e| IoError::os("sync", &self.path, e.into()))
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> IoResult<()> {
+        rustix::fs::fallocate(&self.file, FallocateFlags::empty(), offset, len)
+            .map_err(|e| IoError::os("allocate", &self.path, e.into()))
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> IoResult<()> {
+        let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        rustix::fs::fallocate(&self.file, mode, offset, len)
+            .map_err(|e| IoError::os("punch_hole", &self.path, e.into()))
+    }
+
+    fn set_len(&self, len: u64) -> IoResult<()> {
+        rustix::fs::ftruncate(&self.file, len).map_err(|e| IoError::os("set_len", &self.path, e.into()))
+    }
+
+    fn len(&self) -> IoResult<u64> {
+        let stat = rustix::fs::fstat(&self.file).map_err(|e| IoError::os("len", &self.path, e.into()))?;
+        // st_size is never negative for a regular file; treat a negative one as empty.
+        Ok(u64::try_from(stat.st_size).unwrap_or(0))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}

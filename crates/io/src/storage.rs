@@ -1,0 +1,123 @@
+//! The `Storage` and `File` traits: the only way engine crates touch files.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{IoError, IoResult};
+
+/// A shared handle to a storage backend.
+pub type StorageRef = Arc<dyn Storage>;
+/// A shared handle to an open file.
+pub type FileRef = Arc<dyn File>;
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail with [`IoError::AlreadyExists`] if the file exists (implies `create`).
+    pub create_new: bool,
+    /// Open for writing as well as reading.
+    pub write: bool,
+}
+
+impl OpenOptions {
+    /// Open an existing file read-only.
+    pub const READ: OpenOptions = OpenOptions { create: false, create_new: false, write: false };
+    /// Open an existing file for reading and writing.
+    pub const WRITE: OpenOptions = OpenOptions { create: false, create_new: false, write: true };
+    /// Create a new file (it must not exist) for reading and writing.
+    pub const CREATE_NEW: OpenOptions = OpenOptions { create: true, create_new: true, write: true };
+    /// Open for reading and writing, creating the file if missing.
+    pub const CREATE: OpenOptions = OpenOptions { create: true, create_new: false, write: true };
+}
+
+/// An open file. All offsets are absolute; there is no cursor, so a handle
+/// can be shared between threads.
+pub trait File: Send + Sync + std::fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read
+    /// (fewer only at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> IoResult<usize>;
+    /// Writes up to `buf.len()` bytes at `offset`; returns how many were
+    /// written. A short count is possible (a full device); callers use
+    /// [`write_all_at`].
+    fn write_at(&self, buf: &[u8], offset: u64) -> IoResult<usize>;
+    /// Makes every completed write to this file durable (fdatasync). A
+    /// failure may have lost those writes even if a later call succeeds.
+    fn sync_data(&self) -> IoResult<()>;
+    /// Reserves space for `[offset, offset + len)`, extending the file if
+    /// needed (fallocate without KEEP_SIZE). Bytes already in the range are
+    /// kept; bytes the call adds past the old end read as zeros.
+    fn allocate(&self, offset: u64, len: u64) -> IoResult<()>;
+    /// Frees the space of `[offset, offset + len)` while keeping the file's
+    /// length (fallocate PUNCH_HOLE | KEEP_SIZE). Reads of the range return zeros.
+    fn punch_hole(&self, offset: u64, len: u64) -> IoResult<()>;
+    /// Sets the file's length, zero-filling on growth.
+    fn set_len(&self, len: u64) -> IoResult<()>;
+    /// The file's current length in bytes.
+    fn len(&self) -> IoResult<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> IoResult<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// The path the file was opened with, for error messages.
+    fn path(&self) -> &Path;
+}
+
+/// A held exclusive lock on a file; released when dropped (or when the
+/// process dies, for the real backend).
+pub trait Lock: Send + Sync + std::fmt::Debug {}
+
+/// A file system as the engine sees it.
+///
+/// Directory operations (create, rename, remove) are durable only after
+/// [`Storage::sync_dir`] on the directory that holds the name.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// Opens (or creates) a file.
+    fn open(&self, path: &Path, options: OpenOptions) -> IoResult<FileRef>;
+    /// Creates a directory and any missing parents. Like a file create, the
+    /// new directory's name is durable only after its parent is synced.
+    fn create_dir_all(&self, path: &Path) -> IoResult<()>;
+    /// Names in a directory (files and directories), sorted, without `.`/`..`.
+    fn list_dir(&self, path: &Path) -> IoResult<Vec<String>>;
+    /// Atomically renames `from` to `to`, replacing `to` if it exists. Both
+    /// must be in the same directory.
+    fn rename(&self, from: &Path, to: &Path) -> IoResult<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> IoResult<()>;
+    /// Makes the directory's entries (creates, renames, removes) durable.
+    fn sync_dir(&self, path: &Path) -> IoResult<()>;
+    /// Whether a file or directory exists.
+    fn exists(&self, path: &Path) -> IoResult<bool>;
+    /// Takes an exclusive lock on `path` (creating it if needed) without
+    /// waiting; fails with [`IoError::Locked`] if another owner holds it.
+    fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>>;
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, or fails with
+/// [`IoError::UnexpectedEof`] naming the file.
+pub fn read_exact_at(file: &dyn File, mut buf: &mut [u8], mut offset: u64) -> IoResult<()> {
+    while !buf.is_empty() {
+        let n = file.read_at(buf, offset)?;
+        if n == 0 {
+            return Err(IoError::UnexpectedEof { path: file.path().to_path_buf(), offset });
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` at `offset`, retrying short writes; a write that makes
+/// no progress fails with [`IoError::NoSpace`].
+pub fn write_all_at(file: &dyn File, mut buf: &[u8], mut offset: u64) -> IoResult<()> {
+    while !buf.is_empty() {
+        let n = file.write_at(buf, offset)?;
+        if n == 0 {
+            return Err(IoError::NoSpace { path: file.path().to_path_buf() });
+        }
+        buf = &buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
