@@ -76,12 +76,9 @@ impl Inner {
                 w.add_tombstone(t);
             }
         }
-        if w.is_empty() {
-            // Everything cancelled out; still write the run so the commit
-            // records the flushed sequence range uniformly.
-        }
+        // The run's name becomes durable with the manifest's directory sync
+        // (same directory), before the manifest itself is durable.
         let meta = w.finish(id, 0, (mem.first_seq(), mem.last_seq()), &self.registry)?;
-        self.storage.sync_dir(&self.dir)?;
         Ok(meta)
     }
 
@@ -156,7 +153,6 @@ impl Inner {
             None
         } else {
             let meta = w.finish(id, task.output_level, (seq_min, seq_max), &self.registry)?;
-            self.storage.sync_dir(&self.dir)?;
             self.stats.add(&self.stats.bytes_compacted, meta.file_size);
             Some(meta)
         };

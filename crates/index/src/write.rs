@@ -40,7 +40,9 @@ impl Inner {
             self.freeze(&mut w);
             if !self.options.background_threads {
                 drop(w);
-                self.run_pending_work_inline()?;
+                // The batch is applied; a failed flush poisons the index and
+                // is reported by the next call, as with a background flush.
+                let _ = self.run_pending_work_inline();
             }
         }
         Ok(())
