@@ -1,0 +1,116 @@
+//! Files from a newer format version or with an unknown incompatible
+//! feature are refused with a message naming the file; runs holding
+//! operands of an unregistered merge operator are refused naming it.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::tiny_options;
+use larder_index::{CounterOperator, Index, IndexError, Options, WriteBatch};
+use larder_io::sim::CrashMode;
+use larder_io::{write_all_at, OpenOptions, SimStorage, Storage, StorageRef};
+
+const DIR: &str = "/db/index";
+
+fn build() -> SimStorage {
+    let sim = SimStorage::new(1);
+    let storage: StorageRef = Arc::new(sim.clone());
+    let index = Index::open(storage, Path::new(DIR), tiny_options(false)).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"a".to_vec(), b"1".to_vec()).merge(CounterOperator::NAME, b"c".to_vec(), CounterOperator::operand(2));
+    index.write(1, &b).unwrap();
+    index.close().unwrap();
+    sim
+}
+
+fn file(sim: &SimStorage, suffix: &str) -> PathBuf {
+    sim.file_names().into_iter().find(|p| p.to_string_lossy().contains(suffix)).unwrap()
+}
+
+fn open(sim: &SimStorage, options: Options) -> Result<Index, IndexError> {
+    let storage: StorageRef = Arc::new(sim.clone());
+    Index::open(storage, Path::new(DIR), options)
+}
+
+/// Overwrites bytes and fixes nothing else (so checksums may fail too: the
+/// version check must come first).
+fn patch(sim: &SimStorage, path: &Path, offset: u64, bytes: &[u8]) {
+    let f = sim.open(path, OpenOptions::WRITE).unwrap();
+    write_all_at(&*f, bytes, offset).unwrap();
+    f.sync_data().unwrap();
+}
+
+#[test]
+fn newer_manifest_version_is_refused_by_name() {
+    let sim = build().crash_with(CrashMode::KeepAllPending);
+    let m = file(&sim, "MANIFEST-");
+    patch(&sim, &m, 8, &2u32.to_le_bytes());
+    let e = open(&sim, tiny_options(false)).unwrap_err();
+    assert!(matches!(e, IndexError::NewerVersion { found: 2, supported: 1, .. }), "{e}");
+    assert!(e.to_string().contains(&*m.to_string_lossy()));
+}
+
+#[test]
+fn newer_run_version_is_refused_by_name() {
+    let sim = build().crash_with(CrashMode::KeepAllPending);
+    let run = file(&sim, ".run");
+    let len = sim.durable_len(&run).unwrap();
+    // Footer: version u32 at byte 12 of the 44-byte footer; re-checksum it.
+    let f = sim.open(&run, OpenOptions::WRITE).unwrap();
+    let mut footer = vec![0u8; 44];
+    larder_io::read_exact_at(&*f, &mut footer, len - 44).unwrap();
+    footer[12..16].copy_from_slice(&7u32.to_le_bytes());
+    let c = crc32c::crc32c(&footer[..32]);
+    footer[32..36].copy_from_slice(&c.to_le_bytes());
+    patch(&sim, &run, len - 44, &footer);
+    let e = open(&sim, tiny_options(false)).unwrap_err();
+    assert!(matches!(e, IndexError::NewerVersion { found: 7, .. }), "{e}");
+    assert!(e.to_string().contains(&*run.to_string_lossy()));
+}
+
+#[test]
+fn unknown_incompatible_run_feature_is_refused() {
+    let sim = build().crash_with(CrashMode::KeepAllPending);
+    let run = file(&sim, ".run");
+    let len = sim.durable_len(&run).unwrap();
+    let f = sim.open(&run, OpenOptions::WRITE).unwrap();
+    let mut footer = vec![0u8; 44];
+    larder_io::read_exact_at(&*f, &mut footer, len - 44).unwrap();
+    footer[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let c = crc32c::crc32c(&footer[..32]);
+    footer[32..36].copy_from_slice(&c.to_le_bytes());
+    patch(&sim, &run, len - 44, &footer);
+    let e = open(&sim, tiny_options(false)).unwrap_err();
+    assert!(matches!(e, IndexError::UnknownFeature { .. }), "{e}");
+    assert!(e.to_string().contains(&*run.to_string_lossy()));
+}
+
+#[test]
+fn unknown_incompatible_manifest_feature_is_refused() {
+    let sim = build().crash_with(CrashMode::KeepAllPending);
+    let m = file(&sim, "MANIFEST-");
+    let bytes = sim.read_durable(&m).unwrap();
+    let mut b = bytes.clone();
+    b[24..32].copy_from_slice(&1u64.to_le_bytes());
+    let n = b.len();
+    let c = crc32c::crc32c(&b[..n - 4]);
+    b[n - 4..].copy_from_slice(&c.to_le_bytes());
+    patch(&sim, &m, 0, &b);
+    let e = open(&sim, tiny_options(false)).unwrap_err();
+    assert!(matches!(e, IndexError::UnknownFeature { flags: 1, .. }), "{e}");
+}
+
+#[test]
+fn unregistered_merge_operator_is_refused_by_name() {
+    let sim = build().crash_with(CrashMode::KeepAllPending);
+    let e = open(&sim, Options { merge_operators: vec![], ..tiny_options(false) }).unwrap_err();
+    assert!(matches!(&e, IndexError::UnknownMergeOperator { name, .. } if name == CounterOperator::NAME), "{e}");
+    // With the operator registered it opens and the merged value is there.
+    let index = open(&sim, tiny_options(false)).unwrap();
+    assert_eq!(index.get(b"c").unwrap().and_then(|v| CounterOperator::decode(&v)), Some(2));
+    let _ = Arc::new(CounterOperator);
+}
