@@ -16,12 +16,14 @@ use larder_io::{OpenOptions, SimStorage, Storage, StorageRef};
 
 const DIR: &str = "/db/index";
 
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 fn options() -> Options {
     // Large caches would hide lazily read blocks; keep everything small.
     tiny_options(false)
 }
 
-fn build() -> (SimStorage, Vec<(Vec<u8>, Vec<u8>)>) {
+fn build() -> (SimStorage, Pairs) {
     let sim = SimStorage::new(3);
     let storage: StorageRef = Arc::new(sim.clone());
     let index = Index::open(storage, Path::new(DIR), Options { memtable_size_bytes: 1 << 20, ..options() }).unwrap();
