@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building and testing Larder needs, when it is missing:
+# cargo-nextest (the test runner). Idempotent; prints what it does.
+set -euo pipefail
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo is missing; install the Rust toolchain (https://rustup.rs) first" >&2
+    exit 1
+fi
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "setup: installing cargo-nextest"
+    cargo install cargo-nextest --locked
+fi
+
+# rustfmt and clippy are part of the checks the test script runs.
+if command -v rustup >/dev/null 2>&1; then
+    for c in rustfmt clippy; do
+        if ! rustup component list --installed 2>/dev/null | grep -q "^$c"; then
+            echo "setup: adding rustup component $c"
+            rustup component add "$c"
+        fi
+    done
+fi
