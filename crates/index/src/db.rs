@@ -13,7 +13,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::batch::WriteBatch;
 use crate::error::{IndexError, Result};
 use crate::iter::Iter;
-use crate::manifest::{load_manifest, write_manifest, ManifestState};
+use crate::manifest::{self, commit_manifest, load_manifest, parse_manifest_file_name, ManifestState};
 use crate::memtable::Memtable;
 use crate::merge::Registry;
 use crate::options::Options;
@@ -89,23 +89,39 @@ impl std::fmt::Debug for Index {
 impl Index {
     /// Opens the index in `dir` (creating it if empty), taking its lock.
     ///
-    /// Refuses a manifest or run from a newer format version or with an
-    /// unknown incompatible feature, runs holding operands of a merge
-    /// operator not in `options.merge_operators`, and any file that fails
-    /// its checksums, naming the file. Files no manifest refers to
-    /// (left by a crash) are removed.
+    /// Refuses, naming the file: a manifest or run from a newer format
+    /// version or with an unknown incompatible feature; runs holding
+    /// operands of a merge operator not in `options.merge_operators`; a
+    /// `CURRENT`, manifest or run whose footer, meta block, filter, block
+    /// index or tombstones fail their checks (data blocks are checked when
+    /// read). Files no committed manifest refers to (left by a crash) are
+    /// removed once everything else has been verified.
     pub fn open(storage: StorageRef, dir: &Path, options: Options) -> Result<Index> {
         options.validate()?;
         let registry = Registry::new(options.merge_operators.clone())?;
         storage.create_dir_all(dir)?;
         let lock = storage.lock(&dir.join("LOCK"))?;
         let names = storage.list_dir(dir)?;
-        let loaded = load_manifest(&*storage, dir, &names)?;
-        let (state, path, stale) = match loaded {
+        let (state, path, stale) = match load_manifest(&*storage, dir, &names)? {
             Some(l) => (l.state, l.path, l.stale),
             None => {
+                if let Some(run) = names.iter().find(|n| parse_run_file_name(n).is_some()) {
+                    // Runs exist, so a commit happened: CURRENT was lost.
+                    return Err(IndexError::corrupt(
+                        dir.join(manifest::CURRENT_FILE),
+                        0,
+                        format!("missing while run {run} exists; restore the index directory from a backup"),
+                    ));
+                }
+                // A new index, or one whose first commit never finished:
+                // clear what that attempt left, then commit generation 1.
+                for n in
+                    names.iter().filter(|n| parse_manifest_file_name(n).is_some() || *n == manifest::CURRENT_TMP_FILE)
+                {
+                    storage.remove_file(&dir.join(n))?;
+                }
                 let state = ManifestState { generation: 1, ..Default::default() };
-                let path = write_manifest(&*storage, dir, &state)?;
+                let path = commit_manifest(&*storage, dir, &state)?;
                 if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                     // Make the new directory itself durable.
                     storage.sync_dir(parent)?;
@@ -128,6 +144,20 @@ impl Index {
                 ));
             }
         }
+        let stats = Arc::new(Stats::default());
+        let run_cache =
+            RunCache::new(storage.clone(), registry.clone(), options.max_open_runs, options.metadata_cache_bytes);
+        let runs: Vec<Arc<RunHandle>> = state
+            .runs
+            .iter()
+            .map(|m| RunHandle::new(m.clone(), dir.join(run_file_name(m.id)), storage.clone()))
+            .collect();
+        // Verify every run's footer, meta block, filter, block index and
+        // tombstones now, so corruption there is reported at open (data
+        // blocks are verified when read). Nothing is removed before this.
+        for r in &runs {
+            run_cache.get(r, &stats)?;
+        }
         // Remove what a crash left behind: stale manifests, unreferenced runs.
         let mut removed = false;
         for p in stale {
@@ -143,21 +173,7 @@ impl Index {
         if removed {
             storage.sync_dir(dir)?;
         }
-
-        let stats = Arc::new(Stats::default());
-        let run_cache =
-            RunCache::new(storage.clone(), registry.clone(), options.max_open_runs, options.metadata_cache_bytes);
-        let runs: Vec<Arc<RunHandle>> = state
-            .runs
-            .iter()
-            .map(|m| RunHandle::new(m.clone(), dir.join(run_file_name(m.id)), storage.clone()))
-            .collect();
-        // Verify every run now, so corruption is reported at open.
-        for r in &runs {
-            run_cache.get(r, &stats)?;
-        }
         let version = Arc::new(Version { runs });
-        version.check_invariants();
         let durable = state.durable_seq;
         let sv =
             SuperVersion { active: Arc::new(Memtable::new(durable + 1)), frozen: Vec::new(), version: version.clone() };

@@ -56,9 +56,9 @@ impl Op {
     }
 }
 
-/// The version stamp of an entry: batch sequence number and position of the
-/// key's occurrence within the batch (0 for the first write of a key in a
-/// batch, 1 for the second, ...).
+/// The version stamp of an entry: the batch's sequence number and the
+/// operation's position within the batch, so later operations of one batch
+/// supersede earlier ones on the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Stamp {
     pub seq: u64,

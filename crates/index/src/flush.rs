@@ -15,7 +15,7 @@ use crate::db::Inner;
 use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::iter::{MemSource, MergeIter, Source};
-use crate::manifest::write_manifest;
+use crate::manifest::commit_manifest;
 use crate::memtable::Memtable;
 use crate::resolve::resolve_output;
 use crate::run::cache::RunHandle;
@@ -194,8 +194,12 @@ impl Inner {
         state.runs = runs.iter().map(|r| r.meta.clone()).collect();
         state.operator_names = self.registry_names_in_use();
         let version = Arc::new(Version { runs });
-        version.check_invariants();
-        let path = write_manifest(&*self.storage, &self.dir, &state)?;
+        // A manifest that breaks the run-order invariants could not be
+        // opened again: refuse to commit it (in release builds too).
+        version
+            .check_invariants()
+            .map_err(|e| IndexError::Poisoned(format!("refusing to commit a bad version: {e}")))?;
+        let path = commit_manifest(&*self.storage, &self.dir, &state)?;
         self.stats.add(&self.stats.manifest_writes, 1);
         // The new manifest is durable: the old one and the merged runs can go.
         let old_path = std::mem::replace(&mut c.path, path);

@@ -1,12 +1,17 @@
 //! The manifest: which runs make up the index and the durable sequence
-//! number, rewritten whole on every flush and merge.
+//! number, rewritten whole on every flush and merge, and the `CURRENT`
+//! file that names the committed manifest.
 //!
-//! Commit protocol (see docs/format.md, "Manifest"): write `MANIFEST-<gen>`
-//! as a new file, sync it, sync the directory; only then remove the previous
-//! manifest and the runs it alone referenced. Open takes the valid manifest
-//! with the highest generation. A newer manifest that fails its checksum
-//! was torn by a crash before its commit finished, so the previous one (and
-//! every run it names) is still there.
+//! Commit protocol (see docs/format.md, "Manifest"): write
+//! `MANIFEST-<gen>` as a new file and sync it; write `CURRENT.tmp` naming
+//! generation `gen`, sync it, rename it over `CURRENT` and sync the
+//! directory. The rename is the commit point. Only then are the previous
+//! manifest and the runs it alone referenced removed.
+//!
+//! Open reads `CURRENT` and the manifest it names; either failing a check
+//! is corruption, reported by name, never a reason to fall back silently.
+//! Any other manifest found is an uncommitted (possibly torn) or a stale
+//! one, and is removed.
 
 use std::path::{Path, PathBuf};
 
@@ -46,12 +51,59 @@ pub(crate) fn manifest_file_name(generation: u64) -> String {
 }
 
 pub(crate) fn parse_manifest_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_prefix("MANIFEST-")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+    crate::run::parse_lower_hex16(name.strip_prefix("MANIFEST-")?)
+}
+
+/// The file naming the committed manifest.
+pub(crate) const CURRENT_FILE: &str = "CURRENT";
+/// Where the next `CURRENT` is written before the rename commits it.
+pub(crate) const CURRENT_TMP_FILE: &str = "CURRENT.tmp";
+/// The first 8 bytes of `CURRENT`.
+pub(crate) const CURRENT_MAGIC: [u8; 8] = *b"LRDRCURR";
+/// Size of `CURRENT`: magic, version u32, generation u64, crc32c u32.
+const CURRENT_BYTES: usize = 24;
+
+fn encode_current(generation: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(CURRENT_BYTES);
+    out.extend_from_slice(&CURRENT_MAGIC);
+    put_u32(&mut out, MANIFEST_FORMAT_VERSION);
+    put_u64(&mut out, generation);
+    let c = crc(&out);
+    put_u32(&mut out, c);
+    out
+}
+
+/// The generation `CURRENT` names.
+pub(crate) fn decode_current(bytes: &[u8], path: &Path) -> Result<u64> {
+    let bad = |what: String| IndexError::corrupt(path, 0, what);
+    let mut d = Decoder::new(bytes);
+    if d.bytes(8, "magic").map_err(bad)? != CURRENT_MAGIC {
+        return Err(bad("bad magic: not a larder CURRENT file".into()));
+    }
+    let version = d.u32("version").map_err(bad)?;
+    check_version(version, path)?;
+    if bytes.len() != CURRENT_BYTES {
+        return Err(bad(format!("CURRENT is {} bytes, expected {CURRENT_BYTES}", bytes.len())));
+    }
+    check_trailing_crc(bytes).map_err(bad)?;
+    d.u64("generation").map_err(bad)
+}
+
+/// Refuses versions this build cannot read: 0 was never written, and a
+/// newer one has a layout this build does not know.
+fn check_version(version: u32, path: &Path) -> Result<()> {
+    if version == 0 {
+        return Err(IndexError::corrupt(path, 8, "format version 0 was never written"));
+    }
+    if version > MANIFEST_FORMAT_VERSION {
+        return Err(IndexError::NewerVersion { path: path.into(), found: version, supported: MANIFEST_FORMAT_VERSION });
+    }
+    Ok(())
 }
 
 impl ManifestState {
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    /// Encodes the manifest; refuses one too large for its length field.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
         let mut body = Vec::new();
         put_u64(&mut body, 0); // compat features
         put_u64(&mut body, 0); // incompat features
@@ -74,6 +126,9 @@ impl ManifestState {
             put_bytes(&mut body, &r.min_key);
             put_bytes(&mut body, &r.max_key);
         }
+        if body.len() as u64 + 20 > MAX_MANIFEST_BYTES {
+            return Err(IndexError::TooLarge { what: "manifest", len: body.len() as u64, limit: MAX_MANIFEST_BYTES });
+        }
         let mut out = Vec::with_capacity(body.len() + 20);
         out.extend_from_slice(&MANIFEST_MAGIC);
         put_u32(&mut out, MANIFEST_FORMAT_VERSION);
@@ -81,11 +136,11 @@ impl ManifestState {
         out.extend_from_slice(&body);
         let c = crc(&out);
         put_u32(&mut out, c);
-        out
+        Ok(out)
     }
 
-    /// Decodes and checks a manifest. Version and feature checks come
-    /// before the checksum so a newer format is reported as such.
+    /// Decodes and checks a manifest. The version is checked before the
+    /// checksum (a newer layout cannot be checked), feature flags after it.
     pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<ManifestState> {
         let bad = |what: String| IndexError::corrupt(path, 0, what);
         let mut d = Decoder::new(bytes);
@@ -120,6 +175,9 @@ impl ManifestState {
             let n = d.length_prefixed(255, "operator name").map_err(bad)?;
             operator_names.push(String::from_utf8(n.to_vec()).map_err(|_| bad("operator name is not UTF-8".into()))?);
         }
+        if operator_names.iter().enumerate().any(|(i, n)| operator_names[..i].contains(n)) {
+            return Err(bad("an operator name is listed twice".into()));
+        }
         let n_runs = d.u32("run count").map_err(bad)?;
         let mut runs: Vec<RunMeta> = Vec::new();
         for i in 0..n_runs {
@@ -137,6 +195,9 @@ impl ManifestState {
             if r.id >= next_run_id || r.seq_min > r.seq_max || r.seq_max > durable_seq {
                 return Err(bad(format!("run {i} (id {}) has inconsistent ids or sequence numbers", r.id)));
             }
+            if runs.iter().any(|p| p.id == r.id) {
+                return Err(bad(format!("run id {} is listed twice", r.id)));
+            }
             if let Some(prev) = runs.last() {
                 if r.seq_max >= prev.seq_min || r.level < prev.level {
                     return Err(bad(format!("run {i} (id {}) is out of order", r.id)));
@@ -151,75 +212,69 @@ impl ManifestState {
     }
 }
 
-/// Writes `state` as a new manifest and makes it durable (file and
-/// directory synced). Returns its path.
-pub(crate) fn write_manifest(storage: &dyn Storage, dir: &Path, state: &ManifestState) -> Result<PathBuf> {
+/// Writes `state` as a new manifest and commits it: when this returns, the
+/// manifest (and every file created in `dir` before it) is durable and
+/// `CURRENT` names it. Returns the manifest's path.
+pub(crate) fn commit_manifest(storage: &dyn Storage, dir: &Path, state: &ManifestState) -> Result<PathBuf> {
     let path = dir.join(manifest_file_name(state.generation));
-    let bytes = state.encode();
+    let bytes = state.encode()?;
     let file = storage.open(&path, OpenOptions::CREATE_NEW)?;
     write_all_at(&*file, &bytes, 0)?;
     file.sync_data()?;
-    // IMPORTANT: the manifest counts as committed only once its name is durable.
+    let tmp = dir.join(CURRENT_TMP_FILE);
+    match storage.remove_file(&tmp) {
+        Err(e) if !e.is_not_found() => return Err(e.into()),
+        _ => {}
+    }
+    let current = storage.open(&tmp, OpenOptions::CREATE_NEW)?;
+    write_all_at(&*current, &encode_current(state.generation), 0)?;
+    current.sync_data()?;
+    // IMPORTANT: the rename made durable by the directory sync is the commit.
+    storage.rename(&tmp, &dir.join(CURRENT_FILE))?;
     storage.sync_dir(dir)?;
     Ok(path)
 }
 
-/// The manifest to open and the other manifest files found (to remove).
+/// The committed manifest and the other manifest files found (to remove).
 pub(crate) struct Loaded {
     pub state: ManifestState,
     pub path: PathBuf,
     pub stale: Vec<PathBuf>,
 }
 
-/// Finds the valid manifest with the highest generation. None if the
-/// directory holds no manifest at all.
+/// Reads `CURRENT` and the manifest it names. None if there is no
+/// `CURRENT` (a new index, or one whose first commit did not finish).
 pub(crate) fn load_manifest(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<Option<Loaded>> {
-    let mut gens: Vec<u64> = names.iter().filter_map(|n| parse_manifest_file_name(n)).collect();
-    gens.sort_unstable_by(|a, b| b.cmp(a));
-    let mut first_error = None;
-    for (i, g) in gens.iter().enumerate() {
-        let path = dir.join(manifest_file_name(*g));
-        match read_manifest(storage, &path) {
-            Ok(state) if state.generation == *g => {
-                let stale = gens
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, g)| dir.join(manifest_file_name(*g)))
-                    .collect();
-                return Ok(Some(Loaded { state, path, stale }));
-            }
-            Ok(state) => {
-                first_error.get_or_insert(IndexError::corrupt(
-                    &path,
-                    0,
-                    format!("holds generation {}", state.generation),
-                ));
-            }
-            // A newer format is not a torn write: refuse rather than fall back.
-            Err(e @ (IndexError::NewerVersion { .. } | IndexError::UnknownFeature { .. })) => return Err(e),
-            Err(e @ IndexError::Corrupt { .. }) => {
-                tracing::warn!(error = %e, "skipping a manifest that fails its checks (torn by a crash?)");
-                first_error.get_or_insert(e);
-            }
-            Err(e) => return Err(e),
-        }
+    let current_path = dir.join(CURRENT_FILE);
+    let mut stale: Vec<PathBuf> = names.iter().filter(|n| *n == CURRENT_TMP_FILE).map(|n| dir.join(n)).collect();
+    if !names.iter().any(|n| n == CURRENT_FILE) {
+        return Ok(None);
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(None),
+    let generation = decode_current(&read_file(storage, &current_path, CURRENT_BYTES as u64)?, &current_path)?;
+    let path = dir.join(manifest_file_name(generation));
+    let state = ManifestState::decode(&read_file(storage, &path, MAX_MANIFEST_BYTES)?, &path)?;
+    if state.generation != generation {
+        return Err(IndexError::corrupt(
+            &path,
+            0,
+            format!("holds generation {}, CURRENT names {generation}", state.generation),
+        ));
     }
+    stale.extend(
+        names.iter().filter(|n| parse_manifest_file_name(n).is_some_and(|g| g != generation)).map(|n| dir.join(n)),
+    );
+    Ok(Some(Loaded { state, path, stale }))
 }
 
-fn read_manifest(storage: &dyn Storage, path: &Path) -> Result<ManifestState> {
+fn read_file(storage: &dyn Storage, path: &Path, limit: u64) -> Result<Vec<u8>> {
     let file = storage.open(path, OpenOptions::READ)?;
     let len = file.len()?;
-    if len > MAX_MANIFEST_BYTES {
-        return Err(IndexError::corrupt(path, 0, format!("manifest of {len} bytes is implausibly large")));
+    if len > limit {
+        return Err(IndexError::corrupt(path, 0, format!("{len} bytes is implausibly large (limit {limit})")));
     }
     let mut buf = vec![0u8; len as usize];
     read_exact_at(&*file, &mut buf, 0)?;
-    ManifestState::decode(&buf, path)
+    Ok(buf)
 }
 
 #[cfg(test)]
@@ -263,12 +318,12 @@ mod tests {
     #[test]
     fn round_trips() {
         let s = sample();
-        assert_eq!(ManifestState::decode(&s.encode(), Path::new("m")).unwrap(), s);
+        assert_eq!(ManifestState::decode(&s.encode().unwrap(), Path::new("m")).unwrap(), s);
     }
 
     #[test]
     fn any_flip_or_truncation_is_refused() {
-        let b = sample().encode();
+        let b = sample().encode().unwrap();
         for bit in 0..b.len() * 8 {
             let mut x = b.clone();
             x[bit / 8] ^= 1 << (bit % 8);
@@ -281,10 +336,31 @@ mod tests {
 
     #[test]
     fn newer_version_is_named() {
-        let mut b = sample().encode();
+        let mut b = sample().encode().unwrap();
         b[8] = 2;
         let e = ManifestState::decode(&b, Path::new("dir/MANIFEST-7")).unwrap_err();
         assert!(matches!(e, IndexError::NewerVersion { found: 2, .. }), "{e}");
         assert!(e.to_string().contains("dir/MANIFEST-7"));
+        b[8] = 0;
+        assert!(matches!(ManifestState::decode(&b, Path::new("m")), Err(IndexError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn current_round_trips_and_refuses_flips() {
+        let b = encode_current(42);
+        assert_eq!(decode_current(&b, Path::new("CURRENT")).unwrap(), 42);
+        for bit in 0..b.len() * 8 {
+            let mut x = b.clone();
+            x[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_current(&x, Path::new("CURRENT")).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn names_are_strict_lower_hex() {
+        assert_eq!(parse_manifest_file_name("MANIFEST-000000000000002a"), Some(42));
+        assert_eq!(parse_manifest_file_name("MANIFEST-000000000000002A"), None);
+        assert_eq!(parse_manifest_file_name("MANIFEST-+00000000000002a"), None);
+        assert_eq!(parse_manifest_file_name("MANIFEST-2a"), None);
     }
 }

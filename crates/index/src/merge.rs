@@ -37,6 +37,12 @@ pub(crate) struct Registry {
 
 impl Registry {
     pub(crate) fn new(operators: Vec<Arc<dyn MergeOperator>>) -> Result<Self> {
+        if operators.len() > usize::from(u16::MAX) {
+            return Err(IndexError::InvalidOption {
+                name: "merge_operators",
+                reason: "at most 65535 operators".into(),
+            });
+        }
         for (i, a) in operators.iter().enumerate() {
             if a.name().is_empty() || a.name().len() > 255 {
                 return Err(IndexError::InvalidOption {

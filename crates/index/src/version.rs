@@ -7,7 +7,7 @@ use crate::run::cache::RunHandle;
 
 /// The runs of the index, newest first.
 ///
-/// Invariants (checked by [`Version::check_invariants`] in debug builds):
+/// Invariants (checked by [`Version::check_invariants`] before every commit):
 /// sequence ranges are disjoint and strictly decreasing along the list, and
 /// levels never decrease along it, so the runs of a level are contiguous
 /// and every run of a level is newer than every run of the next.
@@ -17,13 +17,17 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    pub(crate) fn check_invariants(&self) {
-        if cfg!(debug_assertions) {
-            for w in self.runs.windows(2) {
-                assert!(w[0].meta.seq_min > w[1].meta.seq_max, "runs overlap in sequence numbers");
-                assert!(w[0].meta.level <= w[1].meta.level, "levels out of order");
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        for w in self.runs.windows(2) {
+            let (a, b) = (&w[0].meta, &w[1].meta);
+            if a.seq_min <= b.seq_max {
+                return Err(format!("runs {} and {} overlap in sequence numbers", a.id, b.id));
+            }
+            if a.level > b.level {
+                return Err(format!("run {} (level {}) precedes run {} (level {})", a.id, a.level, b.id, b.level));
             }
         }
+        Ok(())
     }
 
     pub(crate) fn runs_at(&self, level: u32) -> usize {

@@ -20,6 +20,10 @@ impl Inner {
         if seq <= w.last_seq {
             return Err(IndexError::SequenceNotIncreasing { given: seq, last: w.last_seq });
         }
+        if seq == u64::MAX {
+            // Reserved: the next memtable starts at seq + 1.
+            return Err(IndexError::TooLarge { what: "sequence number", len: seq, limit: u64::MAX - 1 });
+        }
         if self.options.background_threads {
             self.stall_if_behind()?;
         }

@@ -134,3 +134,26 @@ fn bit_flips_on_read_are_caught_by_checksums() {
         }
     }
 }
+
+#[test]
+fn corrupt_current_is_reported_by_name() {
+    let (sim, expected) = build();
+    let current = Path::new(DIR).join("CURRENT");
+    for offset in 0..sim.durable_len(&current).unwrap() {
+        let sim = sim.crash_with(larder_io::sim::CrashMode::KeepAllPending);
+        sim.corrupt(&current, offset, 0x04).unwrap();
+        let e = open_and_read(&sim, &expected).unwrap_err();
+        assert!(names_file(&e, &current), "offset {offset}: {e}");
+    }
+}
+
+#[test]
+fn runs_without_current_are_refused_not_wiped() {
+    let (sim, expected) = build();
+    let current = Path::new(DIR).join("CURRENT");
+    sim.remove_file(&current).unwrap();
+    let e = open_and_read(&sim, &expected).unwrap_err();
+    assert!(names_file(&e, &current) && e.to_string().contains("missing"), "{e}");
+    // Nothing was removed: the runs are still there.
+    assert!(!files(&sim, ".run").is_empty());
+}

@@ -123,6 +123,17 @@ impl Block {
         self.count
     }
 
+    /// Checks every merge entry names an operator of the run's table.
+    pub(crate) fn check_operator_ids(&self, operators: usize) -> Result<(), String> {
+        for i in 0..self.count {
+            let e = self.entry(i);
+            if e.kind == Kind::Merge && e.run_op_id as usize >= operators {
+                return Err(format!("entry {i} names operator {} of a table of {operators}", e.run_op_id));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn size_bytes(&self) -> usize {
         self.data.len()
     }

@@ -50,6 +50,12 @@ pub(crate) fn run_file_name(id: u64) -> String {
 
 /// Parses a run file name back to its id.
 pub(crate) fn parse_run_file_name(name: &str) -> Option<u64> {
-    let hex = name.strip_suffix(".run")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+    parse_lower_hex16(name.strip_suffix(".run")?)
+}
+
+/// Exactly 16 lower-case hex digits, as the writer names files; anything
+/// else is not ours (and is never removed as if it were).
+pub(crate) fn parse_lower_hex16(hex: &str) -> Option<u64> {
+    let ok = hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    ok.then(|| u64::from_str_radix(hex, 16).ok()).flatten()
 }

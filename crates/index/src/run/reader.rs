@@ -143,11 +143,15 @@ impl OpenRun {
         let _compat = d.u64("compat features").map_err(&bad)?;
         let incompat = d.u64("incompat features").map_err(&bad)?;
         let stored = d.u32("footer checksum").map_err(&bad)?;
+        // The version comes first: a newer footer layout cannot be checked.
+        if version > RUN_FORMAT_VERSION {
+            return Err(IndexError::NewerVersion { path: path.into(), found: version, supported: RUN_FORMAT_VERSION });
+        }
         if crc(&footer[..32]) != stored {
             return Err(bad("footer checksum mismatch".into()));
         }
-        if version > RUN_FORMAT_VERSION {
-            return Err(IndexError::NewerVersion { path: path.into(), found: version, supported: RUN_FORMAT_VERSION });
+        if version == 0 {
+            return Err(bad("format version 0 was never written".into()));
         }
         if incompat & !RUN_KNOWN_INCOMPAT != 0 {
             return Err(IndexError::UnknownFeature { path: path.into(), flags: incompat & !RUN_KNOWN_INCOMPAT });
@@ -177,11 +181,14 @@ impl OpenRun {
         let mut op_map = Vec::with_capacity(op_count.into());
         for _ in 0..op_count {
             let name = d.length_prefixed(255, "operator name").map_err(&bad)?;
-            let name = String::from_utf8_lossy(name).into_owned();
+            let name = String::from_utf8(name.to_vec()).map_err(|_| bad("operator name is not UTF-8".into()))?;
             let id = registry
                 .id_of(&name)
                 .ok_or_else(|| IndexError::UnknownMergeOperator { path: path.into(), name: name.clone() })?;
             op_map.push(id);
+        }
+        if d.remaining() != 0 {
+            return Err(bad(format!("{} trailing bytes in the meta block", d.remaining())));
         }
         if (entry_count, seq_min, seq_max, min_key, max_key)
             != (meta.entry_count, meta.seq_min, meta.seq_max, meta.min_key.as_slice(), meta.max_key.as_slice())
@@ -220,7 +227,9 @@ impl OpenRun {
         let load = || -> Result<Arc<Block>> {
             let raw = read_section(&*self.file, &self.path, h, "data block")?;
             stats.add(&stats.block_reads, 1);
-            Ok(Arc::new(Block::decode(raw).map_err(corrupt(&self.path, h.offset))?))
+            let block = Block::decode(raw).map_err(corrupt(&self.path, h.offset))?;
+            block.check_operator_ids(self.op_map.len()).map_err(corrupt(&self.path, h.offset))?;
+            Ok(Arc::new(block))
         };
         match cache {
             Some(c) => c.get_or_load(self.id, h.offset, stats, load),

@@ -114,6 +114,7 @@ impl RunWriter {
 
     fn finish_block(&mut self) -> Result<()> {
         let bytes = self.block.finish();
+        check_u32_len("data block", bytes.len())?;
         let handle = BlockHandle { offset: self.written + self.buf.len() as u64, len: bytes.len() as u32 };
         self.buf.extend_from_slice(&bytes);
         put_bytes(&mut self.index, &self.block_last_key);
@@ -136,10 +137,11 @@ impl RunWriter {
         Ok(())
     }
 
-    fn append_section(&mut self, bytes: &[u8]) -> BlockHandle {
+    fn append_section(&mut self, bytes: &[u8]) -> Result<BlockHandle> {
+        check_u32_len("run section", bytes.len())?;
         let handle = BlockHandle { offset: self.written + self.buf.len() as u64, len: bytes.len() as u32 };
         self.buf.extend_from_slice(bytes);
-        handle
+        Ok(handle)
     }
 
     /// Writes filter, index, tombstones, meta and footer, then syncs the
@@ -149,7 +151,7 @@ impl RunWriter {
             self.finish_block()?;
         }
         let filter = match self.bloom.take() {
-            Some(b) => self.append_section(&b.finish()),
+            Some(b) => self.append_section(&b.finish())?,
             None => BlockHandle { offset: self.written + self.buf.len() as u64, len: 0 },
         };
         let mut index = Vec::with_capacity(self.index.len() + 8);
@@ -157,7 +159,7 @@ impl RunWriter {
         index.extend_from_slice(&self.index);
         let c = crc(&index);
         put_u32(&mut index, c);
-        let index_handle = self.append_section(&index);
+        let index_handle = self.append_section(&index)?;
 
         self.tombstones.sort_by(|a, b| a.start.cmp(&b.start).then(b.stamp.cmp(&a.stamp)));
         let mut ts = Vec::new();
@@ -177,7 +179,8 @@ impl RunWriter {
         }
         let c = crc(&ts);
         put_u32(&mut ts, c);
-        let ts_handle = self.append_section(&ts);
+        check_u32_len("tombstone count", self.tombstones.len())?;
+        let ts_handle = self.append_section(&ts)?;
 
         let min_key = min_key.unwrap_or_default();
         let mut meta = Vec::new();
@@ -197,7 +200,7 @@ impl RunWriter {
         }
         let c = crc(&meta);
         put_u32(&mut meta, c);
-        let meta_handle = self.append_section(&meta);
+        let meta_handle = self.append_section(&meta)?;
 
         let mut footer = Vec::with_capacity(FOOTER_BYTES);
         put_u64(&mut footer, meta_handle.offset);
@@ -224,4 +227,13 @@ impl RunWriter {
             max_key: self.max_key,
         })
     }
+}
+
+/// Refuses a length that does not fit the format's u32 field (a block
+/// holding one key's versions can exceed it only with huge values).
+fn check_u32_len(what: &'static str, len: usize) -> Result<()> {
+    if len > u32::MAX as usize {
+        return Err(crate::IndexError::TooLarge { what, len: len as u64, limit: u32::MAX.into() });
+    }
+    Ok(())
 }
