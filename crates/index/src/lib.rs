@@ -40,7 +40,7 @@ mod write;
 
 pub mod fuzzing;
 
-pub use batch::WriteBatch;
+pub use batch::{BatchOp, WriteBatch};
 pub use db::{Index, Snapshot};
 pub use error::{IndexError, Result};
 pub use iter::Iter;

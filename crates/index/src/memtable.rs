@@ -12,22 +12,73 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
-use crate::entry::{cmp_internal, Entry, Op, RangeTombstone, Stamp};
+use crate::entry::{Entry, Kind, Op, RangeTombstone, Stamp};
 
 /// Bytes charged per entry beyond its key and payload (skip-list node,
-/// boxes, stamp), so the budget tracks real memory.
+/// allocation, stamp), so the budget tracks real memory.
 const ENTRY_OVERHEAD_BYTES: usize = 96;
 
+/// A memtable entry: key and payload in one allocation, and the key's first
+/// 8 bytes inline (big-endian, zero-padded) so most comparisons during a
+/// skip-list search never touch the allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct MemKey {
-    key: Box<[u8]>,
+    head: u64,
+    key_len: u32,
+    data: Box<[u8]>,
     stamp: Stamp,
+}
+
+fn key_head(key: &[u8]) -> u64 {
+    let mut h = [0u8; 8];
+    let n = key.len().min(8);
+    h[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(h)
+}
+
+impl MemKey {
+    fn new(key: &[u8], payload: &[u8], stamp: Stamp) -> MemKey {
+        let mut data = Vec::with_capacity(key.len() + payload.len());
+        data.extend_from_slice(key);
+        data.extend_from_slice(payload);
+        MemKey { head: key_head(key), key_len: key.len() as u32, data: data.into_boxed_slice(), stamp }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.data[..self.key_len as usize]
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.data[self.key_len as usize..]
+    }
 }
 
 impl Ord for MemKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        cmp_internal(&self.key, self.stamp, &other.key, other.stamp)
+        // Equal heads say nothing (a shorter key is zero-padded); unequal
+        // heads order the keys as the bytes would.
+        self.head.cmp(&other.head).then_with(|| self.key().cmp(other.key())).then_with(|| other.stamp.cmp(&self.stamp))
     }
+}
+
+/// What an entry does, beside its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MemOp {
+    kind: Kind,
+    operator: u32,
+}
+
+fn to_op(k: &MemKey, op: MemOp) -> Op {
+    match op.kind {
+        Kind::Put => Op::Put(k.payload().to_vec()),
+        Kind::Delete => Op::Delete,
+        Kind::Merge => Op::Merge { operator: op.operator, operand: k.payload().to_vec() },
+    }
+}
+
+/// A probe for searches: sorts before every version of `key` not newer than `stamp`.
+fn probe(key: &[u8], stamp: Stamp) -> MemKey {
+    MemKey::new(key, &[], stamp)
 }
 
 impl PartialOrd for MemKey {
@@ -38,7 +89,7 @@ impl PartialOrd for MemKey {
 
 /// One memtable. Holds exactly the batches from `first_seq` to `last_seq`.
 pub(crate) struct Memtable {
-    map: SkipMap<MemKey, Op>,
+    map: SkipMap<MemKey, MemOp>,
     tombstones: RwLock<Vec<RangeTombstone>>,
     size_bytes: AtomicUsize,
     /// The first sequence number this memtable may hold.
@@ -63,10 +114,11 @@ impl Memtable {
         self.first_seq
     }
 
-    /// Adds one point write. Callers serialize writers.
-    pub(crate) fn insert(&self, key: Vec<u8>, stamp: Stamp, op: Op) {
-        let charge = key.len() + op.payload_len() + ENTRY_OVERHEAD_BYTES;
-        self.map.insert(MemKey { key: key.into_boxed_slice(), stamp }, op);
+    /// Adds one point write (`operator` only for merges). Callers
+    /// serialize writers.
+    pub(crate) fn insert(&self, key: &[u8], payload: &[u8], stamp: Stamp, kind: Kind, operator: u32) {
+        let charge = key.len() + payload.len() + ENTRY_OVERHEAD_BYTES;
+        self.map.insert(MemKey::new(key, payload, stamp), MemOp { kind, operator });
         self.size_bytes.fetch_add(charge, AtomicOrdering::Relaxed);
     }
 
@@ -100,12 +152,11 @@ impl Memtable {
 
     /// Versions of `key` visible at `read_seq`, newest first, appended to `out`.
     pub(crate) fn versions(&self, key: &[u8], read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
-        let from = MemKey { key: key.into(), stamp: Stamp { seq: read_seq, sub: u32::MAX } };
-        for e in self.map.range(from..) {
-            if &*e.key().key != key {
+        for e in self.map.range(probe(key, Stamp { seq: read_seq, sub: u32::MAX })..) {
+            if e.key().key() != key {
                 break;
             }
-            out.push((e.key().stamp, e.value().clone()));
+            out.push((e.key().stamp, to_op(e.key(), *e.value())));
         }
     }
 
@@ -141,24 +192,20 @@ impl Memtable {
         out: &mut Vec<Entry>,
     ) {
         let lo: Bound<MemKey> = match (forward, after) {
-            (true, Some((k, s))) => Bound::Excluded(MemKey { key: k.into(), stamp: s }),
+            (true, Some((k, s))) => Bound::Excluded(probe(k, s)),
             _ => match start {
                 // Newest version of the start key sorts first.
-                Bound::Included(k) => {
-                    Bound::Included(MemKey { key: k.into(), stamp: Stamp { seq: u64::MAX, sub: u32::MAX } })
-                }
+                Bound::Included(k) => Bound::Included(probe(k, Stamp { seq: u64::MAX, sub: u32::MAX })),
                 // Past the oldest version of the excluded key.
-                Bound::Excluded(k) => Bound::Excluded(MemKey { key: k.into(), stamp: Stamp { seq: 0, sub: 0 } }),
+                Bound::Excluded(k) => Bound::Excluded(probe(k, Stamp { seq: 0, sub: 0 })),
                 Bound::Unbounded => Bound::Unbounded,
             },
         };
         let hi: Bound<MemKey> = match (forward, after) {
-            (false, Some((k, s))) => Bound::Excluded(MemKey { key: k.into(), stamp: s }),
+            (false, Some((k, s))) => Bound::Excluded(probe(k, s)),
             _ => match end {
-                Bound::Included(k) => Bound::Included(MemKey { key: k.into(), stamp: Stamp { seq: 0, sub: 0 } }),
-                Bound::Excluded(k) => {
-                    Bound::Excluded(MemKey { key: k.into(), stamp: Stamp { seq: u64::MAX, sub: u32::MAX } })
-                }
+                Bound::Included(k) => Bound::Included(probe(k, Stamp { seq: 0, sub: 0 })),
+                Bound::Excluded(k) => Bound::Excluded(probe(k, Stamp { seq: u64::MAX, sub: u32::MAX })),
                 Bound::Unbounded => Bound::Unbounded,
             },
         };
@@ -171,10 +218,10 @@ impl Memtable {
             return;
         }
         let range = self.map.range((lo, hi));
-        let to_entry = |e: crossbeam_skiplist::map::Entry<'_, MemKey, Op>| Entry {
-            key: e.key().key.to_vec(),
+        let to_entry = |e: crossbeam_skiplist::map::Entry<'_, MemKey, MemOp>| Entry {
+            key: e.key().key().to_vec(),
             stamp: e.key().stamp,
-            op: e.value().clone(),
+            op: to_op(e.key(), *e.value()),
         };
         if forward {
             out.extend(range.take(limit).map(to_entry));

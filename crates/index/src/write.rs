@@ -4,8 +4,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::batch::WriteBatch;
+use crate::batch::{tombstone, BatchOp, WriteBatch};
 use crate::db::{Inner, WriterState};
+use crate::entry::{Kind, Stamp};
 use crate::error::{IndexError, Result};
 use crate::memtable::Memtable;
 use crate::version::SuperVersion;
@@ -13,7 +14,7 @@ use crate::version::SuperVersion;
 impl Inner {
     pub(crate) fn write(&self, seq: u64, batch: &WriteBatch) -> Result<()> {
         // Validate before taking the lock: a refused batch changes nothing.
-        let resolved = batch.resolve(seq, &self.registry)?;
+        let operators = batch.check(&self.registry)?;
         let mut w = self.writer.lock();
         // Checked after taking the lock, so no write slips past a poisoning.
         self.check_poison()?;
@@ -28,11 +29,21 @@ impl Inner {
             self.stall_if_behind()?;
         }
         let active = self.sv.read().active.clone();
-        for (key, stamp, op) in resolved.points {
-            active.insert(key, stamp, op);
-        }
-        for t in resolved.ranges {
-            active.insert_tombstone(t);
+        let mut operators = operators.into_iter();
+        for (i, op) in batch.iter().enumerate() {
+            let stamp = Stamp { seq, sub: i as u32 };
+            match op {
+                BatchOp::Put { key, value } => active.insert(key, value, stamp, Kind::Put, 0),
+                BatchOp::Delete { key } => active.insert(key, &[], stamp, Kind::Delete, 0),
+                BatchOp::Merge { key, operand, .. } => {
+                    active.insert(key, operand, stamp, Kind::Merge, operators.next().unwrap_or(u32::MAX))
+                }
+                BatchOp::DeleteRange { start, end } => {
+                    if let Some(t) = tombstone(start, end, seq, i as u32) {
+                        active.insert_tombstone(t);
+                    }
+                }
+            }
         }
         active.set_last_seq(seq);
         w.last_seq = seq;
