@@ -107,7 +107,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         let mut b = WriteBatch::new();
         let end = (i + args.batch.max(1)).min(args.n);
         for j in i..end {
-            b.put(key(j, 0).to_vec(), value.clone());
+            b.put(key(j, 0), &value);
         }
         seq += 1;
         index.write(seq, &b).with_context(|| format!("writing batch {seq}"))?;
