@@ -41,6 +41,10 @@ pub(crate) struct Args {
     /// Keep the store afterwards (default: remove it).
     #[arg(long)]
     keep: bool,
+    /// Query a store kept by an earlier `--keep` run with the same --n
+    /// instead of loading (implies --keep).
+    #[arg(long)]
+    reuse: bool,
 }
 
 /// A 64-bit mixer (splitmix64): the i-th key is the same in every run.
@@ -74,7 +78,8 @@ fn rate(n: u64, secs: f64) -> String {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let index_dir = args.dir.join("index");
-    if !args.keep && args.dir.exists() {
+    let keep = args.keep || args.reuse;
+    if !keep && args.dir.exists() {
         std::fs::remove_dir_all(&args.dir)
             .with_context(|| format!("removing the old store at {}", args.dir.display()))?;
     }
@@ -97,7 +102,22 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         args.memtable_mb, args.cache_mb, options.bloom_bits_per_key, options.merge_fanout
     );
 
-    // Load.
+    if args.reuse {
+        anyhow::ensure!(index.last_seq() > 0, "--reuse: no store at {}; run once with --keep", index_dir.display());
+        println!("load:       skipped (--reuse)");
+    } else {
+        load(&index, args)?;
+    }
+    query(&index, args)?;
+    println!("\ncounters:\n{}", index.stats());
+    index.close().context("closing the index")?;
+    if !keep {
+        std::fs::remove_dir_all(&args.dir).with_context(|| format!("removing {}", args.dir.display()))?;
+    }
+    Ok(())
+}
+
+fn load(index: &Index, args: &Args) -> Result<()> {
     let value = vec![0x5a_u8; args.value_bytes];
     let pb = bar(args.n, "load");
     let start = Instant::now();
@@ -124,7 +144,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         rate(args.n, load),
         mb / load
     );
+    Ok(())
+}
 
+fn query(index: &Index, args: &Args) -> Result<()> {
     // Gets.
     let gets = args.gets.min(args.n.max(1));
     for (what, salt) in [("get hit", 0u64), ("get miss", 0xdead_beef)] {
@@ -167,11 +190,5 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         rate(args.scans, secs),
         entries as f64 / secs.max(1e-9)
     );
-
-    println!("\ncounters:\n{}", index.stats());
-    index.close().context("closing the index")?;
-    if !args.keep {
-        std::fs::remove_dir_all(&args.dir).with_context(|| format!("removing {}", args.dir.display()))?;
-    }
     Ok(())
 }

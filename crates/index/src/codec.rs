@@ -89,6 +89,13 @@ impl<'a> Decoder<'a> {
     }
 
     pub(crate) fn varint(&mut self, what: &str) -> DecodeResult<u64> {
+        // Fast path: most lengths fit one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = self.u8(what)?;
@@ -178,4 +185,21 @@ mod tests {
             assert!(check_trailing_crc(&x).is_err(), "flip of bit {i} not detected");
         }
     }
+}
+
+/// Reads a varint at `*pos` from bytes already validated, advancing `pos`;
+/// returns 0 past the end instead of failing (callers validated first).
+#[inline]
+pub(crate) fn read_varint_unchecked(buf: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    while let Some(&b) = buf.get(*pos) {
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 || shift >= 63 {
+            break;
+        }
+        shift += 7;
+    }
+    v
 }

@@ -30,7 +30,7 @@ pub fn manifest(data: &[u8]) -> bool {
 
 /// Decodes `data` as a data block. Returns whether it was accepted.
 pub fn data_block(data: &[u8]) -> bool {
-    match Block::decode(data.to_vec()) {
+    match Block::decode(data.to_vec(), 2) {
         Ok(b) => {
             for i in 0..b.len() {
                 let _ = b.entry(i);

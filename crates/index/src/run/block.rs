@@ -2,11 +2,15 @@
 //!
 //! Layout (see docs/format.md): entries, then `count` u32 offsets of the
 //! entries from the block start, then `count` as u32, then a crc32c of all
-//! preceding bytes. Every version of one key lives in one block.
+//! preceding bytes. An entry starts with its key so a binary search reads
+//! only keys. Every version of one key lives in one block.
+//!
+//! A block is checked completely once, when it is read from disk; lookups
+//! in a checked block then use accessors that cannot fail.
 
 use std::cmp::Ordering;
 
-use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, Decoder};
+use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, read_varint_unchecked, Decoder};
 use crate::entry::{cmp_internal, Entry, Kind, Op, Stamp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
@@ -30,23 +34,28 @@ impl BlockBuilder {
         self.buf.len() + 4 * self.offsets.len() + 8
     }
 
-    /// Adds an entry; `op_ids` maps the registry id of a merge operator to
-    /// its id in this run's operator table.
+    /// Adds an entry; `run_op_id` is the merge operator's id in this run's
+    /// operator table (ignored for other kinds).
     pub(crate) fn add(&mut self, key: &[u8], stamp: Stamp, op: &Op, run_op_id: u32) {
         self.offsets.push(self.buf.len() as u32);
         let b = &mut self.buf;
         put_varint(b, key.len() as u64);
-        put_varint(b, op.payload_len() as u64);
+        b.extend_from_slice(key);
         b.push(op.kind() as u8);
         put_u64(b, stamp.seq);
         put_varint(b, stamp.sub.into());
         if let Op::Merge { .. } = op {
             put_varint(b, run_op_id.into());
         }
-        b.extend_from_slice(key);
         match op {
-            Op::Put(v) => b.extend_from_slice(v),
-            Op::Merge { operand, .. } => b.extend_from_slice(operand),
+            Op::Put(v) => {
+                put_varint(b, v.len() as u64);
+                b.extend_from_slice(v);
+            }
+            Op::Merge { operand, .. } => {
+                put_varint(b, operand.len() as u64);
+                b.extend_from_slice(operand);
+            }
             Op::Delete => {}
         }
     }
@@ -76,19 +85,46 @@ pub(crate) struct RawEntry<'a> {
     pub payload: &'a [u8],
 }
 
-/// A verified data block (checksum already checked, offsets validated).
+/// A checked data block.
 #[derive(Debug)]
 pub(crate) struct Block {
+    /// The entries and the offset table (count and checksum cut off).
     data: Vec<u8>,
     /// Where the offset table starts.
     table: usize,
     count: usize,
 }
 
+/// Parses one entry from `bytes` (exactly the entry), checking everything.
+fn parse_checked(bytes: &[u8], operators: usize) -> Result<RawEntry<'_>, String> {
+    let mut d = Decoder::new(bytes);
+    let key = d.length_prefixed(MAX_KEY_BYTES, "key")?;
+    let kind_byte = d.u8("kind")?;
+    let kind = Kind::from_u8(kind_byte).ok_or_else(|| format!("unknown kind {kind_byte}"))?;
+    let seq = d.u64("sequence number")?;
+    let sub = u32::try_from(d.varint("sub")?).map_err(|_| "sub out of range".to_string())?;
+    let mut run_op_id = 0;
+    let mut payload: &[u8] = &[];
+    if kind == Kind::Merge {
+        run_op_id = u32::try_from(d.varint("operator id")?).map_err(|_| "operator id out of range".to_string())?;
+        if run_op_id as usize >= operators {
+            return Err(format!("names operator {run_op_id} of a table of {operators}"));
+        }
+    }
+    if kind != Kind::Delete {
+        payload = d.length_prefixed(MAX_VALUE_BYTES, "value")?;
+    }
+    if d.remaining() != 0 {
+        return Err(format!("{} trailing bytes", d.remaining()));
+    }
+    Ok(RawEntry { key, stamp: Stamp { seq, sub }, kind, run_op_id, payload })
+}
+
 impl Block {
-    /// Verifies and wraps a block read from disk. The returned error text
-    /// says what is wrong; the caller names the file and offset.
-    pub(crate) fn decode(mut raw: Vec<u8>) -> Result<Block, String> {
+    /// Checks a block read from disk: checksum, offset table, every entry
+    /// (against a run operator table of `operators` entries) and their
+    /// order. The error text says what is wrong; the caller names the file.
+    pub(crate) fn decode(mut raw: Vec<u8>, operators: usize) -> Result<Block, String> {
         let body_len = check_trailing_crc(&raw)?.len();
         raw.truncate(body_len);
         if body_len < 4 {
@@ -103,18 +139,31 @@ impl Block {
         if count == 0 {
             return Err("block holds no entries".into());
         }
+        raw.truncate(body_len - 4);
         let block = Block { data: raw, table, count };
-        // Validate every entry once so later reads cannot fail on structure.
-        let mut prev: Option<(usize, Stamp)> = None;
+        let mut prev: Option<RawEntry<'_>> = None;
+        let mut end = block.table;
+        // Walk backwards so each entry's end is the next one's start.
+        let mut offsets = Vec::with_capacity(count);
         for i in 0..count {
-            let e = block.entry_checked(i)?;
-            if let Some((pi, ps)) = prev {
-                let pk = block.entry_checked(pi)?.key;
-                if cmp_internal(pk, ps, e.key, e.stamp) != Ordering::Less {
+            offsets.push(block.offset(i));
+        }
+        if offsets[0] != 0 {
+            return Err("first entry does not start the block".into());
+        }
+        for i in (0..count).rev() {
+            let start = offsets[i];
+            if start >= end {
+                return Err(format!("entry {i} offset {start} is not below {end}"));
+            }
+            let e = parse_checked(&block.data[start..end], operators).map_err(|w| format!("entry {i}: {w}"))?;
+            if let Some(p) = prev {
+                if cmp_internal(e.key, e.stamp, p.key, p.stamp) != Ordering::Less {
                     return Err(format!("entry {i} is out of order"));
                 }
             }
-            prev = Some((i, e.stamp));
+            prev = Some(e);
+            end = start;
         }
         Ok(block)
     }
@@ -123,68 +172,53 @@ impl Block {
         self.count
     }
 
-    /// Checks every merge entry names an operator of the run's table.
-    pub(crate) fn check_operator_ids(&self, operators: usize) -> Result<(), String> {
-        for i in 0..self.count {
-            let e = self.entry(i);
-            if e.kind == Kind::Merge && e.run_op_id as usize >= operators {
-                return Err(format!("entry {i} names operator {} of a table of {operators}", e.run_op_id));
-            }
-        }
-        Ok(())
-    }
-
     pub(crate) fn size_bytes(&self) -> usize {
         self.data.len()
     }
 
-    fn offset(&self, i: usize) -> Result<usize, String> {
+    fn offset(&self, i: usize) -> usize {
         let at = self.table + 4 * i;
-        let mut d = Decoder::new(self.data.get(at..at + 4).ok_or("offset table truncated")?);
-        let o = d.u32("entry offset")? as usize;
-        if o >= self.table {
-            return Err(format!("entry {i} offset {o} points past the entries"));
+        match self.data.get(at..at + 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+            None => 0,
         }
-        Ok(o)
     }
 
-    fn entry_checked(&self, i: usize) -> Result<RawEntry<'_>, String> {
-        let start = self.offset(i)?;
-        let end = if i + 1 < self.count { self.offset(i + 1)? } else { self.table };
-        let bytes = self.data.get(start..end).ok_or_else(|| format!("entry {i} bounds {start}..{end} invalid"))?;
-        let mut d = Decoder::new(bytes);
-        let key_len = d.len(MAX_KEY_BYTES, "key length")?;
-        let val_len = d.len(MAX_VALUE_BYTES, "value length")?;
-        let kind_byte = d.u8("kind")?;
-        let kind = Kind::from_u8(kind_byte).ok_or_else(|| format!("entry {i} has unknown kind {kind_byte}"))?;
-        let seq = d.u64("sequence number")?;
-        let sub = u32::try_from(d.varint("sub")?).map_err(|_| format!("entry {i} sub out of range"))?;
-        let run_op_id = if kind == Kind::Merge {
-            u32::try_from(d.varint("operator id")?).map_err(|_| format!("entry {i} operator id out of range"))?
-        } else {
-            0
-        };
-        if kind == Kind::Delete && val_len != 0 {
-            return Err(format!("entry {i} is a delete with a {val_len}-byte value"));
-        }
-        let key = d.bytes(key_len, "key")?;
-        let payload = d.bytes(val_len, "value")?;
-        if d.remaining() != 0 {
-            return Err(format!("entry {i} has {} trailing bytes", d.remaining()));
-        }
-        Ok(RawEntry { key, stamp: Stamp { seq, sub }, kind, run_op_id, payload })
+    /// The key of entry `i` (checked at decode).
+    fn key_at(&self, i: usize) -> (&[u8], usize) {
+        let mut pos = self.offset(i);
+        let len = read_varint_unchecked(&self.data, &mut pos) as usize;
+        let end = (pos + len).min(self.data.len());
+        (self.data.get(pos..end).unwrap_or_default(), end)
     }
 
-    /// The i-th entry. Blocks are validated at decode, so this cannot fail
-    /// for `i < len()`; an out-of-range index yields an empty delete.
+    fn stamp_at(&self, after_key: usize) -> Stamp {
+        let seq = self
+            .data
+            .get(after_key + 1..after_key + 9)
+            .map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]));
+        let mut pos = after_key + 9;
+        let sub = read_varint_unchecked(&self.data, &mut pos) as u32;
+        Stamp { seq, sub }
+    }
+
+    /// The i-th entry (checked at decode, so this cannot fail for `i < len()`).
     pub(crate) fn entry(&self, i: usize) -> RawEntry<'_> {
-        self.entry_checked(i).unwrap_or(RawEntry {
-            key: &[],
-            stamp: Stamp { seq: 0, sub: 0 },
-            kind: Kind::Delete,
-            run_op_id: 0,
-            payload: &[],
-        })
+        let (key, after_key) = self.key_at(i);
+        let kind = self.data.get(after_key).copied().and_then(Kind::from_u8).unwrap_or(Kind::Delete);
+        let stamp = self.stamp_at(after_key);
+        let mut pos = after_key + 9;
+        read_varint_unchecked(&self.data, &mut pos);
+        let mut run_op_id = 0;
+        let mut payload: &[u8] = &[];
+        if kind == Kind::Merge {
+            run_op_id = read_varint_unchecked(&self.data, &mut pos) as u32;
+        }
+        if kind != Kind::Delete {
+            let len = read_varint_unchecked(&self.data, &mut pos) as usize;
+            payload = self.data.get(pos..pos + len).unwrap_or_default();
+        }
+        RawEntry { key, stamp, kind, run_op_id, payload }
     }
 
     /// Index of the first entry not before (key, stamp) in internal order.
@@ -192,8 +226,14 @@ impl Block {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let e = self.entry(mid);
-            if cmp_internal(e.key, e.stamp, key, stamp) == Ordering::Less {
+            let (k, after) = self.key_at(mid);
+            let less = match k.cmp(key) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                // Same key: newer stamps sort first.
+                Ordering::Equal => self.stamp_at(after) > stamp,
+            };
+            if less {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -234,7 +274,7 @@ mod tests {
             b.add(k.as_bytes(), Stamp { seq: 9, sub: 1 }, &Op::Put(vec![i as u8; 3]), 0);
             b.add(k.as_bytes(), Stamp { seq: 5, sub: 0 }, &Op::Merge { operator: 0, operand: vec![1] }, 2);
         }
-        let block = Block::decode(b.finish()).unwrap();
+        let block = Block::decode(b.finish(), 3).unwrap();
         assert_eq!(block.len(), 100);
         let i = block.seek(b"key010", Stamp { seq: 7, sub: u32::MAX });
         let e = block.entry(i);
@@ -242,22 +282,29 @@ mod tests {
         assert_eq!(e.stamp.seq, 5);
         assert_eq!(e.kind, Kind::Merge);
         assert_eq!(e.run_op_id, 2);
+        assert_eq!(e.payload, &[1]);
+        let e = block.entry(block.seek(b"key010", Stamp { seq: 9, sub: 1 }));
+        assert_eq!((e.stamp.seq, e.kind, e.payload), (9, Kind::Put, &[10u8, 10, 10][..]));
         assert_eq!(block.seek(b"zzz", Stamp { seq: 0, sub: 0 }), 100);
+        assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
     }
 
     #[test]
-    fn every_bit_flip_is_refused() {
+    fn every_bit_flip_and_truncation_is_refused() {
         let mut b = BlockBuilder::new();
         b.add(b"a", Stamp { seq: 1, sub: 0 }, &Op::Put(b"v".to_vec()), 0);
         b.add(b"b", Stamp { seq: 1, sub: 1 }, &Op::Delete, 0);
+        b.add(b"c", Stamp { seq: 1, sub: 2 }, &Op::Merge { operator: 0, operand: b"o".to_vec() }, 0);
         let raw = b.finish();
+        assert!(Block::decode(raw.clone(), 1).is_ok());
+        assert!(Block::decode(raw.clone(), 0).is_err(), "operator outside the run's table");
         for bit in 0..raw.len() * 8 {
             let mut x = raw.clone();
             x[bit / 8] ^= 1 << (bit % 8);
-            assert!(Block::decode(x).is_err(), "bit {bit}");
+            assert!(Block::decode(x, 1).is_err(), "bit {bit}");
         }
         for len in 0..raw.len() {
-            assert!(Block::decode(raw[..len].to_vec()).is_err());
+            assert!(Block::decode(raw[..len].to_vec(), 1).is_err());
         }
     }
 }

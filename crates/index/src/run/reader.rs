@@ -227,8 +227,7 @@ impl OpenRun {
         let load = || -> Result<Arc<Block>> {
             let raw = read_section(&*self.file, &self.path, h, "data block")?;
             stats.add(&stats.block_reads, 1);
-            let block = Block::decode(raw).map_err(corrupt(&self.path, h.offset))?;
-            block.check_operator_ids(self.op_map.len()).map_err(corrupt(&self.path, h.offset))?;
+            let block = Block::decode(raw, self.op_map.len()).map_err(corrupt(&self.path, h.offset))?;
             Ok(Arc::new(block))
         };
         match cache {
