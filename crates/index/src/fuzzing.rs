@@ -30,12 +30,14 @@ pub fn manifest(data: &[u8]) -> bool {
 
 /// Decodes `data` as a data block. Returns whether it was accepted.
 pub fn data_block(data: &[u8]) -> bool {
-    match Block::decode(data.to_vec(), 2) {
+    match Block::decode(data.to_vec()) {
         Ok(b) => {
+            // Accessors must stay in bounds even on unverified entries.
             for i in 0..b.len() {
-                let _ = b.entry(i);
+                let e = b.entry(i);
+                let _ = b.seek(e.key, e.stamp);
             }
-            true
+            b.verify_entries(2).is_ok()
         }
         Err(_) => false,
     }

@@ -22,8 +22,10 @@ pub struct Options {
     pub block_size_bytes: usize,
     /// Budget of the shared data-block cache. Default 64 MiB.
     pub block_cache_bytes: usize,
-    /// Bloom filter bits per key. 0 disables filters. Default 10
-    /// (about 1% false positives per run).
+    /// Bloom filter bits per key. 0 disables filters. Default 14 (about
+    /// 0.12% false positives per run, so a missed get reads a data block
+    /// less than 2% of the time even when it consults a dozen runs; 10
+    /// bits give about 0.8% per run).
     pub bloom_bits_per_key: u32,
     /// Budget for the filters, block indexes and range tombstones of open
     /// runs; a run whose metadata is evicted is reopened on next use.
@@ -54,7 +56,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             block_size_bytes: 4096,
             block_cache_bytes: 64 << 20,
-            bloom_bits_per_key: 10,
+            bloom_bits_per_key: 14,
             metadata_cache_bytes: 64 << 20,
             max_open_runs: 512,
             merge_fanout: 4,

@@ -121,10 +121,10 @@ fn parse_checked(bytes: &[u8], operators: usize) -> Result<RawEntry<'_>, String>
 }
 
 impl Block {
-    /// Checks a block read from disk: checksum, offset table, every entry
-    /// (against a run operator table of `operators` entries) and their
-    /// order. The error text says what is wrong; the caller names the file.
-    pub(crate) fn decode(mut raw: Vec<u8>, operators: usize) -> Result<Block, String> {
+    /// Checks a block read from disk: its checksum and offset table, so
+    /// every accessor stays within the block. Entry contents are covered by
+    /// the checksum; [`Block::verify_entries`] checks them one by one.
+    pub(crate) fn decode(mut raw: Vec<u8>) -> Result<Block, String> {
         let body_len = check_trailing_crc(&raw)?.len();
         raw.truncate(body_len);
         if body_len < 4 {
@@ -141,31 +141,38 @@ impl Block {
         }
         raw.truncate(body_len - 4);
         let block = Block { data: raw, table, count };
-        let mut prev: Option<RawEntry<'_>> = None;
-        let mut end = block.table;
-        // Walk backwards so each entry's end is the next one's start.
-        let mut offsets = Vec::with_capacity(count);
+        let mut prev_end = None;
         for i in 0..count {
-            offsets.push(block.offset(i));
-        }
-        if offsets[0] != 0 {
-            return Err("first entry does not start the block".into());
-        }
-        for i in (0..count).rev() {
-            let start = offsets[i];
-            if start >= end {
-                return Err(format!("entry {i} offset {start} is not below {end}"));
+            let start = block.offset(i);
+            let ok = match prev_end {
+                None => start == 0,
+                Some(p) => start > p,
+            };
+            if !ok || start >= table {
+                return Err(format!("entry {i} offset {start} is out of place"));
             }
-            let e = parse_checked(&block.data[start..end], operators).map_err(|w| format!("entry {i}: {w}"))?;
+            prev_end = Some(start);
+        }
+        Ok(block)
+    }
+
+    /// Checks every entry's encoding, its operator id against a run table
+    /// of `operators` names, and the entries' order. Merges and fsck run
+    /// this before trusting a block's contents.
+    pub(crate) fn verify_entries(&self, operators: usize) -> Result<(), String> {
+        let mut prev: Option<RawEntry<'_>> = None;
+        for i in 0..self.count {
+            let end = if i + 1 < self.count { self.offset(i + 1) } else { self.table };
+            let bytes = self.data.get(self.offset(i)..end).ok_or_else(|| format!("entry {i} out of bounds"))?;
+            let e = parse_checked(bytes, operators).map_err(|w| format!("entry {i}: {w}"))?;
             if let Some(p) = prev {
-                if cmp_internal(e.key, e.stamp, p.key, p.stamp) != Ordering::Less {
+                if cmp_internal(p.key, p.stamp, e.key, e.stamp) != Ordering::Less {
                     return Err(format!("entry {i} is out of order"));
                 }
             }
             prev = Some(e);
-            end = start;
         }
-        Ok(block)
+        Ok(())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -274,7 +281,8 @@ mod tests {
             b.add(k.as_bytes(), Stamp { seq: 9, sub: 1 }, &Op::Put(vec![i as u8; 3]), 0);
             b.add(k.as_bytes(), Stamp { seq: 5, sub: 0 }, &Op::Merge { operator: 0, operand: vec![1] }, 2);
         }
-        let block = Block::decode(b.finish(), 3).unwrap();
+        let block = Block::decode(b.finish()).unwrap();
+        block.verify_entries(3).unwrap();
         assert_eq!(block.len(), 100);
         let i = block.seek(b"key010", Stamp { seq: 7, sub: u32::MAX });
         let e = block.entry(i);
@@ -296,15 +304,15 @@ mod tests {
         b.add(b"b", Stamp { seq: 1, sub: 1 }, &Op::Delete, 0);
         b.add(b"c", Stamp { seq: 1, sub: 2 }, &Op::Merge { operator: 0, operand: b"o".to_vec() }, 0);
         let raw = b.finish();
-        assert!(Block::decode(raw.clone(), 1).is_ok());
-        assert!(Block::decode(raw.clone(), 0).is_err(), "operator outside the run's table");
+        Block::decode(raw.clone()).unwrap().verify_entries(1).unwrap();
+        assert!(Block::decode(raw.clone()).unwrap().verify_entries(0).is_err(), "operator outside the run's table");
         for bit in 0..raw.len() * 8 {
             let mut x = raw.clone();
             x[bit / 8] ^= 1 << (bit % 8);
-            assert!(Block::decode(x, 1).is_err(), "bit {bit}");
+            assert!(Block::decode(x).is_err(), "bit {bit}");
         }
         for len in 0..raw.len() {
-            assert!(Block::decode(raw[..len].to_vec(), 1).is_err());
+            assert!(Block::decode(raw[..len].to_vec()).is_err());
         }
     }
 }

@@ -11,9 +11,14 @@ pub(crate) fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The bit positions a key sets: double hashing, each probe mapped onto
+/// `[0, nbits)` by multiply-shift (no division).
 fn probes(hash: u64, k: u32, nbits: u64) -> impl Iterator<Item = u64> {
     let delta = hash.rotate_right(21) | 1;
-    (0..u64::from(k)).map(move |i| hash.wrapping_add(i.wrapping_mul(delta)) % nbits)
+    (0..u64::from(k)).map(move |i| {
+        let h = hash.wrapping_add(i.wrapping_mul(delta));
+        ((u128::from(h) * u128::from(nbits)) >> 64) as u64
+    })
 }
 
 /// Builds a filter sized for an expected number of keys.
