@@ -175,8 +175,11 @@ impl Index {
         }
         let version = Arc::new(Version { runs });
         let durable = state.durable_seq;
-        let sv =
-            SuperVersion { active: Arc::new(Memtable::new(durable + 1)), frozen: Vec::new(), version: version.clone() };
+        let sv = SuperVersion {
+            active: Arc::new(Memtable::new(durable + 1, options.memtable_size_bytes)),
+            frozen: Vec::new(),
+            version: version.clone(),
+        };
         let inner = Arc::new(Inner {
             block_cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
             run_cache,
@@ -420,7 +423,7 @@ impl Inner {
             open_runs: open_runs as u64,
             metadata_bytes: metadata_bytes as u64,
             block_cache_bytes: self.block_cache.weight(),
-            memtable_bytes: sv.memtables().map(|m| m.size_bytes() as u64).sum(),
+            memtable_bytes: sv.memtables().map(|m| m.memory_bytes() as u64).sum(),
             durable_seq: self.durable_seq.load(Ordering::Acquire),
             last_seq: self.visible_seq.load(Ordering::Acquire),
         }

@@ -14,7 +14,7 @@ use crate::compaction::{choose, choose_all, Task};
 use crate::db::Inner;
 use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
-use crate::iter::{MemSource, MergeIter, Source};
+use crate::iter::{memtable_sources, MergeIter, Source};
 use crate::manifest::commit_manifest;
 use crate::memtable::Memtable;
 use crate::resolve::resolve_output;
@@ -69,8 +69,8 @@ impl Inner {
             mem.len() as u64,
         )?;
         let tombstones = mem.all_tombstones();
-        let source = Source::Mem(MemSource::new(mem.clone(), Bound::Unbounded, Bound::Unbounded, true));
-        self.merge_into(&mut w, vec![source], &tombstones, bottom)?;
+        let sources = memtable_sources(mem, &Bound::Unbounded, &Bound::Unbounded, true);
+        self.merge_into(&mut w, sources, &tombstones, bottom)?;
         if !bottom {
             for t in tombstones {
                 w.add_tombstone(t);

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use crate::entry::{max_covering, Entry, Op, RangeTombstone, Stamp};
 use crate::error::Result;
-use crate::memtable::Memtable;
+use crossbeam_skiplist::SkipMap;
+
+use crate::memtable::{skiplist_chunk, to_op, MemKey, MemOp, Memtable, SortedArray};
 use crate::merge::Registry;
 use crate::resolve::resolve_read;
 use crate::run::iter::RunIter;
@@ -13,10 +15,10 @@ use crate::run::iter::RunIter;
 /// Entries fetched from a memtable per refill.
 const MEMTABLE_CHUNK: usize = 256;
 
-/// One memtable's entries over a range, fetched in chunks so the iterator
-/// never borrows the skip list across calls.
-pub(crate) struct MemSource {
-    mem: Arc<Memtable>,
+/// A memtable skip list's entries over a range, fetched in chunks so the
+/// iterator never borrows the skip list across calls.
+pub(crate) struct SkipListSource {
+    map: Arc<SkipMap<MemKey, MemOp>>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     forward: bool,
@@ -25,15 +27,12 @@ pub(crate) struct MemSource {
     exhausted: bool,
 }
 
-impl MemSource {
-    pub(crate) fn new(mem: Arc<Memtable>, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, forward: bool) -> Self {
-        MemSource { mem, start, end, forward, buf: Default::default(), last: None, exhausted: false }
-    }
-
+impl SkipListSource {
     fn next_entry(&mut self) -> Option<Entry> {
         if self.buf.is_empty() && !self.exhausted {
             let mut chunk = Vec::with_capacity(MEMTABLE_CHUNK);
-            self.mem.chunk(
+            skiplist_chunk(
+                &self.map,
                 as_ref(&self.start),
                 as_ref(&self.end),
                 self.last.as_ref().map(|(k, s)| (k.as_slice(), *s)),
@@ -51,6 +50,58 @@ impl MemSource {
     }
 }
 
+/// A memtable sorted array's entries over a range.
+pub(crate) struct ArraySource {
+    array: Arc<SortedArray>,
+    /// Remaining entries: `[lo, hi)`.
+    lo: usize,
+    hi: usize,
+    forward: bool,
+}
+
+impl ArraySource {
+    fn next_entry(&mut self) -> Option<Entry> {
+        if self.lo >= self.hi {
+            return None;
+        }
+        let i = if self.forward {
+            self.lo += 1;
+            self.lo - 1
+        } else {
+            self.hi -= 1;
+            self.hi
+        };
+        let (k, op) = self.array.entries.get(i)?;
+        Some(Entry { key: k.key().to_vec(), stamp: k.stamp, op: to_op(k, *op) })
+    }
+}
+
+/// Sources reading one memtable over `[start, end]`.
+pub(crate) fn memtable_sources(
+    mem: &Memtable,
+    start: &Bound<Vec<u8>>,
+    end: &Bound<Vec<u8>>,
+    forward: bool,
+) -> Vec<Source> {
+    let view = mem.view();
+    let mut out = vec![Source::SkipList(SkipListSource {
+        map: view.recent.clone(),
+        start: start.clone(),
+        end: end.clone(),
+        forward,
+        buf: Default::default(),
+        last: None,
+        exhausted: false,
+    })];
+    for a in &view.arrays {
+        let (lo, hi) = a.span(as_ref(start), as_ref(end));
+        if lo < hi {
+            out.push(Source::Array(ArraySource { array: a.clone(), lo, hi, forward }));
+        }
+    }
+    out
+}
+
 pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(k) => Bound::Included(k.as_slice()),
@@ -61,14 +112,16 @@ pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 
 /// A source of entries in one direction.
 pub(crate) enum Source {
-    Mem(MemSource),
+    SkipList(SkipListSource),
+    Array(ArraySource),
     Run(RunIter),
 }
 
 impl Source {
     fn next_entry(&mut self) -> Result<Option<Entry>> {
         match self {
-            Source::Mem(m) => Ok(m.next_entry()),
+            Source::SkipList(m) => Ok(m.next_entry()),
+            Source::Array(a) => Ok(a.next_entry()),
             Source::Run(r) => r.next_entry(),
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::db::Inner;
 use crate::entry::{Op, Stamp};
 use crate::error::Result;
-use crate::iter::{as_ref, Iter, MemSource, MergeIter, Source};
+use crate::iter::{as_ref, memtable_sources, Iter, MergeIter, Source};
 use crate::resolve::resolve_read;
 use crate::run::bloom::key_hash;
 use crate::run::iter::RunIter;
@@ -39,16 +39,16 @@ impl Inner {
             false
         };
 
+        let hash = key_hash(key);
         for mem in sv.memtables() {
             covering = covering.max(mem.covering_tombstone(key, read_seq));
-            mem.versions(key, read_seq, &mut scratch);
+            mem.versions(key, hash, read_seq, &mut scratch);
             if absorb(&mut scratch, covering, &mut collected) {
                 done = true;
                 break;
             }
         }
         if !done {
-            let hash = key_hash(key);
             for run in &sv.version.runs {
                 if key < run.meta.min_key.as_slice() || key > run.meta.max_key.as_slice() {
                     continue;
@@ -88,7 +88,7 @@ impl Inner {
         let mut tombstones = Vec::new();
         for mem in sv.memtables() {
             tombstones.extend(mem.tombstones_in(as_ref(&start), as_ref(&end), read_seq));
-            sources.push(Source::Mem(MemSource::new(mem.clone(), start.clone(), end.clone(), forward)));
+            sources.extend(memtable_sources(mem, &start, &end, forward));
         }
         for run in &sv.version.runs {
             if !overlaps(&run.meta.min_key, &run.meta.max_key, &start, &end) {

@@ -9,6 +9,7 @@ use crate::db::{Inner, WriterState};
 use crate::entry::{Kind, Stamp};
 use crate::error::{IndexError, Result};
 use crate::memtable::Memtable;
+use crate::run::bloom::key_hash;
 use crate::version::SuperVersion;
 
 impl Inner {
@@ -33,10 +34,11 @@ impl Inner {
         for (i, op) in batch.iter().enumerate() {
             let stamp = Stamp { seq, sub: i as u32 };
             match op {
-                BatchOp::Put { key, value } => active.insert(key, value, stamp, Kind::Put, 0),
-                BatchOp::Delete { key } => active.insert(key, &[], stamp, Kind::Delete, 0),
+                BatchOp::Put { key, value } => active.insert(key, key_hash(key), value, stamp, Kind::Put, 0),
+                BatchOp::Delete { key } => active.insert(key, key_hash(key), &[], stamp, Kind::Delete, 0),
                 BatchOp::Merge { key, operand, .. } => {
-                    active.insert(key, operand, stamp, Kind::Merge, operators.next().unwrap_or(u32::MAX))
+                    let operator = operators.next().unwrap_or(u32::MAX);
+                    active.insert(key, key_hash(key), operand, stamp, Kind::Merge, operator)
                 }
                 BatchOp::DeleteRange { start, end } => {
                     if let Some(t) = tombstone(start, end, seq, i as u32) {
@@ -72,7 +74,7 @@ impl Inner {
         frozen.push(old.active.clone());
         frozen.extend(old.frozen.iter().cloned());
         *g = Arc::new(SuperVersion {
-            active: Arc::new(Memtable::new(w.last_seq + 1)),
+            active: Arc::new(Memtable::new(w.last_seq + 1, self.options.memtable_size_bytes)),
             frozen,
             version: old.version.clone(),
         });

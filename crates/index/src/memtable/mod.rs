@@ -1,0 +1,248 @@
+//! The memtable: the newest writes, in memory, in a write-optimized shape.
+//!
+//! Inserts go into a small concurrent skip list (`recent`). Every
+//! [`SEAL_ENTRIES`] entries it is sealed into an immutable sorted array,
+//! and arrays of equal level merge pairwise (a 2-COLA), so an insert costs
+//! a search of a cache-resident skip list plus a few sequential merge
+//! steps, rather than a search of one large skip list that misses the
+//! cache at every level. Readers take a consistent view (skip list plus
+//! arrays) and never block the writer. A bloom filter over the memtable's
+//! keys lets a get for an absent key skip it.
+//!
+//! Writers are serialized by the index (one batch at a time, in sequence
+//! order); readers ignore entries above their read sequence number, which
+//! is how a batch becomes visible all at once.
+
+mod filter;
+mod key;
+mod sorted;
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
+
+use crate::entry::{Entry, Kind, Op, RangeTombstone, Stamp};
+use filter::MemFilter;
+pub(crate) use key::{to_op, MemKey, MemOp};
+pub(crate) use sorted::SortedArray;
+
+/// Most entries in the skip list before it is sealed into a sorted array
+/// (fewer for small memtables, so each holds several arrays).
+const SEAL_ENTRIES: usize = 8192;
+
+/// A consistent view of a memtable's entries.
+pub(crate) struct View {
+    pub recent: Arc<SkipMap<MemKey, MemOp>>,
+    pub arrays: Vec<Arc<SortedArray>>,
+}
+
+/// One memtable. Holds exactly the batches from `first_seq` to `last_seq`.
+pub(crate) struct Memtable {
+    view: RwLock<Arc<View>>,
+    filter: MemFilter,
+    tombstones: RwLock<Vec<RangeTombstone>>,
+    size_bytes: AtomicUsize,
+    entries: AtomicUsize,
+    seal_entries: usize,
+    /// The first sequence number this memtable may hold.
+    first_seq: u64,
+    /// Highest sequence number applied (`first_seq - 1` when none).
+    last_seq: AtomicU64,
+}
+
+impl Memtable {
+    /// An empty memtable for batches from `first_seq` on, sized for
+    /// `budget_bytes` of entries.
+    pub(crate) fn new(first_seq: u64, budget_bytes: usize) -> Self {
+        Memtable {
+            view: RwLock::new(Arc::new(View { recent: Arc::new(SkipMap::new()), arrays: Vec::new() })),
+            // Every entry is charged at least 96 bytes.
+            filter: MemFilter::new((budget_bytes / 96) as u64 + 1),
+            tombstones: RwLock::new(Vec::new()),
+            size_bytes: AtomicUsize::new(0),
+            entries: AtomicUsize::new(0),
+            seal_entries: (budget_bytes / 96 / 64).clamp(4, SEAL_ENTRIES),
+            first_seq,
+            last_seq: AtomicU64::new(first_seq.saturating_sub(1)),
+        }
+    }
+
+    pub(crate) fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    /// Adds one point write (`operator` only for merges); `hash` is the
+    /// key's hash. Callers serialize writers.
+    pub(crate) fn insert(&self, key: &[u8], hash: u64, payload: &[u8], stamp: Stamp, kind: Kind, operator: u32) {
+        let entry = MemKey::new(key, payload, stamp);
+        let charge = entry.charge();
+        let recent = self.view.read().recent.clone();
+        recent.insert(entry, MemOp { kind, operator });
+        self.filter.add(hash);
+        self.size_bytes.fetch_add(charge, AtomicOrdering::Relaxed);
+        self.entries.fetch_add(1, AtomicOrdering::Relaxed);
+        if recent.len() >= self.seal_entries {
+            self.seal();
+        }
+    }
+
+    /// Turns the skip list into a sorted array and merges arrays of equal
+    /// level. Readers holding the old view keep reading it unchanged.
+    fn seal(&self) {
+        let old = self.view.read().clone();
+        let entries: Vec<(MemKey, MemOp)> = old.recent.iter().map(|e| (e.key().clone(), *e.value())).collect();
+        let mut arrays = old.arrays.clone();
+        let mut new = Arc::new(SortedArray { level: 0, entries });
+        while let Some(pos) = arrays.iter().position(|a| a.level == new.level) {
+            let other = arrays.remove(pos);
+            new = Arc::new(sorted::merge(&other, &new));
+        }
+        arrays.push(new);
+        *self.view.write() = Arc::new(View { recent: Arc::new(SkipMap::new()), arrays });
+    }
+
+    /// Adds a range tombstone. Callers serialize writers.
+    pub(crate) fn insert_tombstone(&self, t: RangeTombstone) {
+        let charge = t.start.len() + t.end.len() + 96;
+        self.tombstones.write().push(t);
+        self.size_bytes.fetch_add(charge, AtomicOrdering::Relaxed);
+    }
+
+    /// Records that every batch up to `seq` is applied.
+    pub(crate) fn set_last_seq(&self, seq: u64) {
+        self.last_seq.store(seq, AtomicOrdering::Release);
+    }
+
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.last_seq.load(AtomicOrdering::Acquire)
+    }
+
+    /// Bytes charged to the memtable budget (entries and the filter).
+    pub(crate) fn size_bytes(&self) -> usize {
+        self.size_bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Memory held, including the filter.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.size_bytes() + self.filter.size_bytes()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0 && self.tombstones.read().is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.load(AtomicOrdering::Relaxed)
+    }
+
+    /// The entries as of now.
+    pub(crate) fn view(&self) -> Arc<View> {
+        self.view.read().clone()
+    }
+
+    /// Versions of `key` (whose hash is `hash`) visible at `read_seq`,
+    /// newest first, appended to `out`.
+    pub(crate) fn versions(&self, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
+        if !self.filter.may_contain(hash) {
+            return;
+        }
+        let view = self.view();
+        let from = Stamp { seq: read_seq, sub: u32::MAX };
+        let before = out.len();
+        for e in view.recent.range(MemKey::new(key, &[], from)..) {
+            if e.key().key() != key {
+                break;
+            }
+            out.push((e.key().stamp, to_op(e.key(), *e.value())));
+        }
+        for a in &view.arrays {
+            let mut i = a.lower_bound(key, from);
+            while let Some((k, op)) = a.entries.get(i) {
+                if k.key() != key {
+                    break;
+                }
+                out.push((k.stamp, to_op(k, *op)));
+                i += 1;
+            }
+        }
+        out[before..].sort_by_key(|v| std::cmp::Reverse(v.0));
+    }
+
+    /// The newest tombstone stamp covering `key` visible at `read_seq`.
+    pub(crate) fn covering_tombstone(&self, key: &[u8], read_seq: u64) -> Option<Stamp> {
+        let ts = self.tombstones.read();
+        if ts.is_empty() {
+            return None;
+        }
+        crate::entry::max_covering(ts.iter(), key, read_seq)
+    }
+
+    /// Copies of the tombstones visible at `read_seq` that overlap the range.
+    pub(crate) fn tombstones_in(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, read_seq: u64) -> Vec<RangeTombstone> {
+        self.tombstones.read().iter().filter(|t| t.stamp.seq <= read_seq && t.overlaps(start, end)).cloned().collect()
+    }
+
+    /// All tombstones (for a flush).
+    pub(crate) fn all_tombstones(&self) -> Vec<RangeTombstone> {
+        self.tombstones.read().clone()
+    }
+}
+
+fn probe(key: &[u8], stamp: Stamp) -> MemKey {
+    MemKey::new(key, &[], stamp)
+}
+
+/// Up to `limit` entries of a skip list after `after` (exclusive; from the
+/// start of the range when None), in the given direction, within
+/// `[start, end]`. Iterators refill from here, so they never borrow the
+/// skip list across calls.
+pub(crate) fn skiplist_chunk(
+    map: &SkipMap<MemKey, MemOp>,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+    after: Option<(&[u8], Stamp)>,
+    forward: bool,
+    limit: usize,
+    out: &mut Vec<Entry>,
+) {
+    let newest = Stamp { seq: u64::MAX, sub: u32::MAX };
+    let oldest = Stamp { seq: 0, sub: 0 };
+    let lo: Bound<MemKey> = match (forward, after) {
+        (true, Some((k, s))) => Bound::Excluded(probe(k, s)),
+        _ => match start {
+            Bound::Included(k) => Bound::Included(probe(k, newest)),
+            Bound::Excluded(k) => Bound::Excluded(probe(k, oldest)),
+            Bound::Unbounded => Bound::Unbounded,
+        },
+    };
+    let hi: Bound<MemKey> = match (forward, after) {
+        (false, Some((k, s))) => Bound::Excluded(probe(k, s)),
+        _ => match end {
+            Bound::Included(k) => Bound::Included(probe(k, oldest)),
+            Bound::Excluded(k) => Bound::Excluded(probe(k, newest)),
+            Bound::Unbounded => Bound::Unbounded,
+        },
+    };
+    let empty = match (&lo, &hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a >= b,
+        _ => false,
+    };
+    if empty {
+        return;
+    }
+    let range = map.range((lo, hi));
+    let to_entry = |e: crossbeam_skiplist::map::Entry<'_, MemKey, MemOp>| Entry {
+        key: e.key().key().to_vec(),
+        stamp: e.key().stamp,
+        op: to_op(e.key(), *e.value()),
+    };
+    if forward {
+        out.extend(range.take(limit).map(to_entry));
+    } else {
+        out.extend(range.rev().take(limit).map(to_entry));
+    }
+}
