@@ -147,6 +147,23 @@ pub(crate) fn check_trailing_crc(buf: &[u8]) -> DecodeResult<&[u8]> {
     Ok(body)
 }
 
+/// Reads a varint at `*pos` from bytes already validated, advancing `pos`;
+/// returns 0 past the end instead of failing (callers validated first).
+#[inline]
+pub(crate) fn read_varint_unchecked(buf: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    while let Some(&b) = buf.get(*pos) {
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 || shift >= 63 {
+            break;
+        }
+        shift += 7;
+    }
+    v
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -185,21 +202,4 @@ mod tests {
             assert!(check_trailing_crc(&x).is_err(), "flip of bit {i} not detected");
         }
     }
-}
-
-/// Reads a varint at `*pos` from bytes already validated, advancing `pos`;
-/// returns 0 past the end instead of failing (callers validated first).
-#[inline]
-pub(crate) fn read_varint_unchecked(buf: &[u8], pos: &mut usize) -> u64 {
-    let mut v = 0u64;
-    let mut shift = 0;
-    while let Some(&b) = buf.get(*pos) {
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 || shift >= 63 {
-            break;
-        }
-        shift += 7;
-    }
-    v
 }
