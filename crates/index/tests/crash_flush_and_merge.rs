@@ -95,7 +95,7 @@ fn check_recovered(image: SimStorage, w: &Workload, acknowledged_durable: u64, w
         assert_eq!(index.get(k).unwrap().as_ref(), Some(v), "{what}: get {k:?}");
     }
     // Recovery is stable: a second reopen after writing on top works too.
-    index.write(d + 1, WriteBatch::new().put(b"after".to_vec(), b"crash".to_vec())).unwrap();
+    index.write(d + 1, WriteBatch::new().put(b"after", b"crash")).unwrap();
     index.flush().unwrap();
     drop(index);
     let again = open(&image, options()).unwrap();

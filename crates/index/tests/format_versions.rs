@@ -21,7 +21,7 @@ fn build() -> SimStorage {
     let storage: StorageRef = Arc::new(sim.clone());
     let index = Index::open(storage, Path::new(DIR), tiny_options(false)).unwrap();
     let mut b = WriteBatch::new();
-    b.put(b"a".to_vec(), b"1".to_vec()).merge(CounterOperator::NAME, b"c".to_vec(), CounterOperator::operand(2));
+    b.put(b"a", b"1").merge(CounterOperator::NAME, b"c", CounterOperator::operand(2));
     index.write(1, &b).unwrap();
     index.close().unwrap();
     sim

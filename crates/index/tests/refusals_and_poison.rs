@@ -24,9 +24,9 @@ fn open(sim: &SimStorage, options: Options) -> Index {
 fn sequence_numbers_must_increase() {
     let sim = SimStorage::new(1);
     let index = open(&sim, tiny_options(false));
-    index.write(5, WriteBatch::new().put(b"a".to_vec(), b"1".to_vec())).unwrap();
+    index.write(5, WriteBatch::new().put(b"a", b"1")).unwrap();
     for bad in [5, 4, 0] {
-        let e = index.write(bad, WriteBatch::new().put(b"b".to_vec(), b"2".to_vec())).unwrap_err();
+        let e = index.write(bad, WriteBatch::new().put(b"b", b"2")).unwrap_err();
         assert!(matches!(e, IndexError::SequenceNotIncreasing { given, last: 5 } if given == bad), "{e}");
     }
     assert_eq!(index.get(b"b").unwrap(), None);
@@ -38,14 +38,14 @@ fn oversized_keys_and_unknown_operators_refuse_the_whole_batch() {
     let sim = SimStorage::new(1);
     let index = open(&sim, tiny_options(false));
     let mut b = WriteBatch::new();
-    b.put(b"ok".to_vec(), b"1".to_vec()).put(vec![0u8; MAX_KEY_BYTES + 1], b"x".to_vec());
+    b.put(b"ok", b"1").put(vec![0u8; MAX_KEY_BYTES + 1], b"x");
     assert!(matches!(index.write(1, &b).unwrap_err(), IndexError::TooLarge { what: "key", .. }));
     let mut b = WriteBatch::new();
-    b.put(b"ok".to_vec(), b"1".to_vec()).merge("no.such.operator", b"k".to_vec(), b"1".to_vec());
+    b.put(b"ok", b"1").merge("no.such.operator", b"k", b"1");
     assert!(matches!(index.write(1, &b).unwrap_err(), IndexError::MergeOperatorNotRegistered(_)));
     assert_eq!(index.get(b"ok").unwrap(), None, "a refused batch must change nothing");
     // The sequence number was not consumed.
-    index.write(1, WriteBatch::new().put(b"ok".to_vec(), b"1".to_vec())).unwrap();
+    index.write(1, WriteBatch::new().put(b"ok", b"1")).unwrap();
 }
 
 #[test]
@@ -68,14 +68,14 @@ fn a_second_open_of_the_same_directory_is_refused() {
 fn failed_sync_poisons(background: bool) {
     let sim = SimStorage::new(1);
     let index = open(&sim, tiny_options(background));
-    index.write(1, WriteBatch::new().put(b"a".to_vec(), b"1".to_vec())).unwrap();
+    index.write(1, WriteBatch::new().put(b"a", b"1")).unwrap();
     index.flush().unwrap();
-    index.write(2, WriteBatch::new().put(b"b".to_vec(), b"2".to_vec())).unwrap();
+    index.write(2, WriteBatch::new().put(b"b", b"2")).unwrap();
     sim.fail_nth(SimOp::SyncData, 1, SimFault::Eio);
     let e = index.flush().unwrap_err();
     assert!(matches!(e, IndexError::Poisoned(_) | IndexError::Io(_)), "{e}");
     // Every later write and flush is refused, saying why.
-    let e = index.write(3, WriteBatch::new().put(b"c".to_vec(), b"3".to_vec())).unwrap_err();
+    let e = index.write(3, WriteBatch::new().put(b"c", b"3")).unwrap_err();
     assert!(matches!(&e, IndexError::Poisoned(cause) if cause.contains("flush")), "{e}");
     assert!(matches!(index.flush().unwrap_err(), IndexError::Poisoned(_)));
     // Reads still work.
@@ -86,7 +86,7 @@ fn failed_sync_poisons(background: bool) {
     assert_eq!(index.durable_seq(), 1);
     assert_eq!(index.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(index.get(b"b").unwrap(), None);
-    index.write(2, WriteBatch::new().put(b"b".to_vec(), b"2".to_vec())).unwrap();
+    index.write(2, WriteBatch::new().put(b"b", b"2")).unwrap();
     index.flush().unwrap();
 }
 
