@@ -194,27 +194,29 @@ impl Block {
     /// The key of entry `i` (checked at decode).
     fn key_at(&self, i: usize) -> (&[u8], usize) {
         let mut pos = self.offset(i);
-        let len = read_varint_unchecked(&self.data, &mut pos) as usize;
-        let end = (pos + len).min(self.data.len());
+        let len = usize::try_from(read_varint_unchecked(&self.data, &mut pos)).unwrap_or(usize::MAX);
+        let end = pos.saturating_add(len).min(self.data.len());
         (self.data.get(pos..end).unwrap_or_default(), end)
     }
 
     fn stamp_at(&self, after_key: usize) -> Stamp {
         let seq = self
             .data
-            .get(after_key + 1..after_key + 9)
+            .get(after_key.saturating_add(1)..after_key.saturating_add(9))
             .map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]));
-        let mut pos = after_key + 9;
+        let mut pos = after_key.saturating_add(9);
         let sub = read_varint_unchecked(&self.data, &mut pos) as u32;
         Stamp { seq, sub }
     }
 
-    /// The i-th entry (checked at decode, so this cannot fail for `i < len()`).
+    /// The i-th entry. In a block whose entries were verified this is exact;
+    /// in any other block it stays in bounds (lengths saturate, missing
+    /// bytes read as empty), so crafted bytes cannot cause a panic.
     pub(crate) fn entry(&self, i: usize) -> RawEntry<'_> {
         let (key, after_key) = self.key_at(i);
         let kind = self.data.get(after_key).copied().and_then(Kind::from_u8).unwrap_or(Kind::Delete);
         let stamp = self.stamp_at(after_key);
-        let mut pos = after_key + 9;
+        let mut pos = after_key.saturating_add(9);
         read_varint_unchecked(&self.data, &mut pos);
         let mut run_op_id = 0;
         let mut payload: &[u8] = &[];
@@ -222,8 +224,8 @@ impl Block {
             run_op_id = read_varint_unchecked(&self.data, &mut pos) as u32;
         }
         if kind != Kind::Delete {
-            let len = read_varint_unchecked(&self.data, &mut pos) as usize;
-            payload = self.data.get(pos..pos + len).unwrap_or_default();
+            let len = usize::try_from(read_varint_unchecked(&self.data, &mut pos)).unwrap_or(usize::MAX);
+            payload = self.data.get(pos..pos.saturating_add(len)).unwrap_or_default();
         }
         RawEntry { key, stamp, kind, run_op_id, payload }
     }
@@ -295,6 +297,23 @@ mod tests {
         assert_eq!((e.stamp.seq, e.kind, e.payload), (9, Kind::Put, &[10u8, 10, 10][..]));
         assert_eq!(block.seek(b"zzz", Stamp { seq: 0, sub: 0 }), 100);
         assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
+    }
+
+    #[test]
+    fn crafted_lengths_stay_in_bounds() {
+        // Found by fuzzing: huge key and value lengths behind a valid crc.
+        for hex in [
+            "ffffffffffffffffff010000000001000000f5fd93b6",
+            "0001000000000000000000ffffffffffffffffff010000000001000000dd695d96",
+        ] {
+            let raw: Vec<u8> =
+                (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+            if let Ok(b) = Block::decode(raw) {
+                let e = b.entry(0);
+                let _ = b.seek(e.key, e.stamp);
+                assert!(b.verify_entries(1).is_err());
+            }
+        }
     }
 
     #[test]

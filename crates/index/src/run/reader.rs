@@ -334,14 +334,17 @@ pub(crate) fn peek_meta(storage: &dyn Storage, path: &Path, file_size: u64) -> O
     let min_key = d.length_prefixed(MAX_KEY_BYTES, "").ok()?.to_vec();
     let max_key = d.length_prefixed(MAX_KEY_BYTES, "").ok()?.to_vec();
     // The tombstone count lives in the tombstone block; take it from there.
-    let tombstone_count = tombstone_count(&*file, path, body).unwrap_or(0);
+    let tombstone_count = tombstone_count(&*file, path, body, meta_offset).unwrap_or(0);
     Some(RunMeta { id: 0, level: 0, seq_min, seq_max, entry_count, tombstone_count, file_size, min_key, max_key })
 }
 
-fn tombstone_count(file: &dyn larder_io::File, path: &Path, meta_body: &[u8]) -> Option<u32> {
+fn tombstone_count(file: &dyn larder_io::File, path: &Path, meta_body: &[u8], meta_offset: u64) -> Option<u32> {
     let mut d = Decoder::new(meta_body.get(32 + 24..)?);
     let offset = d.u64("").ok()?;
     let len = d.u32("").ok()?;
+    if offset.checked_add(u64::from(len))? > meta_offset {
+        return None;
+    }
     let raw = read_section(file, path, BlockHandle { offset, len }, "tombstones").ok()?;
     Decoder::new(&raw).u32("").ok()
 }

@@ -1,0 +1,9 @@
+//! Feeds arbitrary bytes to the decoder of one data block (Block::decode, then every entry);
+//! it must accept or reject them, never panic. See fuzz/README.md.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = larder_index::fuzzing::data_block(data);
+});
