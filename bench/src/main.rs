@@ -1,1 +1,290 @@
-fn main() {}
+//! `larder-bench`: Larder's index against RocksDB, fjall and LMDB.
+//!
+//! Method: every engine runs each workload in its own process (this binary
+//! re-executed with a hidden `child` subcommand that prints one JSON line),
+//! so peak memory (VmHWM) and I/O counters belong to one engine. All engines
+//! get the same memtable size, block-cache budget, bloom bits and background
+//! threads; each round starts from a fresh directory, and the engine order
+//! rotates every round. The report gives the median of the rounds, next to a
+//! physical ceiling (sequential overwrite + fdatasync) measured in the same
+//! rounds. See `--help` for the knobs.
+
+mod engines;
+mod report;
+mod sys;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::workload::{ChildResult, ChildSpec, Kind, ENTRY_BYTES};
+
+#[derive(Parser, Debug)]
+#[command(name = "larder-bench", about = "Benchmark Larder's index against RocksDB, fjall and LMDB")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    /// Entries per run [default: 8 memtables' worth, ceil(8 * memtable bytes / 116)].
+    #[arg(long)]
+    n: Option<u64>,
+    /// Memtable size for every engine, MiB.
+    #[arg(long, default_value_t = 64)]
+    memtable_mb: u64,
+    /// Block-cache budget for every engine, MiB (LMDB has none: it uses the OS page cache).
+    #[arg(long, default_value_t = 64)]
+    cache_mb: u64,
+    /// Rounds; the report gives the median. Engine order rotates each round.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Engines, comma-separated: larder,rocksdb,fjall,lmdb.
+    #[arg(long, default_value = "larder,rocksdb,fjall,lmdb")]
+    engines: String,
+    /// Workloads, comma-separated: random,sequential,gets,scans.
+    #[arg(long, default_value = "random,sequential,gets,scans")]
+    workloads: String,
+    /// Seed of the keys and values.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Parent directory of the per-run directories (each deleted after its run).
+    #[arg(long, default_value = "/tmp/larder-bench")]
+    dir: PathBuf,
+    /// Puts per write batch, for every engine.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Point gets of each kind (hits, misses) [default: min(n, 1000000)].
+    #[arg(long)]
+    gets: Option<u64>,
+    /// Prefix scans.
+    #[arg(long, default_value_t = 10_000)]
+    scans: u64,
+    /// Prefix length of the scans, bytes [default: the one giving closest to 50 entries per scan].
+    #[arg(long)]
+    prefix_len: Option<usize>,
+    /// Frozen memtables allowed besides the active one (RocksDB: max_write_buffer_number - 1).
+    #[arg(long, default_value_t = 2)]
+    max_immutable_memtables: usize,
+    /// Background threads per engine (Larder: 1 flusher + the rest merging; RocksDB: max_background_jobs; fjall: worker_threads).
+    #[arg(long, default_value_t = 3)]
+    background_threads: usize,
+    /// Also write every child's JSON result to this file, one line each.
+    #[arg(long)]
+    raw: Option<PathBuf>,
+    /// Bloom filter bits per key for the peers (the setting).
+    #[arg(long, default_value_t = 10)]
+    peer_bloom_bits: u32,
+    /// Bloom filter bits per key for Larder [default: Larder's own default, 14].
+    #[arg(long)]
+    larder_bloom_bits: Option<u32>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Runs one engine on one workload and prints a JSON line (used by the parent).
+    #[command(hide = true)]
+    Child {
+        #[arg(long)]
+        spec: String,
+    },
+}
+
+/// The settings shared by every child of one benchmark.
+pub struct Plan {
+    pub n: u64,
+    pub memtable_bytes: u64,
+    pub cache_bytes: u64,
+    pub runs: usize,
+    pub batch: usize,
+    pub gets: u64,
+    pub scans: u64,
+    pub prefix_len: usize,
+    pub seed: u64,
+    pub engines: Vec<String>,
+    pub skipped: Vec<(String, String)>,
+    pub workloads: Vec<String>,
+    pub kinds: Vec<Kind>,
+    pub max_immutable_memtables: usize,
+    pub background_threads: usize,
+    pub peer_bloom_bits: u32,
+    pub larder_bloom_bits: u32,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if let Some(Sub::Child { spec }) = &cli.command {
+        return workload::run_child(spec);
+    }
+    let plan = plan(&cli)?;
+    std::fs::create_dir_all(&cli.dir).with_context(|| format!("creating {}", cli.dir.display()))?;
+    let mut raw = match &cli.raw {
+        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+        None => None,
+    };
+    let info = report::RunInfo::collect(&cli.dir);
+    let mut results: BTreeMap<(Kind, String), Vec<Result<ChildResult, String>>> = BTreeMap::new();
+    for round in 0..plan.runs {
+        // Rotate the order every round: larder,rocksdb,fjall,lmdb then rocksdb,fjall,lmdb,larder ...
+        let mut order = plan.engines.clone();
+        if !order.is_empty() {
+            let by = round % order.len();
+            order.rotate_left(by);
+        }
+        eprintln!("round {}/{}: {}", round + 1, plan.runs, order.join(", "));
+        if plan.kinds.iter().any(|k| matches!(k, Kind::Random | Kind::Sequential)) {
+            let r = run_one(&cli.dir, &plan, round, "disk", Kind::Disk, raw.as_mut());
+            results.entry((Kind::Disk, "disk".to_string())).or_default().push(r);
+        }
+        for kind in &plan.kinds {
+            for engine in &order {
+                let r = run_one(&cli.dir, &plan, round, engine, *kind, raw.as_mut());
+                results.entry((*kind, engine.clone())).or_default().push(r);
+            }
+        }
+    }
+    // Leave --dir as found if we made it and it is empty now.
+    let _ = std::fs::remove_dir(&cli.dir);
+    print!("{}", report::render(&plan, &info, &results));
+    Ok(())
+}
+
+fn plan(cli: &Cli) -> Result<Plan> {
+    if cli.runs == 0 || cli.batch == 0 || cli.memtable_mb == 0 {
+        bail!("--runs, --batch and --memtable-mb must be positive");
+    }
+    let memtable_bytes = cli.memtable_mb << 20;
+    let n = cli.n.unwrap_or_else(|| (8 * memtable_bytes).div_ceil(ENTRY_BYTES));
+    if n == 0 {
+        bail!("--n must be positive");
+    }
+    let mut engines = Vec::new();
+    let mut skipped = Vec::new();
+    for e in cli.engines.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        if !engines::ALL.contains(&e) {
+            bail!("unknown engine {e:?}; known: {}", engines::ALL.join(","));
+        }
+        if engines::available(e) {
+            if !engines.iter().any(|x| x == e) {
+                engines.push(e.to_string());
+            }
+        } else {
+            skipped.push((e.to_string(), format!("not built in: rebuild with --features {e} (or --features peers)")));
+        }
+    }
+    let known = ["random", "sequential", "gets", "scans"];
+    let mut workloads = Vec::new();
+    for w in cli.workloads.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if !known.contains(&w) {
+            bail!("unknown workload {w:?}; known: {}", known.join(","));
+        }
+        if !workloads.iter().any(|x| x == w) {
+            workloads.push(w.to_string());
+        }
+    }
+    let has = |w: &str| workloads.iter().any(|x| x == w);
+    let mut kinds = Vec::new();
+    if has("random") || has("gets") || has("scans") {
+        kinds.push(Kind::Random);
+    }
+    if has("sequential") {
+        kinds.push(Kind::Sequential);
+    }
+    Ok(Plan {
+        n,
+        memtable_bytes,
+        cache_bytes: cli.cache_mb << 20,
+        runs: cli.runs,
+        batch: cli.batch,
+        gets: if has("gets") { cli.gets.unwrap_or(n.min(1_000_000)) } else { 0 },
+        scans: if has("scans") { cli.scans } else { 0 },
+        prefix_len: cli.prefix_len.unwrap_or_else(|| workload::default_prefix_len(n)).clamp(1, 8),
+        seed: cli.seed,
+        engines,
+        skipped,
+        workloads,
+        kinds,
+        max_immutable_memtables: cli.max_immutable_memtables.max(1),
+        background_threads: cli.background_threads.max(1),
+        peer_bloom_bits: cli.peer_bloom_bits,
+        larder_bloom_bits: cli.larder_bloom_bits.unwrap_or(larder_index::Options::default().bloom_bits_per_key),
+    })
+}
+
+/// Runs one child in a fresh directory, deleted afterwards.
+fn run_one(
+    base: &Path,
+    plan: &Plan,
+    round: usize,
+    engine: &str,
+    kind: Kind,
+    raw: Option<&mut std::fs::File>,
+) -> Result<ChildResult, String> {
+    let kind_name = format!("{kind:?}").to_lowercase();
+    let dir = base.join(format!("run{}-{kind_name}-{engine}", round + 1));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = ChildSpec {
+        engine: engine.to_string(),
+        kind,
+        dir: dir.clone(),
+        n: plan.n,
+        batch: plan.batch,
+        memtable_bytes: plan.memtable_bytes,
+        cache_bytes: plan.cache_bytes,
+        max_immutable_memtables: plan.max_immutable_memtables,
+        background_threads: plan.background_threads,
+        bloom_bits_per_key: if engine == "larder" { plan.larder_bloom_bits } else { plan.peer_bloom_bits },
+        seed: plan.seed,
+        gets: plan.gets,
+        scans: plan.scans,
+        prefix_len: plan.prefix_len,
+    };
+    // Start every run with no dirty pages left by the previous one.
+    let _ = Command::new("sync").status();
+    let result = spawn_child(&spec);
+    let _ = std::fs::remove_dir_all(&dir);
+    match &result {
+        Ok(r) => {
+            let summary: Vec<String> = r
+                .phases
+                .iter()
+                .map(|p| format!("{} {} ops/s in {:.2} s", p.name, report::thousands(p.ops as f64 / p.secs), p.secs))
+                .collect();
+            eprintln!("  {kind_name:<10} {engine:<8} {}", summary.join("; "));
+            if let Some(f) = raw {
+                if let Ok(line) = serde_json::to_string(r) {
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        }
+        Err(e) => eprintln!("  {kind_name:<10} {engine:<8} FAILED: {e}"),
+    }
+    result
+}
+
+fn spawn_child(spec: &ChildSpec) -> Result<ChildResult, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+    let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .arg("child")
+        .arg("--spec")
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("starting the child: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+        return Err(format!("child exited with {}: {}", out.status, tail.join(" | ")));
+    }
+    if !stderr.trim().is_empty() {
+        eprintln!("  (child stderr) {}", stderr.trim());
+    }
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).ok_or("child printed no JSON line")?;
+    serde_json::from_str(line).map_err(|e| format!("parsing the child's JSON: {e}"))
+}
