@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 
 use crate::entry::{Entry, Kind, Op, RangeTombstone, Stamp};
 use filter::MemFilter;
-pub(crate) use key::{to_op, MemKey, MemOp};
+pub(crate) use key::{key_head, to_op, MemKey, MemOp};
 pub(crate) use sorted::SortedArray;
 
 /// Most entries in the skip list before it is sealed into a sorted array
@@ -146,7 +146,7 @@ impl Memtable {
     /// Versions of `key` (whose hash is `hash`) visible at `read_seq`,
     /// newest first, appended to `out`.
     pub(crate) fn versions(&self, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
-        if !self.filter.may_contain(hash) {
+        if self.len() == 0 || !self.filter.may_contain(hash) {
             return;
         }
         let view = self.view();

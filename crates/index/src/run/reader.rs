@@ -16,9 +16,19 @@ use crate::merge::Registry;
 use crate::stats::Stats;
 use crate::MAX_KEY_BYTES;
 
+/// Blocks per sample of the block index's two-level search.
+const SAMPLE: usize = 64;
+
 /// The block index: the last key of every data block and where it lives.
+/// Each key's first 8 bytes are also kept in one contiguous array, so a
+/// binary search touches one cache line per step and reads full keys only
+/// among blocks whose heads tie.
 #[derive(Debug)]
 pub(crate) struct BlockIndex {
+    /// Every `SAMPLE`-th head: small enough to stay in cache, so a search
+    /// misses the cache only inside one window of `heads`.
+    samples: Vec<u64>,
+    heads: Vec<u64>,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     handles: Vec<BlockHandle>,
@@ -29,6 +39,8 @@ impl BlockIndex {
         let mut d = Decoder::new(body);
         let count = d.u32("block count")? as usize;
         let mut idx = BlockIndex {
+            samples: Vec::new(),
+            heads: Vec::with_capacity(count.min(1 << 20)),
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count.min(1 << 20)),
             handles: Vec::with_capacity(count.min(1 << 20)),
@@ -47,6 +59,7 @@ impl BlockIndex {
                 return Err(format!("index entry {i} is out of order"));
             }
             next_offset = offset + u64::from(len);
+            idx.heads.push(crate::memtable::key_head(key));
             idx.keys.extend_from_slice(key);
             idx.key_ends.push(idx.keys.len() as u32);
             idx.handles.push(BlockHandle { offset, len });
@@ -54,6 +67,7 @@ impl BlockIndex {
         if d.remaining() != 0 {
             return Err(format!("{} trailing bytes after the block index", d.remaining()));
         }
+        idx.samples = idx.heads.iter().step_by(SAMPLE).copied().collect();
         Ok(idx)
     }
 
@@ -72,7 +86,16 @@ impl BlockIndex {
 
     /// The first block whose last key is >= `key` (== len() if none).
     pub(crate) fn find(&self, key: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.len());
+        // Heads order keys as the bytes do, except that equal heads say
+        // nothing: narrow to the blocks whose head ties, then compare keys.
+        let head = crate::memtable::key_head(key);
+        // Samples s[j] = heads[j * SAMPLE]: the first head >= `head` lies
+        // after sample j - 1 (< head) and at or before sample j (>= head).
+        let j = self.samples.partition_point(|&h| h < head);
+        let from = j.saturating_sub(1) * SAMPLE;
+        let to = (j * SAMPLE + 1).min(self.heads.len());
+        let mut lo = from + self.heads[from..to].partition_point(|&h| h < head);
+        let mut hi = lo + self.heads[lo..].partition_point(|&h| h == head);
         while lo < hi {
             let mid = (lo + hi) / 2;
             if self.key(mid) < key {
@@ -85,7 +108,11 @@ impl BlockIndex {
     }
 
     fn size_bytes(&self) -> usize {
-        self.keys.len() + self.key_ends.len() * 4 + self.handles.len() * 16
+        self.samples.len() * 8
+            + self.heads.len() * 8
+            + self.keys.len()
+            + self.key_ends.len() * 4
+            + self.handles.len() * 16
     }
 }
 
@@ -347,4 +374,43 @@ fn tombstone_count(file: &dyn larder_io::File, path: &Path, meta_body: &[u8], me
     }
     let raw = read_section(file, path, BlockHandle { offset, len }, "tombstones").ok()?;
     Decoder::new(&raw).u32("").ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn index(keys: &[Vec<u8>]) -> BlockIndex {
+        let mut body = Vec::new();
+        crate::codec::put_u32(&mut body, keys.len() as u32);
+        for (i, k) in keys.iter().enumerate() {
+            crate::codec::put_bytes(&mut body, k);
+            crate::codec::put_u64(&mut body, i as u64 * 100);
+            crate::codec::put_u32(&mut body, 100);
+        }
+        BlockIndex::decode(&body, keys.len() as u64 * 100).unwrap()
+    }
+
+    /// The two-level search agrees with a plain binary search over keys,
+    /// including long runs of keys sharing their first 8 bytes.
+    #[test]
+    fn find_agrees_with_a_plain_search() {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for i in 0..700u32 {
+            // Groups of 50 keys share an 8-byte head.
+            let mut k = format!("{:08}", i / 50 * 50).into_bytes();
+            k.extend_from_slice(&i.to_be_bytes());
+            keys.push(k);
+        }
+        keys.sort();
+        let idx = index(&keys);
+        let plain = |key: &[u8]| keys.partition_point(|k| k.as_slice() < key);
+        let mut probes: Vec<Vec<u8>> = keys.clone();
+        probes.extend(keys.iter().map(|k| [k.as_slice(), b"\0"].concat()));
+        probes.extend([vec![], b"0".to_vec(), b"zzzzzzzzzz".to_vec(), b"00000050".to_vec()]);
+        for p in probes {
+            assert_eq!(idx.find(&p), plain(&p), "probe {p:?}");
+        }
+    }
 }
