@@ -146,7 +146,7 @@ impl Memtable {
     /// Versions of `key` (whose hash is `hash`) visible at `read_seq`,
     /// newest first, appended to `out`.
     pub(crate) fn versions(&self, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
-        if self.len() == 0 || !self.filter.may_contain(hash) {
+        if self.entries.load(AtomicOrdering::Relaxed) == 0 || !self.filter.may_contain(hash) {
             return;
         }
         let view = self.view();
