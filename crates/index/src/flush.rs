@@ -33,11 +33,18 @@ enum Edit<'a> {
 }
 
 impl Inner {
-    fn next_run_id(&self) -> u64 {
-        let mut c = self.committed.lock();
-        let id = c.state.next_run_id;
-        c.state.next_run_id += 1;
-        id
+    /// A writer for a new run with a fresh id, its filter sized for
+    /// `expected_keys`.
+    fn new_run(&self, expected_keys: u64) -> Result<(u64, RunWriter)> {
+        let id = {
+            let mut c = self.committed.lock();
+            let id = c.state.next_run_id;
+            c.state.next_run_id += 1;
+            id
+        };
+        let path = self.dir.join(run_file_name(id));
+        let o = &self.options;
+        Ok((id, RunWriter::create(&*self.storage, &path, o.block_size_bytes, o.bloom_bits_per_key, expected_keys)?))
     }
 
     /// Flushes the oldest frozen memtable. Returns false if none is waiting.
@@ -59,15 +66,7 @@ impl Inner {
     }
 
     fn write_memtable_run(&self, mem: &Arc<Memtable>, bottom: bool) -> Result<RunMeta> {
-        let id = self.next_run_id();
-        let path = self.dir.join(run_file_name(id));
-        let mut w = RunWriter::create(
-            &*self.storage,
-            &path,
-            self.options.block_size_bytes,
-            self.options.bloom_bits_per_key,
-            mem.len() as u64,
-        )?;
+        let (id, mut w) = self.new_run(mem.len() as u64)?;
         let tombstones = mem.all_tombstones();
         let sources = memtable_sources(mem, &Bound::Unbounded, &Bound::Unbounded, true);
         self.merge_into(&mut w, sources, &tombstones, bottom)?;
@@ -129,15 +128,7 @@ impl Inner {
                 true,
             )));
         }
-        let id = self.next_run_id();
-        let path = self.dir.join(run_file_name(id));
-        let mut w = RunWriter::create(
-            &*self.storage,
-            &path,
-            self.options.block_size_bytes,
-            self.options.bloom_bits_per_key,
-            expected,
-        )?;
+        let (id, mut w) = self.new_run(expected)?;
         self.merge_into(&mut w, sources, &tombstones, task.bottom)?;
         if !task.bottom {
             for t in tombstones {

@@ -54,19 +54,25 @@ fn newer_manifest_version_is_refused_by_name() {
     assert!(e.to_string().contains(&*m.to_string_lossy()));
 }
 
+/// Rewrites bytes of a run's 44-byte footer and its checksum (bytes 32..36
+/// cover 0..32), so only the field under test is wrong.
+fn patch_run_footer(sim: &SimStorage, run: &Path, at: usize, bytes: &[u8]) {
+    let len = sim.durable_len(run).unwrap();
+    let f = sim.open(run, OpenOptions::WRITE).unwrap();
+    let mut footer = vec![0u8; 44];
+    larder_io::read_exact_at(&*f, &mut footer, len - 44).unwrap();
+    footer[at..at + bytes.len()].copy_from_slice(bytes);
+    let c = crc32c::crc32c(&footer[..32]);
+    footer[32..36].copy_from_slice(&c.to_le_bytes());
+    patch(sim, run, len - 44, &footer);
+}
+
 #[test]
 fn newer_run_version_is_refused_by_name() {
     let sim = build().crash_with(CrashMode::KeepAllPending);
     let run = file(&sim, ".run");
-    let len = sim.durable_len(&run).unwrap();
-    // Footer: version u32 at byte 12 of the 44-byte footer; re-checksum it.
-    let f = sim.open(&run, OpenOptions::WRITE).unwrap();
-    let mut footer = vec![0u8; 44];
-    larder_io::read_exact_at(&*f, &mut footer, len - 44).unwrap();
-    footer[12..16].copy_from_slice(&7u32.to_le_bytes());
-    let c = crc32c::crc32c(&footer[..32]);
-    footer[32..36].copy_from_slice(&c.to_le_bytes());
-    patch(&sim, &run, len - 44, &footer);
+    // The footer's version is the u32 at byte 12.
+    patch_run_footer(&sim, &run, 12, &7u32.to_le_bytes());
     let e = open(&sim, tiny_options(false)).unwrap_err();
     assert!(matches!(e, IndexError::NewerVersion { found: 7, .. }), "{e}");
     assert!(e.to_string().contains(&*run.to_string_lossy()));
@@ -76,14 +82,8 @@ fn newer_run_version_is_refused_by_name() {
 fn unknown_incompatible_run_feature_is_refused() {
     let sim = build().crash_with(CrashMode::KeepAllPending);
     let run = file(&sim, ".run");
-    let len = sim.durable_len(&run).unwrap();
-    let f = sim.open(&run, OpenOptions::WRITE).unwrap();
-    let mut footer = vec![0u8; 44];
-    larder_io::read_exact_at(&*f, &mut footer, len - 44).unwrap();
-    footer[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
-    let c = crc32c::crc32c(&footer[..32]);
-    footer[32..36].copy_from_slice(&c.to_le_bytes());
-    patch(&sim, &run, len - 44, &footer);
+    // The footer's incompatible feature flags are the u64 at byte 24.
+    patch_run_footer(&sim, &run, 24, &(1u64 << 40).to_le_bytes());
     let e = open(&sim, tiny_options(false)).unwrap_err();
     assert!(matches!(e, IndexError::UnknownFeature { .. }), "{e}");
     assert!(e.to_string().contains(&*run.to_string_lossy()));
