@@ -45,6 +45,9 @@ pub(crate) struct Args {
     /// instead of loading (implies --keep).
     #[arg(long)]
     reuse: bool,
+    /// Merge every run into one before querying (timed and reported).
+    #[arg(long)]
+    compact: bool,
 }
 
 /// A 64-bit mixer (splitmix64): the i-th key is the same in every run.
@@ -107,6 +110,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         println!("load:       skipped (--reuse)");
     } else {
         load(&index, args)?;
+    }
+    if args.compact {
+        let start = Instant::now();
+        index.compact_all().context("merging every run")?;
+        println!("compact:    all runs merged into one in {:.2} s", start.elapsed().as_secs_f64());
     }
     query(&index, args)?;
     println!("\ncounters:\n{}", index.stats());
