@@ -60,6 +60,8 @@ pub(crate) struct Inner {
     pub run_cache: RunCache,
     pub stats: Arc<Stats>,
     pub poison: Mutex<Option<String>>,
+    /// Set when the index is closing, read by long merges without a lock.
+    pub shutting_down: std::sync::atomic::AtomicBool,
     pub bg: Mutex<BgState>,
     /// Wakes workers: a memtable was frozen, runs were added, or shutdown.
     pub work_cv: Condvar,
@@ -193,6 +195,7 @@ impl Index {
             committed: Mutex::new(Committed { state, path, version }),
             stats,
             poison: Mutex::new(None),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
             bg: Mutex::new(BgState::default()),
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
@@ -280,6 +283,7 @@ impl Index {
 
     fn stop_workers(&self) {
         self.inner.bg.lock().shutdown = true;
+        self.inner.shutting_down.store(true, Ordering::Relaxed);
         self.inner.wake_all();
         for w in self.workers.lock().drain(..) {
             // A worker that panicked has already poisoned the index.

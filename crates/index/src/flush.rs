@@ -92,7 +92,14 @@ impl Inner {
         let mut merge = MergeIter::new(sources, true);
         let mut versions: Vec<(Stamp, Op)> = Vec::new();
         let mut out: Vec<(Stamp, Op)> = Vec::new();
+        let mut groups = 0u64;
         while let Some(key) = merge.next_group(&mut versions)? {
+            groups += 1;
+            // A closing index does not wait for a long merge: its partial
+            // run is unreferenced and removed at the next open.
+            if groups % 4096 == 0 && self.shutting_down.load(Ordering::Relaxed) {
+                return Err(IndexError::Closed);
+            }
             let covering = if tombstones.is_empty() { None } else { max_covering(tombstones, &key, u64::MAX) };
             out.clear();
             resolve_output(&self.registry, &key, &versions, covering, bottom, &mut out);
@@ -172,7 +179,11 @@ impl Inner {
                 let Some(pos) = runs.iter().position(|r| inputs.contains(&r.meta.id)) else {
                     return Err(IndexError::Poisoned("merge inputs are not in the version".into()));
                 };
-                removed = runs.drain(pos..pos + inputs.len()).collect();
+                let end = (pos + inputs.len()).min(runs.len());
+                if runs[pos..end].iter().map(|r| r.meta.id).ne(inputs.iter().copied()) {
+                    return Err(IndexError::Poisoned("merge inputs are not contiguous in the version".into()));
+                }
+                removed = runs.drain(pos..end).collect();
                 if let Some(m) = output {
                     runs.insert(
                         pos,

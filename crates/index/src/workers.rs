@@ -72,9 +72,13 @@ fn merger(inner: &Inner) {
         };
         let r = inner.run_task(&task);
         inner.release_task(&task);
-        if let Err(e) = r {
-            inner.set_poison(format!("merge failed: {e}"));
-            return;
+        match r {
+            Ok(()) => {}
+            Err(crate::IndexError::Closed) => return,
+            Err(e) => {
+                inner.set_poison(format!("merge failed: {e}"));
+                return;
+            }
         }
         if inner.bg.lock().shutdown {
             return;
