@@ -97,7 +97,7 @@ impl Inner {
             groups += 1;
             // A closing index does not wait for a long merge: its partial
             // run is unreferenced and removed at the next open.
-            if groups % 4096 == 0 && self.shutting_down.load(Ordering::Relaxed) {
+            if groups.is_multiple_of(4096) && self.shutting_down.load(Ordering::Relaxed) {
                 return Err(IndexError::Closed);
             }
             let covering = if tombstones.is_empty() { None } else { max_covering(tombstones, &key, u64::MAX) };
