@@ -1,0 +1,84 @@
+//! Container files: `<id:016x>.ctr`, fixed size, zero-filled once at
+//! creation and never resized, so later overwrites change no file-system
+//! metadata (format.md, section 12).
+
+use std::path::{Path, PathBuf};
+
+use larder_io::{write_all_at, FileRef, OpenOptions, Storage};
+
+use crate::error::Result;
+
+/// Suffix of container file names.
+pub(crate) const SUFFIX: &str = ".ctr";
+
+/// Bytes of zeros written per call when filling a container.
+const ZERO_CHUNK: u64 = 1 << 20;
+
+/// The file name of container `id`.
+pub fn file_name(id: u64) -> String {
+    format!("{id:016x}{SUFFIX}")
+}
+
+/// The path of container `id` in `dir`.
+pub(crate) fn path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(file_name(id))
+}
+
+/// The id of a container file name: exactly 16 lower-case hex digits then
+/// `.ctr`. Other names are not containers and are left alone.
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(SUFFIX)?;
+    if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Creates container `id` of `bytes` bytes in `dir` and makes it durable:
+/// writes zeros over the whole file, syncs its data, then syncs the
+/// directory. Only after all three may any extent point into it.
+///
+/// Zeros are written rather than reserved with `fallocate`: a fallocated
+/// range is "unwritten" to the file system, so the first write into each
+/// part of it commits metadata (measured 1.5-2x slower); written zeros make
+/// every later overwrite a pure data write.
+pub(crate) fn create(storage: &dyn Storage, dir: &Path, id: u64, bytes: u64) -> Result<FileRef> {
+    let path = path(dir, id);
+    let file = storage.open(&path, OpenOptions::CREATE_NEW)?;
+    let filled = fill_and_sync(&*file, bytes).and_then(|()| storage.sync_dir(dir));
+    if let Err(e) = filled {
+        // Best effort: a partial file left behind is removed at the next
+        // open anyway (it is short and no extent refers to it).
+        let _ = storage.remove_file(&path);
+        return Err(e.into());
+    }
+    Ok(file)
+}
+
+fn fill_and_sync(file: &dyn larder_io::File, bytes: u64) -> larder_io::IoResult<()> {
+    let zeros = vec![0u8; ZERO_CHUNK.min(bytes) as usize];
+    let mut offset = 0;
+    while offset < bytes {
+        let n = ZERO_CHUNK.min(bytes - offset) as usize;
+        write_all_at(file, &zeros[..n], offset)?;
+        offset += n as u64;
+    }
+    file.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_strangers_are_ignored() {
+        assert_eq!(file_name(0x2a), "000000000000002a.ctr");
+        assert_eq!(parse_file_name("000000000000002a.ctr"), Some(0x2a));
+        assert_eq!(parse_file_name("ffffffffffffffff.ctr"), Some(u64::MAX));
+        for bad in
+            ["000000000000002A.ctr", "00000000000002a.ctr", "000000000000002a.ctr.tmp", "x", "+00000000000002a.ctr"]
+        {
+            assert_eq!(parse_file_name(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! The space manager: containers, allocation, deferred frees, punching,
+//! rebuild and verification, behind one lock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use larder_io::{FileRef, OpenOptions, StorageRef};
+use parking_lot::{Condvar, Mutex};
+
+use crate::buddy::Buddy;
+use crate::container;
+use crate::deferred::{release_bound, Deferred, Readers};
+use crate::error::{Result, SpaceError};
+use crate::extent::Extent;
+use crate::options::Options;
+use crate::punch::{self, TokenBucket};
+use crate::rebuild::{self, VerifyReport};
+use crate::state::{Container, State};
+use crate::stats::{Counters, SpaceStats};
+use crate::BLOCK_BYTES;
+
+#[derive(Debug)]
+struct Inner {
+    storage: StorageRef,
+    dir: PathBuf,
+    options: Options,
+    /// Lock order: `state`, then `readers`.
+    state: Mutex<State>,
+    /// Signalled when a container creation finishes.
+    created: Condvar,
+    readers: Mutex<Readers>,
+}
+
+/// Owns the container files of one directory and hands out extents.
+///
+/// All methods take `&self` and are safe to call from many threads; one
+/// lock guards the allocator, and it is never held across a zero-fill or a
+/// punch. The caller (the store) holds the directory's lock.
+#[derive(Debug)]
+pub struct SpaceManager {
+    inner: Arc<Inner>,
+}
+
+/// A registered reader; dropping it unregisters the reader and releases
+/// the frees it was holding back.
+#[derive(Debug)]
+#[must_use = "dropping the guard unregisters the reader at once"]
+pub struct ReaderGuard {
+    inner: Arc<Inner>,
+    lsn: u64,
+}
+
+impl ReaderGuard {
+    /// The snapshot LSN the reader registered at.
+    pub fn lsn(&self) -> u64 {
+        self.lsn
+    }
+}
+
+impl Drop for ReaderGuard {
+    fn drop(&mut self) {
+        self.inner.readers.lock().remove(self.lsn);
+        let mut st = self.inner.state.lock();
+        self.inner.release_ready(&mut st);
+    }
+}
+
+impl SpaceManager {
+    /// Opens (creating if needed) the containers in `dir` and rebuilds free
+    /// space as container space minus `used`, the extents the object
+    /// layer's extent map references.
+    ///
+    /// Refuses, changing nothing: an extent that is misaligned, empty,
+    /// past its container's end or in a container that does not exist; two
+    /// extents sharing a block (both named); a container file shorter than
+    /// `container_bytes` that an extent points into (corruption); a
+    /// container file longer than `container_bytes` (the directory was made
+    /// with another size). A short container no extent uses is an
+    /// interrupted creation: it is removed and created again. Then spares
+    /// are created up to `spare_containers`.
+    pub fn open(
+        storage: StorageRef,
+        dir: &Path,
+        options: Options,
+        used: impl IntoIterator<Item = Extent>,
+    ) -> Result<SpaceManager> {
+        options.validate()?;
+        if !storage.exists(dir)? {
+            storage.create_dir_all(dir)?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                // Make the new directory itself durable.
+                storage.sync_dir(parent)?;
+            }
+        }
+        let bytes = options.container_bytes;
+        let mut files = BTreeMap::new();
+        for name in storage.list_dir(dir)? {
+            let Some(id) = container::parse_file_name(&name) else { continue };
+            let path = dir.join(&name);
+            let file = storage.open(&path, OpenOptions::WRITE)?;
+            let len = file.len()?;
+            if len > bytes {
+                return Err(SpaceError::corrupt(
+                    path,
+                    bytes,
+                    format!(
+                        "container is {len} bytes, longer than container_bytes ({bytes}); \
+                         open with the container_bytes the directory was created with"
+                    ),
+                ));
+            }
+            files.insert(id, (file, len));
+        }
+        let used = rebuild::index_used(used, bytes, |id| files.contains_key(&id))?;
+        let mut interrupted = Vec::new();
+        for (&id, (file, len)) in &files {
+            if *len == bytes {
+                continue;
+            }
+            if let Some(first) = used.get(&id).and_then(|v| v.first()) {
+                return Err(SpaceError::corrupt(
+                    file.path(),
+                    *len,
+                    format!("container is {len} bytes, shorter than container_bytes ({bytes}), while extent {first} is in use in it"),
+                ));
+            }
+            interrupted.push(id);
+        }
+        for &id in &interrupted {
+            tracing::info!(container = id, "removing a container whose creation was interrupted");
+            files.remove(&id);
+            storage.remove_file(&container::path(dir, id))?;
+        }
+        if !interrupted.is_empty() {
+            storage.sync_dir(dir)?;
+        }
+        for &id in &interrupted {
+            let file = container::create(&*storage, dir, id, bytes)?;
+            files.insert(id, (file, bytes));
+        }
+
+        let blocks = options.container_blocks();
+        let mut containers = BTreeMap::new();
+        for (id, (file, _)) in files {
+            let extents = used.get(&id).map(Vec::as_slice).unwrap_or_default();
+            let in_use = rebuild::used_blocks(extents);
+            let mut buddy = Buddy::all_allocated(blocks);
+            for (s, e) in in_use.gaps(blocks) {
+                buddy.free_range(s, e);
+            }
+            containers.insert(id, Container::new(file, buddy, in_use.total()));
+        }
+        let next_id = containers.keys().next_back().map_or(0, |&id| id + 1);
+        let capacity = options.punch_bytes_per_sec.max(options.punch_min_bytes);
+        let state = State {
+            containers,
+            blocks,
+            next_id,
+            creating: 0,
+            deferred: Deferred::default(),
+            durable_lsn: 0,
+            bucket: TokenBucket::new(options.punch_bytes_per_sec, capacity),
+            counters: Counters { containers_created: interrupted.len() as u64, ..Counters::default() },
+        };
+        let inner = Inner {
+            storage,
+            dir: dir.to_path_buf(),
+            options,
+            state: Mutex::new(state),
+            created: Condvar::new(),
+            readers: Mutex::new(Readers::default()),
+        };
+        let manager = SpaceManager { inner: Arc::new(inner) };
+        manager.inner.debug_check(&manager.inner.state.lock());
+        manager.ensure_spares()?;
+        Ok(manager)
+    }
+
+    /// The options the manager was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// The directory holding the containers.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Allocates `len` bytes rounded up to whole 4 KiB blocks, exactly that
+    /// many blocks (no power-of-two rounding).
+    ///
+    /// Returns one extent when some container has a free aligned chunk big
+    /// enough, preferring, in order: space never punched, then the smallest
+    /// such chunk (best fit), then the lowest container and address. When
+    /// none has (fragmented free space, or `len` above `container_bytes`),
+    /// returns several extents, largest free chunks first, adjacent ones
+    /// merged; the caller writes its data across them in order. When free
+    /// space is short, creates containers (waiting for their zero-fill);
+    /// when `max_containers` would be exceeded, fails with
+    /// [`SpaceError::NoSpace`] and changes nothing. The contents of the
+    /// returned space are unspecified (zeros only in fresh or punched space).
+    pub fn allocate(&self, len: u64) -> Result<Vec<Extent>> {
+        if len == 0 {
+            return Err(SpaceError::InvalidAllocation { len, what: "zero bytes" });
+        }
+        let n = len.div_ceil(BLOCK_BYTES);
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        loop {
+            inner.release_ready(&mut st);
+            if let Some(extents) = st.try_allocate(n)? {
+                st.counters.allocations += 1;
+                st.counters.extents_allocated += extents.len() as u64;
+                inner.debug_check(&st);
+                return Ok(extents);
+            }
+            let short = n - st.free_blocks();
+            let need = short.div_ceil(st.blocks);
+            let have = st.containers.len() as u64 + st.creating;
+            if have.saturating_add(need) > inner.options.max_containers {
+                if st.creating > 0 {
+                    // Another thread's creation may bring enough space.
+                    inner.created.wait(&mut st);
+                    continue;
+                }
+                return Err(SpaceError::NoSpace {
+                    requested: n * BLOCK_BYTES,
+                    free: st.free_blocks() * BLOCK_BYTES,
+                    containers: st.containers.len() as u64,
+                    max_containers: inner.options.max_containers,
+                });
+            }
+            let ids = st.reserve(need);
+            st.counters.containers_created_inline += need;
+            drop(st);
+            inner.create_containers(&ids)?;
+            st = inner.state.lock();
+        }
+    }
+
+    /// Records that the transaction with LSN `lsn` freed `extent` (any run
+    /// of allocated blocks: a whole extent from [`SpaceManager::allocate`]
+    /// or part of one). The space becomes reusable, and punchable, once
+    /// [`SpaceManager::set_durable_lsn`] reached `lsn` and no reader
+    /// registered below `lsn` remains. Call it once the transaction is
+    /// visible to new readers.
+    ///
+    /// Refuses, changing nothing, an extent that is malformed, in no
+    /// container, or not wholly allocated (a double free, a free of free
+    /// space, or of space whose free is pending).
+    pub fn free(&self, extent: Extent, lsn: u64) -> Result<()> {
+        extent.check(self.inner.options.container_bytes)?;
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let Some(c) = st.containers.get_mut(&extent.container) else {
+            return Err(SpaceError::InvalidExtent { extent, what: "its container does not exist" });
+        };
+        let (s, n) = extent.blocks();
+        let e = s + n;
+        if c.buddy.any_free(s, e) || c.punching.intersects(s, e) {
+            return Err(SpaceError::InvalidFree {
+                extent,
+                what: "space in it is free (never allocated, or freed and released)",
+            });
+        }
+        if c.pending.intersects(s, e) {
+            return Err(SpaceError::InvalidFree { extent, what: "space in it was already freed (release pending)" });
+        }
+        c.allocated = c
+            .allocated
+            .checked_sub(n)
+            .ok_or_else(|| SpaceError::invariant(extent.container, "allocated count below a free"))?;
+        c.pending.insert(s, e);
+        st.deferred.push(lsn, extent);
+        st.counters.frees += 1;
+        inner.release_ready(&mut st);
+        inner.debug_check(&st);
+        Ok(())
+    }
+
+    /// Says that every transaction up to `lsn` is durable (the index's
+    /// durable sequence number), releasing the frees this allows. The
+    /// durable LSN never moves back; a lower value is ignored.
+    pub fn set_durable_lsn(&self, lsn: u64) {
+        let mut st = self.inner.state.lock();
+        st.durable_lsn = st.durable_lsn.max(lsn);
+        self.inner.release_ready(&mut st);
+        self.inner.debug_check(&st);
+    }
+
+    /// The durable LSN last set.
+    pub fn durable_lsn(&self) -> u64 {
+        self.inner.state.lock().durable_lsn
+    }
+
+    /// Registers a reader whose snapshot sees the transactions up to `lsn`:
+    /// until the guard drops, no space freed by a transaction above `lsn`
+    /// is reused or punched. Register before reading the snapshot's extent
+    /// map. Fails with [`SpaceError::ReaderTooOld`] if frees above `lsn`
+    /// were already released.
+    pub fn register_reader(&self, lsn: u64) -> Result<ReaderGuard> {
+        self.inner.readers.lock().add(lsn)?;
+        Ok(ReaderGuard { inner: Arc::clone(&self.inner), lsn })
+    }
+
+    /// Releases the frees whose transaction is durable and which no reader
+    /// holds back; returns how many. Every other call does this first, so
+    /// an owner needs it only to make [`SpaceManager::stats`] current.
+    pub fn release_ready(&self) -> usize {
+        let mut st = self.inner.state.lock();
+        let n = self.inner.release_ready(&mut st);
+        self.inner.debug_check(&st);
+        n
+    }
+
+    /// Creates containers until `spare_containers` have nothing allocated
+    /// (bounded by `max_containers`); returns how many it created. Call it
+    /// from a background thread after allocations, so that allocations find
+    /// a zero-filled container ready instead of waiting for one.
+    pub fn ensure_spares(&self) -> Result<u64> {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let spares = st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64;
+        let want = inner.options.spare_containers.saturating_sub(spares + st.creating);
+        let room = inner.options.max_containers.saturating_sub(st.containers.len() as u64 + st.creating);
+        let count = want.min(room);
+        if count == 0 {
+            return Ok(0);
+        }
+        let ids = st.reserve(count);
+        drop(st);
+        inner.create_containers(&ids)?;
+        Ok(count)
+    }
+
+    /// Punches holes in released free space, if free space exceeds
+    /// `punch_free_threshold` of all container space, within the rate
+    /// limit as of `now` (the caller's clock: a background thread passes
+    /// `Instant::now()`, tests a fake one). Punches adjacent freed ranges as
+    /// one call, largest first, none below `punch_min_bytes`. Returns the
+    /// bytes punched.
+    pub fn punch_some(&self, now: Instant) -> Result<u64> {
+        let inner = &*self.inner;
+        let options = &inner.options;
+        if options.punch_bytes_per_sec == 0 {
+            return Ok(0);
+        }
+        let mut st = inner.state.lock();
+        inner.release_ready(&mut st);
+        let total = st.containers.len() as u64 * st.blocks;
+        let share = if total == 0 { 0.0 } else { st.free_blocks() as f64 / total as f64 };
+        if share <= options.punch_free_threshold {
+            return Ok(0);
+        }
+        let budget = st.bucket.refill(now) / BLOCK_BYTES;
+        let plan = punch::plan(
+            st.containers.iter().map(|(&id, c)| (id, &c.dirty)),
+            options.punch_min_bytes / BLOCK_BYTES,
+            budget,
+        );
+        let mut work = Vec::with_capacity(plan.len());
+        for &(id, s, e) in &plan {
+            let c =
+                st.containers.get_mut(&id).ok_or_else(|| SpaceError::invariant(id, "planned punch in no container"))?;
+            if !c.buddy.take_range(s, e) {
+                return Err(SpaceError::invariant(id, format!("dirty blocks [{s}, {e}) are not free")));
+            }
+            c.dirty.remove(s, e);
+            c.punching.insert(s, e);
+            work.push((id, s, e, Arc::clone(&c.file)));
+            st.bucket.spend((e - s) * BLOCK_BYTES);
+        }
+        drop(st);
+        // Punch without the lock: the ranges are off the free lists, so no
+        // allocation can hand them out (and get its data zeroed) meanwhile.
+        let results: Vec<_> =
+            work.iter().map(|(_, s, e, f)| f.punch_hole(s * BLOCK_BYTES, (e - s) * BLOCK_BYTES)).collect();
+        let mut st = inner.state.lock();
+        let mut punched = 0;
+        let mut first_error = None;
+        for ((id, s, e, _), result) in work.into_iter().zip(results) {
+            let Some(c) = st.containers.get_mut(&id) else { continue };
+            c.punching.remove(s, e);
+            c.buddy.free_range(s, e);
+            match result {
+                Ok(()) => {
+                    c.punched.insert(s, e);
+                    punched += (e - s) * BLOCK_BYTES;
+                    st.counters.punches += 1;
+                }
+                Err(err) => {
+                    c.dirty.insert(s, e);
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        st.counters.bytes_punched += punched;
+        inner.debug_check(&st);
+        match first_error {
+            Some(err) => Err(err.into()),
+            None => Ok(punched),
+        }
+    }
+
+    /// Compares the live allocator with the free space derived from `used`
+    /// (the extent map, as [`SpaceManager::open`] would rebuild it), for
+    /// fsck. Malformed or overlapping extents are refused as at open.
+    pub fn verify(&self, used: impl IntoIterator<Item = Extent>) -> Result<VerifyReport> {
+        let st = self.inner.state.lock();
+        let used = rebuild::index_used(used, self.inner.options.container_bytes, |id| st.containers.contains_key(&id))?;
+        let mut report = VerifyReport { containers: st.containers.len() as u64, ..VerifyReport::default() };
+        for (&id, c) in &st.containers {
+            let in_use = rebuild::used_blocks(used.get(&id).map(Vec::as_slice).unwrap_or_default());
+            let mut free = c.punching.clone();
+            for (s, e) in c.buddy.free_ranges() {
+                free.insert(s, e);
+            }
+            let mut accounted = free.clone();
+            for (s, e) in in_use.iter().chain(c.pending.iter()) {
+                accounted.insert(s, e);
+            }
+            let to_extent = |(s, e): (u64, u64)| Extent::from_blocks(id, s, e);
+            report.free_but_used.extend(in_use.intersection(&free).into_iter().map(to_extent));
+            report.leaked.extend(accounted.gaps(st.blocks).into_iter().map(to_extent));
+            report.used_bytes += in_use.total() * BLOCK_BYTES;
+            report.free_bytes += free.total() * BLOCK_BYTES;
+            report.pending_bytes += c.pending.total() * BLOCK_BYTES;
+        }
+        Ok(report)
+    }
+
+    /// The free, reusable space as maximal extents, by container and offset.
+    pub fn free_extents(&self) -> Vec<Extent> {
+        let st = self.inner.state.lock();
+        let mut out = Vec::new();
+        for (&id, c) in &st.containers {
+            let mut free = c.punching.clone();
+            for (s, e) in c.buddy.free_ranges() {
+                free.insert(s, e);
+            }
+            out.extend(free.iter().map(|(s, e)| Extent::from_blocks(id, s, e)));
+        }
+        out
+    }
+
+    /// The ids of the containers, ascending.
+    pub fn container_ids(&self) -> Vec<u64> {
+        self.inner.state.lock().containers.keys().copied().collect()
+    }
+
+    /// The open file of container `id`, for reading and writing extents.
+    pub fn container_file(&self, id: u64) -> Option<FileRef> {
+        self.inner.state.lock().containers.get(&id).map(|c| Arc::clone(&c.file))
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> SpaceStats {
+        let st = self.inner.state.lock();
+        let sum = |f: &dyn Fn(&Container) -> u64| st.containers.values().map(f).sum::<u64>() * BLOCK_BYTES;
+        let k = &st.counters;
+        SpaceStats {
+            containers: st.containers.len() as u64,
+            spare_containers: st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64,
+            bytes_total: st.containers.len() as u64 * st.blocks * BLOCK_BYTES,
+            bytes_free: sum(&|c| c.buddy.free_blocks() + c.punching.total()),
+            bytes_allocated: sum(&|c| c.allocated),
+            bytes_pending_free: sum(&|c| c.pending.total()),
+            bytes_punched_now: sum(&|c| c.punched.total() + c.punching.total()),
+            deferred_frees_pending: st.deferred.len() as u64,
+            readers: self.inner.readers.lock().count() as u64,
+            allocations: k.allocations,
+            extents_allocated: k.extents_allocated,
+            frees: k.frees,
+            frees_released: k.frees_released,
+            punches: k.punches,
+            bytes_punched: k.bytes_punched,
+            containers_created: k.containers_created,
+            containers_created_inline: k.containers_created_inline,
+        }
+    }
+
+    /// Checks every invariant of the allocator (the buddy allocator's, stated on
+    /// its type, and the container states'): buddy lists well formed; free + allocated +
+    /// pending + being punched = the whole container, with no block in two
+    /// states; punched and dirty space free; the deferred queue matching
+    /// the pending space. Debug and test builds run it after every change.
+    pub fn check_invariants(&self) -> Result<()> {
+        self.inner.state.lock().check()
+    }
+}
+
+impl Inner {
+    /// Releases what [`release_bound`] allows; returns how many frees.
+    fn release_ready(&self, st: &mut State) -> usize {
+        // Held across the releases, so no reader can register below a
+        // release in between (see `Readers::add`).
+        let mut readers = self.readers.lock();
+        let ready = st.deferred.pop_through(release_bound(st.durable_lsn, readers.oldest()));
+        let n = ready.len();
+        for (lsn, extent) in ready {
+            let Some(c) = st.containers.get_mut(&extent.container) else { continue };
+            let (s, count) = extent.blocks();
+            c.pending.remove(s, s + count);
+            c.buddy.free_range(s, s + count);
+            c.dirty.insert(s, s + count);
+            readers.note_released(lsn);
+        }
+        st.counters.frees_released += n as u64;
+        n
+    }
+
+    /// Creates the containers `ids` (reserved by [`State::reserve`]) with
+    /// the lock dropped, then adds them. Always ends their reservation.
+    fn create_containers(&self, ids: &[u64]) -> Result<()> {
+        let mut result = Ok(());
+        let mut made = Vec::new();
+        for &id in ids {
+            match container::create(&*self.storage, &self.dir, id, self.options.container_bytes) {
+                Ok(file) => made.push((id, file)),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let mut st = self.state.lock();
+        st.creating -= ids.len() as u64;
+        for (id, file) in made {
+            let blocks = st.blocks;
+            st.containers.insert(id, Container::new(file, Buddy::all_free(blocks), 0));
+            st.counters.containers_created += 1;
+        }
+        self.debug_check(&st);
+        drop(st);
+        self.created.notify_all();
+        result
+    }
+
+    /// Runs [`State::check`] in debug and test builds.
+    fn debug_check(&self, st: &State) {
+        if cfg!(debug_assertions) {
+            if let Err(e) = st.check() {
+                panic!("{e}");
+            }
+        }
+    }
+}

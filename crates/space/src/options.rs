@@ -1,0 +1,79 @@
+//! Run-time options of the space manager, with documented defaults.
+
+use crate::error::{Result, SpaceError};
+use crate::BLOCK_BYTES;
+
+/// How the space manager sizes containers and punches holes.
+///
+/// `container_bytes` must be the same every time a directory is opened:
+/// container files carry no header (format.md, section 12), so a container
+/// of another size is refused at open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Size of every container file: a power of two, at least 4 KiB and at
+    /// most 1 TiB. Default 1 GiB.
+    pub container_bytes: u64,
+    /// Containers with nothing allocated kept ready, created and zero-filled
+    /// ahead of need by [`crate::SpaceManager::ensure_spares`] (and at open),
+    /// so an allocation rarely waits for a creation. Default 1.
+    pub spare_containers: u64,
+    /// Most containers that may exist; past it allocations fail with
+    /// [`SpaceError::NoSpace`]. Default 1024 (1 TiB of 1 GiB containers).
+    pub max_containers: u64,
+    /// Hole-punching rate: the token bucket refills at this many bytes per
+    /// second and holds at most one second's worth (or `punch_min_bytes`,
+    /// if larger). 0 disables punching. Default 256 MiB/s.
+    pub punch_bytes_per_sec: u64,
+    /// Punch only while free space is more than this share of all container
+    /// space: below it, freed space is likely reused soon, and punching it
+    /// would only make its next write slower. Default 0.25.
+    pub punch_free_threshold: f64,
+    /// Smallest range punched, a multiple of 4 KiB: smaller freed ranges
+    /// wait until neighbouring frees coalesce with them, so punches stay few
+    /// and large. Default 1 MiB.
+    pub punch_min_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            container_bytes: 1 << 30,
+            spare_containers: 1,
+            max_containers: 1024,
+            punch_bytes_per_sec: 256 << 20,
+            punch_free_threshold: 0.25,
+            punch_min_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Options {
+    /// Refuses inconsistent settings with the option's name and why.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name, reason: &str| Err(SpaceError::InvalidOption { name, reason: reason.to_string() });
+        if !self.container_bytes.is_power_of_two() || !(BLOCK_BYTES..=(1 << 40)).contains(&self.container_bytes) {
+            return bad("container_bytes", "must be a power of two between 4 KiB and 1 TiB");
+        }
+        if self.max_containers == 0 || self.max_containers > u64::from(u32::MAX) {
+            return bad("max_containers", "must be between 1 and 2^32 - 1");
+        }
+        if self.max_containers.checked_mul(self.container_bytes).is_none() {
+            return bad("max_containers", "max_containers * container_bytes must fit in 64 bits");
+        }
+        if self.spare_containers > self.max_containers {
+            return bad("spare_containers", "must not exceed max_containers");
+        }
+        if !(0.0..=1.0).contains(&self.punch_free_threshold) {
+            return bad("punch_free_threshold", "must be between 0 and 1");
+        }
+        if self.punch_min_bytes == 0 || !self.punch_min_bytes.is_multiple_of(BLOCK_BYTES) {
+            return bad("punch_min_bytes", "must be a positive multiple of 4096");
+        }
+        Ok(())
+    }
+
+    /// 4 KiB blocks per container.
+    pub(crate) fn container_blocks(&self) -> u64 {
+        self.container_bytes / BLOCK_BYTES
+    }
+}

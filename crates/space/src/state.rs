@@ -1,0 +1,217 @@
+//! The allocator state behind the space manager's lock: per-container
+//! buddy lists and range sets, the deferred frees, and the allocation
+//! policy (contiguous, unpunched, best fit; fragments when it must).
+
+use std::collections::BTreeMap;
+
+use larder_io::FileRef;
+
+use crate::buddy::{ceil_log2, Buddy};
+use crate::deferred::Deferred;
+use crate::error::{Result, SpaceError};
+use crate::extent::Extent;
+use crate::punch::TokenBucket;
+use crate::rangeset::RangeSet;
+use crate::stats::Counters;
+use crate::BLOCK_BYTES;
+
+/// One container's allocator state. Every block is in exactly one of:
+/// free (`buddy`), allocated (counted in `allocated`), pending release
+/// (`pending`), or being punched (`punching`, off the free lists while the
+/// lock is dropped). `dirty` and `punched` are disjoint subsets of free.
+#[derive(Debug)]
+pub(crate) struct Container {
+    pub(crate) file: FileRef,
+    pub(crate) buddy: Buddy,
+    pub(crate) allocated: u64,
+    pub(crate) pending: RangeSet,
+    pub(crate) punching: RangeSet,
+    /// Free space released by a free in this session: it may hold old data,
+    /// so it is what gets punched.
+    pub(crate) dirty: RangeSet,
+    /// Free space punched: a write into it costs file-system metadata work,
+    /// so allocation avoids it when it can.
+    pub(crate) punched: RangeSet,
+}
+
+impl Container {
+    pub(crate) fn new(file: FileRef, buddy: Buddy, allocated: u64) -> Container {
+        Container {
+            file,
+            buddy,
+            allocated,
+            pending: RangeSet::default(),
+            punching: RangeSet::default(),
+            dirty: RangeSet::default(),
+            punched: RangeSet::default(),
+        }
+    }
+
+    pub(crate) fn is_spare(&self, blocks: u64) -> bool {
+        self.buddy.free_blocks() + self.punching.total() == blocks
+    }
+}
+
+/// Everything the manager's lock guards.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) containers: BTreeMap<u64, Container>,
+    pub(crate) blocks: u64,
+    pub(crate) next_id: u64,
+    /// Containers being created with the lock dropped.
+    pub(crate) creating: u64,
+    pub(crate) deferred: Deferred,
+    pub(crate) durable_lsn: u64,
+    pub(crate) bucket: TokenBucket,
+    pub(crate) counters: Counters,
+}
+
+/// Blocks in the deferred frees.
+fn deferred_blocks(deferred: &Deferred) -> u64 {
+    deferred.extents().map(|e| e.len / BLOCK_BYTES).sum()
+}
+
+impl State {
+    pub(crate) fn free_blocks(&self) -> u64 {
+        self.containers.values().map(|c| c.buddy.free_blocks()).sum()
+    }
+
+    /// Reserves `count` new container ids.
+    pub(crate) fn reserve(&mut self, count: u64) -> Vec<u64> {
+        let ids = (self.next_id..self.next_id + count).collect();
+        self.next_id += count;
+        self.creating += count;
+        ids
+    }
+
+    /// Allocates `n` blocks, or returns `None`, changing nothing, if free
+    /// space is short.
+    pub(crate) fn try_allocate(&mut self, n: u64) -> Result<Option<Vec<Extent>>> {
+        if self.free_blocks() < n {
+            return Ok(None);
+        }
+        let mut out: Vec<Extent> = Vec::new();
+        let mut rem = n;
+        while rem > 0 {
+            if let Some((id, s)) = self.find_contiguous(rem, true).or_else(|| self.find_contiguous(rem, false)) {
+                out.push(self.take(id, s, rem)?);
+                break;
+            }
+            // No chunk is big enough: take the largest there is whole.
+            let Some((id, s, size)) = self.find_largest() else {
+                return Err(SpaceError::invariant(0, "free blocks counted but none on the free lists"));
+            };
+            let size = size.min(rem);
+            out.push(self.take(id, s, size)?);
+            rem -= size;
+        }
+        // Merge pieces that happen to be adjacent, in order.
+        let mut merged: Vec<Extent> = Vec::with_capacity(out.len());
+        for e in out {
+            match merged.last_mut() {
+                Some(last) if last.container == e.container && last.end() == e.offset => last.len += e.len,
+                _ => merged.push(e),
+            }
+        }
+        Ok(Some(merged))
+    }
+
+    /// The smallest free chunk able to hold `n` contiguous blocks (and, if
+    /// `avoid_punched`, an aligned place in it that misses punched space),
+    /// as `(container, first block)`.
+    fn find_contiguous(&self, n: u64, avoid_punched: bool) -> Option<(u64, u64)> {
+        let k = ceil_log2(n);
+        let max_order = self.containers.values().next()?.buddy.max_order();
+        for order in k..=max_order {
+            for (&id, c) in &self.containers {
+                for s in c.buddy.free_of_order(order) {
+                    if !avoid_punched {
+                        return Some((id, s));
+                    }
+                    if let Some(at) = c.punched.first_gap(s, s + (1 << order), n, 1 << k) {
+                        return Some((id, at));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The largest free block, unpunched ones first among equals, as
+    /// `(container, first block, blocks)`.
+    fn find_largest(&self) -> Option<(u64, u64, u64)> {
+        let max_order = self.containers.values().next()?.buddy.max_order();
+        for order in (0..=max_order).rev() {
+            let size = 1u64 << order;
+            let mut any = None;
+            for (&id, c) in &self.containers {
+                for s in c.buddy.free_of_order(order) {
+                    if !c.punched.intersects(s, s + size) {
+                        return Some((id, s, size));
+                    }
+                    any.get_or_insert((id, s, size));
+                }
+            }
+            if any.is_some() {
+                return any;
+            }
+        }
+        None
+    }
+
+    /// Takes free blocks `[s, s + n)` of container `id` for an extent.
+    fn take(&mut self, id: u64, s: u64, n: u64) -> Result<Extent> {
+        let c = self.containers.get_mut(&id).ok_or_else(|| SpaceError::invariant(id, "no such container"))?;
+        if !c.buddy.take_range(s, s + n) {
+            return Err(SpaceError::invariant(id, format!("blocks [{s}, {}) chosen but not free", s + n)));
+        }
+        // The caller is about to write it: it is no longer a hole, nor a
+        // punch candidate.
+        c.punched.remove(s, s + n);
+        c.dirty.remove(s, s + n);
+        c.allocated += n;
+        Ok(Extent::from_blocks(id, s, s + n))
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        let mut pending_total = 0;
+        for (&id, c) in &self.containers {
+            c.buddy.check().map_err(|what| SpaceError::invariant(id, what))?;
+            let sum = c.buddy.free_blocks() + c.allocated + c.pending.total() + c.punching.total();
+            if sum != self.blocks {
+                return Err(SpaceError::invariant(
+                    id,
+                    format!(
+                        "free {} + allocated {} + pending {} + punching {} != {} blocks",
+                        c.buddy.free_blocks(),
+                        c.allocated,
+                        c.pending.total(),
+                        c.punching.total(),
+                        self.blocks
+                    ),
+                ));
+            }
+            for (s, e) in c.pending.iter().chain(c.punching.iter()) {
+                if c.buddy.any_free(s, e) {
+                    return Err(SpaceError::invariant(id, format!("pending or punching [{s}, {e}) is also free")));
+                }
+            }
+            if let Some((s, e)) = c.pending.intersection(&c.punching).first() {
+                return Err(SpaceError::invariant(id, format!("[{s}, {e}) both pending and punching")));
+            }
+            for (s, e) in c.dirty.iter().chain(c.punched.iter()) {
+                if !c.buddy.all_free_in(s, e) {
+                    return Err(SpaceError::invariant(id, format!("dirty or punched [{s}, {e}) is not free")));
+                }
+            }
+            if let Some((s, e)) = c.dirty.intersection(&c.punched).first() {
+                return Err(SpaceError::invariant(id, format!("[{s}, {e}) both dirty and punched")));
+            }
+            pending_total += c.pending.total();
+        }
+        if deferred_blocks(&self.deferred) != pending_total {
+            return Err(SpaceError::invariant(0, "the deferred frees do not match the pending space"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,147 @@
+//! Hole punching: only while free space exceeds the threshold; adjacent
+//! frees coalesce into one punch call; the rate limit holds against a fake
+//! clock; punched ranges read as zeros; allocation prefers space never
+//! punched, and punched space once allocated is no longer counted punched.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{open, small_options, BLOCKS};
+use larder_io::{read_exact_at, write_all_at, SimStorage};
+use larder_space::{Extent, Options, SpaceManager};
+
+/// One container, no spares, so the free share is easy to reason about.
+fn one_container() -> Options {
+    Options { spare_containers: 0, max_containers: 1, ..small_options() }
+}
+
+/// Allocates `n` single-block extents, each filled with 0xAB.
+fn fill(m: &SpaceManager, n: u64) -> Vec<Extent> {
+    (0..n)
+        .map(|_| {
+            let e = m.allocate(4096).unwrap()[0];
+            write_all_at(&*m.container_file(e.container).unwrap(), &[0xAB; 4096], e.offset).unwrap();
+            e
+        })
+        .collect()
+}
+
+#[test]
+fn adjacent_frees_are_punched_in_one_call_and_read_zeros() {
+    let sim = SimStorage::new(1);
+    let m = open(&sim, one_container(), &[]).unwrap();
+    let extents = fill(&m, 200);
+    for e in &extents[..100] {
+        m.free(*e, 1).unwrap();
+    }
+    m.set_durable_lsn(1);
+    let before = sim.counters().punch_holes;
+    let t0 = Instant::now();
+    // 56 + 100 free of 256: above 25%.
+    assert_eq!(m.punch_some(t0).unwrap(), 100 * 4096);
+    assert_eq!(sim.counters().punch_holes - before, 1, "100 adjacent frees punched as one range");
+    assert_eq!(m.punch_some(t0).unwrap(), 0, "nothing left to punch");
+    let f = m.container_file(0).unwrap();
+    let mut buf = vec![0xFF; 100 * 4096];
+    read_exact_at(&*f, &mut buf, extents[0].offset).unwrap();
+    assert!(buf.iter().all(|&b| b == 0), "punched range does not read zeros");
+    read_exact_at(&*f, &mut buf[..4096], extents[100].offset).unwrap();
+    assert!(buf[..4096].iter().all(|&b| b == 0xAB), "live data was punched");
+    let s = m.stats();
+    assert_eq!((s.punches, s.bytes_punched, s.bytes_punched_now), (1, 100 * 4096, 100 * 4096));
+}
+
+#[test]
+fn no_punching_at_or_below_the_threshold() {
+    let sim = SimStorage::new(2);
+    let m = open(&sim, one_container(), &[]).unwrap();
+    let extents = fill(&m, BLOCKS);
+    // 64 of 256 blocks free is exactly 25%: not above the threshold.
+    for e in &extents[..64] {
+        m.free(*e, 1).unwrap();
+    }
+    m.set_durable_lsn(1);
+    let t0 = Instant::now();
+    assert_eq!(m.punch_some(t0).unwrap(), 0);
+    assert_eq!(sim.counters().punch_holes, 0);
+    m.free(extents[64], 2).unwrap();
+    m.set_durable_lsn(2);
+    assert_eq!(m.punch_some(t0).unwrap(), 65 * 4096);
+}
+
+#[test]
+fn frees_are_punched_only_once_released() {
+    let sim = SimStorage::new(3);
+    let m = open(&sim, one_container(), &[]).unwrap();
+    let extents = fill(&m, 10);
+    let reader = m.register_reader(0).unwrap();
+    for e in &extents {
+        m.free(*e, 1).unwrap();
+    }
+    let t0 = Instant::now();
+    assert_eq!(m.punch_some(t0).unwrap(), 0, "not durable yet");
+    m.set_durable_lsn(1);
+    assert_eq!(m.punch_some(t0).unwrap(), 0, "an older reader remains");
+    drop(reader);
+    assert_eq!(m.punch_some(t0).unwrap(), 10 * 4096);
+}
+
+#[test]
+fn punching_is_rate_limited_and_coalesced_above_the_minimum() {
+    let sim = SimStorage::new(4);
+    let options = Options { punch_bytes_per_sec: 64 << 10, punch_min_bytes: 16 << 10, ..one_container() };
+    let m = open(&sim, options, &[]).unwrap();
+    let extents = fill(&m, 200);
+    // Three 4 KiB holes stay below the 16 KiB minimum; 100 blocks do not.
+    for i in [150, 160, 170] {
+        m.free(extents[i], 1).unwrap();
+    }
+    for e in &extents[..100] {
+        m.free(*e, 1).unwrap();
+    }
+    m.set_durable_lsn(1);
+    let t0 = Instant::now();
+    // The bucket starts with one second's worth: 64 KiB.
+    assert_eq!(m.punch_some(t0).unwrap(), 64 << 10);
+    assert_eq!(m.punch_some(t0).unwrap(), 0);
+    assert_eq!(m.punch_some(t0 + Duration::from_millis(125)).unwrap(), 0, "8 KiB earned is below the minimum");
+    assert_eq!(m.punch_some(t0 + Duration::from_millis(250)).unwrap(), 16 << 10);
+    let mut now = t0 + Duration::from_millis(250);
+    let mut total = (64 << 10) + (16 << 10);
+    while total < 100 * 4096 {
+        now += Duration::from_secs(1);
+        let n = m.punch_some(now).unwrap();
+        assert!(n > 0 && n <= 64 << 10, "{n}");
+        total += n;
+    }
+    assert_eq!(total, 100 * 4096);
+    now += Duration::from_secs(10);
+    assert_eq!(m.punch_some(now).unwrap(), 0, "single-block holes are never punched alone");
+    assert_eq!(m.stats().bytes_punched, 100 * 4096);
+}
+
+#[test]
+fn allocation_prefers_unpunched_space() {
+    let sim = SimStorage::new(5);
+    let m = open(&sim, one_container(), &[]).unwrap();
+    let extents = fill(&m, 64);
+    for e in &extents {
+        m.free(*e, 1).unwrap();
+    }
+    m.set_durable_lsn(1);
+    assert_eq!(m.punch_some(Instant::now()).unwrap(), 64 * 4096);
+    // Blocks 0..64 are punched, 64..256 never were: all of it is one free
+    // 256-block chunk, and allocations go around the holes.
+    assert_eq!(m.free_extents(), vec![common::ext(0, 0, BLOCKS)]);
+    let a = m.allocate(4096).unwrap();
+    assert_eq!(a, vec![common::ext(0, 64, 1)]);
+    let b = m.allocate(64 * 4096).unwrap();
+    assert_eq!(b, vec![common::ext(0, 128, 64)]);
+    // When only punched space is left, it is used, and stops counting as punched.
+    let rest = m.allocate(m.stats().bytes_free).unwrap();
+    assert!(rest.iter().any(|e| e.offset == 0), "{rest:?}");
+    assert_eq!(m.stats().bytes_punched_now, 0);
+}
