@@ -1,0 +1,346 @@
+//! The [`Log`] handle: open (with recovery), the public calls, the
+//! background flusher of buffered records, and close.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use larder_io::{FileRef, Lock, StorageRef};
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{LogError, Result};
+use crate::options::Options;
+use crate::recover::{recover, LiveSegment, RecoveryReport};
+use crate::segment::SegmentFile;
+use crate::stats::{LogStats, Stats};
+use crate::Lsn;
+
+/// The name of the lock file in the log directory.
+const LOCK_FILE: &str = "LOCK";
+
+/// A record assigned an LSN and not yet written.
+pub(crate) struct Pending {
+    pub lsn: Lsn,
+    pub payload: Vec<u8>,
+    pub deps: Vec<FileRef>,
+}
+
+/// Where the leader writes next; only the leader changes it.
+pub(crate) struct WriterPos {
+    /// The segment being written, once one is started after open.
+    pub seg: Option<SegmentFile>,
+    pub epoch: u64,
+    /// Offset of the next group (block-aligned).
+    pub offset: u64,
+    pub capacity: u64,
+    /// crc of the last record written (the next record's `prev_crc`).
+    pub last_crc: u32,
+    /// The epoch the next segment start uses.
+    pub next_epoch: u64,
+    /// The group buffer, reused between groups.
+    pub buf: Vec<u8>,
+}
+
+/// Everything behind the state lock.
+pub(crate) struct State {
+    pub next_lsn: Lsn,
+    pub durable: Lsn,
+    pub queue: VecDeque<Pending>,
+    /// Payload plus record overhead of the queue.
+    pub queued_bytes: usize,
+    /// A thread is writing a group; others wait for it.
+    pub leader: bool,
+    pub poisoned: Option<String>,
+    pub closed: bool,
+    /// Oldest first; when `w.seg` is set the last one is being written.
+    pub live: VecDeque<LiveSegment>,
+    pub free: VecDeque<SegmentFile>,
+    pub total_segments: usize,
+    pub next_id: u64,
+    /// The checkpoint callback may fire (re-armed by every checkpoint).
+    pub checkpoint_armed: bool,
+    pub w: WriterPos,
+}
+
+/// Shared between the handle, appending threads and the flusher.
+pub(crate) struct Inner {
+    pub storage: StorageRef,
+    pub dir: PathBuf,
+    pub options: Options,
+    pub state: Mutex<State>,
+    /// Signalled when a group completes, the queue shrinks, a segment is
+    /// freed, or the log is poisoned.
+    pub cond: Condvar,
+    /// Mirrors of `State::durable` and `next_lsn - 1` for lock-free reads.
+    pub durable: AtomicU64,
+    pub last: AtomicU64,
+    pub stats: Stats,
+    stop: Mutex<bool>,
+    stop_cond: Condvar,
+    _lock: Box<dyn Lock>,
+}
+
+/// The intent log: one ordered stream of checksummed records with LSNs,
+/// written in groups (one write and one sync each) to reused segment files.
+///
+/// # Applying records in LSN order
+///
+/// Appends from many threads get consecutive LSNs, and each returns only
+/// when its record and every earlier one are durable, but threads wake in
+/// any order. A caller that applies records to an index after `append`
+/// returns must serialise that itself. The simpler way is
+/// [`Options::on_durable`]: the group-commit leader calls it for every
+/// record of a group, in LSN order, after the group is durable and before
+/// any appender of the group returns, so an index fed from it sees batches
+/// in LSN order and a reader that saw `append` return sees the write.
+pub struct Log {
+    inner: Arc<Inner>,
+    flusher: Option<JoinHandle<()>>,
+    report: RecoveryReport,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.inner.dir)
+            .field("durable_lsn", &self.durable_lsn())
+            .field("last_lsn", &self.last_lsn())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir` and recovers it.
+    ///
+    /// `covered_lsn` is the caller's durable sequence number: every record
+    /// at or below it is already in the caller's durable index (for a new
+    /// log, the base: the first record gets `covered_lsn + 1`). Every valid
+    /// record above it is passed to `replay`, in LSN order, after the whole
+    /// log has been verified (so a failed open has replayed nothing). After
+    /// open, new records continue at `last_lsn() + 1`; the caller should
+    /// flush its index and call [`Log::checkpoint`], since replayed records
+    /// live in segments that only a checkpoint frees.
+    ///
+    /// Fails with `NewerVersion` / `UnknownFeature` naming a segment a newer
+    /// build wrote; `CorruptRecord` (file, offset, LSN) if a record the log
+    /// had acknowledged is damaged or missing; `MissingRecords` if the log
+    /// starts above `covered_lsn + 1`; `IndexAhead` if the log ends below
+    /// `covered_lsn`; `Replay` if `replay` fails.
+    pub fn open<E>(
+        storage: StorageRef,
+        dir: &Path,
+        options: Options,
+        covered_lsn: Lsn,
+        mut replay: impl FnMut(Lsn, &[u8]) -> std::result::Result<(), E>,
+    ) -> Result<Log>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        options.validate()?;
+        if !storage.exists(dir)? {
+            storage.create_dir_all(dir)?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                // Make the new directory itself durable.
+                storage.sync_dir(parent)?;
+            }
+        }
+        let lock = storage.lock(&dir.join(LOCK_FILE))?;
+        let mut sink = |lsn: Lsn, payload: &[u8]| -> Result<()> {
+            replay(lsn, payload).map_err(|e| LogError::Replay { lsn, source: e.into() })
+        };
+        let rec = recover(&*storage, dir, covered_lsn, &mut sink)?;
+        let end = rec.report.end_lsn;
+        let total_segments = rec.live.len() + rec.free.len();
+        let state = State {
+            next_lsn: end + 1,
+            durable: end,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            leader: false,
+            poisoned: None,
+            closed: false,
+            live: rec.live.into(),
+            free: rec.free.into(),
+            total_segments,
+            next_id: rec.next_id,
+            checkpoint_armed: true,
+            w: WriterPos {
+                seg: None,
+                epoch: 0,
+                offset: 0,
+                capacity: 0,
+                last_crc: rec.last_crc,
+                next_epoch: rec.next_epoch,
+                buf: Vec::new(),
+            },
+        };
+        let inner = Arc::new(Inner {
+            storage,
+            dir: dir.to_path_buf(),
+            options,
+            state: Mutex::new(state),
+            cond: Condvar::new(),
+            durable: AtomicU64::new(end),
+            last: AtomicU64::new(end),
+            stats: Stats::default(),
+            stop: Mutex::new(false),
+            stop_cond: Condvar::new(),
+            _lock: lock,
+        });
+        // Have a segment ready so the first group does not wait for one.
+        inner.create_spare()?;
+        let flusher = match inner.options.buffered_sync_interval {
+            Some(interval) => {
+                let inner = inner.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("larder-log-flush".into())
+                        .spawn(move || flusher(&inner, interval))
+                        .map_err(|e| larder_io::IoError::os("spawn", dir, e))?,
+                )
+            }
+            None => None,
+        };
+        tracing::info!(dir = %dir.display(), end, replayed = rec.report.replayed, "log opened");
+        Ok(Log { inner, flusher, report: rec.report })
+    }
+
+    /// Appends a record and returns its LSN once it and every earlier record
+    /// are durable. Fails with `Poisoned` after any earlier failure, and
+    /// with `TooLarge` for a payload above [`Options::max_payload_bytes`].
+    pub fn append(&self, payload: Vec<u8>) -> Result<Lsn> {
+        self.append_with(payload, Vec::new())
+    }
+
+    /// Like [`Log::append`], and the record is acknowledged only when every
+    /// file in `deps` is durable too: the leader syncs them (deduplicated by
+    /// path) concurrently with the group's own write and sync.
+    ///
+    /// If a dependency sync fails the log is poisoned, but the record may
+    /// already be durable in the log and be replayed after reopening; the
+    /// replayer must check the data it refers to (the extent descriptors
+    /// carry checksums for this).
+    pub fn append_with(&self, payload: Vec<u8>, deps: Vec<FileRef>) -> Result<Lsn> {
+        let lsn = self.inner.enqueue(payload, deps)?;
+        self.inner.sync_to(lsn)?;
+        Ok(lsn)
+    }
+
+    /// Queues a record and returns its LSN without waiting for durability.
+    /// It becomes durable with the next group: the next `append`, `sync_to`
+    /// or `close` from any thread, or the background flusher within
+    /// [`Options::buffered_sync_interval`]. A crash loses at most the
+    /// records queued since the last group (bounded by
+    /// [`Options::max_pending_bytes`]) plus the group being written, and
+    /// always a suffix: never a record before one that survived.
+    pub fn append_buffered(&self, payload: Vec<u8>) -> Result<Lsn> {
+        self.inner.enqueue(payload, Vec::new())
+    }
+
+    /// Returns when every record up to `lsn` (capped at the last assigned
+    /// LSN) is durable, writing a group if needed.
+    pub fn sync_to(&self, lsn: Lsn) -> Result<()> {
+        self.inner.sync_to(lsn)
+    }
+
+    /// Makes every record appended so far durable.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.sync_to(Lsn::MAX)
+    }
+
+    /// The highest LSN such that it and every record before it are durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.inner.durable.load(Ordering::Acquire)
+    }
+
+    /// The highest LSN assigned (durable or not).
+    pub fn last_lsn(&self) -> Lsn {
+        self.inner.last.load(Ordering::Acquire)
+    }
+
+    /// Tells the log that every record up to `covered_lsn` is in the
+    /// caller's durable index, so segments holding only such records are
+    /// freed for reuse (nothing is written: a freed segment keeps its bytes
+    /// until it is restarted with a new epoch). `covered_lsn` must not
+    /// exceed [`Log::durable_lsn`], and the caller must pass at least this
+    /// value as `covered_lsn` to every later open.
+    pub fn checkpoint(&self, covered_lsn: Lsn) -> Result<()> {
+        self.inner.checkpoint(covered_lsn)
+    }
+
+    /// Whether the live segments passed [`Options::checkpoint_percent`] of
+    /// the log's bound and a checkpoint would free some.
+    pub fn needs_checkpoint(&self) -> bool {
+        self.inner.over_mark(&self.inner.state.lock())
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> LogStats {
+        self.inner.stats.snapshot()
+    }
+
+    /// What recovery found at open.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Makes every appended record durable, stops the flusher and closes
+    /// the log; later calls through other references fail with `Closed`.
+    pub fn close(mut self) -> Result<()> {
+        let result = self.inner.sync_to(Lsn::MAX);
+        self.inner.state.lock().closed = true;
+        self.stop_flusher();
+        result
+    }
+
+    fn stop_flusher(&mut self) {
+        *self.inner.stop.lock() = true;
+        self.inner.stop_cond.notify_all();
+        if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.stop_flusher();
+        let closed = self.inner.state.lock().closed;
+        if !closed {
+            // Best effort, as after append_buffered; close() reports errors.
+            let _ = self.inner.sync_to(Lsn::MAX);
+        }
+    }
+}
+
+/// Writes buffered records nobody waits for, every `interval`.
+fn flusher(inner: &Inner, interval: Duration) {
+    loop {
+        {
+            let mut stop = inner.stop.lock();
+            if !*stop {
+                inner.stop_cond.wait_for(&mut stop, interval);
+            }
+            if *stop {
+                return;
+            }
+        }
+        let target = {
+            let st = inner.state.lock();
+            let last = st.next_lsn - 1;
+            (last > st.durable && !st.leader && st.poisoned.is_none()).then_some(last)
+        };
+        if let Some(target) = target {
+            // An error poisons the log; appenders report it.
+            let _ = inner.sync_to(target);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Run-time options of a log, with documented defaults.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{LogError, Result};
+use crate::format::{BLOCK, GROUP_HEADER_BYTES, RECORD_OVERHEAD};
+use crate::Lsn;
+
+/// Called by the group-commit leader for each record of a group once the
+/// group (and its dependency files) are durable, in LSN order, before any
+/// appender of the group is acknowledged. An error poisons the log.
+pub type OnDurable = Arc<dyn Fn(Lsn, &[u8]) -> std::result::Result<(), String> + Send + Sync>;
+
+/// Called (from the writing thread, with no lock held) when the live
+/// segments pass the checkpoint high-water mark, and again when the log is
+/// full. It should make the owner flush its index and call
+/// [`crate::Log::checkpoint`]; it must not wait for an append to finish.
+pub type OnCheckpointNeeded = Arc<dyn Fn() + Send + Sync>;
+
+/// How a log runs. Disk use is bounded by `segment_bytes * max_segments`;
+/// memory by `max_pending_bytes` of queued records plus one group buffer.
+#[derive(Clone)]
+pub struct Options {
+    /// Size of every segment file: a multiple of 4 KiB, at least 16 KiB,
+    /// at most 1 GiB. Default 64 MiB.
+    pub segment_bytes: u64,
+    /// Segment files the log may hold (at least 2). Segments are reused,
+    /// never deleted, so this bounds the log's disk use. Default 16.
+    pub max_segments: usize,
+    /// Percentage of `segment_bytes * max_segments` that the live segments
+    /// may fill before [`crate::Log::needs_checkpoint`] turns true and
+    /// `on_checkpoint_needed` fires. Default 50.
+    pub checkpoint_percent: u32,
+    /// Bytes of payload queued (assigned an LSN, not yet written) at which
+    /// appenders wait. This is also the bound on what `append_buffered`
+    /// can lose in a crash, with the one group being written. Default 64 MiB.
+    pub max_pending_bytes: usize,
+    /// How often a background thread writes records queued by
+    /// `append_buffered` that nobody is waiting for; `None` runs no thread
+    /// (they are then written by the next `append`, `sync_to` or `close`).
+    /// Default 10 ms.
+    pub buffered_sync_interval: Option<Duration>,
+    /// How long the writer waits for a checkpoint when every segment is in
+    /// use before it fails the group with [`LogError::Full`] (which poisons
+    /// the log). Default 60 s.
+    pub full_wait: Duration,
+    /// See [`OnDurable`]. Default none: the caller applies records itself
+    /// and must do so in LSN order.
+    pub on_durable: Option<OnDurable>,
+    /// See [`OnCheckpointNeeded`]. Default none.
+    pub on_checkpoint_needed: Option<OnCheckpointNeeded>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            segment_bytes: 64 << 20,
+            max_segments: 16,
+            checkpoint_percent: 50,
+            max_pending_bytes: 64 << 20,
+            buffered_sync_interval: Some(Duration::from_millis(10)),
+            full_wait: Duration::from_secs(60),
+            on_durable: None,
+            on_checkpoint_needed: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("segment_bytes", &self.segment_bytes)
+            .field("max_segments", &self.max_segments)
+            .field("checkpoint_percent", &self.checkpoint_percent)
+            .field("max_pending_bytes", &self.max_pending_bytes)
+            .field("buffered_sync_interval", &self.buffered_sync_interval)
+            .field("full_wait", &self.full_wait)
+            .field("on_durable", &self.on_durable.is_some())
+            .field("on_checkpoint_needed", &self.on_checkpoint_needed.is_some())
+            .finish()
+    }
+}
+
+impl Options {
+    /// Refuses inconsistent values.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |name, reason: &str| Err(LogError::InvalidOption { name, reason: reason.into() });
+        if !self.segment_bytes.is_multiple_of(BLOCK) || self.segment_bytes < 4 * BLOCK || self.segment_bytes > 1 << 30 {
+            return bad("segment_bytes", "must be a multiple of 4096 between 16 KiB and 1 GiB");
+        }
+        if self.max_segments < 2 {
+            return bad("max_segments", "must be at least 2 (one being written, one to move to)");
+        }
+        if self.checkpoint_percent == 0 || self.checkpoint_percent > 100 {
+            return bad("checkpoint_percent", "must be between 1 and 100");
+        }
+        if self.max_pending_bytes == 0 {
+            return bad("max_pending_bytes", "must be positive");
+        }
+        Ok(())
+    }
+
+    /// The largest payload one segment can hold.
+    pub fn max_payload_bytes(&self) -> u64 {
+        self.segment_bytes.saturating_sub(BLOCK + (GROUP_HEADER_BYTES + RECORD_OVERHEAD) as u64)
+    }
+}
