@@ -1,0 +1,70 @@
+//! The object layer's error type.
+
+use std::path::PathBuf;
+
+use larder_io::IoError;
+
+/// Result of an object-layer call.
+pub type Result<T, E = ObjectError> = std::result::Result<T, E>;
+
+/// What went wrong in the object layer, and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectError {
+    /// The io layer failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// The index failed.
+    #[error(transparent)]
+    Index(#[from] larder_index::IndexError),
+    /// Bytes read from a file fail a check.
+    #[error("{path}: corrupt at offset {offset}: {what}")]
+    Corrupt {
+        /// The file holding the bad bytes.
+        path: PathBuf,
+        /// Where the bad structure starts.
+        offset: u64,
+        /// What check failed.
+        what: String,
+    },
+    /// The store was written by a newer format version.
+    #[error("{path}: format version {found} is newer than the newest this build reads ({supported}); upgrade larder")]
+    NewerVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// The store uses a feature this build does not know and may not ignore.
+    #[error("{path}: unknown {class} feature flags {flags:#x}; upgrade larder")]
+    UnknownFeature {
+        /// The file.
+        path: PathBuf,
+        /// "incompatible" or "read-only compatible".
+        class: &'static str,
+        /// The unknown bits.
+        flags: u64,
+    },
+    /// An option is invalid.
+    #[error("invalid option {name}: {reason}")]
+    InvalidOption {
+        /// The option.
+        name: &'static str,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A store already exists where a new one was to be created.
+    #[error("{path}: a store already exists here")]
+    AlreadyExists {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// No store exists at the path.
+    #[error("{path}: no store here (no SUPERBLOCK); create one with `larder init`")]
+    NotAStore {
+        /// The store directory.
+        path: PathBuf,
+    },
+}

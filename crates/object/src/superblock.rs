@@ -1,0 +1,327 @@
+//! The superblock: who the store is and how it was made.
+//!
+//! `STORE/SUPERBLOCK` holds two 4 KiB slots, A (offset 0) and B (offset
+//! 4096), each a complete, checksummed copy with a generation number. An
+//! update writes the slot not holding the current copy, with the next
+//! generation, and syncs it; open takes the valid slot with the higher
+//! generation. A crash tears at most the slot being written, and the other
+//! still holds the previous generation, so the store is never lost to a
+//! torn update. Layout byte by byte: docs/format.md, "Superblock".
+
+use std::path::{Path, PathBuf};
+
+use larder_io::{read_exact_at, write_all_at, OpenOptions, Storage};
+
+use crate::error::{ObjectError, Result};
+
+/// The superblock file's name inside the store directory.
+pub const SUPERBLOCK_FILE: &str = "SUPERBLOCK";
+/// Bytes per slot; the file holds two.
+pub const SLOT_BYTES: usize = 4096;
+/// The first 8 bytes of a slot.
+pub const MAGIC: [u8; 8] = *b"LRDRSUPR";
+/// The store format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Feature bits this build understands, per class (none yet).
+pub const KNOWN_COMPAT: u64 = 0;
+/// Read-only compatible features this build understands (none yet).
+pub const KNOWN_RO_COMPAT: u64 = 0;
+/// Incompatible features this build understands (none yet).
+pub const KNOWN_INCOMPAT: u64 = 0;
+/// Bytes of a slot covered by its checksum (the fields; the rest is zero).
+const ENCODED_BYTES: usize = 8 + 4 + 4 + 8 * 3 + 16 + 8 + CreationOptions::ENCODED_BYTES + 4;
+
+/// Options fixed when the store is created; changing them would change the
+/// meaning of data already written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreationOptions {
+    /// Size of every container file (a power of two, at least 1 MiB).
+    pub container_bytes: u64,
+    /// Size of every intent-log segment (a multiple of 4 KiB, at least 64 KiB).
+    pub log_segment_bytes: u64,
+    /// Objects up to this many bytes live inline in the index.
+    pub inline_max_bytes: u32,
+    /// Allocation and checksum block size (4096).
+    pub block_bytes: u32,
+}
+
+impl Default for CreationOptions {
+    fn default() -> Self {
+        CreationOptions {
+            container_bytes: 1 << 30,
+            log_segment_bytes: 64 << 20,
+            inline_max_bytes: 2048,
+            block_bytes: 4096,
+        }
+    }
+}
+
+impl CreationOptions {
+    const ENCODED_BYTES: usize = 8 + 8 + 4 + 4;
+
+    /// Refuses values the engine cannot work with, naming the option.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name, reason: &str| Err(ObjectError::InvalidOption { name, reason: reason.to_string() });
+        if !self.container_bytes.is_power_of_two() || self.container_bytes < (1 << 20) {
+            return bad("container_bytes", "must be a power of two of at least 1 MiB");
+        }
+        if !self.log_segment_bytes.is_multiple_of(4096) || self.log_segment_bytes < (64 << 10) {
+            return bad("log_segment_bytes", "must be a multiple of 4 KiB of at least 64 KiB");
+        }
+        if self.block_bytes != 4096 {
+            return bad("block_bytes", "must be 4096");
+        }
+        if self.inline_max_bytes > (64 << 10) {
+            return bad("inline_max_bytes", "must be at most 64 KiB");
+        }
+        Ok(())
+    }
+}
+
+/// One copy of the superblock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    /// Features an older build may ignore.
+    pub compat: u64,
+    /// Features an older build may read but must not write.
+    pub ro_compat: u64,
+    /// Features an older build must not touch.
+    pub incompat: u64,
+    /// The store's identity, random at creation.
+    pub uuid: [u8; 16],
+    /// Bumped by every update; open takes the higher.
+    pub generation: u64,
+    /// Options fixed at creation.
+    pub options: CreationOptions,
+}
+
+impl Superblock {
+    /// A new store's superblock (generation 1, fresh uuid).
+    pub fn new(options: CreationOptions) -> Self {
+        Superblock { compat: 0, ro_compat: 0, incompat: 0, uuid: rand::random(), generation: 1, options }
+    }
+
+    /// Encodes one slot (`SLOT_BYTES`, zero padded).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(SLOT_BYTES);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&(ENCODED_BYTES as u32).to_le_bytes());
+        for f in [self.compat, self.ro_compat, self.incompat] {
+            b.extend_from_slice(&f.to_le_bytes());
+        }
+        b.extend_from_slice(&self.uuid);
+        b.extend_from_slice(&self.generation.to_le_bytes());
+        let o = &self.options;
+        b.extend_from_slice(&o.container_bytes.to_le_bytes());
+        b.extend_from_slice(&o.log_segment_bytes.to_le_bytes());
+        b.extend_from_slice(&o.inline_max_bytes.to_le_bytes());
+        b.extend_from_slice(&o.block_bytes.to_le_bytes());
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(b.len(), ENCODED_BYTES);
+        b.resize(SLOT_BYTES, 0);
+        b
+    }
+
+    /// Decodes one slot. `Ok(None)` for a slot never written (all zeros).
+    pub fn decode(slot: &[u8], path: &Path, offset: u64) -> Result<Option<Superblock>> {
+        let bad = |what: String| ObjectError::Corrupt { path: path.to_path_buf(), offset, what };
+        if slot.iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let field = |at: usize, n: usize| slot.get(at..at + n).ok_or_else(|| bad("slot too short".into()));
+        let u32_at = |at: usize| -> Result<u32> {
+            let s = field(at, 4)?;
+            Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        };
+        let u64_at = |at: usize| -> Result<u64> {
+            let s = field(at, 8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            Ok(u64::from_le_bytes(a))
+        };
+        if field(0, 8)? != MAGIC {
+            return Err(bad("bad magic: not a larder superblock".into()));
+        }
+        let version = u32_at(8)?;
+        if version > FORMAT_VERSION {
+            return Err(ObjectError::NewerVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        if version == 0 {
+            return Err(bad("format version 0 was never written".into()));
+        }
+        if u32_at(12)? as usize != ENCODED_BYTES {
+            return Err(bad(format!("slot length {} is not {ENCODED_BYTES}", u32_at(12)?)));
+        }
+        let body = field(0, ENCODED_BYTES - 4)?;
+        if crc32c::crc32c(body) != u32_at(ENCODED_BYTES - 4)? {
+            return Err(bad("checksum mismatch".into()));
+        }
+        if slot[ENCODED_BYTES..].iter().any(|&b| b != 0) {
+            return Err(bad("bytes after the fields are not zero".into()));
+        }
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(field(40, 16)?);
+        let sb = Superblock {
+            compat: u64_at(16)?,
+            ro_compat: u64_at(24)?,
+            incompat: u64_at(32)?,
+            uuid,
+            generation: u64_at(56)?,
+            options: CreationOptions {
+                container_bytes: u64_at(64)?,
+                log_segment_bytes: u64_at(72)?,
+                inline_max_bytes: u32_at(80)?,
+                block_bytes: u32_at(84)?,
+            },
+        };
+        sb.options.validate().map_err(|e| bad(format!("creation options: {e}")))?;
+        Ok(Some(sb))
+    }
+
+    /// Refuses features this build must not ignore.
+    fn check_features(&self, path: &Path) -> Result<()> {
+        let unknown = self.incompat & !KNOWN_INCOMPAT;
+        if unknown != 0 {
+            return Err(ObjectError::UnknownFeature {
+                path: path.to_path_buf(),
+                class: "incompatible",
+                flags: unknown,
+            });
+        }
+        // There is no read-only mode yet, so these refuse too.
+        let unknown = self.ro_compat & !KNOWN_RO_COMPAT;
+        if unknown != 0 {
+            return Err(ObjectError::UnknownFeature {
+                path: path.to_path_buf(),
+                class: "read-only compatible",
+                flags: unknown,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The superblock of a store directory, and which slot holds it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The current copy.
+    pub superblock: Superblock,
+    /// 0 for slot A, 1 for slot B.
+    pub slot: usize,
+}
+
+fn path_of(dir: &Path) -> PathBuf {
+    dir.join(SUPERBLOCK_FILE)
+}
+
+/// Creates the superblock of a new store in `dir` (which must hold none):
+/// slot A holds generation 1, slot B is zero. Durable when this returns.
+pub fn create(storage: &dyn Storage, dir: &Path, sb: &Superblock) -> Result<()> {
+    sb.options.validate()?;
+    let path = path_of(dir);
+    let file = match storage.open(&path, OpenOptions::CREATE_NEW) {
+        Ok(f) => f,
+        Err(e @ larder_io::IoError::AlreadyExists { .. }) => {
+            let _ = e;
+            return Err(ObjectError::AlreadyExists { path: dir.to_path_buf() });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut bytes = sb.encode();
+    bytes.resize(2 * SLOT_BYTES, 0);
+    write_all_at(&*file, &bytes, 0)?;
+    file.sync_data()?;
+    storage.sync_dir(dir)?;
+    Ok(())
+}
+
+/// Reads both slots and returns the valid one with the higher generation.
+/// A newer version or unknown feature in that copy is refused; one bad slot
+/// (a torn update) is tolerated; two are corruption.
+pub fn load(storage: &dyn Storage, dir: &Path) -> Result<Loaded> {
+    let path = path_of(dir);
+    let file = match storage.open(&path, OpenOptions::READ) {
+        Ok(f) => f,
+        Err(e) if e.is_not_found() => return Err(ObjectError::NotAStore { path: dir.to_path_buf() }),
+        Err(e) => return Err(e.into()),
+    };
+    let len = file.len()?;
+    if len != 2 * SLOT_BYTES as u64 {
+        return Err(ObjectError::Corrupt {
+            path,
+            offset: 0,
+            what: format!("{len} bytes, expected {}", 2 * SLOT_BYTES),
+        });
+    }
+    let mut bytes = vec![0u8; 2 * SLOT_BYTES];
+    read_exact_at(&*file, &mut bytes, 0)?;
+    let mut best: Option<Loaded> = None;
+    let mut first_error = None;
+    for slot in 0..2 {
+        let offset = (slot * SLOT_BYTES) as u64;
+        match Superblock::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], &path, offset) {
+            Ok(Some(sb)) => {
+                if best.as_ref().is_none_or(|b| sb.generation > b.superblock.generation) {
+                    best = Some(Loaded { superblock: sb, slot });
+                }
+            }
+            Ok(None) => {}
+            // A newer format is not a torn write: refuse rather than fall back.
+            Err(e @ ObjectError::NewerVersion { .. }) => return Err(e),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match best {
+        Some(l) => {
+            l.superblock.check_features(&path)?;
+            Ok(l)
+        }
+        None => {
+            Err(first_error.unwrap_or(ObjectError::Corrupt { path, offset: 0, what: "both slots are empty".into() }))
+        }
+    }
+}
+
+/// Writes `sb` (with the next generation) into the slot not holding the
+/// current copy and syncs it; returns the new current copy.
+pub fn update(storage: &dyn Storage, dir: &Path, current: &Loaded, mut sb: Superblock) -> Result<Loaded> {
+    sb.generation = current.superblock.generation + 1;
+    let slot = 1 - current.slot;
+    let file = storage.open(&path_of(dir), OpenOptions::WRITE)?;
+    write_all_at(&*file, &sb.encode(), (slot * SLOT_BYTES) as u64)?;
+    file.sync_data()?;
+    Ok(Loaded { superblock: sb, slot })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_every_flip() {
+        let sb = Superblock::new(CreationOptions::default());
+        let slot = sb.encode();
+        assert_eq!(Superblock::decode(&slot, Path::new("S"), 0).unwrap(), Some(sb));
+        for bit in 0..slot.len() * 8 {
+            let mut x = slot.clone();
+            x[bit / 8] ^= 1 << (bit % 8);
+            assert!(Superblock::decode(&x, Path::new("S"), 0).is_err(), "bit {bit}");
+        }
+        assert_eq!(Superblock::decode(&[0u8; SLOT_BYTES], Path::new("S"), 0).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_creation_options_are_named() {
+        let o = CreationOptions { container_bytes: 3 << 20, ..CreationOptions::default() };
+        assert!(o.validate().unwrap_err().to_string().contains("container_bytes"));
+    }
+}
