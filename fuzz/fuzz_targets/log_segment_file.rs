@@ -1,0 +1,8 @@
+//! A whole log segment file, through recovery: arbitrary bytes must be accepted or refused, never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = larder_log::fuzzing::segment_file(data);
+});

@@ -1,0 +1,8 @@
+//! A log segment header: arbitrary bytes must be accepted or refused, never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = larder_log::fuzzing::segment_header(data);
+});

@@ -1,0 +1,8 @@
+//! A list of extents, rebuilt into an allocator's free space: arbitrary bytes must be accepted or refused, never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = larder_space::fuzzing::rebuild(data);
+});
