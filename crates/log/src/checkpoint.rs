@@ -17,7 +17,7 @@ use crate::error::{LogError, Result};
 use crate::format::{SegmentHeader, BLOCK};
 use crate::log::{Inner, State};
 use crate::recover::LiveSegment;
-use crate::segment::SegmentFile;
+use crate::segment::{new_nonce, segment_file_name, SegmentFile};
 use crate::Lsn;
 
 impl Inner {
@@ -60,41 +60,64 @@ impl Inner {
 
     /// After each group, as leader: ask for a checkpoint past the mark, and
     /// create the next segment ahead of need once the active one is half
-    /// full (so a rotation rarely waits for zero-filling).
-    pub(crate) fn after_group(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+    /// full (so a rotation rarely waits for zero-filling). Nothing here may
+    /// fail the group: it is already durable and applied.
+    pub(crate) fn after_group(&self, st: &mut MutexGuard<'_, State>) {
         if st.checkpoint_armed && self.over_mark(st) {
             st.checkpoint_armed = false;
             if let Some(cb) = self.options.on_checkpoint_needed.clone() {
-                MutexGuard::unlocked(st, || cb());
+                MutexGuard::unlocked(st, || self.in_hook(|| cb()));
             }
         }
         if st.w.offset * 2 >= st.w.capacity {
-            MutexGuard::unlocked(st, || self.create_spare())?;
+            MutexGuard::unlocked(st, || self.create_spare());
         }
-        Ok(())
     }
 
-    /// Creates a segment for the free pool if it is empty and the bound allows.
-    pub(crate) fn create_spare(&self) -> Result<()> {
+    /// Creates a segment for the free pool if it is empty and the bound
+    /// allows. Best effort: the spare is only an optimisation, so a failure
+    /// (a full disk) is logged, the partial file removed, and the next
+    /// rotation tries again when a segment is really needed.
+    pub(crate) fn create_spare(&self) {
         let id = {
             let mut st = self.state.lock();
             if !st.free.is_empty() || st.total_segments >= self.options.max_segments {
-                return Ok(());
+                return;
             }
             st.total_segments += 1;
             st.next_id += 1;
             st.next_id - 1
         };
-        let seg = self.create_segment(id)?;
-        self.state.lock().free.push_back(seg);
-        Ok(())
+        match self.create_segment(id) {
+            Ok(seg) => self.state.lock().free.push_back(seg),
+            Err(e) => tracing::warn!(dir = %self.dir.display(), error = %e, "could not create a spare log segment"),
+        }
     }
 
+    /// Creates segment `id` (already counted in `total_segments`). On
+    /// failure the partial file is removed and uncounted, so a retry can
+    /// create another; if even the removal fails the file stays counted
+    /// (it still takes disk space) and recovery later finds it free.
     fn create_segment(&self, id: u64) -> Result<SegmentFile> {
-        let seg = SegmentFile::new_zeroed(&*self.storage, &self.dir, id, self.options.segment_bytes)?;
-        self.stats.add(&self.stats.segments_created, 1);
-        self.stats.add(&self.stats.zero_fill_bytes, self.options.segment_bytes);
-        Ok(seg)
+        match SegmentFile::new_zeroed(&*self.storage, &self.dir, id, self.options.segment_bytes) {
+            Ok(seg) => {
+                self.stats.add(&self.stats.segments_created, 1);
+                self.stats.add(&self.stats.zero_fill_bytes, self.options.segment_bytes);
+                Ok(seg)
+            }
+            Err(e) => {
+                let path = self.dir.join(segment_file_name(id));
+                let removed = match self.storage.exists(&path) {
+                    Ok(false) => true,
+                    Ok(true) => self.storage.remove_file(&path).is_ok(),
+                    Err(_) => false,
+                };
+                if removed {
+                    self.state.lock().total_segments -= 1;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Takes a free segment, creates one within the bound, or waits for a
@@ -119,7 +142,7 @@ impl Inner {
                 self.stats.add(&self.stats.full_waits, 1);
                 tracing::warn!(dir = %self.dir.display(), "log full; waiting for a checkpoint");
                 if let Some(cb) = self.options.on_checkpoint_needed.clone() {
-                    MutexGuard::unlocked(&mut st, || cb());
+                    MutexGuard::unlocked(&mut st, || self.in_hook(|| cb()));
                 }
                 continue;
             }
@@ -148,6 +171,7 @@ impl Inner {
                 acked_lsn: st.durable,
                 prev_crc: st.w.last_crc,
                 segment_bytes: self.options.segment_bytes,
+                nonce: new_nonce(),
             }
         };
         let start = Instant::now();
@@ -161,6 +185,7 @@ impl Inner {
         st.live.push_back(LiveSegment { seg: seg.clone(), last_lsn: header.first_lsn - 1 });
         st.w.seg = Some(seg);
         st.w.epoch = header.epoch;
+        st.w.nonce = header.nonce;
         st.w.offset = BLOCK;
         st.w.capacity = header.segment_bytes;
         Ok(())

@@ -144,6 +144,13 @@ pub enum LogError {
     /// recover from what is on disk.
     #[error("log is poisoned: {0}; reopen it to recover from what is on disk")]
     Poisoned(String),
+    /// `append`, `append_buffered`, `sync` or `sync_to` was called from the
+    /// log's own `on_durable` hook or `on_checkpoint_needed` callback, which
+    /// run on the thread writing a group: waiting there would deadlock.
+    #[error(
+        "append or sync called from the log's own on_durable or on_checkpoint_needed callback (it would deadlock)"
+    )]
+    Reentrant,
     /// The log was closed.
     #[error("log is closed")]
     Closed,

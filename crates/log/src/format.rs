@@ -16,10 +16,18 @@ pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"LRDRLSEG";
 pub(crate) const GROUP_MAGIC: [u8; 8] = *b"LRDRLGRP";
 /// The log format version this build writes and the newest it reads.
 pub(crate) const LOG_FORMAT_VERSION: u32 = 1;
-/// Incompatible feature bits this build understands (none yet).
-pub(crate) const KNOWN_INCOMPAT: u64 = 0;
-/// Encoded size of a segment header (the rest of block 0 is zero).
+/// Incompatible feature bit: the segment header carries a random nonce
+/// (bytes 80..92) that every group header of the segment repeats in its
+/// formerly reserved field. Incompatible because an older build would
+/// read such groups as invalid and silently drop acknowledged records.
+pub(crate) const FEATURE_GROUP_NONCE: u64 = 1;
+/// Incompatible feature bits this build understands.
+pub(crate) const KNOWN_INCOMPAT: u64 = FEATURE_GROUP_NONCE;
+/// Encoded size of the fixed part of a segment header, up to its crc.
 pub(crate) const SEGMENT_HEADER_BYTES: usize = 80;
+/// Encoded size of a segment header with the nonce extension (nonce, then
+/// the crc32c of the nonce); the rest of block 0 is zero.
+pub(crate) const SEGMENT_HEADER_EXT_BYTES: usize = 92;
 /// Encoded size of a group header.
 pub(crate) const GROUP_HEADER_BYTES: usize = 64;
 /// Bytes a record adds to its payload: lsn, prev crc, length, crc.
@@ -64,6 +72,11 @@ pub(crate) struct SegmentHeader {
     pub prev_crc: u32,
     /// The segment's size in bytes when it was started.
     pub segment_bytes: u64,
+    /// A random value chosen when the segment was started, repeated in
+    /// every group header of this use, so bytes inside a record payload
+    /// (which cannot know it) never pass for a group header. 0: a segment
+    /// written before the nonce existed; its groups carry 0.
+    pub nonce: u64,
 }
 
 /// What the first block of a segment file holds.
@@ -89,7 +102,8 @@ impl SegmentHeader {
         out.extend_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes()); // reserved
         out.extend_from_slice(&0u64.to_le_bytes()); // compat features
-        out.extend_from_slice(&0u64.to_le_bytes()); // incompat features
+        let incompat = if self.nonce != 0 { FEATURE_GROUP_NONCE } else { 0 };
+        out.extend_from_slice(&incompat.to_le_bytes());
         out.extend_from_slice(&self.segment_id.to_le_bytes());
         out.extend_from_slice(&self.epoch.to_le_bytes());
         out.extend_from_slice(&self.first_lsn.to_le_bytes());
@@ -99,6 +113,14 @@ impl SegmentHeader {
         let c = crc(&out);
         out.extend_from_slice(&c.to_le_bytes());
         debug_assert_eq!(out.len(), SEGMENT_HEADER_BYTES);
+        if self.nonce != 0 {
+            // The extension has its own crc so the fixed part keeps its
+            // layout (and its crc) for every feature combination.
+            out.extend_from_slice(&self.nonce.to_le_bytes());
+            let c = crc(&out[SEGMENT_HEADER_BYTES..]);
+            out.extend_from_slice(&c.to_le_bytes());
+            debug_assert_eq!(out.len(), SEGMENT_HEADER_EXT_BYTES);
+        }
         out.resize(BLOCK as usize, 0);
         out
     }
@@ -110,6 +132,7 @@ impl SegmentHeader {
         if b.len() < SEGMENT_HEADER_BYTES {
             return HeaderRead::Invalid(format!("file of {} bytes is too short for a segment header", b.len()));
         }
+        let full = b;
         let b = &b[..SEGMENT_HEADER_BYTES];
         if b.iter().all(|&x| x == 0) {
             return HeaderRead::Unused;
@@ -133,7 +156,25 @@ impl SegmentHeader {
         if incompat & !KNOWN_INCOMPAT != 0 {
             return HeaderRead::UnknownFeature(incompat & !KNOWN_INCOMPAT);
         }
+        let mut nonce = 0;
+        if incompat & FEATURE_GROUP_NONCE != 0 {
+            let Some(ext) = full.get(SEGMENT_HEADER_BYTES..SEGMENT_HEADER_EXT_BYTES) else {
+                return HeaderRead::Invalid("file too short for the segment header's nonce".into());
+            };
+            let stored = u32_at(ext, 8);
+            let actual = crc(&ext[..8]);
+            if stored != actual {
+                return HeaderRead::Invalid(format!(
+                    "nonce checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
+                ));
+            }
+            nonce = u64_at(ext, 0);
+            if nonce == 0 {
+                return HeaderRead::Invalid("nonce feature set with a zero nonce".into());
+            }
+        }
         HeaderRead::Valid(SegmentHeader {
+            nonce,
             segment_id: u64_at(b, 32),
             epoch: u64_at(b, 40),
             first_lsn: u64_at(b, 48),
@@ -159,6 +200,8 @@ pub(crate) struct GroupHeader {
     pub body_len: u32,
     /// The highest LSN durable before this group was written.
     pub acked_lsn: u64,
+    /// The segment header's nonce (0 in segments without one).
+    pub nonce: u64,
 }
 
 impl GroupHeader {
@@ -173,7 +216,7 @@ impl GroupHeader {
         out.extend_from_slice(&self.first_lsn.to_le_bytes());
         out.extend_from_slice(&self.acked_lsn.to_le_bytes());
         out.extend_from_slice(&self.body_len.to_le_bytes());
-        out.extend_from_slice(&0u64.to_le_bytes()); // reserved
+        out.extend_from_slice(&self.nonce.to_le_bytes());
         let c = crc(&out[start..]);
         out.extend_from_slice(&c.to_le_bytes());
     }
@@ -203,10 +246,8 @@ impl GroupHeader {
             first_lsn: u64_at(b, 32),
             acked_lsn: u64_at(b, 40),
             body_len: u32_at(b, 48),
+            nonce: u64_at(b, 52),
         };
-        if u64_at(b, 52) != 0 {
-            return Err("reserved group header field is not zero".into());
-        }
         if h.count == 0 || (h.body_len as u64) < h.count as u64 * RECORD_OVERHEAD as u64 {
             return Err(format!("group of {} records cannot fit {} bytes", h.count, h.body_len));
         }
@@ -309,6 +350,7 @@ mod tests {
             acked_lsn: 100,
             prev_crc: 0xdead_beef,
             segment_bytes: 1 << 16,
+            nonce: 0x1234_5678_9abc_def0,
         }
     }
 
@@ -325,6 +367,7 @@ mod tests {
             count: payloads.len() as u32,
             body_len: body.len() as u32,
             acked_lsn: 49,
+            nonce: 0x55,
         };
         let mut out = Vec::new();
         h.encode_into(&mut out);
@@ -337,12 +380,15 @@ mod tests {
         let b = seg().encode_block();
         assert_eq!(b.len(), BLOCK as usize);
         assert_eq!(SegmentHeader::decode(&b), HeaderRead::Valid(seg()));
-        for bit in 0..SEGMENT_HEADER_BYTES * 8 {
+        for bit in 0..SEGMENT_HEADER_EXT_BYTES * 8 {
             let mut x = b.clone();
             x[bit / 8] ^= 1 << (bit % 8);
             assert!(!matches!(SegmentHeader::decode(&x), HeaderRead::Valid(_)), "bit {bit}");
         }
         assert_eq!(SegmentHeader::decode(&[0u8; 4096]), HeaderRead::Unused);
+        // A header without a nonce (written before the feature) still reads.
+        let old = SegmentHeader { nonce: 0, ..seg() };
+        assert_eq!(SegmentHeader::decode(&old.encode_block()), HeaderRead::Valid(old));
         assert!(matches!(SegmentHeader::decode(&b[..40]), HeaderRead::Invalid(_)));
     }
 

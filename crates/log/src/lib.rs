@@ -38,9 +38,9 @@ mod writer;
 pub mod fuzzing;
 
 pub use error::{LogError, Result};
-pub use log::Log;
+pub use log::{Log, ReplayRecord};
 pub use options::{OnCheckpointNeeded, OnDurable, Options};
-pub use recover::RecoveryReport;
+pub use recover::{RecoveryReport, Replay};
 pub use stats::LogStats;
 
 /// A log sequence number: records get consecutive LSNs.

@@ -13,10 +13,56 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::error::{LogError, Result};
 use crate::options::Options;
-use crate::recover::{recover, LiveSegment, RecoveryReport};
+use crate::recover::{verify, LiveSegment, RecoveryReport, Replay};
 use crate::segment::SegmentFile;
 use crate::stats::{LogStats, Stats};
 use crate::Lsn;
+
+/// A record handed to the [`Log::open_with`] replay callback.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct ReplayRecord<'a> {
+    /// The record's LSN.
+    pub lsn: Lsn,
+    /// Its payload.
+    pub payload: &'a [u8],
+    /// The highest LSN some header proves was acknowledged (the same for
+    /// every record of one open). A record at or below it was acknowledged:
+    /// the callback must not stop before it.
+    pub acked_lsn: Lsn,
+}
+
+/// Creates `dir` if needed and makes its name durable: every directory
+/// created here, up to the first ancestor that existed, is durable only once
+/// its parent is synced; and the parent of `dir` is synced even if `dir`
+/// existed, since an earlier open may have created it and died before its
+/// sync.
+fn create_dir_durably(storage: &dyn larder_io::Storage, dir: &Path) -> Result<()> {
+    let mut missing: Vec<&Path> = Vec::new();
+    for a in dir.ancestors() {
+        if a.as_os_str().is_empty() || storage.exists(a)? {
+            break;
+        }
+        missing.push(a);
+    }
+    if !missing.is_empty() {
+        storage.create_dir_all(dir)?;
+    }
+    // Parents to sync, from the top down: the entry of each created
+    // directory lives in its parent.
+    let mut parents: Vec<&Path> = Vec::new();
+    for d in missing.iter().rev().copied().chain(std::iter::once(dir)) {
+        if let Some(p) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if !parents.contains(&p) {
+                parents.push(p);
+            }
+        }
+    }
+    for p in parents {
+        storage.sync_dir(p)?;
+    }
+    Ok(())
+}
 
 /// The name of the lock file in the log directory.
 const LOCK_FILE: &str = "LOCK";
@@ -33,6 +79,8 @@ pub(crate) struct WriterPos {
     /// The segment being written, once one is started after open.
     pub seg: Option<SegmentFile>,
     pub epoch: u64,
+    /// The active segment's nonce, repeated in every group header.
+    pub nonce: u64,
     /// Offset of the next group (block-aligned).
     pub offset: u64,
     pub capacity: u64,
@@ -119,16 +167,21 @@ impl Log {
     /// at or below it is already in the caller's durable index (for a new
     /// log, the base: the first record gets `covered_lsn + 1`). Every valid
     /// record above it is passed to `replay`, in LSN order, after the whole
-    /// log has been verified (so a failed open has replayed nothing). After
-    /// open, new records continue at `last_lsn() + 1`; the caller should
-    /// flush its index and call [`Log::checkpoint`], since replayed records
-    /// live in segments that only a checkpoint frees.
+    /// log has been verified and every byte of it made durable (so an open
+    /// that fails before `replay` is called has replayed nothing, and what
+    /// was replayed survives a crash). After open, new records continue at
+    /// `last_lsn() + 1`; the caller should flush its index and call
+    /// [`Log::checkpoint`], since replayed records live in segments that
+    /// only a checkpoint frees. [`Log::open_with`] lets the callback end
+    /// the log early.
     ///
     /// Fails with `NewerVersion` / `UnknownFeature` naming a segment a newer
     /// build wrote; `CorruptRecord` (file, offset, LSN) if a record the log
-    /// had acknowledged is damaged or missing; `MissingRecords` if the log
-    /// starts above `covered_lsn + 1`; `IndexAhead` if the log ends below
-    /// `covered_lsn`; `Replay` if `replay` fails.
+    /// had acknowledged is damaged or missing; `Corrupt` naming a segment
+    /// whose header rotted although groups in it prove it had been durable;
+    /// `MissingRecords` if the log starts above `covered_lsn + 1`;
+    /// `IndexAhead` if the log ends below `covered_lsn`; `Replay` if
+    /// `replay` fails (after the records before it were replayed).
     pub fn open<E>(
         storage: StorageRef,
         dir: &Path,
@@ -139,21 +192,43 @@ impl Log {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        Self::open_with(storage, dir, options, covered_lsn, |r: ReplayRecord<'_>| {
+            replay(r.lsn, r.payload).map(|()| Replay::Continue)
+        })
+    }
+
+    /// Like [`Log::open`], but the callback also learns the acknowledged
+    /// LSN ([`ReplayRecord::acked_lsn`], also in
+    /// [`RecoveryReport::acked_lsn`]) and may end the log before a record
+    /// with [`Replay::StopBefore`]: the architecture's rule for a record
+    /// whose data fails its checksum. Above the acknowledged LSN the log is
+    /// cut durably before that record before `open_with` goes on: it and
+    /// every later record are discarded and never replayed again, and new
+    /// records continue at its LSN. At or below the acknowledged LSN the
+    /// record was acknowledged, so open fails with `CorruptRecord` naming
+    /// it. Either way the records before it were already replayed.
+    pub fn open_with<E>(
+        storage: StorageRef,
+        dir: &Path,
+        options: Options,
+        covered_lsn: Lsn,
+        mut replay: impl FnMut(ReplayRecord<'_>) -> std::result::Result<Replay, E>,
+    ) -> Result<Log>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         options.validate()?;
-        if !storage.exists(dir)? {
-            storage.create_dir_all(dir)?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                // Make the new directory itself durable.
-                storage.sync_dir(parent)?;
-            }
-        }
+        create_dir_durably(&*storage, dir)?;
         let lock = storage.lock(&dir.join(LOCK_FILE))?;
-        let mut sink = |lsn: Lsn, payload: &[u8]| -> Result<()> {
-            replay(lsn, payload).map_err(|e| LogError::Replay { lsn, source: e.into() })
-        };
-        let rec = recover(&*storage, dir, covered_lsn, &mut sink)?;
-        let end = rec.report.end_lsn;
-        let total_segments = rec.live.len() + rec.free.len();
+        let mut verified = verify(&*storage, dir, covered_lsn)?;
+        // Before anything is replayed or written after it (DESIGN.md: a
+        // record is acknowledged only once durable; new headers and groups
+        // claim everything up to the end was).
+        verified.make_durable()?;
+        let end = verified.end_lsn();
+        let acked = verified.acked_lsn();
+        let has_free = verified.free_count() > 0;
+        let segments = verified.segment_count();
         let state = State {
             next_lsn: end + 1,
             durable: end,
@@ -162,18 +237,20 @@ impl Log {
             leader: false,
             poisoned: None,
             closed: false,
-            live: rec.live.into(),
-            free: rec.free.into(),
-            total_segments,
-            next_id: rec.next_id,
+            // Filled in after the replay, which may still cut the log.
+            live: VecDeque::new(),
+            free: VecDeque::new(),
+            total_segments: segments,
+            next_id: verified.next_id(),
             checkpoint_armed: true,
             w: WriterPos {
                 seg: None,
                 epoch: 0,
+                nonce: 0,
                 offset: 0,
                 capacity: 0,
-                last_crc: rec.last_crc,
-                next_epoch: rec.next_epoch,
+                last_crc: 0,
+                next_epoch: verified.next_epoch(),
                 buf: Vec::new(),
             },
         };
@@ -190,8 +267,13 @@ impl Log {
             stop_cond: Condvar::new(),
             _lock: lock,
         });
-        // Have a segment ready so the first group does not wait for one.
-        inner.create_spare()?;
+        // Everything that can fail for reasons other than the replay itself
+        // happens before the first record is replayed.
+        if !has_free {
+            // Have a segment ready so the first group does not wait for
+            // one; best effort, the first rotation creates one if needed.
+            inner.create_spare();
+        }
         let flusher = match inner.options.buffered_sync_interval {
             Some(interval) => {
                 let inner = inner.clone();
@@ -204,8 +286,28 @@ impl Log {
             }
             None => None,
         };
-        tracing::info!(dir = %dir.display(), end, replayed = rec.report.replayed, "log opened");
-        Ok(Log { inner, flusher, report: rec.report })
+        // From here a failure drops `log`, which stops the flusher.
+        let mut log = Log { inner, flusher, report: RecoveryReport::default() };
+        let mut sink = |lsn: Lsn, payload: &[u8], acked_lsn: Lsn| -> Result<Replay> {
+            replay(ReplayRecord { lsn, payload, acked_lsn }).map_err(|e| LogError::Replay { lsn, source: e.into() })
+        };
+        let rec = verified.replay(&mut sink)?;
+        let end = rec.report.end_lsn;
+        {
+            let mut st = log.inner.state.lock();
+            st.next_lsn = end + 1;
+            st.durable = end;
+            st.live = rec.live.into();
+            let spare = std::mem::take(&mut st.free);
+            st.free = rec.free.into();
+            st.free.extend(spare);
+            st.w.last_crc = rec.last_crc;
+            log.inner.durable.store(end, Ordering::Release);
+            log.inner.last.store(end, Ordering::Release);
+        }
+        tracing::info!(dir = %dir.display(), end, acked, replayed = rec.report.replayed, "log opened");
+        log.report = rec.report;
+        Ok(log)
     }
 
     /// Appends a record and returns its LSN once it and every earlier record
@@ -216,8 +318,11 @@ impl Log {
     }
 
     /// Like [`Log::append`], and the record is acknowledged only when every
-    /// file in `deps` is durable too: the leader syncs them (deduplicated by
-    /// path) concurrently with the group's own write and sync.
+    /// file in `deps` is durable too: the leader syncs them concurrently
+    /// with the group's own write and sync. Files are deduplicated by path:
+    /// of several handles with the same path in one group only one is
+    /// synced, so every handle must refer to the file currently at its path
+    /// (not one since replaced by a rename).
     ///
     /// If a dependency sync fails the log is poisoned, but the record may
     /// already be durable in the log and be replayed after reopening; the

@@ -9,13 +9,19 @@ use crate::Lsn;
 
 /// Called by the group-commit leader for each record of a group once the
 /// group (and its dependency files) are durable, in LSN order, before any
-/// appender of the group is acknowledged. An error poisons the log.
+/// appender of the group is acknowledged. An error poisons the log. It runs
+/// on the thread writing the group, so it must not append to or sync this
+/// log (that would wait for itself; the call fails with
+/// [`LogError::Reentrant`] instead).
 pub type OnDurable = Arc<dyn Fn(Lsn, &[u8]) -> std::result::Result<(), String> + Send + Sync>;
 
 /// Called (from the writing thread, with no lock held) when the live
 /// segments pass the checkpoint high-water mark, and again when the log is
 /// full. It should make the owner flush its index and call
-/// [`crate::Log::checkpoint`]; it must not wait for an append to finish.
+/// [`crate::Log::checkpoint`]; it must not wait for an append to finish,
+/// and it must not append to or sync this log itself (that would wait for
+/// the group its own thread is writing; the call fails with
+/// [`LogError::Reentrant`] instead).
 pub type OnCheckpointNeeded = Arc<dyn Fn() + Send + Sync>;
 
 /// How a log runs. Disk use is bounded by `segment_bytes * max_segments`;

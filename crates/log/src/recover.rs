@@ -1,26 +1,33 @@
 //! Recovery: find the live segments, verify every record in LSN order,
-//! decide where the log ends, and replay what the caller's index lacks.
+//! decide where the log ends, make what it trusts durable, and replay what
+//! the caller's index lacks.
 //!
 //! The rules (docs/format.md, section 11, "Recovery"):
 //! 1. Segments with a valid header are ordered by epoch. The walk starts at
 //!    the newest one whose `first_lsn <= covered + 1`; older ones are free.
 //! 2. Within a segment, groups are read from block 1 on; a group belongs
-//!    only if its epoch and segment id match the header and it starts at
-//!    the next LSN. Records must carry consecutive LSNs, chain by crc and
-//!    pass their own crc. The first failure ends the segment.
+//!    only if its epoch, segment id and nonce match the header and it
+//!    starts at the next LSN. Records must carry consecutive LSNs, chain by
+//!    crc and pass their own crc. The first failure ends the segment.
 //! 3. The walk moves to the next segment only if its header continues the
 //!    chain exactly (`first_lsn = last + 1`, `prev_crc = last crc`): a new
 //!    segment started after an earlier recovery cut the previous one.
 //! 4. The highest `acked_lsn` found in any valid header (the walk's, those
 //!    after the point where the walk ended, later segments', and any group
 //!    header in a segment whose own header is damaged) must not exceed the
-//!    end; otherwise an acknowledged record was lost: corruption.
-//! 5. Only then, in a second pass, records above `covered` are replayed,
-//!    so a failed open has replayed nothing.
+//!    end; otherwise an acknowledged record was lost: corruption. A damaged
+//!    header over groups newer than every valid header is corruption too.
+//! 5. Every byte the walk trusts is made durable ([`Verified::make_durable`]):
+//!    what recovery read may be only in the page cache (a process that died
+//!    before its sync, or a sync that failed), and new records would
+//!    otherwise be acknowledged on top of it.
+//! 6. Only then, in a second pass, records above `covered` are replayed, so
+//!    an open that fails before the replay callback runs has replayed
+//!    nothing. The callback may end the log early ([`Replay::StopBefore`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use larder_io::{read_exact_at, OpenOptions, Storage};
+use larder_io::{read_exact_at, write_all_at, OpenOptions, Storage};
 
 use crate::error::{LogError, Result};
 use crate::format::{
@@ -29,12 +36,40 @@ use crate::format::{
 use crate::segment::{parse_segment_file_name, SegmentFile};
 use crate::Lsn;
 
+/// The largest segment a valid header may describe (the largest
+/// `Options::segment_bytes`); it also bounds what recovery reads at once.
+pub(crate) const MAX_SEGMENT_BYTES: u64 = 1 << 30;
+/// Bytes read per call when scanning a segment whose header is damaged
+/// (its size is unknown, so it is never read whole).
+const SCAN_CHUNK: u64 = 1 << 20;
+
 /// A segment holding records of the live log.
 #[derive(Debug)]
 pub(crate) struct LiveSegment {
     pub seg: SegmentFile,
     /// The highest LSN in it (`first_lsn - 1` while empty).
     pub last_lsn: Lsn,
+}
+
+/// What the replay callback tells the log about a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Replay {
+    /// The record was applied; go on.
+    Continue,
+    /// The record must not be applied (for example the data it refers to
+    /// fails its checksum): the log ends before it. The record and every
+    /// later one are discarded for good and new records continue at its
+    /// LSN. Allowed only above [`RecoveryReport::acked_lsn`]; at or below
+    /// it open fails with `CorruptRecord` naming the LSN.
+    StopBefore,
+}
+
+impl From<()> for Replay {
+    /// A callback returning `()` accepts every record.
+    fn from((): ()) -> Replay {
+        Replay::Continue
+    }
 }
 
 /// What open learned.
@@ -47,6 +82,13 @@ pub struct RecoveryReport {
     pub verified: u64,
     /// The last valid LSN; new records start after it.
     pub end_lsn: Lsn,
+    /// The highest LSN some header proves was acknowledged (durable before
+    /// a later write). Records above it may never have been acknowledged;
+    /// the replay callback may end the log at one of them.
+    pub acked_lsn: Lsn,
+    /// The LSN the replay callback stopped before, if it did: it and every
+    /// later record were discarded.
+    pub stopped_before: Option<Lsn>,
     /// Segment files found.
     pub segments: usize,
     /// Segments holding the live log.
@@ -56,14 +98,15 @@ pub struct RecoveryReport {
     pub tail: Option<String>,
     /// Segment files whose header was damaged (a torn restart), treated as free.
     pub damaged_headers: usize,
+    /// Groups (and empty segment headers) that no later header proved
+    /// durable, rewritten with the bytes read and synced during open.
+    pub rewritten_blocks: u64,
 }
 
 /// The state recovery hands to the writer.
 pub(crate) struct Recovered {
     pub live: Vec<LiveSegment>,
     pub free: Vec<SegmentFile>,
-    pub next_id: u64,
-    pub next_epoch: u64,
     pub last_crc: u32,
     pub report: RecoveryReport,
 }
@@ -80,11 +123,21 @@ struct Stop {
     clean: bool,
 }
 
+/// One valid group of the walk.
+#[derive(Clone, Copy, Debug)]
+struct Extent {
+    offset: u64,
+    header: GroupHeader,
+    /// The last LSN of the group that was valid.
+    last_lsn: Lsn,
+}
+
 struct Scan {
     last_lsn: Lsn,
     last_crc: u32,
     max_acked: Lsn,
     stop: Stop,
+    groups: Vec<Extent>,
 }
 
 struct Found {
@@ -93,27 +146,55 @@ struct Found {
     capacity: u64,
 }
 
-type RecordSink<'a> = &'a mut dyn FnMut(Lsn, &[u8]) -> Result<()>;
+/// One record as the scan hands it on.
+struct RecordAt<'a> {
+    lsn: Lsn,
+    payload: &'a [u8],
+    /// Offset of the record in the segment.
+    offset: u64,
+}
+
+/// Returns whether to go on (`Continue`) or end the log before the record.
+type RecordSink<'a> = &'a mut dyn FnMut(RecordAt<'_>) -> Result<Replay>;
+
+/// The replay callback as recovery sees it: (LSN, payload, acked LSN).
+pub(crate) type ReplaySink<'a> = &'a mut dyn FnMut(Lsn, &[u8], Lsn) -> Result<Replay>;
 
 /// Reads the first `capacity` bytes of a segment.
 fn read_segment(seg: &SegmentFile, capacity: u64) -> Result<Vec<u8>> {
+    if capacity > MAX_SEGMENT_BYTES {
+        // Never reached for valid headers (their size is checked); a guard
+        // against allocating whatever a stray file's length says.
+        let what = format!("{capacity} bytes is larger than any segment ({MAX_SEGMENT_BYTES})");
+        return Err(LogError::corrupt(&seg.path, 0, what));
+    }
     let mut buf = vec![0u8; capacity as usize];
     read_exact_at(&*seg.file, &mut buf, 0)?;
     Ok(buf)
 }
 
 /// Reads the groups of one segment from block 1, continuing the chain at
-/// (`lsn`, `crc`), passing each record to `sink`.
-fn scan_segment(buf: &[u8], h: &SegmentHeader, mut lsn: Lsn, mut crc: u32, sink: RecordSink<'_>) -> Result<Scan> {
+/// (`lsn`, `crc`), passing each record to `sink`. If the sink stops before
+/// a record, the scan ends just before it (`stop.clean` false, `stop.what`
+/// says so) and returns that record's LSN too.
+fn scan_segment(
+    buf: &[u8],
+    h: &SegmentHeader,
+    mut lsn: Lsn,
+    mut crc: u32,
+    sink: RecordSink<'_>,
+) -> Result<(Scan, Option<Lsn>)> {
     let mut off = BLOCK as usize;
     let mut max_acked = h.acked_lsn;
+    let mut groups = Vec::new();
+    let mut stopped = None;
     let stop = |group: usize, at: usize, what: String, clean: bool| Stop {
         group_offset: group as u64,
         offset: at as u64,
         what,
         clean,
     };
-    let stop = loop {
+    let stop = 'groups: loop {
         if off + GROUP_HEADER_BYTES > buf.len() {
             break stop(off, off, "end of segment".into(), true);
         }
@@ -124,7 +205,7 @@ fn scan_segment(buf: &[u8], h: &SegmentHeader, mut lsn: Lsn, mut crc: u32, sink:
                 break stop(off, off, what, clean);
             }
         };
-        if gh.epoch != h.epoch || gh.segment_id != h.segment_id {
+        if gh.epoch != h.epoch || gh.segment_id != h.segment_id || gh.nonce != h.nonce {
             let what = format!("stale group of epoch {} (segment epoch {})", gh.epoch, h.epoch);
             break stop(off, off, what, false);
         }
@@ -138,9 +219,25 @@ fn scan_segment(buf: &[u8], h: &SegmentHeader, mut lsn: Lsn, mut crc: u32, sink:
         };
         let (records, bad) = decode_group_body(body, &gh, crc);
         for (l, r) in records {
-            sink(l, &body[r.payload])?;
+            // The record's own header (lsn, prev crc, length) is the 16
+            // bytes before its payload.
+            let at = RecordAt {
+                lsn: l,
+                payload: &body[r.payload.clone()],
+                offset: (body_start + r.payload.start - 16) as u64,
+            };
+            if sink(at)? == Replay::StopBefore {
+                stopped = Some(l);
+                if lsn >= gh.first_lsn {
+                    groups.push(Extent { offset: off as u64, header: gh, last_lsn: lsn });
+                }
+                break 'groups stop(off, off, format!("the replay callback stopped before record {l}"), false);
+            }
             lsn = l;
             crc = r.crc;
+        }
+        if lsn >= gh.first_lsn {
+            groups.push(Extent { offset: off as u64, header: gh, last_lsn: lsn });
         }
         if let Some((pos, what)) = bad {
             break stop(off, body_start + pos, what, false);
@@ -148,17 +245,27 @@ fn scan_segment(buf: &[u8], h: &SegmentHeader, mut lsn: Lsn, mut crc: u32, sink:
         max_acked = max_acked.max(gh.acked_lsn);
         off += gh.padded_len() as usize;
     };
-    Ok(Scan { last_lsn: lsn, last_crc: crc, max_acked, stop })
+    Ok((Scan { last_lsn: lsn, last_crc: crc, max_acked, stop, groups }, stopped))
+}
+
+/// Which group headers count as evidence when scanning for them.
+#[derive(Clone, Copy)]
+struct Filter {
+    segment_id: u64,
+    /// The segment header's (epoch, nonce) if it is valid; any epoch (and
+    /// nonce) counts in a segment whose header is damaged.
+    header: Option<(u64, u64)>,
 }
 
 /// Highest `acked_lsn` (and epoch) of any valid group header in
-/// `buf[from..]`, checked block by block; `epoch` filters when given.
-fn scan_ahead(buf: &[u8], from: u64, epoch: Option<u64>, segment_id: u64) -> (Lsn, u64) {
+/// `buf[from..]` that passes `filter`, checked block by block.
+fn scan_ahead(buf: &[u8], from: u64, filter: Filter) -> (Lsn, u64) {
     let (mut acked, mut max_epoch) = (0, 0);
     let mut off = align_up(from.max(BLOCK)) as usize;
     while off + GROUP_HEADER_BYTES <= buf.len() {
         if let Ok(gh) = GroupHeader::decode(&buf[off..]) {
-            if epoch.is_none_or(|e| e == gh.epoch) && gh.segment_id == segment_id {
+            let matches = filter.header.is_none_or(|(e, n)| e == gh.epoch && n == gh.nonce);
+            if matches && gh.segment_id == filter.segment_id {
                 acked = acked.max(gh.acked_lsn);
                 max_epoch = max_epoch.max(gh.epoch);
             }
@@ -168,9 +275,46 @@ fn scan_ahead(buf: &[u8], from: u64, epoch: Option<u64>, segment_id: u64) -> (Ls
     (acked, max_epoch)
 }
 
-/// Opens every segment in `dir`, verifies the log and replays records
-/// above `covered` through `replay`.
-pub(crate) fn recover(storage: &dyn Storage, dir: &Path, covered: Lsn, replay: RecordSink<'_>) -> Result<Recovered> {
+/// [`scan_ahead`] over a whole file of unknown size, a chunk at a time.
+fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<(Lsn, u64)> {
+    let len = seg.capacity()?;
+    let (mut acked, mut epoch) = (0, 0);
+    let mut at = BLOCK;
+    while at < len {
+        let n = SCAN_CHUNK.min(len - at);
+        let mut buf = vec![0u8; n as usize];
+        read_exact_at(&*seg.file, &mut buf, at)?;
+        // Chunks are block-aligned, so every block is checked once; offset
+        // BLOCK in the scan is offset 0 of the chunk.
+        let mut padded = vec![0u8; BLOCK as usize];
+        padded.extend_from_slice(&buf);
+        let (a, e) = scan_ahead(&padded, BLOCK, filter);
+        acked = acked.max(a);
+        epoch = epoch.max(e);
+        at += n;
+    }
+    Ok((acked, epoch))
+}
+
+/// A verified log, before anything is replayed.
+pub(crate) struct Verified {
+    dir: PathBuf,
+    covered: Lsn,
+    valid: Vec<Found>,
+    /// Indices into `valid` of the walked segments, with their scans.
+    walked: Vec<(usize, Scan)>,
+    free: Vec<SegmentFile>,
+    /// Where the walk starts: (LSN before it, crc of that record).
+    start: (Lsn, u32),
+    end_lsn: Lsn,
+    last_crc: u32,
+    next_id: u64,
+    next_epoch: u64,
+    report: RecoveryReport,
+}
+
+/// Opens every segment in `dir` and verifies the log (pass 1): no replay.
+pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<Verified> {
     let mut names: Vec<(u64, String)> =
         storage.list_dir(dir)?.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|id| (id, n))).collect();
     names.sort();
@@ -204,6 +348,7 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, covered: Lsn, replay: R
                 if header.first_lsn == 0
                     || !header.segment_bytes.is_multiple_of(BLOCK)
                     || header.segment_bytes < 4 * BLOCK
+                    || header.segment_bytes > MAX_SEGMENT_BYTES
                 {
                     let what = format!("impossible first LSN {} or size {}", header.first_lsn, header.segment_bytes);
                     return Err(LogError::corrupt(&seg.path, 0, what));
@@ -218,11 +363,22 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, covered: Lsn, replay: R
 
     // Evidence of acknowledged records in segments whose header is damaged.
     let mut max_acked: Lsn = 0;
-    let mut max_epoch = valid.last().map_or(0, |f| f.header.epoch);
-    let mut damaged_evidence: Option<(std::path::PathBuf, Lsn)> = None;
+    let newest_header = valid.last().map_or(0, |f| f.header.epoch);
+    let mut max_epoch = newest_header;
+    let mut damaged_evidence: Option<(PathBuf, Lsn)> = None;
     for seg in &damaged {
-        let buf = read_segment(seg, seg.capacity()?)?;
-        let (acked, epoch) = scan_ahead(&buf, BLOCK, None, seg.id);
+        let (acked, epoch) = scan_file_ahead(seg, Filter { segment_id: seg.id, header: None })?;
+        if epoch > newest_header {
+            // Groups are written only after their segment's header sync
+            // returned, and every start takes a new, larger epoch: a group
+            // newer than every valid header proves this header had been
+            // durable, so it rotted; its records may be acknowledged ones.
+            let what = format!(
+                "segment header is damaged, but the segment holds groups of epoch {epoch}, newer than every \
+                 valid segment header (epoch {newest_header}): the header had been made durable"
+            );
+            return Err(LogError::corrupt(&seg.path, 0, what));
+        }
         max_epoch = max_epoch.max(epoch);
         if acked > max_acked {
             max_acked = acked;
@@ -247,19 +403,32 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, covered: Lsn, replay: R
         }
         free.extend(damaged);
         report.end_lsn = covered;
-        return Ok(Recovered { live: Vec::new(), free, next_id, next_epoch: max_epoch + 1, last_crc: 0, report });
+        report.acked_lsn = covered.min(max_acked);
+        return Ok(Verified {
+            dir: dir.to_path_buf(),
+            covered,
+            valid: Vec::new(),
+            walked: Vec::new(),
+            free,
+            start: (covered, 0),
+            end_lsn: covered,
+            last_crc: 0,
+            next_id,
+            next_epoch: max_epoch + 1,
+            report,
+        });
     };
 
-    // Pass 1: verify the walk without replaying.
     let first = &valid[start].header;
     let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
+    let walk_start = (lsn, crc);
     let mut walked: Vec<(usize, Scan)> = Vec::new();
     for (i, f) in valid.iter().enumerate().skip(start) {
         if !walked.is_empty() && (f.header.first_lsn != lsn.wrapping_add(1) || f.header.prev_crc != crc) {
             break;
         }
         let buf = read_segment(&f.seg, f.capacity)?;
-        let scan = scan_segment(&buf, &f.header, lsn, crc, &mut |_, _| Ok(()))?;
+        let (scan, _) = scan_segment(&buf, &f.header, lsn, crc, &mut |_| Ok(Replay::Continue))?;
         max_acked = max_acked.max(scan.max_acked);
         (lsn, crc) = (scan.last_lsn, scan.last_crc);
         walked.push((i, scan));
@@ -272,12 +441,14 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, covered: Lsn, replay: R
     // Look past the end for proof that more had been acknowledged.
     {
         let buf = read_segment(&end_seg.seg, end_seg.capacity)?;
-        let (acked, _) = scan_ahead(&buf, end_scan.stop.group_offset, Some(end_seg.header.epoch), end_seg.seg.id);
+        let filter = Filter { segment_id: end_seg.seg.id, header: Some((end_seg.header.epoch, end_seg.header.nonce)) };
+        let (acked, _) = scan_ahead(&buf, end_scan.stop.group_offset, filter);
         max_acked = max_acked.max(acked);
     }
     for f in &valid[end_index + 1..] {
         let buf = read_segment(&f.seg, f.capacity)?;
-        let (acked, _) = scan_ahead(&buf, BLOCK, Some(f.header.epoch), f.seg.id);
+        let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
+        let (acked, _) = scan_ahead(&buf, BLOCK, filter);
         max_acked = max_acked.max(acked).max(f.header.acked_lsn);
     }
     if max_acked > end_lsn {
@@ -296,42 +467,212 @@ pub(crate) fn recover(storage: &dyn Storage, dir: &Path, covered: Lsn, replay: R
         report.tail =
             Some(format!("{} at offset {}: {}", end_seg.seg.path.display(), end_scan.stop.offset, end_scan.stop.what));
     }
-
-    // Pass 2: replay, reading again what pass 1 verified.
-    let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
-    for (i, scan1) in &walked {
-        let f = &valid[*i];
-        if scan1.last_lsn > covered {
-            let buf = read_segment(&f.seg, f.capacity)?;
-            let mut sink = |l: Lsn, payload: &[u8]| -> Result<()> {
-                if l > covered {
-                    report.replayed += 1;
-                    replay(l, payload)
-                } else {
-                    report.verified += 1;
-                    Ok(())
-                }
-            };
-            let scan2 = scan_segment(&buf, &f.header, lsn, crc, &mut sink)?;
-            if scan2.last_lsn != scan1.last_lsn {
-                let what = "segment read differently on the second recovery pass";
-                return Err(LogError::corrupt(&f.seg.path, scan2.stop.offset, what));
-            }
-        } else {
-            report.verified += scan1.last_lsn.saturating_sub(lsn);
-        }
-        (lsn, crc) = (scan1.last_lsn, scan1.last_crc);
-    }
-
-    let mut live = Vec::new();
-    for (i, f) in valid.into_iter().enumerate() {
-        match walked.iter().find(|(w, _)| *w == i) {
-            Some((_, scan)) => live.push(LiveSegment { seg: f.seg, last_lsn: scan.last_lsn }),
-            _ => free.push(f.seg),
-        }
-    }
     free.extend(damaged);
     report.end_lsn = end_lsn;
-    report.live_segments = live.len();
-    Ok(Recovered { live, free, next_id, next_epoch: max_epoch + 1, last_crc: crc, report })
+    report.acked_lsn = max_acked;
+    Ok(Verified {
+        dir: dir.to_path_buf(),
+        covered,
+        valid,
+        walked,
+        free,
+        start: walk_start,
+        end_lsn,
+        last_crc: crc,
+        next_id,
+        next_epoch: max_epoch + 1,
+        report,
+    })
+}
+
+impl Verified {
+    /// Segments that will be free after the replay: unused, damaged, and
+    /// valid ones outside the walk.
+    pub(crate) fn free_count(&self) -> usize {
+        self.free.len() + self.valid.len() - self.walked.len()
+    }
+
+    /// Segment files found.
+    pub(crate) fn segment_count(&self) -> usize {
+        self.report.segments
+    }
+
+    /// The id the next created segment takes.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// The epoch the next segment start takes.
+    pub(crate) fn next_epoch(&self) -> u64 {
+        self.next_epoch
+    }
+
+    /// The highest LSN some header proves was acknowledged.
+    pub(crate) fn acked_lsn(&self) -> Lsn {
+        self.report.acked_lsn
+    }
+
+    /// The last valid LSN.
+    pub(crate) fn end_lsn(&self) -> Lsn {
+        self.end_lsn
+    }
+
+    /// Makes every byte the walk trusts durable before anything is replayed
+    /// or appended on top of it.
+    ///
+    /// What recovery read may be in the page cache only: the previous
+    /// process died between a group's write and its `fdatasync`, or the
+    /// sync failed, which may leave the pages clean but never written, so
+    /// a later sync of the file would not write them. So every group that
+    /// no later `acked_lsn` proves durable (its last LSN above the acked
+    /// LSN), and the header of a walked segment that holds no group (its
+    /// sync may have failed too), is written again with the very bytes
+    /// read, then each walked segment is synced. The bytes are identical,
+    /// so a torn rewrite leaves, sector by sector, either the old disk
+    /// bytes or the ones read: at worst the torn tail the crash would have
+    /// left anyway, and nothing was replayed yet.
+    pub(crate) fn make_durable(&mut self) -> Result<()> {
+        let acked = self.report.acked_lsn;
+        for (i, scan) in &self.walked {
+            let f = &self.valid[*i];
+            let stale: Vec<&Extent> = scan.groups.iter().filter(|g| g.last_lsn > acked).collect();
+            if !stale.is_empty() || scan.groups.is_empty() {
+                let buf = read_segment(&f.seg, f.capacity)?;
+                if scan.groups.is_empty() {
+                    // The file may be shorter than a block (a creation cut
+                    // by a crash); rewrite what there is of block 0.
+                    let mut head = vec![0u8; f.seg.file.len()?.min(BLOCK) as usize];
+                    read_exact_at(&*f.seg.file, &mut head, 0)?;
+                    write_all_at(&*f.seg.file, &head, 0)?;
+                    self.report.rewritten_blocks += 1;
+                }
+                for g in stale {
+                    let range = g.offset as usize..(g.offset + g.header.padded_len()) as usize;
+                    let Some(bytes) = buf.get(range) else {
+                        return Err(LogError::corrupt(&f.seg.path, g.offset, "group changed size during recovery"));
+                    };
+                    write_all_at(&*f.seg.file, bytes, g.offset)?;
+                    self.report.rewritten_blocks += g.header.padded_len() / BLOCK;
+                }
+            }
+            f.seg.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Pass 2: replays every record above `covered`, reading again what
+    /// pass 1 verified. If `replay` stops before a record, the log is cut
+    /// there durably.
+    pub(crate) fn replay(mut self, replay: ReplaySink<'_>) -> Result<Recovered> {
+        let covered = self.covered;
+        let acked = self.report.acked_lsn;
+        let (mut lsn, mut crc) = self.start;
+        let mut cut: Option<(usize, Lsn, u64)> = None;
+        for (wi, (i, scan1)) in self.walked.iter().enumerate() {
+            let f = &self.valid[*i];
+            if scan1.last_lsn > covered {
+                let buf = read_segment(&f.seg, f.capacity)?;
+                let report = &mut self.report;
+                let mut stop_offset = 0;
+                let mut sink = |r: RecordAt<'_>| -> Result<Replay> {
+                    if r.lsn <= covered {
+                        report.verified += 1;
+                        return Ok(Replay::Continue);
+                    }
+                    let decision = replay(r.lsn, r.payload, acked)?;
+                    if decision == Replay::Continue {
+                        report.replayed += 1;
+                    } else {
+                        stop_offset = r.offset;
+                    }
+                    Ok(decision)
+                };
+                let (scan2, stopped) = scan_segment(&buf, &f.header, lsn, crc, &mut sink)?;
+                if let Some(at) = stopped {
+                    if at <= acked {
+                        return Err(LogError::CorruptRecord {
+                            path: f.seg.path.clone(),
+                            offset: stop_offset,
+                            lsn: at,
+                            acked,
+                            what: "the replay callback found the record's data damaged".into(),
+                        });
+                    }
+                    cut = Some((wi, at, stop_offset));
+                    crc = scan2.last_crc;
+                    break;
+                }
+                if scan2.last_lsn != scan1.last_lsn {
+                    let what = "segment read differently on the second recovery pass";
+                    return Err(LogError::corrupt(&f.seg.path, scan2.stop.offset, what));
+                }
+            } else {
+                self.report.verified += scan1.last_lsn.saturating_sub(lsn);
+            }
+            (lsn, crc) = (scan1.last_lsn, scan1.last_crc);
+        }
+        if let Some((wi, at, offset)) = cut {
+            self.cut(wi, at, offset)?;
+            self.end_lsn = at - 1;
+            self.last_crc = crc;
+            self.report.end_lsn = at - 1;
+            self.report.stopped_before = Some(at);
+            let f = &self.valid[self.walked[wi].0];
+            self.report.tail = Some(format!(
+                "{} at offset {offset}: the replay callback stopped before record {at}",
+                f.seg.path.display()
+            ));
+            self.walked.truncate(wi + 1);
+            self.walked[wi].1.last_lsn = at - 1;
+        }
+        let mut live = Vec::new();
+        let mut free = self.free;
+        for (i, f) in self.valid.into_iter().enumerate() {
+            match self.walked.iter().find(|(w, _)| *w == i) {
+                Some((_, scan)) => live.push(LiveSegment { seg: f.seg, last_lsn: scan.last_lsn }),
+                _ => free.push(f.seg),
+            }
+        }
+        self.report.live_segments = live.len();
+        tracing::debug!(dir = %self.dir.display(), end = self.end_lsn, "recovery done");
+        Ok(Recovered { live, free, last_crc: self.last_crc, report: self.report })
+    }
+
+    /// Ends the log durably before record `at` (at `offset` in walked
+    /// segment `wi`): rewrites its group to hold only the records before
+    /// it (or zeros if none) and zeros the rest of the group, then syncs.
+    ///
+    /// `at` is above every `acked_lsn` found, and every group's `acked_lsn`
+    /// is its first LSN - 1, so `at` lies in the last group of the walk:
+    /// no valid group or chained segment follows it. Either half of a torn
+    /// cut leaves record `at` unreadable or the whole group as it was (the
+    /// callback will then stop at it again).
+    fn cut(&self, wi: usize, at: Lsn, offset: u64) -> Result<()> {
+        let (i, scan) = &self.walked[wi];
+        let f = &self.valid[*i];
+        let last_walked = wi + 1 == self.walked.len();
+        let group = scan.groups.iter().rev().find(|g| g.header.first_lsn <= at);
+        let Some(g) = group.filter(|g| last_walked && scan.groups.last().is_some_and(|l| l.offset == g.offset)) else {
+            let what = format!("cannot end the log before record {at}: later groups follow it");
+            return Err(LogError::corrupt(&f.seg.path, offset, what));
+        };
+        let len = g.header.padded_len();
+        let mut image = vec![0u8; len as usize];
+        read_exact_at(&*f.seg.file, &mut image, g.offset)?;
+        let keep = at - g.header.first_lsn;
+        let body_start = g.offset + GROUP_HEADER_BYTES as u64;
+        if keep == 0 {
+            image.fill(0);
+        } else {
+            let mut head = Vec::with_capacity(GROUP_HEADER_BYTES);
+            let header = GroupHeader { count: keep as u32, body_len: (offset - body_start) as u32, ..g.header };
+            header.encode_into(&mut head);
+            image[..GROUP_HEADER_BYTES].copy_from_slice(&head);
+            image[(offset - g.offset) as usize..].fill(0);
+        }
+        write_all_at(&*f.seg.file, &image, g.offset)?;
+        f.seg.file.sync_data()?;
+        tracing::warn!(path = %f.seg.path.display(), offset, lsn = at, "replay stopped; log cut before this record");
+        Ok(())
+    }
 }

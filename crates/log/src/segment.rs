@@ -32,6 +32,22 @@ pub(crate) fn parse_segment_file_name(name: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// A fresh, non-zero 64-bit value for a segment start's nonce. It only has
+/// to be unpredictable to whoever chooses record payloads (they never see
+/// the log files), so the standard library's randomly keyed hasher, fed the
+/// time and a counter, is enough; no random-number crate is needed.
+pub(crate) fn new_nonce() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    h.write_u32(std::process::id());
+    h.finish().max(1)
+}
+
 /// An open segment file.
 #[derive(Clone, Debug)]
 pub(crate) struct SegmentFile {

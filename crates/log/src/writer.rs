@@ -25,6 +25,12 @@ use crate::log::{Inner, Pending, State};
 use crate::segment::SegmentFile;
 use crate::Lsn;
 
+thread_local! {
+    /// The log (its `Inner`'s address) whose hook this thread is running,
+    /// or 0. Per log, so a hook may append to another log.
+    static IN_HOOK_OF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// At most this many threads sync one group's dependency files.
 const MAX_DEP_SYNC_THREADS: usize = 8;
 
@@ -32,6 +38,7 @@ const MAX_DEP_SYNC_THREADS: usize = 8;
 struct GroupTarget {
     seg: SegmentFile,
     epoch: u64,
+    nonce: u64,
     offset: u64,
     prev_crc: u32,
     acked: Lsn,
@@ -45,6 +52,7 @@ impl Inner {
         if payload.len() as u64 > limit {
             return Err(LogError::TooLarge { len: payload.len() as u64, limit });
         }
+        self.check_not_in_hook()?;
         let size = payload.len() + RECORD_OVERHEAD;
         let mut st = self.state.lock();
         loop {
@@ -66,13 +74,19 @@ impl Inner {
     /// is durable.
     pub(crate) fn sync_to(&self, lsn: Lsn) -> Result<()> {
         let mut st = self.state.lock();
+        if st.durable < lsn.min(st.next_lsn - 1) {
+            self.check_not_in_hook()?;
+        }
         let target = lsn.min(st.next_lsn - 1);
         loop {
-            if let Some(cause) = &st.poisoned {
-                return Err(LogError::Poisoned(cause.clone()));
-            }
+            // Durability first: a follower whose group succeeded may wake
+            // only after a later leader failed, and its record is durable
+            // (and applied) all the same.
             if st.durable >= target {
                 return Ok(());
+            }
+            if let Some(cause) = &st.poisoned {
+                return Err(LogError::Poisoned(cause.clone()));
             }
             self.lead_or_wait(&mut st)?;
         }
@@ -92,6 +106,27 @@ impl Inner {
         st.leader = false;
         self.cond.notify_all();
         result
+    }
+
+    /// Runs a caller's hook on the leader's thread, marked so that an
+    /// append or sync of this log from inside it fails with `Reentrant`
+    /// instead of waiting for the very group the hook is part of.
+    pub(crate) fn in_hook<T>(&self, f: impl FnOnce() -> T) -> T {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                IN_HOOK_OF.with(|c| c.set(self.0));
+            }
+        }
+        let _restore = Restore(IN_HOOK_OF.with(|c| c.replace(self as *const Inner as usize)));
+        f()
+    }
+
+    fn check_not_in_hook(&self) -> Result<()> {
+        if IN_HOOK_OF.with(|c| c.get()) == self as *const Inner as usize {
+            return Err(LogError::Reentrant);
+        }
+        Ok(())
     }
 
     /// Latches the first failure; every later call reports it.
@@ -125,8 +160,14 @@ impl Inner {
         st.queued_bytes -= queued;
         // Appenders waiting for queue space may go on.
         self.cond.notify_all();
-        let target =
-            GroupTarget { seg, epoch: st.w.epoch, offset: st.w.offset, prev_crc: st.w.last_crc, acked: st.durable };
+        let target = GroupTarget {
+            seg,
+            epoch: st.w.epoch,
+            nonce: st.w.nonce,
+            offset: st.w.offset,
+            prev_crc: st.w.last_crc,
+            acked: st.durable,
+        };
         let mut buf = std::mem::take(&mut st.w.buf);
         let result = MutexGuard::unlocked(st, || self.write_group(&target, &batch, body, &mut buf));
         let padded = buf.len() as u64;
@@ -140,7 +181,8 @@ impl Inner {
         }
         self.durable.store(last_lsn, std::sync::atomic::Ordering::Release);
         self.cond.notify_all();
-        self.after_group(st)
+        self.after_group(st);
+        Ok(())
     }
 
     /// Encodes, writes and syncs one group (and its dependency files), then
@@ -157,6 +199,7 @@ impl Inner {
             count: batch.len() as u32,
             body_len: body as u32,
             acked_lsn: t.acked,
+            nonce: t.nonce,
         }
         .encode_into(buf);
         let mut chain = t.prev_crc;
@@ -202,9 +245,12 @@ impl Inner {
         self.stats.add(&self.stats.payload_bytes, batch.iter().map(|r| r.payload.len() as u64).sum());
         self.stats.add(&self.stats.bytes_written, buf.len() as u64);
         if let Some(apply) = &self.options.on_durable {
-            for r in batch {
-                apply(r.lsn, &r.payload).map_err(|reason| LogError::Apply { lsn: r.lsn, reason })?;
-            }
+            self.in_hook(|| -> Result<()> {
+                for r in batch {
+                    apply(r.lsn, &r.payload).map_err(|reason| LogError::Apply { lsn: r.lsn, reason })?;
+                }
+                Ok(())
+            })?;
         }
         Ok((last.lsn, chain))
     }

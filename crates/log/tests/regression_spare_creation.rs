@@ -1,0 +1,50 @@
+//! Regression for P3 (review of crates/log): creating the optional spare
+//! segment after a group failed (a full disk) and that error was returned
+//! to the appender and poisoned the log, although the record was durable
+//! and already applied by `on_durable`. Checks that spare creation is best
+//! effort: appends keep succeeding until a segment is really needed, and
+//! the append that then fails was never applied.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::{open, small_options};
+use larder_io::SimStorage;
+use larder_log::{LogError, Options};
+
+#[test]
+fn spare_creation_failure_does_not_fail_a_durable_applied_append() {
+    let sim = SimStorage::new(7);
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let hook = applied.clone();
+    let options = Options {
+        segment_bytes: 64 << 10,
+        on_durable: Some(Arc::new(move |l, _: &[u8]| {
+            hook.lock().unwrap().push(l);
+            Ok(())
+        })),
+        ..small_options()
+    };
+    let (log, _) = open(&sim, options, 0).unwrap();
+    // Room for exactly the segment open created, not for a spare.
+    sim.set_capacity(64 << 10);
+    let mut failed_at = None;
+    for l in 1..=20u64 {
+        match log.append(vec![l as u8; 3000]) {
+            Ok(lsn) => assert_eq!(lsn, l),
+            Err(e) => {
+                failed_at = Some((l, e));
+                break;
+            }
+        }
+    }
+    // One 3000-byte record per block: 15 fit the first segment; the spare
+    // (tried from half full on) is not needed before the 16th.
+    let (l, err) = failed_at.expect("the disk is full once a second segment is needed");
+    assert_eq!(l, 16, "{err}");
+    assert!(matches!(err, LogError::Io(_)), "{err}");
+    assert_eq!(*applied.lock().unwrap(), (1..=15).collect::<Vec<_>>(), "the failed append was applied");
+    assert_eq!(log.durable_lsn(), 15);
+}
