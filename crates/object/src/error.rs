@@ -17,6 +17,9 @@ pub enum ObjectError {
     /// The index failed.
     #[error(transparent)]
     Index(#[from] larder_index::IndexError),
+    /// The intent log failed.
+    #[error(transparent)]
+    Log(#[from] larder_log::LogError),
     /// Bytes read from a file fail a check.
     #[error("{path}: corrupt at offset {offset}: {what}")]
     Corrupt {

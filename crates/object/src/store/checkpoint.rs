@@ -1,0 +1,98 @@
+//! The checkpointer: a thread that keeps the intent log from filling.
+//!
+//! When the log asks for a checkpoint (or a flush of the index moved its
+//! durable sequence number), it flushes the index and tells the log that
+//! every record up to the index's durable sequence number is covered, so
+//! the segments holding only such records can be reused (DESIGN.md,
+//! ordering rule 3). The log's hook cannot call back into the log, so the
+//! hook only wakes this thread.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use larder_index::Index;
+use larder_log::Log;
+use parking_lot::{Condvar, Mutex};
+
+/// How often the thread looks even without being woken: index flushes
+/// triggered by a full memtable also let the log reuse segments.
+const POLL: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+struct Flags {
+    wanted: bool,
+    stop: bool,
+}
+
+/// Wakes the checkpointer; shared with the log's hook.
+#[derive(Default)]
+pub(crate) struct Signal {
+    flags: Mutex<Flags>,
+    cond: Condvar,
+}
+
+impl Signal {
+    pub(crate) fn wake(&self) {
+        self.flags.lock().wanted = true;
+        self.cond.notify_all();
+    }
+
+    fn stop(&self) {
+        self.flags.lock().stop = true;
+        self.cond.notify_all();
+    }
+}
+
+/// The running checkpointer.
+pub(crate) struct Checkpointer {
+    signal: Arc<Signal>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Flushes the index if the log needs room, then records what the index
+/// covers. Returns an error text for the log of the failure.
+pub(crate) fn checkpoint_once(index: &Index, log: &Log, force_flush: bool) -> Result<(), String> {
+    if force_flush || log.needs_checkpoint() {
+        index.flush().map_err(|e| format!("index flush for a checkpoint: {e}"))?;
+    }
+    log.checkpoint(index.durable_seq()).map_err(|e| format!("log checkpoint: {e}"))
+}
+
+impl Checkpointer {
+    pub(crate) fn start(signal: Arc<Signal>, index: Arc<Index>, log: Arc<Log>) -> std::io::Result<Checkpointer> {
+        let s = signal.clone();
+        let thread = std::thread::Builder::new().name("larder-checkpoint".into()).spawn(move || loop {
+            let wanted = {
+                let mut f = s.flags.lock();
+                if !f.wanted && !f.stop {
+                    s.cond.wait_for(&mut f, POLL);
+                }
+                if f.stop {
+                    return;
+                }
+                std::mem::take(&mut f.wanted)
+            };
+            if let Err(e) = checkpoint_once(&index, &log, wanted) {
+                // A failed flush poisons the index and log themselves; the
+                // next write reports it. Nothing more to do here.
+                tracing::error!(error = %e, "checkpoint failed");
+                return;
+            }
+        })?;
+        Ok(Checkpointer { signal, thread: Some(thread) })
+    }
+
+    pub(crate) fn stop(&mut self) {
+        self.signal.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,241 @@
+//! The store: one directory holding the superblock, the index, the intent
+//! log and (later) the containers, opened and recovered as one.
+//!
+//! Every change is a transaction whose index batch travels in an intent-log
+//! record. The log assigns the LSN; the record's batch enters the index
+//! with that LSN as its sequence number, in LSN order, from the log's
+//! group-commit leader once the record is durable (DESIGN.md, ordering
+//! rules 1 and 4). So the index's durable sequence number says exactly
+//! which records a recovery must replay.
+//!
+//! Open: take the store lock, read the superblock, open the index (its
+//! durable sequence number S), open the log replaying every record above S
+//! into the index, flush the index and checkpoint the log ("recovery ends
+//! with an index flush"), then start the checkpointer.
+
+mod checkpoint;
+mod payload;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use larder_index::{Index, WriteBatch};
+use larder_io::{Lock, StorageRef};
+use larder_log::{Log, Replay, ReplayRecord};
+
+use crate::error::{ObjectError, Result};
+use crate::superblock::{self, CreationOptions, Loaded, Superblock};
+use checkpoint::{checkpoint_once, Checkpointer, Signal};
+use payload::Payload;
+
+/// The index's directory inside the store.
+pub const INDEX_DIR: &str = "index";
+/// The intent log's directory inside the store.
+pub const LOG_DIR: &str = "log";
+/// The container directory inside the store.
+pub const DATA_DIR: &str = "data";
+/// The store's lock file: held by the one process that owns the store.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Run-time options of a store. The log's segment size comes from the
+/// superblock (fixed at creation) and its hooks are the store's own.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Options of the index.
+    pub index: larder_index::Options,
+    /// Options of the intent log.
+    pub log: larder_log::Options,
+    /// Checkpoint on a background thread (default). When false, a commit
+    /// that finds the log needing room checkpoints in its own thread:
+    /// deterministic, for tests.
+    pub background_checkpoints: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            index: larder_index::Options::default(),
+            log: larder_log::Options::default(),
+            background_checkpoints: true,
+        }
+    }
+}
+
+/// How long a commit waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Returns once the transaction is durable (its log group synced).
+    Durable,
+    /// Returns once the transaction has its LSN. It becomes durable, and
+    /// visible to readers, when its group is written: within the log's
+    /// `buffered_sync_interval` (10 ms by default) or at the next durable
+    /// commit or sync. A crash loses at most the buffered transactions not
+    /// yet written (bounded by the log's `max_pending_bytes`), always a
+    /// suffix: never one without those before it.
+    Buffered,
+}
+
+/// An open store.
+pub struct Store {
+    dir: PathBuf,
+    superblock: Loaded,
+    index: Arc<Index>,
+    log: Arc<Log>,
+    checkpointer: Option<Checkpointer>,
+    _lock: Box<dyn Lock>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+/// Creates every missing level of `dir` and syncs each new level's parent.
+fn create_dir_durably(storage: &StorageRef, dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut cur = Some(dir);
+    while let Some(d) = cur.filter(|d| !d.as_os_str().is_empty()) {
+        if storage.exists(d)? {
+            break;
+        }
+        missing.push(d);
+        cur = d.parent();
+    }
+    storage.create_dir_all(dir)?;
+    for d in missing.iter().rev() {
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            storage.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Creates a new store in `dir` (which may exist but must hold no store).
+    pub fn create(storage: StorageRef, dir: &Path, creation: CreationOptions, options: StoreOptions) -> Result<Store> {
+        creation.validate()?;
+        create_dir_durably(&storage, dir)?;
+        let lock = storage.lock(&dir.join(LOCK_FILE))?;
+        superblock::create(&*storage, dir, &Superblock::new(creation))?;
+        Self::open_locked(storage, dir, options, lock)
+    }
+
+    /// Opens the store in `dir`, recovering from any crash: every
+    /// transaction acknowledged durable before it is there afterwards.
+    pub fn open(storage: StorageRef, dir: &Path, options: StoreOptions) -> Result<Store> {
+        if !storage.exists(&dir.join(superblock::SUPERBLOCK_FILE))? {
+            return Err(ObjectError::NotAStore { path: dir.to_path_buf() });
+        }
+        let lock = storage.lock(&dir.join(LOCK_FILE))?;
+        Self::open_locked(storage, dir, options, lock)
+    }
+
+    fn open_locked(storage: StorageRef, dir: &Path, options: StoreOptions, lock: Box<dyn Lock>) -> Result<Store> {
+        let loaded = superblock::load(&*storage, dir)?;
+        let index = Arc::new(Index::open(storage.clone(), &dir.join(INDEX_DIR), options.index)?);
+        let covered = index.durable_seq();
+        let signal = Arc::new(Signal::default());
+        let mut log_options = options.log;
+        log_options.segment_bytes = loaded.superblock.options.log_segment_bytes;
+        let apply_index = index.clone();
+        log_options.on_durable = Some(Arc::new(move |lsn, bytes: &[u8]| apply(&apply_index, lsn, bytes)));
+        let wake = signal.clone();
+        log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
+        let replay_index = index.clone();
+        let log = Log::open_with(storage.clone(), &dir.join(LOG_DIR), log_options, covered, |r: ReplayRecord<'_>| {
+            match payload::decode(r.payload) {
+                Ok(Payload::Batch(batch)) => replay_index.write(r.lsn, &batch).map(|()| Replay::Continue),
+                // Above the acknowledged LSN this ends the log; at or
+                // below it the log reports corruption naming the record.
+                Err(what) => {
+                    tracing::warn!(lsn = r.lsn, %what, "log record payload does not decode");
+                    Ok(Replay::StopBefore)
+                }
+            }
+        })?;
+        let log = Arc::new(log);
+        let background = options.background_checkpoints;
+        // IMPORTANT: recovery ends with an index flush, then a checkpoint,
+        // so the replayed records are durable in the index before any
+        // segment holding them can be reused.
+        checkpoint_once(&index, &log, true).map_err(|what| ObjectError::Corrupt {
+            path: dir.to_path_buf(),
+            offset: 0,
+            what: format!("recovery could not checkpoint: {what}"),
+        })?;
+        let checkpointer = if background {
+            let c = Checkpointer::start(signal, index.clone(), log.clone())
+                .map_err(|e| larder_io::IoError::os("spawn checkpointer", dir, e))?;
+            Some(c)
+        } else {
+            None
+        };
+        Ok(Store { dir: dir.to_path_buf(), superblock: loaded, index, log, checkpointer, _lock: lock })
+    }
+
+    /// Commits `batch` atomically. Returns its LSN (which is also its
+    /// sequence number in the index).
+    pub fn commit(&self, batch: &WriteBatch, durability: Durability) -> Result<u64> {
+        let record = payload::encode_batch(batch);
+        let lsn = match durability {
+            Durability::Durable => self.log.append(record)?,
+            Durability::Buffered => self.log.append_buffered(record)?,
+        };
+        if self.checkpointer.is_none() && self.log.needs_checkpoint() {
+            checkpoint_once(&self.index, &self.log, true).map_err(|what| ObjectError::Corrupt {
+                path: self.dir.clone(),
+                offset: 0,
+                what,
+            })?;
+        }
+        Ok(lsn)
+    }
+
+    /// Makes every transaction committed so far durable (and visible).
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.log.sync()?)
+    }
+
+    /// The index holding the store's maps, for reads.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The superblock's current copy.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock.superblock
+    }
+
+    /// Highest LSN whose transaction, and every earlier one, is durable.
+    pub fn durable_lsn(&self) -> u64 {
+        self.log.durable_lsn()
+    }
+
+    /// Makes everything durable, flushes the index so the next open replays
+    /// nothing, and stops the background threads.
+    pub fn close(mut self) -> Result<()> {
+        if let Some(c) = self.checkpointer.as_mut() {
+            c.stop();
+        }
+        self.log.sync()?;
+        checkpoint_once(&self.index, &self.log, true).map_err(|what| ObjectError::Corrupt {
+            path: self.dir.clone(),
+            offset: 0,
+            what,
+        })?;
+        Ok(())
+    }
+}
+
+/// Applies one durable record to the index (the log calls this in LSN order).
+fn apply(index: &Index, lsn: u64, bytes: &[u8]) -> std::result::Result<(), String> {
+    match payload::decode(bytes).map_err(|e| format!("record {lsn}: {e}"))? {
+        Payload::Batch(batch) => index.write(lsn, &batch).map_err(|e| format!("record {lsn}: {e}")),
+    }
+}
