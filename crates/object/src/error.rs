@@ -70,4 +70,44 @@ pub enum ObjectError {
         /// The store directory.
         path: PathBuf,
     },
+    /// A metadata record (an index key or value of the object layer) read
+    /// back fails a check. It names no file: the index has already checked
+    /// the block holding it, so the caller, which knows the key, adds it.
+    #[error("corrupt {record}: {what}")]
+    BadRecord {
+        /// Which record: "onode", "fmap entry", "dmap key", ...
+        record: &'static str,
+        /// What check failed.
+        what: String,
+    },
+    /// A metadata record was written by a newer record format version.
+    #[error("{record} format version {found} is newer than the newest this build reads ({supported}); upgrade larder")]
+    NewerRecord {
+        /// Which record.
+        record: &'static str,
+        /// The version found.
+        found: u8,
+        /// The newest version this build reads.
+        supported: u8,
+    },
+    /// A metadata record about to be written is invalid (a caller's bug):
+    /// it is refused rather than stored in a form no reader would accept.
+    #[error("invalid {record}, not written: {what}")]
+    InvalidRecord {
+        /// Which record.
+        record: &'static str,
+        /// What check failed.
+        what: String,
+    },
+    /// A name (file name, extended attribute name, store metadata name) is
+    /// not allowed.
+    #[error("invalid {class} \"{name}\": {reason}")]
+    InvalidName {
+        /// "file name", "xattr name" or "store metadata name".
+        class: &'static str,
+        /// The name, non-printable bytes escaped, cut after 64 bytes.
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
 }

@@ -7,6 +7,7 @@
 //! intent log as one, and committing transactions through the log.
 
 mod error;
+pub mod meta;
 pub mod store;
 pub mod superblock;
 

@@ -1,0 +1,80 @@
+//! Entry points for fuzz targets and their stable-toolchain replay
+//! (`tests/meta_decoders.rs`): each feeds arbitrary bytes to a decoder,
+//! which must return an error or a value and never panic. A value it
+//! accepts must re-encode to exactly the input (the encodings are
+//! canonical), which is asserted: a failure there is a bug worth a panic
+//! in a fuzzer, never reachable from the engine.
+
+use super::{Dentry, ExtentMapEntry, MetaKey, MetaLimits, Onode, Orphan, XattrValue};
+
+/// Limits the entry points check against: small, so that random inputs
+/// reach the inline and container bounds.
+pub const FUZZ_LIMITS: MetaLimits = MetaLimits { inline_max_bytes: 64, container_bytes: 1 << 20 };
+
+/// Decodes `data` as an index key of any map. Returns whether it was
+/// accepted.
+pub fn key(data: &[u8]) -> bool {
+    match MetaKey::decode(data) {
+        Ok(k) => {
+            assert_eq!(k.encode(), data, "key did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as an onode. Returns whether it was accepted.
+pub fn onode(data: &[u8]) -> bool {
+    match Onode::decode(data, &FUZZ_LIMITS) {
+        Ok(o) => {
+            assert_eq!(o.encode(&FUZZ_LIMITS).ok().as_deref(), Some(data), "onode did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as a dentry. Returns whether it was accepted.
+pub fn dentry(data: &[u8]) -> bool {
+    match Dentry::decode(data) {
+        Ok(d) => {
+            assert_eq!(d.encode().ok().as_ref().map(|b| &b[..]), Some(data), "dentry did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as an fmap entry. Returns whether it was accepted.
+pub fn extent_entry(data: &[u8]) -> bool {
+    match ExtentMapEntry::decode(data, &FUZZ_LIMITS) {
+        Ok(e) => {
+            assert_eq!(e.encode(&FUZZ_LIMITS).ok().as_deref(), Some(data), "fmap entry did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as an orphan record. Returns whether it was accepted.
+pub fn orphan(data: &[u8]) -> bool {
+    match Orphan::decode(data) {
+        Ok(o) => {
+            assert_eq!(o.encode().ok().as_ref().map(|b| &b[..]), Some(data), "orphan record did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as an extended attribute value. Returns whether it was
+/// accepted.
+pub fn xattr_value(data: &[u8]) -> bool {
+    match XattrValue::decode(data) {
+        Ok(v) => {
+            assert_eq!(v.encode().ok().as_deref(), Some(data), "xattr value did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}

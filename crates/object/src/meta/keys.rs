@@ -1,0 +1,361 @@
+//! Keys of the object layer's maps in the one index.
+//!
+//! Every map lives in the same index under its own one-byte prefix, so a
+//! single index batch updates several maps atomically (an onode, its
+//! extent map entries and a dentry in one transaction). Integers in keys
+//! are **big-endian**, unlike everywhere else in Larder: the index orders
+//! keys as unsigned bytes, and only big-endian fixed-width integers make
+//! that order the numeric order. Layouts: docs/format.md, section 13.
+//!
+//! | map | key | value |
+//! |---|---|---|
+//! | store | `0x01`, name | per name (`next_object_id`: u64 LE) |
+//! | omap | `0x10`, object id | [`Onode`](super::Onode) |
+//! | fmap | `0x20`, object id, offset | [`ExtentMapEntry`](super::ExtentMapEntry) |
+//! | dmap | `0x30`, parent id, name | [`Dentry`](super::Dentry) |
+//! | xattr | `0x40`, object id, name | [`XattrValue`](super::XattrValue) |
+//! | orphans | `0x50`, object id | [`Orphan`](super::Orphan) |
+
+use crate::error::{ObjectError, Result};
+
+use super::codec::{DecodeResult, Reader};
+use super::name::{Name, StoreName, XattrName};
+use super::{BLOCK_BYTES, MAX_OBJECT_BYTES};
+
+/// Store metadata name of the object id high-water mark (value: u64 LE,
+/// the next id to hand out; ids are never reused).
+pub const NEXT_OBJECT_ID: &str = "next_object_id";
+
+/// Bytes of a key made of a prefix and one u64 (omap, orphans; and the
+/// scan prefixes of fmap, dmap and xattr).
+pub const ID_KEY_BYTES: usize = 9;
+/// Bytes of an fmap key.
+pub const FMAP_KEY_BYTES: usize = 17;
+
+/// The maps, in key order. Prefixes are spaced so a future map can be
+/// placed between two existing ones where its scans want it; `0x00` and
+/// `0xFF` are never used, so a zeroed or all-ones key is always refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Map {
+    /// Store-wide metadata (`0x01`), first so that open finds it at once.
+    Store,
+    /// Object map (`0x10`): object id -> onode.
+    Omap,
+    /// Extent map (`0x20`): (object id, offset) -> extent.
+    Fmap,
+    /// Directory map (`0x30`): (parent id, name) -> dentry.
+    Dmap,
+    /// Extended attributes (`0x40`): (object id, name) -> value.
+    Xattr,
+    /// Orphans (`0x50`): object id -> why it has no name.
+    Orphans,
+}
+
+impl Map {
+    /// Every map, in key order.
+    pub const ALL: [Map; 6] = [Map::Store, Map::Omap, Map::Fmap, Map::Dmap, Map::Xattr, Map::Orphans];
+
+    /// The map's key prefix byte.
+    pub const fn prefix(self) -> u8 {
+        match self {
+            Map::Store => 0x01,
+            Map::Omap => 0x10,
+            Map::Fmap => 0x20,
+            Map::Dmap => 0x30,
+            Map::Xattr => 0x40,
+            Map::Orphans => 0x50,
+        }
+    }
+
+    /// The map with this prefix byte.
+    pub fn from_prefix(b: u8) -> Option<Map> {
+        Map::ALL.into_iter().find(|m| m.prefix() == b)
+    }
+
+    /// The map's name as errors and dumps show it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Map::Store => "store",
+            Map::Omap => "omap",
+            Map::Fmap => "fmap",
+            Map::Dmap => "dmap",
+            Map::Xattr => "xattr",
+            Map::Orphans => "orphans",
+        }
+    }
+
+    /// The record name used in errors about this map's keys.
+    const fn key_record(self) -> &'static str {
+        match self {
+            Map::Store => "store key",
+            Map::Omap => "omap key",
+            Map::Fmap => "fmap key",
+            Map::Dmap => "dmap key",
+            Map::Xattr => "xattr key",
+            Map::Orphans => "orphan key",
+        }
+    }
+}
+
+/// A decoded key of any map. The derived order (variant, then fields in
+/// order) is exactly the byte order of the encoded keys; the tests check it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MetaKey {
+    /// A store-wide metadata entry.
+    Store(StoreName),
+    /// An object's onode.
+    Onode {
+        /// The object.
+        object: u64,
+    },
+    /// The extent map entry starting at byte `offset` of `object`.
+    Extent {
+        /// The object.
+        object: u64,
+        /// Where the entry's range starts: a multiple of 4096.
+        offset: u64,
+    },
+    /// The entry `name` of directory `parent`.
+    Dentry {
+        /// The directory.
+        parent: u64,
+        /// The entry's name.
+        name: Name,
+    },
+    /// The extended attribute `name` of `object`.
+    Xattr {
+        /// The object.
+        object: u64,
+        /// The attribute's name.
+        name: XattrName,
+    },
+    /// The orphan record of `object`.
+    Orphan {
+        /// The object.
+        object: u64,
+    },
+}
+
+fn id_key(map: Map, id: u64) -> [u8; ID_KEY_BYTES] {
+    let mut k = [0u8; ID_KEY_BYTES];
+    k[0] = map.prefix();
+    k[1..9].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+fn id_name_key(map: Map, id: u64, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(ID_KEY_BYTES + name.len());
+    k.extend_from_slice(&id_key(map, id));
+    k.extend_from_slice(name);
+    k
+}
+
+/// The key of store metadata entry `name`.
+pub fn store_key(name: &StoreName) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + name.as_bytes().len());
+    k.push(Map::Store.prefix());
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// The omap key of `object` (its onode).
+pub fn onode_key(object: u64) -> [u8; ID_KEY_BYTES] {
+    id_key(Map::Omap, object)
+}
+
+/// The fmap key of the entry of `object` starting at `offset` (a multiple
+/// of 4096; a key with another offset is refused when read back).
+pub fn fmap_key(object: u64, offset: u64) -> [u8; FMAP_KEY_BYTES] {
+    let mut k = [0u8; FMAP_KEY_BYTES];
+    k[..ID_KEY_BYTES].copy_from_slice(&id_key(Map::Fmap, object));
+    k[ID_KEY_BYTES..].copy_from_slice(&offset.to_be_bytes());
+    k
+}
+
+/// The dmap key of entry `name` in directory `parent`.
+pub fn dentry_key(parent: u64, name: &Name) -> Vec<u8> {
+    id_name_key(Map::Dmap, parent, name.as_bytes())
+}
+
+/// The xattr key of attribute `name` of `object`.
+pub fn xattr_key(object: u64, name: &XattrName) -> Vec<u8> {
+    id_name_key(Map::Xattr, object, name.as_bytes())
+}
+
+/// The orphans key of `object`.
+pub fn orphan_key(object: u64) -> [u8; ID_KEY_BYTES] {
+    id_key(Map::Orphans, object)
+}
+
+/// Prefix of every key of `map` (scan all onodes, all orphans, ...).
+pub fn map_prefix(map: Map) -> [u8; 1] {
+    [map.prefix()]
+}
+
+/// Prefix of every fmap entry of `object`, in offset order. Exact: the
+/// object id is fixed-width, so no other object's keys share it.
+pub fn fmap_prefix(object: u64) -> [u8; ID_KEY_BYTES] {
+    id_key(Map::Fmap, object)
+}
+
+/// Prefix of every entry of directory `parent`, in name byte order. Exact:
+/// the parent id is fixed-width and names are never empty.
+pub fn dmap_prefix(parent: u64) -> [u8; ID_KEY_BYTES] {
+    id_key(Map::Dmap, parent)
+}
+
+/// Prefix of every extended attribute of `object`, in name byte order.
+pub fn xattr_prefix(object: u64) -> [u8; ID_KEY_BYTES] {
+    id_key(Map::Xattr, object)
+}
+
+/// The smallest key above every key starting with `prefix` (the exclusive
+/// end of a prefix scan), or `None` when no key is (the prefix is empty or
+/// all `0xFF`; scan to the end then).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = prefix.get(..=last)?.to_vec();
+    if let Some(b) = end.last_mut() {
+        *b += 1;
+    }
+    Some(end)
+}
+
+impl MetaKey {
+    /// The map the key belongs to.
+    pub fn map(&self) -> Map {
+        match self {
+            MetaKey::Store(_) => Map::Store,
+            MetaKey::Onode { .. } => Map::Omap,
+            MetaKey::Extent { .. } => Map::Fmap,
+            MetaKey::Dentry { .. } => Map::Dmap,
+            MetaKey::Xattr { .. } => Map::Xattr,
+            MetaKey::Orphan { .. } => Map::Orphans,
+        }
+    }
+
+    /// Encodes the key.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            MetaKey::Store(name) => store_key(name),
+            MetaKey::Onode { object } => onode_key(*object).to_vec(),
+            MetaKey::Extent { object, offset } => fmap_key(*object, *offset).to_vec(),
+            MetaKey::Dentry { parent, name } => dentry_key(*parent, name),
+            MetaKey::Xattr { object, name } => xattr_key(*object, name),
+            MetaKey::Orphan { object } => orphan_key(*object).to_vec(),
+        }
+    }
+
+    /// Decodes a key read back from the index: refuses an unknown prefix, a
+    /// wrong length, an fmap offset that is not a multiple of 4096 or past
+    /// the largest object, and an invalid name. Never panics.
+    pub fn decode(key: &[u8]) -> Result<MetaKey> {
+        let Some(&prefix) = key.first() else {
+            return Err(ObjectError::BadRecord { record: "index key", what: "empty key".into() });
+        };
+        let Some(map) = Map::from_prefix(prefix) else {
+            return Err(ObjectError::BadRecord {
+                record: "index key",
+                what: format!("unknown map prefix {prefix:#04x}"),
+            });
+        };
+        Self::decode_map(map, key).map_err(|what| ObjectError::BadRecord { record: map.key_record(), what })
+    }
+
+    fn decode_map(map: Map, key: &[u8]) -> DecodeResult<MetaKey> {
+        let mut r = Reader::new(key);
+        r.u8("prefix")?;
+        // A name failing its check is corruption here, reported with the
+        // reason the name type gives.
+        let named = |e: ObjectError| e.to_string();
+        let k = match map {
+            Map::Store => MetaKey::Store(StoreName::new(r.rest()).map_err(named)?),
+            Map::Omap => MetaKey::Onode { object: r.u64_be("object id")? },
+            Map::Orphans => MetaKey::Orphan { object: r.u64_be("object id")? },
+            Map::Fmap => {
+                let object = r.u64_be("object id")?;
+                let offset = r.u64_be("offset")?;
+                if offset % BLOCK_BYTES != 0 {
+                    return Err(format!("offset {offset} is not a multiple of {BLOCK_BYTES}"));
+                }
+                if offset >= MAX_OBJECT_BYTES {
+                    return Err(format!("offset {offset} is past the largest object ({MAX_OBJECT_BYTES} bytes)"));
+                }
+                MetaKey::Extent { object, offset }
+            }
+            Map::Dmap => {
+                let parent = r.u64_be("parent id")?;
+                let name = Name::new(r.rest()).map_err(named)?;
+                MetaKey::Dentry { parent, name }
+            }
+            Map::Xattr => {
+                let object = r.u64_be("object id")?;
+                let name = XattrName::new(r.rest()).map_err(named)?;
+                MetaKey::Xattr { object, name }
+            }
+        };
+        r.finish()?;
+        Ok(k)
+    }
+}
+
+/// Refuses a decoded key of another map than the caller scanned.
+fn wrong_map(expected: Map, found: &MetaKey) -> ObjectError {
+    ObjectError::BadRecord {
+        record: expected.key_record(),
+        what: format!(
+            "found a {} key ({:#04x}) where a {} key was expected",
+            found.map().name(),
+            found.map().prefix(),
+            expected.name()
+        ),
+    }
+}
+
+/// Decodes an omap key: the object id.
+pub fn decode_onode_key(key: &[u8]) -> Result<u64> {
+    match MetaKey::decode(key)? {
+        MetaKey::Onode { object } => Ok(object),
+        k => Err(wrong_map(Map::Omap, &k)),
+    }
+}
+
+/// Decodes an fmap key: (object id, offset).
+pub fn decode_fmap_key(key: &[u8]) -> Result<(u64, u64)> {
+    match MetaKey::decode(key)? {
+        MetaKey::Extent { object, offset } => Ok((object, offset)),
+        k => Err(wrong_map(Map::Fmap, &k)),
+    }
+}
+
+/// Decodes a dmap key: (parent id, name).
+pub fn decode_dentry_key(key: &[u8]) -> Result<(u64, Name)> {
+    match MetaKey::decode(key)? {
+        MetaKey::Dentry { parent, name } => Ok((parent, name)),
+        k => Err(wrong_map(Map::Dmap, &k)),
+    }
+}
+
+/// Decodes an xattr key: (object id, name).
+pub fn decode_xattr_key(key: &[u8]) -> Result<(u64, XattrName)> {
+    match MetaKey::decode(key)? {
+        MetaKey::Xattr { object, name } => Ok((object, name)),
+        k => Err(wrong_map(Map::Xattr, &k)),
+    }
+}
+
+/// Decodes an orphans key: the object id.
+pub fn decode_orphan_key(key: &[u8]) -> Result<u64> {
+    match MetaKey::decode(key)? {
+        MetaKey::Orphan { object } => Ok(object),
+        k => Err(wrong_map(Map::Orphans, &k)),
+    }
+}
+
+/// Decodes a store metadata key: its name.
+pub fn decode_store_key(key: &[u8]) -> Result<StoreName> {
+    match MetaKey::decode(key)? {
+        MetaKey::Store(name) => Ok(name),
+        k => Err(wrong_map(Map::Store, &k)),
+    }
+}

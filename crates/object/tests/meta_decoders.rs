@@ -1,0 +1,168 @@
+//! Stable replay of the metadata decoders' fuzz entry points
+//! (`larder_object::meta::fuzzing`): 20,000 inputs from a fixed generator,
+//! random bytes and damaged valid encodings (bit flips, truncations,
+//! overwritten and appended bytes). Each entry point must return without
+//! panicking, and accepts only inputs that re-encode to themselves. The
+//! number accepted per decoder is pinned, so a change in what a decoder
+//! accepts (a format change) shows up here.
+
+#![allow(clippy::unwrap_used)]
+
+use larder_object::meta::fuzzing::{self, FUZZ_LIMITS};
+use larder_object::meta::{
+    dentry_key, fmap_key, onode_key, orphan_key, xattr_key, DataLocation, Dentry, DirInfo, Extent, ExtentMapEntry,
+    Kind, MetaKey, Name, Onode, Orphan, OrphanReason, StoreName, Timestamp, XattrName, XattrValue,
+};
+
+/// SplitMix64: fixed forever, so the inputs never change with a crate
+/// upgrade.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn onode_seeds() -> Vec<Vec<u8>> {
+    let base = Onode {
+        kind: Kind::File,
+        flags: 0,
+        size: 10,
+        mode: 0o100_600,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        generation: 1,
+        atime: Timestamp { secs: 1_700_000_000, nanos: 5 },
+        mtime: Timestamp::default(),
+        ctime: Timestamp::default(),
+        btime: Timestamp::default(),
+        rdev: 0,
+        location: DataLocation::Inline(b"0123456789".to_vec()),
+        dir: None,
+    };
+    let dir = Onode {
+        kind: Kind::Directory,
+        mode: 0o040_755,
+        size: 0,
+        location: DataLocation::Inline(vec![]),
+        dir: Some(DirInfo { parent: 1, entries: 0 }),
+        ..base.clone()
+    };
+    let big = Onode { size: 1 << 40, location: DataLocation::Extents, ..base.clone() };
+    let heap = Onode { location: DataLocation::OwnFile { file: 3 }, ..big.clone() };
+    let dev = Onode { kind: Kind::BlockDevice, mode: 0o060_660, rdev: 0x0801, ..dir.clone() };
+    let dev = Onode { dir: None, ..dev };
+    [base, dir, big, heap, dev].iter().map(|o| o.encode(&FUZZ_LIMITS).unwrap()).collect()
+}
+
+fn entry_seeds() -> Vec<Vec<u8>> {
+    let mut out = vec![];
+    for (len, data_len) in [(4096u64, 1usize), (8192, 8192), (16384, 12289)] {
+        let data: Vec<u8> = (0..data_len).map(|i| i as u8).collect();
+        let e = ExtentMapEntry::for_data(Extent { container: 1, offset: 4096, len }, &data, &FUZZ_LIMITS).unwrap();
+        out.push(e.encode(&FUZZ_LIMITS).unwrap());
+    }
+    out
+}
+
+fn key_seeds() -> Vec<Vec<u8>> {
+    vec![
+        onode_key(5).to_vec(),
+        fmap_key(5, 8192).to_vec(),
+        dentry_key(1, &Name::new("readme.txt").unwrap()),
+        xattr_key(5, &XattrName::new("user.mime").unwrap()),
+        orphan_key(77).to_vec(),
+        MetaKey::Store(StoreName::new("next_object_id").unwrap()).encode(),
+    ]
+}
+
+fn dentry_seeds() -> Vec<Vec<u8>> {
+    Kind::ALL.iter().map(|&kind| Dentry { child: 42, kind }.encode().unwrap().to_vec()).collect()
+}
+
+fn orphan_seeds() -> Vec<Vec<u8>> {
+    [OrphanReason::Unlinked, OrphanReason::Anonymous, OrphanReason::Freeing]
+        .iter()
+        .map(|&reason| Orphan { reason, since: Timestamp { secs: -3, nanos: 7 } }.encode().unwrap().to_vec())
+        .collect()
+}
+
+fn xattr_seeds() -> Vec<Vec<u8>> {
+    vec![XattrValue(b"text/plain".to_vec()).encode().unwrap(), XattrValue(vec![]).encode().unwrap()]
+}
+
+/// A damaged copy of `seed`, or random bytes.
+fn input(g: &mut Gen, seeds: &[Vec<u8>]) -> Vec<u8> {
+    let mut x = seeds[g.below(seeds.len())].clone();
+    match g.below(6) {
+        0 => (0..g.below(160)).map(|_| g.next() as u8).collect(),
+        1 => {
+            for _ in 0..=g.below(3) {
+                if !x.is_empty() {
+                    let bit = g.below(x.len() * 8);
+                    x[bit / 8] ^= 1 << (bit % 8);
+                }
+            }
+            x
+        }
+        2 => {
+            x.truncate(g.below(x.len() + 1));
+            x
+        }
+        3 => {
+            if !x.is_empty() {
+                let at = g.below(x.len());
+                x[at] = g.next() as u8;
+            }
+            x
+        }
+        4 => {
+            x.extend((0..=g.below(8)).map(|_| g.next() as u8));
+            x
+        }
+        _ => x,
+    }
+}
+
+#[test]
+fn twenty_thousand_inputs_never_panic_and_accept_only_exact_encodings() {
+    type Target = (&'static str, fn(&[u8]) -> bool, Vec<Vec<u8>>);
+    let targets: [Target; 6] = [
+        ("key", fuzzing::key, key_seeds()),
+        ("onode", fuzzing::onode, onode_seeds()),
+        ("dentry", fuzzing::dentry, dentry_seeds()),
+        ("extent_entry", fuzzing::extent_entry, entry_seeds()),
+        ("orphan", fuzzing::orphan, orphan_seeds()),
+        ("xattr_value", fuzzing::xattr_value, xattr_seeds()),
+    ];
+    let mut g = Gen(0x4C41_5244_4552_4D45);
+    let mut accepted = [0usize; 6];
+    for i in 0..20_000 {
+        let t = i % targets.len();
+        let (_, decode, seeds) = &targets[t];
+        let data = input(&mut g, seeds);
+        if decode(&data) {
+            accepted[t] += 1;
+        }
+    }
+    let names: Vec<&str> = targets.iter().map(|t| t.0).collect();
+    println!("accepted per decoder: {:?}", names.iter().zip(accepted).collect::<Vec<_>>());
+    // Every decoder saw both outcomes.
+    for (t, &n) in accepted.iter().enumerate() {
+        assert!(n > 0 && n < 20_000 / 6, "{}: {n} accepted", names[t]);
+    }
+    assert_eq!(accepted, PINNED, "what the decoders accept changed (a format change?): {names:?}");
+}
+
+/// Accepted inputs per decoder, in the order of `targets`.
+const PINNED: [usize; 6] = [1750, 1307, 1459, 961, 1458, 1980];
