@@ -24,6 +24,7 @@
 //! reports success.
 
 mod checked;
+pub mod codec;
 mod error;
 mod real;
 pub mod sim;
