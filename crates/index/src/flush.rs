@@ -235,8 +235,12 @@ impl Inner {
 
     /// Picks a merge not overlapping running ones and marks its runs busy.
     pub(crate) fn claim_task(&self) -> Option<Task> {
-        let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
+        // IMPORTANT: read the version under the busy-set lock. Read before
+        // it, a merge could commit and release its inputs in between, and
+        // this thread would claim runs that no longer exist. (Lock order is
+        // bg, then committed, as in compact_all.)
         let mut bg = self.bg.lock();
+        let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
         let task = choose(&metas, &bg.busy_runs, self.options.merge_fanout)?;
         bg.busy_runs.extend(task.inputs.iter().copied());
         bg.compactions_running += 1;
