@@ -6,7 +6,8 @@ use crate::error::{IndexError, Result};
 use crate::merge::MergeOperator;
 
 /// How an index runs. Memory use is bounded by the sum of the named budgets:
-/// `memtable_size_bytes * (1 + max_immutable_memtables)` for memtables,
+/// `memtable_size_bytes * (1 + max_immutable_memtables)` for memtables (each
+/// also holds a bloom filter of about 1.3% of its size),
 /// `block_cache_bytes` for cached data blocks and `metadata_cache_bytes` for
 /// the bloom filters, block indexes and range tombstones of open runs.
 #[derive(Clone)]
