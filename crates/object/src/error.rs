@@ -64,6 +64,12 @@ pub enum ObjectError {
         /// The store directory.
         path: PathBuf,
     },
+    /// A transaction touched an object it did not lock.
+    #[error("object {object} is not locked by this transaction; name it in transact()")]
+    NotLocked {
+        /// The object.
+        object: u64,
+    },
     /// No store exists at the path.
     #[error("{path}: no store here (no SUPERBLOCK); create one with `larder init`")]
     NotAStore {

@@ -10,7 +10,9 @@ mod error;
 pub mod meta;
 pub mod store;
 pub mod superblock;
+mod txn;
 
 pub use error::{ObjectError, Result};
 pub use store::{Durability, Store, StoreOptions};
 pub use superblock::{CreationOptions, Superblock};
+pub use txn::Transaction;

@@ -56,7 +56,12 @@ pub(crate) fn checkpoint_once(index: &Index, log: &Log, force_flush: bool) -> Re
     if force_flush || log.needs_checkpoint() {
         index.flush().map_err(|e| format!("index flush for a checkpoint: {e}"))?;
     }
-    log.checkpoint(index.durable_seq()).map_err(|e| format!("log checkpoint: {e}"))
+    // IMPORTANT: the log applies a record to the index before it publishes
+    // the record's LSN as durable, so the index may briefly cover an LSN
+    // the log does not yet call durable; the log refuses a checkpoint past
+    // its durable LSN.
+    let covered = index.durable_seq().min(log.durable_lsn());
+    log.checkpoint(covered).map_err(|e| format!("log checkpoint: {e}"))
 }
 
 impl Checkpointer {

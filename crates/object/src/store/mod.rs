@@ -24,7 +24,11 @@ use larder_io::{Lock, StorageRef};
 use larder_log::{Log, Replay, ReplayRecord};
 
 use crate::error::{ObjectError, Result};
+use crate::meta::{decode_counter, encode_counter, store_key, StoreName, NEXT_OBJECT_ID};
 use crate::superblock::{self, CreationOptions, Loaded, Superblock};
+use crate::txn::ids::IdAllocator;
+use crate::txn::locks::LockTable;
+use crate::txn::Transaction;
 use checkpoint::{checkpoint_once, Checkpointer, Signal};
 use payload::Payload;
 
@@ -82,6 +86,8 @@ pub struct Store {
     index: Arc<Index>,
     log: Arc<Log>,
     checkpointer: Option<Checkpointer>,
+    ids: IdAllocator,
+    locks: LockTable,
     _lock: Box<dyn Lock>,
 }
 
@@ -171,7 +177,20 @@ impl Store {
         } else {
             None
         };
-        Ok(Store { dir: dir.to_path_buf(), superblock: loaded, index, log, checkpointer, _lock: lock })
+        let high_water = match index.get(&next_object_id_key()?)? {
+            Some(v) => decode_counter(&v)?,
+            None => 0,
+        };
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            superblock: loaded,
+            index,
+            log,
+            checkpointer,
+            ids: IdAllocator::new(high_water),
+            locks: LockTable::new(),
+            _lock: lock,
+        })
     }
 
     /// Commits `batch` atomically. Returns its LSN (which is also its
@@ -190,6 +209,42 @@ impl Store {
             })?;
         }
         Ok(lsn)
+    }
+
+    /// A new object id, never handed out before, even across crashes.
+    pub fn allocate_object_id(&self) -> Result<u64> {
+        self.ids.allocate(|high| {
+            let mut b = WriteBatch::new();
+            b.put(next_object_id_key()?, encode_counter(high));
+            // IMPORTANT: committed before any id of the new chunk is handed
+            // out, so its LSN precedes every transaction using one, and
+            // durability is prefix-closed. Durable keeps that argument
+            // local; it costs one sync per chunk.
+            self.commit(&b, Durability::Durable).map(|_| ())
+        })
+    }
+
+    /// Runs `f` as a transaction on `objects`, which it may change (see
+    /// [`Transaction`]): their locks are taken in a fixed order and held
+    /// until the transaction's record is committed with `durability`. If
+    /// `f` fails nothing is written. Returns `f`'s result and the LSN.
+    pub fn transact<R>(
+        &self,
+        objects: &[u64],
+        durability: Durability,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<R>,
+    ) -> Result<(R, u64)> {
+        let mut held = self.locks.lock(objects);
+        // A buffered predecessor on these objects must be visible first.
+        let before = held.last_lsn();
+        if before > self.log.durable_lsn() {
+            self.log.sync_to(before)?;
+        }
+        let mut txn = Transaction::new(self, objects.to_vec());
+        let out = f(&mut txn)?;
+        let lsn = self.commit(&txn.into_batch(), durability)?;
+        held.set_last_lsn(lsn);
+        Ok((out, lsn))
     }
 
     /// Makes every transaction committed so far durable (and visible).
@@ -238,4 +293,8 @@ fn apply(index: &Index, lsn: u64, bytes: &[u8]) -> std::result::Result<(), Strin
     match payload::decode(bytes).map_err(|e| format!("record {lsn}: {e}"))? {
         Payload::Batch(batch) => index.write(lsn, &batch).map_err(|e| format!("record {lsn}: {e}")),
     }
+}
+
+fn next_object_id_key() -> Result<Vec<u8>> {
+    Ok(store_key(&StoreName::new(NEXT_OBJECT_ID)?))
 }

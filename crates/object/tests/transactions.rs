@@ -1,0 +1,201 @@
+//! Transactions and object ids: ids are never reused, even across crashes
+//! at any write; transactions on shared objects are isolated (no lost
+//! updates, durable or buffered); a transaction sees its own writes; a
+//! failing transaction writes nothing; touching an unlocked object is
+//! refused.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use larder_io::sim::CrashMode;
+use larder_io::{SimStorage, StorageRef};
+use larder_object::meta::{decode_onode_key, map_prefix, prefix_end, DataLocation, Kind, Map, Onode, Timestamp};
+use larder_object::{CreationOptions, Durability, ObjectError, Store, StoreOptions};
+
+const DIR: &str = "/store";
+
+fn creation() -> CreationOptions {
+    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
+}
+
+fn options(background: bool) -> StoreOptions {
+    let mut o = StoreOptions { background_checkpoints: background, ..StoreOptions::default() };
+    o.index.background_threads = background;
+    o.index.memtable_size_bytes = 16 << 10;
+    o.index.merge_fanout = 2;
+    o.index.l0_slowdown_runs = 3;
+    o.index.l0_stop_runs = 6;
+    o.log.max_segments = 4;
+    o.log.buffered_sync_interval = if background { Some(std::time::Duration::from_millis(2)) } else { None };
+    o
+}
+
+fn storage(sim: &SimStorage) -> StorageRef {
+    Arc::new(sim.clone())
+}
+
+fn file(size: u64) -> Onode {
+    let t = Timestamp { secs: 1, nanos: 0 };
+    Onode {
+        kind: Kind::File,
+        flags: 0,
+        size,
+        mode: 0o100_644,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        generation: 1,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        btime: t,
+        rdev: 0,
+        location: DataLocation::Extents,
+        dir: None,
+    }
+}
+
+fn object_ids(store: &Store) -> Vec<u64> {
+    let p = map_prefix(Map::Omap);
+    let end = prefix_end(&p).unwrap();
+    let it = store.index().range(std::ops::Bound::Included(&p[..]), std::ops::Bound::Excluded(&end[..]), true).unwrap();
+    it.map(|kv| decode_onode_key(&kv.unwrap().0).unwrap()).collect()
+}
+
+/// Creates objects one durable transaction each; returns the ids
+/// acknowledged.
+fn create_objects(store: &Store, n: usize) -> Vec<u64> {
+    let mut acked = Vec::new();
+    for _ in 0..n {
+        let Ok(id) = store.allocate_object_id() else { break };
+        let r = store.transact(&[id], Durability::Durable, |t| t.put_onode(id, &file(0)));
+        if r.is_err() {
+            break;
+        }
+        acked.push(id);
+    }
+    acked
+}
+
+#[test]
+fn ids_are_never_reused_after_a_crash_at_any_write() {
+    let probe = SimStorage::new(1);
+    let store = Store::create(storage(&probe), Path::new(DIR), creation(), options(false)).unwrap();
+    assert_eq!(create_objects(&store, 60).len(), 60);
+    drop(store);
+    let writes = probe.counters().writes;
+    assert!(writes > 60, "the probe made only {writes} writes");
+    let mut checked = 0;
+    for k in (0..writes).step_by(2) {
+        for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
+            let sim = SimStorage::new(k);
+            sim.crash_after_writes(k);
+            let acked = match Store::create(storage(&sim), Path::new(DIR), creation(), options(false)) {
+                Ok(store) => create_objects(&store, 60),
+                Err(_) => Vec::new(),
+            };
+            let image = sim.crash_with(mode);
+            let store = match Store::open(storage(&image), Path::new(DIR), options(false)) {
+                Ok(s) => s,
+                Err(ObjectError::NotAStore { .. }) if acked.is_empty() => continue,
+                Err(e) => panic!("crash after write {k} ({mode:?}): {e}"),
+            };
+            let present = object_ids(&store);
+            for id in &acked {
+                assert!(present.contains(id), "crash after write {k} ({mode:?}): acknowledged object {id} lost");
+            }
+            let seen = present.iter().chain(acked.iter()).copied().max().unwrap_or(0);
+            let fresh = store.allocate_object_id().unwrap();
+            assert!(fresh > seen, "crash after write {k} ({mode:?}): id {fresh} reused (seen up to {seen})");
+            checked += usize::from(!acked.is_empty());
+        }
+    }
+    eprintln!("{writes} writes probed, {checked} crash images with acknowledged objects checked");
+    assert!(checked > 50);
+}
+
+#[test]
+fn concurrent_read_modify_write_loses_no_update() {
+    let sim = SimStorage::new(2);
+    let store = Arc::new(Store::create(storage(&sim), Path::new(DIR), creation(), options(true)).unwrap());
+    let objects: Vec<u64> = (0..3).map(|_| store.allocate_object_id().unwrap()).collect();
+    for &id in &objects {
+        store.transact(&[id], Durability::Durable, |t| t.put_onode(id, &file(0))).unwrap();
+    }
+    let threads: Vec<_> = (0..6)
+        .map(|th| {
+            let (store, objects) = (store.clone(), objects.clone());
+            std::thread::spawn(move || {
+                for i in 0..100usize {
+                    // Two objects per transaction, in varying order.
+                    let a = objects[(th + i) % objects.len()];
+                    let b = objects[(th + 2 * i + 1) % objects.len()];
+                    let durability = if i % 3 == 0 { Durability::Durable } else { Durability::Buffered };
+                    store
+                        .transact(&[b, a], durability, |t| {
+                            for id in if a == b { vec![a] } else { vec![a, b] } {
+                                let mut o = t.onode(id)?.unwrap();
+                                o.size += 1;
+                                t.put_onode(id, &o)?;
+                            }
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    store.sync().unwrap();
+    // Count the increments each object should have received.
+    let mut want = vec![0u64; objects.len()];
+    for th in 0..6usize {
+        for i in 0..100usize {
+            let a = (th + i) % objects.len();
+            let b = (th + 2 * i + 1) % objects.len();
+            want[a] += 1;
+            if a != b {
+                want[b] += 1;
+            }
+        }
+    }
+    let got: Vec<u64> = objects
+        .iter()
+        .map(|&id| store.transact(&[id], Durability::Buffered, |t| Ok(t.onode(id)?.unwrap().size)).unwrap().0)
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn own_writes_are_seen_failures_write_nothing_and_unlocked_objects_are_refused() {
+    let sim = SimStorage::new(3);
+    let store = Store::create(storage(&sim), Path::new(DIR), creation(), options(false)).unwrap();
+    let id = store.allocate_object_id().unwrap();
+    let other = store.allocate_object_id().unwrap();
+    store
+        .transact(&[id], Durability::Durable, |t| {
+            assert_eq!(t.onode(id)?, None);
+            t.put_onode(id, &file(7))?;
+            assert_eq!(t.onode(id)?.map(|o| o.size), Some(7), "a transaction sees its own write");
+            t.delete_onode(id)?;
+            assert_eq!(t.onode(id)?, None);
+            t.put_onode(id, &file(9))
+        })
+        .unwrap();
+    let e = store.transact(&[id], Durability::Durable, |t| t.put_onode(other, &file(1))).unwrap_err();
+    assert!(matches!(e, ObjectError::NotLocked { object } if object == other), "{e}");
+    let e = store
+        .transact(&[id], Durability::Durable, |t| {
+            t.put_onode(id, &file(100))?;
+            Err::<(), _>(ObjectError::InvalidOption { name: "test", reason: "abort".into() })
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("abort"));
+    let size = store.transact(&[id], Durability::Durable, |t| Ok(t.onode(id)?.map(|o| o.size))).unwrap().0;
+    assert_eq!(size, Some(9), "the failed transaction wrote nothing");
+    assert!(object_ids(&store).contains(&id) && !object_ids(&store).contains(&other));
+}
