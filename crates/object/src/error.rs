@@ -20,6 +20,9 @@ pub enum ObjectError {
     /// The intent log failed.
     #[error(transparent)]
     Log(#[from] larder_log::LogError),
+    /// Space management failed.
+    #[error(transparent)]
+    Space(#[from] larder_space::SpaceError),
     /// Bytes read from a file fail a check.
     #[error("{path}: corrupt at offset {offset}: {what}")]
     Corrupt {

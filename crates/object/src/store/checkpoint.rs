@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use larder_index::Index;
 use larder_log::Log;
+use larder_space::SpaceManager;
 use parking_lot::{Condvar, Mutex};
 
 /// How often the thread looks even without being woken: index flushes
@@ -52,7 +53,7 @@ pub(crate) struct Checkpointer {
 
 /// Flushes the index if the log needs room, then records what the index
 /// covers. Returns an error text for the log of the failure.
-pub(crate) fn checkpoint_once(index: &Index, log: &Log, force_flush: bool) -> Result<(), String> {
+pub(crate) fn checkpoint_once(index: &Index, log: &Log, space: &SpaceManager, force_flush: bool) -> Result<(), String> {
     if force_flush || log.needs_checkpoint() {
         index.flush().map_err(|e| format!("index flush for a checkpoint: {e}"))?;
     }
@@ -61,11 +62,19 @@ pub(crate) fn checkpoint_once(index: &Index, log: &Log, force_flush: bool) -> Re
     // the log does not yet call durable; the log refuses a checkpoint past
     // its durable LSN.
     let covered = index.durable_seq().min(log.durable_lsn());
-    log.checkpoint(covered).map_err(|e| format!("log checkpoint: {e}"))
+    log.checkpoint(covered).map_err(|e| format!("log checkpoint: {e}"))?;
+    // Extents freed by transactions the index now covers may be reused.
+    space.set_durable_lsn(covered);
+    Ok(())
 }
 
 impl Checkpointer {
-    pub(crate) fn start(signal: Arc<Signal>, index: Arc<Index>, log: Arc<Log>) -> std::io::Result<Checkpointer> {
+    pub(crate) fn start(
+        signal: Arc<Signal>,
+        index: Arc<Index>,
+        log: Arc<Log>,
+        space: Arc<SpaceManager>,
+    ) -> std::io::Result<Checkpointer> {
         let s = signal.clone();
         let thread = std::thread::Builder::new().name("larder-checkpoint".into()).spawn(move || loop {
             let wanted = {
@@ -78,7 +87,7 @@ impl Checkpointer {
                 }
                 std::mem::take(&mut f.wanted)
             };
-            if let Err(e) = checkpoint_once(&index, &log, wanted) {
+            if let Err(e) = checkpoint_once(&index, &log, &space, wanted) {
                 // A failed flush poisons the index and log themselves; the
                 // next write reports it. Nothing more to do here.
                 tracing::error!(error = %e, "checkpoint failed");

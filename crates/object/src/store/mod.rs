@@ -22,9 +22,13 @@ use std::sync::Arc;
 use larder_index::{Index, WriteBatch};
 use larder_io::{Lock, StorageRef};
 use larder_log::{Log, Replay, ReplayRecord};
+use larder_space::{Extent, SpaceManager};
 
 use crate::error::{ObjectError, Result};
-use crate::meta::{decode_counter, encode_counter, store_key, StoreName, NEXT_OBJECT_ID};
+use crate::meta::{
+    decode_counter, encode_counter, map_prefix, prefix_end, store_key, ExtentMapEntry, Map, MetaLimits, StoreName,
+    NEXT_OBJECT_ID,
+};
 use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
 use crate::txn::locks::LockTable;
@@ -49,6 +53,9 @@ pub struct StoreOptions {
     pub index: larder_index::Options,
     /// Options of the intent log.
     pub log: larder_log::Options,
+    /// Options of space management (the container size comes from the
+    /// superblock).
+    pub space: larder_space::Options,
     /// Checkpoint on a background thread (default). When false, a commit
     /// that finds the log needing room checkpoints in its own thread:
     /// deterministic, for tests.
@@ -60,6 +67,7 @@ impl Default for StoreOptions {
         StoreOptions {
             index: larder_index::Options::default(),
             log: larder_log::Options::default(),
+            space: larder_space::Options::default(),
             background_checkpoints: true,
         }
     }
@@ -85,6 +93,7 @@ pub struct Store {
     superblock: Loaded,
     index: Arc<Index>,
     log: Arc<Log>,
+    space: Arc<SpaceManager>,
     checkpointer: Option<Checkpointer>,
     ids: IdAllocator,
     locks: LockTable,
@@ -165,13 +174,20 @@ impl Store {
         // IMPORTANT: recovery ends with an index flush, then a checkpoint,
         // so the replayed records are durable in the index before any
         // segment holding them can be reused.
-        checkpoint_once(&index, &log, true).map_err(|what| ObjectError::Corrupt {
+        // Free space is derived, not stored: rebuilt from the extent map
+        // as recovery left it, so no crash can leak space.
+        let limits = MetaLimits::from_options(&loaded.superblock.options);
+        let used = used_extents(&index, &limits)?;
+        let space_options =
+            larder_space::Options { container_bytes: loaded.superblock.options.container_bytes, ..options.space };
+        let space = Arc::new(SpaceManager::open(storage.clone(), &dir.join(DATA_DIR), space_options, used)?);
+        checkpoint_once(&index, &log, &space, true).map_err(|what| ObjectError::Corrupt {
             path: dir.to_path_buf(),
             offset: 0,
             what: format!("recovery could not checkpoint: {what}"),
         })?;
         let checkpointer = if background {
-            let c = Checkpointer::start(signal, index.clone(), log.clone())
+            let c = Checkpointer::start(signal, index.clone(), log.clone(), space.clone())
                 .map_err(|e| larder_io::IoError::os("spawn checkpointer", dir, e))?;
             Some(c)
         } else {
@@ -186,6 +202,7 @@ impl Store {
             superblock: loaded,
             index,
             log,
+            space,
             checkpointer,
             ids: IdAllocator::new(high_water),
             locks: LockTable::new(),
@@ -202,7 +219,7 @@ impl Store {
             Durability::Buffered => self.log.append_buffered(record)?,
         };
         if self.checkpointer.is_none() && self.log.needs_checkpoint() {
-            checkpoint_once(&self.index, &self.log, true).map_err(|what| ObjectError::Corrupt {
+            checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
                 path: self.dir.clone(),
                 offset: 0,
                 what,
@@ -279,12 +296,23 @@ impl Store {
             c.stop();
         }
         self.log.sync()?;
-        checkpoint_once(&self.index, &self.log, true).map_err(|what| ObjectError::Corrupt {
+        checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
             path: self.dir.clone(),
             offset: 0,
             what,
         })?;
         Ok(())
+    }
+
+    /// The store's container space.
+    pub fn space(&self) -> &SpaceManager {
+        &self.space
+    }
+
+    /// Every extent the extent map references, for a check against the
+    /// space manager (fsck).
+    pub fn used_extents(&self) -> Result<Vec<Extent>> {
+        used_extents(&self.index, &MetaLimits::from_options(&self.superblock.superblock.options))
     }
 }
 
@@ -297,4 +325,16 @@ fn apply(index: &Index, lsn: u64, bytes: &[u8]) -> std::result::Result<(), Strin
 
 fn next_object_id_key() -> Result<Vec<u8>> {
     Ok(store_key(&StoreName::new(NEXT_OBJECT_ID)?))
+}
+
+/// The extents every fmap entry references.
+fn used_extents(index: &Index, limits: &MetaLimits) -> Result<Vec<Extent>> {
+    let start = map_prefix(Map::Fmap);
+    let end = prefix_end(&start).unwrap_or_default();
+    let mut used = Vec::new();
+    for kv in index.range(std::ops::Bound::Included(&start[..]), std::ops::Bound::Excluded(&end[..]), true)? {
+        let (_, value) = kv?;
+        used.push(ExtentMapEntry::decode(&value, limits)?.extent);
+    }
+    Ok(used)
 }
