@@ -119,4 +119,39 @@ pub enum ObjectError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// A container sync failed outside the log: the store accepts no more
+    /// commits until it is reopened (which recovers from what is on disk).
+    #[error("{path}: store is poisoned after a failed sync ({what}); reopen it to recover")]
+    Poisoned {
+        /// The store directory.
+        path: PathBuf,
+        /// The failure that poisoned it.
+        what: String,
+    },
+    /// No object has this id.
+    #[error("object {object} does not exist")]
+    NoSuchObject {
+        /// The object.
+        object: u64,
+    },
+    /// The object's kind has no bytes to read or write (a directory, a
+    /// device, a fifo or a socket), or it keeps them where this call does
+    /// not reach (a heap object's own file).
+    #[error("object {object} ({what}) has no bytes this call can reach")]
+    NoData {
+        /// The object.
+        object: u64,
+        /// Its kind or data location.
+        what: String,
+    },
+    /// A write or truncate would pass the largest object size.
+    #[error("object {object}: end {end} passes the largest object size ({max} bytes)")]
+    TooLarge {
+        /// The object.
+        object: u64,
+        /// The end asked for (saturated on overflow).
+        end: u64,
+        /// The largest size allowed.
+        max: u64,
+    },
 }

@@ -4,10 +4,14 @@
 //! It holds so far the superblock (the store's identity, format version,
 //! feature flags and the options fixed at creation, in two checksummed
 //! copies) and the [`Store`]: opening and recovering the index and the
-//! intent log as one, and committing transactions through the log.
+//! intent log as one, and committing transactions through the log; and
+//! objects with u64 ids whose bytes live inline in their onode or in
+//! container extents (`Store::create_object`, `write`, `read`, `truncate`,
+//! `delete_object`, `stat`).
 
 mod error;
 pub mod meta;
+mod objects;
 pub mod store;
 pub mod superblock;
 mod txn;

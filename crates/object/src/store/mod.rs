@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use larder_index::{Index, WriteBatch};
-use larder_io::{Lock, StorageRef};
+use larder_io::{FileRef, Lock, StorageRef};
 use larder_log::{Log, Replay, ReplayRecord};
 use larder_space::{Extent, SpaceManager};
 
@@ -29,6 +29,7 @@ use crate::meta::{
     decode_counter, encode_counter, map_prefix, prefix_end, store_key, ExtentMapEntry, Map, MetaLimits, StoreName,
     NEXT_OBJECT_ID,
 };
+use crate::objects::ReplayVerifier;
 use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
 use crate::txn::locks::LockTable;
@@ -97,6 +98,10 @@ pub struct Store {
     checkpointer: Option<Checkpointer>,
     ids: IdAllocator,
     locks: LockTable,
+    /// Set when a container sync failed outside the log: the kernel may
+    /// have dropped the data, so nothing more is committed until a reopen
+    /// (DESIGN.md, ordering rule 6).
+    poisoned: parking_lot::Mutex<Option<String>>,
     _lock: Box<dyn Lock>,
 }
 
@@ -158,9 +163,22 @@ impl Store {
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
         let replay_index = index.clone();
+        let limits = MetaLimits::from_options(&loaded.superblock.options);
+        // The space manager needs the replayed extent map, so replay reads
+        // the containers itself to check a large write's data.
+        let mut verifier = ReplayVerifier::new(storage.clone(), dir.join(DATA_DIR), limits);
         let log = Log::open_with(storage.clone(), &dir.join(LOG_DIR), log_options, covered, |r: ReplayRecord<'_>| {
             match payload::decode(r.payload) {
-                Ok(Payload::Batch(batch)) => replay_index.write(r.lsn, &batch).map(|()| Replay::Continue),
+                Ok(Payload::Batch(batch)) => match verifier.check(&batch) {
+                    Ok(()) => replay_index.write(r.lsn, &batch).map(|()| Replay::Continue),
+                    // DESIGN.md: above the acknowledged LSN replay ends at
+                    // the first record whose data fails its checksum; at or
+                    // below it the log reports corruption naming the record.
+                    Err(what) => {
+                        tracing::warn!(lsn = r.lsn, %what, "log record's data is not intact");
+                        Ok(Replay::StopBefore)
+                    }
+                },
                 // Above the acknowledged LSN this ends the log; at or
                 // below it the log reports corruption naming the record.
                 Err(what) => {
@@ -176,7 +194,6 @@ impl Store {
         // segment holding them can be reused.
         // Free space is derived, not stored: rebuilt from the extent map
         // as recovery left it, so no crash can leak space.
-        let limits = MetaLimits::from_options(&loaded.superblock.options);
         let used = used_extents(&index, &limits)?;
         let space_options =
             larder_space::Options { container_bytes: loaded.superblock.options.container_bytes, ..options.space };
@@ -206,6 +223,7 @@ impl Store {
             checkpointer,
             ids: IdAllocator::new(high_water),
             locks: LockTable::new(),
+            poisoned: parking_lot::Mutex::new(None),
             _lock: lock,
         })
     }
@@ -213,11 +231,41 @@ impl Store {
     /// Commits `batch` atomically. Returns its LSN (which is also its
     /// sequence number in the index).
     pub fn commit(&self, batch: &WriteBatch, durability: Durability) -> Result<u64> {
+        self.commit_with_deps(batch, Vec::new(), durability)
+    }
+
+    /// Commits `batch` atomically, its record depending on the data in
+    /// `deps` (container files a large write wrote): the record is durable
+    /// only with them. Durable: the files are synced concurrently with the
+    /// log's own sync, one round. Buffered: they are synced before the
+    /// append, so no record ever precedes its data.
+    pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<FileRef>, durability: Durability) -> Result<u64> {
+        self.check_poisoned()?;
         let record = payload::encode_batch(batch);
         let lsn = match durability {
-            Durability::Durable => self.log.append(record)?,
-            Durability::Buffered => self.log.append_buffered(record)?,
+            Durability::Durable => self.log.append_with(record, deps)?,
+            Durability::Buffered => {
+                for f in &deps {
+                    if let Err(e) = f.sync_data() {
+                        *self.poisoned.lock() = Some(format!("sync of {} failed: {e}", f.path().display()));
+                        return Err(e.into());
+                    }
+                }
+                self.log.append_buffered(record)?
+            }
         };
+        self.checkpoint_if_needed()?;
+        Ok(lsn)
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(what) => Err(ObjectError::Poisoned { path: self.dir.clone(), what: what.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn checkpoint_if_needed(&self) -> Result<()> {
         if self.checkpointer.is_none() && self.log.needs_checkpoint() {
             checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
                 path: self.dir.clone(),
@@ -225,7 +273,7 @@ impl Store {
                 what,
             })?;
         }
-        Ok(lsn)
+        Ok(())
     }
 
     /// A new object id, never handed out before, even across crashes.
@@ -258,9 +306,31 @@ impl Store {
             self.log.sync_to(before)?;
         }
         let mut txn = Transaction::new(self, objects.to_vec());
-        let out = f(&mut txn)?;
-        let lsn = self.commit(&txn.into_batch(), durability)?;
+        let out = match f(&mut txn) {
+            Ok(out) => out,
+            Err(e) => {
+                // Nothing refers to the space it allocated: return it now.
+                for extent in txn.finish().allocated {
+                    if let Err(free_err) = self.space.free(extent, 0) {
+                        tracing::warn!(%extent, error = %free_err, "could not return space of a failed transaction");
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let done = txn.finish();
+        // On a failed commit the record may still be durable (a failed
+        // data sync poisons the log after the record was written), so the
+        // space it allocated stays allocated; the store is poisoned and
+        // reopening rebuilds free space from the extent map.
+        let lsn = self.commit_with_deps(&done.batch, done.deps, durability)?;
         held.set_last_lsn(lsn);
+        drop(held);
+        // Shadowing: what the record stopped referencing is reused only
+        // once the record is durable and no older reader remains.
+        for extent in done.frees {
+            self.space.free(extent, lsn)?;
+        }
         Ok((out, lsn))
     }
 
@@ -307,6 +377,11 @@ impl Store {
     /// The store's container space.
     pub fn space(&self) -> &SpaceManager {
         &self.space
+    }
+
+    /// The limits the store's records are checked against.
+    pub(crate) fn limits(&self) -> MetaLimits {
+        MetaLimits::from_options(&self.superblock.superblock.options)
     }
 
     /// Every extent the extent map references, for a check against the

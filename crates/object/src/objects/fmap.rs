@@ -1,0 +1,252 @@
+//! Extent-map primitives inside a transaction: find the entries covering a
+//! range, read their blocks checked against their crcs, cut a range out of
+//! the map, and write new blocks to fresh space.
+
+use larder_io::{read_exact_at, write_all_at};
+use larder_space::{Extent, SpaceManager};
+
+use super::{align_up, to_usize};
+use crate::error::{ObjectError, Result};
+use crate::meta::extent_map::MAX_ENTRY_EXTENT_BYTES;
+use crate::meta::{
+    decode_fmap_key, fmap_key, fmap_prefix, verify_block, DataLocation, ExtentMapEntry, MetaLimits, Onode, BLOCK_BYTES,
+};
+use crate::txn::Transaction;
+
+/// An fmap entry with the object offset of its key.
+#[derive(Clone, Debug)]
+pub(crate) struct Mapped {
+    /// Object offset of the entry's first byte (a block boundary).
+    pub(crate) offset: u64,
+    /// The entry.
+    pub(crate) entry: ExtentMapEntry,
+}
+
+impl Mapped {
+    /// Decodes a key and value read from the fmap.
+    pub(crate) fn decode(key: &[u8], value: &[u8], limits: &MetaLimits) -> Result<Mapped> {
+        let (_, offset) = decode_fmap_key(key)?;
+        let entry = ExtentMapEntry::decode(value, limits)?;
+        entry.check_at(offset)?;
+        Ok(Mapped { offset, entry })
+    }
+
+    /// The end of the object bytes the entry covers.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset.saturating_add(self.entry.logical_len)
+    }
+}
+
+/// The smallest key above `key`: the exclusive end that includes `key`.
+pub(crate) fn successor(key: &[u8]) -> Vec<u8> {
+    let mut k = key.to_vec();
+    k.push(0);
+    k
+}
+
+/// The entries of `object` overlapping `[start, end)`, in offset order, as
+/// the transaction sees them (its own writes included). The first may
+/// start before `start`: it is found by one backward seek from `start`'s
+/// block, since entries start on blocks and never overlap.
+pub(crate) fn overlapping(txn: &Transaction<'_>, object: u64, start: u64, end: u64) -> Result<Vec<Mapped>> {
+    let limits = txn.limits();
+    let mut out = Vec::new();
+    if start >= end {
+        return Ok(out);
+    }
+    let first = successor(&fmap_key(object, super::align_down(start)));
+    if let Some((k, v)) = txn.scan(&fmap_prefix(object), &first, false, 1)?.into_iter().next() {
+        let m = Mapped::decode(&k, &v, &limits)?;
+        if m.end() > start {
+            out.push(m);
+        }
+    }
+    for (k, v) in txn.scan(&first, &fmap_key(object, end), true, usize::MAX)? {
+        out.push(Mapped::decode(&k, &v, &limits)?);
+    }
+    Ok(out)
+}
+
+/// The path of a container file, for errors about one that is missing.
+fn container_path(space: &SpaceManager, container: u64) -> std::path::PathBuf {
+    space.dir().join(larder_space::container_file_name(container))
+}
+
+/// Reads blocks `[first, first + count)` of `m`'s extent and checks each
+/// against its crc32c: a mismatch is corruption naming the container file,
+/// the offset and the object, never wrong data.
+pub(crate) fn read_blocks(space: &SpaceManager, object: u64, m: &Mapped, first: u64, count: u64) -> Result<Vec<u8>> {
+    let extent = m.entry.extent;
+    let file = space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
+        path: container_path(space, extent.container),
+        offset: extent.offset,
+        what: format!("object {object}: the fmap entry at offset {} names a container that does not exist", m.offset),
+    })?;
+    let at = extent.offset + first * BLOCK_BYTES;
+    let mut buf = vec![0u8; to_usize(count * BLOCK_BYTES)];
+    read_exact_at(&*file, &mut buf, at)?;
+    for i in 0..count {
+        let expected = m.entry.crcs.get(to_usize(first + i)).copied().unwrap_or_default();
+        if !verify_block(&buf, to_usize(i), expected) {
+            return Err(ObjectError::Corrupt {
+                path: file.path().to_path_buf(),
+                offset: at + i * BLOCK_BYTES,
+                what: format!(
+                    "object {object}: block at object offset {} fails its crc32c",
+                    m.offset + (first + i) * BLOCK_BYTES
+                ),
+            });
+        }
+    }
+    Ok(buf)
+}
+
+/// Copies the object bytes of `entries` that fall in `[start, start +
+/// out.len())` into `out` (other bytes untouched), reading and checking
+/// only the blocks needed.
+pub(crate) fn copy_from_entries(
+    space: &SpaceManager,
+    object: u64,
+    entries: &[Mapped],
+    start: u64,
+    out: &mut [u8],
+) -> Result<()> {
+    let end = start + out.len() as u64;
+    for m in entries {
+        let lo = m.offset.max(start);
+        let hi = m.end().min(end);
+        if lo >= hi {
+            continue;
+        }
+        let first = (lo - m.offset) / BLOCK_BYTES;
+        let last = (hi - m.offset).div_ceil(BLOCK_BYTES);
+        let blocks = read_blocks(space, object, m, first, last - first)?;
+        let from = to_usize(lo - m.offset - first * BLOCK_BYTES);
+        let len = to_usize(hi - lo);
+        let dst = to_usize(lo - start);
+        if let (Some(d), Some(s)) = (out.get_mut(dst..dst + len), blocks.get(from..from + len)) {
+            d.copy_from_slice(s);
+        }
+    }
+    Ok(())
+}
+
+/// The object's bytes `[start, start + len)` as the transaction sees them,
+/// zeros for holes and past the size.
+pub(crate) fn read_range(txn: &Transaction<'_>, object: u64, onode: &Onode, start: u64, len: u64) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; to_usize(len)];
+    match &onode.location {
+        DataLocation::Inline(bytes) => {
+            let s = to_usize(start.min(bytes.len() as u64));
+            let e = to_usize((start + len).min(bytes.len() as u64));
+            if let (Some(src), Some(dst)) = (bytes.get(s..e), out.get_mut(..e - s)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        DataLocation::Extents => {
+            let entries = overlapping(txn, object, start, start + len)?;
+            copy_from_entries(txn.store().space(), object, &entries, start, &mut out)?;
+        }
+        DataLocation::OwnFile { .. } => {
+            return Err(ObjectError::NoData { object, what: "a heap object".into() });
+        }
+    }
+    Ok(out)
+}
+
+/// The blocks `[first, first + count)` of `extent`.
+fn sub_extent(extent: Extent, first: u64, count: u64) -> Extent {
+    Extent { container: extent.container, offset: extent.offset + first * BLOCK_BYTES, len: count * BLOCK_BYTES }
+}
+
+/// Removes `[a0, a1)` (block-aligned) from the object's fmap: entries
+/// inside it are deleted, entries crossing its edges are cut to the parts
+/// outside it (which keep pointing at the same blocks, with the matching
+/// crcs). The blocks no longer referenced are freed at the commit's LSN.
+pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) -> Result<()> {
+    let limits = txn.limits();
+    for m in overlapping(txn, object, a0, a1)? {
+        let extent = m.entry.extent;
+        let o = m.offset;
+        let blocks_end = o + extent.len;
+        txn.delete(&fmap_key(object, o));
+        if o < a0 {
+            let n = (a0 - o) / BLOCK_BYTES;
+            let head = ExtentMapEntry {
+                extent: sub_extent(extent, 0, n),
+                logical_len: a0 - o,
+                crcs: m.entry.crcs.get(..to_usize(n)).unwrap_or_default().to_vec(),
+            };
+            txn.put(&fmap_key(object, o), &head.encode(&limits)?);
+        }
+        if a1 < blocks_end {
+            let skip = (a1 - o) / BLOCK_BYTES;
+            let tail = ExtentMapEntry {
+                extent: sub_extent(extent, skip, m.entry.blocks() - skip),
+                logical_len: m.end() - a1,
+                crcs: m.entry.crcs.get(to_usize(skip)..).unwrap_or_default().to_vec(),
+            };
+            txn.put(&fmap_key(object, a1), &tail.encode(&limits)?);
+        }
+        let lo = (a0.max(o) - o) / BLOCK_BYTES;
+        let hi = (a1.min(blocks_end) - o) / BLOCK_BYTES;
+        if hi > lo {
+            txn.free_after_commit(sub_extent(extent, lo, hi - lo));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `content` (whole blocks, zeros past `logical_len`) to fresh
+/// space and maps it at object offset `start` (a block boundary). The
+/// container files become dependencies of the transaction's record.
+pub(crate) fn write_blocks(
+    txn: &mut Transaction<'_>,
+    object: u64,
+    start: u64,
+    content: &[u8],
+    logical_len: u64,
+) -> Result<()> {
+    let limits = txn.limits();
+    debug_assert_eq!(content.len() as u64, align_up(logical_len));
+    let space = txn.store().space();
+    let extents = space.allocate(content.len() as u64)?;
+    for e in &extents {
+        txn.note_allocated(*e);
+    }
+    let mut pos = 0u64;
+    for extent in extents {
+        // One entry holds at most MAX_ENTRY_EXTENT_BYTES (its crcs must
+        // fit an index value); longer extents become several entries.
+        let mut done = 0;
+        while done < extent.len {
+            let piece =
+                sub_extent(extent, done / BLOCK_BYTES, (extent.len - done).min(MAX_ENTRY_EXTENT_BYTES) / BLOCK_BYTES);
+            let bytes = content.get(to_usize(pos)..to_usize(pos + piece.len)).unwrap_or_default();
+            let file = space.container_file(piece.container).ok_or_else(|| ObjectError::Corrupt {
+                path: container_path(space, piece.container),
+                offset: piece.offset,
+                what: format!("object {object}: allocated space in a container that does not exist"),
+            })?;
+            write_all_at(&*file, bytes, piece.offset)?;
+            txn.add_dependency(file);
+            let logical = (logical_len - pos).min(piece.len);
+            let entry = ExtentMapEntry::for_data(piece, bytes.get(..to_usize(logical)).unwrap_or_default(), &limits)?;
+            txn.put(&fmap_key(object, start + pos), &entry.encode(&limits)?);
+            pos += piece.len;
+            done += piece.len;
+        }
+    }
+    Ok(())
+}
+
+/// Moves inline bytes to an extent at offset 0 (the caller then marks the
+/// onode's location as extents).
+pub(crate) fn spill_inline(txn: &mut Transaction<'_>, object: u64, bytes: &[u8]) -> Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let mut content = bytes.to_vec();
+    content.resize(to_usize(align_up(bytes.len() as u64)), 0);
+    write_blocks(txn, object, 0, &content, bytes.len() as u64)
+}

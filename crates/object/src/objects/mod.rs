@@ -1,0 +1,102 @@
+//! Objects: u64 ids whose bytes live inline in their onode (small objects)
+//! or in container extents described by fmap entries (DESIGN.md, layer 5).
+//!
+//! Every change is a transaction on the object (`Store::transact`), so its
+//! onode and fmap entries change atomically in one log record. Large writes
+//! shadow: new bytes go to fresh space, the fmap flips in the record, and
+//! the space it stops referencing is freed at the record's LSN, reused only
+//! once that record is durable and no older reader remains.
+//!
+//! Invariants the code keeps, so that every read-modify-write is simple:
+//! fmap entries of an object never end past its size, and every byte of a
+//! container block past an entry's logical end is zero (its crc says so).
+//! So bytes past the size always read as zeros, and growing an object never
+//! needs to clear anything.
+
+mod delete;
+mod fmap;
+mod read;
+mod replay;
+mod write;
+
+pub(crate) use replay::ReplayVerifier;
+
+use crate::error::{ObjectError, Result};
+use crate::meta::types::MODE_TYPE_MASK;
+use crate::meta::{DataLocation, DirInfo, Kind, Onode, Timestamp, BLOCK_BYTES};
+use crate::store::{Durability, Store};
+use crate::txn::Transaction;
+
+/// `n` rounded down to a block boundary.
+pub(crate) fn align_down(n: u64) -> u64 {
+    n - n % BLOCK_BYTES
+}
+
+/// `n` rounded up to a block boundary (`n` is at most the largest object
+/// size, so this cannot overflow).
+pub(crate) fn align_up(n: u64) -> u64 {
+    n.div_ceil(BLOCK_BYTES).saturating_mul(BLOCK_BYTES)
+}
+
+/// A usize from a u64 that indexes a buffer already in memory.
+pub(crate) fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// The onode of a locked object whose bytes this layer reaches: it exists,
+/// and its bytes are inline or in extents (not in a heap file).
+pub(crate) fn data_onode(txn: &Transaction<'_>, object: u64) -> Result<Onode> {
+    let onode = txn.onode(object)?.ok_or(ObjectError::NoSuchObject { object })?;
+    if !matches!(onode.kind, Kind::File | Kind::Symlink) {
+        return Err(ObjectError::NoData { object, what: format!("a {:?}", onode.kind) });
+    }
+    if let DataLocation::OwnFile { file } = onode.location {
+        return Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") });
+    }
+    Ok(onode)
+}
+
+/// Marks a change of the object's bytes.
+pub(crate) fn touch_data(onode: &mut Onode) {
+    let now = Timestamp::now();
+    onode.mtime = now;
+    onode.ctime = now;
+    // Cached copies (leases, client caches) must notice new bytes.
+    onode.generation = onode.generation.wrapping_add(1);
+}
+
+impl Store {
+    /// Creates an object of `kind` and returns its id: size 0, no links
+    /// (the namespace adds them), generation 1, every time now. `mode`
+    /// holds the permission bits, with or without `kind`'s type bits. A
+    /// directory is made its own parent until the namespace links it.
+    pub fn create_object(&self, kind: Kind, mode: u32, uid: u32, gid: u32, durability: Durability) -> Result<u64> {
+        let id = self.allocate_object_id()?;
+        let now = Timestamp::now();
+        let mode = if mode & MODE_TYPE_MASK == 0 { mode | kind.mode_bits() } else { mode };
+        let onode = Onode {
+            kind,
+            flags: 0,
+            size: 0,
+            mode,
+            uid,
+            gid,
+            nlink: 0,
+            generation: 1,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            rdev: 0,
+            location: DataLocation::Inline(Vec::new()),
+            dir: (kind == Kind::Directory).then_some(DirInfo { parent: id, entries: 0 }),
+        };
+        self.transact(&[id], durability, |txn| txn.put_onode(id, &onode))?;
+        Ok(id)
+    }
+
+    /// The onode of `object` as of now, or `None` if it does not exist.
+    pub fn stat(&self, object: u64) -> Result<Option<Onode>> {
+        self.index().get(&crate::meta::onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()
+    }
+}

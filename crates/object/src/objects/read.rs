@@ -1,0 +1,100 @@
+//! Reads at a consistent point: one index snapshot, with the space manager
+//! told about it, so no extent the snapshot maps is reused while its bytes
+//! are read.
+
+use std::ops::Bound;
+
+use larder_index::Snapshot;
+use larder_space::{ReaderGuard, SpaceError};
+
+use super::fmap::{copy_from_entries, successor, Mapped};
+use super::{align_down, to_usize};
+use crate::error::{ObjectError, Result};
+use crate::meta::{fmap_key, fmap_prefix, onode_key, DataLocation, Onode};
+use crate::store::Store;
+
+/// Attempts at a snapshot the space manager accepts before giving up.
+const SNAPSHOT_ATTEMPTS: usize = 16;
+
+impl Store {
+    /// Reads bytes of `object` from `offset` into `buf`; returns how many:
+    /// 0 at or past the end, fewer than `buf.len()` when the object ends
+    /// first. Holes read as zeros. Every 4 KiB block read from a container
+    /// is checked against its crc32c: a mismatch is
+    /// [`ObjectError::Corrupt`] naming the file, offset and object, never
+    /// wrong data. Sees every transaction that was visible when it began.
+    pub fn read(&self, object: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let (snapshot, _guard) = self.read_view()?;
+        let limits = self.limits();
+        let onode = match snapshot.get(&onode_key(object))? {
+            Some(v) => Onode::decode(&v, &limits)?,
+            None => return Err(ObjectError::NoSuchObject { object }),
+        };
+        if offset >= onode.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = to_usize(onode.size - offset).min(buf.len());
+        let out = buf.get_mut(..n).unwrap_or_default();
+        match &onode.location {
+            DataLocation::Inline(bytes) => {
+                let src = bytes.get(to_usize(offset)..to_usize(offset) + n).ok_or_else(|| ObjectError::BadRecord {
+                    record: "onode",
+                    what: format!("object {object}: inline bytes shorter than its size"),
+                })?;
+                out.copy_from_slice(src);
+            }
+            DataLocation::Extents => {
+                out.fill(0);
+                let end = offset + n as u64;
+                let entries = snapshot_entries(&snapshot, object, offset, end, &limits)?;
+                copy_from_entries(self.space(), object, &entries, offset, out)?;
+            }
+            DataLocation::OwnFile { file } => {
+                return Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") });
+            }
+        }
+        Ok(n)
+    }
+
+    /// An index snapshot and the space manager's registration of it. A
+    /// snapshot older than frees already released is refused by the space
+    /// manager; a newer one is taken then.
+    fn read_view(&self) -> Result<(Snapshot, ReaderGuard)> {
+        let mut attempt = 0;
+        loop {
+            let snapshot = self.index().snapshot();
+            match self.space().register_reader(snapshot.seq()) {
+                Ok(guard) => return Ok((snapshot, guard)),
+                Err(SpaceError::ReaderTooOld { .. }) if attempt + 1 < SNAPSHOT_ATTEMPTS => attempt += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The entries of `object` overlapping `[start, end)` as of `snapshot`,
+/// the first found by a backward seek from `start`'s block.
+fn snapshot_entries(
+    snapshot: &Snapshot,
+    object: u64,
+    start: u64,
+    end: u64,
+    limits: &crate::meta::MetaLimits,
+) -> Result<Vec<Mapped>> {
+    let mut out = Vec::new();
+    let prefix = fmap_prefix(object);
+    let first = successor(&fmap_key(object, align_down(start)));
+    if let Some(kv) = snapshot.range(Bound::Included(&prefix[..]), Bound::Excluded(&first[..]), false)?.next() {
+        let (k, v) = kv?;
+        let m = Mapped::decode(&k, &v, limits)?;
+        if m.end() > start {
+            out.push(m);
+        }
+    }
+    let stop = fmap_key(object, end);
+    for kv in snapshot.range(Bound::Included(&first[..]), Bound::Excluded(&stop[..]), true)? {
+        let (k, v) = kv?;
+        out.push(Mapped::decode(&k, &v, limits)?);
+    }
+    Ok(out)
+}

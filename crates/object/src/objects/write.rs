@@ -1,0 +1,91 @@
+//! Writes: small objects rewrite their inline bytes (the data travels in
+//! the log record, one sync); larger ones take the large path, writing the
+//! block-aligned range the write covers to fresh space (shadowing) and
+//! flipping the fmap in the record, whose commit syncs the data with it.
+
+use super::fmap::{punch, read_range, spill_inline, write_blocks};
+use super::{align_down, align_up, data_onode, to_usize, touch_data};
+use crate::error::{ObjectError, Result};
+use crate::meta::{DataLocation, BLOCK_BYTES, MAX_OBJECT_BYTES};
+use crate::store::{Durability, Store};
+use crate::txn::Transaction;
+
+impl Store {
+    /// Writes `data` at `offset` of `object`, growing it if the write ends
+    /// past its size (a gap becomes a hole, reading as zeros). Atomic: after
+    /// a crash either all of it or none of it is there, and with
+    /// [`Durability::Durable`] all of it once this returns.
+    pub fn write(&self, object: u64, offset: u64, data: &[u8], durability: Durability) -> Result<()> {
+        let end =
+            offset.checked_add(data.len() as u64).filter(|&e| e <= MAX_OBJECT_BYTES).ok_or(ObjectError::TooLarge {
+                object,
+                end: offset.saturating_add(data.len() as u64),
+                max: MAX_OBJECT_BYTES,
+            })?;
+        self.transact(&[object], durability, |txn| write_in(txn, object, offset, data, end))?;
+        Ok(())
+    }
+}
+
+/// The write inside its transaction (see [`Store::write`]).
+pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data: &[u8], end: u64) -> Result<()> {
+    let mut onode = data_onode(txn, object)?;
+    if data.is_empty() {
+        // POSIX: a write of nothing changes nothing, not even the times.
+        return Ok(());
+    }
+    let new_size = onode.size.max(end);
+    let inline_max = u64::from(txn.limits().inline_max_bytes);
+    match &mut onode.location {
+        DataLocation::Inline(bytes) if new_size <= inline_max => {
+            bytes.resize(to_usize(new_size), 0);
+            if let Some(dst) = bytes.get_mut(to_usize(offset)..to_usize(end)) {
+                dst.copy_from_slice(data);
+            }
+        }
+        _ => {
+            let a0 = align_down(offset);
+            let a1 = align_up(end);
+            if let DataLocation::Inline(bytes) = &onode.location {
+                // Inline bytes the written blocks do not cover move to an
+                // extent of their own; those they cover are read below.
+                if a0 > 0 && !bytes.is_empty() {
+                    let bytes = bytes.clone();
+                    spill_inline(txn, object, &bytes)?;
+                }
+            }
+            let mut content = vec![0u8; to_usize(a1 - a0)];
+            // Read-modify-write of partial head and tail blocks; the
+            // blocks in between are wholly overwritten.
+            let head_partial = offset > a0;
+            if head_partial {
+                let head = read_range(txn, object, &onode, a0, BLOCK_BYTES)?;
+                if let Some(dst) = content.get_mut(..head.len()) {
+                    dst.copy_from_slice(&head);
+                }
+            }
+            if end < a1 && !(head_partial && a1 - BLOCK_BYTES == a0) {
+                let tail = read_range(txn, object, &onode, a1 - BLOCK_BYTES, BLOCK_BYTES)?;
+                let at = content.len() - tail.len();
+                if let Some(dst) = content.get_mut(at..) {
+                    dst.copy_from_slice(&tail);
+                }
+            }
+            if let Some(dst) = content.get_mut(to_usize(offset - a0)..to_usize(end - a0)) {
+                dst.copy_from_slice(data);
+            }
+            // Entries never end past the size, and their blocks hold zeros
+            // after their logical end.
+            let logical_end = a1.min(new_size);
+            if let Some(pad) = content.get_mut(to_usize(logical_end - a0)..) {
+                pad.fill(0);
+            }
+            punch(txn, object, a0, a1)?;
+            write_blocks(txn, object, a0, &content, logical_end - a0)?;
+            onode.location = DataLocation::Extents;
+        }
+    }
+    onode.size = new_size;
+    touch_data(&mut onode);
+    txn.put_onode(object, &onode)
+}
