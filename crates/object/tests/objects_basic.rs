@@ -5,24 +5,18 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::{creation, DIR};
 use larder_io::{SimStorage, StorageRef};
 use larder_object::meta::{DataLocation, Kind};
-use larder_object::{CreationOptions, Durability, ObjectError, Store, StoreOptions};
-
-const DIR: &str = "/store";
-
-fn creation() -> CreationOptions {
-    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
-}
+use larder_object::{Durability, ObjectError, Store, StoreOptions};
 
 fn options() -> StoreOptions {
-    let mut o = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
-    o.index.background_threads = false;
-    o.log.buffered_sync_interval = None;
-    o
+    common::deterministic()
 }
 
 fn store(sim: &SimStorage) -> Store {

@@ -13,36 +13,27 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
-use std::sync::Arc;
 
+use common::{creation, storage, DIR};
 use larder_io::sim::{CrashMode, SimFault, SimOp};
-use larder_io::{SimStorage, StorageRef};
+use larder_io::SimStorage;
 use larder_object::meta::Kind;
-use larder_object::{CreationOptions, Durability, ObjectError, Store, StoreOptions};
+use larder_object::{Durability, ObjectError, Store, StoreOptions};
 
-const DIR: &str = "/store";
 const OBJECTS: usize = 3;
 const WRITES: u64 = 60;
 
 /// Object contents after each step; `None` for an object not yet created.
 type State = Vec<Option<Vec<u8>>>;
 
-fn creation() -> CreationOptions {
-    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
-}
-
 fn options() -> StoreOptions {
-    let mut o = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
-    o.index.background_threads = false;
+    let mut o = common::deterministic();
     o.index.memtable_size_bytes = 16 << 10;
     o.log.max_segments = 4;
-    o.log.buffered_sync_interval = None;
     o
-}
-
-fn storage(sim: &SimStorage) -> StorageRef {
-    Arc::new(sim.clone())
 }
 
 /// Write `w`: (object, offset, data); every byte names the write.

@@ -6,15 +6,17 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::{creation, DIR};
 use larder_io::{SimStorage, StorageRef};
 use larder_object::meta::Kind;
-use larder_object::{CreationOptions, Durability, Store, StoreOptions};
+use larder_object::{Durability, Store, StoreOptions};
 use proptest::prelude::*;
 
-const DIR: &str = "/store";
 const OBJECTS: usize = 3;
 
 #[derive(Clone, Debug)]
@@ -40,15 +42,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn creation() -> CreationOptions {
-    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
-}
-
 fn options() -> StoreOptions {
-    let mut o = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
-    o.index.background_threads = false;
+    let mut o = common::deterministic();
     o.index.memtable_size_bytes = 32 << 10;
-    o.log.buffered_sync_interval = None;
     o
 }
 

@@ -13,37 +13,27 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
+use common::{creation, storage, DIR};
 use larder_index::WriteBatch;
 use larder_io::sim::CrashMode;
-use larder_io::{SimStorage, StorageRef};
-use larder_object::{CreationOptions, Durability, Store, StoreOptions};
-
-const DIR: &str = "/store";
+use larder_io::SimStorage;
+use larder_object::{Durability, Store, StoreOptions};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn creation() -> CreationOptions {
-    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
-}
-
 fn options() -> StoreOptions {
-    let mut o = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
-    o.index.background_threads = false;
+    let mut o = common::deterministic();
     o.index.memtable_size_bytes = 16 << 10;
     o.index.merge_fanout = 2;
     o.index.l0_slowdown_runs = 3;
     o.index.l0_stop_runs = 6;
     o.log.max_segments = 4;
-    o.log.buffered_sync_interval = None;
     o
-}
-
-fn storage(sim: &SimStorage) -> StorageRef {
-    Arc::new(sim.clone())
 }
 
 /// Transaction `t` as a batch, and its effect on the model.

@@ -5,29 +5,18 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
-use std::sync::Arc;
 
+use common::{creation, storage, DIR};
 use larder_io::sim::CrashMode;
-use larder_io::{SimStorage, StorageRef};
+use larder_io::SimStorage;
 use larder_object::meta::{fmap_key, ExtentMapEntry, MetaLimits};
-use larder_object::{CreationOptions, Durability, Store, StoreOptions};
-
-const DIR: &str = "/store";
-
-fn creation() -> CreationOptions {
-    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
-}
+use larder_object::{Durability, Store, StoreOptions};
 
 fn options() -> StoreOptions {
-    let mut o = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
-    o.index.background_threads = false;
-    o.log.buffered_sync_interval = None;
-    o
-}
-
-fn storage(sim: &SimStorage) -> StorageRef {
-    Arc::new(sim.clone())
+    common::deterministic()
 }
 
 /// Allocates `len` bytes for a new object and commits its extent-map

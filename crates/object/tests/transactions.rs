@@ -6,19 +6,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::{creation, storage, DIR};
 use larder_io::sim::CrashMode;
-use larder_io::{SimStorage, StorageRef};
+use larder_io::SimStorage;
 use larder_object::meta::{decode_onode_key, map_prefix, prefix_end, DataLocation, Kind, Map, Onode, Timestamp};
-use larder_object::{CreationOptions, Durability, ObjectError, Store, StoreOptions};
-
-const DIR: &str = "/store";
-
-fn creation() -> CreationOptions {
-    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
-}
+use larder_object::{Durability, ObjectError, Store, StoreOptions};
 
 fn options(background: bool) -> StoreOptions {
     let mut o = StoreOptions { background_checkpoints: background, ..StoreOptions::default() };
@@ -30,10 +27,6 @@ fn options(background: bool) -> StoreOptions {
     o.log.max_segments = 4;
     o.log.buffered_sync_interval = if background { Some(std::time::Duration::from_millis(2)) } else { None };
     o
-}
-
-fn storage(sim: &SimStorage) -> StorageRef {
-    Arc::new(sim.clone())
 }
 
 fn file(size: u64) -> Onode {
