@@ -36,6 +36,14 @@ fn open(dir: &Path) -> Result<Index> {
         .with_context(|| format!("opening the index store at {}", dir.display()))
 }
 
+/// Opens an existing store for reading; never creates one.
+fn open_existing(dir: &Path) -> Result<Index> {
+    if !dir.join("CURRENT").exists() {
+        anyhow::bail!("{}: no index store here (no CURRENT file); create one with `larder index put`", dir.display());
+    }
+    open(dir)
+}
+
 fn write(index: &Index, batch: &WriteBatch) -> Result<()> {
     index.write(index.last_seq() + 1, batch)?;
     index.flush().context("making the write durable")
@@ -44,8 +52,8 @@ fn write(index: &Index, batch: &WriteBatch) -> Result<()> {
 pub(crate) fn run(op: IndexOp) -> Result<()> {
     match op {
         IndexOp::Put { dir, key, value } => write(&open(&dir)?, WriteBatch::new().put(key, value)),
-        IndexOp::Delete { dir, key } => write(&open(&dir)?, WriteBatch::new().delete(key)),
-        IndexOp::Get { dir, key } => match open(&dir)?.get(key.as_bytes())? {
+        IndexOp::Delete { dir, key } => write(&open_existing(&dir)?, WriteBatch::new().delete(key)),
+        IndexOp::Get { dir, key } => match open_existing(&dir)?.get(key.as_bytes())? {
             Some(v) => {
                 println!("{}", String::from_utf8_lossy(&v));
                 Ok(())
@@ -53,14 +61,14 @@ pub(crate) fn run(op: IndexOp) -> Result<()> {
             None => anyhow::bail!("key {key:?} not found in {}", dir.display()),
         },
         IndexOp::Scan { dir, prefix, reverse } => {
-            for kv in open(&dir)?.prefix(prefix.as_bytes(), !reverse)? {
+            for kv in open_existing(&dir)?.prefix(prefix.as_bytes(), !reverse)? {
                 let (k, v) = kv?;
                 println!("{}\t{}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
             }
             Ok(())
         }
         IndexOp::Stats { dir } => {
-            println!("{}", open(&dir)?.stats());
+            println!("{}", open_existing(&dir)?.stats());
             Ok(())
         }
     }
