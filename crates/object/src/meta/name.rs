@@ -21,21 +21,18 @@ fn shown(bytes: &[u8]) -> String {
     s
 }
 
-/// Why `bytes` is not a valid file name, if it is not.
+/// Why `bytes` is not a valid file name, if it is not: an extended
+/// attribute name's rules, plus no `/` and not `.` or `..`.
 pub fn file_name_error(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.is_empty() {
-        Some("empty")
-    } else if bytes.len() > MAX_NAME_BYTES {
-        Some("longer than 255 bytes")
-    } else if bytes.contains(&0) {
-        Some("contains a NUL byte")
-    } else if bytes.contains(&b'/') {
-        Some("contains '/'")
-    } else if bytes == b"." || bytes == b".." {
-        Some("'.' and '..' are not stored names")
-    } else {
-        None
-    }
+    xattr_name_error(bytes).or_else(|| {
+        if bytes.contains(&b'/') {
+            Some("contains '/'")
+        } else if bytes == b"." || bytes == b".." {
+            Some("'.' and '..' are not stored names")
+        } else {
+            None
+        }
+    })
 }
 
 /// Why `bytes` is not a valid extended attribute name, if it is not. The
