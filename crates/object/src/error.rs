@@ -73,6 +73,23 @@ pub enum ObjectError {
         /// The object.
         object: u64,
     },
+    /// A transaction changed a dentry whose name it did not lock.
+    #[error("name {name:?} in directory {dir} is not locked by this transaction; lock the name or the directory")]
+    NameNotLocked {
+        /// The directory.
+        dir: u64,
+        /// The name (lossily as UTF-8).
+        name: String,
+    },
+    /// Freeing was asked of an object that still has names or no orphan
+    /// record.
+    #[error("object {object} is not an orphan (nlink {nlink}, or no orphan record); unlink it first")]
+    NotAnOrphan {
+        /// The object.
+        object: u64,
+        /// Its link count.
+        nlink: u32,
+    },
     /// No store exists at the path.
     #[error("{path}: no store here (no SUPERBLOCK); create one with `larder init`")]
     NotAStore {

@@ -19,6 +19,7 @@
 
 mod codec;
 pub mod dentry;
+pub mod dir_entries;
 pub mod extent_map;
 pub mod fuzzing;
 pub mod keys;
@@ -29,6 +30,9 @@ pub mod types;
 pub mod xattr;
 
 pub use dentry::Dentry;
+pub use dir_entries::{
+    apply_entries_delta, decode_entries_delta, encode_entries_delta, DirEntriesOperator, DIR_ENTRIES_OPERATOR,
+};
 pub use extent_map::{block_crcs, verify_block, ExtentMapEntry};
 pub use keys::{
     decode_dentry_key, decode_fmap_key, decode_onode_key, decode_orphan_key, decode_store_key, decode_xattr_key,

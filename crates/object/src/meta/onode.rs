@@ -121,6 +121,32 @@ pub struct Onode {
 }
 
 impl Onode {
+    /// A new object's onode: size 0, no links (the namespace adds them),
+    /// generation 1, every time now, no bytes. `mode` holds the permission
+    /// bits, with or without `kind`'s type bits. A directory (`id` is its
+    /// own) is its own parent until the namespace links it.
+    pub fn new(kind: Kind, mode: u32, uid: u32, gid: u32, id: u64) -> Onode {
+        let now = Timestamp::now();
+        let mode = if mode & MODE_TYPE_MASK == 0 { mode | kind.mode_bits() } else { mode };
+        Onode {
+            kind,
+            flags: 0,
+            size: 0,
+            mode,
+            uid,
+            gid,
+            nlink: 0,
+            generation: 1,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            rdev: 0,
+            location: DataLocation::Inline(Vec::new()),
+            dir: (kind == Kind::Directory).then_some(DirInfo { parent: id, entries: 0 }),
+        }
+    }
+
     /// Whether objects of this kind have bytes (files and symlinks).
     fn has_bytes(kind: Kind) -> bool {
         matches!(kind, Kind::File | Kind::Symlink)

@@ -5,8 +5,11 @@
 use super::fmap::{overlapping, punch, read_range, spill_inline, write_blocks};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::{ObjectError, Result};
+use std::ops::Bound;
+
 use crate::meta::{
-    fmap_prefix, orphan_key, prefix_end, xattr_prefix, DataLocation, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES,
+    decode_orphan_key, fmap_prefix, map_prefix, orphan_key, prefix_end, xattr_prefix, DataLocation, Map, Onode,
+    BLOCK_BYTES, MAX_OBJECT_BYTES,
 };
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
@@ -32,7 +35,7 @@ impl Store {
     }
 }
 
-fn truncate_in(txn: &mut Transaction<'_>, object: u64, size: u64) -> Result<()> {
+pub(crate) fn truncate_in(txn: &mut Transaction<'_>, object: u64, size: u64) -> Result<()> {
     let mut onode = data_onode(txn, object)?;
     let old = onode.size;
     let inline_max = u64::from(txn.limits().inline_max_bytes);
@@ -78,7 +81,7 @@ fn shrink(txn: &mut Transaction<'_>, object: u64, onode: &Onode, size: u64) -> R
     write_blocks(txn, object, b, &block, size - b)
 }
 
-fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
+pub(crate) fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     if txn.onode(object)?.is_none() {
         return Err(ObjectError::NoSuchObject { object });
     }
@@ -97,4 +100,75 @@ fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     }
     txn.delete(&orphan_key(object));
     txn.delete_onode(object)
+}
+
+/// Fmap entries one step of freeing an orphan removes: a bounded record,
+/// so freeing a huge object never holds up other commits for long.
+pub const FREE_STEP_ENTRIES: usize = 256;
+
+impl Store {
+    /// Frees `object`, an orphan (it has an orphan record and no name), in
+    /// steps of at most [`FREE_STEP_ENTRIES`] extents per transaction, so a
+    /// huge object does not make one huge record that other commits wait
+    /// behind. The orphan record stays until the last step, so a crash
+    /// between steps leaves an orphan that the next open finishes freeing.
+    /// The last step commits with `durability`, the others buffered.
+    pub fn free_orphan(&self, object: u64, durability: Durability) -> Result<()> {
+        loop {
+            let (done, _) = self.transact(&[object], Durability::Buffered, |txn| free_step(txn, object))?;
+            if done {
+                break;
+            }
+        }
+        if durability == Durability::Durable {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Frees every orphan: after a crash (or at open) no handle is open,
+    /// so no orphan is still in use. Returns how many were freed.
+    pub fn reclaim_orphans(&self) -> Result<usize> {
+        let start = map_prefix(Map::Orphans);
+        let end = prefix_end(&start).unwrap_or_default();
+        let mut ids = Vec::new();
+        for kv in self.index().range(Bound::Included(&start[..]), Bound::Excluded(&end[..]), true)? {
+            let (k, _) = kv?;
+            ids.push(decode_orphan_key(&k)?);
+        }
+        for &id in &ids {
+            self.free_orphan(id, Durability::Buffered)?;
+        }
+        if !ids.is_empty() {
+            self.sync()?;
+        }
+        Ok(ids.len())
+    }
+}
+
+/// One step of [`Store::free_orphan`]: true once the object is gone.
+fn free_step(txn: &mut Transaction<'_>, object: u64) -> Result<bool> {
+    let Some(onode) = txn.onode(object)? else {
+        // Already gone (a step raced nothing; orphan record left by a
+        // damaged store): drop the record.
+        txn.delete(&orphan_key(object));
+        return Ok(true);
+    };
+    if onode.nlink != 0 || txn.get(&orphan_key(object))?.is_none() {
+        return Err(ObjectError::NotAnOrphan { object, nlink: onode.nlink });
+    }
+    let limits = txn.limits();
+    let prefix = fmap_prefix(object);
+    let end = prefix_end(&prefix).unwrap_or_default();
+    let entries = txn.scan(&prefix, &end, true, FREE_STEP_ENTRIES + 1)?;
+    if entries.len() <= FREE_STEP_ENTRIES {
+        delete_in(txn, object)?;
+        return Ok(true);
+    }
+    for (k, v) in entries.iter().take(FREE_STEP_ENTRIES) {
+        let m = super::fmap::Mapped::decode(k, v, &limits)?;
+        txn.delete(k);
+        txn.free_after_commit(m.entry.extent);
+    }
+    Ok(false)
 }

@@ -15,6 +15,7 @@
 
 mod delete;
 mod fmap;
+mod in_txn;
 mod read;
 mod replay;
 mod write;
@@ -22,8 +23,7 @@ mod write;
 pub(crate) use replay::ReplayVerifier;
 
 use crate::error::{ObjectError, Result};
-use crate::meta::types::MODE_TYPE_MASK;
-use crate::meta::{DataLocation, DirInfo, Kind, Onode, Timestamp, BLOCK_BYTES};
+use crate::meta::{DataLocation, Kind, Onode, Timestamp, BLOCK_BYTES};
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
 
@@ -66,33 +66,10 @@ pub(crate) fn touch_data(onode: &mut Onode) {
 }
 
 impl Store {
-    /// Creates an object of `kind` and returns its id: size 0, no links
-    /// (the namespace adds them), generation 1, every time now. `mode`
-    /// holds the permission bits, with or without `kind`'s type bits. A
-    /// directory is made its own parent until the namespace links it.
+    /// Creates an object of `kind` and returns its id (see
+    /// [`Transaction::create_object`]).
     pub fn create_object(&self, kind: Kind, mode: u32, uid: u32, gid: u32, durability: Durability) -> Result<u64> {
-        let id = self.allocate_object_id()?;
-        let now = Timestamp::now();
-        let mode = if mode & MODE_TYPE_MASK == 0 { mode | kind.mode_bits() } else { mode };
-        let onode = Onode {
-            kind,
-            flags: 0,
-            size: 0,
-            mode,
-            uid,
-            gid,
-            nlink: 0,
-            generation: 1,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            btime: now,
-            rdev: 0,
-            location: DataLocation::Inline(Vec::new()),
-            dir: (kind == Kind::Directory).then_some(DirInfo { parent: id, entries: 0 }),
-        };
-        self.transact(&[id], durability, |txn| txn.put_onode(id, &onode))?;
-        Ok(id)
+        Ok(self.transact(&[], durability, |txn| txn.create_object(kind, mode, uid, gid))?.0)
     }
 
     /// The onode of `object` as of now, or `None` if it does not exist.

@@ -56,6 +56,29 @@ impl Store {
         Ok(n)
     }
 
+    /// The whole of `object` as of one snapshot, or `None` if it does not
+    /// exist. Checked as [`Store::read`] checks.
+    pub fn read_to_end(&self, object: u64) -> Result<Option<Vec<u8>>> {
+        let (snapshot, _guard) = self.read_view()?;
+        let limits = self.limits();
+        let onode = match snapshot.get(&onode_key(object))? {
+            Some(v) => Onode::decode(&v, &limits)?,
+            None => return Ok(None),
+        };
+        match onode.location {
+            DataLocation::Inline(bytes) => Ok(Some(bytes)),
+            DataLocation::Extents => {
+                let mut out = vec![0u8; to_usize(onode.size)];
+                let entries = snapshot_entries(&snapshot, object, 0, onode.size, &limits)?;
+                copy_from_entries(self.space(), object, &entries, 0, &mut out)?;
+                Ok(Some(out))
+            }
+            DataLocation::OwnFile { file } => {
+                Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") })
+            }
+        }
+    }
+
     /// An index snapshot and the space manager's registration of it. A
     /// snapshot older than frees already released is refused by the space
     /// manager; a newer one is taken then.

@@ -26,14 +26,14 @@ use larder_space::{Extent, SpaceManager};
 
 use crate::error::{ObjectError, Result};
 use crate::meta::{
-    decode_counter, encode_counter, map_prefix, prefix_end, store_key, ExtentMapEntry, Map, MetaLimits, StoreName,
-    NEXT_OBJECT_ID,
+    decode_counter, encode_counter, map_prefix, prefix_end, store_key, DirEntriesOperator, ExtentMapEntry, Kind, Map,
+    MetaLimits, Onode, StoreName, NEXT_OBJECT_ID,
 };
 use crate::objects::ReplayVerifier;
 use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
 use crate::txn::locks::LockTable;
-use crate::txn::Transaction;
+use crate::txn::{LockRequest, Transaction};
 use checkpoint::{checkpoint_once, Checkpointer, Signal};
 use payload::Payload;
 
@@ -45,6 +45,9 @@ pub const LOG_DIR: &str = "log";
 pub const DATA_DIR: &str = "data";
 /// The store's lock file: held by the one process that owns the store.
 pub const LOCK_FILE: &str = "LOCK";
+/// The root directory's object id: created with the store, never named
+/// by a dentry, its own parent.
+pub const ROOT_ID: u64 = 1;
 
 /// Run-time options of a store. The log's segment size comes from the
 /// superblock (fixed at creation) and its hooks are the store's own.
@@ -138,6 +141,7 @@ impl Store {
         create_dir_durably(&storage, dir)?;
         let lock = storage.lock(&dir.join(LOCK_FILE))?;
         superblock::create(&*storage, dir, &Superblock::new(creation))?;
+        // open_locked creates the root directory of a store that has none.
         Self::open_locked(storage, dir, options, lock)
     }
 
@@ -153,7 +157,10 @@ impl Store {
 
     fn open_locked(storage: StorageRef, dir: &Path, options: StoreOptions, lock: Box<dyn Lock>) -> Result<Store> {
         let loaded = superblock::load(&*storage, dir)?;
-        let index = Arc::new(Index::open(storage.clone(), &dir.join(INDEX_DIR), options.index)?);
+        let limits = MetaLimits::from_options(&loaded.superblock.options);
+        let mut index_options = options.index;
+        index_options.merge_operators.push(Arc::new(DirEntriesOperator::new(limits)));
+        let index = Arc::new(Index::open(storage.clone(), &dir.join(INDEX_DIR), index_options)?);
         let covered = index.durable_seq();
         let signal = Arc::new(Signal::default());
         let mut log_options = options.log;
@@ -163,7 +170,6 @@ impl Store {
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
         let replay_index = index.clone();
-        let limits = MetaLimits::from_options(&loaded.superblock.options);
         // The space manager needs the replayed extent map, so replay reads
         // the containers itself to check a large write's data.
         let mut verifier = ReplayVerifier::new(storage.clone(), dir.join(DATA_DIR), limits);
@@ -211,21 +217,41 @@ impl Store {
             None
         };
         let high_water = match index.get(&next_object_id_key()?)? {
-            Some(v) => decode_counter(&v)?,
-            None => 0,
+            Some(v) => Some(decode_counter(&v)?),
+            None => None,
         };
-        Ok(Store {
+        let store = Store {
             dir: dir.to_path_buf(),
             superblock: loaded,
             index,
             log,
             space,
             checkpointer,
-            ids: IdAllocator::new(high_water),
+            ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
             poisoned: parking_lot::Mutex::new(None),
             _lock: lock,
-        })
+        };
+        if high_water.is_none() && store.stat(ROOT_ID)?.is_none() {
+            // A new store (or one whose creation a crash interrupted before
+            // anything else was committed): it starts with its root.
+            store.create_root()?;
+        }
+        // No handle survives a close or crash: objects left without a name
+        // (unlinked while open, or half freed) are freed now.
+        let reclaimed = store.reclaim_orphans()?;
+        if reclaimed > 0 {
+            tracing::info!(reclaimed, "freed orphan objects left by the last run");
+        }
+        Ok(store)
+    }
+
+    /// Creates the root directory: id [`ROOT_ID`], its own parent, mode
+    /// 0755, owned by root, named by no dentry.
+    fn create_root(&self) -> Result<()> {
+        let onode = Onode::new(Kind::Directory, 0o755, 0, 0, ROOT_ID);
+        self.transact(&[ROOT_ID], Durability::Durable, |txn| txn.put_onode(ROOT_ID, &onode))?;
+        Ok(())
     }
 
     /// Commits `batch` atomically. Returns its LSN (which is also its
@@ -299,13 +325,27 @@ impl Store {
         durability: Durability,
         f: impl FnOnce(&mut Transaction<'_>) -> Result<R>,
     ) -> Result<(R, u64)> {
-        let mut held = self.locks.lock(objects);
+        let requests: Vec<LockRequest> = objects.iter().map(|&id| LockRequest::Exclusive(id)).collect();
+        self.transact_locked(&requests, durability, f)
+    }
+
+    /// Like [`Store::transact`], with any mix of exclusive and shared
+    /// object locks and name locks (see [`LockRequest`]).
+    /// `f` may fail with any error a store error converts into (a caller's
+    /// own "retry" signal, say); it is returned as is.
+    pub fn transact_locked<R, E: From<ObjectError>>(
+        &self,
+        requests: &[LockRequest],
+        durability: Durability,
+        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<(R, u64), E> {
+        let mut held = self.locks.lock(requests);
         // A buffered predecessor on these objects must be visible first.
         let before = held.last_lsn();
         if before > self.log.durable_lsn() {
-            self.log.sync_to(before)?;
+            self.log.sync_to(before).map_err(ObjectError::from)?;
         }
-        let mut txn = Transaction::new(self, objects.to_vec());
+        let mut txn = Transaction::new(self, requests);
         let out = match f(&mut txn) {
             Ok(out) => out,
             Err(e) => {
@@ -325,11 +365,12 @@ impl Store {
         // reopening rebuilds free space from the extent map.
         let lsn = self.commit_with_deps(&done.batch, done.deps, durability)?;
         held.set_last_lsn(lsn);
+        self.locks.note_created(&done.created, lsn);
         drop(held);
         // Shadowing: what the record stopped referencing is reused only
         // once the record is durable and no older reader remains.
         for extent in done.frees {
-            self.space.free(extent, lsn)?;
+            self.space.free(extent, lsn).map_err(ObjectError::from)?;
         }
         Ok((out, lsn))
     }

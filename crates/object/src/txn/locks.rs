@@ -1,56 +1,177 @@
-//! Per-object locks for transactions.
+//! Locks for transactions: per object (shared or exclusive) and per name.
 //!
-//! A fixed table of stripes: object `id` maps to stripe `id % STRIPES`. A
-//! transaction locks the stripes of every object it changes, each once, in
-//! stripe order, so two transactions never wait on each other in a cycle
-//! (DESIGN.md asks for locks taken in a fixed order; stripe order is one).
-//! Two objects sharing a stripe serialize needlessly but correctly.
+//! A fixed table of stripes, each a reader-writer lock. Object `id` maps
+//! to a stripe by its id, a name (directory id, name) by a hash of both.
+//! A transaction takes every stripe it needs once, in stripe order, in the
+//! strongest mode any of its requests asks for there, so two transactions
+//! never wait on each other in a cycle (DESIGN.md asks for locks taken in
+//! a fixed order; stripe order is one). Two requests sharing a stripe
+//! serialize needlessly but correctly.
 //!
-//! Each stripe remembers the LSN of the last transaction committed under
-//! it. A buffered transaction's writes reach the index only when its log
-//! group is written, so the next transaction on the same stripe first
-//! makes that LSN durable: it must see what it serializes after.
+//! Why shared locks and name locks: creating a name in a directory changes
+//! only that name's dentry and the directory's entry count, which is
+//! changed blindly (a merge operand), so creates of different names in one
+//! directory need not wait for each other's log sync: each holds the
+//! directory shared and its name exclusive. Removing the directory takes it
+//! exclusive, and so waits for every create in it.
+//!
+//! Each stripe remembers the highest LSN committed under it. A buffered
+//! transaction's writes reach the index only when its log group is
+//! written, so the next transaction on the same stripe first makes that
+//! LSN durable: it must see what it serializes after.
 
-use parking_lot::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Stripes in the table.
 const STRIPES: usize = 1024;
 
-/// The lock table.
-pub(crate) struct LockTable {
-    stripes: Vec<Mutex<u64>>,
+/// One lock a transaction asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockRequest {
+    /// The object, exclusively: its onode, data and maps may change.
+    Exclusive(u64),
+    /// The object, shared: it may be read, and a directory's entry count
+    /// changed blindly, while other shared holders do the same.
+    Shared(u64),
+    /// The name `name` in directory `dir`, exclusively: its dentry may be
+    /// created, replaced or removed.
+    Name(u64, Vec<u8>),
 }
 
-/// Held stripes; each holds the LSN of the last transaction under it.
+impl LockRequest {
+    fn stripe(&self) -> usize {
+        let h = match self {
+            LockRequest::Exclusive(id) | LockRequest::Shared(id) => *id,
+            LockRequest::Name(dir, name) => xxh3_64_with_seed(name, *dir),
+        };
+        (h % STRIPES as u64) as usize
+    }
+
+    fn exclusive(&self) -> bool {
+        !matches!(self, LockRequest::Shared(_))
+    }
+}
+
+struct Stripe {
+    lock: RwLock<()>,
+    last_lsn: AtomicU64,
+}
+
+/// The lock table.
+pub(crate) struct LockTable {
+    stripes: Vec<Stripe>,
+}
+
+enum Guard<'a> {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
+}
+
+/// Held stripes, released when this drops.
 pub(crate) struct Held<'a> {
-    guards: Vec<MutexGuard<'a, u64>>,
+    guards: Vec<(&'a Stripe, Guard<'a>)>,
 }
 
 impl Held<'_> {
     /// The newest LSN committed under any held stripe.
     pub(crate) fn last_lsn(&self) -> u64 {
-        self.guards.iter().map(|g| **g).max().unwrap_or(0)
+        self.guards.iter().map(|(s, _)| s.last_lsn.load(Ordering::Acquire)).max().unwrap_or(0)
     }
 
     /// Records that a transaction under these stripes committed at `lsn`.
     pub(crate) fn set_last_lsn(&mut self, lsn: u64) {
-        for g in &mut self.guards {
-            **g = lsn;
+        for (s, _) in &self.guards {
+            // Shared holders commit concurrently: keep the highest.
+            s.last_lsn.fetch_max(lsn, Ordering::AcqRel);
         }
+    }
+
+    /// Whether a stripe is held exclusively (for tests of the modes).
+    #[cfg(test)]
+    fn modes(&self) -> Vec<bool> {
+        self.guards.iter().map(|(_, g)| matches!(g, Guard::Exclusive(_))).collect()
     }
 }
 
 impl LockTable {
     pub(crate) fn new() -> Self {
-        LockTable { stripes: (0..STRIPES).map(|_| Mutex::new(0)).collect() }
+        LockTable {
+            stripes: (0..STRIPES).map(|_| Stripe { lock: RwLock::new(()), last_lsn: AtomicU64::new(0) }).collect(),
+        }
     }
 
-    /// Locks every stripe the objects map to, in stripe order, until the
-    /// returned value drops.
-    pub(crate) fn lock(&self, objects: &[u64]) -> Held<'_> {
-        let mut stripes: Vec<usize> = objects.iter().map(|id| (id % STRIPES as u64) as usize).collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        Held { guards: stripes.into_iter().filter_map(|s| self.stripes.get(s)).map(|m| m.lock()).collect() }
+    /// Records that objects created (and so known to nobody else) by a
+    /// transaction committed at `lsn`, without locking their stripes.
+    pub(crate) fn note_created(&self, objects: &[u64], lsn: u64) {
+        for &id in objects {
+            if let Some(s) = self.stripes.get(LockRequest::Exclusive(id).stripe()) {
+                s.last_lsn.fetch_max(lsn, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Takes every stripe the requests map to, in stripe order, each in
+    /// the strongest mode asked of it, until the returned value drops.
+    pub(crate) fn lock(&self, requests: &[LockRequest]) -> Held<'_> {
+        let mut wanted: Vec<(usize, bool)> = requests.iter().map(|r| (r.stripe(), r.exclusive())).collect();
+        // Exclusive sorts after shared for the same stripe, so keeping the
+        // last of each stripe keeps the strongest mode.
+        wanted.sort_unstable();
+        wanted.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 |= later.1;
+                true
+            } else {
+                false
+            }
+        });
+        let guards = wanted
+            .into_iter()
+            .filter_map(|(i, exclusive)| self.stripes.get(i).map(|s| (s, exclusive)))
+            .map(|(s, exclusive)| {
+                let g = if exclusive { Guard::Exclusive(s.lock.write()) } else { Guard::Shared(s.lock.read()) };
+                (s, g)
+            })
+            .collect();
+        Held { guards }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_strongest_mode_of_a_stripe_wins() {
+        let t = LockTable::new();
+        let held = t.lock(&[LockRequest::Shared(5), LockRequest::Exclusive(5), LockRequest::Shared(6)]);
+        assert_eq!(held.modes(), vec![true, false]);
+        drop(held);
+        let held = t.lock(&[LockRequest::Exclusive(7), LockRequest::Shared(7)]);
+        assert_eq!(held.modes(), vec![true]);
+    }
+
+    #[test]
+    fn shared_holders_coexist_and_exclusive_waits_for_them() {
+        let t = LockTable::new();
+        let a = t.lock(&[LockRequest::Shared(9)]);
+        let b = t.lock(&[LockRequest::Shared(9)]);
+        assert!(t.stripes[9].lock.try_write().is_none());
+        drop(a);
+        drop(b);
+        assert!(t.stripes[9].lock.try_write().is_some());
+    }
+
+    #[test]
+    fn shared_commits_keep_the_highest_lsn() {
+        let t = LockTable::new();
+        let mut a = t.lock(&[LockRequest::Shared(3)]);
+        let mut b = t.lock(&[LockRequest::Shared(3)]);
+        b.set_last_lsn(20);
+        a.set_last_lsn(10);
+        assert_eq!(a.last_lsn(), 20);
     }
 }

@@ -1,16 +1,24 @@
 //! Transactions: any number of updates committed atomically, isolated by
 //! per-object locks, seeing their own writes.
 //!
-//! `Store::transact(objects, durability, f)` locks `objects` (in a fixed
-//! order), runs `f` with a [`Transaction`] that reads the store as of now
-//! plus its own pending writes, and commits everything `f` wrote as one
-//! intent-log record (one index batch) before the locks are released. If
-//! `f` returns an error nothing is written.
+//! `Store::transact(objects, durability, f)` locks `objects` exclusively
+//! (`Store::transact_locked` takes any [`LockRequest`]s: shared object
+//! locks and name locks too), in a fixed order, runs `f` with a
+//! [`Transaction`] that reads the store as of now plus its own pending
+//! writes, and commits everything `f` wrote as one intent-log record (one
+//! index batch) before the locks are released. If `f` returns an error
+//! nothing is written.
+//!
+//! What each lock allows: an exclusive object lock any change of the
+//! object; a shared one reading it and, for a directory, changing its entry
+//! count blindly ([`Transaction::add_dir_entries`]); a name lock creating,
+//! replacing or removing that one dentry. Objects the transaction creates
+//! are its own, exclusively.
 
 pub(crate) mod ids;
 pub(crate) mod locks;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use larder_index::WriteBatch;
@@ -18,16 +26,31 @@ use larder_io::FileRef;
 use larder_space::Extent;
 
 use crate::error::{ObjectError, Result};
-use crate::meta::{onode_key, MetaLimits, Onode};
+use crate::meta::{
+    apply_entries_delta, dentry_key, encode_entries_delta, onode_key, Dentry, Kind, MetaLimits, Name, Onode,
+    DIR_ENTRIES_OPERATOR,
+};
 use crate::store::Store;
+pub use locks::LockRequest;
 
 /// An open transaction (see the module doc).
 pub struct Transaction<'a> {
     store: &'a Store,
-    locked: Vec<u64>,
+    /// Objects held exclusively (sorted), including those created here.
+    exclusive: Vec<u64>,
+    /// Objects held shared (sorted).
+    shared: Vec<u64>,
+    /// Names held: (directory, name).
+    names: Vec<(u64, Vec<u8>)>,
     batch: WriteBatch,
     /// Pending writes by key: `None` for a delete. Later ones win.
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Objects created here: their stripes learn the commit's LSN, so the
+    /// next transaction on one sees this one's buffered writes.
+    created: Vec<u64>,
+    /// Entry-count deltas written as merge operands, by directory, for
+    /// directories whose onode this transaction has not written whole.
+    entry_deltas: HashMap<u64, i64>,
     /// Container files holding data this transaction's record refers to:
     /// made durable no later than the record.
     deps: Vec<FileRef>,
@@ -47,17 +70,32 @@ pub(crate) struct Finished {
     pub(crate) deps: Vec<FileRef>,
     pub(crate) allocated: Vec<Extent>,
     pub(crate) frees: Vec<Extent>,
+    pub(crate) created: Vec<u64>,
 }
 
 impl<'a> Transaction<'a> {
-    pub(crate) fn new(store: &'a Store, mut locked: Vec<u64>) -> Self {
-        locked.sort_unstable();
-        locked.dedup();
+    pub(crate) fn new(store: &'a Store, requests: &[LockRequest]) -> Self {
+        let (mut exclusive, mut shared, mut names) = (Vec::new(), Vec::new(), Vec::new());
+        for r in requests {
+            match r {
+                LockRequest::Exclusive(id) => exclusive.push(*id),
+                LockRequest::Shared(id) => shared.push(*id),
+                LockRequest::Name(dir, name) => names.push((*dir, name.clone())),
+            }
+        }
+        for v in [&mut exclusive, &mut shared] {
+            v.sort_unstable();
+            v.dedup();
+        }
         Transaction {
             store,
-            locked,
+            exclusive,
+            shared,
+            names,
             batch: WriteBatch::new(),
             pending: BTreeMap::new(),
+            created: Vec::new(),
+            entry_deltas: HashMap::new(),
             deps: Vec::new(),
             allocated: Vec::new(),
             frees: Vec::new(),
@@ -159,10 +197,98 @@ impl<'a> Transaction<'a> {
         self.store
     }
 
+    /// Refuses unless `object` is held exclusively.
     pub(crate) fn check_locked(&self, object: u64) -> Result<()> {
-        if self.locked.binary_search(&object).is_err() {
+        if self.exclusive.binary_search(&object).is_err() {
             return Err(ObjectError::NotLocked { object });
         }
+        Ok(())
+    }
+
+    /// Refuses unless `object` is held, shared or exclusively.
+    fn check_held(&self, object: u64) -> Result<()> {
+        if self.shared.binary_search(&object).is_err() {
+            return self.check_locked(object);
+        }
+        Ok(())
+    }
+
+    /// Refuses unless the name `name` in `dir` is held (by its name lock or
+    /// by holding `dir` exclusively).
+    fn check_name(&self, dir: u64, name: &Name) -> Result<()> {
+        if self.names.iter().any(|(d, n)| *d == dir && n == name.as_bytes()) {
+            return Ok(());
+        }
+        self.check_locked(dir).map_err(|_| ObjectError::NameNotLocked {
+            dir,
+            name: String::from_utf8_lossy(name.as_bytes()).into_owned(),
+        })
+    }
+
+    /// Creates an object of `kind` in this transaction and returns its id,
+    /// held exclusively from now on: size 0, no links (the namespace adds
+    /// them), generation 1, every time now. `mode` holds the permission
+    /// bits, with or without `kind`'s type bits. A directory is its own
+    /// parent until the namespace links it.
+    pub fn create_object(&mut self, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
+        let id = self.store.allocate_object_id()?;
+        if let Err(at) = self.exclusive.binary_search(&id) {
+            // A fresh id: nobody else can know it, so nobody else locks it.
+            self.exclusive.insert(at, id);
+        }
+        self.created.push(id);
+        self.put_onode(id, &Onode::new(kind, mode, uid, gid, id))?;
+        Ok(id)
+    }
+
+    /// The onode of a held object (shared or exclusive), if it exists,
+    /// with this transaction's own changes.
+    pub fn onode(&self, object: u64) -> Result<Option<Onode>> {
+        self.check_held(object)?;
+        let mut onode = self.get(&onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()?;
+        if let (Some(o), Some(&d)) = (onode.as_mut(), self.entry_deltas.get(&object)) {
+            apply_entries_delta(o, d)?;
+        }
+        Ok(onode)
+    }
+
+    /// Adds `delta` to the entry count of directory `dir` (held shared or
+    /// exclusively). Written as a merge operand unless this transaction
+    /// already wrote the onode whole, so concurrent creates in one
+    /// directory do not wait for each other.
+    pub fn add_dir_entries(&mut self, dir: u64, delta: i64) -> Result<()> {
+        self.check_held(dir)?;
+        let key = onode_key(dir);
+        if self.pending.contains_key(&key[..]) {
+            let mut onode = self.onode(dir)?.ok_or(ObjectError::NoSuchObject { object: dir })?;
+            apply_entries_delta(&mut onode, delta)?;
+            return self.put_onode(dir, &onode);
+        }
+        self.batch.merge(DIR_ENTRIES_OPERATOR, key, encode_entries_delta(delta));
+        *self.entry_deltas.entry(dir).or_insert(0) += delta;
+        Ok(())
+    }
+
+    /// The dentry `name` in directory `dir` (held), with this
+    /// transaction's own changes.
+    pub fn dentry(&self, dir: u64, name: &Name) -> Result<Option<Dentry>> {
+        self.check_held(dir).or_else(|_| self.check_name(dir, name))?;
+        self.get(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()
+    }
+
+    /// Sets the dentry `name` in `dir` (the name held). Link counts and
+    /// entry counts are the caller's (the namespace's) to keep.
+    pub fn put_dentry(&mut self, dir: u64, name: &Name, dentry: &Dentry) -> Result<()> {
+        self.check_name(dir, name)?;
+        let value = dentry.encode()?;
+        self.put(&dentry_key(dir, name), &value);
+        Ok(())
+    }
+
+    /// Removes the dentry `name` in `dir` (the name held).
+    pub fn delete_dentry(&mut self, dir: u64, name: &Name) -> Result<()> {
+        self.check_name(dir, name)?;
+        self.delete(&dentry_key(dir, name));
         Ok(())
     }
 
@@ -170,28 +296,31 @@ impl<'a> Transaction<'a> {
         MetaLimits::from_options(&self.store.superblock().options)
     }
 
-    /// The onode of a locked object, if it exists.
-    pub fn onode(&self, object: u64) -> Result<Option<Onode>> {
-        self.check_locked(object)?;
-        self.get(&onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()
-    }
-
-    /// Writes the onode of a locked object.
+    /// Writes the onode of an object held exclusively (whole: it replaces
+    /// any entry-count delta this transaction wrote before).
     pub fn put_onode(&mut self, object: u64, onode: &Onode) -> Result<()> {
         self.check_locked(object)?;
         let bytes = onode.encode(&self.limits())?;
         self.put(&onode_key(object), &bytes);
+        self.entry_deltas.remove(&object);
         Ok(())
     }
 
-    /// Removes the onode of a locked object.
+    /// Removes the onode of an object held exclusively.
     pub fn delete_onode(&mut self, object: u64) -> Result<()> {
         self.check_locked(object)?;
         self.delete(&onode_key(object));
+        self.entry_deltas.remove(&object);
         Ok(())
     }
 
     pub(crate) fn finish(self) -> Finished {
-        Finished { batch: self.batch, deps: self.deps, allocated: self.allocated, frees: self.frees }
+        Finished {
+            batch: self.batch,
+            deps: self.deps,
+            allocated: self.allocated,
+            frees: self.frees,
+            created: self.created,
+        }
     }
 }

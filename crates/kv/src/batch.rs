@@ -1,0 +1,74 @@
+//! Batches: puts and deletes of several keys of one bucket, committed as
+//! one transaction (all or none, after a crash too).
+
+use crate::error::Result;
+use crate::key::Key;
+use crate::ops::{delete_in, put_in};
+use crate::plan::with_plans;
+use crate::{Durability, Kv};
+
+/// Puts and deletes applied in order, atomically ([`Kv::write_batch`]).
+#[derive(Clone, Debug, Default)]
+pub struct KvBatch {
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl KvBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        KvBatch::default()
+    }
+
+    /// Adds a put of `value` under `key`.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push((key.as_ref().to_vec(), Some(value.into())));
+        self
+    }
+
+    /// Adds a delete of `key`.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.ops.push((key.as_ref().to_vec(), None));
+        self
+    }
+
+    /// Operations in the batch.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+impl Kv {
+    /// Applies `batch` to `bucket` in one transaction: every operation or
+    /// none. Every key is checked before anything is written; a refused
+    /// key or a conflict fails the whole batch.
+    pub fn write_batch(&self, bucket: impl AsRef<[u8]>, batch: &KvBatch, durability: Durability) -> Result<()> {
+        let bucket = self.bucket(bucket.as_ref())?;
+        let keys = batch.ops.iter().map(|(k, _)| Key::parse(k)).collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Key> = keys.iter().collect();
+        let owner = self.owner;
+        let deletes: Vec<bool> = batch.ops.iter().map(|(_, v)| v.is_none()).collect();
+        let removed = with_plans(self.store(), bucket, &refs, durability, &deletes, &[], |txn, plans| {
+            let mut removed = Vec::new();
+            for ((plan, key), (_, value)) in plans.iter().zip(&keys).zip(&batch.ops) {
+                match value {
+                    Some(v) => put_in(txn, plan, key, v, owner)?,
+                    None => {
+                        if let Some(r) = delete_in(txn, plan, key)? {
+                            removed.push(r);
+                        }
+                    }
+                }
+            }
+            Ok(removed)
+        })?;
+        for r in removed {
+            self.after_delete(r)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! Buckets: directories under the store's root.
+
+use larder_namespace::{list, NamespaceError, NamespaceTxn};
+use larder_object::meta::{Kind, Name};
+use larder_object::{Durability, LockRequest, ROOT_ID};
+
+use crate::error::{lossy, KvError, Result};
+use crate::key::bucket_name;
+use crate::Kv;
+
+impl Kv {
+    /// Creates bucket `bucket` (durably).
+    pub fn create_bucket(&self, bucket: impl AsRef<[u8]>) -> Result<()> {
+        let name = bucket_name(bucket.as_ref())?;
+        let requests = [LockRequest::Shared(ROOT_ID), LockRequest::Name(ROOT_ID, name.as_bytes().to_vec())];
+        let (uid, gid) = self.owner;
+        let made = self.store().transact_locked(&requests, Durability::Durable, |txn| {
+            txn.create(ROOT_ID, &name, Kind::Directory, 0o755, uid, gid)
+        });
+        match made {
+            Ok(_) => Ok(()),
+            Err(NamespaceError::Exists { .. }) => Err(KvError::BucketExists { bucket: lossy(name.as_bytes()) }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes the empty bucket `bucket` (durably).
+    pub fn delete_bucket(&self, bucket: impl AsRef<[u8]>) -> Result<()> {
+        let name = bucket_name(bucket.as_ref())?;
+        let id = self.bucket_id(&name)?;
+        let requests = [
+            LockRequest::Shared(ROOT_ID),
+            LockRequest::Name(ROOT_ID, name.as_bytes().to_vec()),
+            LockRequest::Exclusive(id),
+        ];
+        let done =
+            self.store().transact_locked(&requests, Durability::Durable, |txn| txn.unlink(ROOT_ID, &name, id, false));
+        match done {
+            Ok(_) => Ok(()),
+            Err(NamespaceError::NotEmpty { .. }) => Err(KvError::BucketNotEmpty { bucket: lossy(name.as_bytes()) }),
+            Err(NamespaceError::NotFound { .. }) => Err(KvError::NoSuchBucket { bucket: lossy(name.as_bytes()) }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every bucket's name, in byte order.
+    pub fn buckets(&self) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut after: Option<Name> = None;
+        loop {
+            let page = list::list(self.store(), ROOT_ID, after.as_ref(), 1024)?;
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            out.extend(page.into_iter().filter(|(_, d)| d.kind == Kind::Directory).map(|(n, _)| n.into_bytes()));
+        }
+        Ok(out)
+    }
+
+    /// The directory of bucket `name`.
+    pub(crate) fn bucket_id(&self, name: &Name) -> Result<u64> {
+        match list::lookup(self.store(), ROOT_ID, name)? {
+            Some(d) if d.kind == Kind::Directory => Ok(d.child),
+            _ => Err(KvError::NoSuchBucket { bucket: lossy(name.as_bytes()) }),
+        }
+    }
+
+    /// The directory of bucket `bucket`, checking its name.
+    pub(crate) fn bucket(&self, bucket: &[u8]) -> Result<u64> {
+        self.bucket_id(&bucket_name(bucket)?)
+    }
+}

@@ -1,0 +1,113 @@
+//! Larder's key-value API (DESIGN.md, layer 7): buckets of objects whose
+//! keys are paths, embedded in the calling process.
+//!
+//! A bucket is a directory under the store's root; a key is a path
+//! relative to it whose `/` separates directory levels (created on put,
+//! removed when a delete empties them), each level a valid file name, so
+//! the same objects appear unchanged in the file system. Keys breaking the
+//! rules are refused with [`KvError::InvalidKey`] ([`key`] module). Scans
+//! return keys in byte order of the whole key.
+//!
+//! Every change is one transaction of the object engine, committed with
+//! the [`Durability`] the call asks for: `Durable` returns once the change
+//! and everything before it is on disk; `Buffered` returns at once and is
+//! durable within the log's buffered interval (a crash loses at most a
+//! suffix of buffered changes).
+
+mod batch;
+mod bucket;
+mod error;
+pub mod key;
+mod ops;
+mod plan;
+mod scan;
+mod stream;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use batch::KvBatch;
+pub use error::{KvError, Result};
+pub use larder_object::Durability;
+use larder_object::{CreationOptions, Store, StoreOptions};
+pub use scan::{Scan, ScanEntry};
+pub use stream::{KvReader, KvWriter};
+
+/// Options of a KV store.
+#[derive(Clone, Debug)]
+pub struct KvOptions {
+    /// Run-time options of the store below (index, log, space).
+    pub store: StoreOptions,
+    /// Options fixed when a store is created (ignored by `open`).
+    pub creation: CreationOptions,
+    /// Owner of objects and levels the KV API creates (uid, gid): by
+    /// default the process's effective ids.
+    pub owner: (u32, u32),
+}
+
+impl Default for KvOptions {
+    fn default() -> Self {
+        KvOptions {
+            store: StoreOptions::default(),
+            creation: CreationOptions::default(),
+            owner: (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw()),
+        }
+    }
+}
+
+impl KvOptions {
+    /// Sets the index's memtable and block cache budgets, in bytes.
+    pub fn with_budgets(mut self, memtable_bytes: usize, cache_bytes: usize) -> Self {
+        self.store.index.memtable_size_bytes = memtable_bytes;
+        self.store.index.block_cache_bytes = cache_bytes;
+        self
+    }
+}
+
+/// An open KV store.
+#[derive(Debug)]
+pub struct Kv {
+    store: Store,
+    owner: (u32, u32),
+}
+
+impl Kv {
+    /// Creates a new store in `dir` on the real file system.
+    pub fn create(dir: &Path, options: KvOptions) -> Result<Kv> {
+        Self::create_with(Arc::new(larder_io::RealStorage::new()), dir, options)
+    }
+
+    /// Opens the store in `dir` on the real file system, recovering from
+    /// any crash.
+    pub fn open(dir: &Path, options: KvOptions) -> Result<Kv> {
+        Self::open_with(Arc::new(larder_io::RealStorage::new()), dir, options)
+    }
+
+    /// Creates a new store in `dir` on `storage`.
+    pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
+        let store = Store::create(storage, dir, options.creation, options.store)?;
+        Ok(Kv { store, owner: options.owner })
+    }
+
+    /// Opens the store in `dir` on `storage`.
+    pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
+        let store = Store::open(storage, dir, options.store)?;
+        Ok(Kv { store, owner: options.owner })
+    }
+
+    /// The object store below, for what this API does not cover (stats,
+    /// fsck).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Makes every change so far durable.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.store.sync()?)
+    }
+
+    /// Makes everything durable and closes the store cleanly.
+    pub fn close(self) -> Result<()> {
+        Ok(self.store.close()?)
+    }
+}

@@ -1,0 +1,171 @@
+//! Put, get, head and delete of one key.
+
+use larder_namespace::{list, NamespaceTxn};
+use larder_object::meta::{Dentry, Kind};
+use larder_object::{Durability, Store, Transaction};
+
+use crate::error::Result;
+use crate::key::Key;
+use crate::plan::{leaf_is_a_level, walk, with_plans, Plan, TxnError};
+use crate::Kv;
+
+/// Permission bits of objects the KV API creates.
+pub(crate) const OBJECT_MODE: u32 = 0o644;
+/// Permission bits of directory levels the KV API creates.
+pub(crate) const LEVEL_MODE: u32 = 0o755;
+
+/// What a key names, found without locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// The object's id.
+    pub object: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+impl Kv {
+    /// Stores `value` under `key` in `bucket`, replacing any value there,
+    /// creating missing directory levels; atomically (a crash leaves the
+    /// old value or the new, never a mix).
+    pub fn put(
+        &self,
+        bucket: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+        value: &[u8],
+        durability: Durability,
+    ) -> Result<()> {
+        let bucket = self.bucket(bucket.as_ref())?;
+        let key = Key::parse(key.as_ref())?;
+        let owner = self.owner;
+        with_plans(self.store(), bucket, &[&key], durability, &[false], &[], |txn, plans| {
+            put_in(txn, &plans[0], &key, value, owner)
+        })
+    }
+
+    /// The value under `key` in `bucket`, or `None`.
+    pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let bucket = self.bucket(bucket.as_ref())?;
+        let key = Key::parse(key.as_ref())?;
+        let Some(object) = find(self.store(), bucket, &key)? else { return Ok(None) };
+        // A delete between the lookup and the read reads as absent.
+        Ok(self.store().read_to_end(object.child)?)
+    }
+
+    /// The object under `key` and its size, or `None`.
+    pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
+        let bucket = self.bucket(bucket.as_ref())?;
+        let key = Key::parse(key.as_ref())?;
+        let Some(d) = find(self.store(), bucket, &key)? else { return Ok(None) };
+        Ok(self.store().stat(d.child)?.map(|o| Head { object: d.child, size: o.size }))
+    }
+
+    /// Removes `key` from `bucket`; returns whether it was there. Directory
+    /// levels the delete leaves empty are removed (the bucket stays).
+    pub fn delete(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
+        let bucket = self.bucket(bucket.as_ref())?;
+        let key = Key::parse(key.as_ref())?;
+        let removed = with_plans(self.store(), bucket, &[&key], durability, &[true], &[], |txn, plans| {
+            delete_in(txn, &plans[0], &key)
+        })?;
+        let Some(removed) = removed else { return Ok(false) };
+        self.after_delete(removed)?;
+        Ok(true)
+    }
+
+    /// After a delete committed: frees a large object in steps.
+    pub(crate) fn after_delete(&self, removed: Removed) -> Result<()> {
+        if removed.orphaned {
+            self.store().free_orphan(removed.object, Durability::Buffered)?;
+        }
+        Ok(())
+    }
+}
+
+/// The entry `key` names in `bucket`, without locks; `None` if a level or
+/// the leaf is missing, or the leaf is a directory level (not a key).
+pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
+    let mut dir = bucket;
+    for part in key.dirs() {
+        match list::lookup(store, dir, part)? {
+            Some(d) if d.kind == Kind::Directory => dir = d.child,
+            _ => return Ok(None),
+        }
+    }
+    Ok(list::lookup(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
+}
+
+/// The put inside its transaction.
+pub(crate) fn put_in(
+    txn: &mut Transaction<'_>,
+    plan: &Plan,
+    key: &Key,
+    value: &[u8],
+    (uid, gid): (u32, u32),
+) -> std::result::Result<(), TxnError> {
+    let dir = walk_owned(txn, plan, key, uid, gid)?;
+    match txn.lookup(dir, key.leaf())? {
+        Some(d) if d.kind == Kind::Directory => Err(leaf_is_a_level(key).into()),
+        Some(d) => {
+            // Replaced in place: one object, its bytes rewritten.
+            txn.truncate(d.child, 0)?;
+            txn.write(d.child, 0, value)?;
+            Ok(())
+        }
+        None => {
+            let id = txn.create(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
+            txn.write(id, 0, value)?;
+            Ok(())
+        }
+    }
+}
+
+/// [`walk`] creating missing levels owned by `uid`/`gid`.
+pub(crate) fn walk_owned(
+    txn: &mut Transaction<'_>,
+    plan: &Plan,
+    key: &Key,
+    uid: u32,
+    gid: u32,
+) -> std::result::Result<u64, TxnError> {
+    walk(txn, plan, key, Some((uid, gid)))?.ok_or(TxnError::Retry)
+}
+
+/// What a delete removed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Removed {
+    pub(crate) object: u64,
+    /// The object awaits freeing in steps.
+    pub(crate) orphaned: bool,
+}
+
+/// The delete inside its transaction: `None` if the key is not there.
+pub(crate) fn delete_in(
+    txn: &mut Transaction<'_>,
+    plan: &Plan,
+    key: &Key,
+) -> std::result::Result<Option<Removed>, TxnError> {
+    let Some(dir) = walk(txn, plan, key, None)? else { return Ok(None) };
+    match txn.lookup(dir, key.leaf())? {
+        Some(d) if d.kind != Kind::Directory => {
+            let u = txn.unlink(dir, key.leaf(), d.child, false)?;
+            prune_in(txn, plan, key)?;
+            Ok(Some(Removed { object: d.child, orphaned: u.orphaned }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Removes the levels the plan expected the delete to empty, deepest
+/// first, as long as they are empty now (a put may have filled one).
+fn prune_in(txn: &mut Transaction<'_>, plan: &Plan, key: &Key) -> std::result::Result<(), TxnError> {
+    for (depth, &(parent, dir)) in (0..plan.depth).rev().zip(&plan.prune) {
+        let name = &key.dirs()[depth];
+        let empty = txn.onode(dir)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0);
+        let named = txn.lookup(parent, name)?.is_some_and(|d| d.child == dir);
+        if !(empty && named) {
+            break;
+        }
+        txn.unlink(parent, name, dir, false)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! Finding a key's place, first without locks (a plan: which locks to
+//! take), then again inside the transaction under those locks.
+//!
+//! A plan walks the key's directory levels down from the bucket as far as
+//! they exist: the deepest existing level `dir` and the next name there
+//! (`next`, the first missing level or the leaf). The transaction holds
+//! `dir` shared and the name `next` exclusively, plus the leaf's object
+//! exclusively when it exists. Under those locks the walk is repeated: a
+//! level another transaction created meanwhile, or a leaf that changed, is
+//! not covered by the locks, and the transaction is retried with a new plan
+//! (the object layer refuses a touch of anything not locked, which is how
+//! a stale plan shows).
+
+use larder_namespace::{list, NamespaceError, NamespaceTxn};
+use larder_object::meta::{Dentry, Kind, Name};
+use larder_object::{LockRequest, ObjectError, Store, Transaction};
+
+use crate::error::{KvError, Result};
+use crate::key::Key;
+
+/// How far a key's levels exist.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    /// The deepest existing directory level.
+    pub(crate) dir: u64,
+    /// How many of the key's directory levels exist (`dir` is the last).
+    pub(crate) depth: usize,
+    /// The leaf's entry, when every level exists and the leaf does too.
+    pub(crate) leaf: Option<Dentry>,
+    /// The directories from the bucket down to `dir`.
+    pub(crate) chain: Vec<u64>,
+    /// Levels a delete of the leaf would leave empty, deepest first, with
+    /// their parents (filled by [`Plan::with_prune`]).
+    pub(crate) prune: Vec<(u64, u64)>,
+}
+
+impl Plan {
+    /// Walks `key` down from `bucket` without locks. A level that exists
+    /// but is not a directory is a conflict.
+    pub(crate) fn make(store: &Store, bucket: u64, key: &Key) -> Result<Plan> {
+        let mut dir = bucket;
+        let mut chain = vec![bucket];
+        for (depth, part) in key.dirs().iter().enumerate() {
+            match list::lookup(store, dir, part)? {
+                Some(d) if d.kind == Kind::Directory => dir = d.child,
+                Some(_) => return Err(level_is_a_key(key, depth + 1)),
+                None => return Ok(Plan { dir, depth, leaf: None, chain, prune: Vec::new() }),
+            }
+            chain.push(dir);
+        }
+        let leaf = list::lookup(store, dir, key.leaf())?;
+        Ok(Plan { dir, depth: key.dirs().len(), leaf, chain, prune: Vec::new() })
+    }
+
+    /// For a delete: the levels (not the bucket) that removing the leaf
+    /// would empty, as seen now, so the delete locks and removes them in
+    /// its own transaction (if a put fills one meanwhile, it stays).
+    pub(crate) fn with_prune(mut self, store: &Store) -> Result<Plan> {
+        if self.leaf.is_none() {
+            return Ok(self);
+        }
+        for i in (1..self.chain.len()).rev() {
+            let entries = store.stat(self.chain[i])?.and_then(|o| o.dir).map(|d| d.entries);
+            if entries != Some(1) {
+                break;
+            }
+            self.prune.push((self.chain[i - 1], self.chain[i]));
+        }
+        Ok(self)
+    }
+
+    /// The name the plan's transaction changes in `dir`.
+    pub(crate) fn next<'k>(&self, key: &'k Key) -> &'k Name {
+        key.parts.get(self.depth).unwrap_or_else(|| key.leaf())
+    }
+
+    /// The locks a transaction on this plan takes.
+    pub(crate) fn requests(&self, key: &Key, out: &mut Vec<LockRequest>) {
+        out.push(LockRequest::Shared(self.dir));
+        out.push(LockRequest::Name(self.dir, self.next(key).as_bytes().to_vec()));
+        if let Some(d) = self.leaf {
+            out.push(LockRequest::Exclusive(d.child));
+        }
+        for (depth, &(parent, dir)) in (0..self.depth).rev().zip(&self.prune) {
+            out.push(LockRequest::Exclusive(dir));
+            out.push(LockRequest::Shared(parent));
+            out.push(LockRequest::Name(parent, key.dirs()[depth].as_bytes().to_vec()));
+        }
+    }
+}
+
+pub(crate) fn level_is_a_key(key: &Key, levels: usize) -> KvError {
+    KvError::KeyConflict {
+        key: crate::error::lossy(&key.bytes),
+        other: key.shown_prefix(levels),
+        what: "that level is a key, so it cannot also be a directory level",
+    }
+}
+
+pub(crate) fn leaf_is_a_level(key: &Key) -> KvError {
+    KvError::KeyConflict {
+        key: crate::error::lossy(&key.bytes),
+        other: format!("{}/...", crate::error::lossy(&key.bytes)),
+        what: "other keys use it as a directory level",
+    }
+}
+
+/// An error inside a KV transaction: a stale plan (retry) or a real one.
+#[derive(Debug)]
+pub(crate) enum TxnError {
+    Retry,
+    Kv(KvError),
+}
+
+impl From<ObjectError> for TxnError {
+    fn from(e: ObjectError) -> Self {
+        match e {
+            // The plan's locks do not cover what the key now needs.
+            ObjectError::NotLocked { .. } | ObjectError::NameNotLocked { .. } => TxnError::Retry,
+            other => TxnError::Kv(KvError::Object(other)),
+        }
+    }
+}
+
+impl From<NamespaceError> for TxnError {
+    fn from(e: NamespaceError) -> Self {
+        match e {
+            NamespaceError::Object(o) => o.into(),
+            other => TxnError::Kv(other.into()),
+        }
+    }
+}
+
+impl From<KvError> for TxnError {
+    fn from(e: KvError) -> Self {
+        TxnError::Kv(e)
+    }
+}
+
+/// The walk under locks: the directory holding the key's leaf, creating
+/// missing levels (mode 0755) owned by `create`'s (uid, gid) when given,
+/// else `None` when one is missing.
+pub(crate) fn walk(
+    txn: &mut Transaction<'_>,
+    plan: &Plan,
+    key: &Key,
+    create: Option<(u32, u32)>,
+) -> std::result::Result<Option<u64>, TxnError> {
+    // The plan's directory may have been removed (emptied by a delete)
+    // before the locks were taken; a removed directory never comes back.
+    match txn.onode(plan.dir)? {
+        Some(o) if o.kind == Kind::Directory => {}
+        _ => return Err(TxnError::Retry),
+    }
+    let mut dir = plan.dir;
+    for (i, part) in key.dirs().iter().enumerate().skip(plan.depth) {
+        dir = match txn.lookup(dir, part)? {
+            Some(d) if d.kind == Kind::Directory => d.child,
+            Some(_) => return Err(level_is_a_key(key, i + 1).into()),
+            None => match create {
+                Some((uid, gid)) => txn.create(dir, part, Kind::Directory, crate::ops::LEVEL_MODE, uid, gid)?,
+                None => return Ok(None),
+            },
+        };
+    }
+    Ok(Some(dir))
+}
+
+/// Runs `f` in a transaction planned for `keys`, retrying while plans are
+/// stale. `f` gets the plans in the order of `keys`; `deletes[i]` says key
+/// `i` is deleted (its plan then covers the levels it may empty); `extra`
+/// are locks to take as well.
+pub(crate) fn with_plans<R>(
+    store: &Store,
+    bucket: u64,
+    keys: &[&Key],
+    durability: larder_object::Durability,
+    deletes: &[bool],
+    extra: &[LockRequest],
+    mut f: impl FnMut(&mut Transaction<'_>, &[Plan]) -> std::result::Result<R, TxnError>,
+) -> Result<R> {
+    const ATTEMPTS: usize = 64;
+    for _ in 0..ATTEMPTS {
+        let mut plans = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let plan = Plan::make(store, bucket, k)?;
+            plans.push(if deletes.get(i) == Some(&true) { plan.with_prune(store)? } else { plan });
+        }
+        let mut requests = extra.to_vec();
+        for (p, k) in plans.iter().zip(keys) {
+            p.requests(k, &mut requests);
+        }
+        match store.transact_locked(&requests, durability, |txn| f(txn, &plans)) {
+            Ok((r, _)) => return Ok(r),
+            Err(TxnError::Retry) => continue,
+            Err(TxnError::Kv(e)) => return Err(e),
+        }
+    }
+    let key = keys.first().map(|k| crate::error::lossy(&k.bytes)).unwrap_or_default();
+    Err(KvError::Contended { key, attempts: ATTEMPTS })
+}

@@ -1,0 +1,208 @@
+//! Scans: a bucket's keys in byte order of the whole key, by range or
+//! prefix, walking its directory levels.
+//!
+//! The dmap orders a directory's entries by name, but a key's order is
+//! that of the whole path, where a level `d` sorts as `d/`: `a-b` and `a.b`
+//! come before the keys under `a/` although the level `a` sorts before
+//! them as a name. So a level met in a listing is deferred (a small heap
+//! keyed by `name/`) and entered once every name below `name/` is out;
+//! only names extending `name` with a byte below `/` fall in between, so
+//! the heap stays small. Listing is paged, and a scan is not a snapshot: a
+//! key present throughout is returned exactly once, keys added or removed
+//! meanwhile may or may not be.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use larder_namespace::list;
+use larder_object::meta::{Dentry, Kind, Name};
+
+use crate::error::Result;
+use crate::Kv;
+
+/// Entries read per directory listing call.
+const PAGE: usize = 256;
+
+/// One key a scan returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanEntry {
+    /// The whole key.
+    pub key: Vec<u8>,
+    /// The object holding its value.
+    pub object: u64,
+    /// The value's size in bytes.
+    pub size: u64,
+}
+
+/// A level waiting to be entered: `name/`, its directory, and where the
+/// scan starts inside it (relative; empty for its first key).
+type Level = Reverse<(Vec<u8>, u64, Vec<u8>)>;
+
+/// A directory being listed.
+struct Cursor {
+    dir: u64,
+    /// The key bytes of this level, ending in `/` (empty for the bucket).
+    prefix: Vec<u8>,
+    page: VecDeque<(Name, Dentry)>,
+    /// Last name listed (the next page starts after it).
+    after: Option<Name>,
+    /// Where the first page starts (relative), when the scan starts inside.
+    from: Vec<u8>,
+    exhausted: bool,
+    /// Levels met, keyed by `name/`, with the start inside them.
+    deferred: BinaryHeap<Level>,
+    /// The first part of the relative start, and what follows its `/`.
+    start_part: Vec<u8>,
+    start_rest: Option<Vec<u8>>,
+}
+
+/// A scan in progress (see the module doc); an iterator of entries.
+pub struct Scan<'a> {
+    kv: &'a Kv,
+    stack: Vec<Cursor>,
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+}
+
+impl Kv {
+    /// The keys of `bucket` in `[start, end)` (no end: to the last), in
+    /// byte order.
+    pub fn scan_range(&self, bucket: impl AsRef<[u8]>, start: &[u8], end: Option<&[u8]>) -> Result<Scan<'_>> {
+        let dir = self.bucket(bucket.as_ref())?;
+        let mut scan = Scan { kv: self, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
+        let root = scan.cursor(dir, Vec::new(), start.to_vec())?;
+        scan.stack.push(root);
+        Ok(scan)
+    }
+
+    /// The keys of `bucket` starting with `prefix`, in byte order.
+    pub fn scan_prefix(&self, bucket: impl AsRef<[u8]>, prefix: &[u8]) -> Result<Scan<'_>> {
+        let end = larder_object::meta::prefix_end(prefix);
+        self.scan_range(bucket, prefix, end.as_deref())
+    }
+}
+
+impl Scan<'_> {
+    /// A cursor over `dir` whose keys start with `prefix`, starting at the
+    /// relative key `from`.
+    fn cursor(&self, dir: u64, prefix: Vec<u8>, from: Vec<u8>) -> Result<Cursor> {
+        let (start_part, start_rest) = match from.iter().position(|&b| b == b'/') {
+            Some(i) => (from[..i].to_vec(), Some(from[i + 1..].to_vec())),
+            None => (from.clone(), None),
+        };
+        let mut deferred = BinaryHeap::new();
+        // Levels named by a proper prefix P of the start's first part, with
+        // the byte after P below '/', sort (as `P/`) after the start though
+        // their names sort before it: find them by lookup.
+        for len in 1..start_part.len() {
+            if start_part[len] >= b'/' {
+                continue;
+            }
+            let Ok(name) = Name::new(&start_part[..len]) else { continue };
+            if let Some(d) = list::lookup(self.kv.store(), dir, &name)?.filter(|d| d.kind == Kind::Directory) {
+                let mut k = name.into_bytes();
+                k.push(b'/');
+                deferred.push(Reverse((k, d.child, Vec::new())));
+            }
+        }
+        Ok(Cursor {
+            dir,
+            prefix,
+            page: VecDeque::new(),
+            after: None,
+            from: start_part.clone(),
+            exhausted: false,
+            deferred,
+            start_part,
+            start_rest,
+        })
+    }
+
+    fn refill(&mut self) -> Result<()> {
+        let store = self.kv.store();
+        let Some(top) = self.stack.last_mut() else { return Ok(()) };
+        if !top.page.is_empty() || top.exhausted {
+            return Ok(());
+        }
+        let page = match &top.after {
+            Some(after) => list::list(store, top.dir, Some(after), PAGE)?,
+            None => list::list_from(store, top.dir, &top.from, PAGE)?,
+        };
+        top.exhausted = page.len() < PAGE;
+        top.after = page.last().map(|(n, _)| n.clone()).or(top.after.take());
+        top.page.extend(page);
+        Ok(())
+    }
+
+    fn past_end(&self, key: &[u8]) -> bool {
+        self.end.as_deref().is_some_and(|e| key >= e)
+    }
+
+    fn step(&mut self) -> Result<Option<ScanEntry>> {
+        loop {
+            self.refill()?;
+            let Some(top) = self.stack.last_mut() else { return Ok(None) };
+            if let Some((name, d)) = top.page.front().filter(|(_, d)| d.kind == Kind::Directory) {
+                let mut k = name.as_bytes().to_vec();
+                k.push(b'/');
+                let inner = match &top.start_rest {
+                    Some(rest) if name.as_bytes() == top.start_part.as_slice() => rest.clone(),
+                    _ => Vec::new(),
+                };
+                top.deferred.push(Reverse((k, d.child, inner)));
+                top.page.pop_front();
+                continue;
+            }
+            let file = top.page.front().map(|(n, _)| n.as_bytes().to_vec());
+            let level_first = match (top.deferred.peek(), &file) {
+                (Some(Reverse((k, _, _))), Some(f)) => k < f,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if level_first {
+                let Some(Reverse((k, child, inner))) = top.deferred.pop() else { continue };
+                let mut prefix = top.prefix.clone();
+                prefix.extend_from_slice(&k);
+                if self.past_end(&prefix) {
+                    self.stack.clear();
+                    return Ok(None);
+                }
+                let cursor = self.cursor(child, prefix, inner)?;
+                self.stack.push(cursor);
+                continue;
+            }
+            let Some((name, d)) = top.page.pop_front() else {
+                self.stack.pop();
+                continue;
+            };
+            let mut key = top.prefix.clone();
+            key.extend_from_slice(name.as_bytes());
+            if key < self.start || d.kind != Kind::File {
+                continue;
+            }
+            if self.past_end(&key) {
+                self.stack.clear();
+                return Ok(None);
+            }
+            // A key deleted since its listing is skipped.
+            if let Some(onode) = self.kv.store().stat(d.child)? {
+                return Ok(Some(ScanEntry { key, object: d.child, size: onode.size }));
+            }
+        }
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<ScanEntry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.step() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(e) => {
+                self.stack.clear();
+                Some(Err(e))
+            }
+        }
+    }
+}

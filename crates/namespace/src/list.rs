@@ -1,0 +1,54 @@
+//! Reading directories outside transactions: one entry, or entries in name
+//! order from a position, as of one index snapshot.
+
+use std::ops::Bound;
+
+use larder_object::meta::{decode_dentry_key, dentry_key, dmap_prefix, prefix_end, Dentry, Name};
+use larder_object::Store;
+
+use crate::error::Result;
+
+/// The entry `name` in `dir` as of now, if any (no lock: a concurrent
+/// change may make it stale at once; transactions re-check under locks).
+pub fn lookup(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
+    Ok(store.index().get(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
+}
+
+/// Up to `limit` entries of `dir` in name order: after `after` (exclusive)
+/// when given, else from the first. Reads one consistent snapshot.
+pub fn list(store: &Store, dir: u64, after: Option<&Name>, limit: usize) -> Result<Vec<(Name, Dentry)>> {
+    let prefix = dmap_prefix(dir);
+    let end = prefix_end(&prefix).unwrap_or_default();
+    let start = match after {
+        Some(name) => Bound::Excluded(dentry_key(dir, name)),
+        None => Bound::Included(prefix.to_vec()),
+    };
+    let start = match &start {
+        Bound::Included(k) => Bound::Included(&k[..]),
+        Bound::Excluded(k) => Bound::Excluded(&k[..]),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    let mut out = Vec::new();
+    for kv in store.index().range(start, Bound::Excluded(&end[..]), true)?.take(limit) {
+        let (k, v) = kv?;
+        let (_, name) = decode_dentry_key(&k)?;
+        out.push((name, Dentry::decode(&v)?));
+    }
+    Ok(out)
+}
+
+/// Up to `limit` entries of `dir` in name order whose names are at or after
+/// `from` (any bytes, not necessarily a valid name), as of one snapshot.
+pub fn list_from(store: &Store, dir: u64, from: &[u8], limit: usize) -> Result<Vec<(Name, Dentry)>> {
+    let prefix = dmap_prefix(dir);
+    let end = prefix_end(&prefix).unwrap_or_default();
+    let mut start = prefix.to_vec();
+    start.extend_from_slice(from);
+    let mut out = Vec::new();
+    for kv in store.index().range(Bound::Included(&start[..]), Bound::Excluded(&end[..]), true)?.take(limit) {
+        let (k, v) = kv?;
+        let (_, name) = decode_dentry_key(&k)?;
+        out.push((name, Dentry::decode(&v)?));
+    }
+    Ok(out)
+}

@@ -1,0 +1,147 @@
+//! Namespace operations inside a transaction: the dmap's (directory, name)
+//! entries, directories' entry counts and objects' link counts kept in step.
+//!
+//! Locks (see `larder_object::LockRequest`): an operation on name N in
+//! directory D needs N's name lock (or D exclusively) and D held (shared is
+//! enough: the entry count changes by a merge operand); the object whose
+//! link count changes must be held exclusively. Directories have exactly
+//! one name; removing one needs it held exclusively, so every create in it
+//! has finished and none can start.
+
+use larder_object::meta::{orphan_key, DataLocation};
+use larder_object::meta::{Dentry, Kind, Name, Orphan, OrphanReason, Timestamp};
+use larder_object::Transaction;
+
+use crate::error::{lossy, NamespaceError, Result};
+
+/// Objects at least this large (in container extents) are freed after
+/// their unlink commits, in steps (`Store::free_orphan`), rather than in
+/// the unlink's own record.
+pub const FREE_LATER_BYTES: u64 = 64 << 20;
+
+/// What an unlink left behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unlinked {
+    /// The object the name referred to.
+    pub child: u64,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its link count afterwards.
+    pub nlink: u32,
+    /// The object has no name left and an orphan record: the caller frees
+    /// it (`Store::free_orphan`) once the unlink commits and no handle
+    /// uses it.
+    pub orphaned: bool,
+}
+
+/// Namespace operations on a [`Transaction`].
+pub trait NamespaceTxn {
+    /// The entry `name` in directory `dir` (held), if any.
+    fn lookup(&self, dir: u64, name: &Name) -> Result<Option<Dentry>>;
+
+    /// Names `child` (held exclusively) `name` in `dir`: a new dentry, the
+    /// directory's entry count +1, the child's link count +1. Fails with
+    /// [`NamespaceError::Exists`] if the name is taken, and refuses a
+    /// second name for a directory.
+    fn link(&mut self, dir: u64, name: &Name, child: u64) -> Result<()>;
+
+    /// Creates an object of `kind` named `name` in `dir`, or fails with
+    /// [`NamespaceError::Exists`] at once. Returns its id.
+    fn create(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64>;
+
+    /// Removes the entry `name` from `dir`; the object it names (`child`,
+    /// held exclusively) loses a link. A directory must be empty. An object
+    /// left without a name is deleted in this transaction, unless `open`
+    /// (a handle still uses it) or it is large ([`FREE_LATER_BYTES`]): then
+    /// it gets an orphan record and [`Unlinked::orphaned`] is set.
+    fn unlink(&mut self, dir: u64, name: &Name, child: u64, open: bool) -> Result<Unlinked>;
+}
+
+fn directory(txn: &Transaction<'_>, dir: u64) -> Result<()> {
+    match txn.onode(dir)? {
+        Some(o) if o.kind == Kind::Directory => Ok(()),
+        Some(_) => Err(NamespaceError::NotADirectory { object: dir }),
+        None => Err(larder_object::ObjectError::NoSuchObject { object: dir }.into()),
+    }
+}
+
+fn change_nlink(object: u64, nlink: u32, delta: i64) -> Result<u32> {
+    i64::from(nlink).checked_add(delta).and_then(|n| u32::try_from(n).ok()).ok_or(NamespaceError::LinkCount {
+        object,
+        nlink,
+        delta,
+    })
+}
+
+impl NamespaceTxn for Transaction<'_> {
+    fn lookup(&self, dir: u64, name: &Name) -> Result<Option<Dentry>> {
+        Ok(self.dentry(dir, name)?)
+    }
+
+    fn link(&mut self, dir: u64, name: &Name, child: u64) -> Result<()> {
+        directory(self, dir)?;
+        if self.dentry(dir, name)?.is_some() {
+            return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
+        }
+        let mut onode = self.onode(child)?.ok_or(larder_object::ObjectError::NoSuchObject { object: child })?;
+        if let Some(info) = onode.dir.as_mut() {
+            if onode.nlink > 0 || child == larder_object::ROOT_ID {
+                return Err(NamespaceError::DirectoryLink { dir: child });
+            }
+            info.parent = dir;
+        }
+        if onode.nlink == 0 {
+            // It had no name: it was an orphan (or brand new).
+            self.delete(&orphan_key(child));
+        }
+        onode.nlink = change_nlink(child, onode.nlink, 1)?;
+        onode.ctime = Timestamp::now();
+        self.put_onode(child, &onode)?;
+        self.put_dentry(dir, name, &Dentry { child, kind: onode.kind })?;
+        self.add_dir_entries(dir, 1)?;
+        Ok(())
+    }
+
+    fn create(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
+        directory(self, dir)?;
+        if self.dentry(dir, name)?.is_some() {
+            return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
+        }
+        let id = self.create_object(kind, mode, uid, gid)?;
+        self.link(dir, name, id)?;
+        Ok(id)
+    }
+
+    fn unlink(&mut self, dir: u64, name: &Name, child: u64, open: bool) -> Result<Unlinked> {
+        let not_found = || NamespaceError::NotFound { dir, name: lossy(name.as_bytes()) };
+        let dentry = self.dentry(dir, name)?.ok_or_else(not_found)?;
+        if dentry.child != child {
+            // The caller locked another object than the name now names.
+            return Err(not_found());
+        }
+        let mut onode = self.onode(child)?.ok_or(larder_object::ObjectError::NoSuchObject { object: child })?;
+        if let Some(info) = onode.dir {
+            if info.entries > 0 {
+                return Err(NamespaceError::NotEmpty { dir: child, entries: info.entries });
+            }
+        }
+        self.delete_dentry(dir, name)?;
+        self.add_dir_entries(dir, -1)?;
+        onode.nlink = change_nlink(child, onode.nlink, -1)?;
+        onode.ctime = Timestamp::now();
+        let large = matches!(onode.location, DataLocation::Extents) && onode.size >= FREE_LATER_BYTES;
+        let mut orphaned = false;
+        if onode.nlink > 0 {
+            self.put_onode(child, &onode)?;
+        } else if open || large {
+            let reason = if open { OrphanReason::Unlinked } else { OrphanReason::Freeing };
+            let record = Orphan { reason, since: onode.ctime }.encode()?;
+            self.put_onode(child, &onode)?;
+            self.put(&orphan_key(child), &record);
+            orphaned = true;
+        } else {
+            self.delete_object(child)?;
+        }
+        Ok(Unlinked { child, kind: onode.kind, nlink: onode.nlink, orphaned })
+    }
+}
