@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::key::Key;
 use crate::ops::{delete_in, put_in};
-use crate::plan::with_plans;
+use crate::plan::{with_plans, PlanKind};
 use crate::{Durability, Kv};
 
 /// Puts and deletes applied in order, atomically ([`Kv::write_batch`]).
@@ -51,23 +51,28 @@ impl Kv {
         let keys = batch.ops.iter().map(|(k, _)| Key::parse(k)).collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Key> = keys.iter().collect();
         let owner = self.owner;
-        let deletes: Vec<bool> = batch.ops.iter().map(|(_, v)| v.is_none()).collect();
-        let removed = with_plans(self.store(), bucket, &refs, durability, &deletes, &[], |txn, plans| {
+        // Deletes in a batch do not prune levels in the transaction (a
+        // later operation of the batch may need the level); levels left
+        // empty are pruned after the commit.
+        let kinds: Vec<PlanKind> =
+            batch.ops.iter().map(|(_, v)| if v.is_some() { PlanKind::Put } else { PlanKind::Delete }).collect();
+        let removed = with_plans(self.store(), bucket, &refs, durability, &kinds, &[], |txn, plans| {
             let mut removed = Vec::new();
             for ((plan, key), (_, value)) in plans.iter().zip(&keys).zip(&batch.ops) {
                 match value {
                     Some(v) => put_in(txn, plan, key, v, owner)?,
                     None => {
                         if let Some(r) = delete_in(txn, plan, key)? {
-                            removed.push(r);
+                            removed.push((key, r));
                         }
                     }
                 }
             }
             Ok(removed)
         })?;
-        for r in removed {
+        for (key, r) in removed {
             self.after_delete(r)?;
+            self.prune_levels(bucket, key, durability)?;
         }
         Ok(())
     }

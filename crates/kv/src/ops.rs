@@ -2,11 +2,11 @@
 
 use larder_namespace::{list, NamespaceTxn};
 use larder_object::meta::{Dentry, Kind};
-use larder_object::{Durability, Store, Transaction};
+use larder_object::{Durability, LockRequest, Store, Transaction};
 
 use crate::error::Result;
 use crate::key::Key;
-use crate::plan::{leaf_is_a_level, walk, with_plans, Plan, TxnError};
+use crate::plan::{leaf_is_a_level, walk, with_plans, Plan, PlanKind, TxnError};
 use crate::Kv;
 
 /// Permission bits of objects the KV API creates.
@@ -37,13 +37,14 @@ impl Kv {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
         let owner = self.owner;
-        with_plans(self.store(), bucket, &[&key], durability, &[false], &[], |txn, plans| {
+        with_plans(self.store(), bucket, &[&key], durability, &[PlanKind::Put], &[], |txn, plans| {
             put_in(txn, &plans[0], &key, value, owner)
         })
     }
 
     /// The value under `key` in `bucket`, or `None`.
     pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.store().make_visible()?;
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
         let Some(object) = find(self.store(), bucket, &key)? else { return Ok(None) };
@@ -53,6 +54,7 @@ impl Kv {
 
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
+        self.store().make_visible()?;
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
         let Some(d) = find(self.store(), bucket, &key)? else { return Ok(None) };
@@ -64,9 +66,10 @@ impl Kv {
     pub fn delete(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
-        let removed = with_plans(self.store(), bucket, &[&key], durability, &[true], &[], |txn, plans| {
-            delete_in(txn, &plans[0], &key)
-        })?;
+        let removed =
+            with_plans(self.store(), bucket, &[&key], durability, &[PlanKind::DeletePruning], &[], |txn, plans| {
+                delete_in(txn, &plans[0], &key)
+            })?;
         let Some(removed) = removed else { return Ok(false) };
         self.after_delete(removed)?;
         Ok(true)
@@ -76,6 +79,46 @@ impl Kv {
     pub(crate) fn after_delete(&self, removed: Removed) -> Result<()> {
         if removed.orphaned {
             self.store().free_orphan(removed.object, Durability::Buffered)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the levels of `key` left empty, deepest first, each in a
+    /// transaction of its own that checks it is still empty, committed
+    /// with `durability`. A batch does this for the levels its own deletes
+    /// emptied (a single delete prunes in its own transaction).
+    pub(crate) fn prune_levels(&self, bucket: u64, key: &Key, durability: Durability) -> Result<()> {
+        let store = self.store();
+        store.make_visible()?;
+        for depth in (1..=key.dirs().len()).rev() {
+            let mut chain = vec![bucket];
+            for part in &key.dirs()[..depth] {
+                match list::lookup(store, chain[chain.len() - 1], part)? {
+                    Some(d) if d.kind == Kind::Directory => chain.push(d.child),
+                    _ => return Ok(()),
+                }
+            }
+            let (parent, dir) = (chain[depth - 1], chain[depth]);
+            if store.stat(dir)?.and_then(|o| o.dir).is_none_or(|i| i.entries != 0) {
+                return Ok(());
+            }
+            let name = &key.dirs()[depth - 1];
+            let requests = [
+                LockRequest::Shared(parent),
+                LockRequest::Name(parent, name.as_bytes().to_vec()),
+                LockRequest::Exclusive(dir),
+            ];
+            let (pruned, _) = store.transact_locked(&requests, durability, |txn| {
+                let empty = txn.onode(dir)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0);
+                if empty && txn.lookup(parent, name)?.is_some_and(|d| d.child == dir) {
+                    txn.unlink(parent, name, dir, false)?;
+                    return Ok(true);
+                }
+                Ok::<bool, larder_namespace::NamespaceError>(false)
+            })?;
+            if !pruned {
+                return Ok(());
+            }
         }
         Ok(())
     }
@@ -104,7 +147,17 @@ pub(crate) fn put_in(
 ) -> std::result::Result<(), TxnError> {
     let dir = walk_owned(txn, plan, key, uid, gid)?;
     match txn.lookup(dir, key.leaf())? {
-        Some(d) if d.kind == Kind::Directory => Err(leaf_is_a_level(key).into()),
+        Some(d) if d.kind == Kind::Directory => {
+            // An empty level (a batch's delete or a crash can leave one)
+            // holds no key: it gives way. One holding keys is a conflict.
+            if txn.onode(d.child)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0) {
+                txn.unlink(dir, key.leaf(), d.child, false)?;
+                let id = txn.create(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
+                txn.write(id, 0, value)?;
+                return Ok(());
+            }
+            Err(leaf_is_a_level(key).into())
+        }
         Some(d) => {
             // Replaced in place: one object, its bytes rewritten.
             txn.truncate(d.child, 0)?;

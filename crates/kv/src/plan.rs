@@ -35,16 +35,16 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Walks `key` down from `bucket` without locks. A level that exists
-    /// but is not a directory is a conflict.
+    /// Walks `key` down from `bucket` without locks.
     pub(crate) fn make(store: &Store, bucket: u64, key: &Key) -> Result<Plan> {
         let mut dir = bucket;
         let mut chain = vec![bucket];
         for (depth, part) in key.dirs().iter().enumerate() {
             match list::lookup(store, dir, part)? {
                 Some(d) if d.kind == Kind::Directory => dir = d.child,
-                Some(_) => return Err(level_is_a_key(key, depth + 1)),
-                None => return Ok(Plan { dir, depth, leaf: None, chain, prune: Vec::new() }),
+                // Missing, or a key where a level should be: the walk under
+                // locks decides (an earlier operation of a batch may change it).
+                _ => return Ok(Plan { dir, depth, leaf: None, chain, prune: Vec::new() }),
             }
             chain.push(dir);
         }
@@ -105,6 +105,18 @@ pub(crate) fn leaf_is_a_level(key: &Key) -> KvError {
     }
 }
 
+/// What a transaction does to a key, for its plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PlanKind {
+    /// A put.
+    Put,
+    /// A delete.
+    Delete,
+    /// A delete that also removes the levels it empties, in the same
+    /// transaction (its plan locks them).
+    DeletePruning,
+}
+
 /// An error inside a KV transaction: a stale plan (retry) or a real one.
 #[derive(Debug)]
 pub(crate) enum TxnError {
@@ -150,13 +162,16 @@ pub(crate) fn walk(
     // before the locks were taken; a removed directory never comes back.
     match txn.onode(plan.dir)? {
         Some(o) if o.kind == Kind::Directory => {}
+        // Without creating, a removed level means the key is absent.
+        _ if create.is_none() => return Ok(None),
         _ => return Err(TxnError::Retry),
     }
     let mut dir = plan.dir;
     for (i, part) in key.dirs().iter().enumerate().skip(plan.depth) {
         dir = match txn.lookup(dir, part)? {
             Some(d) if d.kind == Kind::Directory => d.child,
-            Some(_) => return Err(level_is_a_key(key, i + 1).into()),
+            Some(_) if create.is_some() => return Err(level_is_a_key(key, i + 1).into()),
+            Some(_) => return Ok(None),
             None => match create {
                 Some((uid, gid)) => txn.create(dir, part, Kind::Directory, crate::ops::LEVEL_MODE, uid, gid)?,
                 None => return Ok(None),
@@ -167,15 +182,14 @@ pub(crate) fn walk(
 }
 
 /// Runs `f` in a transaction planned for `keys`, retrying while plans are
-/// stale. `f` gets the plans in the order of `keys`; `deletes[i]` says key
-/// `i` is deleted (its plan then covers the levels it may empty); `extra`
-/// are locks to take as well.
+/// stale. `f` gets the plans in the order of `keys`; `kinds[i]` says what
+/// is done to key `i`; `extra` are locks to take as well.
 pub(crate) fn with_plans<R>(
     store: &Store,
     bucket: u64,
     keys: &[&Key],
     durability: larder_object::Durability,
-    deletes: &[bool],
+    kinds: &[PlanKind],
     extra: &[LockRequest],
     mut f: impl FnMut(&mut Transaction<'_>, &[Plan]) -> std::result::Result<R, TxnError>,
 ) -> Result<R> {
@@ -183,8 +197,9 @@ pub(crate) fn with_plans<R>(
     for _ in 0..ATTEMPTS {
         let mut plans = Vec::with_capacity(keys.len());
         for (i, k) in keys.iter().enumerate() {
+            let kind = kinds.get(i).copied().unwrap_or(PlanKind::Put);
             let plan = Plan::make(store, bucket, k)?;
-            plans.push(if deletes.get(i) == Some(&true) { plan.with_prune(store)? } else { plan });
+            plans.push(if kind == PlanKind::DeletePruning { plan.with_prune(store)? } else { plan });
         }
         let mut requests = extra.to_vec();
         for (p, k) in plans.iter().zip(keys) {

@@ -14,7 +14,7 @@ use larder_object::{Durability, LockRequest};
 use crate::error::{KvError, Result};
 use crate::key::Key;
 use crate::ops::{walk_owned, Removed, OBJECT_MODE};
-use crate::plan::{leaf_is_a_level, with_plans, TxnError};
+use crate::plan::{leaf_is_a_level, with_plans, PlanKind, TxnError};
 use crate::Kv;
 
 /// Bytes a writer gathers before writing them to its object.
@@ -89,20 +89,21 @@ impl KvWriter<'_> {
         let (object, owner) = (self.object, self.kv.owner);
         let mine = [LockRequest::Exclusive(object)];
         let (store, bucket) = (self.kv.store(), self.bucket);
-        let removed = with_plans(store, bucket, &[&self.key], self.durability, &[false], &mine, |txn, plans| {
-            let key = &self.key;
-            let dir = walk_owned(txn, &plans[0], key, owner.0, owner.1)?;
-            let old = match txn.lookup(dir, key.leaf())? {
-                Some(d) if d.kind == Kind::Directory => return Err(leaf_is_a_level(key).into()),
-                Some(d) => {
-                    let u = txn.unlink(dir, key.leaf(), d.child, false)?;
-                    Some(Removed { object: d.child, orphaned: u.orphaned })
-                }
-                None => None,
-            };
-            txn.link(dir, key.leaf(), object).map_err(TxnError::from)?;
-            Ok(old)
-        });
+        let removed =
+            with_plans(store, bucket, &[&self.key], self.durability, &[PlanKind::Put], &mine, |txn, plans| {
+                let key = &self.key;
+                let dir = walk_owned(txn, &plans[0], key, owner.0, owner.1)?;
+                let old = match txn.lookup(dir, key.leaf())? {
+                    Some(d) if d.kind == Kind::Directory => return Err(leaf_is_a_level(key).into()),
+                    Some(d) => {
+                        let u = txn.unlink(dir, key.leaf(), d.child, false)?;
+                        Some(Removed { object: d.child, orphaned: u.orphaned })
+                    }
+                    None => None,
+                };
+                txn.link(dir, key.leaf(), object).map_err(TxnError::from)?;
+                Ok(old)
+            });
         self.finished = true;
         if let Some(old) = removed? {
             self.kv.after_delete(old)?;

@@ -101,6 +101,8 @@ pub struct Store {
     checkpointer: Option<Checkpointer>,
     ids: IdAllocator,
     locks: LockTable,
+    /// LSN of the last buffered commit: reads first make it visible.
+    last_buffered: std::sync::atomic::AtomicU64,
     /// Set when a container sync failed outside the log: the kernel may
     /// have dropped the data, so nothing more is committed until a reopen
     /// (DESIGN.md, ordering rule 6).
@@ -230,6 +232,7 @@ impl Store {
             ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
             poisoned: parking_lot::Mutex::new(None),
+            last_buffered: std::sync::atomic::AtomicU64::new(0),
             _lock: lock,
         };
         if high_water.is_none() && store.stat(ROOT_ID)?.is_none() {
@@ -277,7 +280,9 @@ impl Store {
                         return Err(e.into());
                     }
                 }
-                self.log.append_buffered(record)?
+                let lsn = self.log.append_buffered(record)?;
+                self.last_buffered.fetch_max(lsn, std::sync::atomic::Ordering::AcqRel);
+                lsn
             }
         };
         self.checkpoint_if_needed()?;
@@ -373,6 +378,18 @@ impl Store {
             self.space.free(extent, lsn).map_err(ObjectError::from)?;
         }
         Ok((out, lsn))
+    }
+
+    /// Makes every buffered commit so far visible to reads outside
+    /// transactions (read-your-writes): a buffered record reaches the
+    /// index only once its log group is written, so this writes it if it
+    /// has not been. Costs nothing when no buffered commit is pending.
+    pub fn make_visible(&self) -> Result<()> {
+        let last = self.last_buffered.load(std::sync::atomic::Ordering::Acquire);
+        if last > self.log.durable_lsn() {
+            self.log.sync_to(last)?;
+        }
+        Ok(())
     }
 
     /// Makes every transaction committed so far durable (and visible).
