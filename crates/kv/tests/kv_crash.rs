@@ -27,7 +27,7 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 fn apply(kv: &Kv, i: u64, model: &mut State) -> Result<(), KvError> {
     let key = |n: u64| format!("d{}/k{}", n % 3, n % 7).into_bytes();
     let value = |n: u64| {
-        let len = if n % 3 == 0 { 9_000 + (n as usize % 5) * 1000 } else { 100 + n as usize };
+        let len = if n.is_multiple_of(3) { 9_000 + (n as usize % 5) * 1000 } else { 100 + n as usize };
         vec![n as u8; len]
     };
     match i % 5 {
