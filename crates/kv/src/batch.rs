@@ -51,9 +51,6 @@ impl Kv {
         let keys = batch.ops.iter().map(|(k, _)| Key::parse(k)).collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Key> = keys.iter().collect();
         let owner = self.owner;
-        // Deletes in a batch do not prune levels in the transaction (a
-        // later operation of the batch may need the level); levels left
-        // empty are pruned after the commit.
         let kinds: Vec<PlanKind> =
             batch.ops.iter().map(|(_, v)| if v.is_some() { PlanKind::Put } else { PlanKind::Delete }).collect();
         let removed = with_plans(self.store(), bucket, &refs, durability, &kinds, &[], |txn, plans| {

@@ -66,10 +66,9 @@ impl Kv {
     pub fn delete(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
-        let removed =
-            with_plans(self.store(), bucket, &[&key], durability, &[PlanKind::DeletePruning], &[], |txn, plans| {
-                delete_in(txn, &plans[0], &key)
-            })?;
+        let removed = with_plans(self.store(), bucket, &[&key], durability, &[PlanKind::Delete], &[], |txn, plans| {
+            delete_in(txn, &plans[0], &key)
+        })?;
         let Some(removed) = removed else { return Ok(false) };
         self.after_delete(removed)?;
         Ok(true)

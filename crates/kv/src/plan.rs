@@ -11,6 +11,8 @@
 //! (the object layer refuses a touch of anything not locked, which is how
 //! a stale plan shows).
 
+use std::collections::HashMap;
+
 use larder_namespace::{list, NamespaceError, NamespaceTxn};
 use larder_object::meta::{Dentry, Kind, Name};
 use larder_object::{LockRequest, ObjectError, Store, Transaction};
@@ -53,15 +55,17 @@ impl Plan {
     }
 
     /// For a delete: the levels (not the bucket) that removing the leaf
-    /// would empty, as seen now, so the delete locks and removes them in
-    /// its own transaction (if a put fills one meanwhile, it stays).
-    pub(crate) fn with_prune(mut self, store: &Store) -> Result<Plan> {
+    /// may empty, as seen now, so the delete locks and removes them in its
+    /// own transaction (if a put fills one meanwhile, it stays). A level is
+    /// a candidate when its entry count is at most `deletes(level)`, the
+    /// number of deletes of the transaction under it (1 for a lone delete).
+    pub(crate) fn with_prune(mut self, store: &Store, deletes: impl Fn(u64) -> u64) -> Result<Plan> {
         if self.leaf.is_none() {
             return Ok(self);
         }
         for i in (1..self.chain.len()).rev() {
             let entries = store.stat(self.chain[i])?.and_then(|o| o.dir).map(|d| d.entries);
-            if entries != Some(1) {
+            if entries.is_none_or(|e| e > deletes(self.chain[i])) {
                 break;
             }
             self.prune.push((self.chain[i - 1], self.chain[i]));
@@ -110,11 +114,9 @@ pub(crate) fn leaf_is_a_level(key: &Key) -> KvError {
 pub(crate) enum PlanKind {
     /// A put.
     Put,
-    /// A delete.
-    Delete,
-    /// A delete that also removes the levels it empties, in the same
+    /// A delete; it also removes the levels it empties, in the same
     /// transaction (its plan locks them).
-    DeletePruning,
+    Delete,
 }
 
 /// An error inside a KV transaction: a stale plan (retry) or a real one.
@@ -160,14 +162,19 @@ pub(crate) fn walk(
 ) -> std::result::Result<Option<u64>, TxnError> {
     // The plan's directory may have been removed (emptied by a delete)
     // before the locks were taken; a removed directory never comes back.
-    match txn.onode(plan.dir)? {
-        Some(o) if o.kind == Kind::Directory => {}
-        // Without creating, a removed level means the key is absent.
-        _ if create.is_none() => return Ok(None),
-        _ => return Err(TxnError::Retry),
+    let (mut dir, mut depth) = (plan.dir, plan.depth);
+    while txn.onode(dir)?.is_none_or(|o| o.kind != Kind::Directory) {
+        // The level is gone: removed by an earlier delete of this batch
+        // (whose plan locked its parent and name), or by another
+        // transaction before the locks were taken (then the parent is not
+        // held, and the touch below asks for a new plan).
+        if depth == 0 {
+            return Err(TxnError::Retry);
+        }
+        depth -= 1;
+        dir = plan.chain[depth];
     }
-    let mut dir = plan.dir;
-    for (i, part) in key.dirs().iter().enumerate().skip(plan.depth) {
+    for (i, part) in key.dirs().iter().enumerate().skip(depth) {
         dir = match txn.lookup(dir, part)? {
             Some(d) if d.kind == Kind::Directory => d.child,
             Some(_) if create.is_some() => return Err(level_is_a_key(key, i + 1).into()),
@@ -195,11 +202,20 @@ pub(crate) fn with_plans<R>(
 ) -> Result<R> {
     const ATTEMPTS: usize = 64;
     for _ in 0..ATTEMPTS {
-        let mut plans = Vec::with_capacity(keys.len());
-        for (i, k) in keys.iter().enumerate() {
-            let kind = kinds.get(i).copied().unwrap_or(PlanKind::Put);
-            let plan = Plan::make(store, bucket, k)?;
-            plans.push(if kind == PlanKind::DeletePruning { plan.with_prune(store)? } else { plan });
+        let mut plans = keys.iter().map(|k| Plan::make(store, bucket, k)).collect::<Result<Vec<_>>>()?;
+        // How many of the deletes lie under each level, for pruning.
+        let mut under: HashMap<u64, u64> = HashMap::new();
+        for (plan, kind) in plans.iter().zip(kinds) {
+            if *kind == PlanKind::Delete && plan.leaf.is_some() {
+                for &dir in &plan.chain {
+                    *under.entry(dir).or_insert(0) += 1;
+                }
+            }
+        }
+        for (plan, kind) in plans.iter_mut().zip(kinds) {
+            if *kind == PlanKind::Delete {
+                *plan = plan.clone().with_prune(store, |dir| under.get(&dir).copied().unwrap_or(1))?;
+            }
         }
         let mut requests = extra.to_vec();
         for (p, k) in plans.iter().zip(keys) {

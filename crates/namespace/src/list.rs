@@ -11,7 +11,7 @@ use crate::error::Result;
 /// The entry `name` in `dir` as of now, if any (no lock: a concurrent
 /// change may make it stale at once; transactions re-check under locks).
 pub fn lookup(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
-    Ok(store.index().get(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
+    Ok(store.get_meta(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
 }
 
 /// Up to `limit` entries of `dir` in name order: after `after` (exclusive)

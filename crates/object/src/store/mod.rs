@@ -13,6 +13,7 @@
 //! into the index, flush the index and checkpoint the log ("recovery ends
 //! with an index flush"), then start the checkpointer.
 
+mod cache;
 mod checkpoint;
 mod payload;
 
@@ -34,6 +35,7 @@ use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
 use crate::txn::locks::LockTable;
 use crate::txn::{LockRequest, Transaction};
+use cache::MetaCache;
 use checkpoint::{checkpoint_once, Checkpointer, Signal};
 use payload::Payload;
 
@@ -60,6 +62,9 @@ pub struct StoreOptions {
     /// Options of space management (the container size comes from the
     /// superblock).
     pub space: larder_space::Options,
+    /// Bytes of the metadata cache: recently read onodes (with inline
+    /// objects' bytes) and dentries (default 64 MiB; 0 turns it off).
+    pub meta_cache_bytes: usize,
     /// Checkpoint on a background thread (default). When false, a commit
     /// that finds the log needing room checkpoints in its own thread:
     /// deterministic, for tests.
@@ -72,6 +77,7 @@ impl Default for StoreOptions {
             index: larder_index::Options::default(),
             log: larder_log::Options::default(),
             space: larder_space::Options::default(),
+            meta_cache_bytes: 64 << 20,
             background_checkpoints: true,
         }
     }
@@ -101,6 +107,8 @@ pub struct Store {
     checkpointer: Option<Checkpointer>,
     ids: IdAllocator,
     locks: LockTable,
+    /// Recently read onodes and dentries.
+    meta_cache: Arc<MetaCache>,
     /// LSN of the last buffered commit: reads first make it visible.
     last_buffered: std::sync::atomic::AtomicU64,
     /// Set when a container sync failed outside the log: the kernel may
@@ -168,7 +176,9 @@ impl Store {
         let mut log_options = options.log;
         log_options.segment_bytes = loaded.superblock.options.log_segment_bytes;
         let apply_index = index.clone();
-        log_options.on_durable = Some(Arc::new(move |lsn, bytes: &[u8]| apply(&apply_index, lsn, bytes)));
+        let meta_cache = Arc::new(MetaCache::new(options.meta_cache_bytes));
+        let apply_cache = meta_cache.clone();
+        log_options.on_durable = Some(Arc::new(move |lsn, bytes: &[u8]| apply(&apply_index, &apply_cache, lsn, bytes)));
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
         let replay_index = index.clone();
@@ -233,6 +243,7 @@ impl Store {
             locks: LockTable::new(),
             poisoned: parking_lot::Mutex::new(None),
             last_buffered: std::sync::atomic::AtomicU64::new(0),
+            meta_cache,
             _lock: lock,
         };
         if high_water.is_none() && store.stat(ROOT_ID)?.is_none() {
@@ -392,6 +403,18 @@ impl Store {
         Ok(())
     }
 
+    /// The committed value of an onode or dentry key, through the metadata
+    /// cache (other keys are read from the index). Sees buffered commits.
+    pub fn get_meta(&self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
+        self.make_visible()?;
+        self.meta_cache.get_or_load(key, || self.index.get(key).map_err(ObjectError::from))
+    }
+
+    /// Metadata cache counters: (hits, misses, bytes cached).
+    pub fn meta_cache_stats(&self) -> (u64, u64, u64) {
+        self.meta_cache.stats()
+    }
+
     /// Makes every transaction committed so far durable (and visible).
     pub fn sync(&self) -> Result<()> {
         Ok(self.log.sync()?)
@@ -450,9 +473,14 @@ impl Store {
 }
 
 /// Applies one durable record to the index (the log calls this in LSN order).
-fn apply(index: &Index, lsn: u64, bytes: &[u8]) -> std::result::Result<(), String> {
+fn apply(index: &Index, cache: &MetaCache, lsn: u64, bytes: &[u8]) -> std::result::Result<(), String> {
     match payload::decode(bytes).map_err(|e| format!("record {lsn}: {e}"))? {
-        Payload::Batch(batch) => index.write(lsn, &batch).map_err(|e| format!("record {lsn}: {e}")),
+        Payload::Batch(batch) => {
+            cache.invalidate(&batch);
+            let done = index.write(lsn, &batch).map_err(|e| format!("record {lsn}: {e}"));
+            cache.settle();
+            done
+        }
     }
 }
 

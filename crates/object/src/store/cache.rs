@@ -1,0 +1,123 @@
+//! The metadata cache: recent point reads of onode and dentry keys, so a
+//! lookup by path and the read of a small (inline) object touch no index
+//! run, bloom filter or memtable (DESIGN.md's onode and dentry caches; an
+//! inline object's bytes are in its onode, so this is its data cache too).
+//!
+//! Coherence: entries are dropped where the index changes, in the log's
+//! apply hook (and in replay), for every key a batch writes. Batches enter
+//! the index one at a time, and the epoch works like a seqlock: odd while a
+//! batch is going in (from just before its keys are dropped until it is in
+//! the index), bumped under a gate that readers hold while they check and
+//! insert. A reader inserts what it loaded only if the epoch was even when
+//! it began and is unchanged when it inserts, so a value read before or
+//! during a change is never cached after it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use larder_index::{BatchOp, WriteBatch};
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
+
+use crate::meta::{map_prefix, Map};
+
+/// A cached value: `None` caches that the key is absent.
+pub(crate) type Cached = Option<Arc<[u8]>>;
+
+#[derive(Clone)]
+struct EntryWeighter;
+
+impl Weighter<Vec<u8>, Cached> for EntryWeighter {
+    fn weight(&self, key: &Vec<u8>, value: &Cached) -> u64 {
+        (key.len() + value.as_ref().map_or(0, |v| v.len()) + 48) as u64
+    }
+}
+
+/// See the module doc.
+pub(crate) struct MetaCache {
+    cache: Option<Cache<Vec<u8>, Cached, EntryWeighter>>,
+    epoch: AtomicU64,
+    gate: parking_lot::RwLock<()>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// Whether the cache keeps `key`: onode and dentry keys.
+fn cacheable(key: &[u8]) -> bool {
+    key.first().is_some_and(|&b| b == map_prefix(Map::Omap)[0] || b == map_prefix(Map::Dmap)[0])
+}
+
+impl MetaCache {
+    /// A cache of `capacity_bytes` (0: no cache).
+    pub(crate) fn new(capacity_bytes: usize) -> Self {
+        let cache = (capacity_bytes > 0)
+            .then(|| Cache::with_weighter((capacity_bytes / 512).max(16), capacity_bytes as u64, EntryWeighter));
+        MetaCache {
+            cache,
+            epoch: AtomicU64::new(0),
+            gate: parking_lot::RwLock::new(()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The value of `key`, from the cache or from `load`.
+    pub(crate) fn get_or_load<E>(
+        &self,
+        key: &[u8],
+        load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+    ) -> Result<Cached, E> {
+        let Some(cache) = self.cache.as_ref().filter(|_| cacheable(key)) else {
+            return Ok(load()?.map(Arc::from));
+        };
+        if let Some(v) = cache.get(key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(v);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let before = self.epoch.load(Ordering::Acquire);
+        let value: Cached = load()?.map(Arc::from);
+        if before.is_multiple_of(2) {
+            let _gate = self.gate.read();
+            if self.epoch.load(Ordering::Acquire) == before {
+                cache.insert(key.to_vec(), value.clone());
+            }
+        }
+        Ok(value)
+    }
+
+    /// Drops every key `batch` writes; called before the batch enters the
+    /// index, and followed by [`MetaCache::settle`] once it is in.
+    pub(crate) fn invalidate(&self, batch: &WriteBatch) {
+        let Some(cache) = self.cache.as_ref() else { return };
+        {
+            let _gate = self.gate.write();
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        for op in batch.iter() {
+            match op {
+                BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => {
+                    if cacheable(key) {
+                        cache.remove(key);
+                    }
+                }
+                BatchOp::DeleteRange { .. } => cache.clear(),
+            }
+        }
+    }
+
+    /// Ends the change [`MetaCache::invalidate`] began, once the batch is
+    /// in the index.
+    pub(crate) fn settle(&self) {
+        if self.cache.is_some() {
+            let _gate = self.gate.write();
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// (hits, misses, bytes cached).
+    pub(crate) fn stats(&self) -> (u64, u64, u64) {
+        let bytes = self.cache.as_ref().map_or(0, |c| c.weight());
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed), bytes)
+    }
+}
