@@ -319,9 +319,15 @@ impl SpaceManager {
     /// (bounded by `max_containers`); returns how many it created. Call it
     /// from a background thread after allocations, so that allocations find
     /// a zero-filled container ready instead of waiting for one.
+    ///
+    /// With `spares_after_first_use`, a store with no container yet gets
+    /// none: the first allocation creates the first container.
     pub fn ensure_spares(&self) -> Result<u64> {
         let inner = &*self.inner;
         let mut st = inner.state.lock();
+        if inner.options.spares_after_first_use && st.containers.is_empty() && st.creating == 0 {
+            return Ok(0);
+        }
         let spares = st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64;
         let want = inner.options.spare_containers.saturating_sub(spares + st.creating);
         let room = inner.options.max_containers.saturating_sub(st.containers.len() as u64 + st.creating);

@@ -17,6 +17,11 @@ pub struct Options {
     /// ahead of need by [`crate::SpaceManager::ensure_spares`] (and at open),
     /// so an allocation rarely waits for a creation. Default 1.
     pub spare_containers: u64,
+    /// Keep spares only once a first container exists (created by the first
+    /// allocation that needs it). A store of small, inline objects then
+    /// never holds a container, which is as large as it is (1 GiB by
+    /// default). Default true.
+    pub spares_after_first_use: bool,
     /// Most containers that may exist; past it allocations fail with
     /// [`SpaceError::NoSpace`]. Default 1024 (1 TiB of 1 GiB containers).
     pub max_containers: u64,
@@ -39,6 +44,7 @@ impl Default for Options {
         Options {
             container_bytes: 1 << 30,
             spare_containers: 1,
+            spares_after_first_use: true,
             max_containers: 1024,
             punch_bytes_per_sec: 256 << 20,
             punch_free_threshold: 0.25,

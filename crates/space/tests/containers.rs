@@ -146,3 +146,15 @@ fn bad_options_are_refused() {
         assert!(matches!(err, SpaceError::InvalidOption { name: n, .. } if n == name), "{err}");
     }
 }
+
+#[test]
+fn with_spares_after_first_use_a_store_gets_containers_only_once_it_needs_one() {
+    let sim = SimStorage::new(9);
+    let options = larder_space::Options { spares_after_first_use: true, ..small_options() };
+    let m = open(&sim, options.clone(), &[]).unwrap();
+    assert!(m.container_ids().is_empty(), "no container before any allocation");
+    assert_eq!(m.ensure_spares().unwrap(), 0);
+    m.allocate(4096).unwrap();
+    assert_eq!(m.container_ids().len(), 1);
+    assert_eq!(m.ensure_spares().unwrap(), 1, "then a spare is kept ahead of need");
+}

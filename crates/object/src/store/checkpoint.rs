@@ -5,7 +5,8 @@
 //! every record up to the index's durable sequence number is covered, so
 //! the segments holding only such records can be reused (DESIGN.md,
 //! ordering rule 3). The log's hook cannot call back into the log, so the
-//! hook only wakes this thread.
+//! hook only wakes this thread. The same thread punches freed space and
+//! creates spare containers.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -91,6 +92,13 @@ impl Checkpointer {
                 // A failed flush poisons the index and log themselves; the
                 // next write reports it. Nothing more to do here.
                 tracing::error!(error = %e, "checkpoint failed");
+                return;
+            }
+            // Space upkeep rides on the same thread: hole-punch freed space
+            // (coalesced and rate-limited by the space manager) and keep a
+            // zero-filled container ready ahead of need.
+            if let Err(e) = space.punch_some(std::time::Instant::now()).and_then(|_| space.ensure_spares()) {
+                tracing::error!(error = %e, "space upkeep failed");
                 return;
             }
         })?;
