@@ -19,6 +19,7 @@ mod in_txn;
 mod read;
 mod replay;
 mod write;
+mod xattrs;
 
 pub(crate) use replay::ReplayVerifier;
 
