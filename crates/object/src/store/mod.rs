@@ -47,6 +47,9 @@ pub const LOG_DIR: &str = "log";
 pub const DATA_DIR: &str = "data";
 /// The store's lock file: held by the one process that owns the store.
 pub const LOCK_FILE: &str = "LOCK";
+/// Entry-count operands a directory's onode may gather before it is
+/// rewritten whole (see `Store::fold_entry_counts`).
+pub const FOLD_OPERANDS: u32 = 32;
 /// The root directory's object id: created with the store, never named
 /// by a dentry, its own parent.
 pub const ROOT_ID: u64 = 1;
@@ -109,6 +112,9 @@ pub struct Store {
     locks: LockTable,
     /// Recently read onodes and dentries.
     meta_cache: Arc<MetaCache>,
+    /// Entry-count operands written per directory since its onode was last
+    /// written whole.
+    pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
     /// LSN of the last buffered commit: reads first make it visible.
     last_buffered: std::sync::atomic::AtomicU64,
     /// Set when a container sync failed outside the log: the kernel may
@@ -243,6 +249,7 @@ impl Store {
             locks: LockTable::new(),
             poisoned: parking_lot::Mutex::new(None),
             last_buffered: std::sync::atomic::AtomicU64::new(0),
+            pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
             _lock: lock,
         };
@@ -388,6 +395,7 @@ impl Store {
         for extent in done.frees {
             self.space.free(extent, lsn).map_err(ObjectError::from)?;
         }
+        self.fold_entry_counts(&done.merged_dirs)?;
         Ok((out, lsn))
     }
 
@@ -413,6 +421,38 @@ impl Store {
     /// Metadata cache counters: (hits, misses, bytes cached).
     pub fn meta_cache_stats(&self) -> (u64, u64, u64) {
         self.meta_cache.stats()
+    }
+
+    /// Rewrites a directory's onode whole once [`FOLD_OPERANDS`] entry-count
+    /// operands have been written to it since the last rewrite, so a read
+    /// of the onode (every create in the directory reads it) never folds a
+    /// long chain of operands: a directory of a million creates would
+    /// otherwise make each read fold up to a memtable's worth of them.
+    fn fold_entry_counts(&self, dirs: &[u64]) -> Result<()> {
+        let due: Vec<u64> = {
+            let mut pending = self.pending_operands.lock();
+            if pending.len() > 65_536 {
+                // Only a heuristic: forgetting counts of directories seldom
+                // written lets their chains grow a little longer, no more.
+                pending.clear();
+            }
+            dirs.iter()
+                .copied()
+                .filter(|d| {
+                    let n = pending.entry(*d).or_insert(0);
+                    *n += 1;
+                    (*n >= FOLD_OPERANDS).then(|| pending.remove(d)).is_some()
+                })
+                .collect()
+        };
+        for dir in due {
+            // Buffered: the value is the same, only its form changes.
+            self.transact(&[dir], Durability::Buffered, |txn| match txn.onode(dir)? {
+                Some(onode) => txn.put_onode(dir, &onode),
+                None => Ok(()),
+            })?;
+        }
+        Ok(())
     }
 
     /// Makes every transaction committed so far durable (and visible).

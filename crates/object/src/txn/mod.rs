@@ -71,6 +71,8 @@ pub(crate) struct Finished {
     pub(crate) allocated: Vec<Extent>,
     pub(crate) frees: Vec<Extent>,
     pub(crate) created: Vec<u64>,
+    /// Directories whose entry count this transaction changed by operand.
+    pub(crate) merged_dirs: Vec<u64>,
 }
 
 impl<'a> Transaction<'a> {
@@ -321,6 +323,7 @@ impl<'a> Transaction<'a> {
             allocated: self.allocated,
             frees: self.frees,
             created: self.created,
+            merged_dirs: self.entry_deltas.into_keys().collect(),
         }
     }
 }
