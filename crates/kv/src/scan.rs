@@ -186,7 +186,7 @@ impl Scan<'_> {
                 return Ok(None);
             }
             // A key deleted since its listing is skipped.
-            if let Some(onode) = self.kv.store().stat(d.child)? {
+            if let Some(onode) = self.kv.store().stat_written(d.child)? {
                 return Ok(Some(ScanEntry { key, object: d.child, size: onode.size }));
             }
         }

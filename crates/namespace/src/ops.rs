@@ -103,7 +103,8 @@ impl NamespaceTxn for Transaction<'_> {
     }
 
     fn create(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
-        directory(self, dir)?;
+        // `link` checks the directory; the name is checked first so that a
+        // taken name allocates no id.
         if self.dentry(dir, name)?.is_some() {
             return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
         }

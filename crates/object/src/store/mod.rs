@@ -33,7 +33,7 @@ use crate::meta::{
 use crate::objects::ReplayVerifier;
 use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
-use crate::txn::locks::LockTable;
+use crate::txn::locks::{Held, LockTable};
 use crate::txn::{LockRequest, Transaction};
 use cache::MetaCache;
 use checkpoint::{checkpoint_once, Checkpointer, Signal};
@@ -50,6 +50,9 @@ pub const LOCK_FILE: &str = "LOCK";
 /// Entry-count operands a directory's onode may gather before it is
 /// rewritten whole (see `Store::fold_entry_counts`).
 pub const FOLD_OPERANDS: u32 = 32;
+/// Entry-count operands after which the rewrite waits for the directory's
+/// lock instead of trying it (see `Store::fold_entry_counts`).
+pub const FOLD_OPERANDS_FORCE: u32 = 1024;
 /// The root directory's object id: created with the store, never named
 /// by a dentry, its own parent.
 pub const ROOT_ID: u64 = 1;
@@ -362,7 +365,18 @@ impl Store {
         durability: Durability,
         f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<(R, u64), E> {
-        let mut held = self.locks.lock(requests);
+        let held = self.locks.lock(requests);
+        self.run_locked(held, requests, durability, f)
+    }
+
+    /// Runs a transaction on locks already taken (see `transact_locked`).
+    fn run_locked<R, E: From<ObjectError>>(
+        &self,
+        mut held: Held<'_>,
+        requests: &[LockRequest],
+        durability: Durability,
+        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<(R, u64), E> {
         // A buffered predecessor on these objects must be visible first.
         let before = held.last_lsn();
         if before > self.log.durable_lsn() {
@@ -415,6 +429,14 @@ impl Store {
     /// cache (other keys are read from the index). Sees buffered commits.
     pub fn get_meta(&self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
         self.make_visible()?;
+        self.get_meta_written(key)
+    }
+
+    /// Like [`Store::get_meta`], without first writing pending buffered
+    /// commits: it may miss those. For planning a transaction, which checks
+    /// again under its locks (and a lock makes its predecessors visible), so
+    /// a write never waits for a log write it does not depend on.
+    pub fn get_meta_written(&self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
         self.meta_cache.get_or_load(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
@@ -429,7 +451,7 @@ impl Store {
     /// long chain of operands: a directory of a million creates would
     /// otherwise make each read fold up to a memtable's worth of them.
     fn fold_entry_counts(&self, dirs: &[u64]) -> Result<()> {
-        let due: Vec<u64> = {
+        let due: Vec<(u64, u32)> = {
             let mut pending = self.pending_operands.lock();
             if pending.len() > 65_536 {
                 // Only a heuristic: forgetting counts of directories seldom
@@ -438,16 +460,35 @@ impl Store {
             }
             dirs.iter()
                 .copied()
-                .filter(|d| {
-                    let n = pending.entry(*d).or_insert(0);
+                .filter_map(|d| {
+                    let n = pending.entry(d).or_insert(0);
                     *n += 1;
-                    (*n >= FOLD_OPERANDS).then(|| pending.remove(d)).is_some()
+                    if *n >= FOLD_OPERANDS {
+                        pending.remove(&d).map(|n| (d, n))
+                    } else {
+                        None
+                    }
                 })
                 .collect()
         };
-        for dir in due {
+        for (dir, count) in due {
+            let requests = [LockRequest::Exclusive(dir)];
+            // Creates hold the directory shared: waiting for it would
+            // drain them all, so a busy directory is folded only when its
+            // chain has grown long, and otherwise at the next chance.
+            let held = if count >= FOLD_OPERANDS_FORCE {
+                self.locks.lock(&requests)
+            } else {
+                match self.locks.try_lock(&requests) {
+                    Some(h) => h,
+                    None => {
+                        *self.pending_operands.lock().entry(dir).or_insert(0) += count;
+                        continue;
+                    }
+                }
+            };
             // Buffered: the value is the same, only its form changes.
-            self.transact(&[dir], Durability::Buffered, |txn| match txn.onode(dir)? {
+            self.run_locked(held, &requests, Durability::Buffered, |txn| match txn.onode(dir)? {
                 Some(onode) => txn.put_onode(dir, &onode),
                 None => Ok(()),
             })?;

@@ -113,9 +113,21 @@ impl LockTable {
         }
     }
 
-    /// Takes every stripe the requests map to, in stripe order, each in
-    /// the strongest mode asked of it, until the returned value drops.
-    pub(crate) fn lock(&self, requests: &[LockRequest]) -> Held<'_> {
+    /// Like [`LockTable::lock`], but gives up (returning `None`, holding
+    /// nothing) if any stripe is not free at once.
+    pub(crate) fn try_lock(&self, requests: &[LockRequest]) -> Option<Held<'_>> {
+        let mut guards = Vec::new();
+        for (i, exclusive) in Self::wanted(requests) {
+            let s = self.stripes.get(i)?;
+            let g = if exclusive { Guard::Exclusive(s.lock.try_write()?) } else { Guard::Shared(s.lock.try_read()?) };
+            guards.push((s, g));
+        }
+        Some(Held { guards })
+    }
+
+    /// The stripes `requests` need, in stripe order, each with whether it is
+    /// needed exclusively.
+    fn wanted(requests: &[LockRequest]) -> Vec<(usize, bool)> {
         let mut wanted: Vec<(usize, bool)> = requests.iter().map(|r| (r.stripe(), r.exclusive())).collect();
         // Exclusive sorts after shared for the same stripe, so keeping the
         // last of each stripe keeps the strongest mode.
@@ -128,7 +140,13 @@ impl LockTable {
                 false
             }
         });
-        let guards = wanted
+        wanted
+    }
+
+    /// Takes every stripe the requests map to, in stripe order, each in
+    /// the strongest mode asked of it, until the returned value drops.
+    pub(crate) fn lock(&self, requests: &[LockRequest]) -> Held<'_> {
+        let guards = Self::wanted(requests)
             .into_iter()
             .filter_map(|(i, exclusive)| self.stripes.get(i).map(|s| (s, exclusive)))
             .map(|(s, exclusive)| {
