@@ -229,7 +229,10 @@ impl<'a> Transaction<'a> {
 
     /// Creates an object of `kind` in this transaction and returns its id,
     /// held exclusively from now on: size 0, no links (the namespace adds
-    /// them), generation 1, every time now. `mode` holds the permission
+    /// them), generation 1, every time now. The object has no name: link it
+    /// in the same transaction (the namespace's `create` does), or write an
+    /// orphan record for it (the KV writer does), or it is never freed
+    /// (fsck reports an object with neither). `mode` holds the permission
     /// bits, with or without `kind`'s type bits. A directory is its own
     /// parent until the namespace links it.
     pub fn create_object(&mut self, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {

@@ -1,0 +1,408 @@
+//! The problems a check reports: one variant per broken rule of
+//! docs/format.md section 15, each naming where (object id, key, container
+//! file and offset) and what is wrong.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use larder_object::meta::{Extent, Kind, MetaKey, Name, XattrName};
+
+/// An fmap entry: the object, the logical offset of its key, its extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtentOwner {
+    /// The object.
+    pub object: u64,
+    /// The entry's logical offset in the object.
+    pub offset: u64,
+    /// The container space it references.
+    pub extent: Extent,
+}
+
+impl fmt::Display for ExtentOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (object {} offset {})", self.extent, self.object, self.offset)
+    }
+}
+
+/// A key as a person reads it: which map, which object, which name.
+pub struct ShowKey<'a>(pub &'a MetaKey);
+
+impl fmt::Display for ShowKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            MetaKey::Store(name) => write!(f, "store entry \"{name}\""),
+            MetaKey::Onode { object } => write!(f, "onode of object {object}"),
+            MetaKey::Extent { object, offset } => write!(f, "fmap entry of object {object} at offset {offset}"),
+            MetaKey::Dentry { parent, name } => write!(f, "dentry \"{name}\" in directory {parent}"),
+            MetaKey::Xattr { object, name } => write!(f, "xattr \"{name}\" of object {object}"),
+            MetaKey::Orphan { object } => write!(f, "orphan record of object {object}"),
+        }
+    }
+}
+
+/// Raw key bytes in hex, cut after 64 bytes so a hostile key cannot flood
+/// a terminal.
+fn hex(bytes: &[u8]) -> String {
+    let cut = bytes.get(..64).unwrap_or(bytes);
+    let mut s: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+    if cut.len() < bytes.len() {
+        s.push_str(&format!("... ({} bytes)", bytes.len()));
+    }
+    s
+}
+
+/// One broken invariant. The rule numbers are docs/format.md section 15's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// Rule 1: a key that is no key of the object layer.
+    BadKey {
+        /// The raw key.
+        key: Vec<u8>,
+        /// Why it does not decode.
+        error: String,
+    },
+    /// Rule 1: a value that does not decode as its map's record.
+    BadValue {
+        /// The key holding it.
+        key: MetaKey,
+        /// Why it does not decode.
+        error: String,
+    },
+    /// Rule 1: a store metadata entry this build does not define.
+    UnknownStoreEntry {
+        /// Its name.
+        name: String,
+    },
+    /// Rule 1: the index could not be read through (a run block failing
+    /// its checksum names the file). The keys between `from` and `to`
+    /// were not checked.
+    IndexUnreadable {
+        /// The index's error, naming the file.
+        error: String,
+        /// The last key read before the failure (or where the attempt
+        /// began); `None`: the start of the index.
+        from: Option<Vec<u8>>,
+        /// Where the scan went on (the next map's prefix); `None`: it
+        /// could not, the rest of the index is unchecked.
+        to: Option<Vec<u8>>,
+    },
+    /// Rule 2: object 1 has no onode.
+    RootMissing,
+    /// Rule 2: object 1 is not a directory.
+    RootNotDirectory {
+        /// What it is.
+        kind: Kind,
+    },
+    /// Rule 2: the root's parent is not itself.
+    RootParent {
+        /// The parent recorded.
+        parent: u64,
+    },
+    /// Rule 2: the root has a link count.
+    RootLinked {
+        /// The link count recorded.
+        nlink: u32,
+    },
+    /// Rule 2: a dentry names the root.
+    RootNamed {
+        /// The directory holding the dentry.
+        parent: u64,
+        /// The dentry's name.
+        name: Name,
+    },
+    /// Rule 2: the root has an orphan record.
+    RootOrphan,
+    /// Rule 3: an object id that was never allocated.
+    IdNotAllocated {
+        /// The id.
+        id: u64,
+        /// The key holding it (in the key or in its value).
+        key: MetaKey,
+        /// Which field of the key or value.
+        field: &'static str,
+        /// The store's `next_object_id`, if it has one.
+        next_object_id: Option<u64>,
+    },
+    /// Rule 4: a dentry in a directory that does not exist.
+    DentryParentMissing {
+        /// The directory.
+        parent: u64,
+        /// The dentry's name.
+        name: Name,
+    },
+    /// Rule 4: a dentry in an object that is not a directory.
+    DentryParentNotDirectory {
+        /// The object.
+        parent: u64,
+        /// The dentry's name.
+        name: Name,
+        /// What the object is.
+        kind: Kind,
+    },
+    /// Rule 4: a dentry naming an object that does not exist.
+    DentryChildMissing {
+        /// The directory.
+        parent: u64,
+        /// The dentry's name.
+        name: Name,
+        /// The object named.
+        child: u64,
+    },
+    /// Rule 4: a dentry whose kind is not its object's.
+    DentryKindMismatch {
+        /// The directory.
+        parent: u64,
+        /// The dentry's name.
+        name: Name,
+        /// The object named.
+        child: u64,
+        /// The kind the dentry says.
+        dentry: Kind,
+        /// The kind the onode says.
+        onode: Kind,
+    },
+    /// Rule 4: a directory named by a second dentry.
+    DirectoryNamedTwice {
+        /// The directory.
+        dir: u64,
+        /// The first dentry naming it: (directory, name).
+        first: (u64, Name),
+        /// Another one.
+        second: (u64, Name),
+    },
+    /// Rule 4: a directory whose recorded parent is not the directory
+    /// holding its dentry.
+    DirectoryParentMismatch {
+        /// The directory.
+        dir: u64,
+        /// The parent its onode records.
+        recorded: u64,
+        /// The directory holding its dentry.
+        parent: u64,
+        /// The dentry's name.
+        name: Name,
+    },
+    /// Rule 5: a link count that is not the number of dentries.
+    NlinkMismatch {
+        /// The object.
+        object: u64,
+        /// Its link count.
+        nlink: u32,
+        /// Dentries naming it.
+        dentries: u64,
+    },
+    /// Rule 5: an object without names and without an orphan record.
+    UnnamedWithoutOrphan {
+        /// The object.
+        object: u64,
+    },
+    /// Rule 5: an orphan record of an object that does not exist.
+    OrphanWithoutObject {
+        /// The object.
+        object: u64,
+    },
+    /// Rule 5: an orphan record of an object that has names.
+    OrphanLinked {
+        /// The object.
+        object: u64,
+        /// Its link count.
+        nlink: u32,
+    },
+    /// Rule 6: a directory whose entry count is not its number of dentries.
+    EntryCountMismatch {
+        /// The directory.
+        dir: u64,
+        /// The count its onode records.
+        recorded: u64,
+        /// Dentries under it.
+        found: u64,
+    },
+    /// Rule 7: an fmap entry of an object that does not exist.
+    FmapWithoutOnode {
+        /// The object.
+        object: u64,
+        /// The entry's logical offset.
+        offset: u64,
+    },
+    /// Rule 7: an fmap entry of an object whose bytes are not in extents.
+    FmapNotExtents {
+        /// The object.
+        object: u64,
+        /// The entry's logical offset.
+        offset: u64,
+        /// Where the onode says its bytes are.
+        location: &'static str,
+    },
+    /// Rule 7: an fmap entry starting before the previous one of the same
+    /// object ends.
+    FmapOverlap {
+        /// The object.
+        object: u64,
+        /// The entry's logical offset.
+        offset: u64,
+        /// Where the entries before it end.
+        previous_end: u64,
+    },
+    /// Rule 7: an fmap entry ending past its object's size.
+    FmapPastSize {
+        /// The object.
+        object: u64,
+        /// The entry's logical offset.
+        offset: u64,
+        /// Where the entry's range ends.
+        end: u64,
+        /// The object's size.
+        size: u64,
+    },
+    /// Rule 7: an fmap entry in a container that does not exist.
+    ContainerMissing {
+        /// The entry.
+        owner: ExtentOwner,
+    },
+    /// Rule 8: two fmap entries referencing the same blocks.
+    ExtentShared {
+        /// The entry whose extent starts first.
+        first: ExtentOwner,
+        /// The entry overlapping it.
+        second: ExtentOwner,
+    },
+    /// Rule 8: space in use that the allocator holds as free (it could
+    /// hand it out again and overwrite live data).
+    FreeButUsed {
+        /// The container file.
+        path: PathBuf,
+        /// The space.
+        extent: Extent,
+    },
+    /// Rule 8: space neither in use, free, nor pending release.
+    Leaked {
+        /// The container file.
+        path: PathBuf,
+        /// The space.
+        extent: Extent,
+    },
+    /// Rule 9: a container block whose crc32c is not the one its fmap
+    /// entry records.
+    ChecksumMismatch {
+        /// The object.
+        object: u64,
+        /// The block's logical offset in the object.
+        offset: u64,
+        /// The container file.
+        path: PathBuf,
+        /// The block's offset in the container file.
+        container_offset: u64,
+    },
+    /// Rule 10: an extended attribute of an object that does not exist.
+    XattrWithoutObject {
+        /// The object.
+        object: u64,
+        /// The attribute's name.
+        name: XattrName,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Problem::*;
+        match self {
+            BadKey { key, error } => write!(f, "index key {}: {error}", hex(key)),
+            BadValue { key, error } => write!(f, "{}: value does not decode: {error}", ShowKey(key)),
+            UnknownStoreEntry { name } => write!(f, "store entry \"{name}\" is not one this build defines"),
+            IndexUnreadable { error, from, to } => {
+                let from = from.as_deref().map_or_else(|| "the start".to_string(), hex);
+                let to = to.as_deref().map_or_else(|| "the end".to_string(), hex);
+                write!(f, "index unreadable: {error}; keys from {from} to {to} not checked")
+            }
+            RootMissing => f.write_str("root (object 1) has no onode"),
+            RootNotDirectory { kind } => write!(f, "root (object 1) is a {kind:?}, not a directory"),
+            RootParent { parent } => write!(f, "root (object 1) has parent {parent}; the root is its own parent"),
+            RootLinked { nlink } => write!(f, "root (object 1) has nlink {nlink}; the root has no names, so 0"),
+            RootNamed { parent, name } => write!(f, "dentry \"{name}\" in directory {parent} names the root"),
+            RootOrphan => f.write_str("root (object 1) has an orphan record"),
+            IdNotAllocated { id, key, field, next_object_id } => {
+                write!(f, "{}: {field} {id} was never allocated (", ShowKey(key))?;
+                match next_object_id {
+                    _ if *id == 0 => f.write_str("id 0 never is)"),
+                    Some(n) => write!(f, "next_object_id is {n})"),
+                    None => f.write_str("the store has no next_object_id)"),
+                }
+            }
+            DentryParentMissing { parent, name } => {
+                write!(f, "dentry \"{name}\" in directory {parent}: directory {parent} does not exist")
+            }
+            DentryParentNotDirectory { parent, name, kind } => {
+                write!(f, "dentry \"{name}\" in directory {parent}: object {parent} is a {kind:?}, not a directory")
+            }
+            DentryChildMissing { parent, name, child } => {
+                write!(f, "dentry \"{name}\" in directory {parent} names object {child}, which does not exist")
+            }
+            DentryKindMismatch { parent, name, child, dentry, onode } => write!(
+                f,
+                "dentry \"{name}\" in directory {parent} says object {child} is a {dentry:?}; its onode says {onode:?}"
+            ),
+            DirectoryNamedTwice { dir, first, second } => write!(
+                f,
+                "directory {dir} is named by dentry \"{}\" in directory {} and again by \"{}\" in directory {}",
+                first.1, first.0, second.1, second.0
+            ),
+            DirectoryParentMismatch { dir, recorded, parent, name } => write!(
+                f,
+                "directory {dir} records parent {recorded} but is named by dentry \"{name}\" in directory {parent}"
+            ),
+            NlinkMismatch { object, nlink, dentries } => {
+                write!(f, "object {object} has nlink {nlink} but {dentries} dentries name it")
+            }
+            UnnamedWithoutOrphan { object } => {
+                write!(f, "object {object} has no names (nlink 0) and no orphan record: it would leak")
+            }
+            OrphanWithoutObject { object } => write!(f, "orphan record of object {object}, which does not exist"),
+            OrphanLinked { object, nlink } => {
+                write!(f, "orphan record of object {object}, which has nlink {nlink}")
+            }
+            EntryCountMismatch { dir, recorded, found } => {
+                write!(f, "directory {dir} records {recorded} entries but has {found} dentries")
+            }
+            FmapWithoutOnode { object, offset } => {
+                write!(f, "fmap entry of object {object} at offset {offset}: the object does not exist")
+            }
+            FmapNotExtents { object, offset, location } => write!(
+                f,
+                "fmap entry of object {object} at offset {offset}: the object's bytes are {location}, not in extents"
+            ),
+            FmapOverlap { object, offset, previous_end } => write!(
+                f,
+                "fmap entry of object {object} at offset {offset} overlaps the entry before it (ending at {previous_end})"
+            ),
+            FmapPastSize { object, offset, end, size } => write!(
+                f,
+                "fmap entry of object {object} at offset {offset} ends at {end}, past the object's size {size}"
+            ),
+            ContainerMissing { owner } => write!(f, "fmap entry {owner}: the container does not exist"),
+            ExtentShared { first, second } => write!(f, "extents in use overlap: {first} and {second}"),
+            FreeButUsed { path, extent } => write!(
+                f,
+                "{}: bytes [{}, +{}) are in use but free in the allocator (could be overwritten)",
+                path.display(),
+                extent.offset,
+                extent.len
+            ),
+            Leaked { path, extent } => write!(
+                f,
+                "{}: bytes [{}, +{}) are neither in use, free nor pending (leaked until reopened)",
+                path.display(),
+                extent.offset,
+                extent.len
+            ),
+            ChecksumMismatch { object, offset, path, container_offset } => write!(
+                f,
+                "object {object} offset {offset}: block at offset {container_offset} of {} fails its crc32c",
+                path.display()
+            ),
+            XattrWithoutObject { object, name } => {
+                write!(f, "xattr \"{name}\" of object {object}: the object does not exist")
+            }
+        }
+    }
+}
