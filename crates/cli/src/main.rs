@@ -1,14 +1,25 @@
 //! `larder`: the command-line tool.
 //!
-//! For now it drives the index layer: `larder bench index` loads and
-//! queries an index store in a directory and prints what it did, how fast,
-//! and the index's counters; `larder index ...` reads and writes a
-//! standalone index store.
+//! The store commands work on a store directory through the KV API:
+//! `init`, `put`, `get`, `cat`, `rm`, `ls`, `import`, `export`, `stats` and
+//! `fsck`. `larder bench` is the main job: it measures an embedded store
+//! with its defaults. `larder bench index` and `larder index ...` drive a
+//! standalone index store, the layer below.
 
 mod bench_index;
+mod bench_store;
+mod export;
+mod fsck_cmd;
+mod import;
 mod index_cmd;
+mod objects;
+mod progress;
+mod stats;
+mod store;
+mod walk;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -23,10 +34,37 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Measure the engine on a store in a local directory.
+    /// Create a store in a directory (refused if one is there).
+    Init {
+        /// Store directory (created if missing).
+        store: PathBuf,
+    },
+    /// Store a file's bytes, or stdin's, under a key.
+    Put(objects::PutArgs),
+    /// Write a key's value to stdout or a file.
+    Get(objects::GetArgs),
+    /// Write a key's value to stdout.
+    Cat(objects::CatArgs),
+    /// Delete a key, or with --bucket an empty bucket.
+    Rm(objects::RmArgs),
+    /// List the buckets, or the keys (with sizes) of a bucket under a prefix.
+    Ls(objects::LsArgs),
+    /// Import a directory tree into a bucket, in durable batches.
+    Import(import::ImportArgs),
+    /// Write keys back as files under a directory.
+    Export(export::ExportArgs),
+    /// Print the store's counters.
+    Stats(stats::StatsArgs),
+    /// Check the store; exit 0 when clean, 1 on problems, 2 if the check could not run.
+    Fsck(fsck_cmd::FsckArgs),
+    /// Measure the engine: with no argument (or `store`), a store through
+    /// the KV API; `index`, the index layer alone.
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
         #[command(subcommand)]
-        what: BenchWhat,
+        what: Option<BenchWhat>,
+        #[command(flatten)]
+        store: bench_store::Args,
     },
     /// Read and write a standalone index store.
     Index {
@@ -37,20 +75,57 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
+    /// Put, get, scan and delete small objects in a new store (the default).
+    Store(bench_store::Args),
     /// Load random keys into an index store, then query it: point gets
     /// (hits and misses) and prefix scans. Prints throughput and counters.
     Index(bench_index::Args),
 }
 
-fn main() -> Result<()> {
+/// Exit code of a command that failed (fsck has its own).
+const FAILED: u8 = 1;
+/// Exit code of an fsck that could not finish its check.
+const FSCK_STOPPED: u8 = 2;
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Bench { what: BenchWhat::Index(args) } => bench_index::run(&args),
-        Command::Index { op } => index_cmd::run(op),
+    let failed = if matches!(cli.command, Command::Fsck(_)) { FSCK_STOPPED } else { FAILED };
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("larder: {e:#}");
+            ExitCode::from(failed)
+        }
     }
 }
 
-/// The default store directory for the main job.
+fn run(command: Command) -> Result<ExitCode> {
+    let done = match command {
+        Command::Fsck(args) => return fsck_cmd::run(&args),
+        Command::Init { store } => {
+            let kv = store::create(&store)?;
+            store::close(kv, &store)?;
+            println!("created a store at {}", store.display());
+            Ok(())
+        }
+        Command::Put(args) => objects::put(&args),
+        Command::Get(args) => objects::get(&args),
+        Command::Cat(args) => objects::cat(&args),
+        Command::Rm(args) => objects::rm(&args),
+        Command::Ls(args) => objects::ls(&args),
+        Command::Import(args) => import::run(&args),
+        Command::Export(args) => export::run(&args),
+        Command::Stats(args) => stats::run(&args),
+        Command::Bench { what: None, store } | Command::Bench { what: Some(BenchWhat::Store(store)), .. } => {
+            bench_store::run(&store)
+        }
+        Command::Bench { what: Some(BenchWhat::Index(args)), .. } => bench_index::run(&args),
+        Command::Index { op } => index_cmd::run(op),
+    };
+    done.map(|()| ExitCode::SUCCESS)
+}
+
+/// The default store directory for `bench index`.
 pub(crate) fn default_dir() -> PathBuf {
     std::env::temp_dir().join("larder-demo")
 }

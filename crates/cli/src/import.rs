@@ -1,0 +1,190 @@
+//! `larder import STORE DIRECTORY BUCKET`: a directory tree into a bucket,
+//! each regular file under the key of its relative path.
+//!
+//! Files go in batches of up to `--batch` files or [`BATCH_BYTES`]: small
+//! files in one [`KvBatch`] (one transaction), files above
+//! [`STREAM_ABOVE_BYTES`] each through a streaming writer committed
+//! buffered. The batch ends with one durable commit, which makes it and
+//! everything before it durable (commits are durable in order), and only
+//! then are its keys printed, one `durable KEY` line each: a key printed is
+//! in the store intact whatever happens to the process afterwards.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::ProgressBar;
+use larder_kv::{Durability, Kv, KvBatch};
+
+use crate::objects::{copy, STREAM_ABOVE_BYTES};
+use crate::store::{self, shown};
+use crate::walk::{walk, Source, Walk};
+use crate::{progress, stats};
+
+/// Bytes a batch gathers before it commits, whatever its file count: bounds
+/// the memory a batch of small files holds.
+const BATCH_BYTES: u64 = 64 << 20;
+
+/// Options of `larder import`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ImportArgs {
+    /// Store directory.
+    store: PathBuf,
+    /// Directory tree to import.
+    directory: PathBuf,
+    /// Bucket to import into (created if missing); existing keys are replaced.
+    bucket: String,
+    /// Files per durable batch.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
+}
+
+/// The batch being gathered.
+#[derive(Default)]
+struct Batch {
+    /// Small files' values.
+    small: KvBatch,
+    /// Every key of the batch, streamed ones included, in import order.
+    keys: Vec<Vec<u8>>,
+    bytes: u64,
+}
+
+/// `larder import`.
+pub(crate) fn run(args: &ImportArgs) -> Result<()> {
+    let root = &args.directory;
+    let meta = fs::metadata(root).with_context(|| format!("reading {}", root.display()))?;
+    if !meta.is_dir() {
+        bail!("{} is not a directory; import takes a directory tree (use `larder put` for one file)", root.display());
+    }
+    let addr = store::Address::parse(&args.bucket)?;
+    if !addr.key.is_empty() {
+        bail!("{:?}: import takes a bucket name, without '/'", args.bucket);
+    }
+    let kv = store::open(&args.store)?;
+    // The store may lie inside the tree: its own files are not imported.
+    let avoid = fs::metadata(&args.store).ok().map(|m| (m.dev(), m.ino()));
+    let spinner = progress::spinner("walking: files found");
+    let tree = walk(root, avoid, &spinner)?;
+    spinner.finish_and_clear();
+    store::ensure_bucket(&kv, &addr.bucket)?;
+
+    let start = Instant::now();
+    let pb = progress::bytes(tree.bytes);
+    let batches = import(&kv, &addr.bucket, &tree, args.batch, &pb).with_context(|| {
+        format!(
+            "importing {} into bucket {:?} of the store at {}; keys printed `durable` before this are stored",
+            root.display(),
+            addr.bucket,
+            args.store.display()
+        )
+    })?;
+    pb.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "imported {} files ({}) in {batches} durable batches in {secs:.2} s ({}); skipped {} ({} symbolic links, \
+         {} special files, {} names breaking the key rules)",
+        tree.files.len(),
+        stats::bytes(tree.bytes),
+        stats::per_sec(tree.bytes as f64 / secs.max(1e-9)),
+        tree.skipped(),
+        tree.symlinks,
+        tree.special,
+        tree.bad_names
+    );
+    store::close(kv, &args.store)
+}
+
+/// Imports every file of `tree`; returns the number of batches.
+fn import(kv: &Kv, bucket: &str, tree: &Walk, per_batch: u64, pb: &ProgressBar) -> Result<u64> {
+    let mut batch = Batch::default();
+    let mut number = 0u64;
+    for (i, src) in tree.files.iter().enumerate() {
+        let size = add(kv, bucket, src, &mut batch)?;
+        pb.inc(size);
+        pb.set_message(format!("{}/{} files", i + 1, tree.files.len()));
+        if batch.keys.len() as u64 >= per_batch || batch.bytes >= BATCH_BYTES {
+            number += 1;
+            commit(kv, bucket, std::mem::take(&mut batch), number)?;
+        }
+    }
+    if !batch.keys.is_empty() {
+        number += 1;
+        commit(kv, bucket, batch, number)?;
+    }
+    Ok(number)
+}
+
+/// Adds `src` to `batch`: its bytes into the batch, or, when large, streamed
+/// into the store now (buffered; the batch's commit makes it durable).
+/// Returns the bytes added.
+fn add(kv: &Kv, bucket: &str, src: &Source, batch: &mut Batch) -> Result<u64> {
+    let mut file = File::open(&src.path).with_context(|| format!("opening {}", src.path.display()))?;
+    let len = file.metadata().with_context(|| format!("reading {}", src.path.display()))?.len();
+    let key = shown(&src.key);
+    let size = if len > STREAM_ABOVE_BYTES {
+        let mut w = kv.writer(bucket, &src.key, Durability::Buffered).with_context(|| format!("storing {key}"))?;
+        let n = copy(&mut file, &mut w).with_context(|| format!("copying {} into {key}", src.path.display()))?;
+        w.finish().with_context(|| format!("storing {key}"))?;
+        n
+    } else {
+        let mut value = Vec::with_capacity(len as usize);
+        file.read_to_end(&mut value).with_context(|| format!("reading {}", src.path.display()))?;
+        let n = value.len() as u64;
+        batch.small.put(&src.key, value);
+        n
+    };
+    batch.keys.push(src.key.clone());
+    batch.bytes += size;
+    Ok(size)
+}
+
+/// Commits `batch` durably, then prints its keys.
+fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<()> {
+    let (first, last) = match (batch.keys.first(), batch.keys.last()) {
+        (Some(f), Some(l)) => (shown(f), shown(l)),
+        _ => return Ok(()),
+    };
+    let what = || format!("committing batch {number} ({first} .. {last})");
+    if batch.small.is_empty() {
+        // Only streamed files: their buffered commits are made durable.
+        kv.sync().with_context(what)?;
+    } else {
+        kv.write_batch(bucket, &batch.small, Durability::Durable).with_context(what)?;
+    }
+    // IMPORTANT: printed only now that the commit is durable; a test kills
+    // the import at random and holds every printed key to this promise.
+    let mut text = format!("batch {number} durable: {} keys, {} bytes\n", batch.keys.len(), batch.bytes);
+    for k in &batch.keys {
+        text.push_str("durable ");
+        text.push_str(&shown(k));
+        text.push('\n');
+    }
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing stdout")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn batches_close_at_the_file_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (src, dir) = (tmp.path().join("src"), tmp.path().join("store"));
+        fs::create_dir_all(&src).unwrap();
+        for i in 0..7 {
+            fs::write(src.join(format!("f{i}")), vec![i as u8; 100]).unwrap();
+        }
+        let kv = Kv::create(&dir, larder_kv::KvOptions::default()).unwrap();
+        kv.create_bucket("b").unwrap();
+        let tree = walk(&src, None, &ProgressBar::hidden()).unwrap();
+        assert_eq!(import(&kv, "b", &tree, 3, &ProgressBar::hidden()).unwrap(), 3, "7 files, 3 a batch");
+        assert_eq!(kv.get("b", "f6").unwrap(), Some(vec![6u8; 100]));
+        kv.close().unwrap();
+    }
+}
