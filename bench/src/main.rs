@@ -1,4 +1,6 @@
-//! `larder-bench`: Larder's index against RocksDB, fjall and LMDB.
+//! `larder-bench`: Larder's index against RocksDB, fjall and LMDB (the
+//! default `index` suite), and Larder's object store against ext4, RocksDB,
+//! fjall and LMDB (`larder-bench objects`, see [`objects`]).
 //!
 //! Method: every engine runs each workload in its own process (this binary
 //! re-executed with a hidden `child` subcommand that prints one JSON line),
@@ -10,25 +12,40 @@
 //! rounds. See `--help` for the knobs.
 
 mod engines;
+mod objects;
 mod report;
 mod sys;
 mod workload;
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use crate::workload::{ChildResult, ChildSpec, Kind, ENTRY_BYTES};
 
 #[derive(Parser, Debug)]
-#[command(name = "larder-bench", about = "Benchmark Larder's index against RocksDB, fjall and LMDB")]
+#[command(
+    name = "larder-bench",
+    about = "Benchmark Larder against peer engines: its index (default, or `index`) or its object store (`objects`)",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Sub>,
+    #[command(flatten)]
+    index: IndexArgs,
+}
+
+/// The knobs of the index suite (the default mode).
+#[derive(Args, Debug, Clone)]
+struct IndexArgs {
     /// Entries per run [default: 8 memtables' worth, ceil(8 * memtable bytes / 116)].
     #[arg(long)]
     n: Option<u64>,
@@ -84,6 +101,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Sub {
+    /// The index suite (the default when no subcommand is given).
+    Index(IndexArgs),
+    /// The object suite: durable puts, deletes, gets and space against ext4, RocksDB, fjall and LMDB.
+    Objects(objects::ObjectsArgs),
+    /// Runs one engine on one object workload and prints a JSON line (used by the parent).
+    #[command(hide = true)]
+    ObjectsChild {
+        #[arg(long)]
+        spec: String,
+    },
     /// Runs one engine on one workload and prints a JSON line (used by the parent).
     #[command(hide = true)]
     Child {
@@ -115,10 +142,18 @@ pub struct Plan {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    if let Some(Sub::Child { spec }) = &cli.command {
-        return workload::run_child(spec);
+    match cli.command {
+        Some(Sub::Child { spec }) => workload::run_child(&spec),
+        Some(Sub::ObjectsChild { spec }) => objects::child::run_child(&spec),
+        Some(Sub::Objects(args)) => objects::run(&args),
+        Some(Sub::Index(args)) => run_index(&args),
+        None => run_index(&cli.index),
     }
-    let plan = plan(&cli)?;
+}
+
+/// The index suite: every round, each engine on each workload in its own child.
+fn run_index(cli: &IndexArgs) -> Result<()> {
+    let plan = plan(cli)?;
     std::fs::create_dir_all(&cli.dir).with_context(|| format!("creating {}", cli.dir.display()))?;
     let mut raw = match &cli.raw {
         Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
@@ -151,7 +186,7 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn plan(cli: &Cli) -> Result<Plan> {
+fn plan(cli: &IndexArgs) -> Result<Plan> {
     if cli.runs == 0 || cli.batch == 0 || cli.memtable_mb == 0 {
         bail!("--runs, --batch and --memtable-mb must be positive");
     }
@@ -243,7 +278,7 @@ fn run_one(
     };
     // Start every run with no dirty pages left by the previous one.
     let _ = Command::new("sync").status();
-    let result = spawn_child(&spec);
+    let result: Result<ChildResult, String> = spawn_child("child", &spec, None);
     let _ = std::fs::remove_dir_all(&dir);
     match &result {
         Ok(r) => {
@@ -264,27 +299,79 @@ fn run_one(
     result
 }
 
-fn spawn_child(spec: &ChildSpec) -> Result<ChildResult, String> {
+/// Re-executes this binary as `larder-bench <sub> --spec <JSON of spec>` and
+/// parses the last JSON line it prints; the error says why the child failed.
+/// A child still running after `timeout` is killed and counts as failed.
+pub fn spawn_child<S: Serialize, R: DeserializeOwned>(
+    sub: &str,
+    spec: &S,
+    timeout: Option<Duration>,
+) -> Result<R, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
     let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
-    let out = Command::new(exe)
-        .arg("child")
+    let mut child = Command::new(exe)
+        .arg(sub)
         .arg("--spec")
         .arg(json)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
+        .spawn()
         .map_err(|e| format!("starting the child: {e}"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
-        return Err(format!("child exited with {}: {}", out.status, tail.join(" | ")));
+    // Drain both pipes while waiting, so a chatty child never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for the child: {e}")),
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            // Only this child, by its own handle.
+            let _ = child.kill();
+            let _ = child.wait();
+            let secs = timeout.map_or(0, |t| t.as_secs());
+            return Err(format!("timed out after {secs} s (killed)"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    if !status.success() {
+        return Err(format!("child exited with {status}: {}", failure_summary(&stderr)));
     }
     if !stderr.trim().is_empty() {
         eprintln!("  (child stderr) {}", stderr.trim());
     }
     let line = stdout.lines().rev().find(|l| l.starts_with('{')).ok_or("child printed no JSON line")?;
     serde_json::from_str(line).map_err(|e| format!("parsing the child's JSON: {e}"))
+}
+
+/// The lines of a failed child's stderr that say why: the error `main`
+/// returned or the panic message (without the backtrace), else the last lines.
+fn failure_summary(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines.iter().position(|l| l.starts_with("Error:") || l.contains("panicked at"));
+    let picked: Vec<&str> = match start {
+        Some(start) => lines[start..]
+            .iter()
+            .take_while(|l| !l.to_lowercase().starts_with("stack backtrace:"))
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty())
+            .take(6)
+            .collect(),
+        None => lines[lines.len().saturating_sub(5)..].to_vec(),
+    };
+    picked.join(" | ")
 }

@@ -27,6 +27,20 @@ impl RunInfo {
         let command = std::env::args().map(|a| shell_quote(&a)).collect::<Vec<_>>().join(" ");
         RunInfo { date, commit, command, machine: sys::machine_info(dir) }
     }
+
+    /// When the run started (UTC), for a report's title.
+    pub fn date(&self) -> &str {
+        &self.date
+    }
+
+    /// The command, commit and machine as markdown list items.
+    pub fn write_header(&self, o: &mut String) {
+        let _ = writeln!(o, "- Command: `{}`", self.command);
+        let _ = writeln!(o, "- Commit: `{}`", self.commit);
+        for (k, v) in &self.machine {
+            let _ = writeln!(o, "- {k}: {v}");
+        }
+    }
 }
 
 fn shell_quote(s: &str) -> String {
@@ -119,11 +133,7 @@ pub fn render(plan: &Plan, info: &RunInfo, results: &Results) -> String {
     let o = &mut out;
     let user_mb = plan.n as f64 * crate::workload::ENTRY_BYTES as f64 / 1e6;
     let _ = writeln!(o, "\n## Larder index vs peers — {}\n", info.date);
-    let _ = writeln!(o, "- Command: `{}`", info.command);
-    let _ = writeln!(o, "- Commit: `{}`", info.commit);
-    for (k, v) in &info.machine {
-        let _ = writeln!(o, "- {k}: {v}");
-    }
+    info.write_header(o);
     let _ = writeln!(
         o,
         "- Data: n = {} entries, 16-byte keys and 100-byte pseudo-random values ({user_mb:.1} MB of user data), \

@@ -67,7 +67,7 @@ pub fn machine_info(dir: &Path) -> Vec<(String, String)> {
 }
 
 /// "fstype on device (mount point)" for the mount holding `dir`.
-fn filesystem_of(dir: &Path) -> String {
+pub fn filesystem_of(dir: &Path) -> String {
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let mut best: Option<(usize, String)> = None;

@@ -13,7 +13,7 @@ mod larder;
 #[cfg(feature = "lmdb")]
 mod lmdb;
 #[cfg(feature = "rocksdb")]
-mod rocksdb;
+pub(crate) mod rocksdb;
 
 /// Every engine the benchmark knows, in the order of the first round.
 pub const ALL: [&str; 4] = ["larder", "rocksdb", "fjall", "lmdb"];

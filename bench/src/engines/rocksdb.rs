@@ -11,8 +11,9 @@ use anyhow::{anyhow, bail, Result};
 use super::{prefix_upper_bound, Engine, Kv};
 use crate::workload::{ChildSpec, ENTRY_BYTES};
 
+/// The part of rocksdb/c.h the benchmarks call (the object suite uses it too).
 #[allow(non_camel_case_types)]
-mod ffi {
+pub(crate) mod ffi {
     use std::ffi::{c_char, c_double, c_int, c_uchar, c_void};
 
     macro_rules! opaque {
@@ -82,6 +83,16 @@ mod ffi {
         pub fn rocksdb_writeoptions_create() -> *mut rocksdb_writeoptions_t;
         pub fn rocksdb_writeoptions_destroy(o: *mut rocksdb_writeoptions_t);
         pub fn rocksdb_writeoptions_disable_WAL(o: *mut rocksdb_writeoptions_t, disable: c_int);
+        pub fn rocksdb_writeoptions_set_sync(o: *mut rocksdb_writeoptions_t, v: c_uchar);
+        pub fn rocksdb_put(
+            db: *mut rocksdb_t,
+            o: *const rocksdb_writeoptions_t,
+            k: *const c_char,
+            klen: usize,
+            v: *const c_char,
+            vlen: usize,
+            err: *mut *mut c_char,
+        );
         pub fn rocksdb_write(
             db: *mut rocksdb_t,
             o: *const rocksdb_writeoptions_t,
@@ -121,7 +132,7 @@ mod ffi {
 
 /// Takes ownership of a C string RocksDB malloc'ed (an error or a property)
 /// and frees it.
-fn take_c_string(p: *mut c_char) -> Option<String> {
+pub(crate) fn take_c_string(p: *mut c_char) -> Option<String> {
     if p.is_null() {
         return None;
     }
@@ -134,7 +145,7 @@ fn take_c_string(p: *mut c_char) -> Option<String> {
 }
 
 /// Turns RocksDB's error out-parameter into a Result.
-fn check(err: *mut c_char, what: &str) -> Result<()> {
+pub(crate) fn check(err: *mut c_char, what: &str) -> Result<()> {
     match take_c_string(err) {
         None => Ok(()),
         Some(e) => Err(anyhow!("rocksdb {what}: {e}")),

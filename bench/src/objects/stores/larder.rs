@@ -1,0 +1,98 @@
+//! Larder's object store, `larder-kv` (the engine under test).
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use larder_kv::{Durability, Kv, KvBatch, KvOptions};
+
+use super::Store;
+use crate::objects::ObjSpec;
+
+/// The bucket every object of the suite goes in.
+const BUCKET: &str = "bench";
+
+/// One store, one bucket.
+pub struct Larder {
+    kv: Kv,
+    settings: String,
+}
+
+fn durability(durable: bool) -> Durability {
+    if durable {
+        Durability::Durable
+    } else {
+        Durability::Buffered
+    }
+}
+
+impl Larder {
+    /// Creates a new store with the suite's memtable and cache budgets.
+    pub fn open(spec: &ObjSpec) -> Result<Larder> {
+        let path = spec.dir.join("larder");
+        let options = KvOptions::default().with_budgets(spec.memtable_bytes as usize, spec.cache_bytes as usize);
+        let kv = Kv::create(&path, options).with_context(|| format!("creating a store in {}", path.display()))?;
+        kv.create_bucket(BUCKET).context("creating the bucket")?;
+        let settings = format!(
+            "larder-kv {} (workspace): durable put = Kv::put(Durability::Durable); bulk loads one KvBatch per \
+             batch (Buffered); large object through Kv::writer (Durable); index memtable {} MiB and block cache \
+             {} MiB (KvOptions::with_budgets), other options default",
+            env!("CARGO_PKG_VERSION"),
+            spec.memtable_bytes >> 20,
+            spec.cache_bytes >> 20
+        );
+        Ok(Larder { kv, settings })
+    }
+}
+
+impl Store for Larder {
+    fn describe(&self) -> String {
+        self.settings.clone()
+    }
+
+    fn put(&self, key: &str, value: &[u8], durable: bool) -> Result<()> {
+        self.kv.put(BUCKET, key, value, durability(durable))?;
+        Ok(())
+    }
+
+    fn load(&self, items: &[(String, &[u8])]) -> Result<()> {
+        let mut batch = KvBatch::new();
+        for (key, value) in items {
+            batch.put(key, *value);
+        }
+        self.kv.write_batch(BUCKET, &batch, Durability::Buffered)?;
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.kv.sync()?;
+        Ok(())
+    }
+
+    fn get(&self, key: &str, out: &mut Vec<u8>) -> Result<bool> {
+        match self.kv.get(BUCKET, key)? {
+            Some(v) => {
+                *out = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put_stream(&self, key: &str, chunks: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        let mut writer = self.kv.writer(BUCKET, key, Durability::Durable)?;
+        for chunk in chunks {
+            writer.write_all(chunk)?;
+        }
+        writer.finish()?;
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> Result<bool> {
+        Ok(self.kv.delete(BUCKET, key, Durability::Durable)?)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.kv.close()?;
+        Ok(())
+    }
+}

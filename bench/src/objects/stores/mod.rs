@@ -1,0 +1,88 @@
+//! The object stores compared, behind one small trait shared by the writer
+//! threads. Each peer is compiled only with its cargo feature; Larder's
+//! object store only with `larder-kv`.
+
+use anyhow::{bail, Result};
+
+use super::ObjSpec;
+
+mod ext4;
+#[cfg(feature = "fjall")]
+mod fjall;
+#[cfg(feature = "larder-kv")]
+mod larder;
+#[cfg(feature = "lmdb")]
+mod lmdb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb;
+
+/// Every engine of the object suite, in the order of the first round.
+pub const ALL: [&str; 5] = ["larder", "ext4", "rocksdb", "fjall", "lmdb"];
+
+/// Memtables each LSM peer may hold frozen besides the active one (RocksDB:
+/// max_write_buffer_number - 1), as in the index suite's default.
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+pub const MAX_IMMUTABLE_MEMTABLES: usize = 2;
+
+/// What the workloads need of an engine. Shared by reference across the
+/// writer threads, so every method takes `&self`.
+pub trait Store: Send + Sync {
+    /// Version and the settings that matter, for the report.
+    fn describe(&self) -> String;
+    /// Stores `value` under `key`; `durable` means on disk when this returns.
+    fn put(&self, key: &str, value: &[u8], durable: bool) -> Result<()>;
+    /// Stores a batch through the engine's fastest non-durable path (bulk loads).
+    fn load(&self, items: &[(String, &[u8])]) -> Result<()> {
+        for (key, value) in items {
+            self.put(key, value, false)?;
+        }
+        Ok(())
+    }
+    /// Makes what the bulk loads wrote durable, where the engine buffers it
+    /// in the process (the child then syncs the file system).
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Looks `key` up; on a hit, replaces `out` with the value.
+    fn get(&self, key: &str, out: &mut Vec<u8>) -> Result<bool>;
+    /// Stores one large object from `chunks`, durably, without holding it in memory.
+    fn put_stream(&self, key: &str, chunks: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {
+        let _ = (key, chunks);
+        bail!("{}: streaming puts are not measured for this engine", self.describe())
+    }
+    /// Deletes `key` durably; whether it existed.
+    fn delete(&self, key: &str) -> Result<bool> {
+        let _ = key;
+        bail!("{}: deletes are not measured for this engine", self.describe())
+    }
+    /// Clean close: everything written is on disk and the engine is shut down.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// The cargo feature `engine` needs, or None if this binary has it.
+pub fn missing_feature(engine: &str) -> Option<&'static str> {
+    let (built, feature) = match engine {
+        "larder" => (cfg!(feature = "larder-kv"), "larder-kv"),
+        "rocksdb" => (cfg!(feature = "rocksdb"), "rocksdb"),
+        "fjall" => (cfg!(feature = "fjall"), "fjall"),
+        "lmdb" => (cfg!(feature = "lmdb"), "lmdb"),
+        _ => (true, ""),
+    };
+    (!built).then_some(feature)
+}
+
+/// Opens `spec.store` in a new directory under `spec.dir`.
+pub fn open(spec: &ObjSpec) -> Result<Box<dyn Store>> {
+    match spec.store.as_str() {
+        "ext4" => Ok(Box::new(ext4::Ext4::open(spec)?)),
+        #[cfg(feature = "larder-kv")]
+        "larder" => Ok(Box::new(larder::Larder::open(spec)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(rocksdb::RocksStore::open(spec)?)),
+        #[cfg(feature = "fjall")]
+        "fjall" => Ok(Box::new(fjall::FjallStore::open(spec)?)),
+        #[cfg(feature = "lmdb")]
+        "lmdb" => Ok(Box::new(lmdb::LmdbStore::open(spec)?)),
+        other => bail!("engine {other:?} is not built into this binary (see --features)"),
+    }
+}
