@@ -5,8 +5,8 @@
 
 use super::fmap::{punch, read_range, spill_inline, write_blocks};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
-use crate::error::{ObjectError, Result};
-use crate::meta::{DataLocation, BLOCK_BYTES, MAX_OBJECT_BYTES};
+use crate::error::Result;
+use crate::meta::{DataLocation, BLOCK_BYTES};
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
 
@@ -16,13 +16,7 @@ impl Store {
     /// a crash either all of it or none of it is there, and with
     /// [`Durability::Durable`] all of it once this returns.
     pub fn write(&self, object: u64, offset: u64, data: &[u8], durability: Durability) -> Result<()> {
-        let end =
-            offset.checked_add(data.len() as u64).filter(|&e| e <= MAX_OBJECT_BYTES).ok_or(ObjectError::TooLarge {
-                object,
-                end: offset.saturating_add(data.len() as u64),
-                max: MAX_OBJECT_BYTES,
-            })?;
-        self.transact(&[object], durability, |txn| write_in(txn, object, offset, data, end))?;
+        self.transact(&[object], durability, |txn| txn.write(object, offset, data))?;
         Ok(())
     }
 }
