@@ -53,7 +53,7 @@ impl Kv {
         let owner = self.owner;
         let kinds: Vec<PlanKind> =
             batch.ops.iter().map(|(_, v)| if v.is_some() { PlanKind::Put } else { PlanKind::Delete }).collect();
-        let removed = with_plans(self.store(), bucket, &refs, durability, &kinds, &[], |txn, plans| {
+        let removed = with_plans(self.store(), &bucket, &refs, durability, &kinds, &[], |txn, plans| {
             let mut removed = Vec::new();
             for ((plan, key), (_, value)) in plans.iter().zip(&keys).zip(&batch.ops) {
                 match value {
@@ -69,7 +69,7 @@ impl Kv {
         })?;
         for (key, r) in removed {
             self.after_delete(r)?;
-            self.prune_levels(bucket, key, durability)?;
+            self.prune_levels(bucket.id, key, durability)?;
         }
         Ok(())
     }

@@ -8,6 +8,13 @@ use crate::error::{lossy, KvError, Result};
 use crate::key::bucket_name;
 use crate::Kv;
 
+/// A bucket: its directory and its name in the root.
+#[derive(Clone, Debug)]
+pub(crate) struct Bucket {
+    pub(crate) id: u64,
+    pub(crate) name: Name,
+}
+
 impl Kv {
     /// Creates bucket `bucket` (durably).
     pub fn create_bucket(&self, bucket: impl AsRef<[u8]>) -> Result<()> {
@@ -65,8 +72,9 @@ impl Kv {
         }
     }
 
-    /// The directory of bucket `bucket`, checking its name.
-    pub(crate) fn bucket(&self, bucket: &[u8]) -> Result<u64> {
-        self.bucket_id(&bucket_name(bucket)?)
+    /// Bucket `bucket`, checking its name.
+    pub(crate) fn bucket(&self, bucket: &[u8]) -> Result<Bucket> {
+        let name = bucket_name(bucket)?;
+        Ok(Bucket { id: self.bucket_id(&name)?, name })
     }
 }

@@ -37,7 +37,7 @@ impl Kv {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
         let owner = self.owner;
-        with_plans(self.store(), bucket, &[&key], durability, &[PlanKind::Put], &[], |txn, plans| {
+        with_plans(self.store(), &bucket, &[&key], durability, &[PlanKind::Put], &[], |txn, plans| {
             put_in(txn, &plans[0], &key, value, owner)
         })
     }
@@ -47,7 +47,7 @@ impl Kv {
         self.store().make_visible()?;
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
-        let Some(object) = find(self.store(), bucket, &key)? else { return Ok(None) };
+        let Some(object) = find(self.store(), bucket.id, &key)? else { return Ok(None) };
         // A delete between the lookup and the read reads as absent.
         Ok(self.store().read_to_end(object.child)?)
     }
@@ -57,7 +57,7 @@ impl Kv {
         self.store().make_visible()?;
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
-        let Some(d) = find(self.store(), bucket, &key)? else { return Ok(None) };
+        let Some(d) = find(self.store(), bucket.id, &key)? else { return Ok(None) };
         Ok(self.store().stat(d.child)?.map(|o| Head { object: d.child, size: o.size }))
     }
 
@@ -66,9 +66,10 @@ impl Kv {
     pub fn delete(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
-        let removed = with_plans(self.store(), bucket, &[&key], durability, &[PlanKind::Delete], &[], |txn, plans| {
-            delete_in(txn, &plans[0], &key)
-        })?;
+        let removed =
+            with_plans(self.store(), &bucket, &[&key], durability, &[PlanKind::Delete], &[], |txn, plans| {
+                delete_in(txn, &plans[0], &key)
+            })?;
         let Some(removed) = removed else { return Ok(false) };
         self.after_delete(removed)?;
         Ok(true)
@@ -151,7 +152,7 @@ pub(crate) fn put_in(
             // holds no key: it gives way. One holding keys is a conflict.
             if txn.onode(d.child)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0) {
                 txn.unlink(dir, key.leaf(), d.child, false)?;
-                let id = txn.create(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
+                let id = txn.create_in(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
                 txn.write(id, 0, value)?;
                 return Ok(());
             }
@@ -164,7 +165,7 @@ pub(crate) fn put_in(
             Ok(())
         }
         None => {
-            let id = txn.create(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
+            let id = txn.create_in(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
             txn.write(id, 0, value)?;
             Ok(())
         }

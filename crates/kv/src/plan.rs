@@ -14,9 +14,10 @@
 use std::collections::HashMap;
 
 use larder_namespace::{list, NamespaceError, NamespaceTxn};
-use larder_object::meta::{Dentry, Kind, Name};
-use larder_object::{LockRequest, ObjectError, Store, Transaction};
+use larder_object::meta::{dentry_key, Dentry, Kind, Name};
+use larder_object::{LockRequest, ObjectError, Store, Transaction, ROOT_ID};
 
+use crate::bucket::Bucket;
 use crate::error::{KvError, Result};
 use crate::key::Key;
 
@@ -31,6 +32,8 @@ pub(crate) struct Plan {
     pub(crate) leaf: Option<Dentry>,
     /// The directories from the bucket down to `dir`.
     pub(crate) chain: Vec<u64>,
+    /// The bucket's name in the root.
+    pub(crate) bucket_name: Name,
     /// Levels a delete of the leaf would leave empty, deepest first, with
     /// their parents (filled by [`Plan::with_prune`]).
     pub(crate) prune: Vec<(u64, u64)>,
@@ -38,20 +41,21 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Walks `key` down from `bucket` without locks.
-    pub(crate) fn make(store: &Store, bucket: u64, key: &Key) -> Result<Plan> {
-        let mut dir = bucket;
-        let mut chain = vec![bucket];
+    pub(crate) fn make(store: &Store, bucket: &Bucket, key: &Key) -> Result<Plan> {
+        let bucket_name = bucket.name.clone();
+        let mut dir = bucket.id;
+        let mut chain = vec![bucket.id];
         for (depth, part) in key.dirs().iter().enumerate() {
             match list::lookup(store, dir, part)? {
                 Some(d) if d.kind == Kind::Directory => dir = d.child,
                 // Missing, or a key where a level should be: the walk under
                 // locks decides (an earlier operation of a batch may change it).
-                _ => return Ok(Plan { dir, depth, leaf: None, chain, prune: Vec::new() }),
+                _ => return Ok(Plan { dir, depth, leaf: None, chain, bucket_name, prune: Vec::new() }),
             }
             chain.push(dir);
         }
         let leaf = list::lookup(store, dir, key.leaf())?;
-        Ok(Plan { dir, depth: key.dirs().len(), leaf, chain, prune: Vec::new() })
+        Ok(Plan { dir, depth: key.dirs().len(), leaf, chain, bucket_name, prune: Vec::new() })
     }
 
     /// For a delete: the levels (not the bucket) that removing the leaf
@@ -163,7 +167,7 @@ pub(crate) fn walk(
     // The plan's directory may have been removed (emptied by a delete)
     // before the locks were taken; a removed directory never comes back.
     let (mut dir, mut depth) = (plan.dir, plan.depth);
-    while txn.onode(dir)?.is_none_or(|o| o.kind != Kind::Directory) {
+    while !named_directory(txn, plan, key, depth)? {
         // The level is gone: removed by an earlier delete of this batch
         // (whose plan locked its parent and name), or by another
         // transaction before the locks were taken (then the parent is not
@@ -180,7 +184,7 @@ pub(crate) fn walk(
             Some(_) if create.is_some() => return Err(level_is_a_key(key, i + 1).into()),
             Some(_) => return Ok(None),
             None => match create {
-                Some((uid, gid)) => txn.create(dir, part, Kind::Directory, crate::ops::LEVEL_MODE, uid, gid)?,
+                Some((uid, gid)) => txn.create_in(dir, part, Kind::Directory, crate::ops::LEVEL_MODE, uid, gid)?,
                 None => return Ok(None),
             },
         };
@@ -188,12 +192,28 @@ pub(crate) fn walk(
     Ok(Some(dir))
 }
 
+/// Whether the plan's level at `depth` still exists: its parent still
+/// names it (checked on the parent's dentry, not the level's onode, whose
+/// entry count may be a chain of operands to fold). Safe without the
+/// parent's lock: removing the level takes it exclusively, which the plan
+/// holds shared (or, for a level the transaction removed itself, the
+/// pending write shows), and the lock made any earlier removal visible.
+fn named_directory(txn: &Transaction<'_>, plan: &Plan, key: &Key, depth: usize) -> Result<bool> {
+    let level = plan.chain[depth];
+    let (parent, name) = match depth {
+        0 => (ROOT_ID, &plan.bucket_name),
+        d => (plan.chain[d - 1], &key.dirs()[d - 1]),
+    };
+    let dentry = txn.get(&dentry_key(parent, name))?.map(|v| Dentry::decode(&v)).transpose()?;
+    Ok(dentry.is_some_and(|d| d.child == level && d.kind == Kind::Directory))
+}
+
 /// Runs `f` in a transaction planned for `keys`, retrying while plans are
 /// stale. `f` gets the plans in the order of `keys`; `kinds[i]` says what
 /// is done to key `i`; `extra` are locks to take as well.
 pub(crate) fn with_plans<R>(
     store: &Store,
-    bucket: u64,
+    bucket: &Bucket,
     keys: &[&Key],
     durability: larder_object::Durability,
     kinds: &[PlanKind],

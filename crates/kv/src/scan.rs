@@ -69,7 +69,7 @@ impl Kv {
     /// byte order.
     pub fn scan_range(&self, bucket: impl AsRef<[u8]>, start: &[u8], end: Option<&[u8]>) -> Result<Scan<'_>> {
         self.store().make_visible()?;
-        let dir = self.bucket(bucket.as_ref())?;
+        let dir = self.bucket(bucket.as_ref())?.id;
         let mut scan = Scan { kv: self, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
         let root = scan.cursor(dir, Vec::new(), start.to_vec())?;
         scan.stack.push(root);

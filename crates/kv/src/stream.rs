@@ -11,6 +11,7 @@ use larder_namespace::NamespaceTxn;
 use larder_object::meta::{orphan_key, Kind, Orphan, OrphanReason, Timestamp};
 use larder_object::{Durability, LockRequest};
 
+use crate::bucket::Bucket;
 use crate::error::{KvError, Result};
 use crate::key::Key;
 use crate::ops::{walk_owned, Removed, OBJECT_MODE};
@@ -25,7 +26,7 @@ pub const WRITER_CHUNK_BYTES: usize = 8 << 20;
 /// nothing.
 pub struct KvWriter<'a> {
     kv: &'a Kv,
-    bucket: u64,
+    bucket: Bucket,
     key: Key,
     durability: Durability,
     object: u64,
@@ -88,7 +89,7 @@ impl KvWriter<'_> {
         self.write_chunk()?;
         let (object, owner) = (self.object, self.kv.owner);
         let mine = [LockRequest::Exclusive(object)];
-        let (store, bucket) = (self.kv.store(), self.bucket);
+        let (store, bucket) = (self.kv.store(), &self.bucket);
         let removed =
             with_plans(store, bucket, &[&self.key], self.durability, &[PlanKind::Put], &mine, |txn, plans| {
                 let key = &self.key;
@@ -101,7 +102,7 @@ impl KvWriter<'_> {
                     }
                     None => None,
                 };
-                txn.link(dir, key.leaf(), object).map_err(TxnError::from)?;
+                txn.link_in(dir, key.leaf(), object).map_err(TxnError::from)?;
                 Ok(old)
             });
         self.finished = true;

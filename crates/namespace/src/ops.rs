@@ -49,6 +49,15 @@ pub trait NamespaceTxn {
     /// [`NamespaceError::Exists`] at once. Returns its id.
     fn create(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64>;
 
+    /// [`NamespaceTxn::link`] into a `dir` the caller has checked is an
+    /// existing directory under its locks: the directory's onode is not
+    /// read (in a busy directory it may be a chain of operands to fold).
+    fn link_in(&mut self, dir: u64, name: &Name, child: u64) -> Result<()>;
+
+    /// [`NamespaceTxn::create`] into a `dir` checked as for
+    /// [`NamespaceTxn::link_in`].
+    fn create_in(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64>;
+
     /// Removes the entry `name` from `dir`; the object it names (`child`,
     /// held exclusively) loses a link. A directory must be empty. An object
     /// left without a name is deleted in this transaction, unless `open`
@@ -80,6 +89,10 @@ impl NamespaceTxn for Transaction<'_> {
 
     fn link(&mut self, dir: u64, name: &Name, child: u64) -> Result<()> {
         directory(self, dir)?;
+        self.link_in(dir, name, child)
+    }
+
+    fn link_in(&mut self, dir: u64, name: &Name, child: u64) -> Result<()> {
         if self.dentry(dir, name)?.is_some() {
             return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
         }
@@ -103,13 +116,17 @@ impl NamespaceTxn for Transaction<'_> {
     }
 
     fn create(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
-        // `link` checks the directory; the name is checked first so that a
-        // taken name allocates no id.
+        directory(self, dir)?;
+        self.create_in(dir, name, kind, mode, uid, gid)
+    }
+
+    fn create_in(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
+        // The name is checked first so that a taken name allocates no id.
         if self.dentry(dir, name)?.is_some() {
             return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
         }
         let id = self.create_object(kind, mode, uid, gid)?;
-        self.link(dir, name, id)?;
+        self.link_in(dir, name, id)?;
         Ok(id)
     }
 

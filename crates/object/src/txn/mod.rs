@@ -269,7 +269,8 @@ impl<'a> Transaction<'a> {
             apply_entries_delta(&mut onode, delta)?;
             return self.put_onode(dir, &onode);
         }
-        self.batch.merge(DIR_ENTRIES_OPERATOR, key, encode_entries_delta(delta));
+        // Summed here and written as one operand at the end (`finish`), so
+        // a transaction creating many names adds one operand, not many.
         *self.entry_deltas.entry(dir).or_insert(0) += delta;
         Ok(())
     }
@@ -319,14 +320,21 @@ impl<'a> Transaction<'a> {
         Ok(())
     }
 
-    pub(crate) fn finish(self) -> Finished {
+    pub(crate) fn finish(mut self) -> Finished {
+        let mut merged_dirs = Vec::new();
+        for (&dir, &delta) in &self.entry_deltas {
+            if delta != 0 {
+                self.batch.merge(DIR_ENTRIES_OPERATOR, onode_key(dir), encode_entries_delta(delta));
+                merged_dirs.push(dir);
+            }
+        }
         Finished {
             batch: self.batch,
             deps: self.deps,
             allocated: self.allocated,
             frees: self.frees,
             created: self.created,
-            merged_dirs: self.entry_deltas.into_keys().collect(),
+            merged_dirs,
         }
     }
 }
