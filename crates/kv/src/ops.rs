@@ -1,7 +1,7 @@
 //! Put, get, head and delete of one key.
 
 use larder_namespace::{list, NamespaceTxn};
-use larder_object::meta::{Dentry, Kind};
+use larder_object::meta::{Dentry, Kind, Name};
 use larder_object::{Durability, LockRequest, Store, Transaction};
 
 use crate::error::Result;
@@ -108,14 +108,8 @@ impl Kv {
                 LockRequest::Name(parent, name.as_bytes().to_vec()),
                 LockRequest::Exclusive(dir),
             ];
-            let (pruned, _) = store.transact_locked(&requests, durability, |txn| {
-                let empty = txn.onode(dir)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0);
-                if empty && txn.lookup(parent, name)?.is_some_and(|d| d.child == dir) {
-                    txn.unlink(parent, name, dir, false)?;
-                    return Ok(true);
-                }
-                Ok::<bool, larder_namespace::NamespaceError>(false)
-            })?;
+            let (pruned, _) =
+                store.transact_locked(&requests, durability, |txn| remove_if_empty(txn, parent, name, dir))?;
             if !pruned {
                 return Ok(());
             }
@@ -212,13 +206,25 @@ pub(crate) fn delete_in(
 /// first, as long as they are empty now (a put may have filled one).
 fn prune_in(txn: &mut Transaction<'_>, plan: &Plan, key: &Key) -> std::result::Result<(), TxnError> {
     for (depth, &(parent, dir)) in (0..plan.depth).rev().zip(&plan.prune) {
-        let name = &key.dirs()[depth];
-        let empty = txn.onode(dir)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0);
-        let named = txn.lookup(parent, name)?.is_some_and(|d| d.child == dir);
-        if !(empty && named) {
+        if !remove_if_empty(txn, parent, &key.dirs()[depth], dir)? {
             break;
         }
-        txn.unlink(parent, name, dir, false)?;
     }
     Ok(())
+}
+
+/// Removes the level `dir`, named `name` in `parent`, if it is empty and
+/// still so named (all three held by the transaction); says whether it did.
+fn remove_if_empty(
+    txn: &mut Transaction<'_>,
+    parent: u64,
+    name: &Name,
+    dir: u64,
+) -> std::result::Result<bool, larder_namespace::NamespaceError> {
+    let empty = txn.onode(dir)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0);
+    if !(empty && txn.lookup(parent, name)?.is_some_and(|d| d.child == dir)) {
+        return Ok(false);
+    }
+    txn.unlink(parent, name, dir, false)?;
+    Ok(true)
 }

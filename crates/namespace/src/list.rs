@@ -20,12 +20,23 @@ pub fn lookup(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
 /// when given, else from the first. Reads one consistent snapshot (of
 /// written log groups, as [`lookup`]).
 pub fn list(store: &Store, dir: u64, after: Option<&Name>, limit: usize) -> Result<Vec<(Name, Dentry)>> {
-    let prefix = dmap_prefix(dir);
-    let end = prefix_end(&prefix).unwrap_or_default();
-    let start = match after {
-        Some(name) => Bound::Excluded(dentry_key(dir, name)),
-        None => Bound::Included(prefix.to_vec()),
-    };
+    match after {
+        Some(name) => list_range(store, dir, Bound::Excluded(dentry_key(dir, name)), limit),
+        None => list_range(store, dir, Bound::Included(dmap_prefix(dir).to_vec()), limit),
+    }
+}
+
+/// Up to `limit` entries of `dir` in name order whose names are at or after
+/// `from` (any bytes, not necessarily a valid name), as of one snapshot.
+pub fn list_from(store: &Store, dir: u64, from: &[u8], limit: usize) -> Result<Vec<(Name, Dentry)>> {
+    let mut start = dmap_prefix(dir).to_vec();
+    start.extend_from_slice(from);
+    list_range(store, dir, Bound::Included(start), limit)
+}
+
+/// Up to `limit` entries of `dir` from the dmap key bound `start`.
+fn list_range(store: &Store, dir: u64, start: Bound<Vec<u8>>, limit: usize) -> Result<Vec<(Name, Dentry)>> {
+    let end = prefix_end(&dmap_prefix(dir)).unwrap_or_default();
     let start = match &start {
         Bound::Included(k) => Bound::Included(&k[..]),
         Bound::Excluded(k) => Bound::Excluded(&k[..]),
@@ -33,22 +44,6 @@ pub fn list(store: &Store, dir: u64, after: Option<&Name>, limit: usize) -> Resu
     };
     let mut out = Vec::new();
     for kv in store.index().range(start, Bound::Excluded(&end[..]), true)?.take(limit) {
-        let (k, v) = kv?;
-        let (_, name) = decode_dentry_key(&k)?;
-        out.push((name, Dentry::decode(&v)?));
-    }
-    Ok(out)
-}
-
-/// Up to `limit` entries of `dir` in name order whose names are at or after
-/// `from` (any bytes, not necessarily a valid name), as of one snapshot.
-pub fn list_from(store: &Store, dir: u64, from: &[u8], limit: usize) -> Result<Vec<(Name, Dentry)>> {
-    let prefix = dmap_prefix(dir);
-    let end = prefix_end(&prefix).unwrap_or_default();
-    let mut start = prefix.to_vec();
-    start.extend_from_slice(from);
-    let mut out = Vec::new();
-    for kv in store.index().range(Bound::Included(&start[..]), Bound::Excluded(&end[..]), true)?.take(limit) {
         let (k, v) = kv?;
         let (_, name) = decode_dentry_key(&k)?;
         out.push((name, Dentry::decode(&v)?));

@@ -85,14 +85,28 @@ pub(crate) fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     if txn.onode(object)?.is_none() {
         return Err(ObjectError::NoSuchObject { object });
     }
+    drop_fmap_entries(txn, object, usize::MAX)?;
+    delete_rest(txn, object)
+}
+
+/// Drops up to `limit` of the object's fmap entries, their space freed at
+/// the commit; true when none is left.
+fn drop_fmap_entries(txn: &mut Transaction<'_>, object: u64, limit: usize) -> Result<bool> {
     let limits = txn.limits();
     let prefix = fmap_prefix(object);
     let end = prefix_end(&prefix).unwrap_or_default();
-    for (k, v) in txn.scan(&prefix, &end, true, usize::MAX)? {
-        let m = super::fmap::Mapped::decode(&k, &v, &limits)?;
-        txn.delete(&k);
+    let entries = txn.scan(&prefix, &end, true, limit.saturating_add(1))?;
+    for (k, v) in entries.iter().take(limit) {
+        let m = super::fmap::Mapped::decode(k, v, &limits)?;
+        txn.delete(k);
         txn.free_after_commit(m.entry.extent);
     }
+    Ok(entries.len() <= limit)
+}
+
+/// Deletes what is left of an object whose fmap is gone: its extended
+/// attributes, orphan record and onode.
+fn delete_rest(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     let prefix = xattr_prefix(object);
     let end = prefix_end(&prefix).unwrap_or_default();
     for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
@@ -157,18 +171,9 @@ fn free_step(txn: &mut Transaction<'_>, object: u64) -> Result<bool> {
     if onode.nlink != 0 || txn.get(&orphan_key(object))?.is_none() {
         return Err(ObjectError::NotAnOrphan { object, nlink: onode.nlink });
     }
-    let limits = txn.limits();
-    let prefix = fmap_prefix(object);
-    let end = prefix_end(&prefix).unwrap_or_default();
-    let entries = txn.scan(&prefix, &end, true, FREE_STEP_ENTRIES + 1)?;
-    if entries.len() <= FREE_STEP_ENTRIES {
-        delete_in(txn, object)?;
-        return Ok(true);
+    if !drop_fmap_entries(txn, object, FREE_STEP_ENTRIES)? {
+        return Ok(false);
     }
-    for (k, v) in entries.iter().take(FREE_STEP_ENTRIES) {
-        let m = super::fmap::Mapped::decode(k, v, &limits)?;
-        txn.delete(k);
-        txn.free_after_commit(m.entry.extent);
-    }
-    Ok(false)
+    delete_rest(txn, object)?;
+    Ok(true)
 }
