@@ -14,6 +14,8 @@ mod larder;
 mod lmdb;
 #[cfg(feature = "rocksdb")]
 pub(crate) mod rocksdb;
+#[cfg(feature = "rocksdb")]
+pub(crate) mod rocksdb_handle;
 
 /// Every engine the benchmark knows, in the order of the first round.
 pub const ALL: [&str; 4] = ["larder", "rocksdb", "fjall", "lmdb"];

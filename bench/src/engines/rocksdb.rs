@@ -2,12 +2,12 @@
 //! linked against the system library (Debian 12: librocksdb-dev, 7.8).
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 
 use anyhow::{anyhow, bail, Result};
 
+use super::rocksdb_handle::{Handle, Tuning};
 use super::{prefix_upper_bound, Engine, Kv};
 use crate::workload::{ChildSpec, ENTRY_BYTES};
 
@@ -153,12 +153,8 @@ pub(crate) fn check(err: *mut c_char, what: &str) -> Result<()> {
 }
 
 pub struct RocksDb {
-    db: *mut ffi::rocksdb_t,
-    options: *mut ffi::rocksdb_options_t,
-    table_options: *mut ffi::rocksdb_block_based_table_options_t,
-    cache: *mut ffi::rocksdb_cache_t,
+    h: Handle,
     write_options: *mut ffi::rocksdb_writeoptions_t,
-    read_options: *mut ffi::rocksdb_readoptions_t,
     batch: *mut ffi::rocksdb_writebatch_t,
     user_bytes: u64,
     settings: String,
@@ -166,83 +162,47 @@ pub struct RocksDb {
 
 impl RocksDb {
     pub fn open(spec: &ChildSpec) -> Result<RocksDb> {
-        let path = spec.dir.join("rocksdb");
-        let c_path = CString::new(path.as_os_str().as_bytes())?;
-        let max_write_buffers = 1 + spec.max_immutable_memtables;
+        let tuning = Tuning {
+            memtable_bytes: spec.memtable_bytes,
+            max_write_buffers: 1 + spec.max_immutable_memtables,
+            cache_bytes: spec.cache_bytes,
+            bloom_bits: spec.bloom_bits_per_key,
+            background_threads: spec.background_threads,
+            statistics: true,
+        };
         let settings = format!(
             "RocksDB {} (system library): write_buffer_size {} MiB, max_write_buffer_number {}, LRU block cache {} MiB \
              (index/filter blocks outside it, the default), full bloom {} bits/key, max_background_jobs {}, \
              no compression, WAL disabled, statistics on",
             option_env!("LARDER_BENCH_ROCKSDB_VERSION").unwrap_or("unknown"),
             spec.memtable_bytes >> 20,
-            max_write_buffers,
+            tuning.max_write_buffers,
             spec.cache_bytes >> 20,
             spec.bloom_bits_per_key,
             spec.background_threads
         );
-        // SAFETY: plain constructor and setter calls on objects we own; the
-        // pointers come from the matching *_create functions and are checked
-        // for null before use. set_filter_policy takes ownership of the
-        // policy; set_block_cache and set_block_based_table_factory copy
-        // what they need (shared pointers), and we free our handles in Drop.
-        unsafe {
-            let options = ffi::rocksdb_options_create();
-            let table_options = ffi::rocksdb_block_based_options_create();
-            let cache = ffi::rocksdb_cache_create_lru(spec.cache_bytes as usize);
-            let write_options = ffi::rocksdb_writeoptions_create();
-            let read_options = ffi::rocksdb_readoptions_create();
-            let batch = ffi::rocksdb_writebatch_create();
-            let mut this = RocksDb {
-                db: ptr::null_mut(),
-                options,
-                table_options,
-                cache,
-                write_options,
-                read_options,
-                batch,
-                user_bytes: 0,
-                settings,
-            };
-            if options.is_null()
-                || table_options.is_null()
-                || cache.is_null()
-                || write_options.is_null()
-                || read_options.is_null()
-                || batch.is_null()
-            {
-                bail!("rocksdb: allocating options failed");
-            }
-            ffi::rocksdb_options_set_create_if_missing(options, 1);
-            ffi::rocksdb_options_set_write_buffer_size(options, spec.memtable_bytes as usize);
-            ffi::rocksdb_options_set_max_write_buffer_number(options, max_write_buffers as c_int);
-            ffi::rocksdb_options_set_max_background_jobs(options, spec.background_threads as c_int);
-            ffi::rocksdb_options_set_compression(options, ffi::NO_COMPRESSION);
-            ffi::rocksdb_options_enable_statistics(options);
-            let policy = ffi::rocksdb_filterpolicy_create_bloom_full(f64::from(spec.bloom_bits_per_key));
-            ffi::rocksdb_block_based_options_set_filter_policy(table_options, policy);
-            ffi::rocksdb_block_based_options_set_block_cache(table_options, cache);
-            ffi::rocksdb_options_set_block_based_table_factory(options, table_options);
-            ffi::rocksdb_writeoptions_disable_WAL(write_options, 1);
-            let mut err = ptr::null_mut();
-            this.db = ffi::rocksdb_open(options, c_path.as_ptr(), &mut err);
-            check(err, "open")?;
-            if this.db.is_null() {
-                bail!("rocksdb open returned no database");
-            }
-            Ok(this)
+        let h = Handle::open(&spec.dir.join("rocksdb"), &tuning)?;
+        // SAFETY: plain constructors, checked for null; Drop frees them.
+        let (write_options, batch) = unsafe { (ffi::rocksdb_writeoptions_create(), ffi::rocksdb_writebatch_create()) };
+        let this = RocksDb { h, write_options, batch, user_bytes: 0, settings };
+        if write_options.is_null() || batch.is_null() {
+            bail!("rocksdb: allocating write options failed");
         }
+        // SAFETY: the write options are live.
+        unsafe { ffi::rocksdb_writeoptions_disable_WAL(write_options, 1) };
+        Ok(this)
     }
 
     fn property(&self, name: &str) -> Option<String> {
         let name = CString::new(name).ok()?;
-        // SAFETY: `self.db` is open; the result is a malloc'ed string or null.
-        take_c_string(unsafe { ffi::rocksdb_property_value(self.db, name.as_ptr()) })
+        // SAFETY: `self.h.db` is open; the result is a malloc'ed string or null.
+        take_c_string(unsafe { ffi::rocksdb_property_value(self.h.db, name.as_ptr()) })
     }
 
     /// The tickers of the statistics object ("name COUNT : value" lines).
     fn tickers(&self) -> BTreeMap<String, f64> {
-        // SAFETY: statistics were enabled on `self.options` before open.
-        let text = take_c_string(unsafe { ffi::rocksdb_options_statistics_get_string(self.options) });
+        // SAFETY: statistics were enabled on `self.h.options` before open.
+        let text = take_c_string(unsafe { ffi::rocksdb_options_statistics_get_string(self.h.options) });
         let mut tickers = BTreeMap::new();
         for line in text.unwrap_or_default().lines() {
             if let Some((name, value)) = line.split_once(" COUNT : ") {
@@ -257,29 +217,15 @@ impl RocksDb {
 
 impl Drop for RocksDb {
     fn drop(&mut self) {
-        // SAFETY: each handle is either null (skipped) or was created by the
-        // matching constructor and is destroyed exactly once, the database first.
+        // SAFETY: each handle is null (skipped) or was made by its
+        // constructor and is destroyed exactly once; the database (in
+        // `self.h`, dropped after this) does not hold on to either.
         unsafe {
-            if !self.db.is_null() {
-                ffi::rocksdb_close(self.db);
-            }
             if !self.batch.is_null() {
                 ffi::rocksdb_writebatch_destroy(self.batch);
             }
-            if !self.read_options.is_null() {
-                ffi::rocksdb_readoptions_destroy(self.read_options);
-            }
             if !self.write_options.is_null() {
                 ffi::rocksdb_writeoptions_destroy(self.write_options);
-            }
-            if !self.table_options.is_null() {
-                ffi::rocksdb_block_based_options_destroy(self.table_options);
-            }
-            if !self.cache.is_null() {
-                ffi::rocksdb_cache_destroy(self.cache);
-            }
-            if !self.options.is_null() {
-                ffi::rocksdb_options_destroy(self.options);
             }
         }
     }
@@ -291,24 +237,9 @@ impl Engine for RocksDb {
     }
 
     fn write(&mut self, batch: &[Kv]) -> Result<()> {
-        let mut err = ptr::null_mut();
-        // SAFETY: the batch and options are live; key and value slices are
-        // valid for the stated lengths and RocksDB copies them into the batch.
-        unsafe {
-            ffi::rocksdb_writebatch_clear(self.batch);
-            for kv in batch {
-                ffi::rocksdb_writebatch_put(
-                    self.batch,
-                    kv.key.as_ptr().cast::<c_char>(),
-                    kv.key.len(),
-                    kv.value.as_ptr().cast::<c_char>(),
-                    kv.value.len(),
-                );
-            }
-            ffi::rocksdb_write(self.db, self.write_options, self.batch, &mut err);
-        }
         self.user_bytes += batch.len() as u64 * ENTRY_BYTES;
-        check(err, "write")
+        let pairs = batch.iter().map(|kv| (&kv.key[..], kv.value));
+        self.h.write_pairs(self.batch, self.write_options, pairs)
     }
 
     fn finish_ingest(&mut self) -> Result<()> {
@@ -320,35 +251,14 @@ impl Engine for RocksDb {
                 bail!("rocksdb: allocating flush options failed");
             }
             ffi::rocksdb_flushoptions_set_wait(fo, 1);
-            ffi::rocksdb_flush(self.db, fo, &mut err);
+            ffi::rocksdb_flush(self.h.db, fo, &mut err);
             ffi::rocksdb_flushoptions_destroy(fo);
         }
         check(err, "flush")
     }
 
     fn get(&mut self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        let mut err = ptr::null_mut();
-        let mut len = 0usize;
-        // SAFETY: the key slice is valid for its length; the returned buffer
-        // (malloc'ed, `len` bytes) is copied and then freed once.
-        unsafe {
-            let v = ffi::rocksdb_get(
-                self.db,
-                self.read_options,
-                key.as_ptr().cast::<c_char>(),
-                key.len(),
-                &mut len,
-                &mut err,
-            );
-            check(err, "get")?;
-            if v.is_null() {
-                return Ok(false);
-            }
-            value.clear();
-            value.extend_from_slice(std::slice::from_raw_parts(v.cast::<u8>(), len));
-            ffi::rocksdb_free(v.cast::<c_void>());
-        }
-        Ok(true)
+        self.h.get(key, value)
     }
 
     fn scan_prefix(&mut self, prefix: &[u8]) -> Result<(u64, u64)> {
@@ -367,7 +277,7 @@ impl Engine for RocksDb {
             if let Some(upper) = &upper {
                 ffi::rocksdb_readoptions_set_iterate_upper_bound(ro, upper.as_ptr().cast::<c_char>(), upper.len());
             }
-            let it = ffi::rocksdb_create_iterator(self.db, ro);
+            let it = ffi::rocksdb_create_iterator(self.h.db, ro);
             ffi::rocksdb_iter_seek(it, prefix.as_ptr().cast::<c_char>(), prefix.len());
             while ffi::rocksdb_iter_valid(it) != 0 {
                 let (mut klen, mut vlen) = (0usize, 0usize);
