@@ -73,13 +73,14 @@ pub fn thousands(v: f64) -> String {
 
 /// Median, min and max of the values.
 #[derive(Clone, Copy)]
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
+pub(crate) struct Stat {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
 }
 
-fn stat(mut values: Vec<f64>) -> Option<Stat> {
+/// The finite values' median, min and max; `None` when there are none.
+pub(crate) fn stat(mut values: Vec<f64>) -> Option<Stat> {
     values.retain(|v| v.is_finite());
     if values.is_empty() {
         return None;

@@ -4,26 +4,7 @@
 use std::fmt::Write;
 
 use super::{ObjPhase, Plan, Results, Workload, CEILING, TINY_BYTES};
-use crate::report::{thousands, RunInfo};
-
-/// Median, min and max of some values.
-#[derive(Clone, Copy)]
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-fn stat(mut values: Vec<f64>) -> Option<Stat> {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
-    Some(Stat { median, min: values[0], max: values[n - 1] })
-}
+use crate::report::{stat, thousands, RunInfo, Stat};
 
 /// `f` of the phase `phase` of every successful run of `engine` on `w`.
 fn metric(results: &Results, w: Workload, engine: &str, phase: &str, f: impl Fn(&ObjPhase) -> f64) -> Option<Stat> {
