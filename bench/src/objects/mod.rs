@@ -78,8 +78,9 @@ pub struct ObjectsArgs {
     /// Smaller counts everywhere (a smoke run, not for publishing).
     #[arg(long)]
     pub quick: bool,
-    /// Engines, comma-separated: larder,ext4,rocksdb,fjall,lmdb.
-    #[arg(long, default_value = "larder,ext4,rocksdb,fjall,lmdb")]
+    /// Engines, comma-separated: larder,larder-pre,ext4,rocksdb,fjall,lmdb
+    /// (larder-pre: containers created with the store; 1 MiB puts only).
+    #[arg(long, default_value = "larder,larder-pre,ext4,rocksdb,fjall,lmdb")]
     pub engines: String,
     /// Workloads, comma-separated: put1,put8,big,delete,gets,space.
     #[arg(long, default_value = "put1,put8,big,delete,gets,space")]
@@ -175,12 +176,14 @@ impl Workload {
         matches!(self, Workload::Put1 | Workload::Put8 | Workload::Big | Workload::Gets)
     }
 
-    /// Whether `engine` takes part (the delete workload is Larder and ext4 only).
+    /// Whether `engine` takes part (the delete workload is Larder and ext4
+    /// only; larder-pre runs the 1 MiB puts only).
     pub fn runs_on(self, engine: &str) -> bool {
         match (self, engine) {
             (_, CEILING) => self.has_ceiling(),
             (Workload::Delete, e) => e == "larder" || e == "ext4",
-            _ => true,
+            (Workload::Big, _) => true,
+            (_, e) => e != "larder-pre",
         }
     }
 }

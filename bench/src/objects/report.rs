@@ -174,6 +174,18 @@ fn puts_table(o: &mut String, plan: &Plan, results: &Results, w: Workload) {
             med(m(|p| p.vmhwm_kib as f64), mib),
         );
     }
+    let pre = metric(results, w, "larder-pre", "puts", rate);
+    if pre.is_some() {
+        let vs = |engine: &str| ratio(pre, metric(results, w, engine, "puts", rate));
+        let _ = writeln!(
+            o,
+            "\nlarder-pre (containers created with the store, as the ceiling's file is written before timing) \
+             ÷ ceiling: {}; ÷ rocksdb: {}; ÷ ext4: {}.",
+            vs(CEILING),
+            vs("rocksdb"),
+            vs("ext4")
+        );
+    }
 }
 
 fn delete_table(o: &mut String, plan: &Plan, results: &Results) {

@@ -342,7 +342,17 @@ impl Log {
     /// [`Options::max_pending_bytes`]) plus the group being written, and
     /// always a suffix: never a record before one that survived.
     pub fn append_buffered(&self, payload: Vec<u8>) -> Result<Lsn> {
-        self.inner.enqueue(payload, Vec::new())
+        self.append_buffered_with(payload, Vec::new())
+    }
+
+    /// Like [`Log::append_buffered`], and the record's group is
+    /// acknowledged only when every file in `deps` is durable too (synced
+    /// by the group's leader concurrently with the log, as for
+    /// [`Log::append_with`]). Nothing is synced now: a large write made
+    /// with buffered durability costs no sync of its own, and the next
+    /// durable append pays one round for both.
+    pub fn append_buffered_with(&self, payload: Vec<u8>, deps: Vec<FileRef>) -> Result<Lsn> {
+        self.inner.enqueue(payload, deps)
     }
 
     /// Returns when every record up to `lsn` (capped at the last assigned

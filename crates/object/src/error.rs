@@ -136,15 +136,6 @@ pub enum ObjectError {
         /// Why it is refused.
         reason: &'static str,
     },
-    /// A container sync failed outside the log: the store accepts no more
-    /// commits until it is reopened (which recovers from what is on disk).
-    #[error("{path}: store is poisoned after a failed sync ({what}); reopen it to recover")]
-    Poisoned {
-        /// The store directory.
-        path: PathBuf,
-        /// The failure that poisoned it.
-        what: String,
-    },
     /// No object has this id.
     #[error("object {object} does not exist")]
     NoSuchObject {

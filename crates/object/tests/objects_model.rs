@@ -36,6 +36,10 @@ fn op() -> impl Strategy<Value = Op> {
         // Large and unaligned writes, possibly leaving holes.
         6 => (obj.clone(), 0u64..80_000, 1usize..20_000, any::<u8>(), any::<bool>())
             .prop_map(|(obj, offset, len, byte, durable)| Op::Write { obj, offset, len, byte, durable }),
+        // Writes starting on a block (the path that writes the caller's
+        // blocks without copying), ending anywhere, often inside the object.
+        4 => (obj.clone(), 0u64..20, 1usize..20_000, any::<u8>(), any::<bool>())
+            .prop_map(|(obj, block, len, byte, durable)| Op::Write { obj, offset: block * 4096, len, byte, durable }),
         3 => (obj.clone(), 0u64..90_000).prop_map(|(obj, size)| Op::Truncate { obj, size }),
         1 => obj.prop_map(|obj| Op::Delete { obj }),
         1 => Just(Op::Reopen),

@@ -315,21 +315,26 @@ impl SpaceManager {
         n
     }
 
-    /// Creates containers until `spare_containers` have nothing allocated
-    /// (bounded by `max_containers`); returns how many it created. Call it
+    /// Creates containers until at least `min_containers` exist and
+    /// `spare_containers` have nothing allocated (bounded by
+    /// `max_containers`); returns how many it created. Call it
     /// from a background thread after allocations, so that allocations find
     /// a zero-filled container ready instead of waiting for one.
     ///
     /// With `spares_after_first_use`, a store with no container yet gets
-    /// none: the first allocation creates the first container.
+    /// only its `min_containers`: the first allocation creates the first
+    /// container.
     pub fn ensure_spares(&self) -> Result<u64> {
         let inner = &*self.inner;
         let mut st = inner.state.lock();
-        if inner.options.spares_after_first_use && st.containers.is_empty() && st.creating == 0 {
-            return Ok(0);
-        }
-        let spares = st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64;
-        let want = inner.options.spare_containers.saturating_sub(spares + st.creating);
+        let existing = st.containers.len() as u64 + st.creating;
+        let below_min = inner.options.min_containers.saturating_sub(existing);
+        let want = if inner.options.spares_after_first_use && existing == 0 {
+            below_min
+        } else {
+            let spares = st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64;
+            below_min.max(inner.options.spare_containers.saturating_sub(spares + st.creating))
+        };
         let room = inner.options.max_containers.saturating_sub(st.containers.len() as u64 + st.creating);
         let count = want.min(room);
         if count == 0 {

@@ -22,6 +22,11 @@ pub struct Options {
     /// never holds a container, which is as large as it is (1 GiB by
     /// default). Default true.
     pub spares_after_first_use: bool,
+    /// Containers created at open, whether or not anything needs them yet:
+    /// a store sized ahead of its data, like a preallocated database file,
+    /// so its first gigabytes of large writes never wait for (or compete
+    /// with) a zero-fill. Counted towards the spares. Default 0.
+    pub min_containers: u64,
     /// Most containers that may exist; past it allocations fail with
     /// [`SpaceError::NoSpace`]. Default 1024 (1 TiB of 1 GiB containers).
     pub max_containers: u64,
@@ -45,6 +50,7 @@ impl Default for Options {
             container_bytes: 1 << 30,
             spare_containers: 1,
             spares_after_first_use: true,
+            min_containers: 0,
             max_containers: 1024,
             punch_bytes_per_sec: 256 << 20,
             punch_free_threshold: 0.25,
@@ -65,6 +71,9 @@ impl Options {
         }
         if self.max_containers.checked_mul(self.container_bytes).is_none() {
             return bad("max_containers", "max_containers * container_bytes must fit in 64 bits");
+        }
+        if self.min_containers > self.max_containers {
+            return bad("min_containers", "must not exceed max_containers");
         }
         if self.spare_containers > self.max_containers {
             return bad("spare_containers", "must not exceed max_containers");

@@ -139,6 +139,7 @@ fn bad_options_are_refused() {
         (larder_space::Options { container_bytes: 2048, ..small_options() }, "container_bytes"),
         (larder_space::Options { max_containers: 0, ..small_options() }, "max_containers"),
         (larder_space::Options { spare_containers: 5, ..small_options() }, "spare_containers"),
+        (larder_space::Options { min_containers: 5, ..small_options() }, "min_containers"),
         (larder_space::Options { punch_free_threshold: 1.5, ..small_options() }, "punch_free_threshold"),
         (larder_space::Options { punch_min_bytes: 100, ..small_options() }, "punch_min_bytes"),
     ] {
@@ -157,4 +158,20 @@ fn with_spares_after_first_use_a_store_gets_containers_only_once_it_needs_one() 
     m.allocate(4096).unwrap();
     assert_eq!(m.container_ids().len(), 1);
     assert_eq!(m.ensure_spares().unwrap(), 1, "then a spare is kept ahead of need");
+}
+
+#[test]
+fn min_containers_are_created_at_open_and_count_as_spares() {
+    let sim = SimStorage::new(10);
+    let options = larder_space::Options { spares_after_first_use: true, min_containers: 2, ..small_options() };
+    let m = open(&sim, options.clone(), &[]).unwrap();
+    assert_eq!(m.container_ids(), vec![0, 1], "sized ahead at open, before any allocation");
+    // Fill the first: the second is still a spare, so none is created.
+    m.allocate(CONTAINER).unwrap();
+    assert_eq!(m.ensure_spares().unwrap(), 0, "the second container is the spare");
+    m.allocate(4096).unwrap();
+    assert_eq!(m.ensure_spares().unwrap(), 1, "once both hold data, a spare is kept ahead as usual");
+    drop(m);
+    let m = open(&sim, options, &[]).unwrap();
+    assert_eq!(m.container_ids().len(), 3, "reopening keeps what exists and adds nothing");
 }

@@ -29,13 +29,30 @@ impl Larder {
     /// Creates a new store with the suite's memtable and cache budgets.
     pub fn open(spec: &ObjSpec) -> Result<Larder> {
         let path = spec.dir.join("larder");
-        let options = KvOptions::default().with_budgets(spec.memtable_bytes as usize, spec.cache_bytes as usize);
+        let mut options = KvOptions::default().with_budgets(spec.memtable_bytes as usize, spec.cache_bytes as usize);
+        let space = &mut options.store.space;
+        let preallocated = spec.store == "larder-pre";
+        if preallocated {
+            // Room for every object of the run plus the usual spare, so no
+            // container is created while puts are timed.
+            let data = spec.ops.saturating_mul(spec.threads as u64).saturating_mul(spec.value_bytes as u64);
+            space.min_containers = data.div_ceil(space.container_bytes) + space.spare_containers;
+        }
+        let prealloc = if preallocated {
+            format!(
+                "; {} containers of {} MiB created with the store (min_containers)",
+                space.min_containers,
+                space.container_bytes >> 20
+            )
+        } else {
+            String::new()
+        };
         let kv = Kv::create(&path, options).with_context(|| format!("creating a store in {}", path.display()))?;
         kv.create_bucket(BUCKET).context("creating the bucket")?;
         let settings = format!(
             "larder-kv {} (workspace): durable put = Kv::put(Durability::Durable); bulk loads one KvBatch per \
              batch (Buffered); large object through Kv::writer (Durable); index memtable {} MiB and block cache \
-             {} MiB (KvOptions::with_budgets), other options default",
+             {} MiB (KvOptions::with_budgets), other options default{prealloc}",
             env!("CARGO_PKG_VERSION"),
             spec.memtable_bytes >> 20,
             spec.cache_bytes >> 20

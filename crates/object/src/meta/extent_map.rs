@@ -68,6 +68,11 @@ pub fn verify_block(data: &[u8], index: usize, expected: u32) -> bool {
     data.get(start..end).is_some_and(|b| block_crc(b) == expected)
 }
 
+/// Blocks in `len` bytes, as a capacity hint (saturating).
+fn to_blocks(len: u64) -> usize {
+    usize::try_from(len / BLOCK_BYTES).unwrap_or(usize::MAX)
+}
+
 /// Round `n` up to whole blocks, or `None` on overflow.
 fn round_up(n: u64) -> Option<u64> {
     n.checked_add(BLOCK_BYTES - 1).map(|v| v / BLOCK_BYTES * BLOCK_BYTES)
@@ -91,7 +96,25 @@ impl ExtentMapEntry {
     /// The entry for `data` written at the start of `extent`, with its
     /// block checksums. Refuses an extent not exactly fitting `data`.
     pub fn for_data(extent: Extent, data: &[u8], limits: &MetaLimits) -> Result<ExtentMapEntry> {
-        let entry = ExtentMapEntry { extent, logical_len: data.len() as u64, crcs: block_crcs(data) };
+        Self::for_parts(extent, &[data], limits)
+    }
+
+    /// [`ExtentMapEntry::for_data`] for data given in parts written one
+    /// after another; every part but the last must be whole blocks (so no
+    /// block straddles two parts).
+    pub fn for_parts(extent: Extent, parts: &[&[u8]], limits: &MetaLimits) -> Result<ExtentMapEntry> {
+        let mut crcs = Vec::with_capacity(to_blocks(extent.len));
+        let mut logical_len = 0u64;
+        let parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+        for (i, part) in parts.iter().enumerate() {
+            if i + 1 < parts.len() && !(part.len() as u64).is_multiple_of(BLOCK_BYTES) {
+                let what = format!("part {i} of {} bytes is not whole blocks", part.len());
+                return Err(ObjectError::InvalidRecord { record: RECORD, what });
+            }
+            crcs.extend(part.chunks(BLOCK).map(block_crc));
+            logical_len += part.len() as u64;
+        }
+        let entry = ExtentMapEntry { extent, logical_len, crcs };
         entry.check(limits).map_err(|what| ObjectError::InvalidRecord { record: RECORD, what })?;
         Ok(entry)
     }

@@ -78,7 +78,7 @@ fn shrink(txn: &mut Transaction<'_>, object: u64, onode: &Onode, size: u64) -> R
         tail.fill(0);
     }
     punch(txn, object, b, end)?;
-    write_blocks(txn, object, b, &block, size - b)
+    write_blocks(txn, object, b, (&block, &[]), size - b)
 }
 
 pub(crate) fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {

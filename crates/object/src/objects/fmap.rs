@@ -197,20 +197,24 @@ pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) ->
     Ok(())
 }
 
-/// Writes `content` (whole blocks, zeros past `logical_len`) to fresh
-/// space and maps it at object offset `start` (a block boundary). The
-/// container files become dependencies of the transaction's record.
+/// Writes `body` then `tail` (together the block-aligned content of
+/// `[start, ..)`, of which the first `logical_len` bytes are the object's)
+/// to fresh space and maps it. `body` is whole blocks, written straight
+/// from the caller's buffer; `tail` is empty or one zero-padded block, so
+/// a write that starts on a block needs no copy of its data.
 pub(crate) fn write_blocks(
     txn: &mut Transaction<'_>,
     object: u64,
     start: u64,
-    content: &[u8],
+    (body, tail): (&[u8], &[u8]),
     logical_len: u64,
 ) -> Result<()> {
     let limits = txn.limits();
-    debug_assert_eq!(content.len() as u64, align_up(logical_len));
+    let total = (body.len() + tail.len()) as u64;
+    debug_assert!((body.len() as u64).is_multiple_of(BLOCK_BYTES) && tail.len() as u64 <= BLOCK_BYTES);
+    debug_assert_eq!(total, align_up(logical_len));
     let space = txn.store().space();
-    let extents = space.allocate(content.len() as u64)?;
+    let extents = space.allocate(total)?;
     for e in &extents {
         txn.note_allocated(*e);
     }
@@ -222,18 +226,29 @@ pub(crate) fn write_blocks(
         while done < extent.len {
             let piece =
                 sub_extent(extent, done / BLOCK_BYTES, (extent.len - done).min(MAX_ENTRY_EXTENT_BYTES) / BLOCK_BYTES);
-            let bytes = content.get(to_usize(pos)..to_usize(pos + piece.len)).unwrap_or_default();
             let file = space.container_file(piece.container).ok_or_else(|| ObjectError::Corrupt {
                 path: container_path(space, piece.container),
                 offset: piece.offset,
                 what: format!("object {object}: allocated space in a container that does not exist"),
             })?;
-            write_all_at(&*file, bytes, piece.offset)?;
+            let end = pos + piece.len;
+            let from_body = body.get(to_usize(pos.min(body.len() as u64))..to_usize(end.min(body.len() as u64)));
+            let from_body = from_body.unwrap_or_default();
+            let from_tail = tail
+                .get(to_usize(pos.saturating_sub(body.len() as u64))..to_usize(end.saturating_sub(body.len() as u64)));
+            let from_tail = from_tail.unwrap_or_default();
+            write_all_at(&*file, from_body, piece.offset)?;
+            if !from_tail.is_empty() {
+                write_all_at(&*file, from_tail, piece.offset + from_body.len() as u64)?;
+            }
             txn.add_dependency(file);
-            let logical = (logical_len - pos).min(piece.len);
-            let entry = ExtentMapEntry::for_data(piece, bytes.get(..to_usize(logical)).unwrap_or_default(), &limits)?;
+            // The checksums cover the logical bytes only.
+            let logical = to_usize((logical_len - pos).min(piece.len));
+            let body_logical = from_body.get(..logical.min(from_body.len())).unwrap_or_default();
+            let tail_logical = from_tail.get(..logical - body_logical.len()).unwrap_or_default();
+            let entry = ExtentMapEntry::for_parts(piece, &[body_logical, tail_logical], &limits)?;
             txn.put(&fmap_key(object, start + pos), &entry.encode(&limits)?);
-            pos += piece.len;
+            pos = end;
             done += piece.len;
         }
     }
@@ -248,5 +263,5 @@ pub(crate) fn spill_inline(txn: &mut Transaction<'_>, object: u64, bytes: &[u8])
     }
     let mut content = bytes.to_vec();
     content.resize(to_usize(align_up(bytes.len() as u64)), 0);
-    write_blocks(txn, object, 0, &content, bytes.len() as u64)
+    write_blocks(txn, object, 0, (&content, &[]), bytes.len() as u64)
 }

@@ -48,6 +48,27 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
                     spill_inline(txn, object, &bytes)?;
                 }
             }
+            // Entries never end past the size, and their blocks hold zeros
+            // after their logical end.
+            let logical_end = a1.min(new_size);
+            if offset == a0 && (end == a1 || end >= onode.size) {
+                // Nothing of the old content survives in the written
+                // blocks: write the caller's whole blocks as they are and
+                // copy only a partial last block.
+                let whole = to_usize(align_down(end) - a0);
+                let (body, rest) = data.split_at(whole);
+                let mut tail = Vec::new();
+                if !rest.is_empty() {
+                    tail.resize(to_usize(BLOCK_BYTES), 0);
+                    tail[..rest.len()].copy_from_slice(rest);
+                }
+                punch(txn, object, a0, a1)?;
+                write_blocks(txn, object, a0, (body, &tail), logical_end - a0)?;
+                onode.location = DataLocation::Extents;
+                onode.size = new_size;
+                touch_data(&mut onode);
+                return txn.put_onode(object, &onode);
+            }
             let mut content = vec![0u8; to_usize(a1 - a0)];
             // Read-modify-write of partial head and tail blocks; the
             // blocks in between are wholly overwritten.
@@ -68,14 +89,11 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
             if let Some(dst) = content.get_mut(to_usize(offset - a0)..to_usize(end - a0)) {
                 dst.copy_from_slice(data);
             }
-            // Entries never end past the size, and their blocks hold zeros
-            // after their logical end.
-            let logical_end = a1.min(new_size);
             if let Some(pad) = content.get_mut(to_usize(logical_end - a0)..) {
                 pad.fill(0);
             }
             punch(txn, object, a0, a1)?;
-            write_blocks(txn, object, a0, &content, logical_end - a0)?;
+            write_blocks(txn, object, a0, (&content, &[]), logical_end - a0)?;
             onode.location = DataLocation::Extents;
         }
     }

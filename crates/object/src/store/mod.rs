@@ -120,10 +120,6 @@ pub struct Store {
     pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
     /// LSN of the last buffered commit: reads first make it visible.
     last_buffered: std::sync::atomic::AtomicU64,
-    /// Set when a container sync failed outside the log: the kernel may
-    /// have dropped the data, so nothing more is committed until a reopen
-    /// (DESIGN.md, ordering rule 6).
-    poisoned: parking_lot::Mutex<Option<String>>,
     _lock: Box<dyn Lock>,
 }
 
@@ -250,7 +246,6 @@ impl Store {
             checkpointer,
             ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
-            poisoned: parking_lot::Mutex::new(None),
             last_buffered: std::sync::atomic::AtomicU64::new(0),
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
@@ -287,34 +282,22 @@ impl Store {
     /// Commits `batch` atomically, its record depending on the data in
     /// `deps` (container files a large write wrote): the record is durable
     /// only with them. Durable: the files are synced concurrently with the
-    /// log's own sync, one round. Buffered: they are synced before the
-    /// append, so no record ever precedes its data.
+    /// log's own sync, one round. Buffered: they travel with the record
+    /// and are synced with the group that writes it, likewise concurrently;
+    /// a record whose data did not reach the disk fails recovery's data
+    /// check and ends replay, and no later record was acknowledged.
     pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<FileRef>, durability: Durability) -> Result<u64> {
-        self.check_poisoned()?;
         let record = payload::encode_batch(batch);
         let lsn = match durability {
             Durability::Durable => self.log.append_with(record, deps)?,
             Durability::Buffered => {
-                for f in &deps {
-                    if let Err(e) = f.sync_data() {
-                        *self.poisoned.lock() = Some(format!("sync of {} failed: {e}", f.path().display()));
-                        return Err(e.into());
-                    }
-                }
-                let lsn = self.log.append_buffered(record)?;
+                let lsn = self.log.append_buffered_with(record, deps)?;
                 self.last_buffered.fetch_max(lsn, std::sync::atomic::Ordering::AcqRel);
                 lsn
             }
         };
         self.checkpoint_if_needed()?;
         Ok(lsn)
-    }
-
-    fn check_poisoned(&self) -> Result<()> {
-        match &*self.poisoned.lock() {
-            Some(what) => Err(ObjectError::Poisoned { path: self.dir.clone(), what: what.clone() }),
-            None => Ok(()),
-        }
     }
 
     fn checkpoint_if_needed(&self) -> Result<()> {
@@ -398,7 +381,7 @@ impl Store {
         let done = txn.finish();
         // On a failed commit the record may still be durable (a failed
         // data sync poisons the log after the record was written), so the
-        // space it allocated stays allocated; the store is poisoned and
+        // space it allocated stays allocated; the log is poisoned and
         // reopening rebuilds free space from the extent map.
         let lsn = self.commit_with_deps(&done.batch, done.deps, durability)?;
         held.set_last_lsn(lsn);

@@ -22,6 +22,7 @@ pub fn small_options() -> Options {
         spare_containers: 1,
         // The space tests expect a spare from the first open.
         spares_after_first_use: false,
+        min_containers: 0,
         max_containers: 4,
         punch_bytes_per_sec: u64::MAX / 2,
         punch_free_threshold: 0.25,
