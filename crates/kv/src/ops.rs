@@ -45,9 +45,7 @@ impl Kv {
     /// The value under `key` in `bucket`, or `None`.
     pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.store().make_visible()?;
-        let bucket = self.bucket(bucket.as_ref())?;
-        let key = Key::parse(key.as_ref())?;
-        let Some(object) = find(self.store(), bucket.id, &key)? else { return Ok(None) };
+        let Some(object) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };
         // A delete between the lookup and the read reads as absent.
         Ok(self.store().read_to_end(object.child)?)
     }
@@ -55,9 +53,7 @@ impl Kv {
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         self.store().make_visible()?;
-        let bucket = self.bucket(bucket.as_ref())?;
-        let key = Key::parse(key.as_ref())?;
-        let Some(d) = find(self.store(), bucket.id, &key)? else { return Ok(None) };
+        let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };
         Ok(self.store().stat(d.child)?.map(|o| Head { object: d.child, size: o.size }))
     }
 
@@ -120,6 +116,25 @@ impl Kv {
 
 /// The entry `key` names in `bucket`, without locks; `None` if a level or
 /// the leaf is missing, or the leaf is a directory level (not a key).
+impl Kv {
+    /// The dentry `key` of `bucket` names (a file, not a level), through the
+    /// store's path cache: one cache lookup while the namespace is
+    /// unchanged, instead of one per level. Only a bucket and key that
+    /// parsed and resolved are ever cached, so a hit needs no checks.
+    fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Dentry>> {
+        let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);
+        path.extend_from_slice(&u16::try_from(bucket.len()).unwrap_or(u16::MAX).to_le_bytes());
+        path.extend_from_slice(bucket);
+        path.extend_from_slice(key);
+        let found = self.store().derived_from_names(&path, || -> Result<Option<Vec<u8>>> {
+            let bucket = self.bucket(bucket)?;
+            let key = Key::parse(key)?;
+            Ok(find(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
+        })?;
+        Ok(found.map(|b| Dentry::decode(&b)).transpose()?)
+    }
+}
+
 pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
     let mut dir = bucket;
     for part in key.dirs() {

@@ -11,6 +11,13 @@
 //! insert. A reader inserts what it loaded only if the epoch was even when
 //! it began and is unchanged when it inserts, so a value read before or
 //! during a change is never cached after it.
+//!
+//! Beside it, a path cache holds what a caller derived from several dentry
+//! reads (the dentry a whole path leads to), tagged with the namespace
+//! epoch: a second seqlock counter bumped only by batches that write
+//! dentry keys. An entry is good while that epoch has not moved, so in a
+//! read-mostly namespace a path costs one lookup instead of one per level,
+//! and any rename, create or unlink anywhere simply retires every entry.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,10 +40,28 @@ impl Weighter<Vec<u8>, Cached> for EntryWeighter {
     }
 }
 
+#[derive(Clone)]
+struct PathWeighter;
+
+impl Weighter<Vec<u8>, (u64, Cached)> for PathWeighter {
+    fn weight(&self, key: &Vec<u8>, value: &(u64, Cached)) -> u64 {
+        (key.len() + value.1.as_ref().map_or(0, |v| v.len()) + 56) as u64
+    }
+}
+
+/// Share of the cache budget given to the path cache.
+const PATH_SHARE: usize = 8;
+
 /// See the module doc.
 pub(crate) struct MetaCache {
     cache: Option<Cache<Vec<u8>, Cached, EntryWeighter>>,
+    paths: Option<Cache<Vec<u8>, (u64, Cached), PathWeighter>>,
     epoch: AtomicU64,
+    /// The namespace epoch: odd while a batch writing dentries goes in.
+    ns_epoch: AtomicU64,
+    /// Whether the batch going in bumped `ns_epoch` (batches enter one at
+    /// a time, so one flag suffices).
+    ns_changing: std::sync::atomic::AtomicBool,
     gate: parking_lot::RwLock<()>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -48,13 +73,20 @@ fn cacheable(key: &[u8]) -> bool {
 }
 
 impl MetaCache {
-    /// A cache of `capacity_bytes` (0: no cache).
+    /// A cache of `capacity_bytes` (0: no cache), an eighth of it for paths.
     pub(crate) fn new(capacity_bytes: usize) -> Self {
-        let cache = (capacity_bytes > 0)
-            .then(|| Cache::with_weighter((capacity_bytes / 512).max(16), capacity_bytes as u64, EntryWeighter));
+        let paths_bytes = capacity_bytes / PATH_SHARE;
+        let meta_bytes = capacity_bytes - paths_bytes;
+        let cache = (meta_bytes > 0)
+            .then(|| Cache::with_weighter((meta_bytes / 512).max(16), meta_bytes as u64, EntryWeighter));
+        let paths = (paths_bytes > 0)
+            .then(|| Cache::with_weighter((paths_bytes / 128).max(16), paths_bytes as u64, PathWeighter));
         MetaCache {
             cache,
+            paths,
             epoch: AtomicU64::new(0),
+            ns_epoch: AtomicU64::new(0),
+            ns_changing: std::sync::atomic::AtomicBool::new(false),
             gate: parking_lot::RwLock::new(()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -86,13 +118,54 @@ impl MetaCache {
         Ok(value)
     }
 
+    /// The value a caller derives for `key` (a path) from dentry reads:
+    /// cached while no dentry changed since, else from `derive` (which must
+    /// read only dentries, through this cache or the index).
+    pub(crate) fn get_or_derive<E>(
+        &self,
+        key: &[u8],
+        derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+    ) -> Result<Cached, E> {
+        let Some(paths) = self.paths.as_ref() else {
+            return Ok(derive()?.map(Arc::from));
+        };
+        let before = self.ns_epoch.load(Ordering::Acquire);
+        if before.is_multiple_of(2) {
+            if let Some((at, v)) = paths.get(key) {
+                if at == before {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(v);
+                }
+            }
+        }
+        let value: Cached = derive()?.map(Arc::from);
+        if before.is_multiple_of(2) {
+            let _gate = self.gate.read();
+            if self.ns_epoch.load(Ordering::Acquire) == before {
+                paths.insert(key.to_vec(), (before, value.clone()));
+            }
+        }
+        Ok(value)
+    }
+
     /// Drops every key `batch` writes; called before the batch enters the
     /// index, and followed by [`MetaCache::settle`] once it is in.
     pub(crate) fn invalidate(&self, batch: &WriteBatch) {
         let Some(cache) = self.cache.as_ref() else { return };
+        let dmap = map_prefix(Map::Dmap)[0];
+        let names = batch.iter().any(|op| match op {
+            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => {
+                key.first() == Some(&dmap)
+            }
+            BatchOp::DeleteRange { .. } => true,
+        });
         {
             let _gate = self.gate.write();
             self.epoch.fetch_add(1, Ordering::AcqRel);
+            if names {
+                self.ns_epoch.fetch_add(1, Ordering::AcqRel);
+                self.ns_changing.store(true, Ordering::Relaxed);
+            }
         }
         for op in batch.iter() {
             match op {
@@ -112,12 +185,15 @@ impl MetaCache {
         if self.cache.is_some() {
             let _gate = self.gate.write();
             self.epoch.fetch_add(1, Ordering::AcqRel);
+            if self.ns_changing.swap(false, Ordering::Relaxed) {
+                self.ns_epoch.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 
     /// (hits, misses, bytes cached).
     pub(crate) fn stats(&self) -> (u64, u64, u64) {
-        let bytes = self.cache.as_ref().map_or(0, |c| c.weight());
+        let bytes = self.cache.as_ref().map_or(0, |c| c.weight()) + self.paths.as_ref().map_or(0, |c| c.weight());
         (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed), bytes)
     }
 }

@@ -423,6 +423,19 @@ impl Store {
         self.meta_cache.get_or_load(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
+    /// A value derived from dentry reads only (the dentry a path leads
+    /// to), kept in the metadata cache's path cache while no dentry
+    /// anywhere changes, else computed by `derive`; `key` names it (the
+    /// caller's encoding of the path). Like [`Store::get_meta_written`], it
+    /// does not first write pending buffered commits.
+    pub fn derived_from_names<E>(
+        &self,
+        key: &[u8],
+        derive: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, E>,
+    ) -> std::result::Result<Option<Arc<[u8]>>, E> {
+        self.meta_cache.get_or_derive(key, derive)
+    }
+
     /// Metadata cache counters: (hits, misses, bytes cached).
     pub fn meta_cache_stats(&self) -> (u64, u64, u64) {
         self.meta_cache.stats()
