@@ -60,6 +60,11 @@ impl Inner {
         if let Some(r) = &run {
             self.stats.add(&self.stats.bytes_flushed, r.file_size);
         }
+        if let Some(hook) = &self.options.before_durable {
+            hook(mem.last_seq()).map_err(|why| {
+                IndexError::Poisoned(format!("batches up to {} are not durable upstream: {why}", mem.last_seq()))
+            })?;
+        }
         self.commit(Edit::Flush { mem: &mem, run })?;
         self.stats.add(&self.stats.flushes, 1);
         Ok(true)

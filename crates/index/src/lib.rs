@@ -45,7 +45,7 @@ pub use db::{Index, Snapshot};
 pub use error::{IndexError, Result};
 pub use iter::Iter;
 pub use merge::{CounterOperator, MergeOperator};
-pub use options::Options;
+pub use options::{BeforeDurable, Options};
 pub use stats::IndexStats;
 
 /// Largest key accepted, in bytes.

@@ -48,7 +48,17 @@ pub struct Options {
     pub background_threads: bool,
     /// Merge operators available to batches, by name.
     pub merge_operators: Vec<Arc<dyn MergeOperator>>,
+    /// Called with S before a flush declares every batch up to S durable;
+    /// returns only once those batches are durable elsewhere (a caller's
+    /// log), or fails, and then the flush fails and declares nothing. Lets
+    /// a caller apply batches before they are durable in its log while the
+    /// index's durable sequence number never runs ahead of the log
+    /// (DESIGN.md, ordering rule 2). Default none.
+    pub before_durable: Option<BeforeDurable>,
 }
+
+/// See [`Options::before_durable`].
+pub type BeforeDurable = Arc<dyn Fn(u64) -> std::result::Result<(), String> + Send + Sync>;
 
 impl Default for Options {
     fn default() -> Self {
@@ -66,6 +76,7 @@ impl Default for Options {
             compaction_threads: 2,
             background_threads: true,
             merge_operators: Vec::new(),
+            before_durable: None,
         }
     }
 }
@@ -86,6 +97,7 @@ impl std::fmt::Debug for Options {
             .field("compaction_threads", &self.compaction_threads)
             .field("background_threads", &self.background_threads)
             .field("merge_operators", &self.merge_operators.iter().map(|o| o.name().to_string()).collect::<Vec<_>>())
+            .field("before_durable", &self.before_durable.is_some())
             .finish()
     }
 }

@@ -52,7 +52,6 @@ impl Kv {
 
     /// Every bucket's name, in byte order.
     pub fn buckets(&self) -> Result<Vec<Vec<u8>>> {
-        self.store().make_visible()?;
         let mut out = Vec::new();
         let mut after: Option<Name> = None;
         loop {

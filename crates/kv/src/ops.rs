@@ -44,7 +44,6 @@ impl Kv {
 
     /// The value under `key` in `bucket`, or `None`.
     pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.store().make_visible()?;
         let Some(object) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };
         // A delete between the lookup and the read reads as absent.
         Ok(self.store().read_to_end(object.child)?)
@@ -52,7 +51,6 @@ impl Kv {
 
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
-        self.store().make_visible()?;
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };
         Ok(self.store().stat(d.child)?.map(|o| Head { object: d.child, size: o.size }))
     }
@@ -85,7 +83,6 @@ impl Kv {
     /// emptied (a single delete prunes in its own transaction).
     pub(crate) fn prune_levels(&self, bucket: u64, key: &Key, durability: Durability) -> Result<()> {
         let store = self.store();
-        store.make_visible()?;
         for depth in (1..=key.dirs().len()).rev() {
             let mut chain = vec![bucket];
             for part in &key.dirs()[..depth] {

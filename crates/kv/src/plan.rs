@@ -68,7 +68,7 @@ impl Plan {
             return Ok(self);
         }
         for i in (1..self.chain.len()).rev() {
-            let entries = store.stat_written(self.chain[i])?.and_then(|o| o.dir).map(|d| d.entries);
+            let entries = store.stat(self.chain[i])?.and_then(|o| o.dir).map(|d| d.entries);
             if entries.is_none_or(|e| e > deletes(self.chain[i])) {
                 break;
             }

@@ -68,7 +68,6 @@ impl Kv {
     /// The keys of `bucket` in `[start, end)` (no end: to the last), in
     /// byte order.
     pub fn scan_range(&self, bucket: impl AsRef<[u8]>, start: &[u8], end: Option<&[u8]>) -> Result<Scan<'_>> {
-        self.store().make_visible()?;
         let dir = self.bucket(bucket.as_ref())?.id;
         let mut scan = Scan { kv: self, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
         let root = scan.cursor(dir, Vec::new(), start.to_vec())?;
@@ -186,7 +185,7 @@ impl Scan<'_> {
                 return Ok(None);
             }
             // A key deleted since its listing is skipped.
-            if let Some(onode) = self.kv.store().stat_written(d.child)? {
+            if let Some(onode) = self.kv.store().stat(d.child)? {
                 return Ok(Some(ScanEntry { key, object: d.child, size: onode.size }));
             }
         }

@@ -120,11 +120,13 @@ impl Inner {
         }
     }
 
-    /// Takes a free segment, creates one within the bound, or waits for a
-    /// checkpoint (asking for one) up to `full_wait`.
+    /// Takes a free segment, creates one within the bound, asks for a
+    /// checkpoint and creates one from the reserve
+    /// ([`crate::Options::reserve_segments`]), or waits for a checkpoint up
+    /// to `full_wait`.
     fn acquire_segment(&self) -> Result<(SegmentFile, bool)> {
         let deadline = Instant::now() + self.options.full_wait;
-        let mut asked = false;
+        let (mut asked, mut waited) = (false, false);
         let mut st = self.state.lock();
         loop {
             if let Some(seg) = st.free.pop_front() {
@@ -139,12 +141,23 @@ impl Inner {
             }
             if !asked {
                 asked = true;
-                self.stats.add(&self.stats.full_waits, 1);
-                tracing::warn!(dir = %self.dir.display(), "log full; waiting for a checkpoint");
                 if let Some(cb) = self.options.on_checkpoint_needed.clone() {
                     MutexGuard::unlocked(&mut st, || self.in_hook(|| cb()));
                 }
                 continue;
+            }
+            if st.free.is_empty() && st.total_segments < self.options.max_segments + self.options.reserve_segments() {
+                st.total_segments += 1;
+                st.next_id += 1;
+                let id = st.next_id - 1;
+                drop(st);
+                self.stats.add(&self.stats.reserve_segments, 1);
+                return Ok((self.create_segment(id)?, false));
+            }
+            if !waited {
+                waited = true;
+                self.stats.add(&self.stats.full_waits, 1);
+                tracing::warn!(dir = %self.dir.display(), "log full, reserve included; waiting for a checkpoint");
             }
             if self.cond.wait_until(&mut st, deadline).timed_out() && st.free.is_empty() {
                 return Err(LogError::Full {

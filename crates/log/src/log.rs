@@ -366,6 +366,15 @@ impl Log {
         self.inner.sync_to(Lsn::MAX)
     }
 
+    /// Stops the log as a failed sync would: every later append, sync and
+    /// checkpoint fails with `cause`, and no group is written. For a caller
+    /// whose own state no longer matches the log (a record it could not
+    /// apply). Only reopening clears it.
+    pub fn poison(&self, cause: String) {
+        let mut st = self.inner.state.lock();
+        self.inner.poison(&mut st, cause);
+    }
+
     /// The highest LSN such that it and every record before it are durable.
     pub fn durable_lsn(&self) -> Lsn {
         self.inner.durable.load(Ordering::Acquire)

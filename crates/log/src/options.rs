@@ -24,15 +24,18 @@ pub type OnDurable = Arc<dyn Fn(Lsn, &[u8]) -> std::result::Result<(), String> +
 /// [`LogError::Reentrant`] instead).
 pub type OnCheckpointNeeded = Arc<dyn Fn() + Send + Sync>;
 
-/// How a log runs. Disk use is bounded by `segment_bytes * max_segments`;
-/// memory by `max_pending_bytes` of queued records plus one group buffer.
+/// How a log runs. Disk use is bounded by `segment_bytes * (max_segments +
+/// reserve)`, where the reserve holds `max_pending_bytes` (see
+/// [`Options::reserve_segments`]); memory by `max_pending_bytes` of queued
+/// records plus one group buffer.
 #[derive(Clone)]
 pub struct Options {
     /// Size of every segment file: a multiple of 4 KiB, at least 16 KiB,
     /// at most 1 GiB. Default 64 MiB.
     pub segment_bytes: u64,
-    /// Segment files the log may hold (at least 2). Segments are reused,
-    /// never deleted, so this bounds the log's disk use. Default 16.
+    /// Segment files the log may hold (at least 2) before it waits for a
+    /// checkpoint, beyond its reserve. Segments are reused, never deleted,
+    /// so this bounds the log's disk use. Default 16.
     pub max_segments: usize,
     /// Percentage of `segment_bytes * max_segments` that the live segments
     /// may fill before [`crate::Log::needs_checkpoint`] turns true and
@@ -89,6 +92,16 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
+    /// Segments the log may add beyond `max_segments` rather than wait for
+    /// a checkpoint: enough for `max_pending_bytes` of queued records and
+    /// one more. A caller may apply records before they are durable (the
+    /// object store does) and then needs them written for its checkpoint to
+    /// finish; a writer waiting for that checkpoint would never write them.
+    pub fn reserve_segments(&self) -> usize {
+        let usable = self.segment_bytes.saturating_sub(2 * BLOCK).max(BLOCK);
+        (self.max_pending_bytes as u64).div_ceil(usable) as usize + 1
+    }
+
     /// Refuses inconsistent values.
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |name, reason: &str| Err(LogError::InvalidOption { name, reason: reason.into() });

@@ -18,6 +18,7 @@ pub(crate) struct Stats {
     pub segments_reused: AtomicU64,
     pub segments_freed: AtomicU64,
     pub full_waits: AtomicU64,
+    pub reserve_segments: AtomicU64,
 }
 
 impl Stats {
@@ -41,6 +42,7 @@ impl Stats {
             segments_reused: g(&self.segments_reused),
             segments_freed: g(&self.segments_freed),
             full_waits: g(&self.full_waits),
+            reserve_segments: g(&self.reserve_segments),
         }
     }
 }
@@ -75,6 +77,8 @@ pub struct LogStats {
     pub segments_freed: u64,
     /// Times the writer found every segment in use and waited for a checkpoint.
     pub full_waits: u64,
+    /// Segments created beyond `max_segments`, from the reserve.
+    pub reserve_segments: u64,
 }
 
 impl LogStats {

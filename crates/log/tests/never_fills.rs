@@ -3,8 +3,8 @@
 //! 48 KiB; a callback wakes a checkpointer thread (standing in for the
 //! index flush) that checkpoints at the durable LSN; 4 threads append
 //! 3 MB of records. A second log has no checkpointer and a short
-//! `full_wait`, so the append that needs a fourth segment fails with
-//! `Full`, and the log is poisoned.
+//! `full_wait`, so the append that needs a segment beyond the bound and
+//! its reserve fails with `Full`, and the log is poisoned.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -24,6 +24,7 @@ fn appending_far_beyond_the_bound_succeeds_with_a_checkpointer() {
     let tx = std::sync::Mutex::new(tx);
     let options = Options {
         max_segments: 3,
+        max_pending_bytes: 8 << 10,
         on_checkpoint_needed: Some(Arc::new(move || {
             let _ = tx.lock().unwrap().send(());
         })),
@@ -63,7 +64,9 @@ fn appending_far_beyond_the_bound_succeeds_with_a_checkpointer() {
     let stats = log.stats();
     assert_eq!(stats.records, 3000);
     assert!(stats.segments_reused > 20, "{stats:?}");
-    assert_eq!(stats.segments_created, 3);
+    assert!(stats.segments_created >= 3, "{stats:?}");
+    assert!(stats.segments_created as usize <= 3 + options.reserve_segments(), "{stats:?}");
+    assert_eq!(stats.segments_created - 3, stats.reserve_segments, "{stats:?}");
     assert!(stats.checkpoints > 0);
     let covered = covered.load(Ordering::Acquire);
     Arc::try_unwrap(log).unwrap().close().unwrap();
@@ -75,7 +78,14 @@ fn appending_far_beyond_the_bound_succeeds_with_a_checkpointer() {
 #[test]
 fn full_log_without_checkpoints_fails_clearly() {
     let sim = SimStorage::new(32);
-    let options = Options { max_segments: 2, full_wait: Duration::from_millis(100), ..small_options() };
+    let options = Options {
+        max_segments: 2,
+        max_pending_bytes: 8 << 10,
+        full_wait: Duration::from_millis(100),
+        ..small_options()
+    };
+    let reserve = options.reserve_segments();
+    assert_eq!(reserve, 2);
     let (log, _) = open(&sim, options, 0).unwrap();
     let mut n = 0;
     let err = loop {
@@ -84,12 +94,13 @@ fn full_log_without_checkpoints_fails_clearly() {
             Err(e) => break e,
         }
     };
-    // Two segments of three blocks each.
-    assert_eq!(n, 6);
-    let LogError::Full { dir, segments: 2, .. } = &err else { panic!("{err}") };
+    // Two segments and two of reserve, of three blocks each.
+    assert_eq!(n, 12);
+    let LogError::Full { dir, segments: 4, .. } = &err else { panic!("{err}") };
     assert!(dir.ends_with("log") && err.to_string().contains(DIR), "{err}");
     assert!(matches!(log.append(vec![1]), Err(LogError::Poisoned(_))));
     assert_eq!(log.stats().full_waits, 1);
+    assert_eq!(log.stats().reserve_segments, 2);
 }
 
 #[test]

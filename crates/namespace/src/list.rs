@@ -8,17 +8,14 @@ use larder_object::Store;
 
 use crate::error::Result;
 
-/// The entry `name` in `dir` as of the last written log group, if any: no
-/// lock, so a concurrent change may make it stale at once, and buffered
-/// commits not yet written are not seen (call `Store::make_visible` first
-/// to see them). Transactions re-check under locks.
+/// The entry `name` in `dir`, if any: no lock, so a concurrent change may
+/// make it stale at once. Transactions re-check under locks.
 pub fn lookup(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
-    Ok(store.get_meta_written(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
+    Ok(store.get_meta(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
 }
 
 /// Up to `limit` entries of `dir` in name order: after `after` (exclusive)
-/// when given, else from the first. Reads one consistent snapshot (of
-/// written log groups, as [`lookup`]).
+/// when given, else from the first. Reads one consistent snapshot.
 pub fn list(store: &Store, dir: u64, after: Option<&Name>, limit: usize) -> Result<Vec<(Name, Dentry)>> {
     match after {
         Some(name) => list_range(store, dir, Bound::Excluded(dentry_key(dir, name)), limit),

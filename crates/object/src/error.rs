@@ -23,6 +23,15 @@ pub enum ObjectError {
     /// Space management failed.
     #[error(transparent)]
     Space(#[from] larder_space::SpaceError),
+    /// A committed batch could not enter the index; the store accepts no
+    /// more writes until it is reopened (which replays the log).
+    #[error("record {lsn} was logged but not applied, so the store stopped; reopen it to recover: {why}")]
+    ApplyFailed {
+        /// The record's LSN.
+        lsn: u64,
+        /// Why.
+        why: String,
+    },
     /// Bytes read from a file fail a check.
     #[error("{path}: corrupt at offset {offset}: {what}")]
     Corrupt {

@@ -192,3 +192,28 @@ fn own_writes_are_seen_failures_write_nothing_and_unlocked_objects_are_refused()
     assert_eq!(size, Some(9), "the failed transaction wrote nothing");
     assert!(object_ids(&store).contains(&id) && !object_ids(&store).contains(&other));
 }
+
+/// Batches enter the index when they are appended: a buffered commit is
+/// readable at once without a log sync, and an index flush makes the log
+/// durable through what it flushes before declaring it durable, so a
+/// crash that keeps only synced bytes still has it.
+#[test]
+fn buffered_commits_are_visible_at_once_and_a_flush_syncs_the_log_first() {
+    let sim = SimStorage::new(41);
+    let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
+    let id = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let (_, lsn) = store.transact(&[id], Durability::Buffered, |t| t.write(id, 0, b"buffered")).unwrap();
+    assert!(store.durable_lsn() < lsn, "a buffered commit must not have synced");
+    assert_eq!(store.read_to_end(id).unwrap().as_deref(), Some(&b"buffered"[..]));
+    assert_eq!(store.stat(id).unwrap().map(|o| o.size), Some(8));
+    assert!(store.durable_lsn() < lsn, "reading a buffered commit must not sync the log");
+
+    store.index().flush().unwrap();
+    assert!(store.index().durable_seq() >= lsn);
+    assert!(store.durable_lsn() >= store.index().durable_seq(), "the index ran ahead of the log");
+
+    let rebooted = sim.crash_with(CrashMode::DropAllPending);
+    drop(store);
+    let store = Store::open(storage(&rebooted), Path::new(DIR), common::deterministic()).unwrap();
+    assert_eq!(store.read_to_end(id).unwrap().as_deref(), Some(&b"buffered"[..]));
+}

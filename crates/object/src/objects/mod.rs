@@ -75,13 +75,6 @@ impl Store {
 
     /// The onode of `object` as of now, or `None` if it does not exist.
     pub fn stat(&self, object: u64) -> Result<Option<Onode>> {
-        self.make_visible()?;
-        self.stat_written(object)
-    }
-
-    /// Like [`Store::stat`], but may miss buffered commits not yet written
-    /// (see [`Store::get_meta_written`]).
-    pub fn stat_written(&self, object: u64) -> Result<Option<Onode>> {
-        self.get_meta_written(&crate::meta::onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()
+        self.get_meta(&crate::meta::onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()
     }
 }

@@ -89,7 +89,6 @@ impl Store {
     /// snapshot older than frees already released is refused by the space
     /// manager; a newer one is taken then.
     fn read_view(&self) -> Result<(Snapshot, ReaderGuard)> {
-        self.make_visible()?;
         let mut attempt = 0;
         loop {
             let snapshot = self.index().snapshot();

@@ -50,13 +50,11 @@ impl Store {
 
     /// The value of xattr `name` of `object`, if set.
     pub fn get_xattr(&self, object: u64, name: &XattrName) -> Result<Option<Vec<u8>>> {
-        self.make_visible()?;
         self.index().get(&xattr_key(object, name))?.map(|v| XattrValue::decode(&v).map(|x| x.0)).transpose()
     }
 
     /// Every xattr name of `object`, in byte order.
     pub fn list_xattrs(&self, object: u64) -> Result<Vec<XattrName>> {
-        self.make_visible()?;
         let prefix = xattr_prefix(object);
         let end = prefix_end(&prefix).unwrap_or_default();
         let mut out = Vec::new();

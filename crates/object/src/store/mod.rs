@@ -3,16 +3,18 @@
 //!
 //! Every change is a transaction whose index batch travels in an intent-log
 //! record. The log assigns the LSN; the record's batch enters the index
-//! with that LSN as its sequence number, in LSN order, from the log's
-//! group-commit leader once the record is durable (DESIGN.md, ordering
-//! rules 1 and 4). So the index's durable sequence number says exactly
-//! which records a recovery must replay.
+//! with that LSN as its sequence number, in LSN order, as soon as it is
+//! appended (see `apply`), and an index flush first makes the log durable
+//! through what it flushes (DESIGN.md, ordering rules 1 and 2). So the
+//! index's durable sequence number says exactly which records a recovery
+//! must replay.
 //!
 //! Open: take the store lock, read the superblock, open the index (its
 //! durable sequence number S), open the log replaying every record above S
 //! into the index, flush the index and checkpoint the log ("recovery ends
 //! with an index flush"), then start the checkpointer.
 
+mod apply;
 mod cache;
 mod checkpoint;
 mod payload;
@@ -35,6 +37,7 @@ use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
 use crate::txn::locks::{Held, LockTable};
 use crate::txn::{LockRequest, Transaction};
+use apply::ApplyOrder;
 use cache::MetaCache;
 use checkpoint::{checkpoint_once, Checkpointer, Signal};
 use payload::Payload;
@@ -94,8 +97,9 @@ impl Default for StoreOptions {
 pub enum Durability {
     /// Returns once the transaction is durable (its log group synced).
     Durable,
-    /// Returns once the transaction has its LSN. It becomes durable, and
-    /// visible to readers, when its group is written: within the log's
+    /// Returns once the transaction has its LSN and is visible to every
+    /// reader and later transaction. It becomes durable when its group is
+    /// written: within the log's
     /// `buffered_sync_interval` (10 ms by default) or at the next durable
     /// commit or sync. A crash loses at most the buffered transactions not
     /// yet written (bounded by the log's `max_pending_bytes`), always a
@@ -118,8 +122,8 @@ pub struct Store {
     /// Entry-count operands written per directory since its onode was last
     /// written whole.
     pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
-    /// LSN of the last buffered commit: reads first make it visible.
-    last_buffered: std::sync::atomic::AtomicU64,
+    /// Turns to apply committed batches to the index in LSN order.
+    apply_order: Arc<ApplyOrder>,
     _lock: Box<dyn Lock>,
 }
 
@@ -175,15 +179,25 @@ impl Store {
         let limits = MetaLimits::from_options(&loaded.superblock.options);
         let mut index_options = options.index;
         index_options.merge_operators.push(Arc::new(DirEntriesOperator::new(limits)));
+        // Batches enter the index before the log makes them durable; a
+        // flush first makes the log durable through what it flushes. Set
+        // once the log is open: replay's own flushes need nothing (what it
+        // replays is on disk already).
+        let log_slot: Arc<std::sync::OnceLock<(Arc<Log>, Arc<ApplyOrder>)>> = Arc::default();
+        let hook_slot = log_slot.clone();
+        index_options.before_durable = Some(Arc::new(move |seq| match hook_slot.get() {
+            Some((log, order)) => {
+                order.check()?;
+                log.sync_to(seq).map_err(|e| e.to_string())
+            }
+            None => Ok(()),
+        }));
         let index = Arc::new(Index::open(storage.clone(), &dir.join(INDEX_DIR), index_options)?);
         let covered = index.durable_seq();
         let signal = Arc::new(Signal::default());
         let mut log_options = options.log;
         log_options.segment_bytes = loaded.superblock.options.log_segment_bytes;
-        let apply_index = index.clone();
         let meta_cache = Arc::new(MetaCache::new(options.meta_cache_bytes));
-        let apply_cache = meta_cache.clone();
-        log_options.on_durable = Some(Arc::new(move |lsn, bytes: &[u8]| apply(&apply_index, &apply_cache, lsn, bytes)));
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
         let replay_index = index.clone();
@@ -211,6 +225,9 @@ impl Store {
             }
         })?;
         let log = Arc::new(log);
+        let apply_order = Arc::new(ApplyOrder::new(log.last_lsn()));
+        // Nothing else has set it: this open made the slot.
+        let _ = log_slot.set((log.clone(), apply_order.clone()));
         let background = options.background_checkpoints;
         // IMPORTANT: recovery ends with an index flush, then a checkpoint,
         // so the replayed records are durable in the index before any
@@ -246,7 +263,7 @@ impl Store {
             checkpointer,
             ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
-            last_buffered: std::sync::atomic::AtomicU64::new(0),
+            apply_order,
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
             _lock: lock,
@@ -288,14 +305,11 @@ impl Store {
     /// check and ends replay, and no later record was acknowledged.
     pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<FileRef>, durability: Durability) -> Result<u64> {
         let record = payload::encode_batch(batch);
-        let lsn = match durability {
-            Durability::Durable => self.log.append_with(record, deps)?,
-            Durability::Buffered => {
-                let lsn = self.log.append_buffered_with(record, deps)?;
-                self.last_buffered.fetch_max(lsn, std::sync::atomic::Ordering::AcqRel);
-                lsn
-            }
-        };
+        let lsn = self.log.append_buffered_with(record, deps)?;
+        self.apply_order.apply(&self.log, &self.index, &self.meta_cache, lsn, batch)?;
+        if durability == Durability::Durable {
+            self.log.sync_to(lsn)?;
+        }
         self.checkpoint_if_needed()?;
         Ok(lsn)
     }
@@ -355,16 +369,11 @@ impl Store {
     /// Runs a transaction on locks already taken (see `transact_locked`).
     fn run_locked<R, E: From<ObjectError>>(
         &self,
-        mut held: Held<'_>,
+        held: Held<'_>,
         requests: &[LockRequest],
         durability: Durability,
         f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<(R, u64), E> {
-        // A buffered predecessor on these objects must be visible first.
-        let before = held.last_lsn();
-        if before > self.log.durable_lsn() {
-            self.log.sync_to(before).map_err(ObjectError::from)?;
-        }
         let mut txn = Transaction::new(self, requests);
         let out = match f(&mut txn) {
             Ok(out) => out,
@@ -384,8 +393,6 @@ impl Store {
         // space it allocated stays allocated; the log is poisoned and
         // reopening rebuilds free space from the extent map.
         let lsn = self.commit_with_deps(&done.batch, done.deps, durability)?;
-        held.set_last_lsn(lsn);
-        self.locks.note_created(&done.created, lsn);
         drop(held);
         // Shadowing: what the record stopped referencing is reused only
         // once the record is durable and no older reader remains.
@@ -396,38 +403,17 @@ impl Store {
         Ok((out, lsn))
     }
 
-    /// Makes every buffered commit so far visible to reads outside
-    /// transactions (read-your-writes): a buffered record reaches the
-    /// index only once its log group is written, so this writes it if it
-    /// has not been. Costs nothing when no buffered commit is pending.
-    pub fn make_visible(&self) -> Result<()> {
-        let last = self.last_buffered.load(std::sync::atomic::Ordering::Acquire);
-        if last > self.log.durable_lsn() {
-            self.log.sync_to(last)?;
-        }
-        Ok(())
-    }
-
     /// The committed value of an onode or dentry key, through the metadata
-    /// cache (other keys are read from the index). Sees buffered commits.
+    /// cache (other keys are read from the index). Sees every commit that
+    /// returned, buffered or durable.
     pub fn get_meta(&self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
-        self.make_visible()?;
-        self.get_meta_written(key)
-    }
-
-    /// Like [`Store::get_meta`], without first writing pending buffered
-    /// commits: it may miss those. For planning a transaction, which checks
-    /// again under its locks (and a lock makes its predecessors visible), so
-    /// a write never waits for a log write it does not depend on.
-    pub fn get_meta_written(&self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
         self.meta_cache.get_or_load(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
     /// A value derived from dentry reads only (the dentry a path leads
     /// to), kept in the metadata cache's path cache while no dentry
     /// anywhere changes, else computed by `derive`; `key` names it (the
-    /// caller's encoding of the path). Like [`Store::get_meta_written`], it
-    /// does not first write pending buffered commits.
+    /// caller's encoding of the path).
     pub fn derived_from_names<E>(
         &self,
         key: &[u8],
@@ -550,17 +536,6 @@ impl Store {
 }
 
 /// Applies one durable record to the index (the log calls this in LSN order).
-fn apply(index: &Index, cache: &MetaCache, lsn: u64, bytes: &[u8]) -> std::result::Result<(), String> {
-    match payload::decode(bytes).map_err(|e| format!("record {lsn}: {e}"))? {
-        Payload::Batch(batch) => {
-            cache.invalidate(&batch);
-            let done = index.write(lsn, &batch).map_err(|e| format!("record {lsn}: {e}"));
-            cache.settle();
-            done
-        }
-    }
-}
-
 fn next_object_id_key() -> Result<Vec<u8>> {
     Ok(store_key(&StoreName::new(NEXT_OBJECT_ID)?))
 }

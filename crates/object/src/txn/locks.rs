@@ -15,12 +15,9 @@
 //! directory shared and its name exclusive. Removing the directory takes it
 //! exclusive, and so waits for every create in it.
 //!
-//! Each stripe remembers the highest LSN committed under it. A buffered
-//! transaction's writes reach the index only when its log group is
-//! written, so the next transaction on the same stripe first makes that
-//! LSN durable: it must see what it serializes after.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! A committed transaction's batch is in the index before its locks are
+//! released (the store applies batches at append), so the next holder of a
+//! stripe sees what it serializes after without waiting for a log sync.
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -57,7 +54,6 @@ impl LockRequest {
 
 struct Stripe {
     lock: RwLock<()>,
-    last_lsn: AtomicU64,
 }
 
 /// The lock table.
@@ -72,45 +68,21 @@ enum Guard<'a> {
 
 /// Held stripes, released when this drops.
 pub(crate) struct Held<'a> {
-    guards: Vec<(&'a Stripe, Guard<'a>)>,
+    // Held for their drop, which releases the stripes.
+    _guards: Vec<Guard<'a>>,
 }
 
 impl Held<'_> {
-    /// The newest LSN committed under any held stripe.
-    pub(crate) fn last_lsn(&self) -> u64 {
-        self.guards.iter().map(|(s, _)| s.last_lsn.load(Ordering::Acquire)).max().unwrap_or(0)
-    }
-
-    /// Records that a transaction under these stripes committed at `lsn`.
-    pub(crate) fn set_last_lsn(&mut self, lsn: u64) {
-        for (s, _) in &self.guards {
-            // Shared holders commit concurrently: keep the highest.
-            s.last_lsn.fetch_max(lsn, Ordering::AcqRel);
-        }
-    }
-
     /// Whether a stripe is held exclusively (for tests of the modes).
     #[cfg(test)]
     fn modes(&self) -> Vec<bool> {
-        self.guards.iter().map(|(_, g)| matches!(g, Guard::Exclusive(_))).collect()
+        self._guards.iter().map(|g| matches!(g, Guard::Exclusive(_))).collect()
     }
 }
 
 impl LockTable {
     pub(crate) fn new() -> Self {
-        LockTable {
-            stripes: (0..STRIPES).map(|_| Stripe { lock: RwLock::new(()), last_lsn: AtomicU64::new(0) }).collect(),
-        }
-    }
-
-    /// Records that objects created (and so known to nobody else) by a
-    /// transaction committed at `lsn`, without locking their stripes.
-    pub(crate) fn note_created(&self, objects: &[u64], lsn: u64) {
-        for &id in objects {
-            if let Some(s) = self.stripes.get(LockRequest::Exclusive(id).stripe()) {
-                s.last_lsn.fetch_max(lsn, Ordering::AcqRel);
-            }
-        }
+        LockTable { stripes: (0..STRIPES).map(|_| Stripe { lock: RwLock::new(()) }).collect() }
     }
 
     /// Like [`LockTable::lock`], but gives up (returning `None`, holding
@@ -120,9 +92,9 @@ impl LockTable {
         for (i, exclusive) in Self::wanted(requests) {
             let s = self.stripes.get(i)?;
             let g = if exclusive { Guard::Exclusive(s.lock.try_write()?) } else { Guard::Shared(s.lock.try_read()?) };
-            guards.push((s, g));
+            guards.push(g);
         }
-        Some(Held { guards })
+        Some(Held { _guards: guards })
     }
 
     /// The stripes `requests` need, in stripe order, each with whether it is
@@ -149,12 +121,17 @@ impl LockTable {
         let guards = Self::wanted(requests)
             .into_iter()
             .filter_map(|(i, exclusive)| self.stripes.get(i).map(|s| (s, exclusive)))
-            .map(|(s, exclusive)| {
-                let g = if exclusive { Guard::Exclusive(s.lock.write()) } else { Guard::Shared(s.lock.read()) };
-                (s, g)
-            })
+            .map(
+                |(s, exclusive)| {
+                    if exclusive {
+                        Guard::Exclusive(s.lock.write())
+                    } else {
+                        Guard::Shared(s.lock.read())
+                    }
+                },
+            )
             .collect();
-        Held { guards }
+        Held { _guards: guards }
     }
 }
 
@@ -181,15 +158,5 @@ mod tests {
         drop(a);
         drop(b);
         assert!(t.stripes[9].lock.try_write().is_some());
-    }
-
-    #[test]
-    fn shared_commits_keep_the_highest_lsn() {
-        let t = LockTable::new();
-        let mut a = t.lock(&[LockRequest::Shared(3)]);
-        let mut b = t.lock(&[LockRequest::Shared(3)]);
-        b.set_last_lsn(20);
-        a.set_last_lsn(10);
-        assert_eq!(a.last_lsn(), 20);
     }
 }

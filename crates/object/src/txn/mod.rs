@@ -45,9 +45,6 @@ pub struct Transaction<'a> {
     batch: WriteBatch,
     /// Pending writes by key: `None` for a delete. Later ones win.
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    /// Objects created here: their stripes learn the commit's LSN, so the
-    /// next transaction on one sees this one's buffered writes.
-    created: Vec<u64>,
     /// Entry-count deltas written as merge operands, by directory, for
     /// directories whose onode this transaction has not written whole.
     entry_deltas: HashMap<u64, i64>,
@@ -70,7 +67,6 @@ pub(crate) struct Finished {
     pub(crate) deps: Vec<FileRef>,
     pub(crate) allocated: Vec<Extent>,
     pub(crate) frees: Vec<Extent>,
-    pub(crate) created: Vec<u64>,
     /// Directories whose entry count this transaction changed by operand.
     pub(crate) merged_dirs: Vec<u64>,
 }
@@ -96,7 +92,6 @@ impl<'a> Transaction<'a> {
             names,
             batch: WriteBatch::new(),
             pending: BTreeMap::new(),
-            created: Vec::new(),
             entry_deltas: HashMap::new(),
             deps: Vec::new(),
             allocated: Vec::new(),
@@ -241,7 +236,6 @@ impl<'a> Transaction<'a> {
             // A fresh id: nobody else can know it, so nobody else locks it.
             self.exclusive.insert(at, id);
         }
-        self.created.push(id);
         self.put_onode(id, &Onode::new(kind, mode, uid, gid, id))?;
         Ok(id)
     }
@@ -328,13 +322,6 @@ impl<'a> Transaction<'a> {
                 merged_dirs.push(dir);
             }
         }
-        Finished {
-            batch: self.batch,
-            deps: self.deps,
-            allocated: self.allocated,
-            frees: self.frees,
-            created: self.created,
-            merged_dirs,
-        }
+        Finished { batch: self.batch, deps: self.deps, allocated: self.allocated, frees: self.frees, merged_dirs }
     }
 }
