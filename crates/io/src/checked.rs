@@ -127,6 +127,10 @@ impl Storage for CheckedStorage {
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
         self.inner.lock(path)
     }
+
+    fn available_bytes(&self, path: &Path) -> IoResult<u64> {
+        self.inner.available_bytes(path)
+    }
 }
 
 /// A file opened through [`CheckedStorage`], sharing its latch.

@@ -98,6 +98,11 @@ impl Storage for RealStorage {
         path.try_exists().map_err(|e| IoError::os("exists", path, e))
     }
 
+    fn available_bytes(&self, path: &Path) -> IoResult<u64> {
+        let st = rustix::fs::statvfs(path).map_err(|e| IoError::os("statvfs", path, e.into()))?;
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
         let file = std::fs::OpenOptions::new()
             .read(true)

@@ -92,6 +92,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Takes an exclusive lock on `path` (creating it if needed) without
     /// waiting; fails with [`IoError::Locked`] if another owner holds it.
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>>;
+    /// Bytes the file system holding `path` still has for unprivileged
+    /// writers (`statvfs`'s `f_bavail * f_frsize`), for `statfs`. The
+    /// default knows no bound (`u64::MAX`): for test doubles.
+    fn available_bytes(&self, path: &Path) -> IoResult<u64> {
+        let _ = path;
+        Ok(u64::MAX)
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with

@@ -43,8 +43,8 @@ pub use larder_space::Extent;
 pub use name::{Name, StoreName, XattrName, MAX_NAME_BYTES};
 pub use onode::{DataLocation, DirInfo, Onode};
 pub use orphan::{Orphan, OrphanReason};
-pub use types::{Kind, MetaLimits, Timestamp};
-pub use xattr::XattrValue;
+pub use types::{Kind, MetaLimits, Timestamp, MODE_PERM_MASK, MODE_TYPE_MASK};
+pub use xattr::{XattrValue, MAX_XATTR_VALUE_BYTES};
 
 use crate::error::{ObjectError, Result};
 

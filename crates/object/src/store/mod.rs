@@ -110,6 +110,7 @@ pub enum Durability {
 /// An open store.
 pub struct Store {
     dir: PathBuf,
+    storage: StorageRef,
     superblock: Loaded,
     index: Arc<Index>,
     log: Arc<Log>,
@@ -256,6 +257,7 @@ impl Store {
         };
         let store = Store {
             dir: dir.to_path_buf(),
+            storage: storage.clone(),
             superblock: loaded,
             index,
             log,
@@ -486,6 +488,12 @@ impl Store {
     /// The index holding the store's maps, for reads.
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// Bytes the file system holding the store still has for it (for
+    /// `statfs`: containers not yet created can use them).
+    pub fn host_available_bytes(&self) -> Result<u64> {
+        Ok(self.storage.available_bytes(&self.dir)?)
     }
 
     /// The store's directory.

@@ -1,0 +1,125 @@
+//! Directory listings: each open directory reads one index snapshot,
+//! taken at `opendir` and renewed on a rewind (offset 0), so an entry
+//! present throughout is returned exactly once however others come and
+//! go. Offsets (cookies) are positions in that snapshot: 0 is `.`, 1 is
+//! `..`, 2 + i is the i-th entry in name order.
+
+use std::ops::Bound;
+
+use larder_index::Snapshot;
+use larder_object::meta::{decode_dentry_key, dentry_key, dmap_prefix, prefix_end, Dentry, Kind, Name, Onode};
+
+use crate::cred::Cred;
+use crate::error::{FsError, Result};
+use crate::perm::{self, READ};
+use crate::Fs;
+
+/// One entry of a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's object.
+    pub ino: u64,
+    /// What it is.
+    pub kind: Kind,
+    /// Its name.
+    pub name: Vec<u8>,
+    /// The offset to pass to continue after this entry.
+    pub next: u64,
+}
+
+/// An open directory's state.
+pub(crate) struct Listing {
+    ino: u64,
+    parent: u64,
+    snapshot: Snapshot,
+    /// Where the last read stopped: (next position, last name returned),
+    /// so a continuing read resumes by key instead of counting.
+    cursor: Option<(u64, Vec<u8>)>,
+}
+
+impl Fs {
+    /// Opens directory `ino` for listing (read permission needed).
+    pub fn opendir(&self, cred: &Cred, ino: u64) -> Result<u64> {
+        let o = self.onode(ino)?;
+        let parent = dir_parent(&o, ino)?;
+        perm::check(&o, ino, cred, READ)?;
+        let snapshot = self.store.index().snapshot();
+        Ok(self.handles.add_dir(Listing { ino, parent, snapshot, cursor: None }))
+    }
+
+    /// Up to `max` entries of open directory `dh` from `offset`.
+    pub fn readdir(&self, dh: u64, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let listing =
+            self.handles.dir(dh).ok_or_else(|| FsError::posix(libc::EBADF, format!("directory handle {dh}")))?;
+        let mut l = listing.lock();
+        if offset == 0 && l.cursor.is_some() {
+            // A rewind sees the directory as it is now.
+            if let Ok(o) = self.onode(l.ino) {
+                l.parent = dir_parent(&o, l.ino).unwrap_or(l.parent);
+            }
+            l.snapshot = self.store.index().snapshot();
+            l.cursor = None;
+        }
+        let mut out = Vec::new();
+        let mut pos = offset;
+        while pos < 2 && out.len() < max {
+            let (ino, name) = if pos == 0 { (l.ino, &b"."[..]) } else { (l.parent, &b".."[..]) };
+            out.push(DirEntry { ino, kind: Kind::Directory, name: name.to_vec(), next: pos + 1 });
+            pos += 1;
+        }
+        if out.len() == max {
+            return Ok(out);
+        }
+        let prefix = dmap_prefix(l.ino);
+        let end = prefix_end(&prefix).unwrap_or_default();
+        let (start, mut skip) = match &l.cursor {
+            Some((next, last)) if *next == pos => (Bound::Excluded(last.clone()), 0),
+            _ => (Bound::Included(prefix.to_vec()), pos - 2),
+        };
+        let start_ref = match &start {
+            Bound::Included(k) => Bound::Included(&k[..]),
+            Bound::Excluded(k) => Bound::Excluded(&k[..]),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        for kv in l.snapshot.range(start_ref, Bound::Excluded(&end[..]), true)? {
+            if out.len() == max {
+                break;
+            }
+            let (k, v) = kv?;
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let (_, name) = decode_dentry_key(&k)?;
+            let d = Dentry::decode(&v)?;
+            pos += 1;
+            out.push(DirEntry { ino: d.child, kind: d.kind, name: name.into_bytes(), next: pos });
+        }
+        if let Some(last) = out.last().filter(|e| e.next > 2) {
+            let name = Name::new(last.name.clone())?;
+            l.cursor = Some((pos, dentry_key(l.ino, &name)));
+        }
+        Ok(out)
+    }
+
+    /// Closes directory handle `dh`.
+    pub fn releasedir(&self, dh: u64) -> Result<()> {
+        if self.handles.remove_dir(dh) {
+            Ok(())
+        } else {
+            Err(FsError::posix(libc::EBADF, format!("directory handle {dh} is not open")))
+        }
+    }
+
+    /// Makes every change so far durable (for `fsyncdir`).
+    pub fn fsyncdir(&self, dh: u64) -> Result<()> {
+        if self.handles.dir(dh).is_none() {
+            return Err(FsError::posix(libc::EBADF, format!("directory handle {dh} is not open")));
+        }
+        self.sync()
+    }
+}
+
+fn dir_parent(o: &Onode, ino: u64) -> Result<u64> {
+    o.dir.map(|d| d.parent).ok_or_else(|| FsError::posix(libc::ENOTDIR, format!("object {ino}")))
+}

@@ -1,0 +1,195 @@
+//! Open files: open and create, read, write (O_APPEND included), fsync,
+//! release, and `access`.
+
+use larder_object::meta::{Kind, Timestamp};
+use larder_object::{Durability, LockRequest};
+
+use crate::attr::Attr;
+use crate::cred::Cred;
+use crate::error::{FsError, Result};
+use crate::handles::FileHandle;
+use crate::names::{make_in, new_name, onode_in, NewObject};
+use crate::perm::{self, EXEC, READ, WRITE};
+use crate::Fs;
+
+/// Largest read or write one call moves (larger ones are cut short, as a
+/// kernel's are).
+pub const MAX_IO_BYTES: usize = 64 << 20;
+
+impl Fs {
+    /// Opens object `ino` with `open(2)` `flags` (access mode, O_TRUNC,
+    /// O_APPEND); returns the handle. Directories open read-only (through
+    /// [`Fs::opendir`] for listing).
+    pub fn open_file(&self, cred: &Cred, ino: u64, flags: i32) -> Result<u64> {
+        let (read, write) = access_mode(flags)?;
+        let _gate = self.handles.gate(ino);
+        let o = self.onode(ino)?;
+        if o.nlink == 0 && o.kind != Kind::Directory && !self.handles.is_open(ino) {
+            return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name")));
+        }
+        match o.kind {
+            Kind::Directory if write => {
+                return Err(FsError::posix(libc::EISDIR, format!("object {ino} opened for writing")))
+            }
+            Kind::Symlink => return Err(FsError::posix(libc::ELOOP, format!("object {ino} is a symlink"))),
+            _ => {}
+        }
+        let mask = if read { READ } else { 0 } | if write { WRITE } else { 0 };
+        perm::check(&o, ino, cred, mask)?;
+        if flags & libc::O_TRUNC != 0 && o.kind == Kind::File {
+            if !write {
+                perm::check(&o, ino, cred, WRITE)?;
+            }
+            self.truncate_for_open(cred, ino)?;
+        }
+        Ok(self.handles.add_file(FileHandle { ino, read, write, append: flags & libc::O_APPEND != 0 }))
+    }
+
+    /// Creates regular file `name` in `parent` with `mode` and opens it
+    /// with `flags`; with O_EXCL an existing name is EEXIST, without it the
+    /// existing object is opened (as `open(O_CREAT)` does).
+    pub fn create_file(&self, cred: &Cred, parent: u64, name: &[u8], mode: u32, flags: i32) -> Result<(Attr, u64)> {
+        access_mode(flags)?;
+        let n = new_name(name)?;
+        let requests = [LockRequest::Exclusive(parent), LockRequest::Name(parent, n.as_bytes().to_vec())];
+        let new = NewObject { kind: Kind::File, mode, rdev: 0, target: None };
+        let made =
+            self.store.transact_locked(&requests, Durability::Buffered, |txn| make_in(txn, cred, parent, &n, &new));
+        match made {
+            Ok((attr, _)) => {
+                // A new object only this call knows: the open cannot fail on
+                // permissions the creator set (POSIX: the mode applies to
+                // later opens).
+                let _gate = self.handles.gate(attr.ino);
+                let (read, write) = access_mode(flags)?;
+                let fh = self.handles.add_file(FileHandle {
+                    ino: attr.ino,
+                    read,
+                    write,
+                    append: flags & libc::O_APPEND != 0,
+                });
+                Ok((attr, fh))
+            }
+            Err(e) if e.errno() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+                let attr = self.lookup(cred, parent, name)?;
+                if attr.kind == Kind::Directory {
+                    return Err(FsError::posix(
+                        libc::EISDIR,
+                        format!("{:?} is a directory", String::from_utf8_lossy(name)),
+                    ));
+                }
+                let fh = self.open_file(cred, attr.ino, flags)?;
+                Ok((self.getattr(attr.ino)?, fh))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn truncate_for_open(&self, cred: &Cred, ino: u64) -> Result<()> {
+        self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
+            let o = onode_in(txn, ino)?;
+            if o.size == 0 {
+                return Ok(());
+            }
+            txn.truncate(ino, 0)?;
+            let mut o = onode_in(txn, ino)?;
+            if let Some(mode) = perm::kill_suid(&o, cred) {
+                o.mode = mode;
+                txn.put_onode(ino, &o)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Reads up to `len` bytes at `offset` through handle `fh`.
+    pub fn read(&self, fh: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let h = self.file_handle(fh)?;
+        if !h.read {
+            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open for reading")));
+        }
+        let mut buf = vec![0u8; len.min(MAX_IO_BYTES)];
+        let n = self.store.read(h.ino, offset, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Writes `data` at `offset` (at the end with O_APPEND) through handle
+    /// `fh`; returns the bytes written. Drops setuid and setgid bits as
+    /// Linux does for unprivileged writers.
+    pub fn write(&self, cred: &Cred, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        let h = self.file_handle(fh)?;
+        if !h.write {
+            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open for writing")));
+        }
+        let data = data.get(..MAX_IO_BYTES).unwrap_or(data);
+        let ino = h.ino;
+        self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
+            let o = onode_in(txn, ino)?;
+            let at = if h.append { o.size } else { offset };
+            txn.write(ino, at, data)?;
+            if let Some(mode) = perm::kill_suid(&o, cred) {
+                let mut o = onode_in(txn, ino)?;
+                o.mode = mode;
+                txn.put_onode(ino, &o)?;
+            }
+            Ok(())
+        })?;
+        Ok(data.len())
+    }
+
+    /// Makes the file behind `fh` durable with its name and every earlier
+    /// change (the log is prefix-closed, so this is one sync of it).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.file_handle(fh)?;
+        self.sync()
+    }
+
+    /// Closes handle `fh`. The last close of an object with no name left
+    /// frees it.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let Some(ino) = self.handles.file(fh).map(|h| h.ino) else {
+            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open")));
+        };
+        let _gate = self.handles.gate(ino);
+        let Some((_, left)) = self.handles.remove_file(fh) else {
+            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open")));
+        };
+        if left == 0 && self.store.stat(ino)?.is_some_and(|o| o.nlink == 0) {
+            self.store.free_orphan(ino, Durability::Buffered)?;
+        }
+        Ok(())
+    }
+
+    /// Checks `access(2)` `mask` (`R_OK | W_OK | X_OK`, or `F_OK` = 0) on
+    /// `ino` for `cred`.
+    pub fn access(&self, cred: &Cred, ino: u64, mask: u32) -> Result<()> {
+        let o = self.onode(ino)?;
+        perm::check(&o, ino, cred, mask & (READ | WRITE | EXEC))
+    }
+
+    /// Marks `ino` accessed now (for callers that keep atime; reads do not
+    /// update it: the store behaves as mounted `noatime`).
+    pub fn touch_atime(&self, ino: u64) -> Result<()> {
+        self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
+            let mut o = onode_in(txn, ino)?;
+            o.atime = Timestamp::now();
+            Ok(txn.put_onode(ino, &o)?)
+        })?;
+        Ok(())
+    }
+
+    fn file_handle(&self, fh: u64) -> Result<FileHandle> {
+        self.handles.file(fh).ok_or_else(|| FsError::posix(libc::EBADF, format!("handle {fh} is not open")))
+    }
+}
+
+/// (read, write) of `flags`' access mode; EINVAL for an invalid one.
+fn access_mode(flags: i32) -> Result<(bool, bool)> {
+    match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => Ok((true, false)),
+        libc::O_WRONLY => Ok((false, true)),
+        libc::O_RDWR => Ok((true, true)),
+        other => Err(FsError::posix(libc::EINVAL, format!("access mode {other}"))),
+    }
+}

@@ -1,0 +1,133 @@
+//! Larder's file system layer (DESIGN.md, layer 7, `fs`): POSIX semantics
+//! on the namespace and objects of a store, embedded in the calling
+//! process. The FUSE mount (`larder-fuse`) is a thin adapter over it.
+//!
+//! Calls are made on inode numbers (object ids) as the kernel makes them,
+//! plus a path layer ([`Fs::resolve`]) for embedded callers. Every call
+//! takes the caller's [`Cred`] and checks permissions as Linux does for a
+//! local file system ([`perm`]).
+//!
+//! Each change is one transaction of the object engine, committed
+//! buffered: visible at once, durable at the next `fsync`, `fsyncdir` or
+//! [`Fs::sync`] (which make every earlier change durable too, since the
+//! log is prefix-closed) or within the log's buffered interval. Closing a
+//! file does not sync it.
+//!
+//! Open-file lifetimes: an object unlinked while a handle is open keeps
+//! an orphan record and its data until the last handle is released; after
+//! a crash the next open of the store frees it.
+
+mod attr;
+mod cred;
+mod dirs;
+mod error;
+mod files;
+mod handles;
+mod names;
+mod path;
+pub mod perm;
+mod rename;
+mod statfs;
+mod xattrs;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use attr::{Attr, SetAttr, SetTime, BLOCK_BYTES};
+pub use cred::Cred;
+pub use dirs::DirEntry;
+pub use error::{FsError, Result};
+pub use larder_object::meta::{Kind, Timestamp};
+use larder_object::{CreationOptions, Store, StoreOptions};
+pub use path::Resolved;
+pub use rename::RenameFlags;
+pub use statfs::StatFs;
+pub use xattrs::XattrFlags;
+
+/// Longest name of one directory entry, in bytes (NAME_MAX).
+pub const NAME_MAX: usize = 255;
+/// Longest path, in bytes, including its terminating NUL (PATH_MAX).
+pub const PATH_MAX: usize = 4096;
+/// Most names one object may have (ext4's limit).
+pub const LINK_MAX: u32 = 65_000;
+/// Symbolic links followed while resolving one path before ELOOP.
+pub const MAX_SYMLINK_FOLLOWS: usize = 40;
+
+/// Options of a file system.
+#[derive(Clone, Debug, Default)]
+pub struct FsOptions {
+    /// Run-time options of the store below.
+    pub store: StoreOptions,
+    /// Options fixed when a store is created (ignored by `open`).
+    pub creation: CreationOptions,
+}
+
+/// An open file system over one store.
+pub struct Fs {
+    store: Arc<Store>,
+    handles: handles::Handles,
+    /// Held by renames that move a directory to another parent, across
+    /// their cycle check and commit (DESIGN.md, namespace).
+    rename_lock: parking_lot::Mutex<()>,
+}
+
+impl std::fmt::Debug for Fs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fs").field("store", &self.store.dir()).finish()
+    }
+}
+
+impl Fs {
+    /// Creates a new store in `dir` on the real file system.
+    pub fn create(dir: &Path, options: FsOptions) -> Result<Fs> {
+        Self::create_with(Arc::new(larder_io::RealStorage::new()), dir, options)
+    }
+
+    /// Opens the store in `dir` on the real file system, recovering from
+    /// any crash (and freeing objects that were unlinked while open).
+    pub fn open(dir: &Path, options: FsOptions) -> Result<Fs> {
+        Self::open_with(Arc::new(larder_io::RealStorage::new()), dir, options)
+    }
+
+    /// Creates a new store in `dir` on `storage`.
+    pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: FsOptions) -> Result<Fs> {
+        Ok(Self::with_store(Arc::new(Store::create(storage, dir, options.creation, options.store)?)))
+    }
+
+    /// Opens the store in `dir` on `storage`.
+    pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: FsOptions) -> Result<Fs> {
+        Ok(Self::with_store(Arc::new(Store::open(storage, dir, options.store)?)))
+    }
+
+    /// A file system over an open store, which others (a KV API in the
+    /// same process) may share.
+    pub fn with_store(store: Arc<Store>) -> Fs {
+        Fs { store, handles: handles::Handles::new(), rename_lock: parking_lot::Mutex::new(()) }
+    }
+
+    /// The store below.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The root directory's inode number.
+    pub fn root(&self) -> u64 {
+        larder_object::ROOT_ID
+    }
+
+    /// Makes every change so far durable.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.store.sync()?)
+    }
+
+    /// Makes everything durable and closes the store, if this is its last
+    /// user; open handles are dropped (their orphans are freed at the next
+    /// open).
+    pub fn close(self) -> Result<()> {
+        self.store.sync()?;
+        match Arc::try_unwrap(self.store) {
+            Ok(store) => Ok(store.close()?),
+            Err(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Permission checks, as Linux makes them for a local file system: the
+//! owner, group or other class of the mode bits; the superuser passes all
+//! but executing a file nobody may execute; the sticky bit restricts
+//! removal; only the owner changes modes and times; setuid and setgid bits
+//! are dropped where Linux drops them.
+
+use larder_object::meta::{Kind, Onode};
+
+use crate::cred::Cred;
+use crate::error::{FsError, Result};
+
+/// Read permission (for a directory: list it).
+pub const READ: u32 = 4;
+/// Write permission (for a directory: add and remove names).
+pub const WRITE: u32 = 2;
+/// Execute permission (for a directory: look names up in it).
+pub const EXEC: u32 = 1;
+
+/// Set-user-id bit.
+pub const S_ISUID: u32 = 0o4000;
+/// Set-group-id bit.
+pub const S_ISGID: u32 = 0o2000;
+/// Sticky bit.
+pub const S_ISVTX: u32 = 0o1000;
+/// Group execute bit.
+const S_IXGRP: u32 = 0o010;
+
+/// Whether `cred` may access `o` for `mask` (`READ | WRITE | EXEC` bits).
+pub fn allowed(o: &Onode, cred: &Cred, mask: u32) -> bool {
+    if cred.is_root() {
+        // Execute needs some execute bit, except on directories.
+        return mask & EXEC == 0 || o.kind == Kind::Directory || o.mode & 0o111 != 0;
+    }
+    let class = if cred.uid == o.uid {
+        (o.mode >> 6) & 7
+    } else if cred.in_group(o.gid) {
+        (o.mode >> 3) & 7
+    } else {
+        o.mode & 7
+    };
+    class & mask == mask
+}
+
+/// [`allowed`], or EACCES naming what was refused.
+pub fn check(o: &Onode, ino: u64, cred: &Cred, mask: u32) -> Result<()> {
+    if allowed(o, cred, mask) {
+        Ok(())
+    } else {
+        Err(FsError::posix(libc::EACCES, format!("{} access to object {ino} refused for uid {}", rwx(mask), cred.uid)))
+    }
+}
+
+fn rwx(mask: u32) -> String {
+    let mut s = String::new();
+    for (bit, c) in [(READ, 'r'), (WRITE, 'w'), (EXEC, 'x')] {
+        if mask & bit != 0 {
+            s.push(c);
+        }
+    }
+    s
+}
+
+/// Whether the caller owns `o` or is the superuser.
+pub fn owns(o: &Onode, cred: &Cred) -> bool {
+    cred.is_root() || cred.uid == o.uid
+}
+
+/// Checks that `cred` may remove (or rename away) `child`'s name from
+/// `dir`: write and search on the directory, and in a sticky directory
+/// ownership of the directory or the child.
+pub fn check_remove(dir: &Onode, dir_ino: u64, child: &Onode, cred: &Cred) -> Result<()> {
+    check(dir, dir_ino, cred, WRITE | EXEC)?;
+    if dir.mode & S_ISVTX != 0 && !cred.is_root() && cred.uid != dir.uid && cred.uid != child.uid {
+        return Err(FsError::posix(
+            libc::EPERM,
+            format!("directory {dir_ino} is sticky: uid {} owns neither it nor the entry", cred.uid),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether writing to (or truncating) `o` by `cred` drops its setuid and
+/// setgid bits, as Linux does for callers without CAP_FSETID: setuid
+/// always, setgid when group execute is set (else it marks mandatory
+/// locking).
+pub fn kill_suid(o: &Onode, cred: &Cred) -> Option<u32> {
+    if cred.is_root() || o.kind != Kind::File {
+        return None;
+    }
+    let mut kill = o.mode & S_ISUID;
+    if o.mode & S_ISGID != 0 && o.mode & S_IXGRP != 0 {
+        kill |= S_ISGID;
+    }
+    (kill != 0).then_some(o.mode & !kill)
+}
+
+/// The mode and group of a new object of `kind` with `mode` made by
+/// `cred` in `parent`: a setgid directory gives its group (and, to new
+/// directories, its setgid bit); a caller outside the new group loses a
+/// requested setgid bit on files.
+pub fn new_owner(parent: &Onode, cred: &Cred, kind: Kind, mode: u32) -> (u32, u32) {
+    let mut mode = mode;
+    let gid = if parent.mode & S_ISGID != 0 {
+        if kind == Kind::Directory {
+            mode |= S_ISGID;
+        }
+        parent.gid
+    } else {
+        cred.gid
+    };
+    if kind != Kind::Directory && mode & S_ISGID != 0 && !cred.is_root() && !cred.in_group(gid) {
+        mode &= !S_ISGID;
+    }
+    (mode, gid)
+}

@@ -1,0 +1,221 @@
+//! Open files: data, O_APPEND, O_TRUNC, sparse files, truncate, unlinked
+//! open files and their freeing (at last close, or at the next open after
+//! a crash), renames, listings from a snapshot, xattrs, statfs.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{errno, fresh, root, user};
+use larder_fs::{Fs, RenameFlags, SetAttr, XattrFlags};
+
+#[test]
+fn reads_writes_appends_truncates_and_holes() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"a", 0o644, libc::O_RDWR).unwrap();
+    assert_eq!(fs.write(&r, fh, 0, b"hello").unwrap(), 5);
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"hello");
+    assert_eq!(fs.read(fh, 3, 100).unwrap(), b"lo");
+    assert!(fs.read(fh, 10, 100).unwrap().is_empty());
+    // Sparse: a write far past the end leaves a hole of zeros.
+    fs.write(&r, fh, 1 << 20, b"tail").unwrap();
+    let attr = fs.getattr(a.ino).unwrap();
+    assert_eq!(attr.size, (1 << 20) + 4);
+    let mid = fs.read(fh, 4096, 8192).unwrap();
+    assert!(mid.len() == 8192 && mid.iter().all(|&b| b == 0));
+    assert_eq!(fs.read(fh, 1 << 20, 10).unwrap(), b"tail");
+    fs.release(fh).unwrap();
+
+    let ap = fs.open_file(&r, a.ino, libc::O_WRONLY | libc::O_APPEND).unwrap();
+    fs.write(&r, ap, 0, b"++").unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().size, (1 << 20) + 6);
+    assert_eq!(errno(fs.read(ap, 0, 1)), libc::EBADF, "write-only handle");
+    fs.release(ap).unwrap();
+
+    let tr = fs.open_file(&r, a.ino, libc::O_RDWR | libc::O_TRUNC).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 0);
+    fs.write(&r, tr, 0, b"0123456789").unwrap();
+    fs.setattr(&r, a.ino, &SetAttr { size: Some(4), ..Default::default() }, Some(tr)).unwrap();
+    assert_eq!(fs.read(tr, 0, 100).unwrap(), b"0123");
+    fs.setattr(&r, a.ino, &SetAttr { size: Some(8), ..Default::default() }, None).unwrap();
+    assert_eq!(fs.read(tr, 0, 100).unwrap(), b"0123\0\0\0\0");
+    fs.fsync(tr).unwrap();
+    fs.release(tr).unwrap();
+    assert_eq!(errno(fs.release(tr)), libc::EBADF);
+    assert_eq!(errno(fs.read(tr, 0, 1)), libc::EBADF);
+    let d = fs.mkdir(&r, fs.root(), b"d", 0o755).unwrap();
+    assert_eq!(errno(fs.open_file(&r, d.ino, libc::O_RDWR)), libc::EISDIR);
+    let ro = fs.open_file(&r, a.ino, libc::O_RDONLY).unwrap();
+    assert_eq!(errno(fs.write(&r, ro, 0, b"x")), libc::EBADF);
+}
+
+#[test]
+fn an_unlinked_open_file_lives_until_its_last_close() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"a", 0o644, libc::O_RDWR).unwrap();
+    let data = vec![7u8; 200_000];
+    fs.write(&r, fh, 0, &data).unwrap();
+    let second = fs.open_file(&r, a.ino, libc::O_RDONLY).unwrap();
+    fs.unlink(&r, fs.root(), b"a").unwrap();
+    assert_eq!(errno(fs.lookup(&r, fs.root(), b"a")), libc::ENOENT);
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 0);
+    assert_eq!(fs.read(second, 0, 300_000).unwrap(), data);
+    fs.write(&r, fh, 0, b"still writable").unwrap();
+    // While a handle is open, the object can be opened again by its id.
+    let third = fs.open_file(&r, a.ino, libc::O_RDONLY).unwrap();
+    fs.release(third).unwrap();
+    fs.release(fh).unwrap();
+    assert!(fs.getattr(a.ino).is_ok(), "one handle left");
+    fs.release(second).unwrap();
+    assert_eq!(errno(fs.getattr(a.ino)), libc::ENOENT);
+}
+
+#[test]
+fn an_unlinked_open_file_is_freed_at_the_next_open_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let fs = Fs::create(&path, common::options()).unwrap();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"a", 0o644, libc::O_RDWR).unwrap();
+    fs.write(&r, fh, 0, &[1u8; 50_000]).unwrap();
+    fs.unlink(&r, fs.root(), b"a").unwrap();
+    fs.sync().unwrap();
+    // The process "dies" with the handle open: nothing is released.
+    drop(fs);
+    let fs = Fs::open(&path, common::options()).unwrap();
+    assert_eq!(errno(fs.getattr(a.ino)), libc::ENOENT);
+    assert!(fs.store().used_extents().unwrap().is_empty(), "its space is free again");
+}
+
+#[test]
+fn renames_replace_move_and_refuse_cycles() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    let none = RenameFlags::default();
+    let a = fs.mknod(&r, top, b"a", 0o644, 0).unwrap();
+    let b = fs.mknod(&r, top, b"b", 0o644, 0).unwrap();
+    fs.rename(&r, top, b"a", top, b"b", none).unwrap();
+    assert_eq!(fs.lookup(&r, top, b"b").unwrap().ino, a.ino);
+    assert_eq!(errno(fs.lookup(&r, top, b"a")), libc::ENOENT);
+    assert_eq!(errno(fs.getattr(b.ino)), libc::ENOENT, "the replaced object had no other name");
+
+    let d1 = fs.mkdir(&r, top, b"d1", 0o755).unwrap();
+    let d2 = fs.mkdir(&r, d1.ino, b"d2", 0o755).unwrap();
+    assert_eq!(errno(fs.rename(&r, top, b"d1", d2.ino, b"x", none)), libc::EINVAL);
+    assert_eq!(errno(fs.rename(&r, top, b"d1", d1.ino, b"x", none)), libc::EINVAL);
+    fs.rename(&r, d1.ino, b"d2", top, b"d2", none).unwrap();
+    assert_eq!(fs.lookup(&r, d2.ino, b"..").unwrap().ino, top, "a moved directory's parent follows");
+    assert_eq!(errno(fs.rename(&r, top, b"b", top, b"d1", none)), libc::EISDIR);
+    assert_eq!(errno(fs.rename(&r, top, b"d1", top, b"b", none)), libc::ENOTDIR);
+    fs.mknod(&r, d1.ino, b"inside", 0o644, 0).unwrap();
+    assert_eq!(errno(fs.rename(&r, top, b"d2", top, b"d1", none)), libc::ENOTEMPTY);
+    fs.unlink(&r, d1.ino, b"inside").unwrap();
+    fs.rename(&r, top, b"d2", top, b"d1", none).unwrap();
+    assert_eq!(errno(fs.getattr(d1.ino)), libc::ENOENT);
+
+    let c = fs.mknod(&r, top, b"c", 0o644, 0).unwrap();
+    let noreplace = RenameFlags { noreplace: true, ..Default::default() };
+    assert_eq!(errno(fs.rename(&r, top, b"b", top, b"c", noreplace)), libc::EEXIST);
+    let exchange = RenameFlags { exchange: true, ..Default::default() };
+    fs.rename(&r, top, b"b", top, b"d1", exchange).unwrap();
+    assert_eq!(fs.lookup(&r, top, b"b").unwrap().ino, d2.ino);
+    assert_eq!(fs.lookup(&r, top, b"d1").unwrap().ino, a.ino);
+    assert_eq!(errno(fs.rename(&r, top, b"c", top, b"nothing", exchange)), libc::ENOENT);
+    // Two names of one object: nothing happens.
+    fs.link(&r, c.ino, top, b"c2").unwrap();
+    fs.rename(&r, top, b"c", top, b"c2", none).unwrap();
+    assert_eq!(fs.lookup(&r, top, b"c").unwrap().ino, c.ino);
+    assert_eq!(errno(fs.rename(&r, top, b".", top, b"x", none)), libc::EINVAL);
+}
+
+#[test]
+fn a_listing_returns_each_entry_present_throughout_exactly_once() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let d = fs.mkdir(&r, fs.root(), b"d", 0o755).unwrap();
+    for i in 0..100 {
+        fs.mknod(&r, d.ino, format!("keep{i:03}").as_bytes(), 0o644, 0).unwrap();
+        fs.mknod(&r, d.ino, format!("gone{i:03}").as_bytes(), 0o644, 0).unwrap();
+    }
+    let dh = fs.opendir(&r, d.ino).unwrap();
+    let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+    let mut offset = 0;
+    let mut round = 0;
+    loop {
+        let chunk = fs.readdir(dh, offset, 7).unwrap();
+        let Some(last) = chunk.last() else { break };
+        offset = last.next;
+        for e in &chunk {
+            *seen.entry(e.name.clone()).or_default() += 1;
+        }
+        // Meanwhile others come and go.
+        fs.mknod(&r, d.ino, format!("new{round:03}").as_bytes(), 0o644, 0).unwrap();
+        fs.unlink(&r, d.ino, format!("gone{round:03}").as_bytes()).unwrap();
+        round += 1;
+    }
+    for i in 0..100 {
+        assert_eq!(seen.get(format!("keep{i:03}").as_bytes()), Some(&1), "keep{i:03}");
+    }
+    assert_eq!(seen.get(&b"."[..]), Some(&1));
+    assert_eq!(seen.get(&b".."[..]), Some(&1));
+    assert!(seen.values().all(|&n| n == 1));
+    // A seek back repeats from that position of the same snapshot.
+    let again = fs.readdir(dh, 2, 1).unwrap();
+    assert_eq!(again[0].name, b"gone000");
+    // A rewind sees the directory as it is now.
+    let fresh_listing = fs.readdir(dh, 0, 1000).unwrap();
+    assert!(fresh_listing.iter().any(|e| e.name == b"new000"));
+    assert!(!fresh_listing.iter().any(|e| e.name == b"gone000"));
+    fs.releasedir(dh).unwrap();
+    assert_eq!(errno(fs.readdir(dh, 0, 1)), libc::EBADF);
+}
+
+#[test]
+fn xattrs_follow_the_namespace_rules() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let alice = user(1000, 1000, &[]);
+    let home = fs.mkdir(&r, fs.root(), b"home", 0o777).unwrap();
+    let f = fs.mknod(&alice, home.ino, b"f", 0o644, 0).unwrap();
+    let create = XattrFlags { create: true, ..Default::default() };
+    let replace = XattrFlags { replace: true, ..Default::default() };
+    fs.setxattr(&alice, f.ino, b"user.k", b"v1", create).unwrap();
+    assert_eq!(errno(fs.setxattr(&alice, f.ino, b"user.k", b"v2", create)), libc::EEXIST);
+    fs.setxattr(&alice, f.ino, b"user.k", b"v2", replace).unwrap();
+    assert_eq!(errno(fs.setxattr(&alice, f.ino, b"user.other", b"v", replace)), libc::ENODATA);
+    assert_eq!(fs.getxattr(&alice, f.ino, b"user.k").unwrap(), b"v2");
+    assert_eq!(errno(fs.getxattr(&alice, f.ino, b"user.none")), libc::ENODATA);
+    assert_eq!(errno(fs.setxattr(&alice, f.ino, b"trusted.k", b"v", Default::default())), libc::EPERM);
+    fs.setxattr(&r, f.ino, b"trusted.k", b"t", Default::default()).unwrap();
+    assert_eq!(fs.listxattr(&alice, f.ino).unwrap(), vec![b"user.k".to_vec()]);
+    assert_eq!(fs.listxattr(&r, f.ino).unwrap().len(), 2);
+    assert_eq!(
+        errno(fs.setxattr(&alice, f.ino, b"system.posix_acl_access", b"", Default::default())),
+        libc::EOPNOTSUPP
+    );
+    let bob = user(1001, 1001, &[]);
+    assert_eq!(errno(fs.setxattr(&bob, f.ino, b"user.k", b"x", Default::default())), libc::EACCES);
+    fs.removexattr(&alice, f.ino, b"user.k").unwrap();
+    assert_eq!(errno(fs.removexattr(&alice, f.ino, b"user.k")), libc::ENODATA);
+    assert_eq!(errno(fs.setxattr(&r, f.ino, b"user.big", &vec![0; (64 << 10) + 1], Default::default())), libc::E2BIG);
+}
+
+#[test]
+fn statfs_reports_space_that_shrinks_as_data_is_written() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let before = fs.statfs().unwrap();
+    assert!(before.blocks >= before.blocks_free && before.blocks_free > 0);
+    assert_eq!(before.name_max, 255);
+    let (_, fh) = fs.create_file(&r, fs.root(), b"big", 0o644, libc::O_RDWR).unwrap();
+    fs.write(&r, fh, 0, &vec![1u8; 8 << 20]).unwrap();
+    let after = fs.statfs().unwrap();
+    // Used blocks (total minus free) count container space only: the
+    // host's free space, which others change, cancels out.
+    let used = |s: &larder_fs::StatFs| s.blocks - s.blocks_free;
+    assert!(used(&after) >= used(&before) + 2048, "{before:?} -> {after:?}");
+}

@@ -1,0 +1,121 @@
+//! Names: create, lookup, link, unlink, rmdir, symlinks, mknod and their
+//! errors; parent times; names and paths at and past the limits.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{errno, fresh, root};
+use larder_fs::{Kind, NAME_MAX, PATH_MAX};
+
+#[test]
+fn create_lookup_and_the_errors_of_names() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    let (a, fh) = fs.create_file(&r, top, b"a", 0o644, libc::O_RDWR | libc::O_EXCL).unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(a.kind, Kind::File);
+    assert_eq!(a.mode, 0o100_644);
+    assert_eq!(fs.lookup(&r, top, b"a").unwrap().ino, a.ino);
+    assert_eq!(errno(fs.create_file(&r, top, b"a", 0o644, libc::O_RDWR | libc::O_EXCL)), libc::EEXIST);
+    assert_eq!(errno(fs.mkdir(&r, top, b"a", 0o755)), libc::EEXIST);
+    assert_eq!(errno(fs.lookup(&r, top, b"missing")), libc::ENOENT);
+    assert_eq!(errno(fs.lookup(&r, a.ino, b"x")), libc::ENOTDIR);
+    assert_eq!(errno(fs.mkdir(&r, a.ino, b"x", 0o755)), libc::ENOTDIR);
+    assert_eq!(errno(fs.rmdir(&r, top, b"a")), libc::ENOTDIR);
+    let d = fs.mkdir(&r, top, b"d", 0o755).unwrap();
+    assert_eq!(errno(fs.unlink(&r, top, b"d")), libc::EISDIR);
+    fs.mknod(&r, d.ino, b"f", 0o600, 0).unwrap();
+    assert_eq!(errno(fs.rmdir(&r, top, b"d")), libc::ENOTEMPTY);
+    assert_eq!(fs.lookup(&r, d.ino, b"..").unwrap().ino, top);
+    assert_eq!(fs.lookup(&r, d.ino, b".").unwrap().ino, d.ino);
+    assert_eq!(fs.lookup(&r, top, b"..").unwrap().ino, top, "the root is its own parent");
+    assert_eq!(errno(fs.rmdir(&r, d.ino, b".")), libc::EINVAL);
+    fs.unlink(&r, d.ino, b"f").unwrap();
+    fs.rmdir(&r, top, b"d").unwrap();
+    assert_eq!(errno(fs.lookup(&r, top, b"d")), libc::ENOENT);
+    assert_eq!(errno(fs.getattr(d.ino)), libc::ENOENT);
+
+    let long = vec![b'n'; NAME_MAX + 1];
+    assert_eq!(errno(fs.mkdir(&r, top, &long, 0o755)), libc::ENAMETOOLONG);
+    fs.mkdir(&r, top, &long[..NAME_MAX], 0o755).unwrap();
+    assert_eq!(errno(fs.mkdir(&r, top, b"a/b", 0o755)), libc::EINVAL);
+    assert_eq!(errno(fs.mkdir(&r, top, b"a\0b", 0o755)), libc::EINVAL);
+    assert_eq!(errno(fs.mkdir(&r, top, b"", 0o755)), libc::ENOENT);
+    assert_eq!(errno(fs.resolve(&r, &vec![b'a'; PATH_MAX], true)), libc::ENAMETOOLONG);
+}
+
+#[test]
+fn hard_links_count_names_and_directories_get_none() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    let f = fs.mknod(&r, top, b"f", 0o644, 0).unwrap();
+    assert_eq!(f.nlink, 1);
+    let linked = fs.link(&r, f.ino, top, b"g").unwrap();
+    assert_eq!(linked.nlink, 2);
+    assert!(linked.ctime >= f.ctime);
+    assert_eq!(errno(fs.link(&r, f.ino, top, b"g")), libc::EEXIST);
+    let d = fs.mkdir(&r, top, b"d", 0o755).unwrap();
+    assert_eq!(errno(fs.link(&r, d.ino, top, b"d2")), libc::EPERM);
+    fs.unlink(&r, top, b"f").unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 1);
+    fs.unlink(&r, top, b"g").unwrap();
+    assert_eq!(errno(fs.getattr(f.ino)), libc::ENOENT);
+}
+
+#[test]
+fn creating_and_removing_names_marks_the_directory_changed() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let d = fs.mkdir(&r, fs.root(), b"d", 0o755).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    fs.mknod(&r, d.ino, b"f", 0o644, 0).unwrap();
+    let after_create = fs.getattr(d.ino).unwrap();
+    assert!(after_create.mtime > d.mtime && after_create.ctime > d.ctime);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    fs.unlink(&r, d.ino, b"f").unwrap();
+    assert!(fs.getattr(d.ino).unwrap().mtime > after_create.mtime);
+}
+
+#[test]
+fn symlinks_and_paths() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    let d = fs.mkdir(&r, top, b"d", 0o755).unwrap();
+    let f = fs.mknod(&r, d.ino, b"f", 0o644, 0).unwrap();
+    let l = fs.symlink(&r, top, b"l", b"d/f").unwrap();
+    assert_eq!(l.kind, Kind::Symlink);
+    assert_eq!(l.size, 3);
+    assert_eq!(fs.readlink(l.ino).unwrap(), b"d/f");
+    assert_eq!(errno(fs.readlink(f.ino)), libc::EINVAL);
+    assert_eq!(fs.resolve(&r, b"/l", true).unwrap().attr.unwrap().ino, f.ino);
+    assert_eq!(fs.resolve(&r, b"/l", false).unwrap().attr.unwrap().ino, l.ino);
+    assert_eq!(fs.resolve(&r, b"d/../d/./f", true).unwrap().attr.unwrap().ino, f.ino);
+    assert_eq!(fs.resolve(&r, b"//d//f", true).unwrap().attr.unwrap().ino, f.ino);
+    assert_eq!(errno(fs.resolve(&r, b"/d/f/", true)), libc::ENOTDIR);
+    assert_eq!(errno(fs.resolve(&r, b"/d/f/x", true)), libc::ENOTDIR);
+    let missing = fs.resolve(&r, b"/d/new", true).unwrap();
+    assert_eq!((missing.parent, missing.name.as_slice(), missing.attr), (d.ino, &b"new"[..], None));
+    assert_eq!(errno(fs.resolve(&r, b"/nope/new", true)), libc::ENOENT);
+    fs.symlink(&r, top, b"up", b"/d").unwrap();
+    assert_eq!(fs.resolve(&r, b"up/f", true).unwrap().attr.unwrap().ino, f.ino);
+    fs.symlink(&r, top, b"loop1", b"loop2").unwrap();
+    fs.symlink(&r, top, b"loop2", b"loop1").unwrap();
+    assert_eq!(errno(fs.resolve(&r, b"loop1", true)), libc::ELOOP);
+    assert_eq!(fs.resolve(&r, b"loop1", false).unwrap().attr.unwrap().kind, Kind::Symlink);
+    assert_eq!(errno(fs.symlink(&r, top, b"empty", b"")), libc::ENOENT);
+    assert_eq!(errno(fs.symlink(&r, top, b"long", &vec![b'x'; PATH_MAX])), libc::ENAMETOOLONG);
+}
+
+#[test]
+fn device_nodes_keep_their_numbers() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let c = fs.mknod(&r, fs.root(), b"c", libc::S_IFCHR | 0o600, 0x0501).unwrap();
+    assert_eq!((c.kind, c.rdev, c.mode), (Kind::CharDevice, 0x0501, libc::S_IFCHR | 0o600));
+    let p = fs.mknod(&r, fs.root(), b"p", libc::S_IFIFO | 0o644, 7).unwrap();
+    assert_eq!((p.kind, p.rdev), (Kind::Fifo, 0));
+    assert_eq!(errno(fs.mknod(&r, fs.root(), b"x", libc::S_IFDIR | 0o755, 0)), libc::EINVAL);
+}

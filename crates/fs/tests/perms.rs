@@ -1,0 +1,113 @@
+//! Permissions as Linux checks them: classes, the superuser, sticky
+//! directories, setgid directories, ownership rules of chmod, chown and
+//! utimes, and setuid bits dropped on write and chown.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{errno, fresh, root, user};
+use larder_fs::{SetAttr, SetTime, Timestamp};
+
+#[test]
+fn mode_classes_decide_access() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (alice, bob, carol) = (user(1000, 1000, &[]), user(1001, 2000, &[]), user(1002, 3000, &[1000]));
+    let top = fs.root();
+    // The root directory is 0755 root: others cannot create in it.
+    assert_eq!(errno(fs.mkdir(&alice, top, b"x", 0o755)), libc::EACCES);
+    let home = fs.mkdir(&r, top, b"home", 0o777).unwrap();
+    let f = fs.mknod(&alice, home.ino, b"f", 0o640, 0).unwrap();
+    assert_eq!((f.uid, f.gid), (1000, 1000));
+    assert!(fs.open_file(&alice, f.ino, libc::O_RDWR).is_ok());
+    // Carol is in group 1000 through a supplementary group: read only.
+    assert!(fs.open_file(&carol, f.ino, libc::O_RDONLY).is_ok());
+    assert_eq!(errno(fs.open_file(&carol, f.ino, libc::O_WRONLY)), libc::EACCES);
+    assert_eq!(errno(fs.open_file(&bob, f.ino, libc::O_RDONLY)), libc::EACCES);
+    assert!(fs.open_file(&r, f.ino, libc::O_RDWR).is_ok(), "the superuser passes");
+    assert_eq!(errno(fs.access(&r, f.ino, 1)), libc::EACCES, "not even root executes a file without x bits");
+    assert!(fs.access(&alice, f.ino, 4 | 2).is_ok());
+    // No search permission on a directory: no lookups in it.
+    let closed = fs.mkdir(&alice, home.ino, b"closed", 0o700).unwrap();
+    assert_eq!(errno(fs.lookup(&bob, closed.ino, b"anything")), libc::EACCES);
+    assert_eq!(errno(fs.opendir(&bob, closed.ino)), libc::EACCES);
+}
+
+#[test]
+fn a_sticky_directory_protects_other_users_names() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (alice, bob) = (user(1000, 1000, &[]), user(1001, 1001, &[]));
+    let tmp = fs.mkdir(&r, fs.root(), b"tmp", 0o1777).unwrap();
+    fs.mknod(&alice, tmp.ino, b"mine", 0o666, 0).unwrap();
+    assert_eq!(errno(fs.unlink(&bob, tmp.ino, b"mine")), libc::EPERM);
+    assert_eq!(errno(fs.rename(&bob, tmp.ino, b"mine", tmp.ino, b"stolen", Default::default())), libc::EPERM);
+    fs.unlink(&alice, tmp.ino, b"mine").unwrap();
+    fs.mknod(&alice, tmp.ino, b"again", 0o666, 0).unwrap();
+    fs.unlink(&r, tmp.ino, b"again").unwrap();
+}
+
+#[test]
+fn a_setgid_directory_passes_its_group_down() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let shared = fs.mkdir(&r, fs.root(), b"shared", 0o777).unwrap();
+    fs.setattr(&r, shared.ino, &SetAttr { gid: Some(500), mode: Some(0o2777), ..Default::default() }, None).unwrap();
+    let alice = user(1000, 1000, &[]);
+    let f = fs.mknod(&alice, shared.ino, b"f", 0o2755, 0).unwrap();
+    assert_eq!(f.gid, 500);
+    assert_eq!(f.mode & 0o2000, 0, "a caller outside the group cannot make a setgid file");
+    let d = fs.mkdir(&alice, shared.ino, b"d", 0o755).unwrap();
+    assert_eq!((d.gid, d.mode & 0o2000), (500, 0o2000), "subdirectories inherit setgid");
+}
+
+#[test]
+fn only_owners_change_modes_owners_and_times() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (alice, bob) = (user(1000, 1000, &[1000, 50]), user(1001, 1001, &[]));
+    let home = fs.mkdir(&r, fs.root(), b"home", 0o777).unwrap();
+    let f = fs.mknod(&alice, home.ino, b"f", 0o666, 0).unwrap();
+    let chmod = |m| SetAttr { mode: Some(m), ..Default::default() };
+    assert_eq!(errno(fs.setattr(&bob, f.ino, &chmod(0o600), None)), libc::EPERM);
+    assert_eq!(fs.setattr(&alice, f.ino, &chmod(0o600), None).unwrap().mode, 0o100_600);
+    // chown: an owner may change the group to one of its own, nothing else.
+    let chgrp = |g| SetAttr { gid: Some(g), ..Default::default() };
+    assert_eq!(fs.setattr(&alice, f.ino, &chgrp(50), None).unwrap().gid, 50);
+    assert_eq!(errno(fs.setattr(&alice, f.ino, &chgrp(60), None)), libc::EPERM);
+    assert_eq!(errno(fs.setattr(&alice, f.ino, &SetAttr { uid: Some(1001), ..Default::default() }, None)), libc::EPERM);
+    assert_eq!(fs.setattr(&r, f.ino, &SetAttr { uid: Some(1001), ..Default::default() }, None).unwrap().uid, 1001);
+    // Times: "now" needs write permission, a given time ownership.
+    fs.setattr(&r, f.ino, &chmod(0o666), None).unwrap();
+    let at = SetTime::At(Timestamp { secs: 1_000_000, nanos: 5 });
+    let set_at = SetAttr { mtime: Some(at), ..Default::default() };
+    assert_eq!(errno(fs.setattr(&alice, f.ino, &set_at, None)), libc::EPERM);
+    assert_eq!(fs.setattr(&bob, f.ino, &set_at, None).unwrap().mtime, Timestamp { secs: 1_000_000, nanos: 5 });
+    let now = SetAttr { atime: Some(SetTime::Now), mtime: Some(SetTime::Now), ..Default::default() };
+    fs.setattr(&alice, f.ino, &now, None).unwrap();
+    fs.setattr(&r, f.ino, &chmod(0o600), None).unwrap();
+    assert_eq!(errno(fs.setattr(&alice, f.ino, &now, None)), libc::EACCES);
+}
+
+#[test]
+fn setuid_bits_drop_on_write_and_chown() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let alice = user(1000, 1000, &[]);
+    let home = fs.mkdir(&r, fs.root(), b"home", 0o777).unwrap();
+    let f = fs.mknod(&alice, home.ino, b"f", 0o6777, 0).unwrap();
+    let chmod = SetAttr { mode: Some(0o6777), ..Default::default() };
+    fs.setattr(&r, f.ino, &chmod, None).unwrap();
+    let fh = fs.open_file(&alice, f.ino, libc::O_WRONLY).unwrap();
+    fs.write(&alice, fh, 0, b"x").unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, 0o0777);
+    fs.release(fh).unwrap();
+    fs.setattr(&r, f.ino, &chmod, None).unwrap();
+    let chown = SetAttr { uid: Some(1000), ..Default::default() };
+    assert_eq!(fs.setattr(&r, f.ino, &chown, None).unwrap().mode & 0o7777, 0o0777);
+    // A root write keeps them.
+    fs.setattr(&r, f.ino, &chmod, None).unwrap();
+    let fh = fs.open_file(&r, f.ino, libc::O_WRONLY).unwrap();
+    fs.write(&r, fh, 0, b"y").unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, 0o6777);
+}
