@@ -22,3 +22,18 @@ if command -v rustup >/dev/null 2>&1; then
         fi
     done
 fi
+
+# The FUSE mount tests need /dev/fuse and fusermount3 (Debian's fuse3).
+if ! command -v fusermount3 >/dev/null 2>&1; then
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        sudo="sudo"
+    fi
+    if command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing fuse3 (fusermount3) for the mount tests"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq fuse3
+    else
+        echo "setup: fusermount3 is missing and apt-get is not here; mount tests will say they cannot mount" >&2
+    fi
+fi

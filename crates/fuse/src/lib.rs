@@ -1,0 +1,130 @@
+//! Larder's FUSE mount (DESIGN.md, layer 8): the kernel's file system
+//! requests served by [`larder_fs::Fs`], multi-threaded, through fuser
+//! (pure Rust; it mounts with Debian's `fusermount3`, from `fuse3`).
+//!
+//! The mount asks for `default_permissions` (the kernel checks modes as
+//! for a local file system; larder-fs checks again with the same rules),
+//! `allow_other` when asked, and writes of up to 1 MiB per request.
+//! fsync and fsyncdir are implemented (an unimplemented fsync would make
+//! the kernel report success for every later one), each making every
+//! earlier change durable; close does not sync. Create, mknod, mkdir,
+//! symlink, link and rename answer at once, EEXIST included.
+
+mod adapter;
+mod convert;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use adapter::MAX_WRITE_BYTES;
+use fuser::{Config, MountOption, SessionACL};
+use larder_fs::Fs;
+
+/// How a store is mounted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOptions {
+    /// How long the kernel may cache a name's lookup. Default 1 s.
+    pub entry_timeout: Duration,
+    /// How long the kernel may cache attributes. Default 1 s.
+    pub attr_timeout: Duration,
+    /// Let users other than the mounting one use the mount (`allow_other`;
+    /// needs `user_allow_other` in /etc/fuse.conf unless mounted by root).
+    pub allow_other: bool,
+    /// Threads serving requests. Default 4.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            entry_timeout: Duration::from_secs(1),
+            attr_timeout: Duration::from_secs(1),
+            allow_other: false,
+            threads: 4,
+        }
+    }
+}
+
+/// Why a mount failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// The kernel or fusermount3 refused the mount.
+    #[error("cannot mount on {path}: {source} (is /dev/fuse there and fuse3's fusermount3 installed?)")]
+    Mount {
+        /// The mount point.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving or unmounting failed.
+    #[error("mount on {path}: {source}")]
+    Session {
+        /// The mount point.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn config(options: &MountOptions) -> Config {
+    let mut c = Config::default();
+    c.mount_options = vec![
+        MountOption::FSName("larder".into()),
+        MountOption::Subtype("larder".into()),
+        MountOption::DefaultPermissions,
+    ];
+    c.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
+    c.n_threads = Some(options.threads.max(1));
+    c.clone_fd = true;
+    c
+}
+
+/// A mount served by background threads; unmounted by [`Mounted::unmount`]
+/// or when dropped.
+pub struct Mounted {
+    session: fuser::BackgroundSession,
+    path: PathBuf,
+}
+
+impl Mounted {
+    /// Unmounts and waits for the serving threads (which sync the store).
+    pub fn unmount(self) -> Result<(), MountError> {
+        let path = self.path;
+        self.session.umount_and_join().map_err(|source| MountError::Session { path, source })
+    }
+}
+
+/// Mounts `fs` on `mountpoint`, served by background threads.
+pub fn spawn(fs: Arc<Fs>, mountpoint: &Path, options: &MountOptions) -> Result<Mounted, MountError> {
+    let adapter = adapter::LarderFuse::new(fs, options);
+    let session = fuser::spawn_mount(adapter, mountpoint, &config(options))
+        .map_err(|source| MountError::Mount { path: mountpoint.to_path_buf(), source })?;
+    Ok(Mounted { session, path: mountpoint.to_path_buf() })
+}
+
+/// Mounts `fs` on `mountpoint` and serves it on this thread until it is
+/// unmounted: by `fusermount3 -u`, or by `on_mounted`'s unmounter (which
+/// the CLI calls on SIGINT or SIGTERM).
+pub fn run(
+    fs: Arc<Fs>,
+    mountpoint: &Path,
+    options: &MountOptions,
+    on_mounted: impl FnOnce(Unmounter),
+) -> Result<(), MountError> {
+    let adapter = adapter::LarderFuse::new(fs, options);
+    let mut session = fuser::Session::new(adapter, mountpoint, &config(options))
+        .map_err(|source| MountError::Mount { path: mountpoint.to_path_buf(), source })?;
+    on_mounted(Unmounter(session.unmount_callable()));
+    session.run().map_err(|source| MountError::Session { path: mountpoint.to_path_buf(), source })
+}
+
+/// Unmounts a mount served by [`run`], from any thread.
+pub struct Unmounter(fuser::SessionUnmounter);
+
+impl Unmounter {
+    /// Unmounts; [`run`] then returns.
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        self.0.unmount()
+    }
+}
