@@ -2,7 +2,7 @@
 //!
 //! The store commands work on a store directory through the KV API:
 //! `init`, `put`, `get`, `cat`, `rm`, `ls`, `import`, `export`, `stats` and
-//! `fsck`. `larder bench` is the main job: it measures an embedded store
+//! `fsck`; `mount` serves one through FUSE. `larder bench` is the main job: it measures an embedded store
 //! with its defaults. `larder bench index` and `larder index ...` drive a
 //! standalone index store, the layer below.
 
@@ -12,6 +12,7 @@ mod export;
 mod fsck_cmd;
 mod import;
 mod index_cmd;
+mod mount;
 mod objects;
 mod progress;
 mod stats;
@@ -55,6 +56,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Print the store's counters.
     Stats(stats::StatsArgs),
+    /// Mount a store as a file system (FUSE) until unmounted or signalled.
+    Mount(mount::MountArgs),
     /// Check the store; exit 0 when clean, 1 on problems, 2 if the check could not run.
     Fsck(fsck_cmd::FsckArgs),
     /// Measure the engine: with no argument (or `store`), a store through
@@ -116,6 +119,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Import(args) => import::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Mount(args) => mount::run(&args),
         Command::Bench { what: None, store } | Command::Bench { what: Some(BenchWhat::Store(store)), .. } => {
             bench_store::run(&store)
         }

@@ -30,7 +30,8 @@ pub(crate) fn create(dir: &Path) -> Result<Kv> {
     })
 }
 
-fn opening_error(dir: &Path, e: KvError) -> anyhow::Error {
+/// The message for a store that would not open, saying what to do.
+pub(crate) fn opening_error(dir: &Path, e: KvError) -> anyhow::Error {
     let d = dir.display();
     match e {
         KvError::Object(ObjectError::NotAStore { .. }) => {
