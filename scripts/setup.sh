@@ -23,17 +23,25 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
-# The FUSE mount tests need /dev/fuse and fusermount3 (Debian's fuse3).
-if ! command -v fusermount3 >/dev/null 2>&1; then
+# The FUSE mount tests need /dev/fuse and fusermount3 (Debian's fuse3),
+# and run real programs on the mount: tar, git, make, gcc, sqlite3.
+missing=""
+for pair in fusermount3:fuse3 tar:tar git:git make:make gcc:gcc sqlite3:sqlite3; do
+    if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
+        missing="$missing ${pair##*:}"
+    fi
+done
+if [ -n "$missing" ]; then
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then
         sudo="sudo"
     fi
     if command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing fuse3 (fusermount3) for the mount tests"
+        echo "setup: installing$missing for the mount tests"
         $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq fuse3
+        # shellcheck disable=SC2086
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing
     else
-        echo "setup: fusermount3 is missing and apt-get is not here; mount tests will say they cannot mount" >&2
+        echo "setup: missing$missing and apt-get is not here; the mount tests will fail" >&2
     fi
 fi
