@@ -45,3 +45,17 @@ if [ -n "$missing" ]; then
         echo "setup: missing$missing and apt-get is not here; the mount tests will fail" >&2
     fi
 fi
+
+# POSIX suites run on the mount: pjdfstest (the Rust suite) and fsx.
+for tool in pjdfstest fsx; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "setup: installing $tool (cargo install)"
+        cargo install "$tool" --locked
+    fi
+done
+# pjdfstest switches to the users nobody and tests.
+if [ "$(id -u)" -eq 0 ] && ! id tests >/dev/null 2>&1; then
+    echo "setup: creating the user and group 'tests' for pjdfstest"
+    groupadd -f tests
+    useradd -g tests -M -N -s /usr/sbin/nologin tests
+fi

@@ -6,115 +6,13 @@
 //! tests say so and pass.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
-fn larder(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_larder")).args(args).output().unwrap()
-}
-
-fn fuse_available() -> bool {
-    if Path::new("/dev/fuse").exists() {
-        return true;
-    }
-    eprintln!("SKIPPED: no /dev/fuse on this machine, so nothing can be mounted");
-    false
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    let want = mnt.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(want.as_str()) && l.contains(" - fuse"))
-}
-
-/// A `larder mount` child, unmounted (lazily, if need be) when dropped.
-struct Mount {
-    child: Child,
-    mnt: PathBuf,
-}
-
-impl Mount {
-    fn start(store: &Path, mnt: &Path) -> Mount {
-        let child = Command::new(env!("CARGO_BIN_EXE_larder"))
-            .args([
-                "mount",
-                store.to_str().unwrap(),
-                mnt.to_str().unwrap(),
-                "--entry-timeout",
-                "0",
-                "--attr-timeout",
-                "0",
-            ])
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut m = Mount { child, mnt: mnt.to_path_buf() };
-        let start = Instant::now();
-        while !is_mounted(mnt) {
-            if let Some(status) = m.child.try_wait().unwrap() {
-                panic!("larder mount exited before mounting: {status}");
-            }
-            assert!(start.elapsed() < Duration::from_secs(30), "not mounted after 30 s");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        m
-    }
-
-    /// Unmounts with SIGTERM and waits for a clean exit.
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "larder mount exited with {status}");
-        assert!(!is_mounted(&self.mnt));
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if is_mounted(&self.mnt) {
-            let _ = Command::new("fusermount3").arg("-u").arg("-z").arg(&self.mnt).status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sh(dir: &Path, script: &str) -> String {
-    let out = Command::new("sh").arg("-c").arg(script).current_dir(dir).output().unwrap();
-    assert!(
-        out.status.success(),
-        "`{script}` failed in {}: {}{}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn fresh_store(tmp: &Path) -> (PathBuf, PathBuf) {
-    let store = tmp.join("store");
-    let mnt = tmp.join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let out = larder(&["init", store.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (store, mnt)
-}
-
-fn fsck_clean(store: &Path) {
-    let out = larder(&["fsck", store.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "fsck: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use common::{fresh_store, fsck_clean, fuse_available, sh, Mount};
 
 #[test]
 fn real_programs_work_on_the_mount() {
@@ -124,7 +22,7 @@ fn real_programs_work_on_the_mount() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, mnt) = fresh_store(tmp.path());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let m = Mount::start(&store, &mnt);
+    let m = Mount::start(&store, &mnt, &[]);
 
     // tar: extract an archive and compare byte for byte.
     let archive = tmp.path().join("src.tar");
@@ -171,7 +69,7 @@ fn a_killed_mount_keeps_every_fsynced_file() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (store, mnt) = fresh_store(tmp.path());
-    let mut m = Mount::start(&store, &mnt);
+    let mut m = Mount::start(&store, &mnt, &[]);
     std::fs::create_dir(mnt.join("w")).unwrap();
     let content = |i: usize| format!("file {i} ").repeat(i % 97 + 1).into_bytes();
     let mut synced = 0;
@@ -201,7 +99,7 @@ fn a_killed_mount_keeps_every_fsynced_file() {
     // Detach the dead mount, mount again.
     assert!(Command::new("fusermount3").arg("-u").arg("-z").arg(&mnt).status().unwrap().success());
     drop(m);
-    let m = Mount::start(&store, &mnt);
+    let m = Mount::start(&store, &mnt, &[]);
     for i in 0..synced {
         let got = std::fs::read(mnt.join(format!("w/f{i:04}"))).unwrap();
         assert_eq!(got, content(i), "file {i}");
