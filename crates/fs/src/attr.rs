@@ -16,8 +16,9 @@ pub struct Attr {
     pub kind: Kind,
     /// Type and permission bits.
     pub mode: u32,
-    /// Names referring to it (directories: 2 plus their subdirectories is
-    /// not tracked; a directory reports 2, as `.` and its one name).
+    /// Names referring to it; for a directory, as Unix counts them: its
+    /// name, its `.` and each subdirectory's `..` (the root: 2 plus its
+    /// subdirectories).
     pub nlink: u32,
     /// Owner.
     pub uid: u32,
@@ -45,9 +46,11 @@ pub struct Attr {
 impl Attr {
     /// The attributes of object `ino` with onode `o`.
     pub fn from_onode(ino: u64, o: &Onode) -> Attr {
+        // A directory's onode counts its name and its subdirectories' `..`;
+        // add its `.` (and, for the root, which has no name, its own `..`).
         let nlink = match o.kind {
-            // `.` plus its name (the root has no name but is its own `..`).
-            Kind::Directory => 2,
+            Kind::Directory if ino == ROOT_ID => o.nlink.saturating_add(2),
+            Kind::Directory => o.nlink.saturating_add(1),
             _ => o.nlink,
         };
         let size = o.size;

@@ -4,8 +4,8 @@
 //! check and commit, so no other such rename can make the check stale
 //! (DESIGN.md, namespace).
 
-use larder_namespace::{list, NamespaceTxn, Unlinked};
-use larder_object::meta::{Dentry, Kind, Name, Timestamp};
+use larder_namespace::{list, subdir, NamespaceTxn, Unlinked};
+use larder_object::meta::{Dentry, DirDelta, Kind, Name, Timestamp};
 use larder_object::{Durability, LockRequest, Transaction};
 
 use crate::cred::Cred;
@@ -166,6 +166,12 @@ fn rename_in(
         let d = plan.dst.ok_or_else(|| FsError::posix(libc::ENOENT, "exchange target"))?;
         txn.put_dentry(parent, from, &d)?;
         txn.put_dentry(new_parent, to, &plan.src)?;
+        if parent != new_parent {
+            // Each parent's link count follows the directory it now holds.
+            let moved = subdir(plan.src.kind) - subdir(d.kind);
+            txn.change_dir(parent, DirDelta { entries: 0, links: -moved })?;
+            txn.change_dir(new_parent, DirDelta { entries: 0, links: moved })?;
+        }
         reparent(txn, d.child, parent)?;
         reparent(txn, plan.src.child, new_parent)?;
     } else {
@@ -181,10 +187,11 @@ fn rename_in(
             }
             unlinked = Some(txn.unlink(new_parent, to, d.child, open)?);
         }
+        let links = subdir(plan.src.kind);
         txn.delete_dentry(parent, from)?;
-        txn.add_dir_entries(parent, -1)?;
+        txn.change_dir(parent, DirDelta { entries: -1, links: -links })?;
         txn.put_dentry(new_parent, to, &plan.src)?;
-        txn.add_dir_entries(new_parent, 1)?;
+        txn.change_dir(new_parent, DirDelta { entries: 1, links })?;
         reparent(txn, plan.src.child, new_parent)?;
     }
     touch_dir(txn, parent)?;

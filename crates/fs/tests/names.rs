@@ -119,3 +119,32 @@ fn device_nodes_keep_their_numbers() {
     assert_eq!((p.kind, p.rdev), (Kind::Fifo, 0));
     assert_eq!(errno(fs.mknod(&r, fs.root(), b"x", libc::S_IFDIR | 0o755, 0)), libc::EINVAL);
 }
+
+#[test]
+fn directory_link_counts_follow_their_subdirectories() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    assert_eq!(fs.getattr(top).unwrap().nlink, 2);
+    let d = fs.mkdir(&r, top, b"d", 0o755).unwrap();
+    assert_eq!(d.nlink, 2);
+    assert_eq!(fs.getattr(top).unwrap().nlink, 3);
+    let e = fs.mkdir(&r, d.ino, b"e", 0o755).unwrap();
+    fs.mknod(&r, d.ino, b"file", 0o644, 0).unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 3, "files do not count");
+    // Moving e up: d loses its `..` link, the root gains it.
+    fs.rename(&r, d.ino, b"e", top, b"e", Default::default()).unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(top).unwrap().nlink, 4);
+    // Exchanging a directory with a file across parents moves the link.
+    let exchange = larder_fs::RenameFlags { exchange: true, ..Default::default() };
+    fs.rename(&r, top, b"e", d.ino, b"file", exchange).unwrap();
+    assert_eq!(fs.lookup(&r, d.ino, b"file").unwrap().ino, e.ino);
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 3);
+    assert_eq!(fs.getattr(top).unwrap().nlink, 3);
+    fs.rmdir(&r, d.ino, b"file").unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    fs.unlink(&r, top, b"e").unwrap();
+    fs.rmdir(&r, top, b"d").unwrap();
+    assert_eq!(fs.getattr(top).unwrap().nlink, 2);
+}

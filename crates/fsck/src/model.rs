@@ -50,6 +50,9 @@ pub(crate) struct ObjInfo {
     pub(crate) names: u64,
     /// Dentries under the object (a directory).
     pub(crate) entries: u64,
+    /// Dentries under the object naming directories (their `..` links
+    /// count in its nlink).
+    pub(crate) subdirs: u64,
     /// Whether an orphan record exists for it (even one that does not
     /// decode: the key says the record is there).
     pub(crate) orphan: bool,
@@ -68,6 +71,7 @@ impl ObjInfo {
             dir: onode.dir.map(|d| (d.parent, d.entries)),
             names: 0,
             entries: 0,
+            subdirs: 0,
             orphan: false,
             first_name: None,
         }

@@ -23,8 +23,8 @@ pub(crate) fn check(model: &Model, problems: &mut Problems, skipped: &mut BTreeS
     for (&object, o) in &model.objects {
         if object == ROOT_ID {
             // The root's link count has its own rule (rule 2).
-        } else if links && u64::from(o.nlink) != o.names {
-            problems.push(Problem::NlinkMismatch { object, nlink: o.nlink, dentries: o.names });
+        } else if links && u64::from(o.nlink) != o.names + o.subdirs {
+            problems.push(Problem::NlinkMismatch { object, nlink: o.nlink, dentries: o.names + o.subdirs });
         } else if orphans && o.nlink == 0 && !o.orphan {
             problems.push(Problem::UnnamedWithoutOrphan { object });
         }
@@ -58,7 +58,7 @@ fn check_root(model: &Model, problems: &mut Problems) {
     if let Some((parent, _)) = root.dir.filter(|&(p, _)| p != ROOT_ID) {
         problems.push(Problem::RootParent { parent });
     }
-    if root.nlink != 0 {
-        problems.push(Problem::RootLinked { nlink: root.nlink });
+    if model.complete(&[Map::Dmap]) && u64::from(root.nlink) != root.subdirs {
+        problems.push(Problem::RootLinked { nlink: root.nlink, subdirs: root.subdirs });
     }
 }

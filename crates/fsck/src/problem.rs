@@ -103,6 +103,9 @@ pub enum Problem {
     RootLinked {
         /// The link count recorded.
         nlink: u32,
+        /// Its subdirectories (the root has no name: its nlink counts
+        /// only their `..`).
+        subdirs: u64,
     },
     /// Rule 2: a dentry names the root.
     RootNamed {
@@ -189,7 +192,8 @@ pub enum Problem {
         object: u64,
         /// Its link count.
         nlink: u32,
-        /// Dentries naming it.
+        /// Links found: dentries naming it, plus, for a directory, the
+        /// `..` of each subdirectory.
         dentries: u64,
     },
     /// Rule 5: an object without names and without an orphan record.
@@ -318,7 +322,10 @@ impl fmt::Display for Problem {
             RootMissing => f.write_str("root (object 1) has no onode"),
             RootNotDirectory { kind } => write!(f, "root (object 1) is a {kind:?}, not a directory"),
             RootParent { parent } => write!(f, "root (object 1) has parent {parent}; the root is its own parent"),
-            RootLinked { nlink } => write!(f, "root (object 1) has nlink {nlink}; the root has no names, so 0"),
+            RootLinked { nlink, subdirs } => write!(
+                f,
+                "root (object 1) has nlink {nlink}; the root has no name, so it counts its {subdirs} subdirectories"
+            ),
             RootNamed { parent, name } => write!(f, "dentry \"{name}\" in directory {parent} names the root"),
             RootOrphan => f.write_str("root (object 1) has an orphan record"),
             IdNotAllocated { id, key, field, next_object_id } => {
@@ -352,7 +359,7 @@ impl fmt::Display for Problem {
                 "directory {dir} records parent {recorded} but is named by dentry \"{name}\" in directory {parent}"
             ),
             NlinkMismatch { object, nlink, dentries } => {
-                write!(f, "object {object} has nlink {nlink} but {dentries} dentries name it")
+                write!(f, "object {object} has nlink {nlink} but {dentries} links were found (dentries naming it, and a directory's subdirectories)")
             }
             UnnamedWithoutOrphan { object } => {
                 write!(f, "object {object} has no names (nlink 0) and no orphan record: it would leak")

@@ -173,7 +173,12 @@ impl<'a> Visitor<'a> {
                 let kind = p.kind;
                 self.problems.push(Problem::DentryParentNotDirectory { parent, name: name.clone(), kind });
             }
-            Lookup::Found(p) => p.entries += 1,
+            Lookup::Found(p) => {
+                p.entries += 1;
+                if dentry.as_ref().is_ok_and(|d| d.kind == Kind::Directory) {
+                    p.subdirs += 1;
+                }
+            }
         }
         let dentry = match dentry {
             Ok(d) => d,

@@ -35,18 +35,25 @@ fn rule_2_root_parent_nlink_name_and_orphan() {
     assert_only(&fsck(s), &[Problem::RootParent { parent: a }]);
     change_onode(s, ROOT_ID, |o| o.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 }));
 
+    // The root has no name: its count is its one subdirectory's `..`.
+    change_onode(s, ROOT_ID, |o| o.nlink = 2);
+    assert_only(&fsck(s), &[Problem::RootLinked { nlink: 2, subdirs: 1 }]);
     change_onode(s, ROOT_ID, |o| o.nlink = 1);
-    assert_only(&fsck(s), &[Problem::RootLinked { nlink: 1 }]);
-    change_onode(s, ROOT_ID, |o| o.nlink = 0);
 
     // A dentry naming the root (its directory's count kept right).
     commit(s, |b| put_dentry(b, a, "up", ROOT_ID, Kind::Directory));
-    change_onode(s, a, |o| o.dir = Some(DirInfo { parent: ROOT_ID, entries: 3 }));
+    change_onode(s, a, |o| {
+        o.dir = Some(DirInfo { parent: ROOT_ID, entries: 3 });
+        o.nlink = 3;
+    });
     assert_only(&fsck(s), &[Problem::RootNamed { parent: a, name: name("up") }]);
     commit(s, |b| {
         b.delete(dentry_key(a, &name("up")));
     });
-    change_onode(s, a, |o| o.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 }));
+    change_onode(s, a, |o| {
+        o.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 });
+        o.nlink = 2;
+    });
 
     commit(s, |b| {
         b.put(orphan_key(ROOT_ID), orphan_record());
@@ -191,8 +198,12 @@ fn rule_4_dentry_children() {
 
     // A second name for directory a, counts kept right.
     commit(s, |b| put_dentry(b, ROOT_ID, "a2", a, Kind::Directory));
-    change_onode(s, ROOT_ID, |o| o.dir = Some(DirInfo { parent: ROOT_ID, entries: 3 }));
-    change_onode(s, a, |o| o.nlink = 2);
+    change_onode(s, ROOT_ID, |o| {
+        o.dir = Some(DirInfo { parent: ROOT_ID, entries: 3 });
+        o.nlink = 2;
+    });
+    // Two names and its subdirectory b's `..`.
+    change_onode(s, a, |o| o.nlink = 3);
     assert_only(
         &fsck(s),
         &[Problem::DirectoryNamedTwice { dir: a, first: (ROOT_ID, name("a")), second: (ROOT_ID, name("a2")) }],
@@ -200,8 +211,11 @@ fn rule_4_dentry_children() {
     commit(s, |b| {
         b.delete(dentry_key(ROOT_ID, &name("a2")));
     });
-    change_onode(s, ROOT_ID, |o| o.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 }));
-    change_onode(s, a, |o| o.nlink = 1);
+    change_onode(s, ROOT_ID, |o| {
+        o.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 });
+        o.nlink = 1;
+    });
+    change_onode(s, a, |o| o.nlink = 2);
 
     change_onode(s, b_dir, |o| o.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 }));
     assert_only(

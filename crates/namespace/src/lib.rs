@@ -13,4 +13,4 @@ pub mod list;
 mod ops;
 
 pub use error::{NamespaceError, Result};
-pub use ops::{NamespaceTxn, Unlinked, FREE_LATER_BYTES};
+pub use ops::{subdir, NamespaceTxn, Unlinked, FREE_LATER_BYTES};

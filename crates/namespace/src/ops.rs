@@ -9,7 +9,7 @@
 //! has finished and none can start.
 
 use larder_object::meta::{orphan_key, DataLocation};
-use larder_object::meta::{Dentry, Kind, Name, Orphan, OrphanReason, Timestamp};
+use larder_object::meta::{Dentry, DirDelta, Kind, Name, Orphan, OrphanReason, Timestamp};
 use larder_object::Transaction;
 
 use crate::error::{lossy, NamespaceError, Result};
@@ -74,6 +74,11 @@ fn directory(txn: &Transaction<'_>, dir: u64) -> Result<()> {
     }
 }
 
+/// 1 for a directory (its `..` is a link of its parent), else 0.
+pub fn subdir(kind: Kind) -> i64 {
+    i64::from(kind == Kind::Directory)
+}
+
 fn change_nlink(object: u64, nlink: u32, delta: i64) -> Result<u32> {
     i64::from(nlink).checked_add(delta).and_then(|n| u32::try_from(n).ok()).ok_or(NamespaceError::LinkCount {
         object,
@@ -111,7 +116,7 @@ impl NamespaceTxn for Transaction<'_> {
         onode.ctime = Timestamp::now();
         self.put_onode(child, &onode)?;
         self.put_dentry(dir, name, &Dentry { child, kind: onode.kind })?;
-        self.add_dir_entries(dir, 1)?;
+        self.change_dir(dir, DirDelta { entries: 1, links: subdir(onode.kind) })?;
         Ok(())
     }
 
@@ -144,7 +149,7 @@ impl NamespaceTxn for Transaction<'_> {
             }
         }
         self.delete_dentry(dir, name)?;
-        self.add_dir_entries(dir, -1)?;
+        self.change_dir(dir, DirDelta { entries: -1, links: -subdir(onode.kind) })?;
         onode.nlink = change_nlink(child, onode.nlink, -1)?;
         onode.ctime = Timestamp::now();
         let large = matches!(onode.location, DataLocation::Extents) && onode.size >= FREE_LATER_BYTES;

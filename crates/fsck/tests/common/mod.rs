@@ -45,8 +45,8 @@ pub fn reopen(sim: &SimStorage) -> Store {
 /// The objects of the fixture:
 ///
 /// ```text
-/// /            root (1), entries: a, small
-/// /a           directory, entries: b, big
+/// /            root (1), entries: a, small (nlink 1: a's `..`)
+/// /a           directory, entries: b, big (nlink 2: its name, b's `..`)
 /// /a/b         directory, entries: big2 (a second name of big), link
 /// /small       inline file, xattr user.colour
 /// /a/big       file in two extents with a hole between, nlink 2
@@ -190,9 +190,10 @@ pub fn build(sim: &SimStorage) -> Fixture {
     let Ids { a, b, small, big, link, orphan } = ids;
     let mut root = stat(&store, ROOT_ID);
     root.dir = Some(DirInfo { parent: ROOT_ID, entries: 2 });
+    root.nlink = 1;
     commit(&store, |batch| {
         put_onode(batch, &lim, ROOT_ID, &root);
-        put_onode(batch, &lim, a, &onode(Kind::Directory, a, 1, Some((ROOT_ID, 2))));
+        put_onode(batch, &lim, a, &onode(Kind::Directory, a, 2, Some((ROOT_ID, 2))));
         put_onode(batch, &lim, b, &onode(Kind::Directory, b, 1, Some((a, 2))));
         put_onode(batch, &lim, small, &onode(Kind::File, small, 1, None));
         put_onode(batch, &lim, big, &onode(Kind::File, big, 2, None));

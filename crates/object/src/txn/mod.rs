@@ -11,7 +11,7 @@
 //!
 //! What each lock allows: an exclusive object lock any change of the
 //! object; a shared one reading it and, for a directory, changing its entry
-//! count blindly ([`Transaction::add_dir_entries`]); a name lock creating,
+//! count blindly ([`Transaction::change_dir`]); a name lock creating,
 //! replacing or removing that one dentry. Objects the transaction creates
 //! are its own, exclusively.
 
@@ -27,7 +27,7 @@ use larder_space::Extent;
 
 use crate::error::{ObjectError, Result};
 use crate::meta::{
-    apply_entries_delta, dentry_key, encode_entries_delta, onode_key, Dentry, Kind, MetaLimits, Name, Onode,
+    apply_dir_delta, dentry_key, encode_dir_delta, onode_key, Dentry, DirDelta, Kind, MetaLimits, Name, Onode,
     DIR_ENTRIES_OPERATOR,
 };
 use crate::store::Store;
@@ -47,7 +47,7 @@ pub struct Transaction<'a> {
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Entry-count deltas written as merge operands, by directory, for
     /// directories whose onode this transaction has not written whole.
-    entry_deltas: HashMap<u64, i64>,
+    entry_deltas: HashMap<u64, DirDelta>,
     /// Container files holding data this transaction's record refers to:
     /// made durable no later than the record.
     deps: Vec<FileRef>,
@@ -246,26 +246,29 @@ impl<'a> Transaction<'a> {
         self.check_held(object)?;
         let mut onode = self.get(&onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()?;
         if let (Some(o), Some(&d)) = (onode.as_mut(), self.entry_deltas.get(&object)) {
-            apply_entries_delta(o, d)?;
+            apply_dir_delta(o, d)?;
         }
         Ok(onode)
     }
 
     /// Adds `delta` to the entry count of directory `dir` (held shared or
-    /// exclusively). Written as a merge operand unless this transaction
-    /// already wrote the onode whole, so concurrent creates in one
-    /// directory do not wait for each other.
-    pub fn add_dir_entries(&mut self, dir: u64, delta: i64) -> Result<()> {
+    /// exclusively), and to its link count the subdirectories it adds or
+    /// removes. Written as a merge operand unless this transaction already
+    /// wrote the onode whole, so concurrent creates in one directory do not
+    /// wait for each other.
+    pub fn change_dir(&mut self, dir: u64, delta: DirDelta) -> Result<()> {
         self.check_held(dir)?;
         let key = onode_key(dir);
         if self.pending.contains_key(&key[..]) {
             let mut onode = self.onode(dir)?.ok_or(ObjectError::NoSuchObject { object: dir })?;
-            apply_entries_delta(&mut onode, delta)?;
+            apply_dir_delta(&mut onode, delta)?;
             return self.put_onode(dir, &onode);
         }
         // Summed here and written as one operand at the end (`finish`), so
         // a transaction creating many names adds one operand, not many.
-        *self.entry_deltas.entry(dir).or_insert(0) += delta;
+        let d = self.entry_deltas.entry(dir).or_default();
+        d.entries += delta.entries;
+        d.links += delta.links;
         Ok(())
     }
 
@@ -317,8 +320,8 @@ impl<'a> Transaction<'a> {
     pub(crate) fn finish(mut self) -> Finished {
         let mut merged_dirs = Vec::new();
         for (&dir, &delta) in &self.entry_deltas {
-            if delta != 0 {
-                self.batch.merge(DIR_ENTRIES_OPERATOR, onode_key(dir), encode_entries_delta(delta));
+            if !delta.is_zero() {
+                self.batch.merge(DIR_ENTRIES_OPERATOR, onode_key(dir), encode_dir_delta(delta));
                 merged_dirs.push(dir);
             }
         }
