@@ -219,3 +219,39 @@ fn statfs_reports_space_that_shrinks_as_data_is_written() {
     let used = |s: &larder_fs::StatFs| s.blocks - s.blocks_free;
     assert!(used(&after) >= used(&before) + 2048, "{before:?} -> {after:?}");
 }
+
+#[test]
+fn a_full_store_says_enospc_and_stays_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = common::options();
+    options.store.space.max_containers = 1;
+    let fs = Fs::create(&dir.path().join("store"), options).unwrap();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"a", 0o644, libc::O_RDWR).unwrap();
+    let chunk = vec![5u8; 1 << 20];
+    let mut written = 0u64;
+    let err = loop {
+        match fs.write(&r, fh, written, &chunk) {
+            Ok(n) => written += n as u64,
+            Err(e) => break e,
+        }
+        assert!(written <= 8 << 20, "a 4 MiB container cannot hold {written} bytes");
+    };
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert_eq!(fs.getattr(a.ino).unwrap().size, written, "the failed write changed nothing");
+    assert_eq!(fs.read(fh, 0, 16).unwrap(), vec![5u8; 16]);
+    fs.release(fh).unwrap();
+    // Freeing space makes room again (at the latest once a checkpoint
+    // covers the unlink: reopening makes one).
+    fs.unlink(&r, fs.root(), b"a").unwrap();
+    let path = fs.store().dir().to_path_buf();
+    fs.close().unwrap();
+    let mut options = common::options();
+    options.store.space.max_containers = 1;
+    let fs = Fs::open(&path, options).unwrap();
+    let (_, fh) = fs.create_file(&r, fs.root(), b"b", 0o644, libc::O_RDWR).unwrap();
+    fs.write(&r, fh, 0, &chunk).unwrap();
+    fs.release(fh).unwrap();
+    let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+}
