@@ -18,6 +18,7 @@
 //! a crash the next open of the store frees it.
 
 mod attr;
+mod bulk;
 mod cred;
 mod dirs;
 mod error;
@@ -34,10 +35,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use attr::{Attr, SetAttr, SetTime, BLOCK_BYTES};
+pub use bulk::{BulkCreated, BULK_CHUNK};
 pub use cred::Cred;
 pub use dirs::DirEntry;
 pub use error::{FsError, Result};
 pub use larder_object::meta::{Kind, Timestamp};
+pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};
 pub use path::Resolved;
 pub use rename::RenameFlags;
