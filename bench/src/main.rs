@@ -12,6 +12,8 @@
 //! rounds. See `--help` for the knobs.
 
 mod engines;
+#[cfg(feature = "larder-fs")]
+mod fs_suite;
 mod objects;
 mod report;
 mod sys;
@@ -111,6 +113,16 @@ enum Sub {
         #[arg(long)]
         spec: String,
     },
+    /// The file system suite: native creates and stats against ext4.
+    #[cfg(feature = "larder-fs")]
+    Fs(fs_suite::FsArgs),
+    /// Runs one engine on one fs workload and prints a JSON line (used by the parent).
+    #[cfg(feature = "larder-fs")]
+    #[command(hide = true)]
+    FsChild {
+        #[arg(long)]
+        spec: String,
+    },
     /// Runs one engine on one workload and prints a JSON line (used by the parent).
     #[command(hide = true)]
     Child {
@@ -146,6 +158,10 @@ fn main() -> Result<()> {
         Some(Sub::Child { spec }) => workload::run_child(&spec),
         Some(Sub::ObjectsChild { spec }) => objects::child::run_child(&spec),
         Some(Sub::Objects(args)) => objects::run(&args),
+        #[cfg(feature = "larder-fs")]
+        Some(Sub::Fs(args)) => fs_suite::run(&args),
+        #[cfg(feature = "larder-fs")]
+        Some(Sub::FsChild { spec }) => fs_suite::run_child(&spec),
         Some(Sub::Index(args)) => run_index(&args),
         None => run_index(&cli.index),
     }

@@ -1,0 +1,250 @@
+//! `larder-bench fs`: the file system's native API against ext4 through
+//! std::fs, each engine and workload in its own child process, median of
+//! alternating rounds.
+//!
+//! - `create`: N empty files in one directory, durable at the end. Larder:
+//!   `Fs::create_batch` with durable commit of the last chunk. ext4: one
+//!   `File::create` per name, then `syncfs` of the file system (its
+//!   journal-less or journaled metadata all on disk).
+//! - `stat`: after creating N files (not timed), M lookups of random names
+//!   with their attributes. Larder: `Fs::lookup`. ext4: `std::fs::metadata`
+//!   of the path (the kernel's dentry and inode caches warm).
+//!
+//! Peak memory is each child's VmHWM. The FUSE comparisons (do-nothing
+//! FUSE file system, bindfs) are not here yet.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::report::{stat, thousands, RunInfo};
+
+/// Knobs of the fs suite.
+#[derive(Args, Debug, Clone)]
+pub struct FsArgs {
+    /// Files created in one directory.
+    #[arg(long, default_value_t = 1_000_000)]
+    files: u64,
+    /// Random lookups of the stat workload (over `--files` files).
+    #[arg(long, default_value_t = 100_000)]
+    stats: u64,
+    /// Rounds; the report gives the median. Engine order rotates each round.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Engines, comma-separated: larder,ext4.
+    #[arg(long, default_value = "larder,ext4")]
+    engines: String,
+    /// Workloads, comma-separated: create,stat.
+    #[arg(long, default_value = "create,stat")]
+    workloads: String,
+    /// Parent directory of the per-run directories (each deleted after its run).
+    #[arg(long, default_value = "/tmp/larder-bench-fs")]
+    dir: PathBuf,
+    /// Seed of the random lookups.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// A child still running after this many seconds is killed.
+    #[arg(long, default_value_t = 1800)]
+    child_timeout_secs: u64,
+}
+
+/// What one child does.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct FsSpec {
+    engine: String,
+    workload: String,
+    dir: PathBuf,
+    files: u64,
+    stats: u64,
+    seed: u64,
+}
+
+/// What one child measured.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct FsResult {
+    ops: u64,
+    secs: f64,
+    vmhwm_kib: u64,
+}
+
+fn name(i: u64) -> String {
+    format!("f{i:07}")
+}
+
+/// Runs the suite and prints the report.
+pub fn run(args: &FsArgs) -> Result<()> {
+    let engines: Vec<String> = args.engines.split(',').map(str::to_string).collect();
+    let workloads: Vec<String> = args.workloads.split(',').map(str::to_string).collect();
+    for e in &engines {
+        if !["larder", "ext4"].contains(&e.as_str()) {
+            bail!("unknown engine {e:?}: larder, ext4");
+        }
+    }
+    std::fs::create_dir_all(&args.dir)?;
+    let info = RunInfo::collect(&args.dir);
+    let mut results: std::collections::BTreeMap<(String, String), Vec<Result<FsResult, String>>> = Default::default();
+    for round in 0..args.runs {
+        let mut order = engines.clone();
+        order.rotate_left(round % engines.len().max(1));
+        eprintln!("round {}/{}: {}", round + 1, args.runs, order.join(", "));
+        for w in &workloads {
+            for e in &order {
+                let dir = args.dir.join(format!("{e}-{w}-{round}"));
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir)?;
+                let spec = FsSpec {
+                    engine: e.clone(),
+                    workload: w.clone(),
+                    dir: dir.clone(),
+                    files: args.files,
+                    stats: args.stats,
+                    seed: args.seed,
+                };
+                let r: Result<FsResult, String> =
+                    crate::spawn_child("fs-child", &spec, Some(Duration::from_secs(args.child_timeout_secs)));
+                match &r {
+                    Ok(r) => eprintln!("  {w:7} {e:8} {} ops/s in {:.2} s", thousands(r.ops as f64 / r.secs), r.secs),
+                    Err(why) => eprintln!("  {w:7} {e:8} failed: {why}"),
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+                results.entry((w.clone(), e.clone())).or_default().push(r);
+            }
+        }
+    }
+    print!("{}", render(args, &info, &engines, &workloads, &results));
+    Ok(())
+}
+
+type Results = std::collections::BTreeMap<(String, String), Vec<Result<FsResult, String>>>;
+
+fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String], results: &Results) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "\n## Larder fs (native API) vs ext4 — {}\n", info.date());
+    info.write_header(&mut o);
+    let _ = writeln!(o, "- Files: {} in one directory; stats: {} random lookups", args.files, args.stats);
+    let _ = writeln!(o, "- Method: each engine and workload in its own process and fresh directory; {} alternating rounds, median with min–max; peak memory = the child's VmHWM\n", args.runs);
+    for w in workloads {
+        let what = if w == "create" { "empty files created, durable at the end" } else { "lookups with attributes" };
+        let _ = writeln!(o, "### {w}: {what}\n");
+        let _ = writeln!(o, "| Engine | ops/s | min–max | Larder ÷ | s (median) | peak RSS MiB | failed runs |");
+        let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
+        let rate = |e: &str| {
+            stat(results.get(&(w.clone(), e.to_string())).map_or(Vec::new(), |v| {
+                v.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.ops as f64 / r.secs).collect()
+            }))
+        };
+        let larder = rate("larder");
+        for e in engines {
+            let runs = results.get(&(w.clone(), e.clone()));
+            let ok: Vec<&FsResult> = runs.map_or(Vec::new(), |v| v.iter().filter_map(|r| r.as_ref().ok()).collect());
+            let failed = runs.map_or(0, |v| v.iter().filter(|r| r.is_err()).count());
+            let secs = stat(ok.iter().map(|r| r.secs).collect());
+            let rss = stat(ok.iter().map(|r| r.vmhwm_kib as f64 / 1024.0).collect());
+            match (rate(e), secs, rss) {
+                (Some(r), Some(s), Some(m)) => {
+                    let ratio = larder.map_or("n/a".to_string(), |l| format!("{:.2}", l.median / r.median));
+                    let _ = writeln!(
+                        o,
+                        "| {e} | {} | {}–{} | {ratio} | {:.2} | {:.0} | {failed} |",
+                        thousands(r.median),
+                        thousands(r.min),
+                        thousands(r.max),
+                        s.median,
+                        m.median
+                    );
+                }
+                _ => {
+                    let _ = writeln!(o, "| {e} | failed | | | | | {failed} |");
+                }
+            }
+        }
+        let _ = writeln!(o);
+    }
+    o
+}
+
+/// The child: runs one engine on one workload and prints a JSON line.
+pub fn run_child(spec: &str) -> Result<()> {
+    let spec: FsSpec = serde_json::from_str(spec)?;
+    let (ops, secs) = match (spec.engine.as_str(), spec.workload.as_str()) {
+        ("larder", w) => larder(&spec, w)?,
+        ("ext4", w) => ext4(&spec, w)?,
+        (e, _) => bail!("unknown engine {e}"),
+    };
+    let r = FsResult { ops, secs, vmhwm_kib: crate::sys::status_kib("VmHWM") };
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(())
+}
+
+/// Random indexes for the stat workload (xorshift, seeded).
+fn picks(seed: u64, n: u64, count: u64) -> Vec<u64> {
+    let mut x = seed | 1;
+    (0..count)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        })
+        .collect()
+}
+
+fn larder(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
+    use larder_fs::{Cred, Durability, Fs, FsOptions};
+    let fs = Fs::create(&spec.dir.join("store"), FsOptions::default())?;
+    let r = Cred::root();
+    let d = fs.mkdir(&r, fs.root(), b"d", 0o755)?.ino;
+    fs.sync()?;
+    let names: Vec<String> = (0..spec.files).map(name).collect();
+    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    let start = Instant::now();
+    let done = fs.create_batch(&r, d, &refs, 0o644, Durability::Durable)?;
+    let create_secs = start.elapsed().as_secs_f64();
+    if done.created.len() as u64 != spec.files {
+        bail!("created {} of {} files", done.created.len(), spec.files);
+    }
+    if workload == "create" {
+        return Ok((spec.files, create_secs));
+    }
+    let picks = picks(spec.seed, spec.files, spec.stats);
+    let start = Instant::now();
+    for &i in &picks {
+        let a = fs.lookup(&r, d, names[i as usize].as_bytes())?;
+        std::hint::black_box(a.size);
+    }
+    Ok((spec.stats, start.elapsed().as_secs_f64()))
+}
+
+fn ext4(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
+    let d = spec.dir.join("d");
+    std::fs::create_dir(&d)?;
+    let names: Vec<PathBuf> = (0..spec.files).map(|i| d.join(name(i))).collect();
+    let start = Instant::now();
+    for p in &names {
+        std::fs::File::create_new(p)?;
+    }
+    syncfs(&d)?;
+    let create_secs = start.elapsed().as_secs_f64();
+    if workload == "create" {
+        return Ok((spec.files, create_secs));
+    }
+    let picks = picks(spec.seed, spec.files, spec.stats);
+    let start = Instant::now();
+    for &i in &picks {
+        let m = std::fs::metadata(&names[i as usize])?;
+        std::hint::black_box(m.len());
+    }
+    Ok((spec.stats, start.elapsed().as_secs_f64()))
+}
+
+/// syncfs(2) of the file system holding `path`: every file's data and
+/// metadata on it durable.
+fn syncfs(path: &Path) -> Result<()> {
+    let f = std::fs::File::open(path)?;
+    rustix::fs::syncfs(&f)?;
+    Ok(())
+}
