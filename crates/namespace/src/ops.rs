@@ -130,8 +130,16 @@ impl NamespaceTxn for Transaction<'_> {
         if self.dentry(dir, name)?.is_some() {
             return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
         }
-        let id = self.create_object(kind, mode, uid, gid)?;
-        self.link_in(dir, name, id)?;
+        // Born with its name: one onode write, and no orphan record to
+        // delete (a new object never had one).
+        let id = self.create_object_as(kind, mode, uid, gid, |o| {
+            o.nlink = 1;
+            if let Some(info) = o.dir.as_mut() {
+                info.parent = dir;
+            }
+        })?;
+        self.put_dentry(dir, name, &Dentry { child: id, kind })?;
+        self.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
         Ok(id)
     }
 

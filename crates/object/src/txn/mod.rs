@@ -231,12 +231,28 @@ impl<'a> Transaction<'a> {
     /// bits, with or without `kind`'s type bits. A directory is its own
     /// parent until the namespace links it.
     pub fn create_object(&mut self, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
+        self.create_object_as(kind, mode, uid, gid, |_| ())
+    }
+
+    /// [`Transaction::create_object`], with `shape` setting the new onode's
+    /// fields before it is written once (the namespace gives a new object
+    /// its first name this way, without reading the onode back).
+    pub fn create_object_as(
+        &mut self,
+        kind: Kind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        shape: impl FnOnce(&mut Onode),
+    ) -> Result<u64> {
         let id = self.store.allocate_object_id()?;
         if let Err(at) = self.exclusive.binary_search(&id) {
             // A fresh id: nobody else can know it, so nobody else locks it.
             self.exclusive.insert(at, id);
         }
-        self.put_onode(id, &Onode::new(kind, mode, uid, gid, id))?;
+        let mut onode = Onode::new(kind, mode, uid, gid, id);
+        shape(&mut onode);
+        self.put_onode(id, &onode)?;
         Ok(id)
     }
 
