@@ -41,6 +41,7 @@ impl LarderFuse {
 /// The caller's credentials; supplementary groups are read from
 /// `/proc/PID/status` only if a check needs them.
 fn cred(req: &Request) -> Cred {
+    crate::watch::serving();
     let pid = req.pid();
     Cred::lazy(req.uid(), req.gid(), move || proc_groups(pid))
 }
@@ -85,6 +86,7 @@ fn empty(reply: ReplyEmpty, r: larder_fs::Result<()>) {
 
 impl Filesystem for LarderFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Not marked as serving: fuser may run init on the mounting thread.
         if let Err(nearest) = config.set_max_write(MAX_WRITE_BYTES) {
             tracing::info!(nearest, "the kernel caps writes below 1 MiB per request");
             let _ = config.set_max_write(nearest);
@@ -242,6 +244,7 @@ impl Filesystem for LarderFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        crate::watch::serving();
         empty(reply, self.fs.release(fh.0));
     }
 

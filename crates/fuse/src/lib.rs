@@ -8,10 +8,13 @@
 //! fsync and fsyncdir are implemented (an unimplemented fsync would make
 //! the kernel report success for every later one), each making every
 //! earlier change durable; close does not sync. Create, mknod, mkdir,
-//! symlink, link and rename answer at once, EEXIST included.
+//! symlink, link and rename answer at once, EEXIST included. When another
+//! interface in the process (the KV API) changes the store, the kernel's
+//! cached inodes and entries are invalidated (`watch`).
 
 mod adapter;
 mod convert;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,22 +88,26 @@ fn config(options: &MountOptions) -> Config {
 pub struct Mounted {
     session: fuser::BackgroundSession,
     path: PathBuf,
+    _watch: watch::Watcher,
 }
 
 impl Mounted {
     /// Unmounts and waits for the serving threads (which sync the store).
     pub fn unmount(self) -> Result<(), MountError> {
-        let path = self.path;
-        self.session.umount_and_join().map_err(|source| MountError::Session { path, source })
+        let Mounted { session, path, _watch } = self;
+        drop(_watch);
+        session.umount_and_join().map_err(|source| MountError::Session { path, source })
     }
 }
 
 /// Mounts `fs` on `mountpoint`, served by background threads.
 pub fn spawn(fs: Arc<Fs>, mountpoint: &Path, options: &MountOptions) -> Result<Mounted, MountError> {
-    let adapter = adapter::LarderFuse::new(fs, options);
+    let adapter = adapter::LarderFuse::new(fs.clone(), options);
     let session = fuser::spawn_mount(adapter, mountpoint, &config(options))
         .map_err(|source| MountError::Mount { path: mountpoint.to_path_buf(), source })?;
-    Ok(Mounted { session, path: mountpoint.to_path_buf() })
+    let watch = watch::Watcher::start(fs, session.notifier())
+        .map_err(|source| MountError::Session { path: mountpoint.to_path_buf(), source })?;
+    Ok(Mounted { session, path: mountpoint.to_path_buf(), _watch: watch })
 }
 
 /// Mounts `fs` on `mountpoint` and serves it on this thread until it is
@@ -112,11 +119,15 @@ pub fn run(
     options: &MountOptions,
     on_mounted: impl FnOnce(Unmounter),
 ) -> Result<(), MountError> {
-    let adapter = adapter::LarderFuse::new(fs, options);
+    let adapter = adapter::LarderFuse::new(fs.clone(), options);
     let mut session = fuser::Session::new(adapter, mountpoint, &config(options))
         .map_err(|source| MountError::Mount { path: mountpoint.to_path_buf(), source })?;
+    let watch = watch::Watcher::start(fs, session.notifier())
+        .map_err(|source| MountError::Session { path: mountpoint.to_path_buf(), source })?;
     on_mounted(Unmounter(session.unmount_callable()));
-    session.run().map_err(|source| MountError::Session { path: mountpoint.to_path_buf(), source })
+    let served = session.run();
+    drop(watch);
+    served.map_err(|source| MountError::Session { path: mountpoint.to_path_buf(), source })
 }
 
 /// Unmounts a mount served by [`run`], from any thread.

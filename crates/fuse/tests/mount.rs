@@ -111,3 +111,50 @@ fn files_written_through_the_mount_are_in_the_store() {
 fn nix_statvfs(path: &Path) -> u64 {
     rustix::fs::statvfs(path).unwrap().f_bfree
 }
+
+/// Polls `check` until it holds or 10 s pass (the invalidation is sent by
+/// a thread of its own, after the commit returns).
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn kv_changes_in_the_same_process_invalidate_the_kernels_copies() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let fs = Arc::new(Fs::create(&store, options()).unwrap());
+    // Long timeouts: without invalidation the kernel would keep its copies
+    // for a minute.
+    let long = std::time::Duration::from_secs(60);
+    let mounted =
+        spawn(fs.clone(), &mnt, &MountOptions { entry_timeout: long, attr_timeout: long, ..Default::default() })
+            .unwrap();
+    std::fs::create_dir(mnt.join("b")).unwrap();
+    std::fs::write(mnt.join("b/k"), b"old").unwrap();
+    assert_eq!(std::fs::read(mnt.join("b/k")).unwrap(), b"old");
+    assert_eq!(std::fs::metadata(mnt.join("b/k")).unwrap().len(), 3);
+
+    let kv = larder_kv::Kv::with_store(fs.store().clone(), (0, 0));
+    kv.put("b", "k", b"a new value", larder_kv::Durability::Durable).unwrap();
+    eventually("the new size through the mount", || std::fs::metadata(mnt.join("b/k")).unwrap().len() == 11);
+    assert_eq!(std::fs::read(mnt.join("b/k")).unwrap(), b"a new value");
+
+    let k_ino = std::fs::metadata(mnt.join("b/k")).unwrap().ino();
+    kv.delete("b", "k", larder_kv::Durability::Durable).unwrap();
+    eventually("the deleted name gone from the mount", || !mnt.join("b/k").exists());
+    kv.put("b", "k", b"again", larder_kv::Durability::Durable).unwrap();
+    eventually("the new object under the old name", || {
+        std::fs::metadata(mnt.join("b/k")).is_ok_and(|m| m.ino() != k_ino && m.len() == 5)
+    });
+    drop(kv);
+    mounted.unmount().unwrap();
+}

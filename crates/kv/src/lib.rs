@@ -67,7 +67,7 @@ impl KvOptions {
 /// An open KV store.
 #[derive(Debug)]
 pub struct Kv {
-    store: Store,
+    store: Arc<Store>,
     owner: (u32, u32),
 }
 
@@ -86,13 +86,20 @@ impl Kv {
     /// Creates a new store in `dir` on `storage`.
     pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::create(storage, dir, options.creation, options.store)?;
-        Ok(Kv { store, owner: options.owner })
+        Ok(Kv { store: Arc::new(store), owner: options.owner })
     }
 
     /// Opens the store in `dir` on `storage`.
     pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::open(storage, dir, options.store)?;
-        Ok(Kv { store, owner: options.owner })
+        Ok(Kv { store: Arc::new(store), owner: options.owner })
+    }
+
+    /// A KV API over an open store that others share (a file system and
+    /// its mount in the same process); objects it creates belong to
+    /// `owner` (uid, gid).
+    pub fn with_store(store: Arc<Store>, owner: (u32, u32)) -> Kv {
+        Kv { store, owner }
     }
 
     /// The object store below, for what this API does not cover (stats,
@@ -106,8 +113,12 @@ impl Kv {
         Ok(self.store.sync()?)
     }
 
-    /// Makes everything durable and closes the store cleanly.
+    /// Makes everything durable and closes the store cleanly, if this is
+    /// its last user (else only makes everything durable).
     pub fn close(self) -> Result<()> {
-        Ok(self.store.close()?)
+        match Arc::try_unwrap(self.store) {
+            Ok(store) => Ok(store.close()?),
+            Err(shared) => Ok(shared.sync()?),
+        }
     }
 }

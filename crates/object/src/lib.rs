@@ -17,6 +17,6 @@ pub mod superblock;
 mod txn;
 
 pub use error::{ObjectError, Result};
-pub use store::{Durability, Store, StoreOptions, ROOT_ID};
+pub use store::{ChangeObserver, Durability, MetaChange, Store, StoreOptions, ROOT_ID};
 pub use superblock::{CreationOptions, Superblock};
 pub use txn::{LockRequest, Transaction};

@@ -17,6 +17,7 @@
 mod apply;
 mod cache;
 mod checkpoint;
+mod observe;
 mod payload;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ use crate::txn::{LockRequest, Transaction};
 use apply::ApplyOrder;
 use cache::MetaCache;
 use checkpoint::{checkpoint_once, Checkpointer, Signal};
+pub use observe::{ChangeObserver, MetaChange};
 use payload::Payload;
 
 /// The index's directory inside the store.
@@ -125,6 +127,8 @@ pub struct Store {
     pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
     /// Turns to apply committed batches to the index in LSN order.
     apply_order: Arc<ApplyOrder>,
+    /// Told what each commit changed (see [`Store::set_change_observer`]).
+    observer: parking_lot::RwLock<Option<ChangeObserver>>,
     _lock: Box<dyn Lock>,
 }
 
@@ -266,6 +270,7 @@ impl Store {
             ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
             apply_order,
+            observer: parking_lot::RwLock::new(None),
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
             _lock: lock,
@@ -309,6 +314,12 @@ impl Store {
         let record = payload::encode_batch(batch);
         let lsn = self.log.append_buffered_with(record, deps)?;
         self.apply_order.apply(&self.log, &self.index, &self.meta_cache, lsn, batch)?;
+        if let Some(observer) = self.observer.read().clone() {
+            let changes = observe::changes(batch);
+            if !changes.is_empty() {
+                observer(&changes);
+            }
+        }
         if durability == Durability::Durable {
             self.log.sync_to(lsn)?;
         }
@@ -488,6 +499,14 @@ impl Store {
     /// The index holding the store's maps, for reads.
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// Sets (or, with `None`, removes) the observer told, after each
+    /// commit, which objects and entries it changed: a FUSE mount drops
+    /// the kernel's cached copies when another interface in the process
+    /// changes them.
+    pub fn set_change_observer(&self, observer: Option<ChangeObserver>) {
+        *self.observer.write() = observer;
     }
 
     /// Bytes the file system holding the store still has for it (for
