@@ -43,11 +43,15 @@ pub struct FsArgs {
     /// Rounds; the report gives the median. Engine order rotates each round.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Engines, comma-separated: larder,ext4,xfs.
-    #[arg(long, default_value = "larder,ext4,xfs")]
+    /// Engines, comma-separated: larder,ext4,xfs (native workloads) and
+    /// larder,null,bindfs,ext4 (fuse-* workloads: Larder's mount, a
+    /// do-nothing fuser file system, bindfs over ext4, ext4 without FUSE).
+    #[arg(long, default_value = "larder,ext4,xfs,null,bindfs")]
     engines: String,
-    /// Workloads, comma-separated: create,stat.
-    #[arg(long, default_value = "create,stat")]
+    /// Workloads, comma-separated: create,stat (native API),
+    /// fuse-create,fuse-stat0,fuse-stat (through a mount; stat0 with
+    /// cache timeouts 0, stat with 1 s).
+    #[arg(long, default_value = "create,stat,fuse-create,fuse-stat0,fuse-stat")]
     workloads: String,
     /// Parent directory of the per-run directories (each deleted after its run).
     #[arg(long, default_value = "/tmp/larder-bench-fs")]
@@ -58,6 +62,9 @@ pub struct FsArgs {
     /// A child still running after this many seconds is killed.
     #[arg(long, default_value_t = 1800)]
     child_timeout_secs: u64,
+    /// Files created through a FUSE mount (workloads fuse-create, fuse-stat0, fuse-stat).
+    #[arg(long, default_value_t = 100_000)]
+    fuse_files: u64,
     /// Size of each run's file system image, GiB (sparse).
     #[arg(long, default_value_t = 16)]
     image_gib: u64,
@@ -128,8 +135,8 @@ pub fn run(args: &FsArgs) -> Result<()> {
     let engines: Vec<String> = args.engines.split(',').map(str::to_string).collect();
     let workloads: Vec<String> = args.workloads.split(',').map(str::to_string).collect();
     for e in &engines {
-        if !["larder", "ext4", "xfs"].contains(&e.as_str()) {
-            bail!("unknown engine {e:?}: larder, ext4, xfs");
+        if !["larder", "ext4", "xfs", "null", "bindfs"].contains(&e.as_str()) {
+            bail!("unknown engine {e:?}: larder, ext4, xfs, null, bindfs");
         }
     }
     std::fs::create_dir_all(&args.dir)?;
@@ -140,7 +147,8 @@ pub fn run(args: &FsArgs) -> Result<()> {
         order.rotate_left(round % engines.len().max(1));
         eprintln!("round {}/{}: {}", round + 1, args.runs, order.join(", "));
         for w in &workloads {
-            for e in &order {
+            let fuse = w.starts_with("fuse-");
+            for e in order.iter().filter(|e| applies(e, fuse)) {
                 let dir = args.dir.join(format!("{e}-{w}-{round}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let fresh = FreshFs::make(&dir, if e == "xfs" { "xfs" } else { "ext4" }, args.image_gib)?;
@@ -148,7 +156,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
                     engine: e.clone(),
                     workload: w.clone(),
                     dir: fresh.mnt.clone(),
-                    files: args.files,
+                    files: if fuse { args.fuse_files } else { args.files },
                     stats: args.stats,
                     seed: args.seed,
                 };
@@ -177,8 +185,15 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
     let _ = writeln!(o, "- Files: {} in one directory; stats: {} random lookups", args.files, args.stats);
     let _ = writeln!(o, "- Method: each engine and workload in its own process, on a fresh {} GiB file system image made for the run (ext4 for larder and ext4, XFS for xfs; mkfs defaults, loop-mounted on --dir's disk); {} alternating rounds, median with min–max; peak memory = the child's VmHWM\n", args.image_gib, args.runs);
     for w in workloads {
-        let what = if w == "create" { "empty files created, durable at the end" } else { "lookups with attributes" };
+        let what = match w.as_str() {
+            "create" => "empty files created with the native API, durable at the end",
+            "stat" => "lookups with attributes, native API",
+            "fuse-create" => "empty files created through a mount, durable at the end",
+            "fuse-stat0" => "stat(2) of random files through a mount, cache timeouts 0",
+            _ => "stat(2) of random files through a mount, cache timeouts 1 s",
+        };
         let _ = writeln!(o, "### {w}: {what}\n");
+        let fuse = w.starts_with("fuse-");
         let _ = writeln!(o, "| Engine | ops/s | min–max | Larder ÷ | s (median) | peak RSS MiB | failed runs |");
         let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
         let rate = |e: &str| {
@@ -187,7 +202,7 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
             }))
         };
         let larder = rate("larder");
-        for e in engines {
+        for e in engines.iter().filter(|e| applies(e, fuse)) {
             let runs = results.get(&(w.clone(), e.clone()));
             let ok: Vec<&FsResult> = runs.map_or(Vec::new(), |v| v.iter().filter_map(|r| r.as_ref().ok()).collect());
             let failed = runs.map_or(0, |v| v.iter().filter(|r| r.is_err()).count());
@@ -216,10 +231,21 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
     o
 }
 
+/// Whether engine `e` runs the native (`fuse` false) or mount workloads.
+fn applies(e: &str, fuse: bool) -> bool {
+    match e {
+        "larder" | "ext4" => true,
+        "xfs" => !fuse,
+        _ => fuse,
+    }
+}
+
 /// The child: runs one engine on one workload and prints a JSON line.
 pub fn run_child(spec: &str) -> Result<()> {
     let spec: FsSpec = serde_json::from_str(spec)?;
     let (ops, secs) = match (spec.engine.as_str(), spec.workload.as_str()) {
+        (e, w) if w.starts_with("fuse-") && e != "ext4" => through_mount(&spec, w)?,
+        ("ext4", w) if w.starts_with("fuse-") => native_fs(&spec, if w == "fuse-create" { "create" } else { "stat" })?,
         ("larder", w) => larder(&spec, w)?,
         ("ext4" | "xfs", w) => native_fs(&spec, w)?,
         (e, _) => bail!("unknown engine {e}"),
@@ -296,4 +322,90 @@ fn syncfs(path: &Path) -> Result<()> {
     let f = std::fs::File::open(path)?;
     rustix::fs::syncfs(&f)?;
     Ok(())
+}
+
+/// A mount of one engine's FUSE file system, unmounted when dropped.
+enum Mounted {
+    Larder(Option<larder_fuse::Mounted>),
+    Null(Option<fuser::BackgroundSession>),
+    Bindfs(PathBuf),
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        match self {
+            Mounted::Larder(m) => {
+                if let Some(m) = m.take() {
+                    let _ = m.unmount();
+                }
+            }
+            Mounted::Null(s) => {
+                if let Some(s) = s.take() {
+                    let _ = s.umount_and_join();
+                }
+            }
+            Mounted::Bindfs(mnt) => {
+                let _ = run_cmd("fusermount3", &["-u", mnt.to_str().unwrap_or_default()]);
+            }
+        }
+    }
+}
+
+/// Creates (and, for the stat workloads, stats) files through a mount of
+/// `spec.engine` on a directory of `spec.dir`.
+fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
+    let ttl = if workload == "fuse-stat0" { Duration::ZERO } else { Duration::from_secs(1) };
+    let mnt = spec.dir.join("mnt");
+    std::fs::create_dir_all(&mnt)?;
+    // Where the data lands, for a final sync of bindfs's underlying ext4.
+    let under = spec.dir.join("under");
+    std::fs::create_dir_all(&under)?;
+    let mounted = match spec.engine.as_str() {
+        "larder" => {
+            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), larder_fs::FsOptions::default())?);
+            let o = larder_fuse::MountOptions { entry_timeout: ttl, attr_timeout: ttl, ..Default::default() };
+            Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &o)?))
+        }
+        "null" => {
+            let mut c = fuser::Config::default();
+            c.mount_options = vec![fuser::MountOption::FSName("null".into()), fuser::MountOption::DefaultPermissions];
+            c.n_threads = Some(larder_fuse::MountOptions::default().threads);
+            c.clone_fd = true;
+            Mounted::Null(Some(fuser::spawn_mount(crate::null_fuse::NullFs::new(ttl), &mnt, &c)?))
+        }
+        "bindfs" => {
+            let t = ttl.as_secs().to_string();
+            let opts = format!("entry_timeout={t},attr_timeout={t},negative_timeout=0");
+            run_cmd("bindfs", &["-o", &opts, under.to_str().unwrap_or_default(), mnt.to_str().unwrap_or_default()])?;
+            Mounted::Bindfs(mnt.clone())
+        }
+        e => bail!("no mount for engine {e}"),
+    };
+    let d = mnt.join("d");
+    std::fs::create_dir(&d)?;
+    let names: Vec<PathBuf> = (0..spec.files).map(|i| d.join(name(i))).collect();
+    let start = Instant::now();
+    for p in &names {
+        std::fs::File::create_new(p)?;
+    }
+    // Durable at the end: fsync of the directory (Larder: the whole log),
+    // and for bindfs a syncfs of the ext4 below.
+    std::fs::File::open(&d)?.sync_all()?;
+    if spec.engine == "bindfs" {
+        syncfs(&under)?;
+    }
+    let create_secs = start.elapsed().as_secs_f64();
+    if workload == "fuse-create" {
+        drop(mounted);
+        return Ok((spec.files, create_secs));
+    }
+    let picks = picks(spec.seed, spec.files, spec.stats);
+    let start = Instant::now();
+    for &i in &picks {
+        let m = std::fs::metadata(&names[i as usize])?;
+        std::hint::black_box(m.len());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(mounted);
+    Ok((spec.stats, secs))
 }

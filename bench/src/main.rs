@@ -14,6 +14,8 @@
 mod engines;
 #[cfg(feature = "larder-fs")]
 mod fs_suite;
+#[cfg(feature = "larder-fs")]
+mod null_fuse;
 mod objects;
 mod report;
 mod sys;

@@ -144,7 +144,12 @@ impl Memtable {
     }
 
     /// Versions of `key` (whose hash is `hash`) visible at `read_seq`,
-    /// newest first, appended to `out`.
+    /// newest first, appended to `out`, down to the newest one that is not
+    /// a merge operand: nothing older can change a read. Each source is
+    /// newest first, so each is cut at its own first such version (the
+    /// newest overall is among those cut points). Without the cut, a key
+    /// rewritten N times (a directory's onode, once per create) cost O(N)
+    /// per read.
     pub(crate) fn versions(&self, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
         if self.entries.load(AtomicOrdering::Relaxed) == 0 || !self.filter.may_contain(hash) {
             return;
@@ -156,7 +161,12 @@ impl Memtable {
             if e.key().key() != key {
                 break;
             }
-            out.push((e.key().stamp, to_op(e.key(), *e.value())));
+            let op = to_op(e.key(), *e.value());
+            let settles = !matches!(op, Op::Merge { .. });
+            out.push((e.key().stamp, op));
+            if settles {
+                break;
+            }
         }
         for a in &view.arrays {
             let mut i = a.lower_bound(key, from);
@@ -164,7 +174,12 @@ impl Memtable {
                 if k.key() != key {
                     break;
                 }
-                out.push((k.stamp, to_op(k, *op)));
+                let op = to_op(k, *op);
+                let settles = !matches!(op, Op::Merge { .. });
+                out.push((k.stamp, op));
+                if settles {
+                    break;
+                }
                 i += 1;
             }
         }
@@ -244,5 +259,47 @@ pub(crate) fn skiplist_chunk(
         out.extend(range.take(limit).map(to_entry));
     } else {
         out.extend(range.rev().take(limit).map(to_entry));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::bloom::key_hash;
+
+    fn put(m: &Memtable, key: &[u8], seq: u64, kind: Kind) {
+        m.insert(key, key_hash(key), b"v", Stamp { seq, sub: 0 }, kind, 0);
+    }
+
+    /// A read of a key rewritten many times stops at its newest full
+    /// version, in the skip list and in sealed arrays alike, and keeps the
+    /// merge operands above it.
+    #[test]
+    fn versions_stop_at_the_newest_settling_version() {
+        let m = Memtable::new(1, 1 << 20);
+        let key = b"dir-onode";
+        let mut seq = 1;
+        for _ in 0..500 {
+            put(&m, key, seq, Kind::Put);
+            seq += 1;
+        }
+        for _ in 0..3 {
+            put(&m, key, seq, Kind::Merge);
+            seq += 1;
+        }
+        let mut out = Vec::new();
+        m.versions(key, key_hash(key), u64::MAX, &mut out);
+        let kinds: Vec<bool> = out.iter().map(|(_, op)| matches!(op, Op::Merge { .. })).collect();
+        assert_eq!(kinds[..4], [true, true, true, false], "three operands, then the newest put");
+        assert_eq!(out[3].0.seq, 500);
+        // Each source (the skip list, each sealed array) stops at its own
+        // newest put: at most one more version per array, not all 500.
+        assert!(!m.view().arrays.is_empty(), "the test must reach sealed arrays");
+        assert!(out.len() <= 4 + m.view().arrays.len(), "{} versions read", out.len());
+        // At an older read point the newest visible put is the answer.
+        out.clear();
+        m.versions(key, key_hash(key), 250, &mut out);
+        assert_eq!(out[0].0.seq, 250);
+        assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
     }
 }
