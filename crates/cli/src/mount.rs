@@ -27,11 +27,12 @@ pub(crate) struct MountArgs {
     /// Let other users use the mount (FUSE's allow_other).
     #[arg(long)]
     allow_other: bool,
-    /// Seconds the kernel may cache a name lookup (0: ask every time).
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds the kernel may cache a name lookup (0: ask every time). The
+    /// mount is the store's only owner, so long is safe.
+    #[arg(long, default_value_t = 60.0)]
     entry_timeout: f64,
     /// Seconds the kernel may cache attributes (0: ask every time).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 60.0)]
     attr_timeout: f64,
     /// Threads serving requests.
     #[arg(long, default_value_t = 4)]

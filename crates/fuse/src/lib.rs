@@ -27,9 +27,13 @@ use larder_fs::Fs;
 /// How a store is mounted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountOptions {
-    /// How long the kernel may cache a name's lookup. Default 1 s.
+    /// How long the kernel may cache a name's lookup. Default 60 s: the
+    /// mount process is the store's only owner, and changes made in it
+    /// other than through the mount invalidate the kernel's copies, so a
+    /// cached copy is never stale for long for any other reason.
     pub entry_timeout: Duration,
-    /// How long the kernel may cache attributes. Default 1 s.
+    /// How long the kernel may cache attributes. Default 60 s (as
+    /// `entry_timeout`).
     pub attr_timeout: Duration,
     /// Let users other than the mounting one use the mount (`allow_other`;
     /// needs `user_allow_other` in /etc/fuse.conf unless mounted by root).
@@ -41,8 +45,8 @@ pub struct MountOptions {
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
-            entry_timeout: Duration::from_secs(1),
-            attr_timeout: Duration::from_secs(1),
+            entry_timeout: Duration::from_secs(60),
+            attr_timeout: Duration::from_secs(60),
             allow_other: false,
             threads: 4,
         }
