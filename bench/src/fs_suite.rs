@@ -307,13 +307,18 @@ fn native_fs(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     if workload == "create" {
         return Ok((spec.files, create_secs));
     }
+    Ok((spec.stats, stat_randomly(spec, &names)?))
+}
+
+/// Seconds taken by `spec.stats` stat(2) calls of random paths of `names`.
+fn stat_randomly(spec: &FsSpec, names: &[PathBuf]) -> Result<f64> {
     let picks = picks(spec.seed, spec.files, spec.stats);
     let start = Instant::now();
     for &i in &picks {
         let m = std::fs::metadata(&names[i as usize])?;
         std::hint::black_box(m.len());
     }
-    Ok((spec.stats, start.elapsed().as_secs_f64()))
+    Ok(start.elapsed().as_secs_f64())
 }
 
 /// syncfs(2) of the file system holding `path`: every file's data and
@@ -405,13 +410,7 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
         drop(mounted);
         return Ok((spec.files, create_secs));
     }
-    let picks = picks(spec.seed, spec.files, spec.stats);
-    let start = Instant::now();
-    for &i in &picks {
-        let m = std::fs::metadata(&names[i as usize])?;
-        std::hint::black_box(m.len());
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let secs = stat_randomly(spec, &names)?;
     drop(mounted);
     Ok((spec.stats, secs))
 }

@@ -27,15 +27,21 @@ fn fuse_available() -> bool {
     false
 }
 
+/// A temporary directory with a store path and an empty mount point.
+fn dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    (tmp, store, mnt)
+}
+
 #[test]
 fn files_written_through_the_mount_are_in_the_store() {
     if !fuse_available() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
+    let (_tmp, store, mnt) = dirs();
     let fs = Arc::new(Fs::create(&store, options()).unwrap());
     let zero =
         MountOptions { entry_timeout: Default::default(), attr_timeout: Default::default(), ..Default::default() };
@@ -127,10 +133,7 @@ fn kv_changes_in_the_same_process_invalidate_the_kernels_copies() {
     if !fuse_available() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
+    let (_tmp, store, mnt) = dirs();
     let fs = Arc::new(Fs::create(&store, options()).unwrap());
     // Long timeouts: without invalidation the kernel would keep its copies
     // for a minute.
