@@ -49,7 +49,7 @@ impl Fs {
     /// with `flags`; with O_EXCL an existing name is EEXIST, without it the
     /// existing object is opened (as `open(O_CREAT)` does).
     pub fn create_file(&self, cred: &Cred, parent: u64, name: &[u8], mode: u32, flags: i32) -> Result<(Attr, u64)> {
-        access_mode(flags)?;
+        let (read, write) = access_mode(flags)?;
         let n = new_name(name)?;
         let requests = [LockRequest::Exclusive(parent), LockRequest::Name(parent, n.as_bytes().to_vec())];
         let new = NewObject { kind: Kind::File, mode, rdev: 0, target: None };
@@ -61,7 +61,6 @@ impl Fs {
                 // permissions the creator set (POSIX: the mode applies to
                 // later opens).
                 let _gate = self.handles.gate(attr.ino);
-                let (read, write) = access_mode(flags)?;
                 let fh = self.handles.add_file(FileHandle {
                     ino: attr.ino,
                     read,

@@ -70,16 +70,6 @@ pub fn decode_dir_delta(bytes: &[u8]) -> Result<DirDelta> {
     Ok(DirDelta { entries, links })
 }
 
-/// Decodes an entry-count delta (an operand's entries part).
-pub fn decode_entries_delta(bytes: &[u8]) -> Result<i64> {
-    Ok(decode_dir_delta(bytes)?.entries)
-}
-
-/// Applies `delta` to a directory onode's entry count.
-pub fn apply_entries_delta(onode: &mut Onode, delta: i64) -> Result<()> {
-    apply_dir_delta(onode, DirDelta { entries: delta, links: 0 })
-}
-
 /// Applies `delta` to a directory onode's entry and link counts.
 pub fn apply_dir_delta(onode: &mut Onode, delta: DirDelta) -> Result<()> {
     let bad = |what: String| ObjectError::BadRecord { record: RECORD, what };
@@ -188,8 +178,8 @@ mod tests {
         let file = file.encode(&limits()).expect("encode");
         assert!(op.full_merge(b"k", Some(&file), &[&encode_entries_delta(1)]).is_err());
         // A version-2 operand of version-1 length, a short one, a newer one.
-        assert!(decode_entries_delta(&[2, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        assert!(decode_entries_delta(&[1, 0]).is_err());
+        assert!(decode_dir_delta(&[2, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(decode_dir_delta(&[1, 0]).is_err());
         let mut newer = encode_entries_delta(1);
         newer[0] = 3;
         assert!(matches!(decode_dir_delta(&newer), Err(ObjectError::NewerRecord { found: 3, .. })));

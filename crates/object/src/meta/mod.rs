@@ -31,8 +31,8 @@ pub mod xattr;
 
 pub use dentry::Dentry;
 pub use dir_entries::{
-    apply_dir_delta, apply_entries_delta, decode_dir_delta, decode_entries_delta, encode_dir_delta,
-    encode_entries_delta, DirDelta, DirEntriesOperator, DIR_ENTRIES_OPERATOR,
+    apply_dir_delta, decode_dir_delta, encode_dir_delta, encode_entries_delta, DirDelta, DirEntriesOperator,
+    DIR_ENTRIES_OPERATOR,
 };
 pub use extent_map::{block_crcs, verify_block, ExtentMapEntry};
 pub use keys::{

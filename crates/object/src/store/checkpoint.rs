@@ -58,10 +58,9 @@ pub(crate) fn checkpoint_once(index: &Index, log: &Log, space: &SpaceManager, fo
     if force_flush || log.needs_checkpoint() {
         index.flush().map_err(|e| format!("index flush for a checkpoint: {e}"))?;
     }
-    // IMPORTANT: the log applies a record to the index before it publishes
-    // the record's LSN as durable, so the index may briefly cover an LSN
-    // the log does not yet call durable; the log refuses a checkpoint past
-    // its durable LSN.
+    // IMPORTANT: the index's flush hook keeps its durable sequence number
+    // at or below the log's durable LSN; the `min` guards that, since the
+    // log refuses a checkpoint past its durable LSN.
     let covered = index.durable_seq().min(log.durable_lsn());
     log.checkpoint(covered).map_err(|e| format!("log checkpoint: {e}"))?;
     // Extents freed by transactions the index now covers may be reused.
