@@ -107,3 +107,25 @@ fn a_killed_mount_keeps_every_fsynced_file() {
     m.stop();
     fsck_clean(&store);
 }
+
+#[test]
+fn mount_refuses_bad_arguments_clearly_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, mnt) = fresh_store(tmp.path());
+    let missing = tmp.path().join("no-such-dir");
+    let out = common::larder(&["mount", store.to_str().unwrap(), missing.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is not a directory; create it first"), "{err}");
+    let not_a_store = tmp.path().join("plain");
+    std::fs::create_dir(&not_a_store).unwrap();
+    let out = common::larder(&["mount", not_a_store.to_str().unwrap(), mnt.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no store at") && err.contains("larder init"), "{err}");
+    let out = common::larder(&["mount", store.to_str().unwrap(), mnt.to_str().unwrap(), "--attr-timeout=-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--attr-timeout must be"));
+    assert!(!common::is_mounted(&mnt));
+    fsck_clean(&store);
+}
