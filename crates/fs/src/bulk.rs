@@ -1,18 +1,24 @@
 //! Bulk creation: many empty files in one directory in a few
-//! transactions, the paper's blind create made safe. Names are sorted
-//! and checked against each other and against the directory under the
+//! transactions, the paper's blind create made safe. Names are sorted and
+//! checked against each other and against the directory under the
 //! directory's lock; a name already there (or twice in the batch) is
-//! returned as a duplicate and gets no object. The check is an index
-//! point read per name, which for a name the directory does not hold is
-//! answered by the memtable and the runs' bloom filters without reading a
-//! data block (the index's counters show it).
+//! returned as a duplicate and gets no object.
 //!
-//! Not yet: a large batch written directly as a sorted run of the index
-//! (bypassing memtable and log); today each chunk is one log record.
+//! The check against the directory: none at all while the directory is
+//! empty, else an index point read per name, which for a name the
+//! directory does not hold is answered by the memtable and the runs'
+//! bloom filters without reading a data block (the index's counters show
+//! it).
+//!
+//! A large batch ([`BULK_RUN_MIN`] names or more) is committed in chunks
+//! of [`BULK_RUN_CHUNK`] names, each written directly as a sorted run of
+//! the index (`Store::transact_as_run`): its bytes are written once,
+//! bypassing the log, the memtable and the flush. A smaller one is
+//! committed as log records of [`BULK_CHUNK`] names.
 
 use larder_namespace::NamespaceTxn;
 use larder_object::meta::{Kind, Name, MODE_PERM_MASK};
-use larder_object::{Durability, LockRequest};
+use larder_object::{Durability, LockRequest, Transaction};
 
 use crate::cred::Cred;
 use crate::error::Result;
@@ -20,8 +26,12 @@ use crate::names::{dir_in, new_name, touch_dir};
 use crate::perm::{self, EXEC, WRITE};
 use crate::Fs;
 
-/// Names created per transaction (one log record each): a few hundred KiB.
+/// Names created per log record when a batch is small: a few hundred KiB.
 pub const BULK_CHUNK: usize = 1024;
+/// Batches of at least this many names are committed as index runs.
+pub const BULK_RUN_MIN: usize = 16_384;
+/// Names per index run of a large batch (tens of MiB of metadata).
+pub const BULK_RUN_CHUNK: usize = 262_144;
 
 /// What a bulk create did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,11 +45,15 @@ pub struct BulkCreated {
 
 impl Fs {
     /// Creates an empty regular file with permission bits `mode` for
-    /// every name in `names` in directory `parent`, in transactions of
-    /// [`BULK_CHUNK`] names committed with `durability` (the last one;
-    /// earlier chunks are buffered). Returns what was created and the
-    /// duplicates, which get no object. A name that is not valid fails
-    /// the whole call before anything is written.
+    /// every name in `names` in directory `parent`. Returns what was
+    /// created and the duplicates, which get no object. A name that is not
+    /// valid fails the whole call before anything is written.
+    ///
+    /// Small batches commit in transactions of [`BULK_CHUNK`] names, the
+    /// last with `durability` (earlier ones buffered); batches of
+    /// [`BULK_RUN_MIN`] names or more commit each chunk of
+    /// [`BULK_RUN_CHUNK`] durably as an index run, whatever `durability`
+    /// says. Either way a crash keeps a prefix of the chunks.
     pub fn create_batch(
         &self,
         cred: &Cred,
@@ -59,31 +73,19 @@ impl Fs {
                 unique.push(n);
             }
         }
-        let chunks: Vec<&[Name]> = unique.chunks(BULK_CHUNK).collect();
+        let as_runs = unique.len() >= BULK_RUN_MIN;
+        let chunks: Vec<&[Name]> = unique.chunks(if as_runs { BULK_RUN_CHUNK } else { BULK_CHUNK }).collect();
+        let lock = [LockRequest::Exclusive(parent)];
         for (i, chunk) in chunks.iter().enumerate() {
-            let last = i + 1 == chunks.len();
-            let d = if last { durability } else { Durability::Buffered };
-            let (done, _) = self.store.transact_locked(&[LockRequest::Exclusive(parent)], d, |txn| -> Result<_> {
-                let p = dir_in(txn, parent)?;
-                perm::check(&p, parent, cred, WRITE | EXEC)?;
-                let (mode, gid) = perm::new_owner(&p, cred, Kind::File, mode & MODE_PERM_MASK);
-                let mut created = Vec::with_capacity(chunk.len());
-                let mut dups = Vec::new();
-                for name in chunk.iter() {
-                    if txn.lookup(parent, name)?.is_some() {
-                        dups.push(name.as_bytes().to_vec());
-                        continue;
-                    }
-                    let id = txn.create_in(parent, name, Kind::File, mode, cred.uid, gid)?;
-                    created.push((name.as_bytes().to_vec(), id));
-                }
-                if !created.is_empty() {
-                    touch_dir(txn, parent)?;
-                }
-                Ok((created, dups))
-            })?;
-            out.created.extend(done.0);
-            out.duplicates.extend(done.1);
+            let create = |txn: &mut Transaction<'_>| create_chunk(txn, cred, parent, chunk, mode);
+            let (created, dups) = if as_runs {
+                self.store.transact_as_run(&lock, create)?.0
+            } else {
+                let d = if i + 1 == chunks.len() { durability } else { Durability::Buffered };
+                self.store.transact_locked(&lock, d, create)?.0
+            };
+            out.created.extend(created);
+            out.duplicates.extend(dups);
         }
         out.duplicates.sort_unstable();
         if out.created.is_empty() && durability == Durability::Durable {
@@ -91,4 +93,33 @@ impl Fs {
         }
         Ok(out)
     }
+}
+
+/// Names created and duplicates found by one chunk.
+type ChunkDone = (Vec<(Vec<u8>, u64)>, Vec<Vec<u8>>);
+
+/// Creates the names of `chunk` (sorted, distinct) in `parent`, held
+/// exclusively, except those it already holds.
+fn create_chunk(txn: &mut Transaction<'_>, cred: &Cred, parent: u64, chunk: &[Name], mode: u32) -> Result<ChunkDone> {
+    let p = dir_in(txn, parent)?;
+    perm::check(&p, parent, cred, WRITE | EXEC)?;
+    let (mode, gid) = perm::new_owner(&p, cred, Kind::File, mode & MODE_PERM_MASK);
+    let empty = p.dir.is_some_and(|d| d.entries == 0);
+    let mut fresh: Vec<&Name> = Vec::with_capacity(chunk.len());
+    let mut dups = Vec::new();
+    for name in chunk {
+        // An empty directory holds none of them: no read at all.
+        if !empty && txn.lookup(parent, name)?.is_some() {
+            dups.push(name.as_bytes().to_vec());
+        } else {
+            fresh.push(name);
+        }
+    }
+    if fresh.is_empty() {
+        return Ok((Vec::new(), dups));
+    }
+    let ids = txn.create_many_in(parent, &fresh, Kind::File, mode, cred.uid, gid)?;
+    touch_dir(txn, parent)?;
+    let created = fresh.iter().zip(ids).map(|(n, id)| (n.as_bytes().to_vec(), id)).collect();
+    Ok((created, dups))
 }

@@ -35,7 +35,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use attr::{Attr, SetAttr, SetTime, BLOCK_BYTES};
-pub use bulk::{BulkCreated, BULK_CHUNK};
+pub use bulk::{BulkCreated, BULK_CHUNK, BULK_RUN_CHUNK, BULK_RUN_MIN};
 pub use cred::Cred;
 pub use dirs::DirEntry;
 pub use error::{FsError, Result};

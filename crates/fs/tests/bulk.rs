@@ -47,3 +47,37 @@ fn bad_names_and_permissions_fail_before_anything_is_written() {
     let f = fs.mknod(&r, d.ino, b"f", 0o644, 0).unwrap();
     assert_eq!(errno(fs.create_batch(&r, f.ino, &[b"x"], 0o644, Durability::Buffered)), libc::ENOTDIR);
 }
+
+#[test]
+fn a_large_batch_is_written_as_index_runs_and_survives_a_reopen() {
+    let (dir, fs) = fresh();
+    let r = root();
+    let d = fs.mkdir(&r, fs.root(), b"d", 0o755).unwrap();
+    let n = 2 * larder_fs::BULK_RUN_MIN + 1000;
+    let owned: Vec<Vec<u8>> = (0..n).map(|i| format!("f{i:06}").into_bytes()).collect();
+    let names: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
+    let before = fs.store().index().stats().ingests;
+    // Half now (into an empty directory: no lookups at all)...
+    let first = fs.create_batch(&r, d.ino, &names[..n / 2], 0o600, Durability::Buffered).unwrap();
+    assert_eq!(first.created.len(), n / 2);
+    // ...then all of them: the first half are duplicates of the directory.
+    let all = fs.create_batch(&r, d.ino, &names, 0o600, Durability::Buffered).unwrap();
+    assert_eq!(all.duplicates.len(), n / 2);
+    assert_eq!(all.created.len(), n - n / 2);
+    assert_eq!(all.created[0].0, owned[n / 2], "the second half, in name order");
+    assert!(fs.store().index().stats().ingests > before, "a batch this large goes in as runs");
+    let mut ids: Vec<u64> = first.created.iter().chain(&all.created).map(|c| c.1).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "every file its own object");
+    let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+    fs.close().unwrap();
+    let fs = larder_fs::Fs::open(&dir.path().join("store"), common::options()).unwrap();
+    for (name, ino) in all.created.iter().step_by(977) {
+        let a = fs.lookup(&r, d.ino, name).unwrap();
+        assert_eq!((a.ino, a.mode, a.nlink, a.uid), (*ino, 0o100_600, 1, 0));
+    }
+    let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+    assert_eq!(report.counts.dentries, 1 + n as u64, "d, and its files");
+}

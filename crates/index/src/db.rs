@@ -25,6 +25,9 @@ use crate::version::{SuperVersion, Version};
 /// The writer's state, under the write lock.
 pub(crate) struct WriterState {
     pub last_seq: u64,
+    /// The sequence number of a prepared, not yet installed ingest: writes
+    /// wait for it (see `ingest`).
+    pub ingesting: Option<u64>,
 }
 
 /// The committed manifest and the version it describes, under the commit lock.
@@ -189,7 +192,7 @@ impl Index {
             dir: dir.to_path_buf(),
             registry,
             sv: RwLock::new(Arc::new(sv)),
-            writer: Mutex::new(WriterState { last_seq: durable }),
+            writer: Mutex::new(WriterState { last_seq: durable, ingesting: None }),
             visible_seq: AtomicU64::new(durable),
             durable_seq: AtomicU64::new(durable),
             committed: Mutex::new(Committed { state, path, version }),
@@ -415,6 +418,8 @@ impl Inner {
             bytes_flushed: l(&s.bytes_flushed),
             bytes_compacted: l(&s.bytes_compacted),
             flushes: l(&s.flushes),
+            bytes_ingested: l(&s.bytes_ingested),
+            ingests: l(&s.ingests),
             compactions: l(&s.compactions),
             stall_micros: l(&s.stall_micros),
             slowdowns: l(&s.slowdowns),

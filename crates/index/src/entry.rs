@@ -37,21 +37,47 @@ pub(crate) enum Op {
     Merge { operator: u32, operand: Vec<u8> },
 }
 
-impl Op {
+/// An [`Op`] borrowing its payload: what run files are written from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpRef<'a> {
+    Put(&'a [u8]),
+    Delete,
+    Merge { operator: u32, operand: &'a [u8] },
+}
+
+impl OpRef<'_> {
     pub(crate) fn kind(&self) -> Kind {
         match self {
-            Op::Put(_) => Kind::Put,
-            Op::Delete => Kind::Delete,
-            Op::Merge { .. } => Kind::Merge,
+            OpRef::Put(_) => Kind::Put,
+            OpRef::Delete => Kind::Delete,
+            OpRef::Merge { .. } => Kind::Merge,
         }
     }
 
     /// Bytes of payload (for accounting).
     pub(crate) fn payload_len(&self) -> usize {
         match self {
-            Op::Put(v) => v.len(),
-            Op::Delete => 0,
-            Op::Merge { operand, .. } => operand.len(),
+            OpRef::Put(v) => v.len(),
+            OpRef::Delete => 0,
+            OpRef::Merge { operand, .. } => operand.len(),
+        }
+    }
+
+    pub(crate) fn to_owned(self) -> Op {
+        match self {
+            OpRef::Put(v) => Op::Put(v.to_vec()),
+            OpRef::Delete => Op::Delete,
+            OpRef::Merge { operator, operand } => Op::Merge { operator, operand: operand.to_vec() },
+        }
+    }
+}
+
+impl Op {
+    pub(crate) fn borrowed(&self) -> OpRef<'_> {
+        match self {
+            Op::Put(v) => OpRef::Put(v),
+            Op::Delete => OpRef::Delete,
+            Op::Merge { operator, operand } => OpRef::Merge { operator: *operator, operand },
         }
     }
 }

@@ -58,6 +58,13 @@ pub enum IndexError {
         /// The last sequence number written.
         last: u64,
     },
+    /// A prepared ingest holds the next sequence number: install or drop
+    /// it first.
+    #[error("an ingest prepared at sequence number {seq} is not yet installed")]
+    IngestPending {
+        /// The ingest's sequence number.
+        seq: u64,
+    },
     /// A key, value or batch breaks a documented limit.
     #[error("{what} is {len} bytes; the limit is {limit}")]
     TooLarge {

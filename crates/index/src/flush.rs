@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::compaction::{choose, choose_all, Task};
-use crate::db::Inner;
+use crate::db::{Inner, WriterState};
 use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::iter::{memtable_sources, MergeIter, Source};
@@ -25,17 +25,20 @@ use crate::run::{run_file_name, RunMeta};
 use crate::version::{SuperVersion, Version};
 
 /// What a commit changes.
-enum Edit<'a> {
+pub(crate) enum Edit<'a> {
     /// A flushed memtable: its run (if it held anything) becomes the newest.
     Flush { mem: &'a Arc<Memtable>, run: Option<RunMeta> },
     /// A merge: `inputs` are replaced by `output` (if anything survived).
     Merge { inputs: &'a [u64], output: Option<RunMeta> },
+    /// An ingested batch at `seq`: its run (if it held anything) becomes
+    /// the newest, and `active` (starting above `seq`) the active memtable.
+    Ingest { run: Option<RunMeta>, seq: u64, active: Arc<Memtable> },
 }
 
 impl Inner {
     /// A writer for a new run with a fresh id, its filter sized for
     /// `expected_keys`.
-    fn new_run(&self, expected_keys: u64) -> Result<(u64, RunWriter)> {
+    pub(crate) fn new_run(&self, expected_keys: u64) -> Result<(u64, RunWriter)> {
         let id = {
             let mut c = self.committed.lock();
             let id = c.state.next_run_id;
@@ -165,7 +168,7 @@ impl Inner {
     }
 
     /// Writes the manifest for `edit` and installs the new version.
-    fn commit(&self, edit: Edit<'_>) -> Result<()> {
+    pub(crate) fn commit(&self, edit: Edit<'_>) -> Result<()> {
         self.check_poison()?;
         let mut c = self.committed.lock();
         let mut state = c.state.clone();
@@ -179,6 +182,14 @@ impl Inner {
                 }
                 state.durable_seq = state.durable_seq.max(mem.last_seq());
                 Some(*mem)
+            }
+            Edit::Ingest { run, seq, .. } => {
+                if let Some(m) = run {
+                    runs.insert(0, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id)), self.storage.clone()));
+                }
+                // Every memtable was flushed first: all below `seq` is durable.
+                state.durable_seq = state.durable_seq.max(*seq);
+                None
             }
             Edit::Merge { inputs, output } => {
                 let Some(pos) = runs.iter().position(|r| inputs.contains(&r.meta.id)) else {
@@ -224,7 +235,11 @@ impl Inner {
             let old = g.clone();
             let frozen =
                 old.frozen.iter().filter(|m| !flushed_mem.is_some_and(|f| Arc::ptr_eq(m, f))).cloned().collect();
-            *g = Arc::new(SuperVersion { active: old.active.clone(), frozen, version });
+            let active = match &edit {
+                Edit::Ingest { active, .. } => active.clone(),
+                _ => old.active.clone(),
+            };
+            *g = Arc::new(SuperVersion { active, frozen, version });
         }
         self.durable_seq.store(c.state.durable_seq, Ordering::Release);
         drop(c);
@@ -285,12 +300,7 @@ impl Inner {
         self.check_poison()?;
         let target = {
             let mut w = self.writer.lock();
-            let active = self.sv.read().active.clone();
-            if !active.is_empty()
-                || w.last_seq > self.durable_seq.load(Ordering::Acquire) && active.last_seq() >= active.first_seq()
-            {
-                self.freeze(&mut w);
-            }
+            self.freeze_unflushed(&mut w);
             w.last_seq
         };
         if !self.options.background_threads {
@@ -305,6 +315,17 @@ impl Inner {
             self.done_cv.wait_for(&mut bg, Duration::from_millis(100));
         }
         Ok(())
+    }
+
+    /// Freezes the active memtable if it holds a batch not yet durable
+    /// (an empty batch too: its flush moves the durable sequence number).
+    pub(crate) fn freeze_unflushed(&self, w: &mut WriterState) {
+        let active = self.sv.read().active.clone();
+        if !active.is_empty()
+            || w.last_seq > self.durable_seq.load(Ordering::Acquire) && active.last_seq() >= active.first_seq()
+        {
+            self.freeze(w);
+        }
     }
 
     /// Waits for running merges, then merges every run into one.

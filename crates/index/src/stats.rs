@@ -18,6 +18,8 @@ pub(crate) struct Stats {
     pub bytes_flushed: AtomicU64,
     pub bytes_compacted: AtomicU64,
     pub flushes: AtomicU64,
+    pub bytes_ingested: AtomicU64,
+    pub ingests: AtomicU64,
     pub compactions: AtomicU64,
     pub stall_micros: AtomicU64,
     pub slowdowns: AtomicU64,
@@ -62,6 +64,10 @@ pub struct IndexStats {
     pub bytes_compacted: u64,
     /// Flushes done.
     pub flushes: u64,
+    /// Bytes of runs written straight from ingested batches.
+    pub bytes_ingested: u64,
+    /// Batches ingested as runs.
+    pub ingests: u64,
     /// Merges done.
     pub compactions: u64,
     /// Time writers spent delayed or stopped, in microseconds.
@@ -100,7 +106,7 @@ impl IndexStats {
         if self.user_bytes_written == 0 {
             return 0.0;
         }
-        (self.bytes_flushed + self.bytes_compacted) as f64 / self.user_bytes_written as f64
+        (self.bytes_flushed + self.bytes_ingested + self.bytes_compacted) as f64 / self.user_bytes_written as f64
     }
 
     /// Share of missed gets that read a data block.
@@ -132,10 +138,12 @@ impl std::fmt::Display for IndexStats {
         )?;
         writeln!(
             f,
-            "writes:           {} user bytes, {} flushed ({} flushes), {} compacted ({} merges), write amp {:.2}",
+            "writes:           {} user bytes, {} flushed ({} flushes), {} ingested ({} batches), {} compacted ({} merges), write amp {:.2}",
             self.user_bytes_written,
             self.bytes_flushed,
             self.flushes,
+            self.bytes_ingested,
+            self.ingests,
             self.bytes_compacted,
             self.compactions,
             self.write_amplification()

@@ -19,13 +19,7 @@ impl Inner {
         let mut w = self.writer.lock();
         // Checked after taking the lock, so no write slips past a poisoning.
         self.check_poison()?;
-        if seq <= w.last_seq {
-            return Err(IndexError::SequenceNotIncreasing { given: seq, last: w.last_seq });
-        }
-        if seq == u64::MAX {
-            // Reserved: the next memtable starts at seq + 1.
-            return Err(IndexError::TooLarge { what: "sequence number", len: seq, limit: u64::MAX - 1 });
-        }
+        self.check_next_seq(&w, seq)?;
         if self.options.background_threads {
             self.stall_if_behind()?;
         }
@@ -83,7 +77,7 @@ impl Inner {
     }
 
     /// Delays or stops the writer while flushing or merging is behind.
-    fn stall_if_behind(&self) -> Result<()> {
+    pub(crate) fn stall_if_behind(&self) -> Result<()> {
         let started = Instant::now();
         let mut stopped = false;
         loop {

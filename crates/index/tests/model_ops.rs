@@ -30,6 +30,10 @@ enum Write {
 enum Step {
     Write(Write),
     Batch(Vec<Write>),
+    /// A batch written as a run of its own (prepare, then install).
+    Ingest(Vec<Write>),
+    /// A batch prepared as a run, then dropped: nothing changes.
+    AbandonIngest(Vec<Write>),
     Get(Vec<u8>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
     Prefix(Vec<u8>, bool),
@@ -68,6 +72,8 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         30 => write().prop_map(Step::Write),
         5 => prop::collection::vec(write(), 0..6).prop_map(Step::Batch),
+        3 => prop::collection::vec(write(), 0..8).prop_map(Step::Ingest),
+        1 => prop::collection::vec(write(), 1..4).prop_map(Step::AbandonIngest),
         8 => prop_oneof![plain_key(), counter_key()].prop_map(Step::Get),
         4 => (bound(), bound(), any::<bool>()).prop_map(|(a, b, f)| Step::Range(a, b, f)),
         2 => (prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'm']), 0..2), any::<bool>()).prop_map(|(p, f)| Step::Prefix(p, f)),
@@ -136,6 +142,28 @@ fn run(steps: Vec<Step>, background: bool) {
                 }
                 idx.write(history.len() as u64, &b).unwrap();
                 history.push(model.clone());
+            }
+            Step::Ingest(ws) => {
+                let mut b = WriteBatch::new();
+                for w in &ws {
+                    add_to_batch(&mut b, w);
+                    apply_model(&mut model, w);
+                }
+                let seq = history.len() as u64;
+                let run = idx.prepare_ingest(seq, &b).unwrap();
+                // Held: no write may slip in before the run is installed.
+                assert!(idx.write(seq + 1, &WriteBatch::new()).is_err());
+                idx.install_ingest(run).unwrap();
+                history.push(model.clone());
+                // Durable at once, with everything before it.
+                assert_eq!(idx.durable_seq(), seq);
+            }
+            Step::AbandonIngest(ws) => {
+                let mut b = WriteBatch::new();
+                for w in &ws {
+                    add_to_batch(&mut b, w);
+                }
+                drop(idx.prepare_ingest(history.len() as u64, &b).unwrap());
             }
             Step::Get(k) => assert_eq!(idx.get(&k).unwrap(), model.map.get(&k).cloned(), "get {k:?}"),
             Step::Range(a, b, fwd) => {

@@ -58,6 +58,22 @@ pub trait NamespaceTxn {
     /// [`NamespaceTxn::link_in`].
     fn create_in(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64>;
 
+    /// Creates an object of `kind` for each of `names` in `dir` (checked
+    /// as for [`NamespaceTxn::link_in`]), with consecutive ids in `names`'
+    /// order, returned. For bulk creation: the names must be distinct and
+    /// absent from `dir` (the caller checked), since nothing here reads
+    /// them, and the new dentries and onodes are written blind (this
+    /// transaction does not read them back).
+    fn create_many_in(
+        &mut self,
+        dir: u64,
+        names: &[&Name],
+        kind: Kind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<std::ops::Range<u64>>;
+
     /// Removes the entry `name` from `dir`; the object it names (`child`,
     /// held exclusively) loses a link. A directory must be empty. An object
     /// left without a name is deleted in this transaction, unless `open`
@@ -141,6 +157,30 @@ impl NamespaceTxn for Transaction<'_> {
         self.put_dentry(dir, name, &Dentry { child: id, kind })?;
         self.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
         Ok(id)
+    }
+
+    fn create_many_in(
+        &mut self,
+        dir: u64,
+        names: &[&Name],
+        kind: Kind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<std::ops::Range<u64>> {
+        // As create_in does for one: born named, no orphan record.
+        let ids = self.create_objects_blind(names.len() as u64, kind, mode, uid, gid, |_, o| {
+            o.nlink = 1;
+            if let Some(info) = o.dir.as_mut() {
+                info.parent = dir;
+            }
+        })?;
+        for (name, child) in names.iter().zip(ids.clone()) {
+            self.put_dentry_blind(dir, name, &Dentry { child, kind })?;
+        }
+        let n = names.len() as i64;
+        self.change_dir(dir, DirDelta { entries: n, links: n * subdir(kind) })?;
+        Ok(ids)
     }
 
     fn unlink(&mut self, dir: u64, name: &Name, child: u64, open: bool) -> Result<Unlinked> {

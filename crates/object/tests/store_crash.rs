@@ -3,7 +3,7 @@
 //!
 //! How: a deterministic workload of transactions (each a batch writing
 //! three keys and overwriting a shared one, so a half-applied batch would
-//! show) runs with inline checkpoints and small log segments, so the log
+//! show; every fifth committed as an index run of its own) runs with inline checkpoints and small log segments, so the log
 //! wraps through reused segments. A probe run counts its writes; the
 //! workload is then rerun crashing after k writes, for every k, under each
 //! crash mode. After reopening, the store must show exactly the state after
@@ -36,23 +36,49 @@ fn options() -> StoreOptions {
     o
 }
 
-/// Transaction `t` as a batch, and its effect on the model.
-fn txn(t: u64, model: &mut State) -> WriteBatch {
-    let mut b = WriteBatch::new();
+/// Transaction `t`'s writes (None: a delete), applied to the model.
+fn txn(t: u64, model: &mut State) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut ops = Vec::new();
     let value = t.to_le_bytes().repeat(40);
     for part in ["a", "b", "c"] {
-        let key = format!("t{:04}/{part}", t % 50).into_bytes();
-        b.put(&key, &value);
-        model.insert(key, value.clone());
+        ops.push((format!("t{:04}/{part}", t % 50).into_bytes(), Some(value.clone())));
     }
-    b.put(b"last", t.to_le_bytes());
-    model.insert(b"last".to_vec(), t.to_le_bytes().to_vec());
+    ops.push((b"last".to_vec(), Some(t.to_le_bytes().to_vec())));
     if t.is_multiple_of(7) {
-        let key = format!("t{:04}/a", (t + 25) % 50).into_bytes();
-        b.delete(&key);
-        model.remove(&key);
+        ops.push((format!("t{:04}/a", (t + 25) % 50).into_bytes(), None));
     }
-    b
+    for (k, v) in &ops {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+    ops
+}
+
+/// Commits transaction `t`: every fifth as an index run of its own (an
+/// ingest), the others as log records.
+fn commit(store: &Store, t: u64, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> larder_object::Result<()> {
+    if t.is_multiple_of(5) {
+        store.transact_as_run(&[], |txn| -> larder_object::Result<()> {
+            for (k, v) in ops {
+                match v {
+                    Some(v) => txn.put(k, v),
+                    None => txn.delete(k),
+                }
+            }
+            Ok(())
+        })?;
+        return Ok(());
+    }
+    let mut b = WriteBatch::new();
+    for (k, v) in ops {
+        match v {
+            Some(v) => b.put(k, v),
+            None => b.delete(k),
+        };
+    }
+    store.commit(&b, Durability::Durable).map(|_| ())
 }
 
 const TXNS: u64 = 120;
@@ -68,9 +94,9 @@ fn workload(sim: &SimStorage, history: &mut Vec<State>) -> u64 {
     };
     let mut acked = 0;
     for t in 1..=TXNS {
-        let batch = txn(t, &mut model);
+        let ops = txn(t, &mut model);
         history.push(model.clone());
-        if store.commit(&batch, Durability::Durable).is_err() {
+        if commit(&store, t, &ops).is_err() {
             break;
         }
         acked = t;

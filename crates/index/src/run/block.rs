@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 
 use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, read_varint_unchecked, Decoder};
-use crate::entry::{cmp_internal, Entry, Kind, Op, Stamp};
+use crate::entry::{cmp_internal, Entry, Kind, Op, OpRef, Stamp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Appends entries into one block's bytes.
@@ -36,7 +36,7 @@ impl BlockBuilder {
 
     /// Adds an entry; `run_op_id` is the merge operator's id in this run's
     /// operator table (ignored for other kinds).
-    pub(crate) fn add(&mut self, key: &[u8], stamp: Stamp, op: &Op, run_op_id: u32) {
+    pub(crate) fn add(&mut self, key: &[u8], stamp: Stamp, op: OpRef<'_>, run_op_id: u32) {
         self.offsets.push(self.buf.len() as u32);
         let b = &mut self.buf;
         put_varint(b, key.len() as u64);
@@ -44,19 +44,19 @@ impl BlockBuilder {
         b.push(op.kind() as u8);
         put_u64(b, stamp.seq);
         put_varint(b, stamp.sub.into());
-        if let Op::Merge { .. } = op {
+        if let OpRef::Merge { .. } = op {
             put_varint(b, run_op_id.into());
         }
         match op {
-            Op::Put(v) => {
+            OpRef::Put(v) => {
                 put_varint(b, v.len() as u64);
                 b.extend_from_slice(v);
             }
-            Op::Merge { operand, .. } => {
+            OpRef::Merge { operand, .. } => {
                 put_varint(b, operand.len() as u64);
                 b.extend_from_slice(operand);
             }
-            Op::Delete => {}
+            OpRef::Delete => {}
         }
     }
 
@@ -280,8 +280,8 @@ mod tests {
         let mut b = BlockBuilder::new();
         for i in 0..50u32 {
             let k = format!("key{i:03}");
-            b.add(k.as_bytes(), Stamp { seq: 9, sub: 1 }, &Op::Put(vec![i as u8; 3]), 0);
-            b.add(k.as_bytes(), Stamp { seq: 5, sub: 0 }, &Op::Merge { operator: 0, operand: vec![1] }, 2);
+            b.add(k.as_bytes(), Stamp { seq: 9, sub: 1 }, OpRef::Put(&[i as u8; 3]), 0);
+            b.add(k.as_bytes(), Stamp { seq: 5, sub: 0 }, OpRef::Merge { operator: 0, operand: &[1] }, 2);
         }
         let block = Block::decode(b.finish()).unwrap();
         block.verify_entries(3).unwrap();
@@ -319,9 +319,9 @@ mod tests {
     #[test]
     fn every_bit_flip_and_truncation_is_refused() {
         let mut b = BlockBuilder::new();
-        b.add(b"a", Stamp { seq: 1, sub: 0 }, &Op::Put(b"v".to_vec()), 0);
-        b.add(b"b", Stamp { seq: 1, sub: 1 }, &Op::Delete, 0);
-        b.add(b"c", Stamp { seq: 1, sub: 2 }, &Op::Merge { operator: 0, operand: b"o".to_vec() }, 0);
+        b.add(b"a", Stamp { seq: 1, sub: 0 }, OpRef::Put(b"v"), 0);
+        b.add(b"b", Stamp { seq: 1, sub: 1 }, OpRef::Delete, 0);
+        b.add(b"c", Stamp { seq: 1, sub: 2 }, OpRef::Merge { operator: 0, operand: b"o" }, 0);
         let raw = b.finish();
         Block::decode(raw.clone()).unwrap().verify_entries(1).unwrap();
         assert!(Block::decode(raw.clone()).unwrap().verify_entries(0).is_err(), "operator outside the run's table");

@@ -8,7 +8,7 @@ use super::block::BlockBuilder;
 use super::bloom::{key_hash, BloomBuilder};
 use super::{BlockHandle, RunMeta, FOOTER_BYTES, RUN_FORMAT_VERSION, RUN_MAGIC};
 use crate::codec::{crc, put_bytes, put_u16, put_u32, put_u64};
-use crate::entry::{Op, RangeTombstone, Stamp};
+use crate::entry::{Op, OpRef, RangeTombstone, Stamp};
 use crate::error::Result;
 use crate::merge::Registry;
 
@@ -73,6 +73,11 @@ impl RunWriter {
 
     /// Adds one entry; it must sort after every entry added before.
     pub(crate) fn add(&mut self, key: &[u8], stamp: Stamp, op: &Op) -> Result<()> {
+        self.add_ref(key, stamp, op.borrowed())
+    }
+
+    /// [`RunWriter::add`] of a borrowed operation.
+    pub(crate) fn add_ref(&mut self, key: &[u8], stamp: Stamp, op: OpRef<'_>) -> Result<()> {
         let new_key = self.entry_count == 0 || key != self.block_last_key.as_slice();
         if new_key && !self.block.is_empty() && self.block.estimated_len() >= self.block_size {
             self.finish_block()?;
@@ -88,10 +93,10 @@ impl RunWriter {
             }
         }
         let run_op_id = match op {
-            Op::Merge { operator, .. } => match self.operators.iter().position(|o| o == operator) {
+            OpRef::Merge { operator, .. } => match self.operators.iter().position(|o| *o == operator) {
                 Some(i) => i as u32,
                 None => {
-                    self.operators.push(*operator);
+                    self.operators.push(operator);
                     (self.operators.len() - 1) as u32
                 }
             },

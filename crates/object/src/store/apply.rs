@@ -52,6 +52,19 @@ impl ApplyOrder {
         lsn: u64,
         batch: &WriteBatch,
     ) -> Result<()> {
+        self.apply_with(log, cache, lsn, batch, || index.write(lsn, batch))
+    }
+
+    /// Like [`ApplyOrder::apply`], with `enter` putting `batch` into the
+    /// index (an ingest installs its run).
+    pub(crate) fn apply_with(
+        &self,
+        log: &Log,
+        cache: &MetaCache,
+        lsn: u64,
+        batch: &WriteBatch,
+        enter: impl FnOnce() -> larder_index::Result<()>,
+    ) -> Result<()> {
         let mut next = self.next.lock();
         while *next < lsn {
             self.cond.wait(&mut next);
@@ -61,7 +74,7 @@ impl ApplyOrder {
         let _advance = Advance { order: self, next };
         self.check().map_err(|why| ObjectError::ApplyFailed { lsn, why })?;
         cache.invalidate(batch);
-        let done = index.write(lsn, batch);
+        let done = enter();
         cache.settle();
         if let Err(e) = done {
             let why = format!("record {lsn} could not enter the index: {e}");

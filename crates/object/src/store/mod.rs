@@ -17,6 +17,7 @@
 mod apply;
 mod cache;
 mod checkpoint;
+mod ingest;
 mod observe;
 mod payload;
 
@@ -109,6 +110,15 @@ pub enum Durability {
     Buffered,
 }
 
+/// How a transaction's batch is committed.
+#[derive(Clone, Copy, Debug)]
+enum CommitAs {
+    /// As an intent-log record.
+    Record(Durability),
+    /// As an index run of its own (see `ingest`).
+    Run,
+}
+
 /// An open store.
 pub struct Store {
     dir: PathBuf,
@@ -127,6 +137,10 @@ pub struct Store {
     pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
     /// Turns to apply committed batches to the index in LSN order.
     apply_order: Arc<ApplyOrder>,
+    /// Held shared from a record's append until its batch is in the index,
+    /// and exclusively by an ingest (see `ingest`), which must know the next
+    /// LSN and have the index to itself.
+    append_gate: parking_lot::RwLock<()>,
     /// Told what each commit changed (see [`Store::set_change_observer`]).
     observer: parking_lot::RwLock<Option<ChangeObserver>>,
     _lock: Box<dyn Lock>,
@@ -221,6 +235,14 @@ impl Store {
                         Ok(Replay::StopBefore)
                     }
                 },
+                // The index holds an ingested batch only once its manifest
+                // names the run, and then replay starts above the marker:
+                // a marker replayed is a batch that never committed, and
+                // the log's last record (see `ingest`).
+                Ok(Payload::Ingested { run }) => {
+                    tracing::warn!(lsn = r.lsn, ?run, "an ingested batch did not commit before the crash");
+                    Ok(Replay::StopBefore)
+                }
                 // Above the acknowledged LSN this ends the log; at or
                 // below it the log reports corruption naming the record.
                 Err(what) => {
@@ -270,6 +292,7 @@ impl Store {
             ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
             apply_order,
+            append_gate: parking_lot::RwLock::new(()),
             observer: parking_lot::RwLock::new(None),
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
@@ -312,8 +335,10 @@ impl Store {
     /// check and ends replay, and no later record was acknowledged.
     pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<FileRef>, durability: Durability) -> Result<u64> {
         let record = payload::encode_batch(batch);
+        let gate = self.append_gate.read();
         let lsn = self.log.append_buffered_with(record, deps)?;
         self.apply_order.apply(&self.log, &self.index, &self.meta_cache, lsn, batch)?;
+        drop(gate);
         if let Some(observer) = self.observer.read().clone() {
             let changes = observe::changes(batch);
             if !changes.is_empty() {
@@ -351,6 +376,16 @@ impl Store {
         })
     }
 
+    /// `count` new object ids, consecutive, never handed out before (see
+    /// [`Store::allocate_object_id`]).
+    pub fn allocate_object_ids(&self, count: u64) -> Result<std::ops::Range<u64>> {
+        self.ids.allocate_range(count, |high| {
+            let mut b = WriteBatch::new();
+            b.put(next_object_id_key()?, encode_counter(high));
+            self.commit(&b, Durability::Durable).map(|_| ())
+        })
+    }
+
     /// Runs `f` as a transaction on `objects`, which it may change (see
     /// [`Transaction`]): their locks are taken in a fixed order and held
     /// until the transaction's record is committed with `durability`. If
@@ -376,7 +411,23 @@ impl Store {
         f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<(R, u64), E> {
         let held = self.locks.lock(requests);
-        self.run_locked(held, requests, durability, f)
+        self.run_locked(held, requests, CommitAs::Record(durability), f)
+    }
+
+    /// Like [`Store::transact_locked`], committing the transaction's batch
+    /// as an index run of its own instead of a log record: for very large
+    /// transactions (a bulk create of many thousands of names), whose
+    /// bytes are then written once instead of to the log, a memtable and a
+    /// flush. Durable when it returns. Other commits wait while the run is
+    /// written (and any unflushed memtable is flushed first), so small
+    /// transactions should not use it.
+    pub fn transact_as_run<R, E: From<ObjectError>>(
+        &self,
+        requests: &[LockRequest],
+        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<(R, u64), E> {
+        let held = self.locks.lock(requests);
+        self.run_locked(held, requests, CommitAs::Run, f)
     }
 
     /// Runs a transaction on locks already taken (see `transact_locked`).
@@ -384,7 +435,7 @@ impl Store {
         &self,
         held: Held<'_>,
         requests: &[LockRequest],
-        durability: Durability,
+        how: CommitAs,
         f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<(R, u64), E> {
         let mut txn = Transaction::new(self, requests);
@@ -405,7 +456,10 @@ impl Store {
         // data sync poisons the log after the record was written), so the
         // space it allocated stays allocated; the log is poisoned and
         // reopening rebuilds free space from the extent map.
-        let lsn = self.commit_with_deps(&done.batch, done.deps, durability)?;
+        let lsn = match how {
+            CommitAs::Record(durability) => self.commit_with_deps(&done.batch, done.deps, durability)?,
+            CommitAs::Run => self.commit_ingest(&done.batch, &done.deps)?,
+        };
         drop(held);
         // Shadowing: what the record stopped referencing is reused only
         // once the record is durable and no older reader remains.
@@ -483,7 +537,7 @@ impl Store {
                 }
             };
             // Buffered: the value is the same, only its form changes.
-            self.run_locked(held, &requests, Durability::Buffered, |txn| match txn.onode(dir)? {
+            self.run_locked(held, &requests, CommitAs::Record(Durability::Buffered), |txn| match txn.onode(dir)? {
                 Some(onode) => txn.put_onode(dir, &onode),
                 None => Ok(()),
             })?;

@@ -8,14 +8,16 @@
 //! at or above the recovered H. (Raising H inside the allocating
 //! transaction would not do: another transaction using an id of the same
 //! chunk could get an earlier LSN and be durable while the one raising H
-//! was lost.) A crash wastes at most one chunk of ids.
+//! was lost.) A crash wastes at most one chunk of ids: with 2^64 ids, a
+//! chunk of 65,536 costs nothing, and keeps the high-water commits (one
+//! sync each) rare: at 1,024 they were a quarter of a million-file create.
 
 use parking_lot::Mutex;
 
 use crate::error::Result;
 
 /// Ids reserved per durable high-water-mark update.
-pub(crate) const CHUNK: u64 = 1024;
+pub(crate) const CHUNK: u64 = 1 << 16;
 /// The first id ever handed out (0 is never an object; 1 is the root).
 pub(crate) const FIRST_ID: u64 = 2;
 
@@ -49,5 +51,24 @@ impl IdAllocator {
         let id = r.next;
         r.next += 1;
         Ok(id)
+    }
+
+    /// `count` consecutive new ids, with at most one `reserve` call (see
+    /// [`IdAllocator::allocate`]).
+    pub(crate) fn allocate_range(
+        &self,
+        count: u64,
+        reserve: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<std::ops::Range<u64>> {
+        let mut r = self.range.lock();
+        let end = r.next.saturating_add(count);
+        if end > r.reserved {
+            let high = end.saturating_add(CHUNK);
+            reserve(high)?;
+            r.reserved = high;
+        }
+        let ids = r.next..end;
+        r.next = end;
+        Ok(ids)
     }
 }

@@ -40,6 +40,8 @@ pub struct Transaction<'a> {
     exclusive: Vec<u64>,
     /// Objects held shared (sorted).
     shared: Vec<u64>,
+    /// Objects created in bulk here: ranges of fresh ids, held exclusively.
+    created: Vec<std::ops::Range<u64>>,
     /// Names held: (directory, name).
     names: Vec<(u64, Vec<u8>)>,
     batch: WriteBatch,
@@ -89,6 +91,7 @@ impl<'a> Transaction<'a> {
             store,
             exclusive,
             shared,
+            created: Vec::new(),
             names,
             batch: WriteBatch::new(),
             pending: BTreeMap::new(),
@@ -196,7 +199,7 @@ impl<'a> Transaction<'a> {
 
     /// Refuses unless `object` is held exclusively.
     pub(crate) fn check_locked(&self, object: u64) -> Result<()> {
-        if self.exclusive.binary_search(&object).is_err() {
+        if self.exclusive.binary_search(&object).is_err() && !self.created.iter().any(|r| r.contains(&object)) {
             return Err(ObjectError::NotLocked { object });
         }
         Ok(())
@@ -254,6 +257,40 @@ impl<'a> Transaction<'a> {
         shape(&mut onode);
         self.put_onode(id, &onode)?;
         Ok(id)
+    }
+
+    /// Creates `count` objects as [`Transaction::create_object_as`] does,
+    /// with consecutive ids (one high-water update at most), `shape` given
+    /// each id and onode. For bulk creation: the onodes are written blind,
+    /// so this transaction does not read them back ([`Transaction::onode`]
+    /// of one sees nothing); the objects are held exclusively all the same.
+    pub fn create_objects_blind(
+        &mut self,
+        count: u64,
+        kind: Kind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        mut shape: impl FnMut(u64, &mut Onode),
+    ) -> Result<std::ops::Range<u64>> {
+        let ids = self.store.allocate_object_ids(count)?;
+        self.created.push(ids.clone());
+        let limits = self.limits();
+        for id in ids.clone() {
+            let mut onode = Onode::new(kind, mode, uid, gid, id);
+            shape(id, &mut onode);
+            self.batch.put(onode_key(id), onode.encode(&limits)?);
+        }
+        Ok(ids)
+    }
+
+    /// Sets the dentry `name` in `dir` (the name held) blind: this
+    /// transaction does not read it back (see
+    /// [`Transaction::create_objects_blind`]).
+    pub fn put_dentry_blind(&mut self, dir: u64, name: &Name, dentry: &Dentry) -> Result<()> {
+        self.check_name(dir, name)?;
+        self.batch.put(dentry_key(dir, name), dentry.encode()?);
+        Ok(())
     }
 
     /// The onode of a held object (shared or exclusive), if it exists,
