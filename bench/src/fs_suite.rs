@@ -18,8 +18,14 @@
 //! CPU (`recently_deleted`, `find_inode_bit` in perf) and ran 7x slower
 //! than the same run on a fresh file system. Needs root (mount).
 //!
-//! Peak memory is each child's VmHWM. The FUSE comparisons (do-nothing
-//! FUSE file system, bindfs) are not here yet.
+//! - `mix-file`, `mix-web`, `mix-mail`: FileBench-like personalities
+//!   (see `fs_mix`), natively; `fuse-mix-*` the same through a mount
+//!   (Larder's, bindfs over ext4) with ext4 without FUSE beside them.
+//! - `fuse-create`, `fuse-stat0`, `fuse-stat`: creates and stats through
+//!   a mount of Larder, a do-nothing fuser file system, bindfs, and ext4
+//!   without FUSE.
+//!
+//! Peak memory is each child's VmHWM.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -68,6 +74,12 @@ pub struct FsArgs {
     /// Size of each run's file system image, GiB (sparse).
     #[arg(long, default_value_t = 16)]
     image_gib: u64,
+    /// Threads of the mix workloads.
+    #[arg(long, default_value_t = 8)]
+    mix_threads: usize,
+    /// Scales the mix workloads' loops per thread.
+    #[arg(long, default_value_t = 1.0)]
+    mix_scale: f64,
 }
 
 /// A freshly made, loop-mounted file system, unmounted and removed when
@@ -116,6 +128,10 @@ pub struct FsSpec {
     files: u64,
     stats: u64,
     seed: u64,
+    #[serde(default)]
+    mix_threads: usize,
+    #[serde(default)]
+    mix_scale: f64,
 }
 
 /// What one child measured.
@@ -147,8 +163,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
         order.rotate_left(round % engines.len().max(1));
         eprintln!("round {}/{}: {}", round + 1, args.runs, order.join(", "));
         for w in &workloads {
-            let fuse = w.starts_with("fuse-");
-            for e in order.iter().filter(|e| applies(e, fuse)) {
+            for e in order.iter().filter(|e| applies(e, w)) {
                 let dir = args.dir.join(format!("{e}-{w}-{round}"));
                 let _ = std::fs::remove_dir_all(&dir);
                 let fresh = FreshFs::make(&dir, if e == "xfs" { "xfs" } else { "ext4" }, args.image_gib)?;
@@ -156,9 +171,11 @@ pub fn run(args: &FsArgs) -> Result<()> {
                     engine: e.clone(),
                     workload: w.clone(),
                     dir: fresh.mnt.clone(),
-                    files: if fuse { args.fuse_files } else { args.files },
+                    files: if w.starts_with("fuse-") { args.fuse_files } else { args.files },
                     stats: args.stats,
                     seed: args.seed,
+                    mix_threads: args.mix_threads,
+                    mix_scale: args.mix_scale,
                 };
                 let r: Result<FsResult, String> =
                     crate::spawn_child("fs-child", &spec, Some(Duration::from_secs(args.child_timeout_secs)));
@@ -190,10 +207,12 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
             "stat" => "lookups with attributes, native API",
             "fuse-create" => "empty files created through a mount, durable at the end",
             "fuse-stat0" => "stat(2) of random files through a mount, cache timeouts 0",
+            "mix-file" | "fuse-mix-file" => "FileBench-like file server (create+write 128 KiB, append, read, delete, stat), durable at the end",
+            "mix-web" | "fuse-mix-web" => "FileBench-like web server (10 whole-file reads of 16 KiB, one log append), durable at the end",
+            "mix-mail" | "fuse-mix-mail" => "FileBench-like mail server (delete, create+write+fsync, append+fsync, read), durable at the end",
             _ => "stat(2) of random files through a mount, each file system's default cache timeouts (Larder and the do-nothing one: 60 s; bindfs: its own)",
         };
         let _ = writeln!(o, "### {w}: {what}\n");
-        let fuse = w.starts_with("fuse-");
         let _ = writeln!(o, "| Engine | ops/s | min–max | Larder ÷ | s (median) | peak RSS MiB | failed runs |");
         let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
         let rate = |e: &str| {
@@ -202,7 +221,7 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
             }))
         };
         let larder = rate("larder");
-        for e in engines.iter().filter(|e| applies(e, fuse)) {
+        for e in engines.iter().filter(|e| applies(e, w)) {
             let runs = results.get(&(w.clone(), e.clone()));
             let ok: Vec<&FsResult> = runs.map_or(Vec::new(), |v| v.iter().filter_map(|r| r.as_ref().ok()).collect());
             let failed = runs.map_or(0, |v| v.iter().filter(|r| r.is_err()).count());
@@ -231,11 +250,16 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
     o
 }
 
-/// Whether engine `e` runs the native (`fuse` false) or mount workloads.
-fn applies(e: &str, fuse: bool) -> bool {
+/// Whether engine `e` runs workload `w`: native workloads on larder, ext4
+/// and xfs; mount workloads on larder, ext4 (without FUSE, for reference),
+/// null and bindfs, except that the do-nothing file system holds no data
+/// for a mix.
+fn applies(e: &str, w: &str) -> bool {
+    let fuse = w.starts_with("fuse-");
     match e {
         "larder" | "ext4" => true,
         "xfs" => !fuse,
+        "null" => fuse && !w.starts_with("fuse-mix-"),
         _ => fuse,
     }
 }
@@ -244,6 +268,10 @@ fn applies(e: &str, fuse: bool) -> bool {
 pub fn run_child(spec: &str) -> Result<()> {
     let spec: FsSpec = serde_json::from_str(spec)?;
     let (ops, secs) = match (spec.engine.as_str(), spec.workload.as_str()) {
+        (e, w) if w.starts_with("fuse-mix-") && e != "ext4" => mix_through_mount(&spec, &w["fuse-mix-".len()..])?,
+        (e, w) if w.starts_with("mix-") || w.starts_with("fuse-mix-") => {
+            mix_native(&spec, e, w.rsplit('-').next().unwrap_or_default())?
+        }
         (e, w) if w.starts_with("fuse-") && e != "ext4" => through_mount(&spec, w)?,
         ("ext4", w) if w.starts_with("fuse-") => native_fs(&spec, if w == "fuse-create" { "create" } else { "stat" })?,
         ("larder", w) => larder(&spec, w)?,
@@ -413,4 +441,61 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     let secs = stat_randomly(spec, &names)?;
     drop(mounted);
     Ok((spec.stats, secs))
+}
+
+/// A mix natively: Larder's API, or paths on the fresh ext4/XFS.
+fn mix_native(spec: &FsSpec, engine: &str, personality: &str) -> Result<(u64, f64)> {
+    use crate::fs_mix::{dir_count, preallocate, run, LarderFs, PathFs, Personality};
+    let p = Personality::parse(personality)?;
+    if engine == "larder" {
+        let fs = larder_fs::Fs::create(&spec.dir.join("store"), larder_fs::FsOptions::default())?;
+        let m = LarderFs::new(fs, dir_count(p))?;
+        preallocate(&m, p)?;
+        let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)?;
+        m.close()?;
+        return Ok(r);
+    }
+    let base = spec.dir.join("mix");
+    let sync_dir = spec.dir.clone();
+    let m = PathFs::new(&base, dir_count(p), Box::new(move || syncfs(&sync_dir)))?;
+    preallocate(&m, p)?;
+    run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)
+}
+
+/// A mix through a mount of Larder or bindfs (over the fresh ext4).
+fn mix_through_mount(spec: &FsSpec, personality: &str) -> Result<(u64, f64)> {
+    use crate::fs_mix::{dir_count, preallocate, run, PathFs, Personality};
+    let p = Personality::parse(personality)?;
+    let mnt = spec.dir.join("mnt");
+    let under = spec.dir.join("under");
+    std::fs::create_dir_all(&mnt)?;
+    std::fs::create_dir_all(&under)?;
+    let mounted = match spec.engine.as_str() {
+        "larder" => {
+            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), larder_fs::FsOptions::default())?);
+            Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &larder_fuse::MountOptions::default())?))
+        }
+        "bindfs" => {
+            run_cmd("bindfs", &[under.to_str().unwrap_or_default(), mnt.to_str().unwrap_or_default()])?;
+            Mounted::Bindfs(mnt.clone())
+        }
+        e => bail!("no mix through a mount for engine {e}"),
+    };
+    // Durable at the end: Larder's fsyncdir makes everything durable; for
+    // bindfs, syncfs of the ext4 below.
+    let (root, below, larder) = (mnt.clone(), under.clone(), spec.engine == "larder");
+    let sync: Box<dyn Fn() -> Result<()> + Sync> = Box::new(move || {
+        if larder {
+            std::fs::File::open(&root)?.sync_all()?;
+            Ok(())
+        } else {
+            syncfs(&below)
+        }
+    });
+    let m = PathFs::new(&mnt.join("mix"), dir_count(p), sync)?;
+    preallocate(&m, p)?;
+    let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)?;
+    drop(m);
+    drop(mounted);
+    Ok(r)
 }

@@ -13,6 +13,8 @@
 
 mod engines;
 #[cfg(feature = "larder-fs")]
+mod fs_mix;
+#[cfg(feature = "larder-fs")]
 mod fs_suite;
 #[cfg(feature = "larder-fs")]
 mod null_fuse;

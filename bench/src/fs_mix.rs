@@ -1,0 +1,420 @@
+//! FileBench-like mixes, run by our own harness: the file server, web
+//! server and mail server personalities of FileBench's `fileserver.f`,
+//! `webserver.f` and `varmail.f`, scaled to a 2-core machine and a short
+//! run, against any file system reachable through [`MixFs`]: Larder's
+//! native API, or paths (ext4, XFS, a FUSE mount).
+//!
+//! Each personality preallocates its file set (not timed), then `threads`
+//! threads run `loops` iterations of its flow each, every thread on its own
+//! share of the files (FileBench's threads pick files at random from one
+//! shared set; a share per thread keeps two threads from deleting the same
+//! file without a lock neither real workload has). The time ends after a
+//! final sync, so every file system is measured durable at the end.
+//!
+//! | personality | files, dirs | size | one loop (ops) |
+//! |---|---|---|---|
+//! | file | 2,000 in dirs of 20, 80% preallocated | 128 KiB | create+write whole, append 16 KiB, read whole, delete, stat (5) |
+//! | web | 1,000 in dirs of 20 | 16 KiB | read 10 whole files, append 16 KiB to a shared log (11) |
+//! | mail | 1,000 in one dir | 16 KiB | delete, create+write+fsync, append 16 KiB+fsync, read whole (4) |
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+/// The operations a personality uses, on file `name` of directory `dir`.
+pub trait MixFs: Sync {
+    /// Creates the file (it must not exist) holding `data`; `fsync` it.
+    fn create_write(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()>;
+    /// Appends `data` to the existing file; `fsync` it.
+    fn append(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()>;
+    /// Reads the whole file; returns its size.
+    fn read_whole(&self, dir: usize, name: &str, buf: &mut Vec<u8>) -> Result<u64>;
+    /// Removes the file.
+    fn delete(&self, dir: usize, name: &str) -> Result<()>;
+    /// The file's size, from its attributes.
+    fn stat(&self, dir: usize, name: &str) -> Result<u64>;
+    /// Makes every change durable.
+    fn sync_all(&self) -> Result<()>;
+}
+
+/// One of the three personalities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Personality {
+    /// FileBench's fileserver.
+    File,
+    /// FileBench's webserver.
+    Web,
+    /// FileBench's varmail.
+    Mail,
+}
+
+impl Personality {
+    /// From a workload name's suffix: file, web, mail.
+    pub fn parse(s: &str) -> Result<Personality> {
+        Ok(match s {
+            "file" => Personality::File,
+            "web" => Personality::Web,
+            "mail" => Personality::Mail,
+            _ => bail!("unknown personality {s:?}: file, web, mail"),
+        })
+    }
+
+    fn files(self) -> usize {
+        match self {
+            Personality::File => 2_000,
+            Personality::Web | Personality::Mail => 1_000,
+        }
+    }
+
+    fn dirs(self) -> usize {
+        match self {
+            Personality::File | Personality::Web => self.files() / 20,
+            Personality::Mail => 1,
+        }
+    }
+
+    fn file_bytes(self) -> usize {
+        match self {
+            Personality::File => 128 << 10,
+            Personality::Web | Personality::Mail => 16 << 10,
+        }
+    }
+
+    /// Loops per thread at scale 1.
+    fn loops(self) -> usize {
+        match self {
+            Personality::File => 100,
+            Personality::Web => 400,
+            Personality::Mail => 150,
+        }
+    }
+
+    /// Share of the files made before the timed part.
+    fn preallocated(self, i: usize) -> bool {
+        match self {
+            Personality::File => i % 5 != 0,
+            Personality::Web | Personality::Mail => true,
+        }
+    }
+}
+
+/// Directory and name of file `i`.
+fn place(p: Personality, i: usize) -> (usize, String) {
+    (i % p.dirs(), format!("m{i:06}"))
+}
+
+/// Name of the web server's shared log (in directory 0).
+const WEB_LOG: &str = "access.log";
+
+/// xorshift64: enough for picking files.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
+
+/// One thread's files: their indexes and which exist.
+struct Share {
+    files: Vec<usize>,
+    exists: Vec<bool>,
+}
+
+impl Share {
+    /// A random file that exists (`want`) or not; None if there is none.
+    fn pick(&self, rng: &mut Rng, want: bool) -> Option<usize> {
+        let n = self.files.len();
+        let start = rng.below(n);
+        (0..n).map(|k| (start + k) % n).find(|&k| self.exists[k] == want)
+    }
+}
+
+/// Makes the file set (untimed) and the directories `fs` expects to exist
+/// already (the caller made `dirs` of them).
+pub fn preallocate(fs: &dyn MixFs, p: Personality) -> Result<()> {
+    let data = vec![0x5a; p.file_bytes()];
+    for i in (0..p.files()).filter(|&i| p.preallocated(i)) {
+        let (d, name) = place(p, i);
+        fs.create_write(d, &name, &data, false)?;
+    }
+    if p == Personality::Web {
+        fs.create_write(0, WEB_LOG, &[], false)?;
+    }
+    fs.sync_all()
+}
+
+/// Directories personality `p` uses.
+pub fn dir_count(p: Personality) -> usize {
+    p.dirs()
+}
+
+/// Runs the timed part: `threads` threads, each `loops × scale` loops of
+/// `p`'s flow, then a sync. Returns (operations, seconds).
+pub fn run(fs: &dyn MixFs, p: Personality, threads: usize, scale: f64, seed: u64) -> Result<(u64, f64)> {
+    let threads = threads.max(1);
+    let loops = ((p.loops() as f64 * scale).round() as usize).max(1);
+    let log_lock = Mutex::new(());
+    let start = Instant::now();
+    let ops: Result<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let files: Vec<usize> = (0..p.files()).filter(|i| i % threads == t).collect();
+                let exists = files.iter().map(|&i| p.preallocated(i)).collect();
+                let share = Share { files, exists };
+                let rng = Rng((seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+                let log_lock = &log_lock;
+                s.spawn(move || one_thread(fs, p, share, rng, loops, log_lock))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a mix thread panicked"))).collect()
+    });
+    let ops: u64 = ops?.iter().sum();
+    fs.sync_all()?;
+    Ok((ops, start.elapsed().as_secs_f64()))
+}
+
+fn one_thread(
+    fs: &dyn MixFs,
+    p: Personality,
+    mut share: Share,
+    mut rng: Rng,
+    loops: usize,
+    log_lock: &Mutex<()>,
+) -> Result<u64> {
+    let whole = vec![0xa5; p.file_bytes()];
+    let append = vec![0x3c; 16 << 10];
+    let mut buf = Vec::with_capacity(p.file_bytes() * 2);
+    let mut ops = 0u64;
+    for _ in 0..loops {
+        match p {
+            Personality::File => {
+                if let Some(k) = share.pick(&mut rng, false) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.create_write(d, &n, &whole, false)?;
+                    share.exists[k] = true;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.append(d, &n, &append, false)?;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.read_whole(d, &n, &mut buf)?;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.delete(d, &n)?;
+                    share.exists[k] = false;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.stat(d, &n)?;
+                    ops += 1;
+                }
+            }
+            Personality::Web => {
+                for _ in 0..10 {
+                    // Any file of the set: web servers read what others read.
+                    let (d, n) = place(p, rng.below(p.files()));
+                    fs.read_whole(d, &n, &mut buf)?;
+                    ops += 1;
+                }
+                // The log's appends are ordered by the harness, the same
+                // for every file system.
+                let _g = log_lock.lock().map_err(|_| anyhow::anyhow!("log lock poisoned"))?;
+                fs.append(0, WEB_LOG, &append, false)?;
+                ops += 1;
+            }
+            Personality::Mail => {
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.delete(d, &n)?;
+                    share.exists[k] = false;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, false) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.create_write(d, &n, &whole, true)?;
+                    share.exists[k] = true;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.append(d, &n, &append, true)?;
+                    ops += 1;
+                }
+                if let Some(k) = share.pick(&mut rng, true) {
+                    let (d, n) = place(p, share.files[k]);
+                    fs.read_whole(d, &n, &mut buf)?;
+                    ops += 1;
+                }
+            }
+        }
+    }
+    Ok(ops)
+}
+
+/// Paths under a base directory: ext4, XFS, or a FUSE mount.
+pub struct PathFs {
+    dirs: Vec<std::path::PathBuf>,
+    /// Synced at the end: a directory whose `syncfs` (or, on a FUSE mount,
+    /// `fsync`) makes everything durable.
+    sync: Box<dyn Fn() -> Result<()> + Sync>,
+}
+
+impl PathFs {
+    /// Makes `count` directories under `base`; `sync` makes all durable.
+    pub fn new(base: &std::path::Path, count: usize, sync: Box<dyn Fn() -> Result<()> + Sync>) -> Result<PathFs> {
+        let mut dirs = Vec::with_capacity(count);
+        for d in 0..count {
+            let p = base.join(format!("d{d:04}"));
+            std::fs::create_dir_all(&p)?;
+            dirs.push(p);
+        }
+        Ok(PathFs { dirs, sync })
+    }
+
+    fn path(&self, dir: usize, name: &str) -> std::path::PathBuf {
+        self.dirs[dir].join(name)
+    }
+}
+
+impl MixFs for PathFs {
+    fn create_write(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(self.path(dir, name))?;
+        f.write_all(data)?;
+        if fsync {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    fn append(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(self.path(dir, name))?;
+        f.write_all(data)?;
+        if fsync {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    fn read_whole(&self, dir: usize, name: &str, buf: &mut Vec<u8>) -> Result<u64> {
+        use std::io::Read;
+        buf.clear();
+        Ok(std::fs::File::open(self.path(dir, name))?.read_to_end(buf)? as u64)
+    }
+
+    fn delete(&self, dir: usize, name: &str) -> Result<()> {
+        Ok(std::fs::remove_file(self.path(dir, name))?)
+    }
+
+    fn stat(&self, dir: usize, name: &str) -> Result<u64> {
+        Ok(std::fs::metadata(self.path(dir, name))?.len())
+    }
+
+    fn sync_all(&self) -> Result<()> {
+        (self.sync)()
+    }
+}
+
+/// Larder's native API, as root.
+pub struct LarderFs {
+    fs: larder_fs::Fs,
+    cred: larder_fs::Cred,
+    dirs: Vec<u64>,
+}
+
+impl LarderFs {
+    /// Makes `count` directories under the root of `fs`.
+    pub fn new(fs: larder_fs::Fs, count: usize) -> Result<LarderFs> {
+        let cred = larder_fs::Cred::root();
+        let mut dirs = Vec::with_capacity(count);
+        for d in 0..count {
+            dirs.push(fs.mkdir(&cred, fs.root(), format!("d{d:04}").as_bytes(), 0o755)?.ino);
+        }
+        Ok(LarderFs { fs, cred, dirs })
+    }
+
+    /// Closes the file system (durably).
+    pub fn close(self) -> Result<()> {
+        Ok(self.fs.close()?)
+    }
+
+    fn open(&self, dir: usize, name: &str, flags: i32) -> Result<(larder_fs::Attr, u64)> {
+        let a = self.fs.lookup(&self.cred, self.dirs[dir], name.as_bytes())?;
+        let fh = self.fs.open_file(&self.cred, a.ino, flags)?;
+        Ok((a, fh))
+    }
+
+    /// Runs `f` on handle `fh`, then releases it whatever `f` returned.
+    fn with_handle<T>(&self, fh: u64, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let r = f();
+        self.fs.release(fh)?;
+        r
+    }
+}
+
+impl MixFs for LarderFs {
+    fn create_write(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()> {
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+        let (_, fh) = self.fs.create_file(&self.cred, self.dirs[dir], name.as_bytes(), 0o644, flags)?;
+        self.with_handle(fh, || {
+            self.fs.write(&self.cred, fh, 0, data)?;
+            if fsync {
+                self.fs.fsync(fh)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn append(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()> {
+        let (_, fh) = self.open(dir, name, libc::O_WRONLY | libc::O_APPEND)?;
+        self.with_handle(fh, || {
+            self.fs.write(&self.cred, fh, 0, data)?;
+            if fsync {
+                self.fs.fsync(fh)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn read_whole(&self, dir: usize, name: &str, buf: &mut Vec<u8>) -> Result<u64> {
+        let (a, fh) = self.open(dir, name, libc::O_RDONLY)?;
+        self.with_handle(fh, || {
+            buf.clear();
+            let mut at = 0u64;
+            while at < a.size {
+                let chunk = self.fs.read(fh, at, (a.size - at).min(1 << 20) as usize)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                at += chunk.len() as u64;
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(at)
+        })
+    }
+
+    fn delete(&self, dir: usize, name: &str) -> Result<()> {
+        Ok(self.fs.unlink(&self.cred, self.dirs[dir], name.as_bytes())?)
+    }
+
+    fn stat(&self, dir: usize, name: &str) -> Result<u64> {
+        Ok(self.fs.lookup(&self.cred, self.dirs[dir], name.as_bytes())?.size)
+    }
+
+    fn sync_all(&self) -> Result<()> {
+        Ok(self.fs.sync()?)
+    }
+}
