@@ -93,7 +93,7 @@ impl Personality {
     /// Share of the files made before the timed part.
     fn preallocated(self, i: usize) -> bool {
         match self {
-            Personality::File => i % 5 != 0,
+            Personality::File => !i.is_multiple_of(5),
             Personality::Web | Personality::Mail => true,
         }
     }
