@@ -84,9 +84,9 @@ impl Personality {
     /// Loops per thread at scale 1.
     fn loops(self) -> usize {
         match self {
-            Personality::File => 100,
-            Personality::Web => 400,
-            Personality::Mail => 150,
+            Personality::File => 500,
+            Personality::Web => 1_000,
+            Personality::Mail => 500,
         }
     }
 
@@ -344,6 +344,23 @@ impl LarderFs {
             dirs.push(fs.mkdir(&cred, fs.root(), format!("d{d:04}").as_bytes(), 0o755)?.ino);
         }
         Ok(LarderFs { fs, cred, dirs })
+    }
+
+    /// Waits (up to a minute) until the spare container the space manager
+    /// makes after the first allocation exists: its zero-fill (1 GiB by
+    /// default) is part of making the store, not of the workload, as
+    /// ext4's inode tables are (made at mkfs, without lazy init).
+    pub fn quiesce(&self) -> Result<()> {
+        let space = self.fs.store().space();
+        let want = space.options().spare_containers;
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while space.stats().spare_containers < want {
+            if Instant::now() > deadline {
+                bail!("the store's spare container did not appear within a minute");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// Closes the file system (durably).

@@ -97,7 +97,11 @@ impl FreshFs {
         std::fs::create_dir_all(&mnt)?;
         std::fs::File::create(&image)?.set_len(gib << 30)?;
         let mkfs = format!("mkfs.{fstype}");
-        let quiet_force: &[&str] = if fstype == "xfs" { &["-q", "-f"] } else { &["-q", "-F"] };
+        // ext4 without lazy init: no kernel thread zeroing inode tables
+        // and journal under the measured runs (Larder likewise waits for
+        // its spare container before a mix's timed part).
+        let quiet_force: &[&str] =
+            if fstype == "xfs" { &["-q", "-f"] } else { &["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"] };
         run_cmd(&mkfs, &[quiet_force, &[image.to_str().unwrap_or_default()]].concat())?;
         run_cmd("mount", &["-o", "loop", image.to_str().unwrap_or_default(), mnt.to_str().unwrap_or_default()])?;
         Ok(FreshFs { image, mnt })
@@ -443,14 +447,25 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     Ok((spec.stats, secs))
 }
 
+/// The store a mix runs on: sized ahead of its data (two 1 GiB containers
+/// made, zero-filled, when it is created, as a careful user sizes a
+/// database file), so the timed part writes into space that exists, as it
+/// does on the fresh ext4 (made without lazy init).
+fn mix_store_options() -> larder_fs::FsOptions {
+    let mut o = larder_fs::FsOptions::default();
+    o.store.space.min_containers = 2;
+    o
+}
+
 /// A mix natively: Larder's API, or paths on the fresh ext4/XFS.
 fn mix_native(spec: &FsSpec, engine: &str, personality: &str) -> Result<(u64, f64)> {
     use crate::fs_mix::{dir_count, preallocate, run, LarderFs, PathFs, Personality};
     let p = Personality::parse(personality)?;
     if engine == "larder" {
-        let fs = larder_fs::Fs::create(&spec.dir.join("store"), larder_fs::FsOptions::default())?;
+        let fs = larder_fs::Fs::create(&spec.dir.join("store"), mix_store_options())?;
         let m = LarderFs::new(fs, dir_count(p))?;
         preallocate(&m, p)?;
+        m.quiesce()?;
         let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)?;
         m.close()?;
         return Ok(r);
@@ -472,7 +487,7 @@ fn mix_through_mount(spec: &FsSpec, personality: &str) -> Result<(u64, f64)> {
     std::fs::create_dir_all(&under)?;
     let mounted = match spec.engine.as_str() {
         "larder" => {
-            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), larder_fs::FsOptions::default())?);
+            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), mix_store_options())?);
             Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &larder_fuse::MountOptions::default())?))
         }
         "bindfs" => {

@@ -112,6 +112,16 @@ fn snapshot_entries(
 ) -> Result<Vec<Mapped>> {
     let mut out = Vec::new();
     let prefix = fmap_prefix(object);
+    let stop = fmap_key(object, end);
+    if start == 0 {
+        // No entry starts before offset 0: one forward range finds them all
+        // (a whole-file read, the common case, seeks once, not twice).
+        for kv in snapshot.range(Bound::Included(&prefix[..]), Bound::Excluded(&stop[..]), true)? {
+            let (k, v) = kv?;
+            out.push(Mapped::decode(&k, &v, limits)?);
+        }
+        return Ok(out);
+    }
     let first = successor(&fmap_key(object, align_down(start)));
     if let Some(kv) = snapshot.range(Bound::Included(&prefix[..]), Bound::Excluded(&first[..]), false)?.next() {
         let (k, v) = kv?;
@@ -120,7 +130,6 @@ fn snapshot_entries(
             out.push(m);
         }
     }
-    let stop = fmap_key(object, end);
     for kv in snapshot.range(Bound::Included(&first[..]), Bound::Excluded(&stop[..]), true)? {
         let (k, v) = kv?;
         out.push(Mapped::decode(&k, &v, limits)?);
