@@ -204,7 +204,7 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
     let _ = writeln!(o, "\n## Larder fs (native API) vs ext4 and XFS — {}\n", info.date());
     info.write_header(&mut o);
     let _ = writeln!(o, "- Files: {} in one directory; stats: {} random lookups", args.files, args.stats);
-    let _ = writeln!(o, "- Method: each engine and workload in its own process, on a fresh {} GiB file system image made for the run (ext4 for larder and ext4, XFS for xfs; mkfs defaults, loop-mounted on --dir's disk); {} alternating rounds, median with min–max; peak memory = the child's VmHWM\n", args.image_gib, args.runs);
+    let _ = writeln!(o, "- Method: each engine and workload in its own process, on a fresh {} GiB file system image made for the run (ext4 for larder and ext4, XFS for xfs; mkfs defaults but ext4's lazy inode-table and journal init off, loop-mounted on --dir's disk); {} alternating rounds, median with min–max; peak memory = the child's VmHWM\n", args.image_gib, args.runs);
     for w in workloads {
         let what = match w.as_str() {
             "create" => "empty files created with the native API, durable at the end",
