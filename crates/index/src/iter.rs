@@ -12,8 +12,12 @@ use crate::merge::Registry;
 use crate::resolve::resolve_read;
 use crate::run::iter::RunIter;
 
-/// Entries fetched from a memtable per refill.
+/// Entries fetched from a memtable per refill, at most.
 const MEMTABLE_CHUNK: usize = 256;
+/// Entries of the first refill: a seek that takes one entry (the extent
+/// before an offset) should not copy a chunk's worth; refills then grow
+/// fourfold up to [`MEMTABLE_CHUNK`].
+const MEMTABLE_FIRST_CHUNK: usize = 4;
 
 /// A memtable skip list's entries over a range, fetched in chunks so the
 /// iterator never borrows the skip list across calls.
@@ -25,22 +29,26 @@ pub(crate) struct SkipListSource {
     buf: std::collections::VecDeque<Entry>,
     last: Option<(Vec<u8>, Stamp)>,
     exhausted: bool,
+    /// Entries the next refill fetches.
+    chunk: usize,
 }
 
 impl SkipListSource {
     fn next_entry(&mut self) -> Option<Entry> {
         if self.buf.is_empty() && !self.exhausted {
-            let mut chunk = Vec::with_capacity(MEMTABLE_CHUNK);
+            let want = self.chunk;
+            self.chunk = (want * 4).min(MEMTABLE_CHUNK);
+            let mut chunk = Vec::with_capacity(want);
             skiplist_chunk(
                 &self.map,
                 as_ref(&self.start),
                 as_ref(&self.end),
                 self.last.as_ref().map(|(k, s)| (k.as_slice(), *s)),
                 self.forward,
-                MEMTABLE_CHUNK,
+                want,
                 &mut chunk,
             );
-            self.exhausted = chunk.len() < MEMTABLE_CHUNK;
+            self.exhausted = chunk.len() < want;
             if let Some(e) = chunk.last() {
                 self.last = Some((e.key.clone(), e.stamp));
             }
@@ -92,6 +100,7 @@ pub(crate) fn memtable_sources(
         buf: Default::default(),
         last: None,
         exhausted: false,
+        chunk: MEMTABLE_FIRST_CHUNK,
     })];
     for a in &view.arrays {
         let (lo, hi) = a.span(as_ref(start), as_ref(end));
