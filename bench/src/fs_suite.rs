@@ -447,13 +447,13 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     Ok((spec.stats, secs))
 }
 
-/// The store a mix runs on: sized ahead of its data (two 1 GiB containers
+/// The store a mix runs on: sized ahead of its data (three 1 GiB containers
 /// made, zero-filled, when it is created, as a careful user sizes a
 /// database file), so the timed part writes into space that exists, as it
 /// does on the fresh ext4 (made without lazy init).
 fn mix_store_options() -> larder_fs::FsOptions {
     let mut o = larder_fs::FsOptions::default();
-    o.store.space.min_containers = 2;
+    o.store.space.min_containers = 3;
     o
 }
 
