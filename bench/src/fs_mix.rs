@@ -190,73 +190,47 @@ fn one_thread(
     let append = vec![0x3c; 16 << 10];
     let mut buf = Vec::with_capacity(p.file_bytes() * 2);
     let mut ops = 0u64;
+    // Runs `op` on a random file of the share that exists (`exists`) or
+    // not, which afterwards exists as `then` says; returns the operations
+    // done (0 when no file qualifies).
+    let on = |share: &mut Share,
+              rng: &mut Rng,
+              exists: bool,
+              then: bool,
+              op: &mut dyn FnMut(usize, &str) -> Result<()>|
+     -> Result<u64> {
+        let Some(k) = share.pick(rng, exists) else { return Ok(0) };
+        let (d, n) = place(p, share.files[k]);
+        op(d, &n)?;
+        share.exists[k] = then;
+        Ok(1)
+    };
     for _ in 0..loops {
         match p {
             Personality::File => {
-                if let Some(k) = share.pick(&mut rng, false) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.create_write(d, &n, &whole, false)?;
-                    share.exists[k] = true;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.append(d, &n, &append, false)?;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.read_whole(d, &n, &mut buf)?;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.delete(d, &n)?;
-                    share.exists[k] = false;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.stat(d, &n)?;
-                    ops += 1;
-                }
+                ops += on(&mut share, &mut rng, false, true, &mut |d, n| fs.create_write(d, n, &whole, false))?;
+                ops += on(&mut share, &mut rng, true, true, &mut |d, n| fs.append(d, n, &append, false))?;
+                ops += on(&mut share, &mut rng, true, true, &mut |d, n| fs.read_whole(d, n, &mut buf).map(drop))?;
+                ops += on(&mut share, &mut rng, true, false, &mut |d, n| fs.delete(d, n))?;
+                ops += on(&mut share, &mut rng, true, true, &mut |d, n| fs.stat(d, n).map(drop))?;
             }
             Personality::Web => {
                 for _ in 0..10 {
                     // Any file of the set: web servers read what others read.
                     let (d, n) = place(p, rng.below(p.files()));
                     fs.read_whole(d, &n, &mut buf)?;
-                    ops += 1;
                 }
                 // The log's appends are ordered by the harness, the same
                 // for every file system.
                 let _g = log_lock.lock().map_err(|_| anyhow::anyhow!("log lock poisoned"))?;
                 fs.append(0, WEB_LOG, &append, false)?;
-                ops += 1;
+                ops += 11;
             }
             Personality::Mail => {
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.delete(d, &n)?;
-                    share.exists[k] = false;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, false) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.create_write(d, &n, &whole, true)?;
-                    share.exists[k] = true;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.append(d, &n, &append, true)?;
-                    ops += 1;
-                }
-                if let Some(k) = share.pick(&mut rng, true) {
-                    let (d, n) = place(p, share.files[k]);
-                    fs.read_whole(d, &n, &mut buf)?;
-                    ops += 1;
-                }
+                ops += on(&mut share, &mut rng, true, false, &mut |d, n| fs.delete(d, n))?;
+                ops += on(&mut share, &mut rng, false, true, &mut |d, n| fs.create_write(d, n, &whole, true))?;
+                ops += on(&mut share, &mut rng, true, true, &mut |d, n| fs.append(d, n, &append, true))?;
+                ops += on(&mut share, &mut rng, true, true, &mut |d, n| fs.read_whole(d, n, &mut buf).map(drop))?;
             }
         }
     }
