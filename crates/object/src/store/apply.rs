@@ -13,7 +13,14 @@
 //!
 //! The index takes sequence numbers in increasing order only (ordering
 //! rule 1), while LSNs are assigned under the log's lock and appenders
-//! then race: each waits here for its turn.
+//! then race. The appender whose LSN is next applies its batch and then
+//! every queued batch that follows, in order, for their threads (which
+//! sleep until theirs is done): with more writers than cores, handing the
+//! turn from thread to thread made each batch wait for its predecessor's
+//! thread to be scheduled (a convoy; profiled in the file-server mix).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use larder_index::{Index, WriteBatch};
 use larder_log::Log;
@@ -22,10 +29,25 @@ use parking_lot::{Condvar, Mutex};
 use super::cache::MetaCache;
 use crate::error::{ObjectError, Result};
 
+/// A batch waiting for its turn, and what became of it.
+struct Queued {
+    batch: Arc<WriteBatch>,
+    /// Set by the leader that applied it: Ok, or why it failed.
+    done: Option<std::result::Result<(), String>>,
+}
+
+struct State {
+    /// The LSN whose batch is applied next.
+    next: u64,
+    /// A thread is applying batches (its own, then queued ones).
+    leading: bool,
+    /// Batches of later LSNs waiting for their turn.
+    queued: BTreeMap<u64, Queued>,
+}
+
 /// Hands out turns to apply batches in LSN order.
 pub(crate) struct ApplyOrder {
-    /// The LSN whose batch is applied next.
-    next: Mutex<u64>,
+    state: Mutex<State>,
     cond: Condvar,
     /// Why an earlier batch could not be applied, if one could not: the
     /// index then lacks a record the log holds, so nothing more is applied
@@ -37,12 +59,17 @@ pub(crate) struct ApplyOrder {
 impl ApplyOrder {
     /// Turns start after `last_lsn`, the last LSN the log assigned so far.
     pub(crate) fn new(last_lsn: u64) -> ApplyOrder {
-        ApplyOrder { next: Mutex::new(last_lsn + 1), cond: Condvar::new(), failed: Mutex::new(None) }
+        ApplyOrder {
+            state: Mutex::new(State { next: last_lsn + 1, leading: false, queued: BTreeMap::new() }),
+            cond: Condvar::new(),
+            failed: Mutex::new(None),
+        }
     }
 
     /// Applies `batch`, appended to `log` as `lsn`, to `index` once every
-    /// earlier LSN has been applied. A failure stops the log: the record
-    /// may become durable and would be replayed on reopen, but this
+    /// earlier LSN has been applied (by this thread, or by the one ahead
+    /// of it, which then applies it too). A failure stops the log: the
+    /// record may become durable and would be replayed on reopen, but this
     /// process's index lacks it.
     pub(crate) fn apply(
         &self,
@@ -52,11 +79,59 @@ impl ApplyOrder {
         lsn: u64,
         batch: &WriteBatch,
     ) -> Result<()> {
-        self.apply_with(log, cache, lsn, batch, || index.write(lsn, batch))
+        let mut st = self.state.lock();
+        if st.next != lsn || st.leading {
+            st.queued.insert(lsn, Queued { batch: Arc::new(batch.clone()), done: None });
+            loop {
+                self.cond.wait(&mut st);
+                if let Some(done) = st.queued.get(&lsn).and_then(|q| q.done.clone()) {
+                    st.queued.remove(&lsn);
+                    return done.map_err(|why| ObjectError::ApplyFailed { lsn, why });
+                }
+                if st.next == lsn && !st.leading {
+                    // The leader stopped before this batch was queued.
+                    st.queued.remove(&lsn);
+                    break;
+                }
+            }
+        }
+        st.leading = true;
+        drop(st);
+        // Every later appender may be waiting for this leader: the turn must
+        // move on even if a write below panics.
+        let mut lead = Lead { order: self, applied: 0, for_other: None };
+        let own = self.apply_one(log, cache, lsn, batch, || index.write(lsn, batch));
+        lead.applied = 1;
+        // Then the queued batches that follow, in order.
+        loop {
+            let next = {
+                let mut st = self.state.lock();
+                st.next += lead.applied;
+                lead.applied = 0;
+                let next = st.next;
+                match st.queued.get(&next) {
+                    Some(q) if q.done.is_none() => (next, q.batch.clone()),
+                    _ => break,
+                }
+            };
+            let (at, queued) = next;
+            lead.for_other = Some(at);
+            let done = self.apply_one(log, cache, at, &queued, || index.write(at, &queued));
+            lead.for_other = None;
+            let mut st = self.state.lock();
+            if let Some(q) = st.queued.get_mut(&at) {
+                q.done = Some(done.map_err(|e| e.to_string()));
+            }
+            lead.applied = 1;
+            drop(st);
+            self.cond.notify_all();
+        }
+        own
     }
 
-    /// Like [`ApplyOrder::apply`], with `enter` putting `batch` into the
-    /// index (an ingest installs its run).
+    /// Like [`ApplyOrder::apply`] for a batch that enters the index by
+    /// `enter` (an ingest installs its run), with no other appender (the
+    /// store's append gate is held exclusively).
     pub(crate) fn apply_with(
         &self,
         log: &Log,
@@ -65,13 +140,36 @@ impl ApplyOrder {
         batch: &WriteBatch,
         enter: impl FnOnce() -> larder_index::Result<()>,
     ) -> Result<()> {
-        let mut next = self.next.lock();
-        while *next < lsn {
-            self.cond.wait(&mut next);
+        {
+            let mut st = self.state.lock();
+            // The last leader may still be finishing its turn (its
+            // followers return as soon as their batches are in).
+            while st.leading && st.next <= lsn {
+                self.cond.wait(&mut st);
+            }
+            if st.next != lsn {
+                let why = format!("the batch at {lsn} is not next ({} is)", st.next);
+                return Err(ObjectError::ApplyFailed { lsn, why });
+            }
+            st.leading = true;
         }
-        // Every later appender waits for this one: it must advance even if
-        // the write below panics.
-        let _advance = Advance { order: self, next };
+        let mut lead = Lead { order: self, applied: 0, for_other: None };
+        let done = self.apply_one(log, cache, lsn, batch, enter);
+        lead.applied = 1;
+        drop(lead);
+        done
+    }
+
+    /// Puts one batch into the index; a failure poisons the log and every
+    /// later apply.
+    fn apply_one(
+        &self,
+        log: &Log,
+        cache: &MetaCache,
+        lsn: u64,
+        batch: &WriteBatch,
+        enter: impl FnOnce() -> larder_index::Result<()>,
+    ) -> Result<()> {
         self.check().map_err(|why| ObjectError::ApplyFailed { lsn, why })?;
         cache.invalidate(batch);
         let done = enter();
@@ -94,15 +192,38 @@ impl ApplyOrder {
     }
 }
 
-/// Moves the turn on when dropped.
-struct Advance<'a> {
+/// Ends a leader's turn when dropped: counts what it applied (a panic
+/// mid-write counts the batch as taken, and marks the log failed),
+/// clears `leading` and wakes every waiter, one of which may lead next.
+struct Lead<'a> {
     order: &'a ApplyOrder,
-    next: parking_lot::MutexGuard<'a, u64>,
+    /// Batches applied since `next` was last moved (0 or 1).
+    applied: u64,
+    /// The LSN of another thread's batch being applied, if one is.
+    for_other: Option<u64>,
 }
 
-impl Drop for Advance<'_> {
+impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        *self.next += 1;
+        const PANICKED: &str = "a thread panicked while applying a batch to the index";
+        let panicked = std::thread::panicking();
+        if panicked {
+            let mut f = self.order.failed.lock();
+            if f.is_none() {
+                *f = Some(PANICKED.into());
+            }
+            // The batch being applied is taken: nothing later may enter.
+            self.applied = 1;
+        }
+        let mut st = self.order.state.lock();
+        if let Some(at) = self.for_other.filter(|_| panicked) {
+            if let Some(q) = st.queued.get_mut(&at) {
+                q.done = Some(Err(PANICKED.into()));
+            }
+        }
+        st.next += self.applied;
+        st.leading = false;
+        drop(st);
         self.order.cond.notify_all();
     }
 }
