@@ -81,3 +81,73 @@ fn a_large_batch_is_written_as_index_runs_and_survives_a_reopen() {
     let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
     assert_eq!(report.counts.dentries, 1 + n as u64, "d, and its files");
 }
+
+/// A store on the simulated storage, deterministic (no background threads).
+fn sim_options() -> larder_fs::FsOptions {
+    let mut o = common::options();
+    o.store.background_checkpoints = false;
+    o.store.index.background_threads = false;
+    o.store.log.buffered_sync_interval = None;
+    o
+}
+
+/// Runs a bulk create of `n` names (committed as an index run) on `sim`;
+/// returns whether it was acknowledged.
+fn bulk_on(sim: &larder_io::SimStorage, names: &[Vec<u8>]) -> bool {
+    let storage: larder_io::StorageRef = std::sync::Arc::new(sim.clone());
+    let dir = std::path::Path::new("/fs/store");
+    let Ok(fs) = larder_fs::Fs::create_with(storage, dir, sim_options()) else { return false };
+    let r = root();
+    let Ok(d) = fs.mkdir(&r, fs.root(), b"d", 0o755) else { return false };
+    if fs.sync().is_err() {
+        return false;
+    }
+    let refs: Vec<&[u8]> = names.iter().map(|v| v.as_slice()).collect();
+    let _ = d;
+    fs.create_batch(&r, d.ino, &refs, 0o644, Durability::Durable).is_ok()
+}
+
+#[test]
+fn a_crash_during_a_bulk_create_keeps_all_of_it_or_none_and_fsck_is_clean() {
+    let n = larder_fs::BULK_RUN_MIN + 100;
+    let names: Vec<Vec<u8>> = (0..n).map(|i| format!("c{i:06}").into_bytes()).collect();
+    let probe = larder_io::SimStorage::new(5);
+    assert!(bulk_on(&probe, &names));
+    let writes = probe.counters().writes;
+    // A bulk create writes its run in large writes: every write is a
+    // crash point (and one past the last, where only syncs remain).
+    let (mut saw_all, mut saw_none) = (false, false);
+    for k in 0..=writes + 1 {
+        for mode in [larder_io::sim::CrashMode::Random, larder_io::sim::CrashMode::KeepAllPending] {
+            let sim = larder_io::SimStorage::new(k + 1);
+            sim.crash_after_writes(k);
+            let acked = bulk_on(&sim, &names);
+            let image = sim.crash_with(mode);
+            let storage: larder_io::StorageRef = std::sync::Arc::new(image);
+            let dir = std::path::Path::new("/fs/store");
+            let fs = match larder_fs::Fs::open_with(storage, dir, sim_options()) {
+                Ok(fs) => fs,
+                // The crash came before the store's creation was durable.
+                Err(_) if !acked => continue,
+                Err(e) => panic!("crash after write {k} ({mode:?}): reopen failed: {e}"),
+            };
+            let what = format!("crash after write {k} ({mode:?})");
+            let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+            assert!(report.problems.is_empty(), "{what}: {report}");
+            let r = root();
+            let Ok(d) = fs.lookup(&r, fs.root(), b"d") else {
+                assert!(!acked, "{what}: the directory is gone");
+                continue;
+            };
+            let first = fs.lookup(&r, d.ino, &names[0]).is_ok();
+            let last = fs.lookup(&r, d.ino, &names[n - 1]).is_ok();
+            assert_eq!(first, last, "{what}: half a bulk create survived");
+            assert!(first || !acked, "{what}: an acknowledged bulk create was lost");
+            let entries = report.counts.dentries;
+            assert!(entries == 1 || entries == 1 + n as u64, "{what}: {entries} entries");
+            saw_all |= first;
+            saw_none |= !first;
+        }
+    }
+    assert!(saw_all && saw_none, "the crash points missed the commit: all {saw_all}, none {saw_none}");
+}
