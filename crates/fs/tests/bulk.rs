@@ -91,8 +91,9 @@ fn sim_options() -> larder_fs::FsOptions {
     o
 }
 
-/// Runs a bulk create of `n` names (committed as an index run) on `sim`;
-/// returns whether it was acknowledged.
+/// Makes a file system on `sim` with directory `d` and bulk-creates
+/// `names` in it (committed as an index run); returns whether the create
+/// was acknowledged.
 fn bulk_on(sim: &larder_io::SimStorage, names: &[Vec<u8>]) -> bool {
     let storage: larder_io::StorageRef = std::sync::Arc::new(sim.clone());
     let dir = std::path::Path::new("/fs/store");
@@ -103,7 +104,6 @@ fn bulk_on(sim: &larder_io::SimStorage, names: &[Vec<u8>]) -> bool {
         return false;
     }
     let refs: Vec<&[u8]> = names.iter().map(|v| v.as_slice()).collect();
-    let _ = d;
     fs.create_batch(&r, d.ino, &refs, 0o644, Durability::Durable).is_ok()
 }
 
