@@ -382,10 +382,9 @@ pub(crate) fn make_in(
 ) -> Result<Attr> {
     let p = dir_in(txn, parent)?;
     perm::check(&p, parent, cred, WRITE | EXEC)?;
-    if txn.lookup(parent, name)?.is_some() {
-        return Err(FsError::posix(libc::EEXIST, format!("{:?} in directory {parent}", shown(name.as_bytes()))));
-    }
     let (mode, gid) = perm::new_owner(&p, cred, new.kind, new.mode & MODE_PERM_MASK);
+    // create_in refuses a taken name (EEXIST) before allocating anything:
+    // one point read of the name, not two.
     let id = txn.create_in(parent, name, new.kind, mode, cred.uid, gid)?;
     if new.rdev != 0 {
         let mut o = onode_in(txn, id)?;
