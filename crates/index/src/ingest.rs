@@ -39,6 +39,10 @@ pub struct PreparedRun {
     path: PathBuf,
     payload_bytes: u64,
     installed: bool,
+    /// A manifest naming the run may have been written (an install was
+    /// tried): the file stays, and the next open removes it if no manifest
+    /// names it.
+    keep_file: bool,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -65,7 +69,7 @@ impl Drop for PreparedRun {
         if self.installed {
             return;
         }
-        if self.meta.is_some() {
+        if self.meta.is_some() && !self.keep_file {
             if let Err(e) = self.inner.storage.remove_file(&self.path) {
                 tracing::warn!(path = %self.path.display(), error = %e, "could not remove an abandoned ingest run");
             }
@@ -123,6 +127,7 @@ impl Index {
             path,
             payload_bytes: batch.payload_bytes(),
             installed: false,
+            keep_file: false,
         })
     }
 
@@ -140,6 +145,7 @@ impl Index {
             return Err(IndexError::Poisoned(format!("ingest at {} is no longer pending", run.seq)));
         }
         let mem = Arc::new(Memtable::new(run.seq + 1, inner.options.memtable_size_bytes));
+        run.keep_file = true;
         inner.commit(Edit::Ingest { run: run.meta.clone(), seq: run.seq, active: mem })?;
         run.installed = true;
         w.ingesting = None;
