@@ -166,3 +166,41 @@ fn twenty_thousand_inputs_never_panic_and_accept_only_exact_encodings() {
 
 /// Accepted inputs per decoder, in the order of `targets`.
 const PINNED: [usize; 6] = [1750, 1307, 1459, 961, 1458, 1980];
+
+/// Valid log record payloads: batches of every operation kind, an empty
+/// batch, and ingest markers with and without a run.
+fn log_payload_seeds() -> Vec<Vec<u8>> {
+    let mut b = larder_index::WriteBatch::new();
+    b.put(b"k", b"value").delete(b"gone").merge("dir-entries", b"d", [1u8; 17]).delete_range(b"a", b"c");
+    let mut one = vec![1u8];
+    one.extend_from_slice(b.as_bytes());
+    let mut empty = vec![1u8];
+    empty.extend_from_slice(larder_index::WriteBatch::new().as_bytes());
+    let marker = |v: u64| {
+        let mut m = vec![2u8];
+        m.extend_from_slice(&v.to_le_bytes());
+        m
+    };
+    vec![one, empty, marker(0), marker(8)]
+}
+
+#[test]
+fn log_payloads_never_panic_and_accept_only_exact_encodings() {
+    let seeds = log_payload_seeds();
+    for s in &seeds {
+        assert!(fuzzing::log_payload(s), "seed {s:?} refused");
+    }
+    let mut g = Gen(0x5041_594C_4F41_4453);
+    let mut accepted = 0usize;
+    for _ in 0..5_000 {
+        if fuzzing::log_payload(&input(&mut g, &seeds)) {
+            accepted += 1;
+        }
+    }
+    println!("log payloads accepted: {accepted}");
+    assert!(accepted > 0 && accepted < 5_000, "{accepted} accepted");
+    assert_eq!(accepted, PINNED_LOG_PAYLOADS, "what the payload decoder accepts changed (a format change?)");
+}
+
+/// Accepted inputs of the log payload replay.
+const PINNED_LOG_PAYLOADS: usize = 1853;

@@ -78,3 +78,25 @@ pub fn xattr_value(data: &[u8]) -> bool {
         Err(_) => false,
     }
 }
+
+/// Decodes `data` as an intent-log record's payload (an index batch or an
+/// ingest marker, format.md section 14), as recovery does. Returns whether
+/// it was accepted.
+pub fn log_payload(data: &[u8]) -> bool {
+    use crate::store::payload::{decode, encode_batch, encode_ingested, Payload};
+    match decode(data) {
+        Ok(p) => {
+            let again = match &p {
+                Payload::Batch(b) => {
+                    // Every operation of an accepted batch can be walked.
+                    assert_eq!(b.iter().count(), b.len(), "batch operations");
+                    encode_batch(b)
+                }
+                Payload::Ingested { run } => encode_ingested(*run),
+            };
+            assert_eq!(again, data, "log payload did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -19,7 +19,7 @@ mod cache;
 mod checkpoint;
 mod ingest;
 mod observe;
-mod payload;
+pub(crate) mod payload;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
