@@ -4,7 +4,7 @@
 use larder_object::meta::{Kind, Timestamp};
 use larder_object::{Durability, LockRequest};
 
-use crate::attr::Attr;
+use crate::attr::{Attr, SetAttr};
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
 use crate::handles::FileHandle;
@@ -142,6 +142,37 @@ impl Fs {
     pub fn fsync(&self, fh: u64) -> Result<()> {
         self.file_handle(fh)?;
         self.sync()
+    }
+
+    /// `fallocate(2)` through handle `fh`, open for writing. Mode 0 makes
+    /// `[offset, offset + len)` part of the file, extending its size (what
+    /// was never written reads as zeros); `FALLOC_FL_KEEP_SIZE` leaves the
+    /// size. Larder shadows every write (new bytes never land where old
+    /// ones were), so no space can be set aside ahead of the writes: both
+    /// only check that the store has room for the range now (ENOSPC
+    /// otherwise). Other modes (punching holes, zeroing, collapsing or
+    /// inserting ranges) are EOPNOTSUPP; a zero length is EINVAL.
+    pub fn fallocate(&self, cred: &Cred, fh: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+        let h = self.file_handle(fh)?;
+        if !h.write {
+            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open for writing")));
+        }
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(FsError::posix(libc::EOPNOTSUPP, format!("fallocate mode {mode:#x}")));
+        }
+        if len == 0 {
+            return Err(FsError::posix(libc::EINVAL, "fallocate of zero bytes"));
+        }
+        let end = offset.checked_add(len).ok_or_else(|| FsError::posix(libc::EFBIG, "offset + length overflows"))?;
+        let room = self.statfs()?;
+        if len > room.blocks_available.saturating_mul(u64::from(room.block_bytes)) {
+            return Err(FsError::posix(libc::ENOSPC, format!("{len} bytes asked, the store has less free")));
+        }
+        if mode & libc::FALLOC_FL_KEEP_SIZE == 0 && end > self.onode(h.ino)?.size {
+            let grow = SetAttr { size: Some(end), ..SetAttr::default() };
+            self.setattr(cred, h.ino, &grow, Some(fh))?;
+        }
+        Ok(())
     }
 
     /// Closes handle `fh`. The last close of an object with no name left

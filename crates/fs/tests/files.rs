@@ -255,3 +255,30 @@ fn a_full_store_says_enospc_and_stays_consistent() {
     let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
     assert!(report.problems.is_empty(), "{report}");
 }
+
+#[test]
+fn fallocate_extends_or_keeps_the_size_and_refuses_what_it_cannot_do() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"f", 0o644, libc::O_RDWR).unwrap();
+    fs.write(&r, fh, 0, b"head").unwrap();
+    fs.fallocate(&r, fh, 10_000, 2_000, 0).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 12_000, "mode 0 extends the size");
+    let data = fs.read(fh, 0, 20_000).unwrap();
+    assert_eq!(&data[..4], b"head");
+    assert!(data[4..].iter().all(|&b| b == 0) && data.len() == 12_000, "the rest reads as zeros");
+    fs.fallocate(&r, fh, 0, 100, 0).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 12_000, "a range inside the file changes nothing");
+    fs.fallocate(&r, fh, 50_000, 10, libc::FALLOC_FL_KEEP_SIZE).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 12_000, "KEEP_SIZE keeps it");
+    assert_eq!(errno(fs.fallocate(&r, fh, 0, 0, 0)), libc::EINVAL);
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    assert_eq!(errno(fs.fallocate(&r, fh, 0, 4096, punch)), libc::EOPNOTSUPP);
+    assert_eq!(errno(fs.fallocate(&r, fh, 0, 1 << 62, 0)), libc::ENOSPC);
+    assert_eq!(errno(fs.fallocate(&r, fh, u64::MAX - 1, 10, 0)), libc::EFBIG);
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 12_000, "refused calls change nothing");
+    let ro = fs.open_file(&r, a.ino, libc::O_RDONLY).unwrap();
+    assert_eq!(errno(fs.fallocate(&r, ro, 0, 10, 0)), libc::EBADF);
+    fs.release(ro).unwrap();
+    fs.release(fh).unwrap();
+}

@@ -345,6 +345,19 @@ impl Filesystem for LarderFuse {
         empty(reply, self.fs.access(&cred(req), ino.0, mask.bits() as u32));
     }
 
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.fallocate(&cred(req), fh.0, offset, length, mode));
+    }
+
     fn create(
         &self,
         req: &Request,
