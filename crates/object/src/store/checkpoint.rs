@@ -5,8 +5,9 @@
 //! every record up to the index's durable sequence number is covered, so
 //! the segments holding only such records can be reused (DESIGN.md,
 //! ordering rule 3). The log's hook cannot call back into the log, so the
-//! hook only wakes this thread. The same thread punches freed space and
-//! creates spare containers.
+//! hook only wakes this thread. The same thread punches freed space,
+//! creates spare containers, and checkpoints when much freed space waits
+//! for one (frees are reusable only once the index covers them).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
