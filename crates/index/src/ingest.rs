@@ -89,13 +89,7 @@ impl Index {
     /// and ingest is refused. A refused batch changes nothing.
     pub fn prepare_ingest(&self, seq: u64, batch: &WriteBatch) -> Result<PreparedRun> {
         let inner = &self.inner;
-        let operators = batch.check(&inner.registry)?;
-        let mut w = inner.writer.lock();
-        inner.check_poison()?;
-        inner.check_next_seq(&w, seq)?;
-        if inner.options.background_threads {
-            inner.stall_if_behind()?;
-        }
+        let (operators, mut w) = inner.begin_write(seq, batch)?;
         inner.flush_memtables_locked(&mut w)?;
         let bottom = inner.sv.read().version.runs.is_empty();
         let (id, mut writer) = inner.new_run(batch.len() as u64)?;

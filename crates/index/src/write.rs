@@ -13,16 +13,29 @@ use crate::run::bloom::key_hash;
 use crate::version::SuperVersion;
 
 impl Inner {
-    pub(crate) fn write(&self, seq: u64, batch: &WriteBatch) -> Result<()> {
+    /// Checks `batch` (its operators' registry ids returned), takes the
+    /// write lock, refuses `seq` if it may not come next, and delays while
+    /// flushing or merging is behind: what every write and ingest does
+    /// first.
+    pub(crate) fn begin_write(
+        &self,
+        seq: u64,
+        batch: &WriteBatch,
+    ) -> Result<(Vec<u32>, parking_lot::MutexGuard<'_, WriterState>)> {
         // Validate before taking the lock: a refused batch changes nothing.
         let operators = batch.check(&self.registry)?;
-        let mut w = self.writer.lock();
+        let w = self.writer.lock();
         // Checked after taking the lock, so no write slips past a poisoning.
         self.check_poison()?;
         self.check_next_seq(&w, seq)?;
         if self.options.background_threads {
             self.stall_if_behind()?;
         }
+        Ok((operators, w))
+    }
+
+    pub(crate) fn write(&self, seq: u64, batch: &WriteBatch) -> Result<()> {
+        let (operators, mut w) = self.begin_write(seq, batch)?;
         let active = self.sv.read().active.clone();
         let mut operators = operators.into_iter();
         for (i, op) in batch.iter().enumerate() {

@@ -365,23 +365,19 @@ impl Store {
 
     /// A new object id, never handed out before, even across crashes.
     pub fn allocate_object_id(&self) -> Result<u64> {
-        self.ids.allocate(|high| {
+        Ok(self.allocate_object_ids(1)?.start)
+    }
+
+    /// `count` new object ids, consecutive, never handed out before, even
+    /// across crashes.
+    pub fn allocate_object_ids(&self, count: u64) -> Result<std::ops::Range<u64>> {
+        self.ids.allocate_range(count, |high| {
             let mut b = WriteBatch::new();
             b.put(next_object_id_key()?, encode_counter(high));
             // IMPORTANT: committed before any id of the new chunk is handed
             // out, so its LSN precedes every transaction using one, and
             // durability is prefix-closed. Durable keeps that argument
             // local; it costs one sync per chunk.
-            self.commit(&b, Durability::Durable).map(|_| ())
-        })
-    }
-
-    /// `count` new object ids, consecutive, never handed out before (see
-    /// [`Store::allocate_object_id`]).
-    pub fn allocate_object_ids(&self, count: u64) -> Result<std::ops::Range<u64>> {
-        self.ids.allocate_range(count, |high| {
-            let mut b = WriteBatch::new();
-            b.put(next_object_id_key()?, encode_counter(high));
             self.commit(&b, Durability::Durable).map(|_| ())
         })
     }

@@ -38,23 +38,9 @@ impl IdAllocator {
         IdAllocator { range: Mutex::new(Range { next: start, reserved: start }) }
     }
 
-    /// The next id. `reserve(h)` must durably record `h` as the new
-    /// high-water mark; it runs (under this allocator's lock) when the
-    /// current chunk is used up.
-    pub(crate) fn allocate(&self, reserve: impl FnOnce(u64) -> Result<()>) -> Result<u64> {
-        let mut r = self.range.lock();
-        if r.next >= r.reserved {
-            let high = r.next.saturating_add(CHUNK);
-            reserve(high)?;
-            r.reserved = high;
-        }
-        let id = r.next;
-        r.next += 1;
-        Ok(id)
-    }
-
-    /// `count` consecutive new ids, with at most one `reserve` call (see
-    /// [`IdAllocator::allocate`]).
+    /// `count` consecutive new ids. `reserve(h)` must durably record `h`
+    /// as the new high-water mark; it runs (under this allocator's lock, at
+    /// most once) when the current chunk cannot hold them.
     pub(crate) fn allocate_range(
         &self,
         count: u64,
