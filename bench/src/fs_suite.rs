@@ -388,13 +388,13 @@ impl Drop for Mounted {
     }
 }
 
-/// Creates (and, for the stat workloads, stats) files through a mount of
-/// `spec.engine` on a directory of `spec.dir`.
-fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
-    // fuse-stat: each file system's default timeouts (Larder's mount: 60 s;
-    // the do-nothing one likewise; bindfs: its own defaults, no options).
-    let default_ttl = larder_fuse::MountOptions::default().entry_timeout;
-    let ttl = if workload == "fuse-stat0" { Duration::ZERO } else { default_ttl };
+/// Mounts `spec.engine` on `spec.dir`/mnt, its data (Larder's store made
+/// with `store`, or bindfs's directory) in `spec.dir`/under. Cache
+/// timeouts are each file system's defaults (Larder's mount and the
+/// do-nothing one: 60 s; bindfs: its own), or 0 with `zero_timeouts`.
+/// Returns the mount and the two directories.
+fn mount(spec: &FsSpec, zero_timeouts: bool, store: larder_fs::FsOptions) -> Result<(Mounted, PathBuf, PathBuf)> {
+    let ttl = if zero_timeouts { Duration::ZERO } else { larder_fuse::MountOptions::default().entry_timeout };
     let mnt = spec.dir.join("mnt");
     std::fs::create_dir_all(&mnt)?;
     // Where the data lands, for a final sync of bindfs's underlying ext4.
@@ -402,7 +402,7 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     std::fs::create_dir_all(&under)?;
     let mounted = match spec.engine.as_str() {
         "larder" => {
-            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), larder_fs::FsOptions::default())?);
+            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), store)?);
             let o = larder_fuse::MountOptions { entry_timeout: ttl, attr_timeout: ttl, ..Default::default() };
             Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &o)?))
         }
@@ -415,7 +415,7 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
         }
         "bindfs" => {
             let (u, m) = (under.to_str().unwrap_or_default(), mnt.to_str().unwrap_or_default());
-            if workload == "fuse-stat0" {
+            if zero_timeouts {
                 run_cmd("bindfs", &["-o", "entry_timeout=0,attr_timeout=0,negative_timeout=0", u, m])?;
             } else {
                 run_cmd("bindfs", &[u, m])?;
@@ -424,6 +424,14 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
         }
         e => bail!("no mount for engine {e}"),
     };
+    Ok((mounted, mnt, under))
+}
+
+/// Creates (and, for the stat workloads, stats) files through a mount of
+/// `spec.engine` on a directory of `spec.dir`.
+fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
+    let store = larder_fs::FsOptions::default();
+    let (mounted, mnt, under) = mount(spec, workload == "fuse-stat0", store)?;
     let d = mnt.join("d");
     std::fs::create_dir(&d)?;
     let names: Vec<PathBuf> = (0..spec.files).map(|i| d.join(name(i))).collect();
@@ -481,21 +489,7 @@ fn mix_native(spec: &FsSpec, engine: &str, personality: &str) -> Result<(u64, f6
 fn mix_through_mount(spec: &FsSpec, personality: &str) -> Result<(u64, f64)> {
     use crate::fs_mix::{dir_count, preallocate, run, PathFs, Personality};
     let p = Personality::parse(personality)?;
-    let mnt = spec.dir.join("mnt");
-    let under = spec.dir.join("under");
-    std::fs::create_dir_all(&mnt)?;
-    std::fs::create_dir_all(&under)?;
-    let mounted = match spec.engine.as_str() {
-        "larder" => {
-            let fs = std::sync::Arc::new(larder_fs::Fs::create(&under.join("store"), mix_store_options())?);
-            Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &larder_fuse::MountOptions::default())?))
-        }
-        "bindfs" => {
-            run_cmd("bindfs", &[under.to_str().unwrap_or_default(), mnt.to_str().unwrap_or_default()])?;
-            Mounted::Bindfs(mnt.clone())
-        }
-        e => bail!("no mix through a mount for engine {e}"),
-    };
+    let (mounted, mnt, under) = mount(spec, false, mix_store_options())?;
     // Durable at the end: Larder's fsyncdir makes everything durable; for
     // bindfs, syncfs of the ext4 below.
     let (root, below, larder) = (mnt.clone(), under.clone(), spec.engine == "larder");
