@@ -178,13 +178,10 @@ impl Fs {
     /// Closes handle `fh`. The last close of an object with no name left
     /// frees it.
     pub fn release(&self, fh: u64) -> Result<()> {
-        let Some(ino) = self.handles.file(fh).map(|h| h.ino) else {
-            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open")));
-        };
+        let ino = self.file_handle(fh)?.ino;
         let _gate = self.handles.gate(ino);
-        let Some((_, left)) = self.handles.remove_file(fh) else {
-            return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open")));
-        };
+        // Checked again under the gate: a concurrent release may have won.
+        let (_, left) = self.handles.remove_file(fh).ok_or_else(|| not_open(fh))?;
         if left == 0 && self.store.stat(ino)?.is_some_and(|o| o.nlink == 0) {
             self.store.free_orphan(ino, Durability::Buffered)?;
         }
@@ -210,8 +207,13 @@ impl Fs {
     }
 
     fn file_handle(&self, fh: u64) -> Result<FileHandle> {
-        self.handles.file(fh).ok_or_else(|| FsError::posix(libc::EBADF, format!("handle {fh} is not open")))
+        self.handles.file(fh).ok_or_else(|| not_open(fh))
     }
+}
+
+/// EBADF for file handle `fh`.
+fn not_open(fh: u64) -> FsError {
+    FsError::posix(libc::EBADF, format!("handle {fh} is not open"))
 }
 
 /// (read, write) of `flags`' access mode; EINVAL for an invalid one.
