@@ -49,6 +49,29 @@ fn oversized_keys_and_unknown_operators_refuse_the_whole_batch() {
 }
 
 #[test]
+fn a_refused_ingest_changes_nothing_and_a_pending_one_holds_every_write() {
+    let sim = SimStorage::new(1);
+    let index = open(&sim, tiny_options(false));
+    index.write(5, WriteBatch::new().put(b"a", b"1")).unwrap();
+    let good = WriteBatch::new().put(b"b", b"2").clone();
+    let e = index.prepare_ingest(5, &good).unwrap_err();
+    assert!(matches!(e, IndexError::SequenceNotIncreasing { given: 5, last: 5 }), "{e}");
+    let mut bad = WriteBatch::new();
+    bad.put(b"ok", b"1").merge("no.such.operator", b"k", b"1");
+    assert!(matches!(index.prepare_ingest(6, &bad).unwrap_err(), IndexError::MergeOperatorNotRegistered(_)));
+    assert_eq!((index.get(b"ok").unwrap(), index.last_seq()), (None, 5), "refused ingests change nothing");
+    // A prepared ingest holds sequence number 6: writes and other ingests
+    // wait for it, and dropping it leaves the index as it was.
+    let run = index.prepare_ingest(6, &good).unwrap();
+    assert!(matches!(index.write(7, &good).unwrap_err(), IndexError::IngestPending { seq: 6 }));
+    assert!(matches!(index.prepare_ingest(7, &good).unwrap_err(), IndexError::IngestPending { seq: 6 }));
+    drop(run);
+    assert_eq!((index.get(b"b").unwrap(), index.last_seq()), (None, 5));
+    index.write(6, &good).unwrap();
+    assert_eq!(index.get(b"b").unwrap(), Some(b"2".to_vec()));
+}
+
+#[test]
 fn invalid_options_are_refused_by_name() {
     let sim = SimStorage::new(1);
     let storage: StorageRef = Arc::new(sim);
