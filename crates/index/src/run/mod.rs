@@ -3,6 +3,7 @@
 //! The byte layout is in docs/format.md ("Run file").
 
 pub(crate) mod block;
+pub(crate) mod block_index;
 pub(crate) mod bloom;
 pub(crate) mod cache;
 pub(crate) mod iter;
@@ -13,8 +14,11 @@ pub(crate) mod writer;
 pub(crate) const RUN_MAGIC: [u8; 8] = *b"LRDRRUN\0";
 /// The run format version this build writes and the newest it reads.
 pub(crate) const RUN_FORMAT_VERSION: u32 = 1;
-/// Incompatible feature bits this build understands (none yet).
-pub(crate) const RUN_KNOWN_INCOMPAT: u64 = 0;
+/// Incompatible feature bit 0: the bloom filter uses the cache-local
+/// layout (see `bloom`). Set by every run this build writes with a filter.
+pub(crate) const RUN_FEATURE_LOCAL_FILTER: u64 = 1;
+/// Incompatible feature bits this build understands.
+pub(crate) const RUN_KNOWN_INCOMPAT: u64 = RUN_FEATURE_LOCAL_FILTER;
 /// Size of the fixed footer.
 pub(crate) const FOOTER_BYTES: usize = 44;
 

@@ -6,115 +6,18 @@ use std::sync::Arc;
 use larder_io::{read_exact_at, FileRef, OpenOptions, Storage};
 
 use super::block::Block;
-use super::bloom::Bloom;
+use super::block_index::BlockIndex;
+use super::bloom::{Bloom, Layout};
 use super::cache::BlockCache;
-use super::{BlockHandle, RunMeta, FOOTER_BYTES, RUN_FORMAT_VERSION, RUN_KNOWN_INCOMPAT, RUN_MAGIC};
+use super::{
+    BlockHandle, RunMeta, FOOTER_BYTES, RUN_FEATURE_LOCAL_FILTER, RUN_FORMAT_VERSION, RUN_KNOWN_INCOMPAT, RUN_MAGIC,
+};
 use crate::codec::{check_trailing_crc, crc, Decoder};
 use crate::entry::{Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::merge::Registry;
 use crate::stats::Stats;
 use crate::MAX_KEY_BYTES;
-
-/// Blocks per sample of the block index's two-level search.
-const SAMPLE: usize = 64;
-
-/// The block index: the last key of every data block and where it lives.
-/// Each key's first 8 bytes are also kept in one contiguous array, so a
-/// binary search touches one cache line per step and reads full keys only
-/// among blocks whose heads tie.
-#[derive(Debug)]
-pub(crate) struct BlockIndex {
-    /// Every `SAMPLE`-th head: small enough to stay in cache, so a search
-    /// misses the cache only inside one window of `heads`.
-    samples: Vec<u64>,
-    heads: Vec<u64>,
-    keys: Vec<u8>,
-    key_ends: Vec<u32>,
-    handles: Vec<BlockHandle>,
-}
-
-impl BlockIndex {
-    fn decode(body: &[u8], file_size: u64) -> std::result::Result<BlockIndex, String> {
-        let mut d = Decoder::new(body);
-        let count = d.u32("block count")? as usize;
-        let mut idx = BlockIndex {
-            samples: Vec::new(),
-            heads: Vec::with_capacity(count.min(1 << 20)),
-            keys: Vec::new(),
-            key_ends: Vec::with_capacity(count.min(1 << 20)),
-            handles: Vec::with_capacity(count.min(1 << 20)),
-        };
-        let mut next_offset = 0u64;
-        for i in 0..count {
-            let key = d.length_prefixed(MAX_KEY_BYTES, "index key")?;
-            let offset = d.u64("block offset")?;
-            let len = d.u32("block length")?;
-            if offset != next_offset || offset + u64::from(len) > file_size || len < 8 {
-                return Err(format!(
-                    "index entry {i}: block at {offset}+{len} is not where blocks end ({next_offset})"
-                ));
-            }
-            if i > 0 && key < idx.key(i - 1) {
-                return Err(format!("index entry {i} is out of order"));
-            }
-            next_offset = offset + u64::from(len);
-            idx.heads.push(crate::memtable::key_head(key));
-            idx.keys.extend_from_slice(key);
-            idx.key_ends.push(idx.keys.len() as u32);
-            idx.handles.push(BlockHandle { offset, len });
-        }
-        if d.remaining() != 0 {
-            return Err(format!("{} trailing bytes after the block index", d.remaining()));
-        }
-        idx.samples = idx.heads.iter().step_by(SAMPLE).copied().collect();
-        Ok(idx)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.handles.len()
-    }
-
-    pub(crate) fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.key_ends[i - 1] as usize };
-        &self.keys[start..self.key_ends[i] as usize]
-    }
-
-    pub(crate) fn handle(&self, i: usize) -> BlockHandle {
-        self.handles[i]
-    }
-
-    /// The first block whose last key is >= `key` (== len() if none).
-    pub(crate) fn find(&self, key: &[u8]) -> usize {
-        // Heads order keys as the bytes do, except that equal heads say
-        // nothing: narrow to the blocks whose head ties, then compare keys.
-        let head = crate::memtable::key_head(key);
-        // Samples s[j] = heads[j * SAMPLE]: the first head >= `head` lies
-        // after sample j - 1 (< head) and at or before sample j (>= head).
-        let j = self.samples.partition_point(|&h| h < head);
-        let from = j.saturating_sub(1) * SAMPLE;
-        let to = (j * SAMPLE + 1).min(self.heads.len());
-        let mut lo = from + self.heads[from..to].partition_point(|&h| h < head);
-        let mut hi = lo + self.heads[lo..].partition_point(|&h| h == head);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.key(mid) < key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-
-    fn size_bytes(&self) -> usize {
-        self.samples.len() * 8
-            + self.heads.len() * 8
-            + self.keys.len()
-            + self.key_ends.len() * 4
-            + self.handles.len() * 16
-    }
-}
 
 /// An open, verified run: descriptor, block index, filter, tombstones.
 #[derive(Debug)]
@@ -227,7 +130,8 @@ impl OpenRun {
             None
         } else {
             let raw = read_section(&*file, path, filter_h, "filter")?;
-            Some(Bloom::decode(&raw).map_err(corrupt(path, filter_h.offset))?)
+            let layout = if incompat & RUN_FEATURE_LOCAL_FILTER != 0 { Layout::Local } else { Layout::Classic };
+            Some(Bloom::decode(&raw, layout).map_err(corrupt(path, filter_h.offset))?)
         };
         let raw = read_section(&*file, path, index_h, "block index")?;
         let body = check_trailing_crc(&raw).map_err(corrupt(path, index_h.offset))?;
@@ -266,6 +170,12 @@ impl OpenRun {
             Some(c) => c.get_or_load(self.id, h.offset, stats, load),
             None => load(),
         }
+    }
+
+    /// Reads the filter line a lookup of `hash` will probe (see
+    /// `Bloom::touch`).
+    pub(crate) fn touch_filter(&self, hash: u64) -> u8 {
+        self.bloom.as_ref().map_or(0, |b| b.touch(hash))
     }
 
     /// Appends the versions of `key` visible at `read_seq` (newest first).
@@ -374,43 +284,4 @@ fn tombstone_count(file: &dyn larder_io::File, path: &Path, meta_body: &[u8], me
     }
     let raw = read_section(file, path, BlockHandle { offset, len }, "tombstones").ok()?;
     Decoder::new(&raw).u32("").ok()
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn index(keys: &[Vec<u8>]) -> BlockIndex {
-        let mut body = Vec::new();
-        crate::codec::put_u32(&mut body, keys.len() as u32);
-        for (i, k) in keys.iter().enumerate() {
-            crate::codec::put_bytes(&mut body, k);
-            crate::codec::put_u64(&mut body, i as u64 * 100);
-            crate::codec::put_u32(&mut body, 100);
-        }
-        BlockIndex::decode(&body, keys.len() as u64 * 100).unwrap()
-    }
-
-    /// The two-level search agrees with a plain binary search over keys,
-    /// including long runs of keys sharing their first 8 bytes.
-    #[test]
-    fn find_agrees_with_a_plain_search() {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        for i in 0..700u32 {
-            // Groups of 50 keys share an 8-byte head.
-            let mut k = format!("{:08}", i / 50 * 50).into_bytes();
-            k.extend_from_slice(&i.to_be_bytes());
-            keys.push(k);
-        }
-        keys.sort();
-        let idx = index(&keys);
-        let plain = |key: &[u8]| keys.partition_point(|k| k.as_slice() < key);
-        let mut probes: Vec<Vec<u8>> = keys.clone();
-        probes.extend(keys.iter().map(|k| [k.as_slice(), b"\0"].concat()));
-        probes.extend([vec![], b"0".to_vec(), b"zzzzzzzzzz".to_vec(), b"00000050".to_vec()]);
-        for p in probes {
-            assert_eq!(idx.find(&p), plain(&p), "probe {p:?}");
-        }
-    }
 }

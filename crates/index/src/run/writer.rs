@@ -6,7 +6,7 @@ use larder_io::{write_all_at, FileRef, OpenOptions, Storage};
 
 use super::block::BlockBuilder;
 use super::bloom::{key_hash, BloomBuilder};
-use super::{BlockHandle, RunMeta, FOOTER_BYTES, RUN_FORMAT_VERSION, RUN_MAGIC};
+use super::{BlockHandle, RunMeta, FOOTER_BYTES, RUN_FEATURE_LOCAL_FILTER, RUN_FORMAT_VERSION, RUN_MAGIC};
 use crate::codec::{crc, put_bytes, put_u16, put_u32, put_u64};
 use crate::entry::{Op, OpRef, RangeTombstone, Stamp};
 use crate::error::Result;
@@ -212,7 +212,8 @@ impl RunWriter {
         put_u32(&mut footer, meta_handle.len);
         put_u32(&mut footer, RUN_FORMAT_VERSION);
         put_u64(&mut footer, 0); // compat features
-        put_u64(&mut footer, 0); // incompat features
+        let incompat = if filter.len > 0 { RUN_FEATURE_LOCAL_FILTER } else { 0 };
+        put_u64(&mut footer, incompat);
         let c = crc(&footer);
         put_u32(&mut footer, c);
         footer.extend_from_slice(&RUN_MAGIC);
