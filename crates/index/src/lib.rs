@@ -25,6 +25,7 @@ mod db;
 mod entry;
 mod error;
 mod flush;
+mod head_tree;
 mod ingest;
 mod iter;
 mod manifest;

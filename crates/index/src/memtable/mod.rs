@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 
 use crate::entry::{Entry, Kind, Op, RangeTombstone, Stamp};
 use filter::MemFilter;
-pub(crate) use key::{key_head, to_op, MemKey, MemOp};
+pub(crate) use key::{key_head16, to_op, MemKey, MemOp};
 pub(crate) use sorted::SortedArray;
 
 /// Most entries in the skip list before it is sealed into a sorted array
@@ -95,7 +95,7 @@ impl Memtable {
         let old = self.view.read().clone();
         let entries: Vec<(MemKey, MemOp)> = old.recent.iter().map(|e| (e.key().clone(), *e.value())).collect();
         let mut arrays = old.arrays.clone();
-        let mut new = Arc::new(SortedArray { level: 0, entries });
+        let mut new = Arc::new(SortedArray::new(0, entries));
         while let Some(pos) = arrays.iter().position(|a| a.level == new.level) {
             let other = arrays.remove(pos);
             new = Arc::new(sorted::merge(&other, &new));

@@ -1,42 +1,19 @@
 //! The block index of an open run: the last key of every data block and
-//! where the block lives, laid out so that a lookup touches few cache lines.
-//!
-//! Each key's first 8 bytes (its head, big-endian, zero padded) are kept in
-//! a small B+-tree of 64-byte lines: level 0 holds the heads of all blocks,
-//! eight to a line, and each level above holds the largest head of every
-//! line below, up to a single line. A search reads one line per level, and
-//! the upper levels stay in cache. Keys whose heads tie (a long shared
-//! prefix, such as one directory's entries) are separated by bytes 8..16
-//! (their tail), and only blocks whose heads and tails both tie compare
-//! full keys.
+//! where the block lives. A lookup searches the keys' 16-byte heads in a
+//! [`HeadTree`] (a few cache lines), and compares full keys only among
+//! blocks whose heads tie.
 
 use crate::codec::Decoder;
-use crate::memtable::key_head;
+use crate::head_tree::HeadTree;
+use crate::memtable::key_head16;
 use crate::MAX_KEY_BYTES;
 
 use super::BlockHandle;
 
-/// Heads per line: 8 × 8 bytes = one cache line.
-const FANOUT: usize = 8;
-
-/// One cache line of heads; unused slots hold `u64::MAX`.
-#[repr(align(64))]
-#[derive(Clone, Copy, Debug)]
-struct Line([u64; FANOUT]);
-
-/// Bytes 8..16 of `key`, zero padded: orders keys whose heads tie.
-fn key_tail(key: &[u8]) -> u64 {
-    key_head(key.get(8..).unwrap_or_default())
-}
-
 /// The block index of one run.
 #[derive(Debug)]
 pub(crate) struct BlockIndex {
-    /// `levels[0]` holds every block's head; `levels[j + 1]` line `i` holds
-    /// the last head of each line of `levels[j]` from line `8i` on. The last
-    /// level is one line. Empty when the run has no data blocks.
-    levels: Vec<Vec<Line>>,
-    tails: Vec<u64>,
+    heads: HeadTree,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     handles: Vec<BlockHandle>,
@@ -49,10 +26,8 @@ impl BlockIndex {
         let mut d = Decoder::new(body);
         let count = d.u32("block count")? as usize;
         let cap = count.min(1 << 20);
-        let mut heads = Vec::with_capacity(cap);
         let mut idx = BlockIndex {
-            levels: Vec::new(),
-            tails: Vec::with_capacity(cap),
+            heads: HeadTree::default(),
             keys: Vec::new(),
             key_ends: Vec::with_capacity(cap),
             handles: Vec::with_capacity(cap),
@@ -71,8 +46,6 @@ impl BlockIndex {
                 return Err(format!("index entry {i} is out of order"));
             }
             next_offset = offset + u64::from(len);
-            heads.push(key_head(key));
-            idx.tails.push(key_tail(key));
             idx.keys.extend_from_slice(key);
             idx.key_ends.push(idx.keys.len() as u32);
             idx.handles.push(BlockHandle { offset, len });
@@ -80,7 +53,7 @@ impl BlockIndex {
         if d.remaining() != 0 {
             return Err(format!("{} trailing bytes after the block index", d.remaining()));
         }
-        idx.levels = build_levels(&heads);
+        idx.heads = HeadTree::new((0..count).map(|i| key_head16(idx.key(i))));
         Ok(idx)
     }
 
@@ -97,42 +70,11 @@ impl BlockIndex {
         self.handles[i]
     }
 
-    fn head(&self, i: usize) -> u64 {
-        self.levels[0][i / FANOUT].0[i % FANOUT]
-    }
-
-    /// The first block whose head is >= `head` (== len() if none).
-    fn first_head_at_least(&self, head: u64) -> usize {
-        let mut at = 0;
-        for level in self.levels.iter().rev() {
-            // A slot past the level's last line (padding above) means every
-            // head in the run is smaller.
-            let Some(line) = level.get(at) else { return self.len() };
-            at = at * FANOUT + line.0.iter().filter(|&&h| h < head).count();
-        }
-        at.min(self.len())
-    }
-
     /// The first block whose last key is >= `key` (== len() if none).
     pub(crate) fn find(&self, key: &[u8]) -> usize {
-        if self.levels.is_empty() {
-            return 0;
-        }
-        // Heads order keys as the bytes do, except that equal heads say
-        // nothing: narrow to the blocks whose head ties, then whose tail
-        // ties, then compare keys.
-        let head = key_head(key);
-        let mut lo = self.first_head_at_least(head);
-        if lo == self.len() || self.head(lo) != head {
-            return lo;
-        }
-        let mut hi = match head.checked_add(1) {
-            Some(next) => self.first_head_at_least(next),
-            None => self.len(),
-        };
-        let tail = key_tail(key);
-        lo += self.tails[lo..hi].partition_point(|&t| t < tail);
-        hi = lo + self.tails[lo..hi].partition_point(|&t| t == tail);
+        // Blocks before `lo` end below the key's head, blocks from `hi` on
+        // above it; only the tied ones need their keys compared.
+        let (mut lo, mut hi) = self.heads.equal_range(key_head16(key));
         while lo < hi {
             let mid = (lo + hi) / 2;
             if self.key(mid) < key {
@@ -146,35 +88,8 @@ impl BlockIndex {
 
     /// Memory held (counted against the metadata budget).
     pub(crate) fn size_bytes(&self) -> usize {
-        self.levels.iter().map(|l| l.len() * 64).sum::<usize>()
-            + self.tails.len() * 8
-            + self.keys.len()
-            + self.key_ends.len() * 4
-            + self.handles.len() * 16
+        self.heads.size_bytes() + self.keys.len() + self.key_ends.len() * 4 + self.handles.len() * 16
     }
-}
-
-/// Builds the levels over `heads` (sorted).
-fn build_levels(heads: &[u64]) -> Vec<Vec<Line>> {
-    let mut levels: Vec<Vec<Line>> = Vec::new();
-    let mut current: Vec<u64> = heads.to_vec();
-    while !current.is_empty() {
-        let lines: Vec<Line> = current
-            .chunks(FANOUT)
-            .map(|c| {
-                let mut line = Line([u64::MAX; FANOUT]);
-                line.0[..c.len()].copy_from_slice(c);
-                line
-            })
-            .collect();
-        let top = lines.len() == 1;
-        current = lines.iter().map(|l| l.0[FANOUT - 1]).collect();
-        levels.push(lines);
-        if top {
-            break;
-        }
-    }
-    levels
 }
 
 #[cfg(test)]

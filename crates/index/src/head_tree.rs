@@ -1,0 +1,143 @@
+//! A static search tree over sorted 16-byte key heads, laid out in 64-byte
+//! lines so that a search reads one cache line per level.
+//!
+//! A key's head is its first 16 bytes, big-endian and zero padded
+//! ([`crate::memtable::key_head16`]): unequal heads order keys as their
+//! bytes do, equal heads say nothing. Sixteen bytes, because store keys
+//! begin with a map byte and a big-endian object id, so the first 8 bytes
+//! of the keys of every object below 2^56 tie.
+//!
+//! Level 0 holds the heads, four to a line; each level above holds the last
+//! head of every line below, up to a single line. A search descends from
+//! the top line, and the upper levels stay in cache, so a search over a
+//! million heads misses the cache a few times where a binary search over
+//! the keys themselves misses about twenty (and dereferences keys besides).
+
+/// Heads per line: 4 × 16 bytes = one cache line.
+const FANOUT: usize = 4;
+
+/// One cache line of heads; unused slots hold `u128::MAX`.
+#[repr(align(64))]
+#[derive(Clone, Copy, Debug)]
+struct Line([u128; FANOUT]);
+
+/// See the module doc.
+#[derive(Debug, Default)]
+pub(crate) struct HeadTree {
+    /// `levels[0]` holds every head; `levels[j + 1]` line `i` holds the
+    /// last head of each line of `levels[j]` from line `FANOUT × i` on.
+    /// The last level is one line; no levels when there are no heads.
+    levels: Vec<Vec<Line>>,
+    len: usize,
+}
+
+impl HeadTree {
+    /// Builds the tree over `heads`, which must be sorted.
+    pub(crate) fn new(heads: impl ExactSizeIterator<Item = u128>) -> HeadTree {
+        let len = heads.len();
+        let mut levels: Vec<Vec<Line>> = Vec::new();
+        let mut bottom = Vec::with_capacity(len.div_ceil(FANOUT));
+        let mut line = Line([u128::MAX; FANOUT]);
+        for (i, h) in heads.enumerate() {
+            line.0[i % FANOUT] = h;
+            if i % FANOUT == FANOUT - 1 {
+                bottom.push(line);
+                line = Line([u128::MAX; FANOUT]);
+            }
+        }
+        if !len.is_multiple_of(FANOUT) {
+            bottom.push(line);
+        }
+        let mut current = bottom;
+        while !current.is_empty() {
+            let top = current.len() == 1;
+            let above: Vec<Line> = current
+                .chunks(FANOUT)
+                .map(|c| {
+                    let mut l = Line([u128::MAX; FANOUT]);
+                    for (slot, below) in l.0.iter_mut().zip(c) {
+                        *slot = below.0[FANOUT - 1];
+                    }
+                    l
+                })
+                .collect();
+            levels.push(current);
+            if top {
+                break;
+            }
+            current = above;
+        }
+        HeadTree { levels, len }
+    }
+
+    /// The number of heads.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Head `i` (`i < len()`).
+    pub(crate) fn get(&self, i: usize) -> u128 {
+        self.levels[0][i / FANOUT].0[i % FANOUT]
+    }
+
+    /// The first position whose head is >= `head` (len() if none).
+    pub(crate) fn first_at_least(&self, head: u128) -> usize {
+        let mut at = 0;
+        for level in self.levels.iter().rev() {
+            // A slot past the level's last line (padding above) means every
+            // head is smaller.
+            let Some(line) = level.get(at) else { return self.len };
+            at = at * FANOUT + line.0.iter().filter(|&&h| h < head).count();
+        }
+        at.min(self.len)
+    }
+
+    /// The positions whose head equals `head`: `[first >= head, first > head)`.
+    pub(crate) fn equal_range(&self, head: u128) -> (usize, usize) {
+        let lo = self.first_at_least(head);
+        if lo == self.len || self.get(lo) != head {
+            return (lo, lo);
+        }
+        let hi = match head.checked_add(1) {
+            Some(next) => self.first_at_least(next),
+            None => self.len,
+        };
+        (lo, hi)
+    }
+
+    /// Memory held.
+    pub(crate) fn size_bytes(&self) -> usize {
+        self.levels.iter().map(|l| l.len() * std::mem::size_of::<Line>()).sum()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Every size around line and level boundaries, with runs of equal
+    /// heads and the largest head, against a plain partition.
+    #[test]
+    fn searches_agree_with_a_plain_partition() {
+        for n in (0..=90).chain([255, 256, 257, 1023, 1024, 1025]) {
+            let heads: Vec<u128> =
+                (0..n as u128).map(|i| if i + 2 >= n as u128 { u128::MAX } else { i / 3 * 10 }).collect();
+            let tree = HeadTree::new(heads.iter().copied());
+            assert_eq!(tree.len(), n);
+            let mut probes: Vec<u128> =
+                heads.iter().flat_map(|&h| [h, h.saturating_sub(1), h.saturating_add(1)]).collect();
+            probes.extend([0, u128::MAX, 5]);
+            for p in probes {
+                let lo = heads.partition_point(|&h| h < p);
+                let hi = heads.partition_point(|&h| h <= p);
+                assert_eq!(tree.first_at_least(p), lo, "n {n} probe {p}");
+                assert_eq!(tree.equal_range(p), (lo, hi), "n {n} probe {p}");
+            }
+            for (i, &h) in heads.iter().enumerate() {
+                assert_eq!(tree.get(i), h);
+            }
+        }
+    }
+}
