@@ -173,7 +173,7 @@ impl ApplyOrder {
         self.check().map_err(|why| ObjectError::ApplyFailed { lsn, why })?;
         cache.invalidate(batch);
         let done = enter();
-        cache.settle();
+        cache.settle(done.is_ok().then_some(batch));
         if let Err(e) = done {
             let why = format!("record {lsn} could not enter the index: {e}");
             log.poison(why.clone());

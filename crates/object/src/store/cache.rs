@@ -4,7 +4,12 @@
 //! inline object's bytes are in its onode, so this is its data cache too).
 //!
 //! Coherence: entries are dropped where the index changes, in the log's
-//! apply hook (and in replay), for every key a batch writes. Batches enter
+//! apply hook (and in replay), for every key a batch writes; once a small
+//! batch is in the index, the values it put (or the absence it deleted)
+//! are written into the cache, under the gate, before readers may insert
+//! again, so the next read of what a transaction just wrote (a create
+//! reads its directory's onode, which the previous create rewrote) is a
+//! hit rather than a memtable search. Batches enter
 //! the index one at a time, and the epoch works like a seqlock: odd while a
 //! batch is going in (from just before its keys are dropped until it is in
 //! the index), bumped under a gate that readers hold while they check and
@@ -48,6 +53,11 @@ impl Weighter<Vec<u8>, (u64, Cached)> for PathWeighter {
         (key.len() + value.1.as_ref().map_or(0, |v| v.len()) + 56) as u64
     }
 }
+
+/// Batches of at most this many operations write their values through
+/// (see the module doc); larger ones (bulk loads, ingests) would only
+/// churn the cache.
+const WRITE_THROUGH_OPS: usize = 64;
 
 /// Share of the cache budget given to the path cache.
 const PATH_SHARE: usize = 8;
@@ -180,10 +190,14 @@ impl MetaCache {
     }
 
     /// Ends the change [`MetaCache::invalidate`] began, once the batch is
-    /// in the index.
-    pub(crate) fn settle(&self) {
-        if self.cache.is_some() {
+    /// in the index; `written` is the batch if it went in, whose values a
+    /// small batch then writes through.
+    pub(crate) fn settle(&self, written: Option<&WriteBatch>) {
+        if let Some(cache) = self.cache.as_ref() {
             let _gate = self.gate.write();
+            if let Some(batch) = written {
+                write_through(cache, batch);
+            }
             self.epoch.fetch_add(1, Ordering::AcqRel);
             if self.ns_changing.swap(false, Ordering::Relaxed) {
                 self.ns_epoch.fetch_add(1, Ordering::AcqRel);
@@ -195,5 +209,36 @@ impl MetaCache {
     pub(crate) fn stats(&self) -> (u64, u64, u64) {
         let bytes = self.cache.as_ref().map_or(0, |c| c.weight()) + self.paths.as_ref().map_or(0, |c| c.weight());
         (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed), bytes)
+    }
+}
+
+/// Writes what a small batch leaves in the index for cacheable keys: the
+/// last operation on a key decides; a key whose last operation is a merge
+/// operand stays uncached (its value needs a read), and a range delete
+/// leaves everything uncached (`invalidate` cleared the cache).
+fn write_through(cache: &Cache<Vec<u8>, Cached, EntryWeighter>, batch: &WriteBatch) {
+    if batch.len() > WRITE_THROUGH_OPS {
+        return;
+    }
+    let mut last: Vec<(&[u8], Option<Cached>)> = Vec::with_capacity(batch.len());
+    for op in batch.iter() {
+        let (key, value) = match op {
+            BatchOp::Put { key, value } => (key, Some(Some(Arc::from(value)))),
+            BatchOp::Delete { key } => (key, Some(None)),
+            BatchOp::Merge { key, .. } => (key, None),
+            BatchOp::DeleteRange { .. } => return,
+        };
+        if !cacheable(key) {
+            continue;
+        }
+        match last.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => last.push((key, value)),
+        }
+    }
+    for (key, value) in last {
+        if let Some(v) = value {
+            cache.insert(key.to_vec(), v);
+        }
     }
 }

@@ -1,0 +1,52 @@
+//! The metadata cache: a small commit writes its onode and dentry values
+//! through, so reading back what was just written is a hit, and the value
+//! read is the latest (a later commit replaces it, a delete caches the
+//! absence); a value only a merge can give is read from the index.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{creation, storage, DIR};
+use larder_io::SimStorage;
+use larder_object::meta::{DirDelta, Kind};
+use larder_object::{Durability, Store};
+
+/// The stat of `id` and whether it was a cache hit.
+fn stat_hit(store: &Store, id: u64) -> (Option<u64>, bool) {
+    let (hits, misses, _) = store.meta_cache_stats();
+    let size = store.stat(id).unwrap().map(|o| o.size);
+    let (h, m, _) = store.meta_cache_stats();
+    assert_eq!(h + m, hits + misses + 1, "one cache lookup per stat");
+    (size, h > hits)
+}
+
+#[test]
+fn small_commits_write_through_and_stay_coherent() {
+    let sim = SimStorage::new(9);
+    let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
+    let id = store.create_object(Kind::File, 0o644, 1, 2, Durability::Buffered).unwrap();
+    assert_eq!(stat_hit(&store, id), (Some(0), true), "a new onode is cached by its commit");
+    store.write(id, 0, b"hello", Durability::Buffered).unwrap();
+    assert_eq!(stat_hit(&store, id), (Some(5), true), "the rewritten onode replaces the cached one");
+    store.delete_object(id, Durability::Buffered).unwrap();
+    assert_eq!(stat_hit(&store, id), (None, true), "a delete caches the absence");
+}
+
+#[test]
+fn a_merge_operand_leaves_the_value_to_the_index() {
+    let sim = SimStorage::new(10);
+    let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
+    let dir = store.create_object(Kind::Directory, 0o755, 0, 0, Durability::Buffered).unwrap();
+    let entries = |s: &Store| s.stat(dir).unwrap().unwrap().dir.unwrap().entries;
+    assert_eq!(entries(&store), 0);
+    // A transaction that only counts an entry writes a merge operand.
+    store.transact(&[dir], Durability::Buffered, |txn| txn.change_dir(dir, DirDelta { entries: 1, links: 0 })).unwrap();
+    let (hits, _, _) = store.meta_cache_stats();
+    assert_eq!(entries(&store), 1, "the operand is folded in");
+    assert_eq!(store.meta_cache_stats().0, hits, "the operand's onode was not served from the cache");
+    assert_eq!(entries(&store), 1);
+    assert_eq!(store.meta_cache_stats().0, hits + 1, "then it is cached");
+}
