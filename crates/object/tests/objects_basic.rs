@@ -128,6 +128,9 @@ fn a_flipped_bit_in_a_container_block_is_corruption_naming_the_file() {
         }
         other => panic!("expected corruption, got {other:?}"),
     }
+    // The whole-block read went straight into `buf`: the damaged block's
+    // bytes must not be left there.
+    assert!(!buf.contains(&(5 ^ 0x10)), "damaged bytes left in the caller's buffer");
     // Blocks around it still read.
     assert_eq!(store.read(id, 0, &mut buf[..4096]).unwrap(), 4096);
     assert_eq!(store.read(id, 8192, &mut buf[..4096]).unwrap(), 4096);

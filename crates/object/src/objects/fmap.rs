@@ -76,6 +76,14 @@ fn container_path(space: &SpaceManager, container: u64) -> std::path::PathBuf {
 /// against its crc32c: a mismatch is corruption naming the container file,
 /// the offset and the object, never wrong data.
 pub(crate) fn read_blocks(space: &SpaceManager, object: u64, m: &Mapped, first: u64, count: u64) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; to_usize(count * BLOCK_BYTES)];
+    read_blocks_into(space, object, m, first, &mut buf)?;
+    Ok(buf)
+}
+
+/// Reads the blocks of `m` from `first` on into `dst` (whole blocks: its
+/// length is a multiple of 4096) and checks each against its crc.
+fn read_blocks_into(space: &SpaceManager, object: u64, m: &Mapped, first: u64, dst: &mut [u8]) -> Result<()> {
     let extent = m.entry.extent;
     let file = space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
         path: container_path(space, extent.container),
@@ -83,11 +91,12 @@ pub(crate) fn read_blocks(space: &SpaceManager, object: u64, m: &Mapped, first: 
         what: format!("object {object}: the fmap entry at offset {} names a container that does not exist", m.offset),
     })?;
     let at = extent.offset + first * BLOCK_BYTES;
-    let mut buf = vec![0u8; to_usize(count * BLOCK_BYTES)];
-    read_exact_at(&*file, &mut buf, at)?;
-    for i in 0..count {
+    read_exact_at(&*file, dst, at)?;
+    for i in 0..dst.len() as u64 / BLOCK_BYTES {
         let expected = m.entry.crcs.get(to_usize(first + i)).copied().unwrap_or_default();
-        if !verify_block(&buf, to_usize(i), expected) {
+        if !verify_block(dst, to_usize(i), expected) {
+            // `dst` may be the caller's buffer: leave no damaged bytes in it.
+            dst.fill(0);
             return Err(ObjectError::Corrupt {
                 path: file.path().to_path_buf(),
                 offset: at + i * BLOCK_BYTES,
@@ -98,12 +107,14 @@ pub(crate) fn read_blocks(space: &SpaceManager, object: u64, m: &Mapped, first: 
             });
         }
     }
-    Ok(buf)
+    Ok(())
 }
 
 /// Copies the object bytes of `entries` that fall in `[start, start +
 /// out.len())` into `out` (other bytes untouched), reading and checking
-/// only the blocks needed.
+/// only the blocks needed. Whole blocks are read straight into `out` (a
+/// whole-file read copies nothing twice); a partial block goes through a
+/// buffer, since its crc covers bytes `out` has no room for.
 pub(crate) fn copy_from_entries(
     space: &SpaceManager,
     object: u64,
@@ -120,12 +131,17 @@ pub(crate) fn copy_from_entries(
         }
         let first = (lo - m.offset) / BLOCK_BYTES;
         let last = (hi - m.offset).div_ceil(BLOCK_BYTES);
-        let blocks = read_blocks(space, object, m, first, last - first)?;
         let from = to_usize(lo - m.offset - first * BLOCK_BYTES);
         let len = to_usize(hi - lo);
         let dst = to_usize(lo - start);
-        if let (Some(d), Some(s)) = (out.get_mut(dst..dst + len), blocks.get(from..from + len)) {
-            d.copy_from_slice(s);
+        let Some(d) = out.get_mut(dst..dst + len) else { continue };
+        if from == 0 && len as u64 == (last - first) * BLOCK_BYTES {
+            read_blocks_into(space, object, m, first, d)?;
+        } else {
+            let blocks = read_blocks(space, object, m, first, last - first)?;
+            if let Some(s) = blocks.get(from..from + len) {
+                d.copy_from_slice(s);
+            }
         }
     }
     Ok(())
