@@ -146,23 +146,30 @@ fn allocation_prefers_unpunched_space() {
     assert_eq!(m.stats().bytes_punched_now, 0);
 }
 
+/// One container filled block by block, then the two-block chunks at
+/// blocks `4i, 4i + 1` for `i < punched` freed and punched (whatever the
+/// free share).
+fn punched_pairs(seed: u64, punched: usize) -> (SpaceManager, Vec<Extent>) {
+    let sim = SimStorage::new(seed);
+    let m = open(&sim, Options { punch_free_threshold: 0.0, ..one_container() }, &[]).unwrap();
+    let extents = fill(&m, BLOCKS);
+    for i in 0..punched {
+        m.free(extents[4 * i], 1).unwrap();
+        m.free(extents[4 * i + 1], 1).unwrap();
+    }
+    m.set_durable_lsn(1);
+    assert_eq!(m.punch_some(Instant::now()).unwrap(), 2 * punched as u64 * 4096);
+    (m, extents)
+}
+
 /// Avoiding punched space is bounded: when more punched free chunks come
 /// before the first unpunched one than the allocator checks (32), it takes
 /// punched space rather than scan on, so an allocation never costs time
 /// in the number of free chunks.
 #[test]
 fn the_search_for_unpunched_space_is_bounded() {
-    let sim = SimStorage::new(6);
-    let m = open(&sim, one_container(), &[]).unwrap();
-    let extents = fill(&m, BLOCKS);
-    // 48 punched two-block chunks at blocks 4i, 4i + 1.
-    for i in 0..48 {
-        m.free(extents[4 * i], 1).unwrap();
-        m.free(extents[4 * i + 1], 1).unwrap();
-    }
-    m.set_durable_lsn(1);
-    assert_eq!(m.punch_some(Instant::now()).unwrap(), 96 * 4096);
-    // Then unpunched two-block chunks further on.
+    // 48 punched chunks, then unpunched two-block chunks further on.
+    let (m, extents) = punched_pairs(6, 48);
     for i in 48..64 {
         m.free(extents[4 * i + 2], 2).unwrap();
         m.free(extents[4 * i + 3], 2).unwrap();
@@ -172,20 +179,7 @@ fn the_search_for_unpunched_space_is_bounded() {
     assert_eq!(a.len(), 1);
     assert!(a[0].offset < 192 * 4096, "searched past the budget: {a:?}");
     // Fewer punched chunks than the budget: the unpunched one is found.
-    let sim = SimStorage::new(7);
-    let m = open(&sim, one_container(), &[]).unwrap();
-    let extents = fill(&m, BLOCKS);
-    for i in 0..40 {
-        m.free(extents[4 * i], 1).unwrap();
-        m.free(extents[4 * i + 1], 1).unwrap();
-    }
-    m.set_durable_lsn(1);
-    assert_eq!(m.punch_some(Instant::now()).unwrap(), 80 * 4096);
-    // Twenty of them back in use: 20 punched chunks remain ahead of the
-    // unpunched one freed next.
-    for _ in 20..40 {
-        m.allocate(2 * 4096).unwrap();
-    }
+    let (m, extents) = punched_pairs(7, 20);
     m.free(extents[4 * 50 + 2], 2).unwrap();
     m.free(extents[4 * 50 + 3], 2).unwrap();
     m.set_durable_lsn(2);
