@@ -140,4 +140,22 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        /// Any sorted heads (few distinct values, so long runs tie), any
+        /// probe: the tree agrees with a plain partition.
+        #[test]
+        fn agrees_with_a_plain_partition_on_random_heads(
+            mut heads in proptest::collection::vec(0u128..40, 0..700),
+            probes in proptest::collection::vec(0u128..42, 1..40),
+        ) {
+            heads.sort_unstable();
+            let tree = HeadTree::new(heads.iter().copied());
+            for p in probes {
+                let lo = heads.partition_point(|&h| h < p);
+                let hi = heads.partition_point(|&h| h <= p);
+                proptest::prop_assert_eq!(tree.equal_range(p), (lo, hi));
+            }
+        }
+    }
 }
