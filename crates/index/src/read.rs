@@ -49,20 +49,27 @@ impl Inner {
             }
         }
         if !done {
-            // Open every run that may hold the key and start loading its
-            // filter line first: the lines then miss the cache in parallel.
+            // Start loading the filter line of every open run that may hold
+            // the key before probing any: the lines then miss the cache in
+            // parallel. Runs not open now are opened only if reached.
             let mut candidates = Vec::with_capacity(sv.version.runs.len());
             let mut touched = 0u8;
             for run in &sv.version.runs {
                 if key < run.meta.min_key.as_slice() || key > run.meta.max_key.as_slice() {
                     continue;
                 }
-                let open = self.run_cache.get(run, stats)?;
-                touched ^= open.touch_filter(hash);
+                let open = self.run_cache.peek(run);
+                if let Some(o) = &open {
+                    touched ^= o.touch_filter(hash);
+                }
                 candidates.push((run, open));
             }
             std::hint::black_box(touched);
             for (run, open) in candidates {
+                let open = match open {
+                    Some(o) => o,
+                    None => self.run_cache.get(run, stats)?,
+                };
                 if run.meta.tombstone_count > 0 {
                     covering = covering.max(crate::entry::max_covering(&open.tombstones, key, read_seq));
                 }

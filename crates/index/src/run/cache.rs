@@ -139,6 +139,16 @@ impl RunCache {
         }
     }
 
+    /// The open state of `run` if it is open now (counted as a use), else
+    /// None: for work worth doing only on runs already open.
+    pub(crate) fn peek(&self, run: &RunHandle) -> Option<Arc<OpenRun>> {
+        let open = run.open.read().clone();
+        if open.is_some() {
+            run.referenced.store(true, Ordering::Relaxed);
+        }
+        open
+    }
+
     /// The open state of `run`, opening (and verifying) it if needed.
     pub(crate) fn get(&self, run: &Arc<RunHandle>, stats: &Stats) -> Result<Arc<OpenRun>> {
         run.referenced.store(true, Ordering::Relaxed);
