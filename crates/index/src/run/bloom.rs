@@ -94,38 +94,63 @@ impl BloomBuilder {
     }
 }
 
+/// One line of a cache-local filter, aligned so that it is exactly one
+/// cache line (a byte vector's lines would straddle two).
+#[repr(align(64))]
+#[derive(Clone, Copy, Debug)]
+struct Line([u8; LINE_BYTES]);
+
+/// A filter's bits in its layout's shape.
+#[derive(Debug)]
+enum Bits {
+    Classic(Vec<u8>),
+    Local(Vec<Line>),
+}
+
 /// A verified filter.
 #[derive(Debug)]
 pub(crate) struct Bloom {
-    bits: Vec<u8>,
+    bits: Bits,
     k: u32,
-    layout: Layout,
 }
 
 impl Bloom {
     pub(crate) fn decode(raw: &[u8], layout: Layout) -> Result<Bloom, String> {
         let body = check_trailing_crc(raw)?;
-        let (&k, bits) = body.split_last().ok_or("filter block is empty")?;
-        if bits.is_empty() || !(1..=30).contains(&k) {
-            return Err(format!("filter has {} bytes and {k} probes", bits.len()));
+        let (&k, bytes) = body.split_last().ok_or("filter block is empty")?;
+        if bytes.is_empty() || !(1..=30).contains(&k) {
+            return Err(format!("filter has {} bytes and {k} probes", bytes.len()));
         }
-        if layout == Layout::Local && bits.len() % LINE_BYTES != 0 {
-            return Err(format!("cache-local filter of {} bytes is not whole 64-byte lines", bits.len()));
-        }
-        Ok(Bloom { bits: bits.to_vec(), k: u32::from(k), layout })
+        let bits = match layout {
+            Layout::Classic => Bits::Classic(bytes.to_vec()),
+            Layout::Local => {
+                if !bytes.len().is_multiple_of(LINE_BYTES) {
+                    return Err(format!("cache-local filter of {} bytes is not whole 64-byte lines", bytes.len()));
+                }
+                let lines = bytes
+                    .chunks_exact(LINE_BYTES)
+                    .map(|c| {
+                        let mut line = Line([0; LINE_BYTES]);
+                        line.0.copy_from_slice(c);
+                        line
+                    })
+                    .collect();
+                Bits::Local(lines)
+            }
+        };
+        Ok(Bloom { bits, k: u32::from(k) })
     }
 
     /// False means the key is certainly absent.
     pub(crate) fn may_contain(&self, hash: u64) -> bool {
-        match self.layout {
-            Layout::Local => {
-                let at = local_line(hash, self.bits.len() / LINE_BYTES) * LINE_BYTES;
-                let Some(line) = self.bits.get(at..at + LINE_BYTES) else { return true };
-                local_probes(hash, self.k).all(|bit| line[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
+        match &self.bits {
+            Bits::Local(lines) => {
+                let Some(line) = lines.get(local_line(hash, lines.len())) else { return true };
+                local_probes(hash, self.k).all(|bit| line.0[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
             }
-            Layout::Classic => {
-                let nbits = self.bits.len() as u64 * 8;
-                classic_probes(hash, self.k, nbits).all(|bit| self.bits[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
+            Bits::Classic(bytes) => {
+                let nbits = bytes.len() as u64 * 8;
+                classic_probes(hash, self.k, nbits).all(|bit| bytes[(bit / 8) as usize] & (1 << (bit % 8)) != 0)
             }
         }
     }
@@ -135,17 +160,17 @@ impl Bloom {
     /// probing any, so their cache misses overlap instead of queueing; the
     /// caller folds the bytes into `std::hint::black_box` to keep the reads.
     pub(crate) fn touch(&self, hash: u64) -> u8 {
-        match self.layout {
-            Layout::Local => {
-                let at = local_line(hash, self.bits.len() / LINE_BYTES) * LINE_BYTES;
-                self.bits.get(at).copied().unwrap_or(0)
-            }
-            Layout::Classic => 0,
+        match &self.bits {
+            Bits::Local(lines) => lines.get(local_line(hash, lines.len())).map_or(0, |l| l.0[0]),
+            Bits::Classic(_) => 0,
         }
     }
 
     pub(crate) fn size_bytes(&self) -> usize {
-        self.bits.len()
+        match &self.bits {
+            Bits::Local(lines) => lines.len() * LINE_BYTES,
+            Bits::Classic(bytes) => bytes.len(),
+        }
     }
 }
 
