@@ -91,7 +91,11 @@ fn read_blocks_into(space: &SpaceManager, object: u64, m: &Mapped, first: u64, d
         what: format!("object {object}: the fmap entry at offset {} names a container that does not exist", m.offset),
     })?;
     let at = extent.offset + first * BLOCK_BYTES;
-    read_exact_at(&*file, dst, at)?;
+    if let Err(e) = read_exact_at(&*file, dst, at) {
+        // Nothing read is checked yet: leave none of it in `dst`.
+        dst.fill(0);
+        return Err(e.into());
+    }
     for i in 0..dst.len() as u64 / BLOCK_BYTES {
         let expected = m.entry.crcs.get(to_usize(first + i)).copied().unwrap_or_default();
         if !verify_block(dst, to_usize(i), expected) {
