@@ -151,10 +151,10 @@ impl RunCache {
 
     /// The open state of `run`, opening (and verifying) it if needed.
     pub(crate) fn get(&self, run: &Arc<RunHandle>, stats: &Stats) -> Result<Arc<OpenRun>> {
-        run.referenced.store(true, Ordering::Relaxed);
-        if let Some(o) = run.open.read().as_ref() {
-            return Ok(o.clone());
+        if let Some(o) = self.peek(run) {
+            return Ok(o);
         }
+        run.referenced.store(true, Ordering::Relaxed);
         let mut slot = run.open.write();
         if let Some(o) = slot.as_ref() {
             return Ok(o.clone());
