@@ -35,10 +35,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use attr::{Attr, SetAttr, SetTime, BLOCK_BYTES};
-pub use bulk::{BulkCreated, BULK_CHUNK, BULK_RUN_CHUNK, BULK_RUN_MIN};
+pub use bulk::BulkCreated;
 pub use cred::Cred;
 pub use dirs::DirEntry;
 pub use error::{FsError, Result};
+pub use larder_namespace::bulk::{BULK_CHUNK, BULK_RUN_CHUNK, BULK_RUN_MIN};
 pub use larder_object::meta::{Kind, Timestamp};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};

@@ -16,6 +16,7 @@
 
 mod batch;
 mod bucket;
+mod bulk;
 mod error;
 pub mod key;
 mod ops;
@@ -27,6 +28,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use batch::KvBatch;
+pub use bulk::KvCreated;
 pub use error::{KvError, Result};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};

@@ -8,6 +8,7 @@
 //! in one intent-log record; reads outside transactions are in [`list`].
 //! The KV API and the file system are built on these.
 
+pub mod bulk;
 mod error;
 pub mod list;
 mod ops;

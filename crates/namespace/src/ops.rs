@@ -58,20 +58,20 @@ pub trait NamespaceTxn {
     /// [`NamespaceTxn::link_in`].
     fn create_in(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64>;
 
-    /// Creates an object of `kind` for each of `names` in `dir` (checked
-    /// as for [`NamespaceTxn::link_in`]), with consecutive ids in `names`'
-    /// order, returned. For bulk creation: the names must be distinct and
-    /// absent from `dir` (the caller checked), since nothing here reads
-    /// them, and the new dentries and onodes are written blind (this
-    /// transaction does not read them back).
-    fn create_many_in(
+    /// Creates a regular file for each of `names` in `dir` (checked as for
+    /// [`NamespaceTxn::link_in`]), holding the bytes of `contents` at the
+    /// same position, with consecutive ids in `names`' order, returned.
+    /// For bulk creation: the names must be distinct and absent from `dir`
+    /// (the caller checked), since nothing here reads them, and the new
+    /// dentries and onodes are written blind (this transaction does not
+    /// read them back).
+    fn create_files_in(
         &mut self,
         dir: u64,
         names: &[&Name],
-        kind: Kind,
+        contents: &[&[u8]],
         mode: u32,
-        uid: u32,
-        gid: u32,
+        owner: (u32, u32),
     ) -> Result<std::ops::Range<u64>>;
 
     /// Removes the entry `name` from `dir`; the object it names (`child`,
@@ -159,27 +159,21 @@ impl NamespaceTxn for Transaction<'_> {
         Ok(id)
     }
 
-    fn create_many_in(
+    fn create_files_in(
         &mut self,
         dir: u64,
         names: &[&Name],
-        kind: Kind,
+        contents: &[&[u8]],
         mode: u32,
-        uid: u32,
-        gid: u32,
+        owner: (u32, u32),
     ) -> Result<std::ops::Range<u64>> {
+        debug_assert_eq!(names.len(), contents.len());
         // As create_in does for one: born named, no orphan record.
-        let ids = self.create_objects_blind(names.len() as u64, kind, mode, uid, gid, |_, o| {
-            o.nlink = 1;
-            if let Some(info) = o.dir.as_mut() {
-                info.parent = dir;
-            }
-        })?;
+        let ids = self.create_files_blind(contents, mode, owner, |_, o| o.nlink = 1)?;
         for (name, child) in names.iter().zip(ids.clone()) {
-            self.put_dentry_blind(dir, name, &Dentry { child, kind })?;
+            self.put_dentry_blind(dir, name, &Dentry { child, kind: Kind::File })?;
         }
-        let n = names.len() as i64;
-        self.change_dir(dir, DirDelta { entries: n, links: n * subdir(kind) })?;
+        self.change_dir(dir, DirDelta { entries: names.len() as i64, links: 0 })?;
         Ok(ids)
     }
 

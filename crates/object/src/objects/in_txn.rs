@@ -3,11 +3,11 @@
 //! creates an object, writes its bytes and links its name atomically).
 
 use super::delete::{delete_in, truncate_in};
-use super::fmap::read_range;
-use super::to_usize;
+use super::fmap::{read_range, write_blocks};
 use super::write::write_in;
+use super::{align_down, align_up, to_usize};
 use crate::error::{ObjectError, Result};
-use crate::meta::MAX_OBJECT_BYTES;
+use crate::meta::{DataLocation, Kind, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES};
 use crate::txn::Transaction;
 
 impl Transaction<'_> {
@@ -21,6 +21,54 @@ impl Transaction<'_> {
                 max: MAX_OBJECT_BYTES,
             })?;
         write_in(self, object, offset, data, end)
+    }
+
+    /// Creates a regular file for each of `contents`, holding those bytes,
+    /// with consecutive ids (returned, in `contents`' order) and one
+    /// high-water update at most; `shape` sets each new onode's other
+    /// fields (its first name's link count) before it is written once.
+    /// Bytes up to the store's inline limit go into the onode, larger ones
+    /// to fresh container extents synced with the commit.
+    ///
+    /// For bulk creation: the onodes are written blind, so this
+    /// transaction does not read them back ([`Transaction::onode`] of one
+    /// sees nothing); the objects are held exclusively all the same and,
+    /// like every new object, have no name until the caller links them.
+    pub fn create_files_blind(
+        &mut self,
+        contents: &[&[u8]],
+        mode: u32,
+        (uid, gid): (u32, u32),
+        mut shape: impl FnMut(u64, &mut Onode),
+    ) -> Result<std::ops::Range<u64>> {
+        let limits = self.limits();
+        let ids = self.allocate_blind(contents.len() as u64)?;
+        for (id, data) in ids.clone().zip(contents) {
+            let len = data.len() as u64;
+            if len > MAX_OBJECT_BYTES {
+                return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
+            }
+            let mut onode = Onode::new(Kind::File, mode, uid, gid, id);
+            onode.size = len;
+            if len <= u64::from(limits.inline_max_bytes) {
+                onode.location = DataLocation::Inline(data.to_vec());
+            } else {
+                // Whole blocks go as they are; only a partial last block
+                // is copied (zero-padded, as every block past the end is).
+                let (body, rest) = data.split_at(to_usize(align_down(len)));
+                let mut tail = Vec::new();
+                if !rest.is_empty() {
+                    tail.resize(to_usize(BLOCK_BYTES), 0);
+                    tail[..rest.len()].copy_from_slice(rest);
+                }
+                debug_assert_eq!((body.len() + tail.len()) as u64, align_up(len));
+                write_blocks(self, id, 0, (body, &tail), len)?;
+                onode.location = DataLocation::Extents;
+            }
+            shape(id, &mut onode);
+            self.put_onode_blind(id, &onode, &limits)?;
+        }
+        Ok(ids)
     }
 
     /// Sets the size of `object` (held exclusively), as

@@ -259,34 +259,24 @@ impl<'a> Transaction<'a> {
         Ok(id)
     }
 
-    /// Creates `count` objects as [`Transaction::create_object_as`] does,
-    /// with consecutive ids (one high-water update at most), `shape` given
-    /// each id and onode. For bulk creation: the onodes are written blind,
-    /// so this transaction does not read them back ([`Transaction::onode`]
-    /// of one sees nothing); the objects are held exclusively all the same.
-    pub fn create_objects_blind(
-        &mut self,
-        count: u64,
-        kind: Kind,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        mut shape: impl FnMut(u64, &mut Onode),
-    ) -> Result<std::ops::Range<u64>> {
+    /// Allocates `count` consecutive object ids (one high-water update at
+    /// most) for objects this transaction creates blind: it holds them
+    /// exclusively, and writes their onodes without reading them back.
+    pub(crate) fn allocate_blind(&mut self, count: u64) -> Result<std::ops::Range<u64>> {
         let ids = self.store.allocate_object_ids(count)?;
         self.created.push(ids.clone());
-        let limits = self.limits();
-        for id in ids.clone() {
-            let mut onode = Onode::new(kind, mode, uid, gid, id);
-            shape(id, &mut onode);
-            self.batch.put(onode_key(id), onode.encode(&limits)?);
-        }
         Ok(ids)
+    }
+
+    /// Puts the onode of an object created blind ([`Transaction::allocate_blind`]).
+    pub(crate) fn put_onode_blind(&mut self, object: u64, onode: &Onode, limits: &MetaLimits) -> Result<()> {
+        self.batch.put(onode_key(object), onode.encode(limits)?);
+        Ok(())
     }
 
     /// Sets the dentry `name` in `dir` (the name held) blind: this
     /// transaction does not read it back (see
-    /// [`Transaction::create_objects_blind`]).
+    /// [`Transaction::create_files_blind`]).
     pub fn put_dentry_blind(&mut self, dir: u64, name: &Name, dentry: &Dentry) -> Result<()> {
         self.check_name(dir, name)?;
         self.batch.put(dentry_key(dir, name), dentry.encode()?);
