@@ -1,14 +1,19 @@
 //! `larder import STORE DIRECTORY BUCKET`: a directory tree into a bucket,
 //! each regular file under the key of its relative path.
 //!
-//! Files go in batches of up to `--batch` files or [`BATCH_BYTES`]: small
-//! files in one [`KvBatch`] (one transaction), files above
-//! [`STREAM_ABOVE_BYTES`] each through a streaming writer committed
-//! buffered. The batch ends with one durable commit, which makes it and
-//! everything before it durable (commits are durable in order), and only
-//! then are its keys printed, one `durable KEY` line each: a key printed is
-//! in the store intact whatever happens to the process afterwards.
+//! Files go in batches of up to `--batch` files or [`BATCH_BYTES`]. Small
+//! files go in with the KV API's bulk create ([`Kv::create_many`]: one
+//! bulk create per directory level, no lookup per key in a level that was
+//! empty, large levels written directly as index runs); the keys it
+//! reports as already there are then replaced by one [`KvBatch`] of puts.
+//! Files above [`STREAM_ABOVE_BYTES`] each go through a streaming writer.
+//! All of it commits buffered; the batch ends with one sync, which makes
+//! it and everything before it durable (commits are durable in order), and
+//! only then are its keys printed, one `durable KEY` line each: a key
+//! printed is in the store intact whatever happens to the process
+//! afterwards.
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
@@ -38,15 +43,15 @@ pub(crate) struct ImportArgs {
     /// Bucket to import into (created if missing); existing keys are replaced.
     bucket: String,
     /// Files per durable batch.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     batch: u64,
 }
 
 /// The batch being gathered.
 #[derive(Default)]
 struct Batch {
-    /// Small files' values.
-    small: KvBatch,
+    /// Small files' keys and values.
+    small: Vec<(Vec<u8>, Vec<u8>)>,
     /// Every key of the batch, streamed ones included, in import order.
     keys: Vec<Vec<u8>>,
     bytes: u64,
@@ -73,7 +78,7 @@ pub(crate) fn run(args: &ImportArgs) -> Result<()> {
 
     let start = Instant::now();
     let pb = progress::bytes(tree.bytes);
-    let batches = import(&kv, &addr.bucket, &tree, args.batch, &pb).with_context(|| {
+    let (batches, replaced) = import(&kv, &addr.bucket, &tree, args.batch, &pb).with_context(|| {
         format!(
             "importing {} into bucket {:?} of the store at {}; keys printed `durable` before this are stored",
             root.display(),
@@ -84,8 +89,8 @@ pub(crate) fn run(args: &ImportArgs) -> Result<()> {
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "imported {} files ({}) in {batches} durable batches in {secs:.2} s ({}); skipped {} ({} symbolic links, \
-         {} special files, {} names breaking the key rules)",
+        "imported {} files ({}) in {batches} durable batches in {secs:.2} s ({}), {replaced} of them replacing \
+         a key there before; skipped {} ({} symbolic links, {} special files, {} names breaking the key rules)",
         tree.files.len(),
         stats::bytes(tree.bytes),
         stats::per_sec(tree.bytes as f64 / secs.max(1e-9)),
@@ -97,24 +102,25 @@ pub(crate) fn run(args: &ImportArgs) -> Result<()> {
     store::close(kv, &args.store)
 }
 
-/// Imports every file of `tree`; returns the number of batches.
-fn import(kv: &Kv, bucket: &str, tree: &Walk, per_batch: u64, pb: &ProgressBar) -> Result<u64> {
+/// Imports every file of `tree`; returns the number of batches and of
+/// small files that replaced a key already there.
+fn import(kv: &Kv, bucket: &str, tree: &Walk, per_batch: u64, pb: &ProgressBar) -> Result<(u64, u64)> {
     let mut batch = Batch::default();
-    let mut number = 0u64;
+    let (mut number, mut replaced) = (0u64, 0u64);
     for (i, src) in tree.files.iter().enumerate() {
         let size = add(kv, bucket, src, &mut batch)?;
         pb.inc(size);
         pb.set_message(format!("{}/{} files", i + 1, tree.files.len()));
         if batch.keys.len() as u64 >= per_batch || batch.bytes >= BATCH_BYTES {
             number += 1;
-            commit(kv, bucket, std::mem::take(&mut batch), number)?;
+            replaced += commit(kv, bucket, std::mem::take(&mut batch), number)?;
         }
     }
     if !batch.keys.is_empty() {
         number += 1;
-        commit(kv, bucket, batch, number)?;
+        replaced += commit(kv, bucket, batch, number)?;
     }
-    Ok(number)
+    Ok((number, replaced))
 }
 
 /// Adds `src` to `batch`: its bytes into the batch, or, when large, streamed
@@ -133,7 +139,7 @@ fn add(kv: &Kv, bucket: &str, src: &Source, batch: &mut Batch) -> Result<u64> {
         let mut value = Vec::with_capacity(len as usize);
         file.read_to_end(&mut value).with_context(|| format!("reading {}", src.path.display()))?;
         let n = value.len() as u64;
-        batch.small.put(&src.key, value);
+        batch.small.push((src.key.clone(), value));
         n
     };
     batch.keys.push(src.key.clone());
@@ -141,19 +147,27 @@ fn add(kv: &Kv, bucket: &str, src: &Source, batch: &mut Batch) -> Result<u64> {
     Ok(size)
 }
 
-/// Commits `batch` durably, then prints its keys.
-fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<()> {
+/// Commits `batch` durably, then prints its keys; returns how many of its
+/// small files replaced a key already there.
+fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<u64> {
     let (first, last) = match (batch.keys.first(), batch.keys.last()) {
         (Some(f), Some(l)) => (shown(f), shown(l)),
-        _ => return Ok(()),
+        _ => return Ok(0),
     };
     let what = || format!("committing batch {number} ({first} .. {last})");
-    if batch.small.is_empty() {
-        // Only streamed files: their buffered commits are made durable.
-        kv.sync().with_context(what)?;
-    } else {
-        kv.write_batch(bucket, &batch.small, Durability::Durable).with_context(what)?;
+    let items: Vec<(&[u8], &[u8])> = batch.small.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+    let done = kv.create_many(bucket, &items, Durability::Buffered).with_context(what)?;
+    if !done.duplicates.is_empty() {
+        // Keys the bucket held already: replaced, as import promises.
+        let values: HashMap<&[u8], &[u8]> = items.iter().copied().collect();
+        let mut puts = KvBatch::new();
+        for key in &done.duplicates {
+            puts.put(key, values.get(key.as_slice()).copied().unwrap_or_default());
+        }
+        kv.write_batch(bucket, &puts, Durability::Buffered).with_context(what)?;
     }
+    // Everything of the batch (streamed files too) is made durable.
+    kv.sync().with_context(what)?;
     // IMPORTANT: printed only now that the commit is durable; a test kills
     // the import at random and holds every printed key to this promise.
     let mut text = format!("batch {number} durable: {} keys, {} bytes\n", batch.keys.len(), batch.bytes);
@@ -163,7 +177,8 @@ fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<()> {
         text.push('\n');
     }
     let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing stdout")
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing stdout")?;
+    Ok(done.duplicates.len() as u64)
 }
 
 #[cfg(test)]
@@ -183,7 +198,7 @@ mod tests {
         let kv = Kv::create(&dir, larder_kv::KvOptions::default()).unwrap();
         kv.create_bucket("b").unwrap();
         let tree = walk(&src, None, &ProgressBar::hidden()).unwrap();
-        assert_eq!(import(&kv, "b", &tree, 3, &ProgressBar::hidden()).unwrap(), 3, "7 files, 3 a batch");
+        assert_eq!(import(&kv, "b", &tree, 3, &ProgressBar::hidden()).unwrap(), (3, 0), "7 files, 3 a batch");
         assert_eq!(kv.get("b", "f6").unwrap(), Some(vec![6u8; 100]));
         kv.close().unwrap();
     }

@@ -274,6 +274,18 @@ fn import_then_export_gives_the_tree_back() {
     let part = tmp.path().join("part");
     ok(&["export", d, "photos/with", s(&part)]);
     assert_eq!(files(&part).keys().collect::<Vec<_>>(), [Path::new("with space/inner dir/file name.txt")]);
+
+    // Importing again replaces the keys there and adds the new ones.
+    fs::write(tree.join("top.txt"), b"top, changed").unwrap();
+    fs::write(tree.join("a/b/f03"), pattern(7000, 9)).unwrap();
+    fs::write(tree.join("a/new file"), b"new").unwrap();
+    let text = ok(&["import", d, s(&tree), "photos"]);
+    assert!(text.contains("imported 36 files") && text.contains("34 of them replacing"), "{text}");
+    let again = tmp.path().join("again");
+    ok(&["export", d, "photos", s(&again)]);
+    assert_eq!(files(&again), files(&tree));
+    let text = ok(&["fsck", d]);
+    assert!(text.contains("clean"), "{text}");
 }
 
 #[test]
