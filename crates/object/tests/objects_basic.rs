@@ -108,6 +108,54 @@ fn overwrites_shadow_and_deletes_free_everything() {
     assert!(matches!(store.write(dir, 0, b"x", Durability::Durable), Err(ObjectError::NoData { .. })));
 }
 
+/// Reads `len` bytes at `offset`.
+fn read_at(store: &Store, id: u64, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0xEEu8; len];
+    let n = store.read(id, offset, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn reads_again_after_every_change_see_it_small_maps_and_large() {
+    let sim = SimStorage::new(4);
+    let store = store(&sim);
+    // One extent-map entry per block written apart: 3 entries, then 40
+    // (more than a cached map holds).
+    for entries in [3u64, 40] {
+        let id = store.create_object(Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
+        let mut want = vec![0u8; ((entries * 2 - 1) * 4096) as usize];
+        for i in 0..entries {
+            let at = (i * 2 * 4096) as usize;
+            want[at..at + 4096].fill(i as u8 + 1);
+            store.write(id, at as u64, &want[at..at + 4096], Durability::Buffered).unwrap();
+        }
+        // Each read twice (the second from whatever the first cached),
+        // whole and in part, after each kind of change.
+        let check = |want: &[u8], what: &str| {
+            for _ in 0..2 {
+                assert!(read_all(&store, id) == want, "{entries} entries, whole, {what}");
+                assert_eq!(read_at(&store, id, 4000, 5000), want[4000..9000], "{entries} entries, part, {what}");
+            }
+        };
+        check(&want, "as written");
+        store.write(id, 4096, &[0xAB; 4096], Durability::Buffered).unwrap();
+        want[4096..8192].fill(0xAB);
+        check(&want, "after an overwrite");
+        let cut = want.len() - 6000;
+        store.truncate(id, cut as u64, Durability::Buffered).unwrap();
+        want.truncate(cut);
+        check(&want, "after a truncate");
+        store.write(id, cut as u64 + 100, b"tail", Durability::Buffered).unwrap();
+        want.resize(cut + 100, 0);
+        want.extend_from_slice(b"tail");
+        check(&want, "after growing");
+        store.delete_object(id, Durability::Buffered).unwrap();
+        assert!(matches!(store.read(id, 0, &mut [0u8; 4]), Err(ObjectError::NoSuchObject { .. })));
+    }
+    assert_clean(&store);
+}
+
 #[test]
 fn a_flipped_bit_in_a_container_block_is_corruption_naming_the_file() {
     let sim = SimStorage::new(3);

@@ -172,6 +172,10 @@ fn free_step(txn: &mut Transaction<'_>, object: u64) -> Result<bool> {
         return Err(ObjectError::NotAnOrphan { object, nlink: onode.nlink });
     }
     if !drop_fmap_entries(txn, object, FREE_STEP_ENTRIES)? {
+        // The map changed: so does the generation (the extent cache's tag).
+        let mut onode = onode;
+        onode.generation = onode.generation.wrapping_add(1);
+        txn.put_onode(object, &onode)?;
         return Ok(false);
     }
     delete_rest(txn, object)?;

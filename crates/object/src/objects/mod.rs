@@ -14,6 +14,7 @@
 //! needs to clear anything.
 
 mod delete;
+mod extent_cache;
 mod fmap;
 mod in_txn;
 mod read;
@@ -21,6 +22,7 @@ mod replay;
 mod write;
 mod xattrs;
 
+pub(crate) use extent_cache::ExtentCache;
 pub(crate) use replay::ReplayVerifier;
 
 use crate::error::{ObjectError, Result};

@@ -3,14 +3,16 @@
 //! are read.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use larder_index::Snapshot;
 use larder_space::{ReaderGuard, SpaceError};
 
+use super::extent_cache::{CachedMap, MAX_CACHED_ENTRIES};
 use super::fmap::{copy_from_entries, successor, Mapped};
 use super::{align_down, to_usize};
 use crate::error::{ObjectError, Result};
-use crate::meta::{fmap_key, fmap_prefix, onode_key, DataLocation, Onode};
+use crate::meta::{fmap_key, fmap_prefix, onode_key, prefix_end, DataLocation, Onode};
 use crate::store::Store;
 
 /// Attempts at a snapshot the space manager accepts before giving up.
@@ -26,9 +28,32 @@ impl Store {
     pub fn read(&self, object: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let (snapshot, _guard) = self.read_view()?;
         let limits = self.limits();
-        let onode = match snapshot.get(&onode_key(object))? {
-            Some(v) => Onode::decode(&v, &limits)?,
-            None => return Err(ObjectError::NoSuchObject { object }),
+        // The cached onode is at least as new as the snapshot (taken
+        // first; the cache never holds a value older than the index's).
+        // Its bytes, inline or through the extent map cached for its
+        // generation, may be read under the snapshot's registration: any
+        // extent it maps is freed, if ever, by a commit above the
+        // snapshot. Without a cached map, the onode and map are read at
+        // the snapshot instead, so that they agree.
+        let cached = self.stat(object)?.ok_or(ObjectError::NoSuchObject { object })?;
+        let mut map = None;
+        let fast = match &cached.location {
+            DataLocation::Extents => match self.extent_cache().get(object, cached.generation) {
+                Some(CachedMap::Whole(entries)) => {
+                    map = Some(entries);
+                    true
+                }
+                _ => false,
+            },
+            DataLocation::Inline(_) | DataLocation::OwnFile { .. } => true,
+        };
+        let onode = if fast {
+            cached
+        } else {
+            match snapshot.get(&onode_key(object))? {
+                Some(v) => Onode::decode(&v, &limits)?,
+                None => return Err(ObjectError::NoSuchObject { object }),
+            }
         };
         if offset >= onode.size || buf.is_empty() {
             return Ok(0);
@@ -46,7 +71,10 @@ impl Store {
             DataLocation::Extents => {
                 out.fill(0);
                 let end = offset + n as u64;
-                let entries = snapshot_entries(&snapshot, object, offset, end, &limits)?;
+                let entries = match map {
+                    Some(entries) => entries,
+                    None => self.extent_map(&snapshot, object, &onode, (offset, end), &limits)?,
+                };
                 copy_from_entries(self.space(), object, &entries, offset, out)?;
             }
             DataLocation::OwnFile { file } => {
@@ -75,7 +103,7 @@ impl Store {
             DataLocation::Inline(bytes) => Ok(Some(bytes)),
             DataLocation::Extents => {
                 let mut out = vec![0u8; to_usize(onode.size)];
-                let entries = snapshot_entries(&snapshot, object, 0, onode.size, &limits)?;
+                let entries = self.extent_map(&snapshot, object, &onode, (0, onode.size), &limits)?;
                 copy_from_entries(self.space(), object, &entries, 0, &mut out)?;
                 Ok(Some(out))
             }
@@ -83,6 +111,39 @@ impl Store {
                 Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") })
             }
         }
+    }
+
+    /// The entries of extent-mapped `object` (whose onode at `snapshot` is
+    /// `onode`) overlapping `range`, perhaps more: its whole map, from the
+    /// extent cache when it holds the map of this onode generation, else
+    /// scanned at `snapshot` (and cached when small).
+    fn extent_map(
+        &self,
+        snapshot: &Snapshot,
+        object: u64,
+        onode: &Onode,
+        (start, end): (u64, u64),
+        limits: &crate::meta::MetaLimits,
+    ) -> Result<Arc<[Mapped]>> {
+        match self.extent_cache().get(object, onode.generation) {
+            Some(CachedMap::Whole(entries)) => return Ok(entries),
+            Some(CachedMap::TooLarge) => return Ok(snapshot_entries(snapshot, object, start, end, limits)?.into()),
+            None => {}
+        }
+        let prefix = fmap_prefix(object);
+        let stop = prefix_end(&prefix).unwrap_or_default();
+        let mut entries = Vec::new();
+        for kv in snapshot.range(Bound::Included(&prefix[..]), Bound::Excluded(&stop[..]), true)? {
+            if entries.len() == MAX_CACHED_ENTRIES {
+                // Too large to keep: say so, and read only the range.
+                self.extent_cache().insert(object, onode.generation, &[], false);
+                return Ok(snapshot_entries(snapshot, object, start, end, limits)?.into());
+            }
+            let (k, v) = kv?;
+            entries.push(Mapped::decode(&k, &v, limits)?);
+        }
+        self.extent_cache().insert(object, onode.generation, &entries, true);
+        Ok(entries.into())
     }
 
     /// An index snapshot and the space manager's registration of it. A

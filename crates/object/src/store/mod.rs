@@ -74,8 +74,10 @@ pub struct StoreOptions {
     /// Options of space management (the container size comes from the
     /// superblock).
     pub space: larder_space::Options,
-    /// Bytes of the metadata cache: recently read onodes (with inline
-    /// objects' bytes) and dentries (default 64 MiB; 0 turns it off).
+    /// Bytes of the metadata caches: recently read onodes (with inline
+    /// objects' bytes) and dentries, paths (an eighth of what they get)
+    /// and, with an eighth of the whole, decoded extent maps of small
+    /// objects (default 64 MiB; 0 turns them off).
     pub meta_cache_bytes: usize,
     /// Checkpoint on a background thread (default). When false, a commit
     /// that finds the log needing room checkpoints in its own thread:
@@ -132,6 +134,8 @@ pub struct Store {
     locks: LockTable,
     /// Recently read onodes and dentries.
     meta_cache: Arc<MetaCache>,
+    /// Decoded extent maps of recently read objects (`objects::extent_cache`).
+    extent_cache: crate::objects::ExtentCache,
     /// Entry-count operands written per directory since its onode was last
     /// written whole.
     pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
@@ -216,7 +220,10 @@ impl Store {
         let signal = Arc::new(Signal::default());
         let mut log_options = options.log;
         log_options.segment_bytes = loaded.superblock.options.log_segment_bytes;
-        let meta_cache = Arc::new(MetaCache::new(options.meta_cache_bytes));
+        // An eighth of the metadata budget holds decoded extent maps.
+        let extent_bytes = options.meta_cache_bytes / 8;
+        let meta_cache = Arc::new(MetaCache::new(options.meta_cache_bytes - extent_bytes));
+        let extent_cache = crate::objects::ExtentCache::new(extent_bytes);
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
         let replay_index = index.clone();
@@ -296,6 +303,7 @@ impl Store {
             observer: parking_lot::RwLock::new(None),
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
+            extent_cache,
             _lock: lock,
         };
         if high_water.is_none() && store.stat(ROOT_ID)?.is_none() {
@@ -483,6 +491,11 @@ impl Store {
         derive: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, E>,
     ) -> std::result::Result<Option<Arc<[u8]>>, E> {
         self.meta_cache.get_or_derive(key, derive)
+    }
+
+    /// The cache of decoded extent maps.
+    pub(crate) fn extent_cache(&self) -> &crate::objects::ExtentCache {
+        &self.extent_cache
     }
 
     /// Metadata cache counters: (hits, misses, bytes cached).
