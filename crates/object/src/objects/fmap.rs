@@ -114,9 +114,9 @@ fn read_blocks_into(space: &SpaceManager, object: u64, m: &Mapped, first: u64, d
     Ok(())
 }
 
-/// Copies the object bytes of `entries` that fall in `[start, start +
-/// out.len())` into `out` (other bytes untouched), reading and checking
-/// only the blocks needed. Whole blocks are read straight into `out` (a
+/// Copies the object bytes of `entries` (in offset order) that fall in
+/// `[start, start + out.len())` into `out`, zeros where none does (holes),
+/// reading and checking only the blocks needed. Whole blocks are read straight into `out` (a
 /// whole-file read copies nothing twice); a partial block goes through a
 /// buffer, since its crc covers bytes `out` has no room for.
 pub(crate) fn copy_from_entries(
@@ -127,12 +127,18 @@ pub(crate) fn copy_from_entries(
     out: &mut [u8],
 ) -> Result<()> {
     let end = start + out.len() as u64;
+    // Bytes of `out` before this are written (or zeroed).
+    let mut done = 0usize;
     for m in entries {
         let lo = m.offset.max(start);
         let hi = m.end().min(end);
         if lo >= hi {
             continue;
         }
+        if let Some(hole) = out.get_mut(done..to_usize(lo - start)) {
+            hole.fill(0);
+        }
+        done = to_usize(hi - start);
         let first = (lo - m.offset) / BLOCK_BYTES;
         let last = (hi - m.offset).div_ceil(BLOCK_BYTES);
         let from = to_usize(lo - m.offset - first * BLOCK_BYTES);
@@ -147,6 +153,9 @@ pub(crate) fn copy_from_entries(
                 d.copy_from_slice(s);
             }
         }
+    }
+    if let Some(rest) = out.get_mut(done..) {
+        rest.fill(0);
     }
     Ok(())
 }

@@ -69,7 +69,6 @@ impl Store {
                 out.copy_from_slice(src);
             }
             DataLocation::Extents => {
-                out.fill(0);
                 let end = offset + n as u64;
                 let entries = match map {
                     Some(entries) => entries,
