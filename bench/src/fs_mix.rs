@@ -383,17 +383,23 @@ impl MixFs for LarderFs {
     fn read_whole(&self, dir: usize, name: &str, buf: &mut Vec<u8>) -> Result<u64> {
         let (a, fh) = self.open(dir, name, libc::O_RDONLY)?;
         self.with_handle(fh, || {
-            buf.clear();
-            let mut at = 0u64;
-            while at < a.size {
-                let chunk = self.fs.read(fh, at, (a.size - at).min(1 << 20) as usize)?;
-                if chunk.is_empty() {
+            // As read_to_end does for the other file systems: the buffer
+            // is only initialized where it grows.
+            let size = usize::try_from(a.size)?;
+            if buf.len() < size {
+                buf.resize(size, 0);
+            }
+            buf.truncate(size);
+            let mut at = 0usize;
+            while at < size {
+                let n = self.fs.read_into(fh, at as u64, &mut buf[at..])?;
+                if n == 0 {
                     break;
                 }
-                at += chunk.len() as u64;
-                buf.extend_from_slice(&chunk);
+                at += n;
             }
-            Ok(at)
+            buf.truncate(at);
+            Ok(at as u64)
         })
     }
 

@@ -103,14 +103,22 @@ impl Fs {
 
     /// Reads up to `len` bytes at `offset` through handle `fh`.
     pub fn read(&self, fh: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len.min(MAX_IO_BYTES)];
+        let n = self.read_into(fh, offset, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Reads from `offset` through handle `fh` into `buf` (at most
+    /// `MAX_IO_BYTES` of it), as pread(2) does; returns the bytes read,
+    /// fewer than asked at the end of the file.
+    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let h = self.file_handle(fh)?;
         if !h.read {
             return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open for reading")));
         }
-        let mut buf = vec![0u8; len.min(MAX_IO_BYTES)];
-        let n = self.store.read(h.ino, offset, &mut buf)?;
-        buf.truncate(n);
-        Ok(buf)
+        let len = buf.len().min(MAX_IO_BYTES);
+        Ok(self.store.read(h.ino, offset, &mut buf[..len])?)
     }
 
     /// Writes `data` at `offset` (at the end with O_APPEND) through handle

@@ -26,12 +26,21 @@ fn reads_writes_appends_truncates_and_holes() {
     let mid = fs.read(fh, 4096, 8192).unwrap();
     assert!(mid.len() == 8192 && mid.iter().all(|&b| b == 0));
     assert_eq!(fs.read(fh, 1 << 20, 10).unwrap(), b"tail");
+    // Into the caller's buffer: holes as zeros over whatever it held, and
+    // what is past the end untouched.
+    let mut buf = [0xEEu8; 12];
+    assert_eq!(fs.read_into(fh, (1 << 20) - 8, &mut buf).unwrap(), 12);
+    assert_eq!(buf, *b"\0\0\0\0\0\0\0\0tail");
+    let mut buf = [0xEEu8; 6];
+    assert_eq!(fs.read_into(fh, (1 << 20) + 2, &mut buf).unwrap(), 2);
+    assert_eq!(buf, *b"il\xEE\xEE\xEE\xEE");
     fs.release(fh).unwrap();
 
     let ap = fs.open_file(&r, a.ino, libc::O_WRONLY | libc::O_APPEND).unwrap();
     fs.write(&r, ap, 0, b"++").unwrap();
     assert_eq!(fs.getattr(a.ino).unwrap().size, (1 << 20) + 6);
     assert_eq!(errno(fs.read(ap, 0, 1)), libc::EBADF, "write-only handle");
+    assert_eq!(errno(fs.read_into(ap, 0, &mut [0u8; 1])), libc::EBADF, "write-only handle");
     fs.release(ap).unwrap();
 
     let tr = fs.open_file(&r, a.ino, libc::O_RDWR | libc::O_TRUNC).unwrap();
