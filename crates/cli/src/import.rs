@@ -33,6 +33,11 @@ use crate::{progress, stats};
 /// the memory a batch of small files holds.
 const BATCH_BYTES: u64 = 64 << 20;
 
+/// Bytes of values per transaction replacing keys already there (or a
+/// quarter of a log segment, if less): well under a log record's limit,
+/// since values up to the inline limit travel in the record.
+const REPLACE_BATCH_BYTES: u64 = 4 << 20;
+
 /// Options of `larder import`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ImportArgs {
@@ -158,11 +163,20 @@ fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<u64> {
     let items: Vec<(&[u8], &[u8])> = batch.small.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
     let done = kv.create_many(bucket, &items, Durability::Buffered).with_context(what)?;
     if !done.duplicates.is_empty() {
-        // Keys the bucket held already: replaced, as import promises.
+        // Keys the bucket held already: replaced, as import promises, in
+        // batches small enough for one log record each.
         let values: HashMap<&[u8], &[u8]> = items.iter().copied().collect();
-        let mut puts = KvBatch::new();
+        let limit = REPLACE_BATCH_BYTES.min(kv.store().superblock().options.log_segment_bytes / 4);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let (mut puts, mut bytes) = (KvBatch::new(), 0usize);
         for key in &done.duplicates {
-            puts.put(key, values.get(key.as_slice()).copied().unwrap_or_default());
+            let value = values.get(key.as_slice()).copied().unwrap_or_default();
+            if !puts.is_empty() && bytes + value.len() > limit {
+                kv.write_batch(bucket, &std::mem::take(&mut puts), Durability::Buffered).with_context(what)?;
+                bytes = 0;
+            }
+            puts.put(key, value);
+            bytes += value.len();
         }
         kv.write_batch(bucket, &puts, Durability::Buffered).with_context(what)?;
     }
@@ -200,6 +214,29 @@ mod tests {
         let tree = walk(&src, None, &ProgressBar::hidden()).unwrap();
         assert_eq!(import(&kv, "b", &tree, 3, &ProgressBar::hidden()).unwrap(), (3, 0), "7 files, 3 a batch");
         assert_eq!(kv.get("b", "f6").unwrap(), Some(vec![6u8; 100]));
+        kv.close().unwrap();
+    }
+
+    #[test]
+    fn a_batch_replacing_more_than_a_log_record_holds_is_split() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (src, dir) = (tmp.path().join("src"), tmp.path().join("store"));
+        fs::create_dir_all(&src).unwrap();
+        for i in 0..100u8 {
+            fs::write(src.join(format!("f{i}")), vec![i; 2000]).unwrap();
+        }
+        // 64 KiB log segments: 200 KB of inline values is no one record.
+        let mut options = larder_kv::KvOptions::default();
+        options.creation.log_segment_bytes = 64 << 10;
+        let kv = Kv::create(&dir, options).unwrap();
+        kv.create_bucket("b").unwrap();
+        let tree = walk(&src, None, &ProgressBar::hidden()).unwrap();
+        assert_eq!(import(&kv, "b", &tree, 1000, &ProgressBar::hidden()).unwrap(), (1, 0));
+        for i in 0..100u8 {
+            fs::write(src.join(format!("f{i}")), vec![i ^ 0xFF; 2000]).unwrap();
+        }
+        assert_eq!(import(&kv, "b", &tree, 1000, &ProgressBar::hidden()).unwrap(), (1, 100), "all replaced");
+        assert_eq!(kv.get("b", "f7").unwrap(), Some(vec![7 ^ 0xFF; 2000]));
         kv.close().unwrap();
     }
 }
