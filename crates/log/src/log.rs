@@ -416,6 +416,52 @@ impl Log {
         &self.inner.dir
     }
 
+    /// Removes the segment files no live record is in (those a checkpoint
+    /// freed, and spares) but the one with the highest id, returning how
+    /// many: at a clean close, after the last checkpoint, so a closed store
+    /// keeps only the segment being written (and perhaps that one). Does
+    /// nothing while no segment is live (nothing written since the open):
+    /// the segment written last, which recovery needs to find the log's
+    /// end, is then among the free ones. The log still works after it; it creates segments again as
+    /// it needs them (zero-filled, as always). A failed removal leaves the
+    /// segment in the free pool and is reported.
+    pub fn release_free_segments(&self) -> Result<usize> {
+        let free: Vec<SegmentFile> = {
+            let mut st = self.inner.state.lock();
+            if st.live.is_empty() {
+                // Nothing written since the open: the newest segment, the
+                // one that says where the log ends, may be among the free.
+                return Ok(0);
+            }
+            // The file with the highest id stays, so that ids handed out
+            // after a reopen (one above the highest file) stay unused.
+            let live_max = st.live.iter().map(|l| l.seg.id).max().unwrap_or(0);
+            let free_max = st.free.iter().map(|s| s.id).max().unwrap_or(0);
+            let keep = (free_max > live_max).then_some(free_max);
+            let (kept, gone): (Vec<SegmentFile>, Vec<SegmentFile>) =
+                st.free.drain(..).partition(|s| Some(s.id) == keep);
+            st.free = kept.into();
+            gone
+        };
+        let mut removed = 0;
+        let mut result = Ok(());
+        for seg in free {
+            match self.inner.storage.remove_file(&seg.path) {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    // Still there, still free: kept.
+                    self.inner.state.lock().free.push_back(seg);
+                    result = Err(e.into());
+                }
+            }
+        }
+        self.inner.state.lock().total_segments -= removed;
+        if removed > 0 {
+            self.inner.storage.sync_dir(&self.inner.dir)?;
+        }
+        result.map(|()| removed)
+    }
+
     /// Makes every appended record durable, stops the flusher and closes
     /// the log; later calls through other references fail with `Closed`.
     pub fn close(mut self) -> Result<()> {

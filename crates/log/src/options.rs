@@ -34,7 +34,7 @@ pub struct Options {
     /// at most 1 GiB. Default 64 MiB.
     pub segment_bytes: u64,
     /// Segment files the log may hold (at least 2) before it waits for a
-    /// checkpoint, beyond its reserve. Segments are reused, never deleted,
+    /// checkpoint, beyond its reserve. Segments are reused, deleted only at a clean close,
     /// so this bounds the log's disk use. Default 16.
     pub max_segments: usize,
     /// Percentage of `segment_bytes * max_segments` that the live segments

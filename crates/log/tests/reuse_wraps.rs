@@ -93,3 +93,43 @@ fn crashes_after_wrapping_recover_only_live_records() {
     let (_, replayed) = open(&probe.crash_with(CrashMode::KeepAllPending), small_options(), 148).unwrap();
     assert_eq!(replayed.len(), 2);
 }
+
+fn segment_files(sim: &SimStorage) -> usize {
+    sim.file_names().iter().filter(|p| p.starts_with(DIR) && p.to_string_lossy().ends_with(".seg")).count()
+}
+
+#[test]
+fn free_segments_released_at_a_clean_close_come_back_when_needed() {
+    let sim = SimStorage::new(13);
+    let (log, _) = open(&sim, small_options(), 0).unwrap();
+    for lsn in 1..=40 {
+        log.append(big_payload(lsn)).unwrap();
+    }
+    log.checkpoint(40).unwrap();
+    assert!(segment_files(&sim) > 1);
+    let removed = log.release_free_segments().unwrap();
+    assert!(removed >= 1, "a checkpoint of everything frees all but the active segment");
+    assert!(segment_files(&sim) <= 2, "the segment being written is left, and perhaps the highest id");
+    // The log goes on, making segments again as it needs them.
+    for lsn in 41..=120 {
+        log.append(big_payload(lsn)).unwrap();
+        log.checkpoint(lsn - 2).unwrap();
+    }
+    log.close().unwrap();
+    // A crash right after (nothing pending), and the release's directory
+    // change durable: the reopened log replays exactly what it must.
+    let image = sim.crash_with(CrashMode::DropAllPending);
+    let (_, replayed) = open(&image, small_options(), 118).unwrap();
+    assert_eq!(check_prefix_big(&replayed, 118), 120);
+    // Reopened with everything covered, nothing written: no segment is
+    // live, and none is released (the newest says where the log ends).
+    let before = segment_files(&image);
+    let (log, _) = open(&image, small_options(), 120).unwrap();
+    log.checkpoint(120).unwrap();
+    assert_eq!(log.release_free_segments().unwrap(), 0);
+    log.close().unwrap();
+    assert_eq!(segment_files(&image), before);
+    let (log, replayed) = open(&image.crash_with(CrashMode::DropAllPending), small_options(), 120).unwrap();
+    assert!(replayed.is_empty());
+    assert_eq!(log.append(big_payload(121)).unwrap(), 121, "LSNs go on after the release");
+}

@@ -594,7 +594,8 @@ impl Store {
     }
 
     /// Makes everything durable, flushes the index so the next open replays
-    /// nothing, and stops the background threads.
+    /// nothing, removes the log segments it no longer needs, and stops the
+    /// background threads.
     pub fn close(mut self) -> Result<()> {
         if let Some(c) = self.checkpointer.as_mut() {
             c.stop();
@@ -605,6 +606,12 @@ impl Store {
             offset: 0,
             what,
         })?;
+        // The index now holds everything: the log needs only the segment
+        // it writes next, and a closed store should not keep the rest's
+        // disk space (the next open makes segments again as it fills).
+        if let Err(e) = self.log.release_free_segments() {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "could not remove free log segments at close");
+        }
         Ok(())
     }
 
