@@ -82,7 +82,7 @@ pub fn check(store: &Store, progress: &mut dyn FnMut(Progress)) -> Result<Report
 /// not go on.
 pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Report> {
     let (snapshot, _guard) = read_view(store)?;
-    let limits = MetaLimits::from_options(&store.superblock().options);
+    let limits = MetaLimits::from_superblock(store.superblock());
     let containers = store.space().container_ids().into_iter().collect();
     let mut problems = Problems::new(options.max_problems);
     let mut skipped = BTreeSet::new();

@@ -94,7 +94,7 @@ fn a_newer_record_version_says_upgrade() {
     let f = fixture(22);
     let (s, small) = (&f.store, f.ids.small);
     let mut v = stat(s, small).encode(&limits(s)).unwrap();
-    v[0] = 2;
+    v[0] = larder_object::meta::onode::ONODE_VERSION + 1;
     commit(s, |b| {
         b.put(onode_key(small), &v);
     });

@@ -26,8 +26,12 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const KNOWN_COMPAT: u64 = 0;
 /// Read-only compatible features this build understands (none yet).
 pub const KNOWN_RO_COMPAT: u64 = 0;
-/// Incompatible features this build understands (none yet).
-pub const KNOWN_INCOMPAT: u64 = 0;
+/// Incompatible feature bit 0: onodes may be in the compact layout
+/// (version 2, docs/format.md section 13), which older builds cannot read.
+/// Set when a store is created.
+pub const INCOMPAT_COMPACT_ONODES: u64 = 1 << 0;
+/// Incompatible features this build understands.
+pub const KNOWN_INCOMPAT: u64 = INCOMPAT_COMPACT_ONODES;
 /// Bytes of a slot covered by its checksum (the fields; the rest is zero).
 const ENCODED_BYTES: usize = 8 + 4 + 4 + 8 * 3 + 16 + 8 + CreationOptions::ENCODED_BYTES + 4;
 
@@ -101,7 +105,8 @@ pub struct Superblock {
 impl Superblock {
     /// A new store's superblock (generation 1, fresh uuid).
     pub fn new(options: CreationOptions) -> Self {
-        Superblock { compat: 0, ro_compat: 0, incompat: 0, uuid: rand::random(), generation: 1, options }
+        let incompat = INCOMPAT_COMPACT_ONODES;
+        Superblock { compat: 0, ro_compat: 0, incompat, uuid: rand::random(), generation: 1, options }
     }
 
     /// Encodes one slot (`SLOT_BYTES`, zero padded).

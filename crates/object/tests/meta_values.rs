@@ -14,7 +14,10 @@ use larder_object::meta::{
 use larder_object::{CreationOptions, ObjectError};
 use proptest::prelude::*;
 
-const LIMITS: MetaLimits = MetaLimits { inline_max_bytes: 64, container_bytes: 1 << 20 };
+/// Limits writing onodes in the fixed layout (version 1).
+const LIMITS: MetaLimits = MetaLimits { inline_max_bytes: 64, container_bytes: 1 << 20, compact_onodes: false };
+/// The same, writing the compact layout (version 2).
+const COMPACT: MetaLimits = MetaLimits { compact_onodes: true, ..LIMITS };
 
 /// Outcome of damaging a value in every way: how many damaged forms were
 /// refused and how many accepted (each accepted one re-encoded exactly).
@@ -57,8 +60,10 @@ fn damage(good: &[u8], round_trip: impl Fn(&[u8]) -> Result<Vec<u8>, ObjectError
     d
 }
 
+/// Decodes and re-encodes in the layout of the version byte.
 fn onode_rt(b: &[u8]) -> Result<Vec<u8>, ObjectError> {
-    Onode::decode(b, &LIMITS)?.encode(&LIMITS)
+    let limits = if b.first() == Some(&1) { LIMITS } else { COMPACT };
+    Onode::decode(b, &limits)?.encode(&limits)
 }
 
 fn entry_rt(b: &[u8]) -> Result<Vec<u8>, ObjectError> {
@@ -149,8 +154,8 @@ fn onode_decode_refusals_say_why() {
         b[at..at + v.len()].copy_from_slice(v);
         b
     };
-    let e = Onode::decode(&with(0, &[2]), &LIMITS).unwrap_err();
-    assert!(matches!(e, ObjectError::NewerRecord { record: "onode", found: 2, supported: 1 }), "{e}");
+    let e = Onode::decode(&with(0, &[3]), &LIMITS).unwrap_err();
+    assert!(matches!(e, ObjectError::NewerRecord { record: "onode", found: 3, supported: 2 }), "{e}");
     assert!(e.to_string().contains("upgrade larder"), "{e}");
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (vec![], "needs 1 bytes"),
@@ -230,12 +235,93 @@ fn onode_damage_is_refused_or_exact() {
         Onode { size: 3, location: DataLocation::Inline(b"abc".to_vec()), ..file_onode() },
         Onode { location: DataLocation::OwnFile { file: 9 }, ..file_onode() },
     ] {
-        let d = damage(&o.encode(&LIMITS).unwrap(), onode_rt);
-        // Every field is fixed-width or length-checked: no truncation is
-        // ever a valid onode.
-        assert_eq!(d.truncations_accepted, 0, "{o:?}");
-        assert!(d.flips_refused > 0 && d.flips_accepted > 0, "{d:?}");
+        for limits in [LIMITS, COMPACT] {
+            let d = damage(&o.encode(&limits).unwrap(), onode_rt);
+            // Every field is fixed-width, a terminated varint or
+            // length-checked: no truncation is ever a valid onode.
+            assert_eq!(d.truncations_accepted, 0, "{o:?}");
+            assert!(d.flips_refused > 0 && d.flips_accepted > 0, "{d:?}");
+        }
     }
+}
+
+#[test]
+fn compact_onodes_are_small_and_read_with_the_fixed_ones() {
+    let now = ts(1_764_000_000, 123_456_789);
+    let later = ts(1_764_000_000, 123_999_000);
+    // A file as a KV put leaves it: born, then written a moment later.
+    let kv_file = Onode {
+        flags: 0,
+        size: 1024,
+        uid: 1000,
+        gid: 1000,
+        generation: 2,
+        atime: now,
+        mtime: later,
+        ctime: later,
+        btime: now,
+        location: DataLocation::Inline(vec![7; 1024]),
+        ..file_onode()
+    };
+    let compact = kv_file.encode(&MetaLimits { inline_max_bytes: 4096, ..COMPACT }).unwrap();
+    let fixed = kv_file.encode(&MetaLimits { inline_max_bytes: 4096, ..LIMITS }).unwrap();
+    assert_eq!(fixed.len() - 1024, ONODE_FIXED_BYTES);
+    assert!(compact.len() - 1024 <= 36, "{} bytes of attributes", compact.len() - 1024);
+    assert_eq!(compact[0], 2);
+    // Either layout decodes under either setting.
+    for limits in [LIMITS, COMPACT] {
+        let limits = MetaLimits { inline_max_bytes: 4096, ..limits };
+        assert_eq!(Onode::decode(&compact, &limits).unwrap(), kv_file);
+        assert_eq!(Onode::decode(&fixed, &limits).unwrap(), kv_file);
+    }
+    // Every field and every optional part round-trips: flags, a device
+    // number, times before btime and whole times far apart.
+    let dev = Onode { kind: Kind::CharDevice, mode: 0o020_600, rdev: 0x0501, dir: None, ..dir_onode() };
+    let apart = Onode { atime: ts(i64::MIN / 2, 0), mtime: ts(i64::MAX / 2, 1), ..file_onode() };
+    let before = Onode { atime: ts(-5, 0), mtime: ts(-3, 999_999_999), ..file_onode() };
+    let heap = Onode { location: DataLocation::OwnFile { file: 1 << 50 }, ..file_onode() };
+    for o in [file_onode(), dir_onode(), dev, apart, before, heap] {
+        let b = o.encode(&COMPACT).unwrap();
+        assert_eq!(Onode::decode(&b, &COMPACT).unwrap(), o);
+    }
+}
+
+#[test]
+fn compact_onodes_are_canonical() {
+    // file_onode in the compact layout: version 2, kind, location, present
+    // (flags), size 0x1234 as a 2-byte varint, mode (3 bytes), uid 1000
+    // (2), gid 100 (1), nlink (1), generation (1), flags (1), btime (12),
+    // three time differences.
+    let good = file_onode().encode(&COMPACT).unwrap();
+    assert_eq!(&good[..6], &[2, 1, 2, 1, 0xB4, 0x24], "version, kind, location, present, size varint");
+    let refused = |b: &[u8], why: &str| {
+        let e = Onode::decode(b, &COMPACT).unwrap_err();
+        assert!(e.to_string().contains(why), "{e} (wanted {why:?})");
+    };
+    // A size varint padded to three bytes.
+    let mut padded = good.clone();
+    padded.splice(4..6, [0xB4, 0xA4, 0x00]);
+    refused(&padded, "shortest form");
+    // Flags said present but zero; unknown present bits.
+    let mut zero_flags = good.clone();
+    let flags_at = 4 + 2 + 3 + 2 + 1 + 1 + 1;
+    zero_flags[flags_at] = 0;
+    refused(&zero_flags, "present but zero");
+    let mut unknown = good.clone();
+    unknown[3] |= 0x80;
+    refused(&unknown, "unknown present-field bits");
+    // Whole times where differences fit.
+    let o = file_onode();
+    let mut whole = good[..flags_at + 1].to_vec();
+    whole[3] |= 1 << 2;
+    for t in [o.btime, o.atime, o.mtime, o.ctime] {
+        whole.extend_from_slice(&t.secs.to_le_bytes());
+        whole.extend_from_slice(&t.nanos.to_le_bytes());
+    }
+    refused(&whole, "whole timestamps");
+    let mut trailing = good.clone();
+    trailing.push(0);
+    refused(&trailing, "trailing");
 }
 
 fn timestamp() -> impl Strategy<Value = Timestamp> {
@@ -299,9 +385,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
-    fn onodes_round_trip_and_resist_damage(o in any_onode()) {
-        let b = o.encode(&LIMITS).unwrap();
-        prop_assert_eq!(&Onode::decode(&b, &LIMITS).unwrap(), &o);
+    fn onodes_round_trip_and_resist_damage(o in any_onode(), compact in any::<bool>()) {
+        let limits = if compact { COMPACT } else { LIMITS };
+        let b = o.encode(&limits).unwrap();
+        prop_assert_eq!(&Onode::decode(&b, &limits).unwrap(), &o);
         prop_assert_eq!(damage(&b, onode_rt).truncations_accepted, 0);
     }
 

@@ -22,7 +22,7 @@ fn options() -> StoreOptions {
 /// Allocates `len` bytes for a new object and commits its extent-map
 /// entries (data need not be written for this test: only the map counts).
 fn commit_object(store: &Store, len: usize, durability: Durability) -> Vec<larder_space::Extent> {
-    let limits = MetaLimits::from_options(&store.superblock().options);
+    let limits = MetaLimits::from_superblock(store.superblock());
     let id = store.allocate_object_id().unwrap();
     let extents = store.space().allocate(len as u64).unwrap();
     store

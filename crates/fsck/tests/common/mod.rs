@@ -91,7 +91,7 @@ pub fn onode(kind: Kind, id: u64, nlink: u32, dir: Option<(u64, u64)>) -> Onode 
 }
 
 pub fn limits(store: &Store) -> MetaLimits {
-    MetaLimits::from_options(&store.superblock().options)
+    MetaLimits::from_superblock(store.superblock())
 }
 
 /// Commits what `f` puts in a batch, durably.

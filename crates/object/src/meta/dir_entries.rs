@@ -153,7 +153,7 @@ mod tests {
     }
 
     fn limits() -> MetaLimits {
-        MetaLimits { inline_max_bytes: 4096, container_bytes: 1 << 30 }
+        MetaLimits { inline_max_bytes: 4096, container_bytes: 1 << 30, compact_onodes: true }
     }
 
     #[test]

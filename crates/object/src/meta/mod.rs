@@ -25,6 +25,7 @@ pub mod fuzzing;
 pub mod keys;
 pub mod name;
 pub mod onode;
+mod onode_v2;
 pub mod orphan;
 pub mod types;
 pub mod xattr;

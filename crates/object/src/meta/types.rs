@@ -115,12 +115,28 @@ pub struct MetaLimits {
     pub inline_max_bytes: u32,
     /// Size of every container: no extent runs past it.
     pub container_bytes: u64,
+    /// Onodes are written in the compact layout (version 2; the store has
+    /// the superblock's `INCOMPAT_COMPACT_ONODES` bit). Both layouts are
+    /// read either way.
+    pub compact_onodes: bool,
 }
 
 impl MetaLimits {
-    /// The limits of a store created with `options`.
+    /// The limits of a store created now with `options` (compact onodes).
     pub fn from_options(options: &CreationOptions) -> MetaLimits {
-        MetaLimits { inline_max_bytes: options.inline_max_bytes, container_bytes: options.container_bytes }
+        MetaLimits {
+            inline_max_bytes: options.inline_max_bytes,
+            container_bytes: options.container_bytes,
+            compact_onodes: true,
+        }
+    }
+
+    /// The limits of the store whose superblock is `sb`.
+    pub fn from_superblock(sb: &crate::superblock::Superblock) -> MetaLimits {
+        MetaLimits {
+            compact_onodes: sb.incompat & crate::superblock::INCOMPAT_COMPACT_ONODES != 0,
+            ..MetaLimits::from_options(&sb.options)
+        }
     }
 }
 

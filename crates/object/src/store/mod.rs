@@ -199,7 +199,7 @@ impl Store {
 
     fn open_locked(storage: StorageRef, dir: &Path, options: StoreOptions, lock: Box<dyn Lock>) -> Result<Store> {
         let loaded = superblock::load(&*storage, dir)?;
-        let limits = MetaLimits::from_options(&loaded.superblock.options);
+        let limits = MetaLimits::from_superblock(&loaded.superblock);
         let mut index_options = options.index;
         index_options.merge_operators.push(Arc::new(DirEntriesOperator::new(limits)));
         // Batches enter the index before the log makes them durable; a
@@ -622,13 +622,13 @@ impl Store {
 
     /// The limits the store's records are checked against.
     pub(crate) fn limits(&self) -> MetaLimits {
-        MetaLimits::from_options(&self.superblock.superblock.options)
+        MetaLimits::from_superblock(&self.superblock.superblock)
     }
 
     /// Every extent the extent map references, for a check against the
     /// space manager (fsck).
     pub fn used_extents(&self) -> Result<Vec<Extent>> {
-        used_extents(&self.index, &MetaLimits::from_options(&self.superblock.superblock.options))
+        used_extents(&self.index, &MetaLimits::from_superblock(&self.superblock.superblock))
     }
 }
 

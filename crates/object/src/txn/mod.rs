@@ -339,7 +339,7 @@ impl<'a> Transaction<'a> {
     }
 
     pub(crate) fn limits(&self) -> MetaLimits {
-        MetaLimits::from_options(&self.store.superblock().options)
+        MetaLimits::from_superblock(self.store.superblock())
     }
 
     /// Writes the onode of an object held exclusively (whole: it replaces
