@@ -278,6 +278,20 @@ fn space(store: Box<dyn Store>, values: &Values, spec: &ObjSpec, info: String) -
     let close_secs = closing.elapsed().as_secs_f64();
     let _ = Command::new("sync").status();
     let (allocated, files) = allocated_bytes(&spec.dir)?;
+    if std::env::var_os("LARDER_BENCH_SPACE_PARTS").is_some() {
+        // Where the bytes are, by directory two levels down (diagnosis).
+        for top in std::fs::read_dir(&spec.dir)? {
+            let top = top?.path();
+            for part in std::fs::read_dir(&top).into_iter().flatten() {
+                let part = part?.path();
+                if !part.is_dir() {
+                    continue;
+                }
+                let (bytes, n) = allocated_bytes(&part)?;
+                eprintln!("space: {} {} files {:.1} MiB", part.display(), n, bytes as f64 / 1048576.0);
+            }
+        }
+    }
     let mut phase = clock.finish("space", n, n * len as u64, Vec::new());
     phase.secs = load_secs;
     phase.extra.insert("allocated_bytes".to_string(), allocated as f64);
