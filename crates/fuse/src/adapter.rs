@@ -205,10 +205,23 @@ impl Filesystem for LarderFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(fh.0, offset, size as usize) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(errno(&e)),
+        thread_local! {
+            /// Each FUSE thread's read buffer, kept between requests so a
+            /// read costs no allocation and no zeroing (the store zeroes
+            /// holes itself).
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let size = size as usize;
+            if buf.len() < size {
+                buf.resize(size, 0);
+            }
+            match self.fs.read_into(fh.0, offset, &mut buf[..size]) {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
     }
 
     fn write(
