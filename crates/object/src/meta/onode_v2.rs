@@ -96,9 +96,9 @@ pub(super) fn encode(onode: &Onode) -> Vec<u8> {
 fn varint(r: &mut Reader<'_>, what: &str) -> DecodeResult<u64> {
     let before = r.remaining();
     let v = r.varint(what)?;
-    let mut shortest = Vec::with_capacity(10);
-    put_varint(&mut shortest, v);
-    if before - r.remaining() != shortest.len() {
+    // Bytes of the shortest form: 7 bits each, at least one.
+    let shortest = (64 - v.leading_zeros()).max(1).div_ceil(7) as usize;
+    if before - r.remaining() != shortest {
         return Err(format!("{what}: varint not in its shortest form"));
     }
     Ok(v)
@@ -188,6 +188,22 @@ pub(super) fn decode(r: &mut Reader<'_>, limits: &MetaLimits) -> DecodeResult<On
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shortest_forms_are_accepted_and_longer_ones_refused() {
+        for v in [0u64, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            assert_eq!(varint(&mut Reader::new(&b), "v").ok(), Some(v), "{v}");
+            // The same value with a redundant continuation byte.
+            if b.len() < 10 {
+                let last = b.len() - 1;
+                b[last] |= 0x80;
+                b.push(0);
+                assert!(varint(&mut Reader::new(&b), "v").is_err(), "{v} padded");
+            }
+        }
+    }
 
     #[test]
     fn zigzag_round_trips_the_edges() {
