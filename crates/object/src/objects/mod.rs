@@ -77,6 +77,6 @@ impl Store {
 
     /// The onode of `object` as of now, or `None` if it does not exist.
     pub fn stat(&self, object: u64) -> Result<Option<Onode>> {
-        self.get_meta(&crate::meta::onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()
+        self.get_meta(&crate::meta::onode_key(object))?.map(|v| v.onode(&self.limits())).transpose()
     }
 }

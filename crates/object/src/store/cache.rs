@@ -31,25 +31,68 @@ use larder_index::{BatchOp, WriteBatch};
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use crate::meta::{map_prefix, Map};
+use std::sync::OnceLock;
+
+use crate::meta::{map_prefix, DataLocation, Map, MetaLimits, Onode};
 
 /// A cached value: `None` caches that the key is absent.
-pub(crate) type Cached = Option<Arc<[u8]>>;
+pub(crate) type Cached = Option<Arc<MetaValue>>;
+/// A cached path's value.
+pub(crate) type CachedPath = Option<Arc<[u8]>>;
+
+/// A value of the metadata cache: the bytes the index holds, and for an
+/// onode without inline bytes its decoded form, kept once first decoded
+/// (a lookup, an open and a read each want the onode of a file; decoding
+/// it each time was a sixth of the web-server mix). Tied to these exact
+/// bytes, so the cache's coherence covers it.
+#[derive(Debug)]
+pub struct MetaValue {
+    bytes: Box<[u8]>,
+    onode: OnceLock<Onode>,
+}
+
+impl MetaValue {
+    fn new(bytes: Vec<u8>) -> MetaValue {
+        MetaValue { bytes: bytes.into_boxed_slice(), onode: OnceLock::new() }
+    }
+
+    /// The value decoded as an onode (`limits` must be the store's).
+    pub(crate) fn onode(&self, limits: &MetaLimits) -> crate::Result<Onode> {
+        if let Some(o) = self.onode.get() {
+            return Ok(o.clone());
+        }
+        let o = Onode::decode(&self.bytes, limits)?;
+        // Inline bytes are not kept twice; the rest is small.
+        if !matches!(&o.location, DataLocation::Inline(b) if !b.is_empty()) {
+            let _ = self.onode.set(o.clone());
+        }
+        Ok(o)
+    }
+}
+
+impl std::ops::Deref for MetaValue {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
 
 #[derive(Clone)]
 struct EntryWeighter;
 
 impl Weighter<Vec<u8>, Cached> for EntryWeighter {
     fn weight(&self, key: &Vec<u8>, value: &Cached) -> u64 {
-        (key.len() + value.as_ref().map_or(0, |v| v.len()) + 48) as u64
+        // A decoded onode (about 130 bytes) may join the bytes.
+        (key.len() + value.as_ref().map_or(0, |v| v.len() + 128) + 48) as u64
     }
 }
 
 #[derive(Clone)]
 struct PathWeighter;
 
-impl Weighter<Vec<u8>, (u64, Cached)> for PathWeighter {
-    fn weight(&self, key: &Vec<u8>, value: &(u64, Cached)) -> u64 {
+impl Weighter<Vec<u8>, (u64, CachedPath)> for PathWeighter {
+    fn weight(&self, key: &Vec<u8>, value: &(u64, CachedPath)) -> u64 {
         (key.len() + value.1.as_ref().map_or(0, |v| v.len()) + 56) as u64
     }
 }
@@ -65,7 +108,7 @@ const PATH_SHARE: usize = 8;
 /// See the module doc.
 pub(crate) struct MetaCache {
     cache: Option<Cache<Vec<u8>, Cached, EntryWeighter>>,
-    paths: Option<Cache<Vec<u8>, (u64, Cached), PathWeighter>>,
+    paths: Option<Cache<Vec<u8>, (u64, CachedPath), PathWeighter>>,
     epoch: AtomicU64,
     /// The namespace epoch: odd while a batch writing dentries goes in.
     ns_epoch: AtomicU64,
@@ -110,7 +153,7 @@ impl MetaCache {
         load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
     ) -> Result<Cached, E> {
         let Some(cache) = self.cache.as_ref().filter(|_| cacheable(key)) else {
-            return Ok(load()?.map(Arc::from));
+            return Ok(load()?.map(|b| Arc::new(MetaValue::new(b))));
         };
         if let Some(v) = cache.get(key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -118,7 +161,7 @@ impl MetaCache {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let before = self.epoch.load(Ordering::Acquire);
-        let value: Cached = load()?.map(Arc::from);
+        let value: Cached = load()?.map(|b| Arc::new(MetaValue::new(b)));
         if before.is_multiple_of(2) {
             let _gate = self.gate.read();
             if self.epoch.load(Ordering::Acquire) == before {
@@ -135,7 +178,7 @@ impl MetaCache {
         &self,
         key: &[u8],
         derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
-    ) -> Result<Cached, E> {
+    ) -> Result<CachedPath, E> {
         let Some(paths) = self.paths.as_ref() else {
             return Ok(derive()?.map(Arc::from));
         };
@@ -148,7 +191,7 @@ impl MetaCache {
                 }
             }
         }
-        let value: Cached = derive()?.map(Arc::from);
+        let value: CachedPath = derive()?.map(Arc::from);
         if before.is_multiple_of(2) {
             let _gate = self.gate.read();
             if self.ns_epoch.load(Ordering::Acquire) == before {
@@ -223,7 +266,7 @@ fn write_through(cache: &Cache<Vec<u8>, Cached, EntryWeighter>, batch: &WriteBat
     let mut last: Vec<(&[u8], Option<Cached>)> = Vec::with_capacity(batch.len());
     for op in batch.iter() {
         let (key, value) = match op {
-            BatchOp::Put { key, value } => (key, Some(Some(Arc::from(value)))),
+            BatchOp::Put { key, value } => (key, Some(Some(Arc::new(MetaValue::new(value.to_vec()))))),
             BatchOp::Delete { key } => (key, Some(None)),
             BatchOp::Merge { key, .. } => (key, None),
             BatchOp::DeleteRange { .. } => return,

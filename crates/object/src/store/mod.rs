@@ -16,6 +16,7 @@
 
 mod apply;
 mod cache;
+pub use cache::MetaValue;
 mod checkpoint;
 mod ingest;
 mod observe;
@@ -477,7 +478,7 @@ impl Store {
     /// The committed value of an onode or dentry key, through the metadata
     /// cache (other keys are read from the index). Sees every commit that
     /// returned, buffered or durable.
-    pub fn get_meta(&self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
+    pub fn get_meta(&self, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
         self.meta_cache.get_or_load(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
