@@ -293,23 +293,7 @@ impl Onode {
         } else {
             None
         };
-        let location = match tag {
-            1 => {
-                // Bound the length before reading, so a damaged size
-                // cannot make the decoder allocate.
-                if size > u64::from(limits.inline_max_bytes) {
-                    return Err(format!(
-                        "inline size {size} is above the store's inline_max_bytes ({})",
-                        limits.inline_max_bytes
-                    ));
-                }
-                let n = usize::try_from(size).map_err(|_| format!("inline size {size} does not fit memory"))?;
-                DataLocation::Inline(r.bytes(n, "inline bytes")?.to_vec())
-            }
-            2 => DataLocation::Extents,
-            3 => DataLocation::OwnFile { file: r.u64("heap file id")? },
-            t => return Err(format!("unknown data location tag {t}")),
-        };
+        let location = location(r, tag, size, limits, |r| r.u64("heap file id"))?;
         r.finish()?;
         let onode = Onode {
             kind,
@@ -331,4 +315,33 @@ impl Onode {
         onode.check(limits)?;
         Ok(onode)
     }
+}
+
+/// The location data of an onode whose location tag is `tag` and size
+/// `size`, read from `r` (`heap_id` reads a heap file id, each layout in
+/// its own encoding).
+pub(super) fn location(
+    r: &mut Reader<'_>,
+    tag: u8,
+    size: u64,
+    limits: &MetaLimits,
+    heap_id: impl FnOnce(&mut Reader<'_>) -> DecodeResult<u64>,
+) -> DecodeResult<DataLocation> {
+    Ok(match tag {
+        1 => {
+            // Bound the length before reading, so a damaged size cannot
+            // make the decoder allocate.
+            if size > u64::from(limits.inline_max_bytes) {
+                return Err(format!(
+                    "inline size {size} is above the store's inline_max_bytes ({})",
+                    limits.inline_max_bytes
+                ));
+            }
+            let n = usize::try_from(size).map_err(|_| format!("inline size {size} does not fit memory"))?;
+            DataLocation::Inline(r.bytes(n, "inline bytes")?.to_vec())
+        }
+        2 => DataLocation::Extents,
+        3 => DataLocation::OwnFile { file: heap_id(r)? },
+        t => return Err(format!("unknown data location tag {t}")),
+    })
 }

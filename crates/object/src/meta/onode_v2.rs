@@ -161,23 +161,7 @@ pub(super) fn decode(r: &mut Reader<'_>, limits: &MetaLimits) -> DecodeResult<On
     } else {
         None
     };
-    let location = match tag {
-        1 => {
-            // Bound the length before reading, so a damaged size cannot
-            // make the decoder allocate.
-            if size > u64::from(limits.inline_max_bytes) {
-                return Err(format!(
-                    "inline size {size} is above the store's inline_max_bytes ({})",
-                    limits.inline_max_bytes
-                ));
-            }
-            let n = usize::try_from(size).map_err(|_| format!("inline size {size} does not fit memory"))?;
-            DataLocation::Inline(r.bytes(n, "inline bytes")?.to_vec())
-        }
-        2 => DataLocation::Extents,
-        3 => DataLocation::OwnFile { file: varint(r, "heap file id")? },
-        t => return Err(format!("unknown data location tag {t}")),
-    };
+    let location = super::onode::location(r, tag, size, limits, |r| varint(r, "heap file id"))?;
     r.finish()?;
     let onode =
         Onode { kind, flags, size, mode, uid, gid, nlink, generation, atime, mtime, ctime, btime, rdev, location, dir };
