@@ -132,3 +132,20 @@ fn a_crash_keeps_the_durable_calls_and_a_prefix_of_the_one_under_way() {
     }
     assert!(kept.len() > 2, "crashes fell between commits: {kept:?}");
 }
+
+#[test]
+fn a_large_batch_of_keys_all_there_already_creates_nothing() {
+    let sim = SimStorage::new(14);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    // Enough keys in one level to be written as index runs.
+    let n = larder_namespace::bulk::BULK_RUN_MIN + 10;
+    let owned: Vec<(String, Vec<u8>)> = (0..n).map(|i| (format!("k{i:06}"), vec![i as u8; 8])).collect();
+    let items = refs(&owned);
+    let first = kv.create_many("b", &items, Durability::Durable).unwrap();
+    assert_eq!((first.created.len(), first.duplicates.len()), (n, 0));
+    let again = kv.create_many("b", &items, Durability::Durable).unwrap();
+    assert_eq!((again.created.len(), again.duplicates.len()), (0, n));
+    assert_eq!(kv.get("b", "k000007").unwrap(), Some(vec![7; 8]));
+    fsck_clean(&kv);
+}
