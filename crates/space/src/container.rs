@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use larder_io::{write_all_at, FileRef, OpenOptions, Storage};
 
-use crate::error::Result;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Result, SpaceError};
 
 /// Suffix of container file names.
 pub(crate) const SUFFIX: &str = ".ctr";
@@ -48,31 +50,58 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 /// range is "unwritten" to the file system, so the first write into each
 /// part of it commits metadata (measured 1.5-2x slower); written zeros make
 /// every later overwrite a pure data write.
-pub(crate) fn create(storage: &dyn Storage, dir: &Path, id: u64, bytes: u64) -> Result<FileRef> {
+pub(crate) fn create(storage: &dyn Storage, dir: &Path, id: u64, bytes: u64, pace: Pace<'_>) -> Result<FileRef> {
     let path = path(dir, id);
     let file = storage.open(&path, OpenOptions::CREATE_NEW)?;
-    let filled = fill_and_sync(&*file, bytes).and_then(|()| storage.sync_dir(dir));
+    let filled = fill_and_sync(&*file, bytes, pace).map_err(SpaceError::from);
+    let filled = match filled {
+        Ok(true) => storage.sync_dir(dir).map_err(SpaceError::from),
+        Ok(false) => Err(SpaceError::Stopped),
+        Err(e) => Err(e),
+    };
     if let Err(e) = filled {
         // Best effort: a partial file left behind is removed at the next
         // open anyway (it is short and no extent refers to it).
         let _ = storage.remove_file(&path);
-        return Err(e.into());
+        return Err(e);
     }
     Ok(file)
 }
 
-fn fill_and_sync(file: &dyn larder_io::File, bytes: u64) -> larder_io::IoResult<()> {
+/// How fast a container is zero-filled.
+#[derive(Clone, Copy)]
+pub(crate) enum Pace<'a> {
+    /// At full speed: something waits for it.
+    Full,
+    /// A spare made ahead of need: after each synced stretch, pause as long
+    /// as it took, so the fill takes at most half the disk and one core
+    /// and durable commits do not queue behind a gigabyte of zeros; stop
+    /// (removing the partial file) once `stop` is set.
+    Background { stop: &'a AtomicBool },
+}
+
+/// Fills and syncs; false if stopped first.
+fn fill_and_sync(file: &dyn larder_io::File, bytes: u64, pace: Pace<'_>) -> larder_io::IoResult<bool> {
     let zeros = vec![0u8; ZERO_CHUNK.min(bytes) as usize];
     let mut offset = 0;
+    let mut stretch = std::time::Instant::now();
     while offset < bytes {
         let n = ZERO_CHUNK.min(bytes - offset) as usize;
         write_all_at(file, &zeros[..n], offset)?;
         offset += n as u64;
         if offset.is_multiple_of(SYNC_EVERY) && offset < bytes {
             file.sync_data()?;
+            if let Pace::Background { stop } = pace {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(false);
+                }
+                std::thread::sleep(stretch.elapsed());
+                stretch = std::time::Instant::now();
+            }
         }
     }
-    file.sync_data()
+    file.sync_data()?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -105,6 +105,10 @@ pub enum SpaceError {
         /// Which invariant.
         what: String,
     },
+    /// A container creation in the background was stopped (the store is
+    /// closing); its partial file was removed.
+    #[error("container creation stopped")]
+    Stopped,
 }
 
 impl SpaceError {

@@ -137,7 +137,7 @@ impl SpaceManager {
             storage.sync_dir(dir)?;
         }
         for &id in &interrupted {
-            let file = container::create(&*storage, dir, id, bytes)?;
+            let file = container::create(&*storage, dir, id, bytes, container::Pace::Full)?;
             files.insert(id, (file, bytes));
         }
 
@@ -235,7 +235,7 @@ impl SpaceManager {
             let ids = st.reserve(need);
             st.counters.containers_created_inline += need;
             drop(st);
-            inner.create_containers(&ids)?;
+            inner.create_containers(&ids, container::Pace::Full)?;
             st = inner.state.lock();
         }
     }
@@ -325,6 +325,18 @@ impl SpaceManager {
     /// only its `min_containers`: the first allocation creates the first
     /// container.
     pub fn ensure_spares(&self) -> Result<u64> {
+        self.make_spares(container::Pace::Full)
+    }
+
+    /// [`SpaceManager::ensure_spares`] for a background thread: each spare
+    /// is zero-filled at most half the time (see `container::Pace`), and
+    /// the creation stops with [`SpaceError::Stopped`] once `stop` is set
+    /// (the store is closing), its partial file removed.
+    pub fn ensure_spares_in_background(&self, stop: &std::sync::atomic::AtomicBool) -> Result<u64> {
+        self.make_spares(container::Pace::Background { stop })
+    }
+
+    fn make_spares(&self, pace: container::Pace<'_>) -> Result<u64> {
         let inner = &*self.inner;
         let mut st = inner.state.lock();
         let existing = st.containers.len() as u64 + st.creating;
@@ -342,7 +354,7 @@ impl SpaceManager {
         }
         let ids = st.reserve(count);
         drop(st);
-        inner.create_containers(&ids)?;
+        inner.create_containers(&ids, pace)?;
         Ok(count)
     }
 
@@ -524,11 +536,11 @@ impl Inner {
 
     /// Creates the containers `ids` (reserved by [`State::reserve`]) with
     /// the lock dropped, then adds them. Always ends their reservation.
-    fn create_containers(&self, ids: &[u64]) -> Result<()> {
+    fn create_containers(&self, ids: &[u64], pace: container::Pace<'_>) -> Result<()> {
         let mut result = Ok(());
         let mut made = Vec::new();
         for &id in ids {
-            match container::create(&*self.storage, &self.dir, id, self.options.container_bytes) {
+            match container::create(&*self.storage, &self.dir, id, self.options.container_bytes, pace) {
                 Ok(file) => made.push((id, file)),
                 Err(e) => {
                     result = Err(e);

@@ -31,6 +31,28 @@ fn open_creates_a_zero_filled_durable_spare() {
 }
 
 #[test]
+fn a_spare_made_in_the_background_stops_when_told_and_leaves_nothing() {
+    use std::sync::atomic::AtomicBool;
+    let sim = SimStorage::new(21);
+    // Large enough for the fill to look at the flag between syncs.
+    let options = larder_space::Options { container_bytes: 32 << 20, spares_after_first_use: true, ..small_options() };
+    let m = open(&sim, options, &[]).unwrap();
+    m.allocate(4096).unwrap();
+    assert_eq!(m.container_ids(), vec![0]);
+    let stop = AtomicBool::new(true);
+    assert!(matches!(m.ensure_spares_in_background(&stop), Err(SpaceError::Stopped)));
+    assert_eq!(m.container_ids(), vec![0], "no container added");
+    assert!(!sim.file_names().iter().any(|p| p.ends_with("0000000000000001.ctr")), "the partial file is removed");
+    // Not stopped: the spare is made, whole and zero-filled.
+    let go = AtomicBool::new(false);
+    assert_eq!(m.ensure_spares_in_background(&go).unwrap(), 1);
+    assert_eq!(m.container_ids(), vec![0, 2], "the stopped creation's id is not handed out again");
+    let image = sim.crash_with(CrashMode::DropAllPending).read_durable(container_path(2)).unwrap();
+    assert_eq!(image.len() as u64, 32 << 20);
+    assert!(image.iter().all(|&b| b == 0));
+}
+
+#[test]
 fn spares_are_created_ahead_of_need() {
     let sim = SimStorage::new(2);
     let options = larder_space::Options { spare_containers: 2, ..small_options() };

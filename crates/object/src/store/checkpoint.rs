@@ -9,6 +9,7 @@
 //! creates spare containers, and checkpoints when much freed space waits
 //! for one (frees are reusable only once the index covers them).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -51,6 +52,13 @@ impl Signal {
 pub(crate) struct Checkpointer {
     signal: Arc<Signal>,
     thread: Option<JoinHandle<()>>,
+    /// Keeps spare containers ready, zero-filling them paced, on a thread
+    /// of its own: a gigabyte of zeros takes seconds, which the
+    /// checkpoints must not wait for, and at full speed it made durable
+    /// commits queue behind it (puts stalled up to 200 ms).
+    spares: Option<JoinHandle<()>>,
+    /// Stops the spare thread, and a zero-fill it is in.
+    stop_spares: Arc<AtomicBool>,
 }
 
 /// Share of a container that may wait to be freed before the checkpointer
@@ -94,6 +102,7 @@ impl Checkpointer {
         space: Arc<SpaceManager>,
     ) -> std::io::Result<Checkpointer> {
         let s = signal.clone();
+        let spare_space = space.clone();
         // When a checkpoint for space was last taken: at most one a second,
         // so frees held back by an old reader (not by the index) cost a
         // small flush a second, not one per poll.
@@ -120,19 +129,36 @@ impl Checkpointer {
                 tracing::error!(error = %e, "checkpoint failed");
                 return;
             }
-            // Space upkeep rides on the same thread: hole-punch freed space
-            // (coalesced and rate-limited by the space manager) and keep a
-            // zero-filled container ready ahead of need.
-            if let Err(e) = space.punch_some(std::time::Instant::now()).and_then(|_| space.ensure_spares()) {
+            // Hole punching rides on the same thread (coalesced and
+            // rate-limited by the space manager).
+            if let Err(e) = space.punch_some(std::time::Instant::now()) {
                 tracing::error!(error = %e, "space upkeep failed");
                 return;
             }
         })?;
-        Ok(Checkpointer { signal, thread: Some(thread) })
+        let stop_spares = Arc::new(AtomicBool::new(false));
+        let stop = stop_spares.clone();
+        let spares = std::thread::Builder::new().name("larder-spares".into()).spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match spare_space.ensure_spares_in_background(&stop) {
+                    Ok(_) | Err(larder_space::SpaceError::Stopped) => {}
+                    // A full disk: the next allocation that needs a
+                    // container makes one itself, and reports it.
+                    Err(e) => tracing::warn!(error = %e, "could not make a spare container"),
+                }
+                std::thread::park_timeout(POLL);
+            }
+        })?;
+        Ok(Checkpointer { signal, thread: Some(thread), spares: Some(spares), stop_spares })
     }
 
     pub(crate) fn stop(&mut self) {
         self.signal.stop();
+        self.stop_spares.store(true, Ordering::Relaxed);
+        if let Some(t) = self.spares.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
