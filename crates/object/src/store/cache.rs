@@ -83,8 +83,9 @@ struct EntryWeighter;
 
 impl Weighter<Vec<u8>, Cached> for EntryWeighter {
     fn weight(&self, key: &Vec<u8>, value: &Cached) -> u64 {
-        // A decoded onode (about 130 bytes) may join the bytes.
-        (key.len() + value.as_ref().map_or(0, |v| v.len() + 128) + 48) as u64
+        // An onode's decoded form (about 130 bytes) may join its bytes.
+        let decoded = if key.first() == Some(&map_prefix(Map::Omap)[0]) { 128 } else { 0 };
+        (key.len() + value.as_ref().map_or(0, |v| v.len() + decoded) + 48) as u64
     }
 }
 
