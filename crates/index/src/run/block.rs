@@ -12,7 +12,6 @@ use std::cmp::Ordering;
 
 use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, read_varint_unchecked, Decoder};
 use crate::entry::{cmp_internal, Entry, Kind, Op, OpRef, Stamp};
-use crate::memtable::key_head16;
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Appends entries into one block's bytes.
@@ -94,11 +93,6 @@ pub(crate) struct Block {
     /// Where the offset table starts.
     table: usize,
     count: usize,
-    /// The first 16 bytes of each entry's key, big-endian (`key_head16`),
-    /// built at decode: a seek searches this dense array first and compares
-    /// whole keys only among equal heads, instead of following the offset
-    /// table to a key at every probe (a cache miss each).
-    heads: Vec<u128>,
 }
 
 /// Parses one entry from `bytes` (exactly the entry), checking everything.
@@ -146,7 +140,7 @@ impl Block {
             return Err("block holds no entries".into());
         }
         raw.truncate(body_len - 4);
-        let mut block = Block { data: raw, table, count, heads: Vec::new() };
+        let block = Block { data: raw, table, count };
         let mut prev_end = None;
         for i in 0..count {
             let start = block.offset(i);
@@ -159,7 +153,6 @@ impl Block {
             }
             prev_end = Some(start);
         }
-        block.heads = (0..count).map(|i| key_head16(block.key_at(i).0)).collect();
         Ok(block)
     }
 
@@ -187,7 +180,7 @@ impl Block {
     }
 
     pub(crate) fn size_bytes(&self) -> usize {
-        self.data.len() + 16 * self.heads.len()
+        self.data.len()
     }
 
     fn offset(&self, i: usize) -> usize {
@@ -239,13 +232,7 @@ impl Block {
 
     /// Index of the first entry not before (key, stamp) in internal order.
     pub(crate) fn seek(&self, key: &[u8], stamp: Stamp) -> usize {
-        // Heads keep key order (a smaller head is a smaller key; equal
-        // heads say nothing), so the answer lies among the entries whose
-        // head equals the key's, or just after them.
-        let h = key_head16(key);
-        let first = self.heads.partition_point(|&x| x < h);
-        let ties = self.heads.get(first..).unwrap_or_default().partition_point(|&x| x == h);
-        let (mut lo, mut hi) = (first, first + ties);
+        let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = (lo + hi) / 2;
             let (k, after) = self.key_at(mid);
@@ -310,40 +297,6 @@ mod tests {
         assert_eq!((e.stamp.seq, e.kind, e.payload), (9, Kind::Put, &[10u8, 10, 10][..]));
         assert_eq!(block.seek(b"zzz", Stamp { seq: 0, sub: 0 }), 100);
         assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
-    }
-
-    proptest::proptest! {
-        /// Seeks through the heads agree with a scan of the entries, with
-        /// keys that tie on their first 16 bytes, end within them, or differ
-        /// only past them, and several versions per key.
-        #[test]
-        fn seeks_agree_with_a_scan(
-            mut keys in proptest::collection::vec((0u8..3, 0usize..20, proptest::num::u8::ANY), 1..60),
-            probe in (0u8..3, 0usize..20, proptest::num::u8::ANY),
-            seq in 0u64..4,
-        ) {
-            // A key: a shared prefix of `len` bytes, then one distinguishing byte.
-            let key = |(first, len, last): (u8, usize, u8)| -> Vec<u8> {
-                let mut k = vec![first; len];
-                k.push(last);
-                k
-            };
-            keys.sort_by_key(|&k| key(k));
-            keys.dedup_by_key(|k| key(*k));
-            let mut b = BlockBuilder::new();
-            let mut all = Vec::new();
-            for &k in &keys {
-                for s in [3u64, 1] {
-                    let stamp = Stamp { seq: s, sub: 0 };
-                    b.add(&key(k), stamp, OpRef::Put(b"v"), 0);
-                    all.push((key(k), stamp));
-                }
-            }
-            let block = Block::decode(b.finish()).unwrap();
-            let (pk, ps) = (key(probe), Stamp { seq, sub: 0 });
-            let want = all.iter().position(|(k, st)| cmp_internal(k, *st, &pk, ps) != Ordering::Less).unwrap_or(all.len());
-            proptest::prop_assert_eq!(block.seek(&pk, ps), want);
-        }
     }
 
     #[test]
