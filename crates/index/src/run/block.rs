@@ -299,6 +299,40 @@ mod tests {
         assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
     }
 
+    proptest::proptest! {
+        /// Seeks agree with a scan of the entries, with
+        /// keys that tie on their first 16 bytes, end within them, or differ
+        /// only past them, and several versions per key.
+        #[test]
+        fn seeks_agree_with_a_scan(
+            mut keys in proptest::collection::vec((0u8..3, 0usize..20, proptest::num::u8::ANY), 1..60),
+            probe in (0u8..3, 0usize..20, proptest::num::u8::ANY),
+            seq in 0u64..4,
+        ) {
+            // A key: a shared prefix of `len` bytes, then one distinguishing byte.
+            let key = |(first, len, last): (u8, usize, u8)| -> Vec<u8> {
+                let mut k = vec![first; len];
+                k.push(last);
+                k
+            };
+            keys.sort_by_key(|&k| key(k));
+            keys.dedup_by_key(|k| key(*k));
+            let mut b = BlockBuilder::new();
+            let mut all = Vec::new();
+            for &k in &keys {
+                for s in [3u64, 1] {
+                    let stamp = Stamp { seq: s, sub: 0 };
+                    b.add(&key(k), stamp, OpRef::Put(b"v"), 0);
+                    all.push((key(k), stamp));
+                }
+            }
+            let block = Block::decode(b.finish()).unwrap();
+            let (pk, ps) = (key(probe), Stamp { seq, sub: 0 });
+            let want = all.iter().position(|(k, st)| cmp_internal(k, *st, &pk, ps) != Ordering::Less).unwrap_or(all.len());
+            proptest::prop_assert_eq!(block.seek(&pk, ps), want);
+        }
+    }
+
     #[test]
     fn crafted_lengths_stay_in_bounds() {
         // Found by fuzzing: huge key and value lengths behind a valid crc.
