@@ -148,8 +148,17 @@ impl Checkpointer {
                 }
                 std::thread::park_timeout(POLL);
             }
-        })?;
-        Ok(Checkpointer { signal, thread: Some(thread), spares: Some(spares), stop_spares })
+        });
+        let mut checkpointer = Checkpointer { signal, thread: Some(thread), spares: None, stop_spares };
+        match spares {
+            Ok(t) => checkpointer.spares = Some(t),
+            // Not left running for a store that failed to open.
+            Err(e) => {
+                checkpointer.stop();
+                return Err(e);
+            }
+        }
+        Ok(checkpointer)
     }
 
     pub(crate) fn stop(&mut self) {
