@@ -226,6 +226,20 @@ pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) ->
     Ok(())
 }
 
+/// `data` (written from a block boundary) as [`write_blocks`] takes it:
+/// its whole blocks as they are, and its partial last block copied and
+/// zero-padded to a block (empty if there is none), since every block past
+/// an entry's logical end holds zeros.
+pub(crate) fn block_parts(data: &[u8]) -> (&[u8], Vec<u8>) {
+    let (body, rest) = data.split_at(to_usize(super::align_down(data.len() as u64)));
+    let mut tail = Vec::new();
+    if !rest.is_empty() {
+        tail.resize(to_usize(BLOCK_BYTES), 0);
+        tail[..rest.len()].copy_from_slice(rest);
+    }
+    (body, tail)
+}
+
 /// Writes `body` then `tail` (together the block-aligned content of
 /// `[start, ..)`, of which the first `logical_len` bytes are the object's)
 /// to fresh space and maps it. `body` is whole blocks, written straight

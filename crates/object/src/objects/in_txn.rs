@@ -3,11 +3,11 @@
 //! creates an object, writes its bytes and links its name atomically).
 
 use super::delete::{delete_in, truncate_in};
-use super::fmap::{read_range, write_blocks};
+use super::fmap::{block_parts, read_range, write_blocks};
+use super::to_usize;
 use super::write::write_in;
-use super::{align_down, align_up, to_usize};
 use crate::error::{ObjectError, Result};
-use crate::meta::{DataLocation, Kind, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES};
+use crate::meta::{DataLocation, Kind, Onode, MAX_OBJECT_BYTES};
 use crate::txn::Transaction;
 
 impl Transaction<'_> {
@@ -53,15 +53,7 @@ impl Transaction<'_> {
             if len <= u64::from(limits.inline_max_bytes) {
                 onode.location = DataLocation::Inline(data.to_vec());
             } else {
-                // Whole blocks go as they are; only a partial last block
-                // is copied (zero-padded, as every block past the end is).
-                let (body, rest) = data.split_at(to_usize(align_down(len)));
-                let mut tail = Vec::new();
-                if !rest.is_empty() {
-                    tail.resize(to_usize(BLOCK_BYTES), 0);
-                    tail[..rest.len()].copy_from_slice(rest);
-                }
-                debug_assert_eq!((body.len() + tail.len()) as u64, align_up(len));
+                let (body, tail) = block_parts(data);
                 write_blocks(self, id, 0, (body, &tail), len)?;
                 onode.location = DataLocation::Extents;
             }

@@ -3,7 +3,7 @@
 //! block-aligned range the write covers to fresh space (shadowing) and
 //! flipping the fmap in the record, whose commit syncs the data with it.
 
-use super::fmap::{punch, read_range, spill_inline, write_blocks};
+use super::fmap::{block_parts, punch, read_range, spill_inline, write_blocks};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::Result;
 use crate::meta::{DataLocation, BLOCK_BYTES};
@@ -55,13 +55,7 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
                 // Nothing of the old content survives in the written
                 // blocks: write the caller's whole blocks as they are and
                 // copy only a partial last block.
-                let whole = to_usize(align_down(end) - a0);
-                let (body, rest) = data.split_at(whole);
-                let mut tail = Vec::new();
-                if !rest.is_empty() {
-                    tail.resize(to_usize(BLOCK_BYTES), 0);
-                    tail[..rest.len()].copy_from_slice(rest);
-                }
+                let (body, tail) = block_parts(data);
                 punch(txn, object, a0, a1)?;
                 write_blocks(txn, object, a0, (body, &tail), logical_end - a0)?;
                 onode.location = DataLocation::Extents;

@@ -629,7 +629,7 @@ impl Store {
     /// Every extent the extent map references, for a check against the
     /// space manager (fsck).
     pub fn used_extents(&self) -> Result<Vec<Extent>> {
-        used_extents(&self.index, &MetaLimits::from_superblock(&self.superblock.superblock))
+        used_extents(&self.index, &self.limits())
     }
 }
 
