@@ -33,11 +33,6 @@ use crate::{progress, stats};
 /// the memory a batch of small files holds.
 const BATCH_BYTES: u64 = 64 << 20;
 
-/// Bytes of values per transaction replacing keys already there (or a
-/// quarter of a log segment, if less): well under a log record's limit,
-/// since values up to the inline limit travel in the record.
-const REPLACE_BATCH_BYTES: u64 = 4 << 20;
-
 /// Options of `larder import`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ImportArgs {
@@ -166,8 +161,7 @@ fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<u64> {
         // Keys the bucket held already: replaced, as import promises, in
         // batches small enough for one log record each.
         let values: HashMap<&[u8], &[u8]> = items.iter().copied().collect();
-        let limit = REPLACE_BATCH_BYTES.min(kv.store().superblock().options.log_segment_bytes / 4);
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let limit = usize::try_from(kv.batch_budget_bytes()).unwrap_or(usize::MAX);
         let (mut puts, mut bytes) = (KvBatch::new(), 0usize);
         for key in &done.duplicates {
             let value = values.get(key.as_slice()).copied().unwrap_or_default();

@@ -43,6 +43,13 @@ impl KvBatch {
 }
 
 impl Kv {
+    /// Bytes of values a batch should hold at most: values up to the
+    /// store's inline limit travel in the batch's one log record, which a
+    /// larger batch could overflow (refused as too large).
+    pub fn batch_budget_bytes(&self) -> u64 {
+        larder_namespace::bulk::record_budget(self.store())
+    }
+
     /// Applies `batch` to `bucket` in one transaction: every operation or
     /// none. Every key is checked before anything is written; a refused
     /// key or a conflict fails the whole batch.

@@ -41,6 +41,13 @@ pub const BULK_RUN_CHUNK: usize = 262_144;
 /// [`BULK_CHUNK_BYTES`].
 pub const BULK_RUN_BYTES: u64 = 64 << 20;
 
+/// Bytes a transaction of `store` may gather for one log record and stay
+/// well under a record's limit: [`BULK_CHUNK_BYTES`], or a quarter of a log
+/// segment if that is less.
+pub fn record_budget(store: &Store) -> u64 {
+    BULK_CHUNK_BYTES.min(store.superblock().options.log_segment_bytes / 4)
+}
+
 /// What a new file adds to its chunk's record or run, about: its onode and
 /// dentry, its bytes when inline, else its extents' entries (a crc per
 /// 4 KiB block).
@@ -106,13 +113,9 @@ where
 {
     let (unique, mut duplicates) = distinct(files);
     let as_runs = unique.len() >= BULK_RUN_MIN;
-    let options = &store.superblock().options;
-    let (max_names, max_bytes) = if as_runs {
-        (BULK_RUN_CHUNK, BULK_RUN_BYTES)
-    } else {
-        (BULK_CHUNK, BULK_CHUNK_BYTES.min(options.log_segment_bytes / 4))
-    };
-    let inline_max = u64::from(options.inline_max_bytes);
+    let (max_names, max_bytes) =
+        if as_runs { (BULK_RUN_CHUNK, BULK_RUN_BYTES) } else { (BULK_CHUNK, record_budget(store)) };
+    let inline_max = u64::from(store.superblock().options.inline_max_bytes);
     let chunks = chunk(&unique, max_names, max_bytes, |f| record_bytes(f, inline_max));
     let lock = [LockRequest::Exclusive(dir)];
     let mut out = BulkCreated::default();
@@ -139,9 +142,10 @@ where
         out.created.extend(created);
         duplicates.extend(dups);
     }
-    if out.created.is_empty() && durability == Durability::Durable {
-        // Nothing committed with the durability asked for: still, every
-        // earlier change is durable when this returns, as promised.
+    if chunks.is_empty() && durability == Durability::Durable {
+        // No names, so no commit made anything durable: every earlier
+        // change still is when this returns, as promised. (The last chunk
+        // commits with `durability` even when it creates nothing.)
         store.sync()?;
     }
     duplicates.sort_unstable();
