@@ -10,6 +10,15 @@ use std::sync::Arc;
 
 use crate::entry::{Kind, Op, Stamp};
 
+/// Largest scratch buffer kept between inserts.
+const MAX_SCRATCH_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// Where an entry's key and payload are joined before the one copy
+    /// into their shared allocation.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One version of one key in a memtable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MemKey {
@@ -30,8 +39,19 @@ pub(crate) fn key_head16(key: &[u8]) -> u128 {
 
 impl MemKey {
     pub(crate) fn new(key: &[u8], payload: &[u8], stamp: Stamp) -> MemKey {
-        // One allocation: a chain of slice iterators has an exact length.
-        let data: Arc<[u8]> = key.iter().chain(payload.iter()).copied().collect();
+        // Copied through a scratch buffer so both halves move by memcpy:
+        // collecting a chain of byte iterators copies one byte at a time
+        // (perf: 9% of a 4 KiB durable put's CPU).
+        let data: Arc<[u8]> = SCRATCH.with_borrow_mut(|buf| {
+            buf.clear();
+            buf.extend_from_slice(key);
+            buf.extend_from_slice(payload);
+            let data = Arc::from(&buf[..]);
+            if buf.capacity() > MAX_SCRATCH_BYTES {
+                *buf = Vec::new();
+            }
+            data
+        });
         MemKey { head: key_head16(key), key_len: key.len() as u32, data, stamp }
     }
 
