@@ -170,7 +170,9 @@ fn parallel_puts(store: &dyn Store, values: &Values, spec: &ObjSpec) -> Result<O
         Ok((clock, lat))
     })?;
     let total = spec.ops * spec.threads as u64;
-    Ok(clock.finish("puts", total, total * spec.value_bytes as u64, lat))
+    let mut phase = clock.finish("puts", total, total * spec.value_bytes as u64, lat);
+    phase.extra.extend(store.counters());
+    Ok(phase)
 }
 
 /// Workload d: durable puts alone, then the same number while another

@@ -7,8 +7,9 @@
 //! object layer: an encoded index `WriteBatch` plus extent descriptors) and
 //! its own crc32c. Records are written in *groups*: one write of whole
 //! 4 KiB blocks at a block-aligned offset, then one `fdatasync`. Appends
-//! from many threads are gathered by a leader into one group ([`Log`]
-//! explains how callers apply records in LSN order), and a record can name
+//! from many threads are gathered by a leader into one group, a few groups
+//! may be syncing at once, and they are acknowledged in LSN order ([`Log`]
+//! explains how callers apply records in LSN order); a record can name
 //! data files to be made durable in the same round ([`Log::append_with`]).
 //!
 //! Segments (`<dir>/<id:016x>.seg`, [`Options::segment_bytes`] each, at

@@ -74,7 +74,29 @@ pub(crate) struct Pending {
     pub deps: Vec<FileRef>,
 }
 
-/// Where the leader writes next; only the leader changes it.
+/// A thread waiting in `sync_to` until `target` is durable (or until it
+/// may lead a group), woken through its own condition variable.
+pub(crate) struct Syncer {
+    pub target: Lsn,
+    pub cond: Arc<Condvar>,
+}
+
+/// A group formed and not yet published, oldest first in
+/// [`State::in_flight`].
+pub(crate) struct Flight {
+    /// Its last record's LSN: the durable LSN once it is published.
+    pub last_lsn: Lsn,
+    /// Its records.
+    pub count: usize,
+    /// Written and synced (with its dependency files).
+    pub finished: bool,
+    /// Its records, kept from the write to publication only for the
+    /// `on_durable` hook.
+    pub records: Vec<Pending>,
+}
+
+/// Where the next group goes; changed only under the state lock, by the
+/// thread forming a group or rotating.
 pub(crate) struct WriterPos {
     /// The segment being written, once one is started after open.
     pub seg: Option<SegmentFile>,
@@ -88,8 +110,8 @@ pub(crate) struct WriterPos {
     pub last_crc: u32,
     /// The epoch the next segment start uses.
     pub next_epoch: u64,
-    /// The group buffer, reused between groups.
-    pub buf: Vec<u8>,
+    /// Group buffers, reused between groups.
+    pub bufs: Vec<Vec<u8>>,
 }
 
 /// Everything behind the state lock.
@@ -99,8 +121,18 @@ pub(crate) struct State {
     pub queue: VecDeque<Pending>,
     /// Payload plus record overhead of the queue.
     pub queued_bytes: usize,
-    /// A thread is writing a group; others wait for it.
-    pub leader: bool,
+    /// Groups being written and synced.
+    pub writing: usize,
+    /// A thread is starting the next segment: no group is formed meanwhile.
+    pub rotating: bool,
+    /// A thread is publishing finished groups (see `writer`).
+    pub publishing: bool,
+    /// Formed groups not yet published, in LSN order.
+    pub in_flight: VecDeque<Flight>,
+    /// The id of `in_flight`'s front (ids count formed groups since open).
+    pub flight_base: u64,
+    /// Threads waiting in `sync_to`.
+    pub syncers: Vec<Syncer>,
     pub poisoned: Option<String>,
     pub closed: bool,
     /// Oldest first; when `w.seg` is set the last one is being written.
@@ -120,7 +152,8 @@ pub(crate) struct Inner {
     pub options: Options,
     pub state: Mutex<State>,
     /// Signalled when a group completes, the queue shrinks, a segment is
-    /// freed, or the log is poisoned.
+    /// freed, or the log is poisoned (threads in `sync_to` wait on their
+    /// own, see `Syncer`).
     pub cond: Condvar,
     /// Mirrors of `State::durable` and `next_lsn - 1` for lock-free reads.
     pub durable: AtomicU64,
@@ -140,8 +173,8 @@ pub(crate) struct Inner {
 /// when its record and every earlier one are durable, but threads wake in
 /// any order. A caller that applies records to an index after `append`
 /// returns must serialise that itself. The simpler way is
-/// [`Options::on_durable`]: the group-commit leader calls it for every
-/// record of a group, in LSN order, after the group is durable and before
+/// [`Options::on_durable`]: the thread publishing a group calls it for
+/// every record of the group, in LSN order, after the group is durable and before
 /// any appender of the group returns, so an index fed from it sees batches
 /// in LSN order and a reader that saw `append` return sees the write.
 pub struct Log {
@@ -234,7 +267,12 @@ impl Log {
             durable: end,
             queue: VecDeque::new(),
             queued_bytes: 0,
-            leader: false,
+            writing: 0,
+            rotating: false,
+            publishing: false,
+            in_flight: VecDeque::new(),
+            flight_base: 0,
+            syncers: Vec::new(),
             poisoned: None,
             closed: false,
             // Filled in after the replay, which may still cut the log.
@@ -251,7 +289,7 @@ impl Log {
                 capacity: 0,
                 last_crc: 0,
                 next_epoch: verified.next_epoch(),
-                buf: Vec::new(),
+                bufs: Vec::new(),
             },
         };
         let inner = Arc::new(Inner {
@@ -506,7 +544,7 @@ fn flusher(inner: &Inner, interval: Duration) {
         let target = {
             let st = inner.state.lock();
             let last = st.next_lsn - 1;
-            (last > st.durable && !st.leader && st.poisoned.is_none()).then_some(last)
+            (last > st.durable && st.writing == 0 && st.poisoned.is_none()).then_some(last)
         };
         if let Some(target) = target {
             // An error poisons the log; appenders report it.

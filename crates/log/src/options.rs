@@ -7,7 +7,7 @@ use crate::error::{LogError, Result};
 use crate::format::{BLOCK, GROUP_HEADER_BYTES, RECORD_OVERHEAD};
 use crate::Lsn;
 
-/// Called by the group-commit leader for each record of a group once the
+/// Called by the thread publishing a group for each record of it once the
 /// group (and its dependency files) are durable, in LSN order, before any
 /// appender of the group is acknowledged. An error poisons the log. It runs
 /// on the thread writing the group, so it must not append to or sync this
@@ -54,6 +54,14 @@ pub struct Options {
     /// use before it fails the group with [`LogError::Full`] (which poisons
     /// the log). Default 60 s.
     pub full_wait: Duration,
+    /// Groups that may be written and synced at the same time (at least
+    /// 1). While one group's sync runs, the next can already be written
+    /// and its sync started once at least as many records wait as the
+    /// group in flight holds (so overlapping never shrinks groups); they
+    /// are acknowledged in order all the same. Default 2: on the 2-core
+    /// test machine 8 durable writers gained about 7% over 1, and 4 lost
+    /// (more, smaller groups: each sync costs CPU in the kernel).
+    pub max_groups_in_flight: usize,
     /// See [`OnDurable`]. Default none: the caller applies records itself
     /// and must do so in LSN order.
     pub on_durable: Option<OnDurable>,
@@ -70,6 +78,7 @@ impl Default for Options {
             max_pending_bytes: 64 << 20,
             buffered_sync_interval: Some(Duration::from_millis(10)),
             full_wait: Duration::from_secs(60),
+            max_groups_in_flight: 2,
             on_durable: None,
             on_checkpoint_needed: None,
         }
@@ -85,6 +94,7 @@ impl std::fmt::Debug for Options {
             .field("max_pending_bytes", &self.max_pending_bytes)
             .field("buffered_sync_interval", &self.buffered_sync_interval)
             .field("full_wait", &self.full_wait)
+            .field("max_groups_in_flight", &self.max_groups_in_flight)
             .field("on_durable", &self.on_durable.is_some())
             .field("on_checkpoint_needed", &self.on_checkpoint_needed.is_some())
             .finish()
@@ -116,6 +126,9 @@ impl Options {
         }
         if self.max_pending_bytes == 0 {
             return bad("max_pending_bytes", "must be positive");
+        }
+        if self.max_groups_in_flight == 0 {
+            return bad("max_groups_in_flight", "must be at least 1");
         }
         Ok(())
     }

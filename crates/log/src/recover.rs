@@ -642,18 +642,24 @@ impl Verified {
     /// segment `wi`): rewrites its group to hold only the records before
     /// it (or zeros if none) and zeros the rest of the group, then syncs.
     ///
-    /// `at` is above every `acked_lsn` found, and every group's `acked_lsn`
-    /// is its first LSN - 1, so `at` lies in the last group of the walk:
-    /// no valid group or chained segment follows it. Either half of a torn
-    /// cut leaves record `at` unreadable or the whole group as it was (the
-    /// callback will then stop at it again).
+    /// `at` is above every `acked_lsn` found, so it lies in the last
+    /// segment of the walk (a segment is started only once every group
+    /// before it was acknowledged, and says so in its header). Groups after
+    /// its group may follow in that segment (written while it was in
+    /// flight), each claiming less than `at` acknowledged; they are left as
+    /// they are: once the group is cut, the next group the walk expects
+    /// starts at LSN `at`, which none of them does, and new records go to
+    /// a new segment. Either half of a torn cut leaves record `at`
+    /// unreadable or the whole group as it was (the callback will then
+    /// stop at it again).
     fn cut(&self, wi: usize, at: Lsn, offset: u64) -> Result<()> {
         let (i, scan) = &self.walked[wi];
         let f = &self.valid[*i];
         let last_walked = wi + 1 == self.walked.len();
-        let group = scan.groups.iter().rev().find(|g| g.header.first_lsn <= at);
-        let Some(g) = group.filter(|g| last_walked && scan.groups.last().is_some_and(|l| l.offset == g.offset)) else {
-            let what = format!("cannot end the log before record {at}: later groups follow it");
+        let at_group = scan.groups.iter().rposition(|g| g.header.first_lsn <= at);
+        let later_claim_less = |n: usize| scan.groups[n + 1..].iter().all(|l| l.header.acked_lsn < at);
+        let Some(g) = at_group.filter(|&n| last_walked && later_claim_less(n)).map(|n| &scan.groups[n]) else {
+            let what = format!("cannot end the log before record {at}: later groups claim it acknowledged");
             return Err(LogError::corrupt(&f.seg.path, offset, what));
         };
         let len = g.header.padded_len();

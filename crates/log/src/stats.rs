@@ -19,6 +19,7 @@ pub(crate) struct Stats {
     pub segments_freed: AtomicU64,
     pub full_waits: AtomicU64,
     pub reserve_segments: AtomicU64,
+    pub overlapped_groups: AtomicU64,
 }
 
 impl Stats {
@@ -43,6 +44,7 @@ impl Stats {
             segments_freed: g(&self.segments_freed),
             full_waits: g(&self.full_waits),
             reserve_segments: g(&self.reserve_segments),
+            overlapped_groups: g(&self.overlapped_groups),
         }
     }
 }
@@ -79,6 +81,9 @@ pub struct LogStats {
     pub full_waits: u64,
     /// Segments created beyond `max_segments`, from the reserve.
     pub reserve_segments: u64,
+    /// Groups whose write started while an earlier group was still being
+    /// written or synced (see [`crate::Options::max_groups_in_flight`]).
+    pub overlapped_groups: u64,
 }
 
 impl LogStats {

@@ -1,14 +1,32 @@
-//! Group commit.
+//! Group commit, with up to [`Options::max_groups_in_flight`] groups being
+//! written and synced at once.
 //!
 //! Appenders take the next LSN and queue their record under the state
-//! lock. A thread that needs durability and finds no leader becomes the
-//! leader: it takes every queued record that fits the active segment,
-//! writes them as one group (one write of whole 4 KiB blocks at a
-//! block-aligned offset) and syncs once, while the dependency files of
-//! those records are synced on other threads at the same time. Then it
-//! calls the `on_durable` hook per record, publishes the new durable LSN
-//! and wakes everyone. Only one leader exists at a time and it always takes
-//! the queue's head, so groups are written, and acknowledged, in LSN order.
+//! lock. A thread that needs durability, whose record is still queued,
+//! becomes a leader if fewer than the limit of groups are in flight: under
+//! the lock it takes every queued record that fits the active segment,
+//! encodes them as one group at the next block-aligned offset (so the crc
+//! chain and the offsets follow LSN order whatever the threads do next),
+//! then writes the group and syncs the segment without the lock, while the
+//! dependency files of those records are synced on other threads at the
+//! same time. Several groups of one segment may be syncing at once: the
+//! device serves concurrent flushes far better than a queue of them (on
+//! the 2-core test machine, 8 threads each overwriting and syncing one
+//! file reached 3.3 times the rate of one), and a group no longer waits
+//! for the previous group's sync to finish before its own starts.
+//!
+//! Groups are acknowledged strictly in order: a finished group is
+//! published (the `on_durable` hook run for its records, the durable LSN
+//! advanced, waiters woken) only once every group before it finished. One
+//! thread at a time publishes, taking every finished group at the front.
+//! A crash may leave a later group on disk and an earlier one not; recovery
+//! stops at the first gap, and the later group's header claims nothing
+//! acknowledged beyond what was published when it was formed, so the
+//! records it holds were never acknowledged (docs/format.md, section 11).
+//!
+//! A segment is rotated only once every group formed is published, so
+//! every group in flight belongs to the active segment and the new
+//! segment's header can name the durable LSN as its start.
 //!
 //! Any failure poisons the log: a failed sync may have dropped the pages
 //! while a later sync reports success (DESIGN.md, ordering rule 6), so
@@ -16,12 +34,14 @@
 
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use larder_io::{write_all_at, FileRef};
-use parking_lot::MutexGuard;
+use parking_lot::{Condvar, MutexGuard};
 
 use crate::error::{LogError, Result};
 use crate::format::{align_up, encode_record, GroupHeader, GROUP_HEADER_BYTES, RECORD_OVERHEAD};
-use crate::log::{Inner, Pending, State};
+use crate::log::{Flight, Inner, Pending, State, Syncer};
 use crate::segment::SegmentFile;
 use crate::Lsn;
 
@@ -34,15 +54,23 @@ thread_local! {
 /// At most this many threads sync one group's dependency files.
 const MAX_DEP_SYNC_THREADS: usize = 8;
 
-/// What the leader needs to write one group without the lock.
-struct GroupTarget {
+/// Group buffers kept for reuse; more are allocated while more groups are
+/// in flight and dropped when they come back.
+const KEPT_BUFFERS: usize = 4;
+
+/// One formed group, written and synced without the lock.
+struct Formed {
     seg: SegmentFile,
-    epoch: u64,
-    nonce: u64,
     offset: u64,
-    prev_crc: u32,
-    acked: Lsn,
+    buf: Vec<u8>,
+    deps: Vec<FileRef>,
 }
+
+/// Most bytes one group takes from the queue (a larger record still goes
+/// alone): the group is encoded under the state lock, so this bounds how
+/// long appenders wait for it, and a long backlog becomes several groups
+/// that sync concurrently.
+const MAX_GROUP_BYTES: usize = 8 << 20;
 
 impl Inner {
     /// Assigns the next LSN to a record and queues it, waiting (or leading
@@ -60,7 +88,11 @@ impl Inner {
             if st.queued_bytes == 0 || st.queued_bytes + size <= self.options.max_pending_bytes {
                 break;
             }
-            self.lead_or_wait(&mut st)?;
+            if self.can_lead(&st) {
+                self.lead(&mut st)?;
+            } else {
+                self.cond.wait(&mut st);
+            }
         }
         let lsn = st.next_lsn;
         st.next_lsn += 1;
@@ -88,24 +120,239 @@ impl Inner {
             if let Some(cause) = &st.poisoned {
                 return Err(LogError::Poisoned(cause.clone()));
             }
-            self.lead_or_wait(&mut st)?;
+            // Lead only for records still queued: one already in a group
+            // in flight needs no second group, just that one's end.
+            let queued = st.queue.front().is_some_and(|r| r.lsn <= target);
+            if queued && self.can_lead(&st) {
+                self.lead(&mut st)?;
+            } else {
+                wait_as_syncer(&mut st, target);
+            }
         }
     }
 
-    /// Writes one group if no other thread is, else waits for a change.
-    fn lead_or_wait(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        if st.leader {
-            self.cond.wait(st);
-            return Ok(());
+    /// Wakes the syncers whose target is durable, and, if a group could be
+    /// formed now, one syncer whose record is queued to lead it: waking
+    /// every waiter after every group cost a quarter of the CPU of 8
+    /// durable writers (futex wakes, and most woke only to sleep again).
+    fn wake_syncers(&self, st: &mut State) {
+        let durable = st.durable;
+        st.syncers.retain(|w| {
+            let done = w.target <= durable;
+            if done {
+                w.cond.notify_one();
+            }
+            !done
+        });
+        if self.can_lead(st) {
+            let front = st.queue.front().map_or(Lsn::MAX, |r| r.lsn);
+            if let Some(at) = st.syncers.iter().position(|w| w.target >= front) {
+                st.syncers.swap_remove(at).cond.notify_one();
+            }
         }
-        st.leader = true;
-        let result = self.lead(st);
+    }
+
+    /// Whether a thread may form the next group now: something is queued,
+    /// no rotation is under way, fewer groups than the limit are in flight,
+    /// and, if the next group needs a new segment, none at all: every
+    /// group formed is published, so the durable LSN and the crc chain
+    /// that the new segment's header names are the last ones formed.
+    fn can_lead(&self, st: &State) -> bool {
+        let Some(front) = st.queue.front() else { return false };
+        if st.rotating || st.poisoned.is_some() || st.writing >= self.max_in_flight() {
+            return false;
+        }
+        if st.writing > 0 && st.queue.len() < st.in_flight.back().map_or(0, |f| f.count) {
+            return false;
+        }
+        !needs_rotation(st, front) || st.in_flight.is_empty()
+    }
+
+    /// Groups that may be written and synced at once (hooks run at
+    /// publication, in order, so they need no lower limit).
+    fn max_in_flight(&self) -> usize {
+        self.options.max_groups_in_flight.max(1)
+    }
+
+    /// Forms, writes and syncs one group as its leader, then publishes
+    /// whatever finished groups are at the front. Any failure poisons.
+    fn lead(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let result = self.lead_one(st);
         if let Err(e) = &result {
             self.poison(st, e.to_string());
         }
-        st.leader = false;
-        self.cond.notify_all();
         result
+    }
+
+    fn lead_one(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        let Some(front) = st.queue.front() else { return Ok(()) };
+        if needs_rotation(st, front) {
+            st.rotating = true;
+            let rotated = MutexGuard::unlocked(st, || self.rotate());
+            st.rotating = false;
+            self.cond.notify_all();
+            rotated?;
+            self.wake_syncers(st);
+        }
+        let (id, formed, batch) = self.form(st)?;
+        if st.writing > 0 {
+            self.stats.add(&self.stats.overlapped_groups, 1);
+        }
+        st.writing += 1;
+        let hook = self.options.on_durable.is_some();
+        let (written, batch) = MutexGuard::unlocked(st, || {
+            let written = self.write_group(&formed);
+            // Payloads are needed after the write only by the hook.
+            (written, if hook { batch } else { Vec::new() })
+        });
+        st.writing -= 1;
+        // A slot is free: a queued syncer may lead the next group.
+        self.wake_syncers(st);
+        if st.w.bufs.len() < KEPT_BUFFERS {
+            st.w.bufs.push(formed.buf);
+        }
+        written?;
+        let base = st.flight_base;
+        let Some(flight) = st.in_flight.get_mut((id - base) as usize) else {
+            return Err(LogError::Poisoned("a finished group is not in flight".into()));
+        };
+        flight.finished = true;
+        flight.records = batch;
+        self.publish(st)
+    }
+
+    /// Takes the queue's head (what fits the active segment, up to
+    /// [`MAX_GROUP_BYTES`]) and encodes it as the next group at the next
+    /// offset, chained to the group formed before it. Returns the group's
+    /// flight id, the group and its records.
+    fn form(&self, st: &mut MutexGuard<'_, State>) -> Result<(u64, Formed, Vec<Pending>)> {
+        let Some(seg) = st.w.seg.clone() else { return Err(LogError::Poisoned("no active segment".into())) };
+        let room = ((st.w.capacity - st.w.offset) as usize - GROUP_HEADER_BYTES).min(MAX_GROUP_BYTES);
+        let (mut batch, mut body) = (Vec::new(), 0usize);
+        while let Some(r) = st.queue.front() {
+            let n = RECORD_OVERHEAD + r.payload.len();
+            // The first record always goes: it fits the segment (checked
+            // before rotating) though perhaps not MAX_GROUP_BYTES.
+            if !batch.is_empty() && body + n > room {
+                break;
+            }
+            body += n;
+            batch.extend(st.queue.pop_front());
+        }
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            return Err(LogError::Poisoned("empty group".into()));
+        };
+        let (first_lsn, last_lsn) = (first.lsn, last.lsn);
+        let was_over_half = st.queued_bytes * 2 > self.options.max_pending_bytes;
+        st.queued_bytes -= body;
+        if was_over_half {
+            // Appenders waiting for queue space may go on.
+            self.cond.notify_all();
+        }
+        let mut buf = st.w.bufs.pop().unwrap_or_default();
+        buf.clear();
+        GroupHeader {
+            segment_id: seg.id,
+            epoch: st.w.epoch,
+            first_lsn,
+            count: batch.len() as u32,
+            body_len: body as u32,
+            acked_lsn: st.durable,
+            nonce: st.w.nonce,
+        }
+        .encode_into(&mut buf);
+        let mut chain = st.w.last_crc;
+        for r in &batch {
+            chain = encode_record(&mut buf, r.lsn, chain, &r.payload);
+        }
+        buf.resize(align_up(buf.len() as u64) as usize, 0);
+        let offset = st.w.offset;
+        st.w.offset += buf.len() as u64;
+        st.w.last_crc = chain;
+        let mut deps: Vec<FileRef> = Vec::new();
+        for d in batch.iter().flat_map(|r| r.deps.iter()) {
+            if !deps.iter().any(|e| e.path() == d.path()) {
+                deps.push(d.clone());
+            }
+        }
+        self.stats.add(&self.stats.records, batch.len() as u64);
+        self.stats.add(&self.stats.payload_bytes, batch.iter().map(|r| r.payload.len() as u64).sum());
+        let id = st.flight_base + st.in_flight.len() as u64;
+        st.in_flight.push_back(Flight { last_lsn, count: batch.len(), finished: false, records: Vec::new() });
+        Ok((id, Formed { seg, offset, buf, deps }, batch))
+    }
+
+    /// Writes and syncs one formed group (and its dependency files).
+    fn write_group(&self, g: &Formed) -> Result<()> {
+        let write_and_sync = || -> Result<()> {
+            write_all_at(&*g.seg.file, &g.buf, g.offset)?;
+            let start = Instant::now();
+            g.seg.file.sync_data()?;
+            self.stats.add(&self.stats.sync_micros, start.elapsed().as_micros() as u64);
+            Ok(())
+        };
+        if g.deps.is_empty() {
+            write_and_sync()?;
+        } else {
+            // The log's sync and the data files' syncs run concurrently; the
+            // group is acknowledged only when all of them succeeded.
+            let per_thread = g.deps.len().div_ceil(MAX_DEP_SYNC_THREADS);
+            let (log_result, dep_result) = std::thread::scope(|s| {
+                let handles: Vec<_> = g.deps.chunks(per_thread).map(|chunk| s.spawn(move || sync_all(chunk))).collect();
+                let log_result = write_and_sync();
+                let dep_result = handles.into_iter().try_for_each(|h| {
+                    h.join().unwrap_or_else(|_| Err(LogError::Poisoned("a dependency sync thread panicked".into())))
+                });
+                (log_result, dep_result)
+            });
+            log_result?;
+            dep_result?;
+            self.stats.add(&self.stats.dependency_syncs, g.deps.len() as u64);
+        }
+        self.stats.add(&self.stats.syncs, 1);
+        self.stats.add(&self.stats.groups, 1);
+        self.stats.add(&self.stats.bytes_written, g.buf.len() as u64);
+        Ok(())
+    }
+
+    /// Publishes the finished groups at the front of the flight queue, in
+    /// order, unless another thread is already doing so (it will take ours
+    /// too: it looks again after each group). For each: the `on_durable`
+    /// hook for its records, then the durable LSN, then the waiters.
+    fn publish(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        if st.publishing {
+            return Ok(());
+        }
+        st.publishing = true;
+        let result = self.publish_ready(st);
+        st.publishing = false;
+        result
+    }
+
+    fn publish_ready(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        while st.poisoned.is_none() && st.in_flight.front().is_some_and(|f| f.finished) {
+            let Some(flight) = st.in_flight.pop_front() else { break };
+            st.flight_base += 1;
+            if let Some(apply) = &self.options.on_durable {
+                MutexGuard::unlocked(st, || {
+                    self.in_hook(|| -> Result<()> {
+                        for r in &flight.records {
+                            apply(r.lsn, &r.payload).map_err(|reason| LogError::Apply { lsn: r.lsn, reason })?;
+                        }
+                        Ok(())
+                    })
+                })?;
+            }
+            st.durable = flight.last_lsn;
+            if let Some(active) = st.live.back_mut() {
+                active.last_lsn = flight.last_lsn;
+            }
+            self.durable.store(flight.last_lsn, std::sync::atomic::Ordering::Release);
+            self.wake_syncers(st);
+            self.cond.notify_all();
+            self.after_group(st);
+        }
+        Ok(())
     }
 
     /// Runs a caller's hook on the leader's thread, marked so that an
@@ -135,128 +382,38 @@ impl Inner {
             tracing::error!(dir = %self.dir.display(), %cause, "log poisoned; refusing further appends");
             st.poisoned = Some(cause);
         }
+        for w in st.syncers.drain(..) {
+            w.cond.notify_one();
+        }
         self.cond.notify_all();
-    }
-
-    /// One group, as leader.
-    fn lead(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        let Some(front) = st.queue.front() else { return Ok(()) };
-        let need = (GROUP_HEADER_BYTES + RECORD_OVERHEAD + front.payload.len()) as u64;
-        if st.w.seg.is_none() || st.w.offset + need > st.w.capacity {
-            MutexGuard::unlocked(st, || self.rotate())?;
-        }
-        let Some(seg) = st.w.seg.clone() else { return Err(LogError::Poisoned("no active segment".into())) };
-        let room = (st.w.capacity - st.w.offset) as usize - GROUP_HEADER_BYTES;
-        let (mut batch, mut body, mut queued) = (Vec::new(), 0usize, 0usize);
-        while let Some(r) = st.queue.front() {
-            let n = RECORD_OVERHEAD + r.payload.len();
-            if body + n > room {
-                break;
-            }
-            body += n;
-            queued += n;
-            batch.extend(st.queue.pop_front());
-        }
-        st.queued_bytes -= queued;
-        // Appenders waiting for queue space may go on.
-        self.cond.notify_all();
-        let target = GroupTarget {
-            seg,
-            epoch: st.w.epoch,
-            nonce: st.w.nonce,
-            offset: st.w.offset,
-            prev_crc: st.w.last_crc,
-            acked: st.durable,
-        };
-        let mut buf = std::mem::take(&mut st.w.buf);
-        let result = MutexGuard::unlocked(st, || self.write_group(&target, &batch, body, &mut buf));
-        let padded = buf.len() as u64;
-        st.w.buf = buf;
-        let (last_lsn, last_crc) = result?;
-        st.w.offset += padded;
-        st.w.last_crc = last_crc;
-        st.durable = last_lsn;
-        if let Some(active) = st.live.back_mut() {
-            active.last_lsn = last_lsn;
-        }
-        self.durable.store(last_lsn, std::sync::atomic::Ordering::Release);
-        self.cond.notify_all();
-        self.after_group(st);
-        Ok(())
-    }
-
-    /// Encodes, writes and syncs one group (and its dependency files), then
-    /// applies it through the hook. Returns the last LSN and its crc.
-    fn write_group(&self, t: &GroupTarget, batch: &[Pending], body: usize, buf: &mut Vec<u8>) -> Result<(Lsn, u32)> {
-        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
-            return Err(LogError::Poisoned("empty group".into()));
-        };
-        buf.clear();
-        GroupHeader {
-            segment_id: t.seg.id,
-            epoch: t.epoch,
-            first_lsn: first.lsn,
-            count: batch.len() as u32,
-            body_len: body as u32,
-            acked_lsn: t.acked,
-            nonce: t.nonce,
-        }
-        .encode_into(buf);
-        let mut chain = t.prev_crc;
-        for r in batch {
-            chain = encode_record(buf, r.lsn, chain, &r.payload);
-        }
-        buf.resize(align_up(buf.len() as u64) as usize, 0);
-
-        let mut deps: Vec<&FileRef> = Vec::new();
-        for d in batch.iter().flat_map(|r| r.deps.iter()) {
-            if !deps.iter().any(|e| e.path() == d.path()) {
-                deps.push(d);
-            }
-        }
-        let write_and_sync = || -> Result<()> {
-            write_all_at(&*t.seg.file, buf, t.offset)?;
-            let start = Instant::now();
-            t.seg.file.sync_data()?;
-            self.stats.add(&self.stats.sync_micros, start.elapsed().as_micros() as u64);
-            Ok(())
-        };
-        if deps.is_empty() {
-            write_and_sync()?;
-        } else {
-            // The log's sync and the data files' syncs run concurrently; the
-            // group is acknowledged only when all of them succeeded.
-            let per_thread = deps.len().div_ceil(MAX_DEP_SYNC_THREADS);
-            let (log_result, dep_result) = std::thread::scope(|s| {
-                let handles: Vec<_> = deps.chunks(per_thread).map(|chunk| s.spawn(move || sync_all(chunk))).collect();
-                let log_result = write_and_sync();
-                let dep_result = handles.into_iter().try_for_each(|h| {
-                    h.join().unwrap_or_else(|_| Err(LogError::Poisoned("a dependency sync thread panicked".into())))
-                });
-                (log_result, dep_result)
-            });
-            log_result?;
-            dep_result?;
-            self.stats.add(&self.stats.dependency_syncs, deps.len() as u64);
-        }
-        self.stats.add(&self.stats.syncs, 1);
-        self.stats.add(&self.stats.groups, 1);
-        self.stats.add(&self.stats.records, batch.len() as u64);
-        self.stats.add(&self.stats.payload_bytes, batch.iter().map(|r| r.payload.len() as u64).sum());
-        self.stats.add(&self.stats.bytes_written, buf.len() as u64);
-        if let Some(apply) = &self.options.on_durable {
-            self.in_hook(|| -> Result<()> {
-                for r in batch {
-                    apply(r.lsn, &r.payload).map_err(|reason| LogError::Apply { lsn: r.lsn, reason })?;
-                }
-                Ok(())
-            })?;
-        }
-        Ok((last.lsn, chain))
     }
 }
 
-fn sync_all(files: &[&FileRef]) -> Result<()> {
+thread_local! {
+    /// What this thread waits on in `sync_to` (one wait at a time per
+    /// thread, so one condition variable serves every log).
+    static SYNC_WAKER: Arc<Condvar> = Arc::new(Condvar::new());
+}
+
+/// Waits, registered as a syncer for `target`, until some thread wakes
+/// this one (see `wake_syncers`; the caller looks again either way).
+fn wait_as_syncer(st: &mut MutexGuard<'_, State>, target: Lsn) {
+    let cond = SYNC_WAKER.with(Arc::clone);
+    st.syncers.push(Syncer { target, cond: cond.clone() });
+    cond.wait(st);
+    // Woken for leadership or spuriously: still registered, perhaps.
+    if let Some(at) = st.syncers.iter().position(|w| Arc::ptr_eq(&w.cond, &cond)) {
+        st.syncers.swap_remove(at);
+    }
+}
+
+/// Whether the record `front` needs a new segment for its group.
+fn needs_rotation(st: &State, front: &Pending) -> bool {
+    let need = (GROUP_HEADER_BYTES + RECORD_OVERHEAD + front.payload.len()) as u64;
+    st.w.seg.is_none() || st.w.offset + need > st.w.capacity
+}
+
+fn sync_all(files: &[FileRef]) -> Result<()> {
     for f in files {
         f.sync_data()?;
     }

@@ -66,6 +66,28 @@ impl Store for Larder {
         self.settings.clone()
     }
 
+    fn counters(&self) -> std::collections::BTreeMap<String, f64> {
+        let log = self.kv.store().log_stats();
+        let space = self.kv.store().space().stats();
+        [
+            ("log_groups", log.groups),
+            ("log_records", log.records),
+            ("log_syncs", log.syncs),
+            ("log_sync_micros", log.sync_micros),
+            ("log_dependency_syncs", log.dependency_syncs),
+            ("log_overlapped_groups", log.overlapped_groups),
+            ("log_bytes_written", log.bytes_written),
+            ("log_zero_fill_bytes", log.zero_fill_bytes),
+            ("log_segments_created", log.segments_created),
+            ("space_bytes_total", space.bytes_total),
+            ("containers_created", space.containers_created),
+            ("containers_created_inline", space.containers_created_inline),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v as f64))
+        .collect()
+    }
+
     fn put(&self, key: &str, value: &[u8], durable: bool) -> Result<()> {
         self.kv.put(BUCKET, key, value, durability(durable))?;
         Ok(())

@@ -58,6 +58,11 @@ pub trait Store: Send + Sync {
         let _ = key;
         bail!("{}: deletes are not measured for this engine", self.describe())
     }
+    /// The engine's own counters since open (for the raw results), if it
+    /// keeps any worth reading next to a phase's figures.
+    fn counters(&self) -> std::collections::BTreeMap<String, f64> {
+        std::collections::BTreeMap::new()
+    }
     /// Clean close: everything written is on disk and the engine is shut down.
     fn close(self: Box<Self>) -> Result<()>;
 }

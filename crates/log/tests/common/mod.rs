@@ -70,16 +70,61 @@ pub fn open_on(storage: StorageRef, options: Options, covered: Lsn) -> Result<(L
     Ok((log, replayed))
 }
 
-/// A storage over a [`SimStorage`] that models a process dying between a
-/// write and its `fdatasync`: once `syncs_left` reaches 0, every
-/// `sync_data` fails (EINTR) *without* reaching the simulated disk, so the
-/// written bytes stay readable (page cache) but pending, not dropped. A
-/// reboot (`SimStorage::crash_with`) then decides whether they survive.
+/// What a [`Hooked`] storage does around its files' writes and syncs.
+pub trait Hooks: Send + Sync + std::fmt::Debug {
+    /// Before a `write_at` reaches the simulated disk.
+    fn before_write(&self, _path: &Path, _offset: u64) {}
+    /// Before a `sync_data`; an error fails the sync without reaching the
+    /// simulated disk.
+    fn before_sync(&self, _path: &Path) -> larder_io::IoResult<()> {
+        Ok(())
+    }
+    /// After a `sync_data` that succeeded.
+    fn after_sync(&self, _path: &Path) {}
+}
+
+/// A storage over a [`SimStorage`] whose files call `hooks`.
+#[derive(Debug, Clone)]
+pub struct Hooked {
+    pub inner: SimStorage,
+    pub hooks: Arc<dyn Hooks>,
+}
+
+impl Hooked {
+    /// A handle for `Log::open`.
+    pub fn storage(&self) -> StorageRef {
+        Arc::new(self.clone())
+    }
+}
+
+/// Models a process dying between a write and its `fdatasync`: once
+/// `syncs_left` reaches 0, every `sync_data` fails (EINTR) *without*
+/// reaching the simulated disk, so the written bytes stay readable (page
+/// cache) but pending, not dropped. A reboot (`SimStorage::crash_with`)
+/// then decides whether they survive.
 #[derive(Debug)]
 pub struct Stall {
     pub inner: SimStorage,
     /// Successful syncs still allowed; `u64::MAX` never stalls.
     pub syncs_left: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[derive(Debug)]
+struct StallHooks(Arc<std::sync::atomic::AtomicU64>);
+
+impl Hooks for StallHooks {
+    fn before_sync(&self, path: &Path) -> larder_io::IoResult<()> {
+        use std::sync::atomic::Ordering;
+        let left = self.0.load(Ordering::SeqCst);
+        if left == 0 {
+            let e = std::io::Error::from_raw_os_error(4);
+            return Err(larder_io::IoError::os("sync", path, e));
+        }
+        if left != u64::MAX {
+            self.0.store(left - 1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
 }
 
 impl Stall {
@@ -95,34 +140,29 @@ impl Stall {
 
     /// A handle for `Log::open`.
     pub fn storage(&self) -> StorageRef {
-        Arc::new(Stall { inner: self.inner.clone(), syncs_left: self.syncs_left.clone() })
+        Hooked { inner: self.inner.clone(), hooks: Arc::new(StallHooks(self.syncs_left.clone())) }.storage()
     }
 }
 
 #[derive(Debug)]
-struct StallFile {
+struct HookedFile {
     inner: larder_io::FileRef,
-    syncs_left: Arc<std::sync::atomic::AtomicU64>,
+    hooks: Arc<dyn Hooks>,
 }
 
-impl larder_io::File for StallFile {
+impl larder_io::File for HookedFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> larder_io::IoResult<usize> {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> larder_io::IoResult<usize> {
+        self.hooks.before_write(self.inner.path(), offset);
         self.inner.write_at(buf, offset)
     }
     fn sync_data(&self) -> larder_io::IoResult<()> {
-        use std::sync::atomic::Ordering;
-        let left = self.syncs_left.load(Ordering::SeqCst);
-        if left == 0 {
-            let e = std::io::Error::from_raw_os_error(4);
-            return Err(larder_io::IoError::os("sync", self.inner.path(), e));
-        }
-        if left != u64::MAX {
-            self.syncs_left.store(left - 1, Ordering::SeqCst);
-        }
-        self.inner.sync_data()
+        self.hooks.before_sync(self.inner.path())?;
+        self.inner.sync_data()?;
+        self.hooks.after_sync(self.inner.path());
+        Ok(())
     }
     fn allocate(&self, offset: u64, len: u64) -> larder_io::IoResult<()> {
         self.inner.allocate(offset, len)
@@ -141,10 +181,10 @@ impl larder_io::File for StallFile {
     }
 }
 
-impl larder_io::Storage for Stall {
+impl larder_io::Storage for Hooked {
     fn open(&self, path: &Path, options: larder_io::OpenOptions) -> larder_io::IoResult<larder_io::FileRef> {
         let inner = self.inner.open(path, options)?;
-        Ok(Arc::new(StallFile { inner, syncs_left: self.syncs_left.clone() }))
+        Ok(Arc::new(HookedFile { inner, hooks: self.hooks.clone() }))
     }
     fn create_dir_all(&self, path: &Path) -> larder_io::IoResult<()> {
         self.inner.create_dir_all(path)

@@ -589,6 +589,11 @@ impl Store {
         &self.superblock.superblock
     }
 
+    /// The intent log's counters since this open (groups, records, syncs).
+    pub fn log_stats(&self) -> larder_log::LogStats {
+        self.log.stats()
+    }
+
     /// Highest LSN whose transaction, and every earlier one, is durable.
     pub fn durable_lsn(&self) -> u64 {
         self.log.durable_lsn()
