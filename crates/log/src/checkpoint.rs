@@ -58,9 +58,10 @@ impl Inner {
         used * 100 >= bound * self.options.checkpoint_percent as u64
     }
 
-    /// After each group, as leader: ask for a checkpoint past the mark, and
-    /// create the next segment ahead of need once the active one is half
-    /// full (so a rotation rarely waits for zero-filling). Nothing here may
+    /// After each group, as its publisher: ask for a checkpoint past the
+    /// mark, and have the next segment created ahead of need once the
+    /// active one is half full (so a rotation rarely waits for
+    /// zero-filling): by the flusher thread if there is one. Nothing here may
     /// fail the group: it is already durable and applied.
     pub(crate) fn after_group(&self, st: &mut MutexGuard<'_, State>) {
         if st.checkpoint_armed && self.over_mark(st) {
@@ -69,8 +70,16 @@ impl Inner {
                 MutexGuard::unlocked(st, || self.in_hook(|| cb()));
             }
         }
-        if st.w.offset * 2 >= st.w.capacity {
-            MutexGuard::unlocked(st, || self.create_spare());
+        if st.w.offset * 2 >= st.w.capacity && st.free.is_empty() {
+            if self.options.buffered_sync_interval.is_some() {
+                // The flusher thread makes it: zero-filling a segment on a
+                // committer's thread held that commit (and its group's
+                // other appenders) for the whole fill.
+                st.spare_wanted = true;
+                self.stop_cond.notify_all();
+            } else {
+                MutexGuard::unlocked(st, || self.create_spare());
+            }
         }
     }
 

@@ -133,6 +133,8 @@ pub(crate) struct State {
     pub flight_base: u64,
     /// Threads waiting in `sync_to`.
     pub syncers: Vec<Syncer>,
+    /// The flusher should create a spare segment.
+    pub spare_wanted: bool,
     pub poisoned: Option<String>,
     pub closed: bool,
     /// Oldest first; when `w.seg` is set the last one is being written.
@@ -160,7 +162,8 @@ pub(crate) struct Inner {
     pub last: AtomicU64,
     pub stats: Stats,
     stop: Mutex<bool>,
-    stop_cond: Condvar,
+    /// Wakes the flusher: to stop, or to create a spare segment.
+    pub stop_cond: Condvar,
     _lock: Box<dyn Lock>,
 }
 
@@ -273,6 +276,7 @@ impl Log {
             in_flight: VecDeque::new(),
             flight_base: 0,
             syncers: Vec::new(),
+            spare_wanted: false,
             poisoned: None,
             closed: false,
             // Filled in after the replay, which may still cut the log.
@@ -529,7 +533,8 @@ impl Drop for Log {
     }
 }
 
-/// Writes buffered records nobody waits for, every `interval`.
+/// Writes buffered records nobody waits for, every `interval`, and
+/// creates the spare segment a publisher asked for.
 fn flusher(inner: &Inner, interval: Duration) {
     loop {
         {
@@ -541,11 +546,15 @@ fn flusher(inner: &Inner, interval: Duration) {
                 return;
             }
         }
-        let target = {
-            let st = inner.state.lock();
+        let (target, spare) = {
+            let mut st = inner.state.lock();
             let last = st.next_lsn - 1;
-            (last > st.durable && st.writing == 0 && st.poisoned.is_none()).then_some(last)
+            let spare = std::mem::take(&mut st.spare_wanted);
+            ((last > st.durable && st.writing == 0 && st.poisoned.is_none()).then_some(last), spare)
         };
+        if spare {
+            inner.create_spare();
+        }
         if let Some(target) = target {
             // An error poisons the log; appenders report it.
             let _ = inner.sync_to(target);

@@ -10,7 +10,7 @@ use crate::Lsn;
 /// Called by the thread publishing a group for each record of it once the
 /// group (and its dependency files) are durable, in LSN order, before any
 /// appender of the group is acknowledged. An error poisons the log. It runs
-/// on the thread writing the group, so it must not append to or sync this
+/// on the thread publishing the group, so it must not append to or sync this
 /// log (that would wait for itself; the call fails with
 /// [`LogError::Reentrant`] instead).
 pub type OnDurable = Arc<dyn Fn(Lsn, &[u8]) -> std::result::Result<(), String> + Send + Sync>;
