@@ -49,6 +49,15 @@ impl Kv {
         Ok(self.store().read_to_end(object.child)?)
     }
 
+    /// Like [`Kv::get`], into `out` (replaced; its allocation reused):
+    /// returns whether `key` exists, leaving `out` alone if not. A small
+    /// object is copied once, from the metadata cache into `out`.
+    pub fn get_into(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, out: &mut Vec<u8>) -> Result<bool> {
+        let Some(object) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(false) };
+        // A delete between the lookup and the read reads as absent.
+        Ok(self.store().read_to_end_into(object.child, out)?)
+    }
+
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };

@@ -59,3 +59,34 @@ fn readers_never_see_a_value_go_back() {
     let (hits, _, _) = kv.store().meta_cache_stats();
     assert!(hits > 0, "the cache was never used");
 }
+
+/// Keys of every length around the cache's inline key limit (38 bytes),
+/// sharing long prefixes, read through both the path and metadata caches,
+/// then overwritten: each read returns its own key's latest value, inline
+/// (up to 4 KiB) or not.
+#[test]
+fn keys_short_and_long_read_their_own_latest_values() {
+    let sim = SimStorage::new(2);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    let keys: Vec<String> = (1..=60).map(|n| format!("{}{n:02}", "k".repeat(n))).collect();
+    let value = |key: &str, round: u8| -> Vec<u8> {
+        let len = [0, 17, 4096, 4097, 9000][key.len() % 5];
+        (0..len).map(|i| (i as u8) ^ round ^ key.len() as u8).collect()
+    };
+    let mut out = Vec::new();
+    for round in 0..3u8 {
+        for k in &keys {
+            kv.put("b", k, &value(k, round), Durability::Buffered).unwrap();
+        }
+        // Twice: the second pass is answered by the caches.
+        for _ in 0..2 {
+            for k in &keys {
+                assert!(kv.get_into("b", k, &mut out).unwrap(), "{k}");
+                assert!(out == value(k, round), "key of {} bytes, round {round}", k.len());
+                assert_eq!(kv.get("b", k).unwrap(), Some(value(k, round)));
+            }
+        }
+    }
+    assert!(!kv.get_into("b", "absent", &mut out).unwrap());
+}

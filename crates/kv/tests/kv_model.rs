@@ -54,8 +54,17 @@ fn check_all(kv: &Kv, model: &Model) {
         kv.scan_prefix("b", b"").unwrap().map(|e| String::from_utf8(e.unwrap().key).unwrap()).collect();
     let want: Vec<String> = model.keys().cloned().collect();
     assert_eq!(got, want);
+    // One buffer for every `get_into`, holding the last value read (or a
+    // marker a miss must leave alone).
+    let mut out = b"left alone".to_vec();
     for k in KEYS {
         assert_eq!(kv.get("b", k).unwrap().as_ref(), model.get(k), "key {k}");
+        let before = out.clone();
+        let found = kv.get_into("b", k, &mut out).unwrap();
+        match model.get(k) {
+            Some(v) => assert!(found && &out == v, "get_into of key {k}"),
+            None => assert!(!found && out == before, "get_into of missing key {k} changed the buffer"),
+        }
     }
 }
 

@@ -108,13 +108,7 @@ impl Store for Larder {
     }
 
     fn get(&self, key: &str, out: &mut Vec<u8>) -> Result<bool> {
-        match self.kv.get(BUCKET, key)? {
-            Some(v) => {
-                *out = v;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(self.kv.get_into(BUCKET, key, out)?)
     }
 
     fn put_stream(&self, key: &str, chunks: &mut dyn Iterator<Item = &[u8]>) -> Result<()> {

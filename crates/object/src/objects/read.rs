@@ -35,7 +35,15 @@ impl Store {
         // extent it maps is freed, if ever, by a commit above the
         // snapshot. Without a cached map, the onode and map are read at
         // the snapshot instead, so that they agree.
-        let cached = self.stat(object)?.ok_or(ObjectError::NoSuchObject { object })?;
+        let meta = self.get_meta(&onode_key(object))?.ok_or(ObjectError::NoSuchObject { object })?;
+        if let Some(bytes) = meta.inline_bytes(&limits)? {
+            // Copied straight from the cached value.
+            let from = to_usize(offset.min(bytes.len() as u64));
+            let n = (bytes.len() - from).min(buf.len());
+            buf[..n].copy_from_slice(&bytes[from..from + n]);
+            return Ok(n);
+        }
+        let cached = meta.onode(&limits)?;
         let mut map = None;
         let fast = match &cached.location {
             DataLocation::Extents => match self.extent_cache().get(object, cached.generation) {
@@ -81,6 +89,26 @@ impl Store {
             }
         }
         Ok(n)
+    }
+
+    /// Replaces `out` with the whole of `object` and returns true, or
+    /// returns false (leaving `out` alone) if it does not exist. An inline
+    /// object is copied straight from its cached onode into `out`, with no
+    /// allocation once `out` has room. Checked as [`Store::read`] checks.
+    pub fn read_to_end_into(&self, object: u64, out: &mut Vec<u8>) -> Result<bool> {
+        let Some(meta) = self.get_meta(&onode_key(object))? else { return Ok(false) };
+        if let Some(bytes) = meta.inline_bytes(&self.limits())? {
+            out.clear();
+            out.extend_from_slice(bytes);
+            return Ok(true);
+        }
+        match self.read_to_end(object)? {
+            Some(v) => {
+                *out = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// The whole of `object` as of one snapshot, or `None` if it does not
