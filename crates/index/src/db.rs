@@ -150,8 +150,12 @@ impl Index {
             }
         }
         let stats = Arc::new(Stats::default());
-        let run_cache =
-            RunCache::new(storage.clone(), registry.clone(), options.max_open_runs, options.metadata_cache_bytes);
+        let run_cache = RunCache::new(
+            storage.clone(),
+            registry.clone(),
+            (options.max_open_runs, options.metadata_cache_bytes),
+            options.map_runs,
+        );
         let runs: Vec<Arc<RunHandle>> = state
             .runs
             .iter()
@@ -408,6 +412,7 @@ impl Inner {
             block_cache_hits: l(&s.block_cache_hits),
             block_cache_misses: l(&s.block_cache_misses),
             block_reads: l(&s.block_reads),
+            mapped_block_reads: l(&s.mapped_block_reads),
             bloom_negatives: l(&s.bloom_negatives),
             bloom_true_positives: l(&s.bloom_true_positives),
             bloom_false_positives: l(&s.bloom_false_positives),

@@ -23,6 +23,14 @@ pub struct Options {
     pub block_size_bytes: usize,
     /// Budget of the shared data-block cache. Default 64 MiB.
     pub block_cache_bytes: usize,
+    /// Map run files read-only (where the storage backend maps files) and
+    /// have point gets read data blocks in the mapping: no system call,
+    /// copy or block-cache entry per read, and each block's checksum is
+    /// checked once per open. The pages are the OS page cache's (shared,
+    /// and reclaimed under memory pressure like any file's), but they count
+    /// in the process's resident size. Scans and merges still read through
+    /// `read_at` (and scans through the block cache). Default true.
+    pub map_runs: bool,
     /// Bloom filter bits per key. 0 disables filters. Default 14 (about
     /// 0.12% false positives per run, so a missed get reads a data block
     /// less than 2% of the time even when it consults a dozen runs; 10
@@ -67,6 +75,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             block_size_bytes: 4096,
             block_cache_bytes: 64 << 20,
+            map_runs: true,
             bloom_bits_per_key: 14,
             metadata_cache_bytes: 64 << 20,
             max_open_runs: 512,
@@ -88,6 +97,7 @@ impl std::fmt::Debug for Options {
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("block_size_bytes", &self.block_size_bytes)
             .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("map_runs", &self.map_runs)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("metadata_cache_bytes", &self.metadata_cache_bytes)
             .field("max_open_runs", &self.max_open_runs)

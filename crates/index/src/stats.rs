@@ -8,6 +8,7 @@ pub(crate) struct Stats {
     pub block_cache_hits: AtomicU64,
     pub block_cache_misses: AtomicU64,
     pub block_reads: AtomicU64,
+    pub mapped_block_reads: AtomicU64,
     pub bloom_negatives: AtomicU64,
     pub bloom_true_positives: AtomicU64,
     pub bloom_false_positives: AtomicU64,
@@ -42,8 +43,12 @@ pub struct IndexStats {
     pub block_cache_hits: u64,
     /// Data blocks not in the cache.
     pub block_cache_misses: u64,
-    /// Data blocks read from run files (cache misses and uncached reads).
+    /// Data blocks read from run files (cache misses, uncached reads and
+    /// reads in a mapped run).
     pub block_reads: u64,
+    /// Of those, blocks a point get read in a run's mapping
+    /// ([`crate::Options::map_runs`]), bypassing the block cache.
+    pub mapped_block_reads: u64,
     /// Lookups a bloom filter answered "absent" (no data block read).
     pub bloom_negatives: u64,
     /// Lookups a filter passed where the run held the key.
@@ -157,11 +162,12 @@ impl std::fmt::Display for IndexStats {
         )?;
         writeln!(
             f,
-            "block cache:      {} hits, {} misses ({:.1}% hit), {} block reads",
+            "block cache:      {} hits, {} misses ({:.1}% hit), {} block reads ({} in mapped runs)",
             self.block_cache_hits,
             self.block_cache_misses,
             100.0 * self.block_cache_hit_ratio(),
-            self.block_reads
+            self.block_reads,
+            self.mapped_block_reads
         )?;
         writeln!(
             f,

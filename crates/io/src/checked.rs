@@ -174,6 +174,10 @@ impl File for CheckedFile {
         self.inner.len()
     }
 
+    fn map(&self) -> IoResult<Option<Arc<crate::Mapping>>> {
+        self.inner.map()
+    }
+
     fn path(&self) -> &Path {
         self.inner.path()
     }

@@ -26,12 +26,14 @@
 mod checked;
 pub mod codec;
 mod error;
+mod mapping;
 mod real;
 pub mod sim;
 mod storage;
 
 pub use checked::CheckedStorage;
 pub use error::{IoError, IoResult};
+pub use mapping::Mapping;
 pub use real::RealStorage;
 pub use sim::SimStorage;
 pub use storage::{read_exact_at, write_all_at, File, FileRef, Lock, OpenOptions, Storage, StorageRef};

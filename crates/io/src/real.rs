@@ -169,4 +169,9 @@ impl File for RealFile {
     fn path(&self) -> &Path {
         &self.path
     }
+
+    fn map(&self) -> IoResult<Option<Arc<crate::Mapping>>> {
+        let mapped = crate::Mapping::of(&self.file).map_err(|e| IoError::os("map", &self.path, e))?;
+        Ok(mapped.map(Arc::new))
+    }
 }

@@ -62,6 +62,13 @@ pub trait File: Send + Sync + std::fmt::Debug {
     }
     /// The path the file was opened with, for error messages.
     fn path(&self) -> &Path;
+    /// The whole file mapped read-only, if this backend maps files (the
+    /// real one does; the simulation does not, and callers then read with
+    /// [`File::read_at`]). Only for a file nothing writes, truncates or
+    /// replaces in place while the mapping lives; `None` for an empty file.
+    fn map(&self) -> IoResult<Option<Arc<crate::Mapping>>> {
+        Ok(None)
+    }
 }
 
 /// A held exclusive lock on a file; released when dropped (or when the

@@ -95,6 +95,19 @@ pub(crate) struct Block {
     count: usize,
 }
 
+/// A data block's bytes, borrowed: from a [`Block`], or straight from a
+/// mapped run file. Every accessor stays within the bytes whatever they
+/// hold (lengths saturate, missing bytes read as empty), so a block whose
+/// checks passed once may be viewed again unchecked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockRef<'a> {
+    /// The entries and the offset table (count and checksum cut off).
+    data: &'a [u8],
+    /// Where the offset table starts.
+    table: usize,
+    count: usize,
+}
+
 /// Parses one entry from `bytes` (exactly the entry), checking everything.
 fn parse_checked(bytes: &[u8], operators: usize) -> Result<RawEntry<'_>, String> {
     let mut d = Decoder::new(bytes);
@@ -125,45 +138,26 @@ impl Block {
     /// every accessor stays within the block. Entry contents are covered by
     /// the checksum; [`Block::verify_entries`] checks them one by one.
     pub(crate) fn decode(mut raw: Vec<u8>) -> Result<Block, String> {
-        let body_len = check_trailing_crc(&raw)?.len();
-        raw.truncate(body_len);
-        if body_len < 4 {
-            return Err("block too short for its entry count".into());
-        }
-        let mut d = Decoder::new(&raw[body_len - 4..]);
-        let count = d.u32("entry count")? as usize;
-        let table = count
-            .checked_mul(4)
-            .and_then(|t| (body_len - 4).checked_sub(t))
-            .ok_or_else(|| format!("entry count {count} does not fit a {body_len}-byte block"))?;
-        if count == 0 {
-            return Err("block holds no entries".into());
-        }
-        raw.truncate(body_len - 4);
-        let block = Block { data: raw, table, count };
-        let mut prev_end = None;
-        for i in 0..count {
-            let start = block.offset(i);
-            let ok = match prev_end {
-                None => start == 0,
-                Some(p) => start > p,
-            };
-            if !ok || start >= table {
-                return Err(format!("entry {i} offset {start} is out of place"));
-            }
-            prev_end = Some(start);
-        }
-        Ok(block)
+        let BlockRef { data, table, count } = BlockRef::check(&raw)?;
+        let len = data.len();
+        raw.truncate(len);
+        Ok(Block { data: raw, table, count })
+    }
+
+    /// The block's bytes as a view.
+    pub(crate) fn view(&self) -> BlockRef<'_> {
+        BlockRef { data: &self.data, table: self.table, count: self.count }
     }
 
     /// Checks every entry's encoding, its operator id against a run table
     /// of `operators` names, and the entries' order. Merges and fsck run
     /// this before trusting a block's contents.
     pub(crate) fn verify_entries(&self, operators: usize) -> Result<(), String> {
+        let v = self.view();
         let mut prev: Option<RawEntry<'_>> = None;
         for i in 0..self.count {
-            let end = if i + 1 < self.count { self.offset(i + 1) } else { self.table };
-            let bytes = self.data.get(self.offset(i)..end).ok_or_else(|| format!("entry {i} out of bounds"))?;
+            let end = if i + 1 < self.count { v.offset(i + 1) } else { self.table };
+            let bytes = self.data.get(v.offset(i)..end).ok_or_else(|| format!("entry {i} out of bounds"))?;
             let e = parse_checked(bytes, operators).map_err(|w| format!("entry {i}: {w}"))?;
             if let Some(p) = prev {
                 if cmp_internal(p.key, p.stamp, e.key, e.stamp) != Ordering::Less {
@@ -183,6 +177,69 @@ impl Block {
         self.data.len()
     }
 
+    /// The i-th entry (see [`BlockRef::entry`]).
+    pub(crate) fn entry(&self, i: usize) -> RawEntry<'_> {
+        self.view().entry(i)
+    }
+
+    /// Index of the first entry not before (key, stamp) in internal order.
+    pub(crate) fn seek(&self, key: &[u8], stamp: Stamp) -> usize {
+        self.view().seek(key, stamp)
+    }
+}
+
+impl<'a> BlockRef<'a> {
+    /// Checks a block's bytes as [`Block::decode`] does (checksum, then an
+    /// offset table in order and in bounds) and views them.
+    pub(crate) fn check(raw: &'a [u8]) -> Result<BlockRef<'a>, String> {
+        let body = check_trailing_crc(raw)?;
+        let body_len = body.len();
+        if body_len < 4 {
+            return Err("block too short for its entry count".into());
+        }
+        let mut d = Decoder::new(&body[body_len - 4..]);
+        let count = d.u32("entry count")? as usize;
+        let table = count
+            .checked_mul(4)
+            .and_then(|t| (body_len - 4).checked_sub(t))
+            .ok_or_else(|| format!("entry count {count} does not fit a {body_len}-byte block"))?;
+        if count == 0 {
+            return Err("block holds no entries".into());
+        }
+        let block = BlockRef { data: &body[..body_len - 4], table, count };
+        let mut prev_end = None;
+        for i in 0..count {
+            let start = block.offset(i);
+            let ok = match prev_end {
+                None => start == 0,
+                Some(p) => start > p,
+            };
+            if !ok || start >= table {
+                return Err(format!("entry {i} offset {start} is out of place"));
+            }
+            prev_end = Some(start);
+        }
+        Ok(block)
+    }
+
+    /// Views a block's bytes whose [`BlockRef::check`] passed before,
+    /// without checking again. Bytes that changed since view as a block of
+    /// no entries, or read wrong but in bounds: never a panic.
+    pub(crate) fn trusted(raw: &'a [u8]) -> BlockRef<'a> {
+        let empty = BlockRef { data: &[], table: 0, count: 0 };
+        let Some(body_len) = raw.len().checked_sub(4) else { return empty };
+        let Some(count_at) = body_len.checked_sub(4) else { return empty };
+        let count = raw.get(count_at..body_len).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        match count.checked_mul(4).and_then(|t| count_at.checked_sub(t)) {
+            Some(table) => BlockRef { data: &raw[..count_at], table, count },
+            None => empty,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
     fn offset(&self, i: usize) -> usize {
         let at = self.table + 4 * i;
         match self.data.get(at..at + 4) {
@@ -192,11 +249,12 @@ impl Block {
     }
 
     /// The key of entry `i` (checked at decode).
-    fn key_at(&self, i: usize) -> (&[u8], usize) {
+    fn key_at(&self, i: usize) -> (&'a [u8], usize) {
+        let data = self.data;
         let mut pos = self.offset(i);
-        let len = usize::try_from(read_varint_unchecked(&self.data, &mut pos)).unwrap_or(usize::MAX);
-        let end = pos.saturating_add(len).min(self.data.len());
-        (self.data.get(pos..end).unwrap_or_default(), end)
+        let len = usize::try_from(read_varint_unchecked(data, &mut pos)).unwrap_or(usize::MAX);
+        let end = pos.saturating_add(len).min(data.len());
+        (data.get(pos..end).unwrap_or_default(), end)
     }
 
     fn stamp_at(&self, after_key: usize) -> Stamp {
@@ -205,27 +263,28 @@ impl Block {
             .get(after_key.saturating_add(1)..after_key.saturating_add(9))
             .map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]));
         let mut pos = after_key.saturating_add(9);
-        let sub = read_varint_unchecked(&self.data, &mut pos) as u32;
+        let sub = read_varint_unchecked(self.data, &mut pos) as u32;
         Stamp { seq, sub }
     }
 
     /// The i-th entry. In a block whose entries were verified this is exact;
     /// in any other block it stays in bounds (lengths saturate, missing
     /// bytes read as empty), so crafted bytes cannot cause a panic.
-    pub(crate) fn entry(&self, i: usize) -> RawEntry<'_> {
+    pub(crate) fn entry(&self, i: usize) -> RawEntry<'a> {
+        let data = self.data;
         let (key, after_key) = self.key_at(i);
-        let kind = self.data.get(after_key).copied().and_then(Kind::from_u8).unwrap_or(Kind::Delete);
+        let kind = data.get(after_key).copied().and_then(Kind::from_u8).unwrap_or(Kind::Delete);
         let stamp = self.stamp_at(after_key);
         let mut pos = after_key.saturating_add(9);
-        read_varint_unchecked(&self.data, &mut pos);
+        read_varint_unchecked(data, &mut pos);
         let mut run_op_id = 0;
         let mut payload: &[u8] = &[];
         if kind == Kind::Merge {
-            run_op_id = read_varint_unchecked(&self.data, &mut pos) as u32;
+            run_op_id = read_varint_unchecked(data, &mut pos) as u32;
         }
         if kind != Kind::Delete {
-            let len = usize::try_from(read_varint_unchecked(&self.data, &mut pos)).unwrap_or(usize::MAX);
-            payload = self.data.get(pos..pos.saturating_add(len)).unwrap_or_default();
+            let len = usize::try_from(read_varint_unchecked(data, &mut pos)).unwrap_or(usize::MAX);
+            payload = data.get(pos..pos.saturating_add(len)).unwrap_or_default();
         }
         RawEntry { key, stamp, kind, run_op_id, payload }
     }

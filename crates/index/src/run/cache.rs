@@ -126,16 +126,24 @@ pub(crate) struct RunCache {
     max_bytes: usize,
     storage: StorageRef,
     registry: Registry,
+    /// Map opened runs for point reads (`Options::map_runs`).
+    map_runs: bool,
 }
 
 impl RunCache {
-    pub(crate) fn new(storage: StorageRef, registry: Registry, max_open: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(
+        storage: StorageRef,
+        registry: Registry,
+        (max_open, max_bytes): (usize, usize),
+        map_runs: bool,
+    ) -> Self {
         RunCache {
             state: Mutex::new(ClockState { ring: VecDeque::new(), open_count: 0, bytes: 0 }),
             max_open,
             max_bytes,
             storage,
             registry,
+            map_runs,
         }
     }
 
@@ -159,7 +167,7 @@ impl RunCache {
         if let Some(o) = slot.as_ref() {
             return Ok(o.clone());
         }
-        let opened = Arc::new(OpenRun::open(&*self.storage, &run.path, &run.meta, &self.registry)?);
+        let opened = Arc::new(OpenRun::open(&*self.storage, &run.path, &run.meta, &self.registry, self.map_runs)?);
         stats.add(&stats.run_opens, 1);
         *slot = Some(opened.clone());
         drop(slot);

@@ -1,11 +1,12 @@
 //! Opens and verifies a run file and answers point lookups from it.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use larder_io::{read_exact_at, FileRef, OpenOptions, Storage};
+use larder_io::{read_exact_at, FileRef, Mapping, OpenOptions, Storage};
 
-use super::block::Block;
+use super::block::{Block, BlockRef};
 use super::block_index::BlockIndex;
 use super::bloom::{Bloom, Layout};
 use super::cache::BlockCache;
@@ -30,6 +31,11 @@ pub(crate) struct OpenRun {
     pub(crate) tombstones: Vec<RangeTombstone>,
     /// Run operator id -> registry id.
     pub(crate) op_map: Vec<u32>,
+    /// The file mapped read-only, when point reads use the mapping.
+    map: Option<Arc<Mapping>>,
+    /// One bit per data block: its checksum and offset table passed in the
+    /// mapping once, so later point reads view it unchecked.
+    checked: Box<[AtomicU64]>,
 }
 
 fn corrupt(path: &Path, offset: u64) -> impl Fn(String) -> IndexError + '_ {
@@ -46,8 +52,15 @@ fn read_section(file: &dyn larder_io::File, path: &Path, h: BlockHandle, what: &
 }
 
 impl OpenRun {
-    /// Opens run `meta` and checks it against what the manifest says.
-    pub(crate) fn open(storage: &dyn Storage, path: &Path, meta: &RunMeta, registry: &Registry) -> Result<OpenRun> {
+    /// Opens run `meta` and checks it against what the manifest says;
+    /// with `map`, maps it for point reads if the storage maps files.
+    pub(crate) fn open(
+        storage: &dyn Storage,
+        path: &Path,
+        meta: &RunMeta,
+        registry: &Registry,
+        map: bool,
+    ) -> Result<OpenRun> {
         let file = storage.open(path, OpenOptions::READ)?;
         let len = file.len()?;
         if len != meta.file_size {
@@ -141,7 +154,9 @@ impl OpenRun {
         if tombstones.len() as u32 != meta.tombstone_count {
             return Err(IndexError::corrupt(path, ts_h.offset, "tombstone count disagrees with the manifest"));
         }
-        Ok(OpenRun { id: meta.id, path: path.to_path_buf(), file, index, bloom, tombstones, op_map })
+        let map = if map { file.map()? } else { None };
+        let checked = (0..index.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+        Ok(OpenRun { id: meta.id, path: path.to_path_buf(), file, index, bloom, tombstones, op_map, map, checked })
     }
 
     /// Memory this open run holds (counted against the metadata budget).
@@ -170,6 +185,27 @@ impl OpenRun {
             Some(c) => c.get_or_load(self.id, h.offset, stats, load),
             None => load(),
         }
+    }
+
+    /// Data block `i` viewed in the mapping, checked the first time (no
+    /// system call, copy or block-cache entry); `None` if the run is not
+    /// mapped.
+    fn mapped_block(&self, i: usize, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
+        let Some(map) = &self.map else { return Ok(None) };
+        let h = self.index.handle(i);
+        let raw = usize::try_from(h.offset)
+            .ok()
+            .and_then(|at| map.get(at..at.checked_add(h.len as usize)?))
+            .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
+        stats.add(&stats.block_reads, 1);
+        stats.add(&stats.mapped_block_reads, 1);
+        let (word, bit) = (&self.checked[i / 64], 1u64 << (i % 64));
+        if word.load(Ordering::Relaxed) & bit != 0 {
+            return Ok(Some(BlockRef::trusted(raw)));
+        }
+        let block = BlockRef::check(raw).map_err(corrupt(&self.path, h.offset))?;
+        word.fetch_or(bit, Ordering::Relaxed);
+        Ok(Some(block))
     }
 
     /// Reads the filter line a lookup of `hash` will probe (see
@@ -202,7 +238,14 @@ impl OpenRun {
             }
             return Ok(false);
         }
-        let block = self.block(bi, Some(cache), stats)?;
+        let cached;
+        let block = match self.mapped_block(bi, stats)? {
+            Some(view) => view,
+            None => {
+                cached = self.block(bi, Some(cache), stats)?;
+                cached.view()
+            }
+        };
         let first = block.seek(key, Stamp { seq: u64::MAX, sub: u32::MAX });
         // The filter was right if any version of the key is here, even one
         // newer than this read.

@@ -1,0 +1,46 @@
+//! Read-only mappings of files that never change while mapped.
+
+/// The bytes of a whole file, mapped read-only: reads are memory loads
+/// (no system call, no copy). Only for files the engine never writes,
+/// truncates or renames over while the mapping lives (an index run once
+/// written); the mapping stays valid after the file is unlinked.
+pub struct Mapping {
+    map: memmap2::Mmap,
+}
+
+impl Mapping {
+    /// Maps `file` (its length now) read-only; `None` for an empty file,
+    /// which cannot be mapped.
+    pub(crate) fn of(file: &std::fs::File) -> std::io::Result<Option<Mapping>> {
+        if file.metadata()?.len() == 0 {
+            return Ok(None);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the mapping is read-only and private to this process, and
+        // `File::map` is documented as only for files the engine never
+        // modifies or truncates while mapped (run files are written, synced
+        // and renamed into place before any reader opens them, and deleted
+        // only by unlinking, which leaves a mapping valid). Another process
+        // truncating the file would make reads fault (SIGBUS): the store's
+        // directory is locked and such tampering is outside the contract,
+        // as for LMDB's map.
+        let map = unsafe { memmap2::MmapOptions::new().map(file)? };
+        // Point reads touch one block here and there: no readahead.
+        map.advise(memmap2::Advice::Random)?;
+        Ok(Some(Mapping { map }))
+    }
+}
+
+impl std::ops::Deref for Mapping {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping").field("len", &self.map.len()).finish()
+    }
+}
