@@ -80,11 +80,14 @@ impl Inner {
                 for (i, run) in runs.iter().enumerate() {
                     if may_hold(run) {
                         opens[i] = self.run_cache.peek(run);
-                        if let Some(o) = &opens[i] {
-                            touched ^= o.touch_filter(hash);
-                        }
                         candidates |= 1 << i;
                     }
+                }
+                // Apart from the peeks: their atomic operations are full
+                // barriers, which made each filter line's miss wait for the
+                // one before (a quarter of a get, in perf).
+                for o in opens.iter().flatten() {
+                    touched ^= o.touch_filter(hash);
                 }
                 std::hint::black_box(touched);
                 for (i, run) in runs.iter().enumerate() {
@@ -95,11 +98,12 @@ impl Inner {
             } else {
                 let mut candidates = Vec::with_capacity(runs.len());
                 for run in runs.iter().filter(|r| may_hold(r)) {
-                    let open = self.run_cache.peek(run);
-                    if let Some(o) = &open {
+                    candidates.push((run, self.run_cache.peek(run)));
+                }
+                for (_, o) in &candidates {
+                    if let Some(o) = o {
                         touched ^= o.touch_filter(hash);
                     }
-                    candidates.push((run, open));
                 }
                 std::hint::black_box(touched);
                 for (run, open) in candidates {
