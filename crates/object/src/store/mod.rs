@@ -260,7 +260,7 @@ impl Store {
             }
         })?;
         let log = Arc::new(log);
-        let apply_order = Arc::new(ApplyOrder::new(log.last_lsn()));
+        let apply_order = Arc::new(ApplyOrder::new());
         // Nothing else has set it: this open made the slot.
         let _ = log_slot.set((log.clone(), apply_order.clone()));
         let background = options.background_checkpoints;
@@ -345,8 +345,7 @@ impl Store {
     pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<FileRef>, durability: Durability) -> Result<u64> {
         let record = payload::encode_batch(batch);
         let gate = self.append_gate.read();
-        let lsn = self.log.append_buffered_with(record, deps)?;
-        self.apply_order.apply(&self.log, &self.index, &self.meta_cache, lsn, batch)?;
+        let lsn = self.apply_order.append_and_apply(&self.log, &self.index, &self.meta_cache, (record, deps), batch)?;
         drop(gate);
         if let Some(observer) = self.observer.read().clone() {
             let changes = observe::changes(batch);
