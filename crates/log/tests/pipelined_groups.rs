@@ -98,9 +98,12 @@ fn on_disk(image: &SimStorage, needle: &[u8]) -> bool {
     })
 }
 
-#[test]
-fn a_later_group_on_disk_without_the_one_before_is_never_replayed() {
-    let sim = SimStorage::new(71);
+type Appending = std::thread::JoinHandle<larder_log::Result<Lsn>>;
+
+/// A log on `sim` holding LSNs 1-3, then LSN 4's group held at its write
+/// while LSN 5's group is written and synced past it. Returns the log, the
+/// gate, and the two appending threads (4's, then 5's).
+fn overtaken(sim: &SimStorage) -> (Arc<Log>, Arc<Gate>, Appending, Appending) {
     let gate = Arc::new(Gate::default());
     let storage = Hooked { inner: sim.clone(), hooks: gate.clone() }.storage();
     let (log, _) = open_on(storage, options(2), 0).unwrap();
@@ -109,17 +112,22 @@ fn a_later_group_on_disk_without_the_one_before_is_never_replayed() {
     }
     let log = Arc::new(log);
     gate.state.lock().unwrap().armed = true;
-    let first = std::thread::spawn({
+    let append = |l: Lsn| {
         let log = log.clone();
-        move || log.append(payload(4))
-    });
+        std::thread::spawn(move || log.append(payload(l)))
+    };
+    let first = append(4);
     gate.wait_for("the group of LSN 4 reaches its write", |st| st.holding);
-    let second = std::thread::spawn({
-        let log = log.clone();
-        move || log.append(payload(5))
-    });
+    let second = append(5);
     // With one group at a time this never happens: LSN 5 would wait.
     gate.wait_for("the group of LSN 5 is written and synced past it", |st| st.syncs_past >= 1);
+    (log, gate, first, second)
+}
+
+#[test]
+fn a_later_group_on_disk_without_the_one_before_is_never_replayed() {
+    let sim = SimStorage::new(71);
+    let (log, gate, first, second) = overtaken(&sim);
     assert_eq!(log.durable_lsn(), 3, "LSN 5 must not be acknowledged before LSN 4");
     assert_eq!(log.stats().overlapped_groups, 1);
 
@@ -234,24 +242,7 @@ fn concurrent_appends_survive_a_crash_at_sampled_writes() {
 #[test]
 fn a_replay_stop_before_a_group_an_overlapping_one_followed_ends_the_log_there() {
     let sim = SimStorage::new(72);
-    let gate = Arc::new(Gate::default());
-    let storage = Hooked { inner: sim.clone(), hooks: gate.clone() }.storage();
-    let (log, _) = open_on(storage, options(2), 0).unwrap();
-    for l in 1..=3 {
-        assert_eq!(log.append(payload(l)).unwrap(), l);
-    }
-    let log = Arc::new(log);
-    gate.state.lock().unwrap().armed = true;
-    let first = std::thread::spawn({
-        let log = log.clone();
-        move || log.append(payload(4))
-    });
-    gate.wait_for("the group of LSN 4 reaches its write", |st| st.holding);
-    let second = std::thread::spawn({
-        let log = log.clone();
-        move || log.append(payload(5))
-    });
-    gate.wait_for("the group of LSN 5 is written and synced past it", |st| st.syncs_past >= 1);
+    let (log, gate, first, second) = overtaken(&sim);
     {
         let mut st = gate.state.lock().unwrap();
         st.released = true;
