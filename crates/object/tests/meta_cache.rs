@@ -1,7 +1,8 @@
 //! The metadata cache: a small commit writes its onode and dentry values
 //! through, so reading back what was just written is a hit, and the value
 //! read is the latest (a later commit replaces it, a delete caches the
-//! absence); a value only a merge can give is read from the index.
+//! absence); an entry-count operand is folded into a cached directory
+//! onode, and one on an uncached onode leaves the value to the index.
 
 #![allow(clippy::unwrap_used)]
 
@@ -36,17 +37,32 @@ fn small_commits_write_through_and_stay_coherent() {
 }
 
 #[test]
-fn a_merge_operand_leaves_the_value_to_the_index() {
+fn an_entry_count_operand_is_folded_into_the_cached_onode() {
     let sim = SimStorage::new(10);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
     let dir = store.create_object(Kind::Directory, 0o755, 0, 0, Durability::Buffered).unwrap();
     let entries = |s: &Store| s.stat(dir).unwrap().unwrap().dir.unwrap().entries;
     assert_eq!(entries(&store), 0);
-    // A transaction that only counts an entry writes a merge operand.
-    store.transact(&[dir], Durability::Buffered, |txn| txn.change_dir(dir, DirDelta { entries: 1, links: 0 })).unwrap();
+    // A transaction that only counts an entry writes a merge operand: with
+    // the directory's onode cached, the cache applies it too.
+    for n in 1..=3 {
+        store
+            .transact(&[dir], Durability::Buffered, |txn| txn.change_dir(dir, DirDelta { entries: 1, links: 0 }))
+            .unwrap();
+        let (hits, _, _) = store.meta_cache_stats();
+        assert_eq!(entries(&store), n, "the operand is folded in");
+        assert_eq!(store.meta_cache_stats().0, hits + 1, "the folded onode was served from the cache");
+    }
+    // After a reopen nothing is cached: the operand goes to the index
+    // alone, and the read folds it there.
+    store.close().unwrap();
+    let store = Store::open(storage(&sim), Path::new(DIR), common::deterministic()).unwrap();
+    store
+        .transact(&[dir], Durability::Buffered, |txn| txn.change_dir(dir, DirDelta { entries: -2, links: 0 }))
+        .unwrap();
     let (hits, _, _) = store.meta_cache_stats();
-    assert_eq!(entries(&store), 1, "the operand is folded in");
-    assert_eq!(store.meta_cache_stats().0, hits, "the operand's onode was not served from the cache");
+    assert_eq!(entries(&store), 1);
+    assert_eq!(store.meta_cache_stats().0, hits, "an operand on an uncached onode leaves it to the index");
     assert_eq!(entries(&store), 1);
     assert_eq!(store.meta_cache_stats().0, hits + 1, "then it is cached");
 }

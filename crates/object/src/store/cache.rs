@@ -9,7 +9,10 @@
 //! are written into the cache, under the gate, before readers may insert
 //! again, so the next read of what a transaction just wrote (a create
 //! reads its directory's onode, which the previous create rewrote) is a
-//! hit rather than a memtable search. Batches enter
+//! hit rather than a memtable search. A directory's entry-count operand is
+//! written through too when the onode it applies to was cached: the cache
+//! applies it to that value, as a read of the index would (otherwise the
+//! next create in the directory folded the operands from the memtable). Batches enter
 //! the index one at a time, and the epoch works like a seqlock: odd while a
 //! batch is going in (from just before its keys are dropped until it is in
 //! the index), bumped under a gate that readers hold while they check and
@@ -33,7 +36,8 @@ use quick_cache::Weighter;
 
 use std::sync::OnceLock;
 
-use crate::meta::{map_prefix, DataLocation, Map, MetaLimits, Onode};
+use crate::meta::{map_prefix, DataLocation, DirEntriesOperator, Map, MetaLimits, Onode};
+use larder_index::MergeOperator;
 
 /// A cached value: `None` caches that the key is absent.
 pub(crate) type Cached = Option<Arc<MetaValue>>;
@@ -210,6 +214,13 @@ pub(crate) struct MetaCache {
     /// a time, so one flag suffices).
     ns_changing: std::sync::atomic::AtomicBool,
     gate: parking_lot::RwLock<()>,
+    /// Cached values of the keys the batch going in merges into, taken
+    /// when `invalidate` dropped them: `settle` applies the operands to
+    /// them (a create adds an entry-count operand to its directory's
+    /// onode, which the next create in the directory reads).
+    merge_bases: parking_lot::Mutex<Vec<(Vec<u8>, Cached)>>,
+    /// The operator those operands are for.
+    dir_entries: Option<DirEntriesOperator>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -220,8 +231,9 @@ fn cacheable(key: &[u8]) -> bool {
 }
 
 impl MetaCache {
-    /// A cache of `capacity_bytes` (0: no cache), an eighth of it for paths.
-    pub(crate) fn new(capacity_bytes: usize) -> Self {
+    /// A cache of `capacity_bytes` (0: no cache), an eighth of it for
+    /// paths; `dir_entries` applies entry-count operands written through.
+    pub(crate) fn new(capacity_bytes: usize, dir_entries: Option<DirEntriesOperator>) -> Self {
         let paths_bytes = capacity_bytes / PATH_SHARE;
         let meta_bytes = capacity_bytes - paths_bytes;
         let cache = (meta_bytes > 0)
@@ -235,6 +247,8 @@ impl MetaCache {
             ns_epoch: AtomicU64::new(0),
             ns_changing: std::sync::atomic::AtomicBool::new(false),
             gate: parking_lot::RwLock::new(()),
+            merge_bases: parking_lot::Mutex::new(Vec::new()),
+            dir_entries,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -314,11 +328,20 @@ impl MetaCache {
                 self.ns_changing.store(true, Ordering::Relaxed);
             }
         }
+        let mut bases = self.merge_bases.lock();
+        bases.clear();
         for op in batch.iter() {
             match op {
-                BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => {
+                BatchOp::Put { key, .. } | BatchOp::Delete { key } => {
                     if cacheable(key) {
                         cache.remove(key);
+                    }
+                }
+                BatchOp::Merge { key, .. } => {
+                    if cacheable(key) {
+                        if let Some((_, base)) = cache.remove(key) {
+                            bases.push((key.to_vec(), base));
+                        }
                     }
                 }
                 BatchOp::DeleteRange { .. } => cache.clear(),
@@ -332,8 +355,9 @@ impl MetaCache {
     pub(crate) fn settle(&self, written: Option<&WriteBatch>) {
         if let Some(cache) = self.cache.as_ref() {
             let _gate = self.gate.write();
+            let bases = std::mem::take(&mut *self.merge_bases.lock());
             if let Some(batch) = written {
-                write_through(cache, batch);
+                write_through(cache, batch, &bases, self.dir_entries.as_ref());
             }
             self.epoch.fetch_add(1, Ordering::AcqRel);
             if self.ns_changing.swap(false, Ordering::Relaxed) {
@@ -350,19 +374,40 @@ impl MetaCache {
 }
 
 /// Writes what a small batch leaves in the index for cacheable keys: the
-/// last operation on a key decides; a key whose last operation is a merge
-/// operand stays uncached (its value needs a read), and a range delete
+/// last operation on a key decides. A merge operand for `dir_entries` is
+/// applied to the key's value if it is known (put earlier in the batch, or
+/// cached before it, in `bases`); any other operand, or one on an unknown
+/// value, leaves the key uncached (its value needs a read). A range delete
 /// leaves everything uncached (`invalidate` cleared the cache).
-fn write_through(cache: &Cache<CacheKey, Cached, EntryWeighter>, batch: &WriteBatch) {
+fn write_through(
+    cache: &Cache<CacheKey, Cached, EntryWeighter>,
+    batch: &WriteBatch,
+    bases: &[(Vec<u8>, Cached)],
+    dir_entries: Option<&DirEntriesOperator>,
+) {
     if batch.len() > WRITE_THROUGH_OPS {
         return;
     }
+    // Per key: Some(value) when known after the batch, None when not.
     let mut last: Vec<(&[u8], Option<Cached>)> = Vec::with_capacity(batch.len());
     for op in batch.iter() {
         let (key, value) = match op {
             BatchOp::Put { key, value } => (key, Some(Some(Arc::new(MetaValue::new(value.to_vec()))))),
             BatchOp::Delete { key } => (key, Some(None)),
-            BatchOp::Merge { key, .. } => (key, None),
+            BatchOp::Merge { operator, key, operand } => {
+                let before = match last.iter().find(|(k, _)| *k == key) {
+                    Some((_, known)) => known.clone(),
+                    None => bases.iter().find(|(k, _)| k.as_slice() == key).map(|(_, v)| v.clone()),
+                };
+                let merged = match (before, dir_entries) {
+                    (Some(base), Some(op)) if operator == op.name() => op
+                        .full_merge(key, base.as_deref().map(|v| &**v), &[operand])
+                        .ok()
+                        .map(|v| v.map(|v| Arc::new(MetaValue::new(v)))),
+                    _ => None,
+                };
+                (key, merged)
+            }
             BatchOp::DeleteRange { .. } => return,
         };
         if !cacheable(key) {

@@ -223,7 +223,8 @@ impl Store {
         log_options.segment_bytes = loaded.superblock.options.log_segment_bytes;
         // An eighth of the metadata budget holds decoded extent maps.
         let extent_bytes = options.meta_cache_bytes / 8;
-        let meta_cache = Arc::new(MetaCache::new(options.meta_cache_bytes - extent_bytes));
+        let meta_cache =
+            Arc::new(MetaCache::new(options.meta_cache_bytes - extent_bytes, Some(DirEntriesOperator::new(limits))));
         let extent_cache = crate::objects::ExtentCache::new(extent_bytes);
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
