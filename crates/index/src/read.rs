@@ -14,8 +14,8 @@ use crate::run::iter::RunIter;
 use crate::run::reader::OpenRun;
 use crate::version::SuperVersion;
 
-/// Runs whose candidates a point read keeps on the stack (more fall back
-/// to a vector).
+/// Runs whose candidates a point read keeps on the stack at a time (more
+/// are taken in further chunks).
 const STACK_RUNS: usize = 16;
 
 impl Inner {
@@ -57,10 +57,9 @@ impl Inner {
         if !done {
             // Start loading the filter line of every open run that may hold
             // the key before probing any: the lines then miss the cache in
-            // parallel. Runs not open now are opened only if reached. Up to
-            // STACK_RUNS runs, the candidates live on the stack (an
-            // allocation per get was a few percent of a cached one).
-            let runs = &sv.version.runs;
+            // parallel. Runs not open now are opened only if reached. The
+            // candidates live on the stack (an allocation per get was a few
+            // percent of a cached one).
             let mut probe = |run: &Arc<RunHandle>, open: Option<Arc<OpenRun>>| -> Result<bool> {
                 let open = match open {
                     Some(o) => o,
@@ -73,11 +72,11 @@ impl Inner {
                 Ok(absorb(&mut scratch, covering, &mut collected))
             };
             let may_hold = |run: &RunHandle| key >= run.meta.min_key.as_slice() && key <= run.meta.max_key.as_slice();
-            let mut touched = 0u8;
-            if runs.len() <= STACK_RUNS {
+            // A chunk of STACK_RUNS runs at a time, newest first.
+            'chunks: for chunk in sv.version.runs.chunks(STACK_RUNS) {
                 let mut opens: [Option<Arc<OpenRun>>; STACK_RUNS] = Default::default();
                 let mut candidates = 0u32;
-                for (i, run) in runs.iter().enumerate() {
+                for (i, run) in chunk.iter().enumerate() {
                     if may_hold(run) {
                         opens[i] = self.run_cache.peek(run);
                         candidates |= 1 << i;
@@ -86,29 +85,11 @@ impl Inner {
                 // Apart from the peeks: their atomic operations are full
                 // barriers, which made each filter line's miss wait for the
                 // one before (a quarter of a get, in perf).
-                for o in opens.iter().flatten() {
-                    touched ^= o.touch_filter(hash);
-                }
+                let touched = opens.iter().flatten().fold(0u8, |t, o| t ^ o.touch_filter(hash));
                 std::hint::black_box(touched);
-                for (i, run) in runs.iter().enumerate() {
+                for (i, run) in chunk.iter().enumerate() {
                     if candidates & (1 << i) != 0 && probe(run, opens[i].take())? {
-                        break;
-                    }
-                }
-            } else {
-                let mut candidates = Vec::with_capacity(runs.len());
-                for run in runs.iter().filter(|r| may_hold(r)) {
-                    candidates.push((run, self.run_cache.peek(run)));
-                }
-                for (_, o) in &candidates {
-                    if let Some(o) = o {
-                        touched ^= o.touch_filter(hash);
-                    }
-                }
-                std::hint::black_box(touched);
-                for (run, open) in candidates {
-                    if probe(run, open)? {
-                        break;
+                        break 'chunks;
                     }
                 }
             }
