@@ -86,7 +86,7 @@ pub(crate) struct Syncer {
 pub(crate) struct Flight {
     /// Its last record's LSN: the durable LSN once it is published.
     pub last_lsn: Lsn,
-    /// Its records.
+    /// How many records it holds.
     pub count: usize,
     /// Written and synced (with its dependency files).
     pub finished: bool,

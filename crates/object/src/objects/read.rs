@@ -97,47 +97,42 @@ impl Store {
     /// allocation once `out` has room. Checked as [`Store::read`] checks.
     pub fn read_to_end_into(&self, object: u64, out: &mut Vec<u8>) -> Result<bool> {
         let Some(meta) = self.get_meta(&onode_key(object))? else { return Ok(false) };
+        // An inline object is wholly in its onode: the cached one will do.
         if let Some(bytes) = meta.inline_bytes(&self.limits())? {
             out.clear();
             out.extend_from_slice(bytes);
             return Ok(true);
         }
-        match self.read_to_end(object)? {
-            Some(v) => {
-                *out = v;
+        let (snapshot, _guard) = self.read_view()?;
+        let limits = self.limits();
+        let onode = match snapshot.get(&onode_key(object))? {
+            Some(v) => Onode::decode(&v, &limits)?,
+            None => return Ok(false),
+        };
+        match onode.location {
+            DataLocation::Inline(bytes) => {
+                *out = bytes;
                 Ok(true)
             }
-            None => Ok(false),
+            DataLocation::Extents => {
+                // Into a buffer of its own: a failed read leaves `out` alone.
+                let mut data = vec![0u8; to_usize(onode.size)];
+                let entries = self.extent_map(&snapshot, object, &onode, (0, onode.size), &limits)?;
+                copy_from_entries(self.space(), object, &entries, 0, &mut data)?;
+                *out = data;
+                Ok(true)
+            }
+            DataLocation::OwnFile { file } => {
+                Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") })
+            }
         }
     }
 
     /// The whole of `object` as of one snapshot, or `None` if it does not
     /// exist. Checked as [`Store::read`] checks.
     pub fn read_to_end(&self, object: u64) -> Result<Option<Vec<u8>>> {
-        // An inline object is wholly in its onode: the cached one will do.
-        match self.stat(object)? {
-            None => return Ok(None),
-            Some(Onode { location: DataLocation::Inline(bytes), .. }) => return Ok(Some(bytes)),
-            Some(_) => {}
-        }
-        let (snapshot, _guard) = self.read_view()?;
-        let limits = self.limits();
-        let onode = match snapshot.get(&onode_key(object))? {
-            Some(v) => Onode::decode(&v, &limits)?,
-            None => return Ok(None),
-        };
-        match onode.location {
-            DataLocation::Inline(bytes) => Ok(Some(bytes)),
-            DataLocation::Extents => {
-                let mut out = vec![0u8; to_usize(onode.size)];
-                let entries = self.extent_map(&snapshot, object, &onode, (0, onode.size), &limits)?;
-                copy_from_entries(self.space(), object, &entries, 0, &mut out)?;
-                Ok(Some(out))
-            }
-            DataLocation::OwnFile { file } => {
-                Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") })
-            }
-        }
+        let mut out = Vec::new();
+        Ok(self.read_to_end_into(object, &mut out)?.then_some(out))
     }
 
     /// The entries of extent-mapped `object` (whose onode at `snapshot` is
