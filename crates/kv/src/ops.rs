@@ -6,7 +6,7 @@ use larder_object::{Durability, LockRequest, Store, Transaction};
 
 use crate::error::Result;
 use crate::key::Key;
-use crate::plan::{leaf_is_a_level, walk, with_plans, Plan, PlanKind, TxnError};
+use crate::plan::{leaf_is_a_level, walk, walk_chain, with_plans, Plan, PlanKind, TxnError};
 use crate::Kv;
 
 /// Permission bits of objects the KV API creates.
@@ -212,22 +212,28 @@ pub(crate) fn delete_in(
     plan: &Plan,
     key: &Key,
 ) -> std::result::Result<Option<Removed>, TxnError> {
-    let Some(dir) = walk(txn, plan, key, None)? else { return Ok(None) };
+    let Some(chain) = walk_chain(txn, plan, key, None)? else { return Ok(None) };
+    let dir = chain[chain.len() - 1];
     match txn.lookup(dir, key.leaf())? {
         Some(d) if d.kind != Kind::Directory => {
             let u = txn.unlink(dir, key.leaf(), d.child, false)?;
-            prune_in(txn, plan, key)?;
+            prune_in(txn, &chain, key)?;
             Ok(Some(Removed { object: d.child, orphaned: u.orphaned }))
         }
         _ => Ok(None),
     }
 }
 
-/// Removes the levels the plan expected the delete to empty, deepest
-/// first, as long as they are empty now (a put may have filled one).
-fn prune_in(txn: &mut Transaction<'_>, plan: &Plan, key: &Key) -> std::result::Result<(), TxnError> {
-    for (depth, &(parent, dir)) in (0..plan.depth).rev().zip(&plan.prune) {
-        if !remove_if_empty(txn, parent, &key.dirs()[depth], dir)? {
+/// Removes the levels of `chain` (the bucket down to the leaf's directory)
+/// the delete left empty, deepest first, while the transaction holds them:
+/// those its plan expected to empty (and locked), and those it created
+/// itself (an earlier put of the same batch), so a later put of the batch
+/// finds the name free, as after separate calls. A level a put filled
+/// meanwhile stays.
+fn prune_in(txn: &mut Transaction<'_>, chain: &[u64], key: &Key) -> std::result::Result<(), TxnError> {
+    for depth in (1..chain.len()).rev() {
+        let (parent, dir, name) = (chain[depth - 1], chain[depth], &key.dirs()[depth - 1]);
+        if !txn.holds_entry(parent, name, dir) || !remove_if_empty(txn, parent, name, dir)? {
             break;
         }
     }

@@ -164,6 +164,17 @@ pub(crate) fn walk(
     key: &Key,
     create: Option<(u32, u32)>,
 ) -> std::result::Result<Option<u64>, TxnError> {
+    Ok(walk_chain(txn, plan, key, create)?.and_then(|chain| chain.last().copied()))
+}
+
+/// [`walk`], returning every level from the bucket down to the leaf's
+/// directory.
+pub(crate) fn walk_chain(
+    txn: &mut Transaction<'_>,
+    plan: &Plan,
+    key: &Key,
+    create: Option<(u32, u32)>,
+) -> std::result::Result<Option<Vec<u64>>, TxnError> {
     // The plan's directory may have been removed (emptied by a delete)
     // before the locks were taken; a removed directory never comes back.
     let (mut dir, mut depth) = (plan.dir, plan.depth);
@@ -178,6 +189,7 @@ pub(crate) fn walk(
         depth -= 1;
         dir = plan.chain[depth];
     }
+    let mut chain = plan.chain[..=depth].to_vec();
     for (i, part) in key.dirs().iter().enumerate().skip(depth) {
         dir = match txn.lookup(dir, part)? {
             Some(d) if d.kind == Kind::Directory => d.child,
@@ -188,8 +200,9 @@ pub(crate) fn walk(
                 None => return Ok(None),
             },
         };
+        chain.push(dir);
     }
-    Ok(Some(dir))
+    Ok(Some(chain))
 }
 
 /// Whether the plan's level at `depth` still exists: its parent still

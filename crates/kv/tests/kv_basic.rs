@@ -138,6 +138,24 @@ fn batches_apply_all_or_nothing() {
 }
 
 #[test]
+fn a_batch_sees_levels_its_own_deletes_emptied_as_removed() {
+    // The levels a/b are created and emptied inside one batch: as after
+    // separate calls, they are gone, so a later put may use "a" as a key.
+    let sim = SimStorage::new(7);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    kv.put("b", "k/l/m", b"0", Durable).unwrap();
+    let mut batch = KvBatch::new();
+    batch.put("a/b/d", "1").delete("a/b/d").put("a", "2");
+    batch.delete("k/l/m").put("k", "3");
+    kv.write_batch("b", &batch, Durable).unwrap();
+    assert_eq!(keys(&kv, "b", b""), ["a", "k"]);
+    assert_eq!(kv.get("b", "a").unwrap().as_deref(), Some(&b"2"[..]));
+    let bucket = list::lookup(kv.store(), ROOT_ID, &"b".try_into().unwrap()).unwrap().unwrap().child;
+    assert_eq!(kv.store().stat(bucket).unwrap().unwrap().dir.unwrap().entries, 2);
+}
+
+#[test]
 fn values_survive_reopen() {
     let sim = SimStorage::new(7);
     let kv = common::create(&sim);

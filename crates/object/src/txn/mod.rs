@@ -205,6 +205,13 @@ impl<'a> Transaction<'a> {
         Ok(())
     }
 
+    /// Whether this transaction may remove `object`, named `name` in `dir`:
+    /// it holds the object exclusively (a lock, or created here) and the
+    /// name (its name lock, or `dir` exclusively).
+    pub fn holds_entry(&self, dir: u64, name: &Name, object: u64) -> bool {
+        self.check_locked(object).is_ok() && self.check_name(dir, name).is_ok()
+    }
+
     /// Refuses unless `object` is held, shared or exclusively.
     fn check_held(&self, object: u64) -> Result<()> {
         if self.shared.binary_search(&object).is_err() {
