@@ -131,6 +131,10 @@ impl Storage for CheckedStorage {
     fn available_bytes(&self, path: &Path) -> IoResult<u64> {
         self.inner.available_bytes(path)
     }
+
+    fn shares_flush(&self, synced: &Path, written: &Path) -> IoResult<bool> {
+        self.inner.shares_flush(synced, written)
+    }
 }
 
 /// A file opened through [`CheckedStorage`], sharing its latch.
@@ -176,6 +180,22 @@ impl File for CheckedFile {
 
     fn map(&self) -> IoResult<Option<Arc<crate::Mapping>>> {
         self.inner.map()
+    }
+
+    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
+        self.inner.is_written(offset, len)
+    }
+
+    fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.latch.on_sync(self.inner.start_write_back(offset, len))
+    }
+
+    /// A failed write-back latches like a failed sync: the kernel may have
+    /// dropped the pages that failed.
+    fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.latch.on_sync(self.inner.write_back(offset, len))
     }
 
     fn path(&self) -> &Path {

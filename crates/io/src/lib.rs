@@ -21,7 +21,11 @@
 //! reaching disk in any order; bytes outside a write's range never change; a
 //! create, rename or remove is durable only after its directory is synced; a
 //! failed sync may have dropped the file's dirty pages while a later sync
-//! reports success.
+//! reports success. One addition: a write over blocks already written (no
+//! hole, inside the synced length) that was written back
+//! (`File::write_back`, sync_file_range) is durable once a later sync of any
+//! file returns, as that sync flushes the device cache (real backend: only
+//! where `Storage::shares_flush` says so).
 
 mod checked;
 pub mod codec;
@@ -30,6 +34,7 @@ mod mapping;
 mod real;
 pub mod sim;
 mod storage;
+mod write_back;
 
 pub use checked::CheckedStorage;
 pub use error::{IoError, IoResult};

@@ -103,6 +103,23 @@ impl Storage for RealStorage {
         Ok(st.f_bavail.saturating_mul(st.f_frsize))
     }
 
+    /// Only on one device, and only for file systems whose fdatasync
+    /// flushes the device cache even when the file had nothing to write
+    /// (ext4 and XFS do: a journal commit with a flush, or an explicit
+    /// flush when no commit was needed).
+    fn shares_flush(&self, synced: &Path, written: &Path) -> IoResult<bool> {
+        const EXT4_SUPER_MAGIC: u64 = 0xEF53;
+        const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
+        let (a, b) = (stat_path(synced)?, stat_path(written)?);
+        if a.st_dev != b.st_dev {
+            return Ok(false);
+        }
+        let fs = rustix::fs::statfs(written).map_err(|e| IoError::os("statfs", written, e.into()))?;
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let magic = u64::try_from(fs.f_type as i64).unwrap_or(0);
+        Ok(magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC)
+    }
+
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -174,4 +191,34 @@ impl File for RealFile {
         let mapped = crate::Mapping::of(&self.file).map_err(|e| IoError::os("map", &self.path, e))?;
         Ok(mapped.map(Arc::new))
     }
+
+    /// The next hole at or after `offset` (SEEK_HOLE) lies at or past the
+    /// range's end. A hole punched and not yet rewritten, or rewritten but
+    /// not yet synced, is a hole here (such pages are allocated only at
+    /// writeback, which is metadata); containers are zero-filled by writes
+    /// and never fallocated, so no unwritten extents stand for data.
+    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
+        let end = offset.saturating_add(len);
+        if end > self.len()? {
+            return Ok(false);
+        }
+        match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Hole(offset)) {
+            Ok(hole) => Ok(hole >= end),
+            Err(e) => Err(IoError::os("seek_hole", &self.path, e.into())),
+        }
+    }
+
+    fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        crate::write_back::sync_file_range(&self.file, offset, len, false)
+            .map_err(|e| IoError::os("write_back", &self.path, e))
+    }
+
+    fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        crate::write_back::sync_file_range(&self.file, offset, len, true)
+            .map_err(|e| IoError::os("write_back", &self.path, e))
+    }
+}
+
+fn stat_path(path: &Path) -> IoResult<rustix::fs::Stat> {
+    rustix::fs::stat(path).map_err(|e| IoError::os("stat", path, e.into()))
 }

@@ -69,6 +69,31 @@ pub trait File: Send + Sync + std::fmt::Debug {
     fn map(&self) -> IoResult<Option<Arc<crate::Mapping>>> {
         Ok(None)
     }
+    /// Whether every byte of `[offset, offset + len)` lies on blocks that
+    /// are allocated and written on disk (no hole): overwriting it changes
+    /// no file metadata, so [`File::write_back`] plus a device flush makes
+    /// the new bytes durable. `false` when unknown (the default).
+    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
+        let _ = (offset, len);
+        Ok(false)
+    }
+    /// Starts writing the range's dirty pages to the device, without
+    /// waiting (sync_file_range WRITE). A hint: the default does nothing.
+    fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+    /// Writes the range's dirty pages to the device and waits for them,
+    /// without flushing the device's cache or writing metadata
+    /// (sync_file_range WAIT_BEFORE | WRITE | WAIT_AFTER). The bytes are
+    /// durable only after a later sync on a storage that
+    /// [`Storage::shares_flush`] says flushes them, and only where
+    /// [`File::is_written`] held before they were written. The default
+    /// syncs the whole file, which is always enough.
+    fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        let _ = (offset, len);
+        self.sync_data()
+    }
 }
 
 /// A held exclusive lock on a file; released when dropped (or when the
@@ -105,6 +130,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn available_bytes(&self, path: &Path) -> IoResult<u64> {
         let _ = path;
         Ok(u64::MAX)
+    }
+    /// Whether a [`File::sync_data`] of any file under `synced` flushes the
+    /// device cache that [`File::write_back`] of files under `written` wrote
+    /// to, so written-back bytes (on written blocks) are durable once such a
+    /// sync that started after the write-back returned. The default says
+    /// no: write-backs are then never relied on.
+    fn shares_flush(&self, synced: &Path, written: &Path) -> IoResult<bool> {
+        let _ = (synced, written);
+        Ok(false)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::state::{sector_pieces, write_into, FileData, FileId, FileOp, State};
+use super::state::{add_range, op_range, sector_pieces, write_into, FileData, FileId, FileOp, State};
 
 /// How a crash treats operations that were not yet synced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -74,10 +74,20 @@ pub(super) fn crash(state: &mut State, mode: CrashMode) -> State {
     for id in survivors {
         let Some(file) = state.files.get(&id) else { continue };
         let mut image = file.durable.clone();
-        for op in &file.pending {
+        // Written-back writes are older than the pending ops they overlap.
+        let mut holes = file.holes.clone();
+        for op in file.written_back.iter().chain(&file.pending) {
             apply_pending(op, &mut image, mode, &mut next.rng);
+            // Whatever the crash kept, a range an unsynced op touched other
+            // than by a plain overwrite may be on no written block.
+            if !matches!(op, FileOp::Write { .. }) {
+                let (start, end) = op_range(op);
+                add_range(&mut holes, start, end.min(image.len() as u64));
+            }
         }
-        next.files.insert(id, FileData { live: image.clone(), durable: image, pending: Vec::new() });
+        let durable_len = file.durable.len() as u64;
+        add_range(&mut holes, durable_len, image.len() as u64);
+        next.files.insert(id, FileData::settled(image, holes));
     }
     // Keep the old machine's stream moving too, so a second crash of the
     // same pre-crash state draws a different image.

@@ -15,6 +15,8 @@ pub enum SimOp {
     Write,
     /// `File::sync_data`.
     SyncData,
+    /// `File::write_back`.
+    WriteBack,
     /// `Storage::sync_dir`.
     SyncDir,
     /// `Storage::open` (with or without create).
@@ -38,6 +40,7 @@ impl SimOp {
             SimOp::Read => "read",
             SimOp::Write => "write",
             SimOp::SyncData => "sync",
+            SimOp::WriteBack => "write_back",
             SimOp::SyncDir => "sync_dir",
             SimOp::Open => "open",
             SimOp::Rename => "rename",

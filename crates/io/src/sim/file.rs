@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::faults::{fault_error, flip_bit, short_len, SimFault, SimOp};
-use super::state::{check_range, is_implicit_dir, is_root, parent_of, FileData, FileId, FileOp, NsOp, State};
+use super::state::{check_range, is_implicit_dir, is_root, op_range, parent_of, FileData, FileId, FileOp, NsOp, State};
 use super::SimStorage;
 use crate::error::{IoError, IoResult};
 use crate::real::check_same_dir;
@@ -199,6 +199,11 @@ impl Storage for SimStorage {
         }
         Ok(Box::new(SimLock { state: Arc::clone(&self.state), path: path.to_path_buf() }))
     }
+
+    /// The simulated machine is one device: every sync flushes it.
+    fn shares_flush(&self, _synced: &Path, _written: &Path) -> IoResult<bool> {
+        Ok(true)
+    }
 }
 
 impl SimFile {
@@ -291,11 +296,68 @@ impl File for SimFile {
             tracing::debug!(path = %self.path.display(), dropped = pending.len(), "injected sync failure");
             return Err(fault_error(fault, SimOp::SyncData, &self.path));
         }
+        // The flush a sync issues covers every file's written-back writes,
+        // which are older than this file's pending ops they overlap.
+        st.flush_written_back();
+        let file = st.file_mut(self.id, &self.path)?;
         for op in &pending {
-            op.apply(&mut file.durable);
+            file.settle(op);
         }
         st.counters.syncs += 1;
         st.note_sync();
+        Ok(())
+    }
+
+    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
+        let st = self.state.lock();
+        st.check_alive()?;
+        Ok(st.file(self.id, &self.path)?.is_written(offset, offset.saturating_add(len)))
+    }
+
+    /// Moves the range's pending writes that land on written blocks, and
+    /// that no other pending op overlaps, to the written-back list (made
+    /// durable by the next sync of any file); others stay pending (as the
+    /// real call writes them too, but their blocks' metadata waits for a
+    /// sync of this file). A zero `len` means to the end of the file.
+    fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
+        let mut st = self.state.lock();
+        st.check_alive()?;
+        let fault = take(&mut st, SimOp::WriteBack, &[&self.path]);
+        let end = if len == 0 { u64::MAX } else { offset.saturating_add(len) };
+        let file = st.file_mut(self.id, &self.path)?;
+        let eligible: Vec<bool> = file
+            .pending
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let (s, e) = op_range(op);
+                matches!(op, FileOp::Write { .. })
+                    && offset <= s
+                    && e <= end
+                    && file.is_written(s, e)
+                    && file.pending.iter().enumerate().all(|(j, other)| {
+                        let (a, b) = op_range(other);
+                        i == j || !(a < e && s < b)
+                    })
+            })
+            .collect();
+        let mut moved = Vec::new();
+        let mut kept = Vec::new();
+        for (op, go) in std::mem::take(&mut file.pending).into_iter().zip(eligible) {
+            if go {
+                moved.push(op)
+            } else {
+                kept.push(op)
+            }
+        }
+        file.pending = kept;
+        if let Some(fault) = fault {
+            // Like a failed sync: the pages that failed are gone for good.
+            tracing::debug!(path = %self.path.display(), dropped = moved.len(), "injected write-back failure");
+            return Err(fault_error(fault, SimOp::WriteBack, &self.path));
+        }
+        file.written_back.extend(moved);
+        st.counters.write_backs += 1;
         Ok(())
     }
 

@@ -101,6 +101,8 @@ pub struct SimCounters {
     pub bytes_written: u64,
     /// Successful `sync_data` calls.
     pub syncs: u64,
+    /// Successful `write_back` calls.
+    pub write_backs: u64,
     /// Successful `sync_dir` calls.
     pub dir_syncs: u64,
     /// Successful `open` calls.

@@ -94,6 +94,109 @@ pub(super) struct FileData {
     pub(super) durable: Vec<u8>,
     /// Operations since the last sync, oldest first.
     pub(super) pending: Vec<FileOp>,
+    /// Writes written back to the device (`File::write_back`) but not yet
+    /// flushed: the next successful sync of any file makes them durable;
+    /// a crash before it keeps, drops or tears each, like pending ones.
+    pub(super) written_back: Vec<FileOp>,
+    /// Ranges of the durable image on no written block (punched, or grown
+    /// by `set_len` / `allocate`): writing there is metadata, which only a
+    /// sync of the file makes durable. Sorted, disjoint, half-open.
+    pub(super) holes: Vec<(u64, u64)>,
+}
+
+impl FileData {
+    /// A file whose durable image (`image`) is all it holds, with `holes`.
+    pub(super) fn settled(image: Vec<u8>, holes: Vec<(u64, u64)>) -> FileData {
+        FileData { live: image.clone(), durable: image, pending: Vec::new(), written_back: Vec::new(), holes }
+    }
+
+    /// Makes `op` durable: applies it to the durable image and tracks the
+    /// holes it makes or fills.
+    pub(super) fn settle(&mut self, op: &FileOp) {
+        let old_len = self.durable.len() as u64;
+        op.apply(&mut self.durable);
+        let new_len = self.durable.len() as u64;
+        match op {
+            FileOp::Write { offset, data } => {
+                add_range(&mut self.holes, old_len, *offset);
+                remove_range(&mut self.holes, *offset, offset + data.len() as u64);
+            }
+            FileOp::SetLen(_) | FileOp::Allocate { .. } => {
+                remove_range(&mut self.holes, new_len, u64::MAX);
+                add_range(&mut self.holes, old_len, new_len);
+            }
+            FileOp::PunchHole { offset, len } => add_range(&mut self.holes, *offset, (offset + len).min(new_len)),
+        }
+    }
+
+    /// Whether `[offset, end)` is on written blocks: inside the durable
+    /// length, on no durable hole, and touched by no pending operation
+    /// other than a write (a pending punch or resize is metadata).
+    pub(super) fn is_written(&self, offset: u64, end: u64) -> bool {
+        end <= self.durable.len() as u64
+            && !overlaps(&self.holes, offset, end)
+            && self.pending.iter().all(|op| match op {
+                FileOp::Write { .. } => true,
+                FileOp::SetLen(len) => *len >= end,
+                FileOp::Allocate { offset: o, len } | FileOp::PunchHole { offset: o, len } => {
+                    !(*o < end && offset < o + len)
+                }
+            })
+    }
+}
+
+/// The range an operation changes, for overlap checks (a resize: from its
+/// length on).
+pub(super) fn op_range(op: &FileOp) -> (u64, u64) {
+    match op {
+        FileOp::Write { offset, data } => (*offset, offset + data.len() as u64),
+        FileOp::SetLen(len) => (*len, u64::MAX),
+        FileOp::Allocate { offset, len } | FileOp::PunchHole { offset, len } => (*offset, offset + len),
+    }
+}
+
+/// Adds `[start, end)` to a sorted set of disjoint ranges.
+pub(super) fn add_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    let (mut s, mut e) = (start, end);
+    set.retain(|&(a, b)| {
+        if b < s || a > e {
+            return true;
+        }
+        s = s.min(a);
+        e = e.max(b);
+        false
+    });
+    let at = set.partition_point(|&(a, _)| a < s);
+    set.insert(at, (s, e));
+}
+
+/// Removes `[start, end)` from a sorted set of disjoint ranges.
+pub(super) fn remove_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    let mut out = Vec::with_capacity(set.len() + 1);
+    for &(a, b) in set.iter() {
+        if b <= start || a >= end {
+            out.push((a, b));
+            continue;
+        }
+        if a < start {
+            out.push((a, start));
+        }
+        if b > end {
+            out.push((end, b));
+        }
+    }
+    *set = out;
+}
+
+/// Whether `[start, end)` meets a range of the set.
+pub(super) fn overlaps(set: &[(u64, u64)], start: u64, end: u64) -> bool {
+    set.iter().any(|&(a, b)| a < end && start < b)
 }
 
 /// A namespace operation, queued on the directory that holds the name.
@@ -292,6 +395,16 @@ impl State {
             return Err(IoError::NoSpace { path: path.to_path_buf() });
         }
         Ok(())
+    }
+
+    /// The device cache flush every successful sync issues: every file's
+    /// written-back writes become durable.
+    pub(super) fn flush_written_back(&mut self) {
+        for file in self.files.values_mut() {
+            for op in std::mem::take(&mut file.written_back) {
+                file.settle(&op);
+            }
+        }
     }
 
     /// Resolves a live file name.

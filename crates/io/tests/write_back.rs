@@ -1,0 +1,130 @@
+//! Write-back without a sync (`File::write_back`): bytes overwriting
+//! written blocks are durable once any later sync (the device flush) has
+//! returned, and not before; bytes landing in a hole, past the durable end,
+//! or whose write-back failed are not made durable by another file's sync.
+//! `File::is_written` is checked on both backends.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use larder_io::sim::{CrashMode, SimFault, SimOp};
+use larder_io::{read_exact_at, write_all_at, OpenOptions, RealStorage, SimStorage, Storage};
+
+fn read_all(storage: &dyn Storage, path: &Path) -> Vec<u8> {
+    let file = storage.open(path, OpenOptions::READ).unwrap();
+    let mut buf = vec![0u8; file.len().unwrap() as usize];
+    read_exact_at(&*file, &mut buf, 0).unwrap();
+    buf
+}
+
+/// Creates `path` holding `len` bytes of `fill`, synced, its name synced.
+fn durable_file(sim: &dyn Storage, path: &Path, fill: u8, len: usize) {
+    let file = sim.open(path, OpenOptions::CREATE_NEW).unwrap();
+    write_all_at(&*file, &vec![fill; len], 0).unwrap();
+    file.sync_data().unwrap();
+    sim.sync_dir(path.parent().unwrap()).unwrap();
+}
+
+const DATA: &str = "/db/data";
+const LOG: &str = "/db/log";
+
+fn setup(seed: u64) -> SimStorage {
+    let sim = SimStorage::new(seed);
+    durable_file(&sim, Path::new(DATA), 0, 8192);
+    durable_file(&sim, Path::new(LOG), 0, 4096);
+    sim
+}
+
+#[test]
+fn a_written_back_overwrite_is_durable_after_another_files_sync() {
+    let sim = setup(1);
+    let (data, log) =
+        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    assert!(data.is_written(0, 8192).unwrap());
+    write_all_at(&*data, &[7; 4096], 4096).unwrap();
+    data.write_back(4096, 4096).unwrap();
+    assert_eq!(sim.counters().write_backs, 1);
+    // Before the flush it is not durable.
+    assert_eq!(sim.read_durable(DATA).unwrap(), vec![0; 8192]);
+    // After any sync returned, it is durable.
+    log.sync_data().unwrap();
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    let bytes = read_all(&after, Path::new(DATA));
+    assert_eq!(&bytes[4096..], &[7; 4096][..]);
+    assert_eq!(&bytes[..4096], &[0; 4096][..]);
+}
+
+#[test]
+fn a_write_outside_the_range_or_over_another_pending_op_stays_pending() {
+    let sim = setup(2);
+    let (data, log) =
+        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    write_all_at(&*data, &[1; 100], 0).unwrap();
+    write_all_at(&*data, &[2; 100], 4096).unwrap();
+    write_all_at(&*data, &[3; 10], 4146).unwrap();
+    // Only the first write is wholly inside the range; the second overlaps
+    // the third, so neither of them may jump ahead of the other.
+    data.write_back(0, 0).unwrap();
+    log.sync_data().unwrap();
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    let bytes = read_all(&after, Path::new(DATA));
+    assert_eq!(&bytes[..100], &[1; 100][..]);
+    assert_eq!(&bytes[4096..4196], &[0; 100][..]);
+}
+
+#[test]
+fn a_write_into_a_hole_or_past_the_end_needs_its_own_sync() {
+    let sim = setup(3);
+    let (data, log) =
+        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    data.punch_hole(0, 4096).unwrap();
+    assert!(!data.is_written(0, 4096).unwrap(), "a pending punch is metadata");
+    data.sync_data().unwrap();
+    assert!(!data.is_written(0, 4096).unwrap(), "a durable punch leaves a hole");
+    assert!(data.is_written(4096, 4096).unwrap());
+    assert!(!data.is_written(4096, 4097).unwrap(), "past the end");
+    write_all_at(&*data, &[5; 4096], 0).unwrap();
+    write_all_at(&*data, &[6; 4096], 8192).unwrap();
+    data.write_back(0, 0).unwrap();
+    log.sync_data().unwrap();
+    assert_eq!(sim.read_durable(DATA).unwrap(), vec![0; 8192], "neither write was on written blocks");
+    // Its own sync fills the hole for good.
+    data.sync_data().unwrap();
+    assert!(data.is_written(0, 12288).unwrap());
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    assert_eq!(read_all(&after, Path::new(DATA))[..4096], [5; 4096]);
+}
+
+#[test]
+fn a_failed_write_back_loses_its_pages_for_good() {
+    let sim = setup(4);
+    let (data, log) =
+        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    write_all_at(&*data, &[9; 4096], 0).unwrap();
+    sim.fail_path(DATA, SimOp::WriteBack, SimFault::Eio);
+    assert!(data.write_back(0, 4096).is_err());
+    assert_eq!(&read_all(&sim, Path::new(DATA))[..4096], &[9; 4096][..], "the page cache still has them");
+    log.sync_data().unwrap();
+    data.sync_data().unwrap();
+    let after = sim.crash_with(CrashMode::KeepAllPending);
+    assert_eq!(&read_all(&after, Path::new(DATA))[..4096], &[0; 4096][..]);
+}
+
+#[test]
+fn real_files_report_holes_and_write_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = RealStorage::new();
+    let path = dir.path().join("data");
+    durable_file(&storage, &path, 1, 65536);
+    let file = storage.open(&path, OpenOptions::WRITE).unwrap();
+    assert!(file.is_written(0, 65536).unwrap());
+    assert!(!file.is_written(61440, 8192).unwrap(), "past the end");
+    file.punch_hole(16384, 4096).unwrap();
+    assert!(file.is_written(0, 16384).unwrap());
+    assert!(!file.is_written(12288, 8192).unwrap(), "meets the hole");
+    write_all_at(&*file, &[2; 4096], 0).unwrap();
+    file.start_write_back(0, 4096).unwrap();
+    file.write_back(0, 4096).unwrap();
+    assert_eq!(&read_all(&storage, &path)[..4096], &[2; 4096][..]);
+    assert!(storage.shares_flush(dir.path(), dir.path()).is_ok());
+}
