@@ -27,6 +27,7 @@
 //! section 11.
 
 mod checkpoint;
+mod dependency;
 mod error;
 mod format;
 mod log;
@@ -38,6 +39,7 @@ mod writer;
 
 pub mod fuzzing;
 
+pub use dependency::Dependency;
 pub use error::{LogError, Result};
 pub use log::{Log, ReplayRecord};
 pub use options::{OnCheckpointNeeded, OnDurable, Options};

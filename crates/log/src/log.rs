@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use larder_io::{FileRef, Lock, StorageRef};
+use larder_io::{Lock, StorageRef};
 use parking_lot::{Condvar, Mutex};
 
+use crate::dependency::Dependency;
 use crate::error::{LogError, Result};
 use crate::options::Options;
 use crate::recover::{verify, LiveSegment, RecoveryReport, Replay};
@@ -71,7 +72,7 @@ const LOCK_FILE: &str = "LOCK";
 pub(crate) struct Pending {
     pub lsn: Lsn,
     pub payload: Vec<u8>,
-    pub deps: Vec<FileRef>,
+    pub deps: Vec<Dependency>,
 }
 
 /// A thread waiting in `sync_to` until `target` is durable (or until it
@@ -360,17 +361,19 @@ impl Log {
     }
 
     /// Like [`Log::append`], and the record is acknowledged only when every
-    /// file in `deps` is durable too: the leader syncs them concurrently
-    /// with the group's own write and sync. Files are deduplicated by path:
-    /// of several handles with the same path in one group only one is
-    /// synced, so every handle must refer to the file currently at its path
-    /// (not one since replaced by a rename).
+    /// dependency in `deps` is durable too: the leader syncs whole files
+    /// concurrently with the group's own write and sync, and writes back
+    /// [`Dependency::WriteBack`] ranges before its sync (whose flush makes
+    /// them durable). Files are deduplicated by path: of several handles
+    /// with the same path in one group only one is used, so every handle
+    /// must refer to the file currently at its path (not one since
+    /// replaced by a rename).
     ///
     /// If a dependency sync fails the log is poisoned, but the record may
     /// already be durable in the log and be replayed after reopening; the
     /// replayer must check the data it refers to (the extent descriptors
     /// carry checksums for this).
-    pub fn append_with(&self, payload: Vec<u8>, deps: Vec<FileRef>) -> Result<Lsn> {
+    pub fn append_with(&self, payload: Vec<u8>, deps: Vec<Dependency>) -> Result<Lsn> {
         let lsn = self.inner.enqueue(payload, deps)?;
         self.inner.sync_to(lsn)?;
         Ok(lsn)
@@ -388,12 +391,11 @@ impl Log {
     }
 
     /// Like [`Log::append_buffered`], and the record's group is
-    /// acknowledged only when every file in `deps` is durable too (synced
-    /// by the group's leader concurrently with the log, as for
-    /// [`Log::append_with`]). Nothing is synced now: a large write made
+    /// acknowledged only when every dependency in `deps` is durable too
+    /// (made so by the group's leader, as for [`Log::append_with`]). Nothing is synced now: a large write made
     /// with buffered durability costs no sync of its own, and the next
     /// durable append pays one round for both.
-    pub fn append_buffered_with(&self, payload: Vec<u8>, deps: Vec<FileRef>) -> Result<Lsn> {
+    pub fn append_buffered_with(&self, payload: Vec<u8>, deps: Vec<Dependency>) -> Result<Lsn> {
         self.inner.enqueue(payload, deps)
     }
 

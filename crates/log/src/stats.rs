@@ -13,6 +13,7 @@ pub(crate) struct Stats {
     pub syncs: AtomicU64,
     pub sync_micros: AtomicU64,
     pub dependency_syncs: AtomicU64,
+    pub dependency_write_backs: AtomicU64,
     pub checkpoints: AtomicU64,
     pub segments_created: AtomicU64,
     pub segments_reused: AtomicU64,
@@ -38,6 +39,7 @@ impl Stats {
             syncs: g(&self.syncs),
             sync_micros: g(&self.sync_micros),
             dependency_syncs: g(&self.dependency_syncs),
+            dependency_write_backs: g(&self.dependency_write_backs),
             checkpoints: g(&self.checkpoints),
             segments_created: g(&self.segments_created),
             segments_reused: g(&self.segments_reused),
@@ -69,6 +71,9 @@ pub struct LogStats {
     pub sync_micros: u64,
     /// Dependency files synced on behalf of `append_with`.
     pub dependency_syncs: u64,
+    /// Dependency ranges written back before a group's sync (one per file
+    /// per group), made durable by its flush.
+    pub dependency_write_backs: u64,
     /// Calls to `checkpoint`.
     pub checkpoints: u64,
     /// Segment files created.

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use larder_io::{write_all_at, FileRef};
 use parking_lot::{Condvar, MutexGuard};
 
+use crate::dependency::Dependency;
 use crate::error::{LogError, Result};
 use crate::format::{align_up, encode_record, GroupHeader, GROUP_HEADER_BYTES, RECORD_OVERHEAD};
 use crate::log::{Flight, Inner, Pending, State, Syncer};
@@ -63,7 +64,7 @@ struct Formed {
     seg: SegmentFile,
     offset: u64,
     buf: Vec<u8>,
-    deps: Vec<FileRef>,
+    deps: Vec<Dependency>,
 }
 
 /// Most bytes one group takes from the queue (a larger record still goes
@@ -75,7 +76,7 @@ const MAX_GROUP_BYTES: usize = 8 << 20;
 impl Inner {
     /// Assigns the next LSN to a record and queues it, waiting (or leading
     /// a group) while the queue is over `max_pending_bytes`.
-    pub(crate) fn enqueue(&self, payload: Vec<u8>, deps: Vec<FileRef>) -> Result<Lsn> {
+    pub(crate) fn enqueue(&self, payload: Vec<u8>, deps: Vec<Dependency>) -> Result<Lsn> {
         let limit = self.options.max_payload_bytes();
         if payload.len() as u64 > limit {
             return Err(LogError::TooLarge { len: payload.len() as u64, limit });
@@ -269,11 +270,9 @@ impl Inner {
         let offset = st.w.offset;
         st.w.offset += buf.len() as u64;
         st.w.last_crc = chain;
-        let mut deps: Vec<FileRef> = Vec::new();
+        let mut deps: Vec<Dependency> = Vec::new();
         for d in batch.iter().flat_map(|r| r.deps.iter()) {
-            if !deps.iter().any(|e| e.path() == d.path()) {
-                deps.push(d.clone());
-            }
+            Dependency::merge_into(&mut deps, d);
         }
         self.stats.add(&self.stats.records, batch.len() as u64);
         self.stats.add(&self.stats.payload_bytes, batch.iter().map(|r| r.payload.len() as u64).sum());
@@ -282,23 +281,49 @@ impl Inner {
         Ok((id, Formed { seg, offset, buf, deps }, batch))
     }
 
-    /// Writes and syncs one formed group (and its dependency files).
+    /// Writes and syncs one formed group and makes its dependencies
+    /// durable: write-back ranges are started before the group's write and
+    /// waited for before its sync, whose device flush covers them (one
+    /// flush for data and record); whole files are synced on other threads
+    /// at the same time.
     fn write_group(&self, g: &Formed) -> Result<()> {
+        let backs: Vec<(&FileRef, u64, u64)> = g
+            .deps
+            .iter()
+            .filter_map(|d| match d {
+                Dependency::WriteBack { file, offset, len } => Some((file, *offset, *len)),
+                Dependency::Sync(_) => None,
+            })
+            .collect();
+        let syncs: Vec<FileRef> = g
+            .deps
+            .iter()
+            .filter_map(|d| match d {
+                Dependency::Sync(f) => Some(f.clone()),
+                Dependency::WriteBack { .. } => None,
+            })
+            .collect();
         let write_and_sync = || -> Result<()> {
+            for (file, offset, len) in &backs {
+                file.start_write_back(*offset, *len)?;
+            }
             write_all_at(&*g.seg.file, &g.buf, g.offset)?;
+            for (file, offset, len) in &backs {
+                file.write_back(*offset, *len)?;
+            }
             let start = Instant::now();
             g.seg.file.sync_data()?;
             self.stats.add(&self.stats.sync_micros, start.elapsed().as_micros() as u64);
             Ok(())
         };
-        if g.deps.is_empty() {
+        if syncs.is_empty() {
             write_and_sync()?;
         } else {
             // The log's sync and the data files' syncs run concurrently; the
             // group is acknowledged only when all of them succeeded.
-            let per_thread = g.deps.len().div_ceil(MAX_DEP_SYNC_THREADS);
+            let per_thread = syncs.len().div_ceil(MAX_DEP_SYNC_THREADS);
             let (log_result, dep_result) = std::thread::scope(|s| {
-                let handles: Vec<_> = g.deps.chunks(per_thread).map(|chunk| s.spawn(move || sync_all(chunk))).collect();
+                let handles: Vec<_> = syncs.chunks(per_thread).map(|chunk| s.spawn(move || sync_all(chunk))).collect();
                 let log_result = write_and_sync();
                 let dep_result = handles.into_iter().try_for_each(|h| {
                     h.join().unwrap_or_else(|_| Err(LogError::Poisoned("a dependency sync thread panicked".into())))
@@ -307,8 +332,9 @@ impl Inner {
             });
             log_result?;
             dep_result?;
-            self.stats.add(&self.stats.dependency_syncs, g.deps.len() as u64);
+            self.stats.add(&self.stats.dependency_syncs, syncs.len() as u64);
         }
+        self.stats.add(&self.stats.dependency_write_backs, backs.len() as u64);
         self.stats.add(&self.stats.syncs, 1);
         self.stats.add(&self.stats.groups, 1);
         self.stats.add(&self.stats.bytes_written, g.buf.len() as u64);

@@ -144,12 +144,20 @@ fn one_large_object(sim: &SimStorage) -> (Store, u64) {
     let store = Store::create(storage(sim), Path::new(DIR), creation(), options()).unwrap();
     let id = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     store.write(id, 0, &[1u8; 20_000], Durability::Durable).unwrap();
+    // Fresh container space is written zeros: the data was written back,
+    // made durable by the log's sync.
+    let stats = store.log_stats();
+    assert_eq!((stats.dependency_write_backs, stats.dependency_syncs), (1, 0));
     (store, id)
 }
 
+/// The next sync and the next write-back of each container fail (a large
+/// write's data takes one or the other).
 fn fail_next_container_syncs(sim: &SimStorage, store: &Store) {
     for c in store.space().container_ids() {
-        sim.fail_path(store.space().dir().join(larder_space::container_file_name(c)), SimOp::SyncData, SimFault::Eio);
+        let path = store.space().dir().join(larder_space::container_file_name(c));
+        sim.fail_path(&path, SimOp::SyncData, SimFault::Eio);
+        sim.fail_path(&path, SimOp::WriteBack, SimFault::Eio);
     }
 }
 

@@ -81,6 +81,8 @@ pub trait Hooks: Send + Sync + std::fmt::Debug {
     }
     /// After a `sync_data` that succeeded.
     fn after_sync(&self, _path: &Path) {}
+    /// After a `write_back` that succeeded.
+    fn after_write_back(&self, _path: &Path) {}
 }
 
 /// A storage over a [`SimStorage`] whose files call `hooks`.
@@ -164,6 +166,17 @@ impl larder_io::File for HookedFile {
         self.hooks.after_sync(self.inner.path());
         Ok(())
     }
+    fn is_written(&self, offset: u64, len: u64) -> larder_io::IoResult<bool> {
+        self.inner.is_written(offset, len)
+    }
+    fn start_write_back(&self, offset: u64, len: u64) -> larder_io::IoResult<()> {
+        self.inner.start_write_back(offset, len)
+    }
+    fn write_back(&self, offset: u64, len: u64) -> larder_io::IoResult<()> {
+        self.inner.write_back(offset, len)?;
+        self.hooks.after_write_back(self.inner.path());
+        Ok(())
+    }
     fn allocate(&self, offset: u64, len: u64) -> larder_io::IoResult<()> {
         self.inner.allocate(offset, len)
     }
@@ -206,5 +219,8 @@ impl larder_io::Storage for Hooked {
     }
     fn lock(&self, path: &Path) -> larder_io::IoResult<Box<dyn larder_io::Lock>> {
         self.inner.lock(path)
+    }
+    fn shares_flush(&self, synced: &Path, written: &Path) -> larder_io::IoResult<bool> {
+        self.inner.shares_flush(synced, written)
     }
 }

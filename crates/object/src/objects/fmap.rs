@@ -3,6 +3,7 @@
 //! the map, and write new blocks to fresh space.
 
 use larder_io::{read_exact_at, write_all_at};
+use larder_log::Dependency;
 use larder_space::{Extent, SpaceManager};
 
 use super::{align_up, to_usize};
@@ -280,11 +281,18 @@ pub(crate) fn write_blocks(
             let from_tail = tail
                 .get(to_usize(pos.saturating_sub(body.len() as u64))..to_usize(end.saturating_sub(body.len() as u64)));
             let from_tail = from_tail.unwrap_or_default();
+            // Asked before writing: the write itself would fill a hole in
+            // the page cache, and a hole's blocks are allocated (metadata)
+            // only at writeback, which a write-back alone does not commit.
+            let write_back = txn.store().writes_back_data() && file.is_written(piece.offset, piece.len)?;
             write_all_at(&*file, from_body, piece.offset)?;
             if !from_tail.is_empty() {
                 write_all_at(&*file, from_tail, piece.offset + from_body.len() as u64)?;
             }
-            txn.add_dependency(file);
+            txn.add_dependency(match write_back {
+                true => Dependency::WriteBack { file, offset: piece.offset, len: piece.len },
+                false => Dependency::Sync(file),
+            });
             // The checksums cover the logical bytes only.
             let logical = to_usize((logical_len - pos).min(piece.len));
             let body_logical = from_body.get(..logical.min(from_body.len())).unwrap_or_default();

@@ -23,8 +23,7 @@
 //! mix's context switches.)
 
 use larder_index::{Index, WriteBatch};
-use larder_io::FileRef;
-use larder_log::Log;
+use larder_log::{Dependency, Log};
 use parking_lot::Mutex;
 
 use super::cache::MetaCache;
@@ -55,7 +54,7 @@ impl ApplyOrder {
         log: &Log,
         index: &Index,
         cache: &MetaCache,
-        (record, deps): (Vec<u8>, Vec<FileRef>),
+        (record, deps): (Vec<u8>, Vec<Dependency>),
         batch: &WriteBatch,
     ) -> Result<u64> {
         let _turn = self.turn.lock();

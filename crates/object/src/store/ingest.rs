@@ -19,7 +19,7 @@
 //! log, because the marker is durable before the install.
 
 use larder_index::WriteBatch;
-use larder_io::FileRef;
+use larder_log::Dependency;
 
 use super::{observe, payload, Store};
 use crate::error::{ObjectError, Result};
@@ -29,9 +29,9 @@ impl Store {
     /// durable when this returns, visible at once to every reader. Other
     /// commits wait while the run is written. `deps` (container files the
     /// batch refers to) are synced first.
-    pub(crate) fn commit_ingest(&self, batch: &WriteBatch, deps: &[FileRef]) -> Result<u64> {
-        for f in deps {
-            f.sync_data()?;
+    pub(crate) fn commit_ingest(&self, batch: &WriteBatch, deps: &[Dependency]) -> Result<u64> {
+        for d in deps {
+            d.file().sync_data()?;
         }
         let _gate = self.append_gate.write();
         // Appenders apply under the gate, so everything appended so far is

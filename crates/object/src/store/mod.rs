@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use larder_index::{Index, WriteBatch};
-use larder_io::{FileRef, Lock, StorageRef};
-use larder_log::{Log, Replay, ReplayRecord};
+use larder_io::{Lock, StorageRef};
+use larder_log::{Dependency, Log, Replay, ReplayRecord};
 use larder_space::{Extent, SpaceManager};
 
 use crate::error::{ObjectError, Result};
@@ -84,6 +84,15 @@ pub struct StoreOptions {
     /// that finds the log needing room checkpoints in its own thread:
     /// deterministic, for tests.
     pub background_checkpoints: bool,
+    /// Make a large write's data durable by writing it back
+    /// (sync_file_range) before the log's sync, whose device flush then
+    /// covers it, instead of a sync of its container of its own: one flush
+    /// per commit instead of two. Used only for data overwriting written
+    /// blocks (containers are zero-filled; a punched range needs its
+    /// sync) and only where the storage says a sync of the log flushes the
+    /// containers' device (the real backend: the same ext4 or XFS file
+    /// system). Default true.
+    pub write_back_data: bool,
 }
 
 impl Default for StoreOptions {
@@ -94,6 +103,7 @@ impl Default for StoreOptions {
             space: larder_space::Options::default(),
             meta_cache_bytes: 64 << 20,
             background_checkpoints: true,
+            write_back_data: true,
         }
     }
 }
@@ -148,6 +158,9 @@ pub struct Store {
     append_gate: parking_lot::RwLock<()>,
     /// Told what each commit changed (see [`Store::set_change_observer`]).
     observer: parking_lot::RwLock<Option<ChangeObserver>>,
+    /// Large writes' data may be written back instead of synced
+    /// ([`StoreOptions::write_back_data`], where the storage allows it).
+    write_back_data: bool,
     _lock: Box<dyn Lock>,
 }
 
@@ -201,6 +214,7 @@ impl Store {
     fn open_locked(storage: StorageRef, dir: &Path, options: StoreOptions, lock: Box<dyn Lock>) -> Result<Store> {
         let loaded = superblock::load(&*storage, dir)?;
         let limits = MetaLimits::from_superblock(&loaded.superblock);
+        let options_write_back = options.write_back_data;
         let mut index_options = options.index;
         index_options.merge_operators.push(Arc::new(DirEntriesOperator::new(limits)));
         // Batches enter the index before the log makes them durable; a
@@ -290,7 +304,9 @@ impl Store {
             Some(v) => Some(decode_counter(&v)?),
             None => None,
         };
+        let write_back_data = options_write_back && storage.shares_flush(&dir.join(LOG_DIR), &dir.join(DATA_DIR))?;
         let store = Store {
+            write_back_data,
             dir: dir.to_path_buf(),
             storage: storage.clone(),
             superblock: loaded,
@@ -338,12 +354,13 @@ impl Store {
 
     /// Commits `batch` atomically, its record depending on the data in
     /// `deps` (container files a large write wrote): the record is durable
-    /// only with them. Durable: the files are synced concurrently with the
-    /// log's own sync, one round. Buffered: they travel with the record
-    /// and are synced with the group that writes it, likewise concurrently;
+    /// only with them. Durable: the data is made durable in the log's own
+    /// round (written back before its sync, or synced concurrently with
+    /// it). Buffered: the dependencies travel with the record and are made
+    /// durable with the group that writes it, likewise in one round;
     /// a record whose data did not reach the disk fails recovery's data
     /// check and ends replay, and no later record was acknowledged.
-    pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<FileRef>, durability: Durability) -> Result<u64> {
+    pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<Dependency>, durability: Durability) -> Result<u64> {
         let record = payload::encode_batch(batch);
         let gate = self.append_gate.read();
         let lsn = self.apply_order.append_and_apply(&self.log, &self.index, &self.meta_cache, (record, deps), batch)?;
@@ -599,6 +616,17 @@ impl Store {
         self.log.durable_lsn()
     }
 
+    /// Flushes the index now and frees the log segments and the space of
+    /// deleted data it then covers (the background checkpointer does this
+    /// as the log fills).
+    pub fn checkpoint(&self) -> Result<()> {
+        checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
+            path: self.dir.clone(),
+            offset: 0,
+            what,
+        })
+    }
+
     /// Makes everything durable, flushes the index so the next open replays
     /// nothing, removes the log segments it no longer needs, and stops the
     /// background threads.
@@ -607,11 +635,7 @@ impl Store {
             c.stop();
         }
         self.log.sync()?;
-        checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
-            path: self.dir.clone(),
-            offset: 0,
-            what,
-        })?;
+        self.checkpoint()?;
         // The index now holds everything: the log needs only the segment
         // it writes next, and a closed store should not keep the rest's
         // disk space (the next open makes segments again as it fills).
@@ -624,6 +648,12 @@ impl Store {
     /// The store's container space.
     pub fn space(&self) -> &SpaceManager {
         &self.space
+    }
+
+    /// Whether large writes' data over written blocks is written back
+    /// rather than synced ([`StoreOptions::write_back_data`]).
+    pub(crate) fn writes_back_data(&self) -> bool {
+        self.write_back_data
     }
 
     /// The limits the store's records are checked against.

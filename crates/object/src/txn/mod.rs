@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use larder_index::WriteBatch;
-use larder_io::FileRef;
+use larder_log::Dependency;
 use larder_space::Extent;
 
 use crate::error::{ObjectError, Result};
@@ -52,7 +52,7 @@ pub struct Transaction<'a> {
     entry_deltas: HashMap<u64, DirDelta>,
     /// Container files holding data this transaction's record refers to:
     /// made durable no later than the record.
-    deps: Vec<FileRef>,
+    deps: Vec<Dependency>,
     /// Space allocated for this transaction: returned if it fails before
     /// its record is committed.
     allocated: Vec<Extent>,
@@ -66,7 +66,7 @@ type PendingEntry<'p> = (&'p Vec<u8>, &'p Option<Vec<u8>>);
 /// What a finished transaction leaves for its commit.
 pub(crate) struct Finished {
     pub(crate) batch: WriteBatch,
-    pub(crate) deps: Vec<FileRef>,
+    pub(crate) deps: Vec<Dependency>,
     pub(crate) allocated: Vec<Extent>,
     pub(crate) frees: Vec<Extent>,
     /// Directories whose entry count this transaction changed by operand.
@@ -173,13 +173,10 @@ impl<'a> Transaction<'a> {
         Ok(out)
     }
 
-    /// Makes `file` a dependency of the record: it is synced no later than
-    /// the record becomes durable (concurrently with the log for a durable
-    /// commit, before the append for a buffered one).
-    pub(crate) fn add_dependency(&mut self, file: FileRef) {
-        if !self.deps.iter().any(|f| f.path() == file.path()) {
-            self.deps.push(file);
-        }
+    /// Makes `dep` a dependency of the record: durable no later than the
+    /// record (in the log's round that writes the record).
+    pub(crate) fn add_dependency(&mut self, dep: Dependency) {
+        Dependency::merge_into(&mut self.deps, &dep);
     }
 
     /// Records space allocated for this transaction (returned on failure).
