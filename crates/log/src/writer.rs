@@ -308,6 +308,11 @@ impl Inner {
                 file.start_write_back(*offset, *len)?;
             }
             write_all_at(&*g.seg.file, &g.buf, g.offset)?;
+            if !backs.is_empty() {
+                // The group's own write goes to the device alongside the
+                // data instead of after it (the sync then only waits).
+                g.seg.file.start_write_back(g.offset, g.buf.len() as u64)?;
+            }
             for (file, offset, len) in &backs {
                 file.write_back(*offset, *len)?;
             }

@@ -59,11 +59,14 @@ fn data_in_punched_space_is_synced_and_data_on_written_blocks_written_back() {
 fn written_back_data_survives_a_crash_that_drops_every_unsynced_write() {
     let sim = SimStorage::new(6);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), options()).unwrap();
+    // Large enough to be copied in several chunks, each written back as
+    // it is copied, with the checksums computed on another thread.
+    let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
     let a = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
-    store.write(a, 0, &[3u8; 40_000], Durability::Durable).unwrap();
+    store.write(a, 0, &data, Durability::Durable).unwrap();
     assert_eq!(store.log_stats().dependency_write_backs, 1);
     let image = sim.crash_with(CrashMode::DropAllPending);
     drop(store);
     let store = Store::open(storage(&image), Path::new(DIR), options()).unwrap();
-    assert_eq!(read_all(&store, a, 40_000), vec![3u8; 40_000]);
+    assert_eq!(read_all(&store, a, data.len()), data);
 }
