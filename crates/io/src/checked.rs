@@ -182,8 +182,8 @@ impl File for CheckedFile {
         self.inner.map()
     }
 
-    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
-        self.inner.is_written(offset, len)
+    fn holes(&self) -> IoResult<Option<Vec<(u64, u64)>>> {
+        self.inner.holes()
     }
 
     fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {

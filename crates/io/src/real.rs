@@ -192,20 +192,33 @@ impl File for RealFile {
         Ok(mapped.map(Arc::new))
     }
 
-    /// The next hole at or after `offset` (SEEK_HOLE) lies at or past the
-    /// range's end. A hole punched and not yet rewritten, or rewritten but
-    /// not yet synced, is a hole here (such pages are allocated only at
-    /// writeback, which is metadata); containers are zero-filled by writes
-    /// and never fallocated, so no unwritten extents stand for data.
-    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
-        let end = offset.saturating_add(len);
-        if end > self.len()? {
-            return Ok(false);
+    /// Walks SEEK_HOLE / SEEK_DATA over the file. A punched range not yet
+    /// rewritten, or rewritten but not yet synced, is a hole here (its
+    /// pages get blocks only at writeback, which is metadata). Unwritten
+    /// extents (fallocate) may report as data when their pages are cached,
+    /// so this is only for files that are never fallocated (containers are
+    /// zero-filled by writes).
+    fn holes(&self) -> IoResult<Option<Vec<(u64, u64)>>> {
+        use rustix::fs::{seek, SeekFrom};
+        let len = self.len()?;
+        let mut holes = Vec::new();
+        let mut pos = 0;
+        while pos < len {
+            let hole =
+                seek(&self.file, SeekFrom::Hole(pos)).map_err(|e| IoError::os("seek_hole", &self.path, e.into()))?;
+            if hole >= len {
+                break;
+            }
+            let data = match seek(&self.file, SeekFrom::Data(hole)) {
+                Ok(d) => d.min(len),
+                // No data after the hole: it runs to the end.
+                Err(rustix::io::Errno::NXIO) => len,
+                Err(e) => return Err(IoError::os("seek_data", &self.path, e.into())),
+            };
+            holes.push((hole, data));
+            pos = data;
         }
-        match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Hole(offset)) {
-            Ok(hole) => Ok(hole >= end),
-            Err(e) => Err(IoError::os("seek_hole", &self.path, e.into())),
-        }
+        Ok(Some(holes))
     }
 
     fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {

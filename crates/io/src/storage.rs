@@ -69,13 +69,14 @@ pub trait File: Send + Sync + std::fmt::Debug {
     fn map(&self) -> IoResult<Option<Arc<crate::Mapping>>> {
         Ok(None)
     }
-    /// Whether every byte of `[offset, offset + len)` lies on blocks that
-    /// are allocated and written on disk (no hole): overwriting it changes
-    /// no file metadata, so [`File::write_back`] plus a device flush makes
-    /// the new bytes durable. `false` when unknown (the default).
-    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
-        let _ = (offset, len);
-        Ok(false)
+    /// The ranges `(start, end)` of the file, in order, that may not lie
+    /// on blocks allocated and written on disk (holes, and ranges whose
+    /// metadata a pending operation changes), or `None` when unknown (the
+    /// default). Overwriting bytes outside them changes no file metadata,
+    /// so [`File::write_back`] plus a device flush makes the new bytes
+    /// durable. Costs a walk of the file's extents: for use at open.
+    fn holes(&self) -> IoResult<Option<Vec<(u64, u64)>>> {
+        Ok(None)
     }
     /// Starts writing the range's dirty pages to the device, without
     /// waiting (sync_file_range WRITE). A hint: the default does nothing.
@@ -87,8 +88,8 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// without flushing the device's cache or writing metadata
     /// (sync_file_range WAIT_BEFORE | WRITE | WAIT_AFTER). The bytes are
     /// durable only after a later sync on a storage that
-    /// [`Storage::shares_flush`] says flushes them, and only where
-    /// [`File::is_written`] held before they were written. The default
+    /// [`Storage::shares_flush`] says flushes them, and only outside the
+    /// [`File::holes`] of the file before they were written. The default
     /// syncs the whole file, which is always enough.
     fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
         let _ = (offset, len);

@@ -2,7 +2,7 @@
 //! written blocks are durable once any later sync (the device flush) has
 //! returned, and not before; bytes landing in a hole, past the durable end,
 //! or whose write-back failed are not made durable by another file's sync.
-//! `File::is_written` is checked on both backends.
+//! `File::holes` is checked on both backends.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -40,7 +40,7 @@ fn a_written_back_overwrite_is_durable_after_another_files_sync() {
     let sim = setup(1);
     let (data, log) =
         (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
-    assert!(data.is_written(0, 8192).unwrap());
+    assert_eq!(data.holes().unwrap(), Some(vec![]));
     write_all_at(&*data, &[7; 4096], 4096).unwrap();
     data.write_back(4096, 4096).unwrap();
     assert_eq!(sim.counters().write_backs, 1);
@@ -78,19 +78,18 @@ fn a_write_into_a_hole_or_past_the_end_needs_its_own_sync() {
     let (data, log) =
         (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
     data.punch_hole(0, 4096).unwrap();
-    assert!(!data.is_written(0, 4096).unwrap(), "a pending punch is metadata");
+    assert_eq!(data.holes().unwrap(), Some(vec![(0, 4096)]), "a pending punch is metadata");
     data.sync_data().unwrap();
-    assert!(!data.is_written(0, 4096).unwrap(), "a durable punch leaves a hole");
-    assert!(data.is_written(4096, 4096).unwrap());
-    assert!(!data.is_written(4096, 4097).unwrap(), "past the end");
+    assert_eq!(data.holes().unwrap(), Some(vec![(0, 4096)]), "a durable punch leaves a hole");
     write_all_at(&*data, &[5; 4096], 0).unwrap();
     write_all_at(&*data, &[6; 4096], 8192).unwrap();
+    assert_eq!(data.holes().unwrap(), Some(vec![(0, 4096), (8192, 12288)]), "growth is metadata");
     data.write_back(0, 0).unwrap();
     log.sync_data().unwrap();
     assert_eq!(sim.read_durable(DATA).unwrap(), vec![0; 8192], "neither write was on written blocks");
     // Its own sync fills the hole for good.
     data.sync_data().unwrap();
-    assert!(data.is_written(0, 12288).unwrap());
+    assert_eq!(data.holes().unwrap(), Some(vec![]));
     let after = sim.crash_with(CrashMode::DropAllPending);
     assert_eq!(read_all(&after, Path::new(DATA))[..4096], [5; 4096]);
 }
@@ -117,11 +116,10 @@ fn real_files_report_holes_and_write_back() {
     let path = dir.path().join("data");
     durable_file(&storage, &path, 1, 65536);
     let file = storage.open(&path, OpenOptions::WRITE).unwrap();
-    assert!(file.is_written(0, 65536).unwrap());
-    assert!(!file.is_written(61440, 8192).unwrap(), "past the end");
+    assert_eq!(file.holes().unwrap(), Some(vec![]));
     file.punch_hole(16384, 4096).unwrap();
-    assert!(file.is_written(0, 16384).unwrap());
-    assert!(!file.is_written(12288, 8192).unwrap(), "meets the hole");
+    file.punch_hole(61440, 4096).unwrap();
+    assert_eq!(file.holes().unwrap(), Some(vec![(16384, 20480), (61440, 65536)]));
     write_all_at(&*file, &[2; 4096], 0).unwrap();
     file.start_write_back(0, 4096).unwrap();
     file.write_back(0, 4096).unwrap();

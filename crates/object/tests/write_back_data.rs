@@ -32,8 +32,19 @@ fn read_all(store: &Store, id: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn data_in_punched_space_is_synced_and_data_on_written_blocks_written_back() {
+    punched_space_is_synced(false);
+}
+
+#[test]
+fn holes_found_at_open_are_synced_too() {
+    punched_space_is_synced(true);
+}
+
+/// Punches an object's space, optionally reopens (the holes are then found
+/// in the container file), and writes a new object over that space.
+fn punched_space_is_synced(reopen: bool) {
     let sim = SimStorage::new(5);
-    let store = Store::create(storage(&sim), Path::new(DIR), creation(), options()).unwrap();
+    let mut store = Store::create(storage(&sim), Path::new(DIR), creation(), options()).unwrap();
     let a = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     store.write(a, 0, &[1u8; 65536], Durability::Durable).unwrap();
     let stats = store.log_stats();
@@ -43,6 +54,10 @@ fn data_in_punched_space_is_synced_and_data_on_written_blocks_written_back() {
     store.checkpoint().unwrap();
     let punched = store.space().punch_some(Instant::now() + Duration::from_secs(3600)).unwrap();
     assert!(punched >= 65536, "punched {punched}");
+    if reopen {
+        store.close().unwrap();
+        store = Store::open(storage(&sim), Path::new(DIR), options()).unwrap();
+    }
     // A whole container's worth: its space includes the punched range.
     let len = creation().container_bytes as usize;
     let b = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();

@@ -9,6 +9,7 @@ use larder_io::{write_all_at, FileRef, OpenOptions, Storage};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Result, SpaceError};
+use crate::rangeset::RangeSet;
 
 /// Suffix of container file names.
 pub(crate) const SUFFIX: &str = ".ctr";
@@ -102,6 +103,22 @@ fn fill_and_sync(file: &dyn larder_io::File, bytes: u64, pace: Pace<'_>) -> lard
     }
     file.sync_data()?;
     Ok(true)
+}
+
+/// The blocks of a container that may not be allocated and written on
+/// disk, from the file's holes (its end rounded up to whole blocks; all of
+/// it when the storage cannot tell).
+pub(crate) fn holes(file: &dyn larder_io::File, blocks: u64) -> Result<RangeSet> {
+    let mut set = RangeSet::default();
+    match file.holes()? {
+        Some(holes) => {
+            for (start, end) in holes {
+                set.insert(start / crate::BLOCK_BYTES, end.div_ceil(crate::BLOCK_BYTES).min(blocks));
+            }
+        }
+        None => set.insert(0, blocks),
+    }
+    Ok(set)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::error::{Result, SpaceError};
 use crate::extent::Extent;
 use crate::options::Options;
 use crate::punch::{self, TokenBucket};
+use crate::rangeset::RangeSet;
 use crate::rebuild::{self, VerifyReport};
 use crate::state::{Container, State};
 use crate::stats::{Counters, SpaceStats};
@@ -150,7 +151,8 @@ impl SpaceManager {
             for (s, e) in in_use.gaps(blocks) {
                 buddy.free_range(s, e);
             }
-            containers.insert(id, Container::new(file, buddy, in_use.total()));
+            let holes = container::holes(&*file, blocks)?;
+            containers.insert(id, Container::new(file, buddy, in_use.total(), holes));
         }
         let next_id = containers.keys().next_back().map_or(0, |&id| id + 1);
         let capacity = options.punch_bytes_per_sec.max(options.punch_min_bytes);
@@ -410,6 +412,7 @@ impl SpaceManager {
             match result {
                 Ok(()) => {
                     c.punched.insert(s, e);
+                    c.holes.insert(s, e);
                     punched += (e - s) * BLOCK_BYTES;
                     st.counters.punches += 1;
                 }
@@ -425,6 +428,16 @@ impl SpaceManager {
             Some(err) => Err(err.into()),
             None => Ok(punched),
         }
+    }
+
+    /// Whether `extent` lies on blocks known to be allocated and written in
+    /// its container file (never punched this session, no hole at open):
+    /// overwriting it changes no file metadata, so its data may be made
+    /// durable by a write-back and another file's sync.
+    pub fn is_written(&self, extent: Extent) -> bool {
+        let st = self.inner.state.lock();
+        let (start, end) = (extent.offset / BLOCK_BYTES, (extent.offset + extent.len).div_ceil(BLOCK_BYTES));
+        st.containers.get(&extent.container).is_some_and(|c| !c.holes.intersects(start, end))
     }
 
     /// Compares the live allocator with the free space derived from `used`
@@ -552,7 +565,8 @@ impl Inner {
         st.creating -= ids.len() as u64;
         for (id, file) in made {
             let blocks = st.blocks;
-            st.containers.insert(id, Container::new(file, Buddy::all_free(blocks), 0));
+            // Zero-filled by writes and synced: no holes.
+            st.containers.insert(id, Container::new(file, Buddy::all_free(blocks), 0, RangeSet::default()));
             st.counters.containers_created += 1;
         }
         self.debug_check(&st);

@@ -32,10 +32,15 @@ pub(crate) struct Container {
     /// Free space punched: a write into it costs file-system metadata work,
     /// so allocation avoids it when it can.
     pub(crate) punched: RangeSet,
+    /// Blocks that may not be allocated and written on disk: holes found
+    /// at open and everything punched since, kept (conservatively) even
+    /// after rewritten. Data written elsewhere overwrites written blocks,
+    /// which changes no file metadata.
+    pub(crate) holes: RangeSet,
 }
 
 impl Container {
-    pub(crate) fn new(file: FileRef, buddy: Buddy, allocated: u64) -> Container {
+    pub(crate) fn new(file: FileRef, buddy: Buddy, allocated: u64, holes: RangeSet) -> Container {
         Container {
             file,
             buddy,
@@ -44,6 +49,7 @@ impl Container {
             punching: RangeSet::default(),
             dirty: RangeSet::default(),
             punched: RangeSet::default(),
+            holes,
         }
     }
 

@@ -308,10 +308,10 @@ impl File for SimFile {
         Ok(())
     }
 
-    fn is_written(&self, offset: u64, len: u64) -> IoResult<bool> {
+    fn holes(&self) -> IoResult<Option<Vec<(u64, u64)>>> {
         let st = self.state.lock();
         st.check_alive()?;
-        Ok(st.file(self.id, &self.path)?.is_written(offset, offset.saturating_add(len)))
+        Ok(Some(st.file(self.id, &self.path)?.unwritten()))
     }
 
     /// Moves the range's pending writes that land on written blocks, and

@@ -129,6 +129,22 @@ impl FileData {
         }
     }
 
+    /// The ranges of the live file not on written blocks: durable holes,
+    /// ranges pending non-write operations touch, and growth past the
+    /// durable length.
+    pub(super) fn unwritten(&self) -> Vec<(u64, u64)> {
+        let mut set = self.holes.clone();
+        let live_len = self.live.len() as u64;
+        add_range(&mut set, self.durable.len() as u64, live_len);
+        for op in &self.pending {
+            if !matches!(op, FileOp::Write { .. }) {
+                let (start, end) = op_range(op);
+                add_range(&mut set, start, end.min(live_len));
+            }
+        }
+        set
+    }
+
     /// Whether `[offset, end)` is on written blocks: inside the durable
     /// length, on no durable hole, and touched by no pending operation
     /// other than a write (a pending punch or resize is metadata).

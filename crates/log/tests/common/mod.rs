@@ -166,8 +166,8 @@ impl larder_io::File for HookedFile {
         self.hooks.after_sync(self.inner.path());
         Ok(())
     }
-    fn is_written(&self, offset: u64, len: u64) -> larder_io::IoResult<bool> {
-        self.inner.is_written(offset, len)
+    fn holes(&self) -> larder_io::IoResult<Option<Vec<(u64, u64)>>> {
+        self.inner.holes()
     }
     fn start_write_back(&self, offset: u64, len: u64) -> larder_io::IoResult<()> {
         self.inner.start_write_back(offset, len)

@@ -290,16 +290,16 @@ pub(crate) fn write_blocks(
             let from_tail = tail
                 .get(to_usize(pos.saturating_sub(body.len() as u64))..to_usize(end.saturating_sub(body.len() as u64)));
             let from_tail = from_tail.unwrap_or_default();
-            // Asked before writing: the write itself would fill a hole in
-            // the page cache, and a hole's blocks are allocated (metadata)
-            // only at writeback, which a write-back alone does not commit.
-            let write_back = txn.store().writes_back_data() && file.is_written(piece.offset, piece.len)?;
+            // Space that was a hole gets its blocks only at writeback, which
+            // is metadata a write-back alone does not commit.
+            let write_back = txn.store().writes_back_data() && space.is_written(piece);
             // The checksums cover the logical bytes only.
             let logical = to_usize((logical_len - pos).min(piece.len));
             let body_logical = from_body.get(..logical.min(from_body.len())).unwrap_or_default();
             let tail_logical = from_tail.get(..logical - body_logical.len()).unwrap_or_default();
             let checksummed = || ExtentMapEntry::for_parts(piece, &[body_logical, tail_logical], &limits);
-            let copy = || write_piece(&*file, piece.offset, [from_body, from_tail], write_back);
+            let eager = write_back && txn.is_durable();
+            let copy = || write_piece(&*file, piece.offset, [from_body, from_tail], eager);
             let entry = if piece.len >= PARALLEL_CRC_BYTES {
                 // The checksums on another core while this one copies.
                 std::thread::scope(|s| {
@@ -325,14 +325,17 @@ pub(crate) fn write_blocks(
     Ok(())
 }
 
-/// Copies `parts`, back to back, to `file` at `offset`. With `write_back`
-/// each chunk goes to the device as soon as it is copied, so the device
-/// works while the rest is copied and the commit is computed: the group's
-/// leader then mostly waits for writes already under way.
-fn write_piece(file: &dyn larder_io::File, offset: u64, parts: [&[u8]; 2], write_back: bool) -> Result<()> {
+/// Copies `parts`, back to back, to `file` at `offset`. With `eager` (a
+/// durable commit's data, to be written back) each chunk goes to the
+/// device as soon as it is copied, so the device works while the rest is
+/// copied and the commit is computed: the group's leader then mostly waits
+/// for writes already under way. A buffered commit's data is left to the
+/// page cache until its group is written (a file deleted soon after may
+/// never reach the disk).
+fn write_piece(file: &dyn larder_io::File, offset: u64, parts: [&[u8]; 2], eager: bool) -> Result<()> {
     let mut at = offset;
     for part in parts {
-        if !write_back {
+        if !eager {
             write_all_at(file, part, at)?;
             at += part.len() as u64;
             continue;

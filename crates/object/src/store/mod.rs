@@ -460,7 +460,7 @@ impl Store {
         how: CommitAs,
         f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<(R, u64), E> {
-        let mut txn = Transaction::new(self, requests);
+        let mut txn = Transaction::new(self, requests, matches!(how, CommitAs::Record(Durability::Durable)));
         let out = match f(&mut txn) {
             Ok(out) => out,
             Err(e) => {

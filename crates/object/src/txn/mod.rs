@@ -58,6 +58,9 @@ pub struct Transaction<'a> {
     allocated: Vec<Extent>,
     /// Space the committed record stops referencing: freed at its LSN.
     frees: Vec<Extent>,
+    /// The commit waits for durability: large writes start writing their
+    /// data to the device at once rather than leave it to the page cache.
+    durable: bool,
 }
 
 /// A pending write as the scan sees it: the key and `None` for a delete.
@@ -74,7 +77,7 @@ pub(crate) struct Finished {
 }
 
 impl<'a> Transaction<'a> {
-    pub(crate) fn new(store: &'a Store, requests: &[LockRequest]) -> Self {
+    pub(crate) fn new(store: &'a Store, requests: &[LockRequest], durable: bool) -> Self {
         let (mut exclusive, mut shared, mut names) = (Vec::new(), Vec::new(), Vec::new());
         for r in requests {
             match r {
@@ -99,6 +102,7 @@ impl<'a> Transaction<'a> {
             deps: Vec::new(),
             allocated: Vec::new(),
             frees: Vec::new(),
+            durable,
         }
     }
 
@@ -187,6 +191,11 @@ impl<'a> Transaction<'a> {
     /// Records space the record stops referencing (freed at its LSN).
     pub(crate) fn free_after_commit(&mut self, extent: Extent) {
         self.frees.push(extent);
+    }
+
+    /// Whether the commit waits for durability.
+    pub(crate) fn is_durable(&self) -> bool {
+        self.durable
     }
 
     /// The store this transaction runs on.
