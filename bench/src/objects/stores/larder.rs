@@ -75,6 +75,7 @@ impl Store for Larder {
             ("log_syncs", log.syncs),
             ("log_sync_micros", log.sync_micros),
             ("log_dependency_syncs", log.dependency_syncs),
+            ("log_dependency_write_backs", log.dependency_write_backs),
             ("log_overlapped_groups", log.overlapped_groups),
             ("log_bytes_written", log.bytes_written),
             ("log_zero_fill_bytes", log.zero_fill_bytes),
