@@ -300,7 +300,14 @@ impl<'a> Transaction<'a> {
     /// with this transaction's own changes.
     pub fn onode(&self, object: u64) -> Result<Option<Onode>> {
         self.check_held(object)?;
-        let mut onode = self.get(&onode_key(object))?.map(|v| Onode::decode(&v, &self.limits())).transpose()?;
+        let key = onode_key(object);
+        let mut onode = match self.pending.get(&key[..]) {
+            Some(v) => v.as_deref().map(|v| Onode::decode(v, &self.limits())).transpose()?,
+            // The committed onode through the metadata cache, decoded once:
+            // every commit that changed it updated the cache before
+            // releasing its locks, and this transaction holds the object.
+            None => self.store.stat(object)?,
+        };
         if let (Some(o), Some(&d)) = (onode.as_mut(), self.entry_deltas.get(&object)) {
             apply_dir_delta(o, d)?;
         }
