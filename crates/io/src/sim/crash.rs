@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::state::{add_range, op_range, sector_pieces, write_into, FileData, FileId, FileOp, State};
+use super::ranges::add_range;
+use super::state::{op_range, sector_pieces, write_into, FileData, FileId, FileOp, State};
 
 /// How a crash treats operations that were not yet synced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

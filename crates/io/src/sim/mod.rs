@@ -74,6 +74,7 @@
 mod crash;
 mod faults;
 mod file;
+mod ranges;
 mod state;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use super::faults::ArmedFault;
+use super::ranges::{add_range, overlaps, remove_range};
 use super::SimCounters;
 use crate::error::{IoError, IoResult};
 
@@ -169,50 +170,6 @@ pub(super) fn op_range(op: &FileOp) -> (u64, u64) {
         FileOp::SetLen(len) => (*len, u64::MAX),
         FileOp::Allocate { offset, len } | FileOp::PunchHole { offset, len } => (*offset, offset + len),
     }
-}
-
-/// Adds `[start, end)` to a sorted set of disjoint ranges.
-pub(super) fn add_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
-    if start >= end {
-        return;
-    }
-    let (mut s, mut e) = (start, end);
-    set.retain(|&(a, b)| {
-        if b < s || a > e {
-            return true;
-        }
-        s = s.min(a);
-        e = e.max(b);
-        false
-    });
-    let at = set.partition_point(|&(a, _)| a < s);
-    set.insert(at, (s, e));
-}
-
-/// Removes `[start, end)` from a sorted set of disjoint ranges.
-pub(super) fn remove_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
-    if start >= end {
-        return;
-    }
-    let mut out = Vec::with_capacity(set.len() + 1);
-    for &(a, b) in set.iter() {
-        if b <= start || a >= end {
-            out.push((a, b));
-            continue;
-        }
-        if a < start {
-            out.push((a, start));
-        }
-        if b > end {
-            out.push((end, b));
-        }
-    }
-    *set = out;
-}
-
-/// Whether `[start, end)` meets a range of the set.
-pub(super) fn overlaps(set: &[(u64, u64)], start: u64, end: u64) -> bool {
-    set.iter().any(|&(a, b)| a < end && start < b)
 }
 
 /// A namespace operation, queued on the directory that holds the name.
