@@ -302,12 +302,15 @@ pub(crate) fn write_blocks(
             let copy = || write_piece(&*file, piece.offset, [from_body, from_tail], eager);
             let entry = if piece.len >= PARALLEL_CRC_BYTES {
                 // The checksums on another core while this one copies.
-                std::thread::scope(|s| {
-                    let crcs = s.spawn(checksummed);
-                    let copied = copy();
-                    // A panic there is one here, as if computed inline.
-                    let entry = crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                    copied.and(entry)
+                std::thread::scope(|s| match std::thread::Builder::new().spawn_scoped(s, checksummed) {
+                    Ok(crcs) => {
+                        let copied = copy();
+                        // A panic there is one here, as if computed inline.
+                        let entry = crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                        copied.and(entry)
+                    }
+                    // No thread to be had (a resource limit): one after the other.
+                    Err(_) => copy().and_then(|()| checksummed()),
                 })?
             } else {
                 copy()?;
