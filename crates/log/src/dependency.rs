@@ -11,11 +11,11 @@ pub enum Dependency {
     Sync(FileRef),
     /// `[offset, offset + len)` of a file, written over blocks that were
     /// already allocated and written (outside [`larder_io::File::holes`]
-    /// before the write), on a storage whose sync of the log flushes the device cache
-    /// this file's writes reach ([`larder_io::Storage::shares_flush`]): the
-    /// range is written back and waited for before the log's sync, whose
-    /// flush then makes it durable. One flush for the data and the record
-    /// instead of one each.
+    /// before the write), on a storage whose sync of the log flushes the
+    /// device cache this file's writes reach
+    /// ([`larder_io::Storage::shares_flush`]): the range is written back
+    /// and waited for before the log's sync, whose flush then makes it
+    /// durable. One flush for the data and the record instead of one each.
     WriteBack {
         /// The data file.
         file: FileRef,

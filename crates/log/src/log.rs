@@ -392,9 +392,10 @@ impl Log {
 
     /// Like [`Log::append_buffered`], and the record's group is
     /// acknowledged only when every dependency in `deps` is durable too
-    /// (made so by the group's leader, as for [`Log::append_with`]). Nothing is synced now: a large write made
-    /// with buffered durability costs no sync of its own, and the next
-    /// durable append pays one round for both.
+    /// (made so by the group's leader, as for [`Log::append_with`]).
+    /// Nothing is synced now: a large write made with buffered durability
+    /// costs no sync of its own, and the next durable append pays one
+    /// round for both.
     pub fn append_buffered_with(&self, payload: Vec<u8>, deps: Vec<Dependency>) -> Result<Lsn> {
         self.inner.enqueue(payload, deps)
     }

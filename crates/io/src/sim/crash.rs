@@ -5,8 +5,7 @@ use std::collections::BTreeSet;
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use super::ranges::add_range;
-use super::state::{op_range, sector_pieces, write_into, FileData, FileId, FileOp, State};
+use super::state::{sector_pieces, write_into, FileData, FileId, FileOp, State};
 
 /// How a crash treats operations that were not yet synced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -76,18 +75,13 @@ pub(super) fn crash(state: &mut State, mode: CrashMode) -> State {
         let Some(file) = state.files.get(&id) else { continue };
         let mut image = file.durable.clone();
         // Written-back writes are older than the pending ops they overlap.
-        let mut holes = file.holes.clone();
         for op in file.written_back.iter().chain(&file.pending) {
             apply_pending(op, &mut image, mode, &mut next.rng);
-            // Whatever the crash kept, a range an unsynced op touched other
-            // than by a plain overwrite may be on no written block.
-            if !matches!(op, FileOp::Write { .. }) {
-                let (start, end) = op_range(op);
-                add_range(&mut holes, start, end.min(image.len() as u64));
-            }
         }
-        let durable_len = file.durable.len() as u64;
-        add_range(&mut holes, durable_len, image.len() as u64);
+        // Whatever the crash kept, a range an unsynced op touched other
+        // than by a plain overwrite (written-back ops are all overwrites)
+        // may be on no written block.
+        let holes = file.unwritten(image.len() as u64);
         next.files.insert(id, FileData::settled(image, holes));
     }
     // Keep the old machine's stream moving too, so a second crash of the

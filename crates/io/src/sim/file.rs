@@ -6,6 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::faults::{fault_error, flip_bit, short_len, SimFault, SimOp};
+use super::ranges::meets;
 use super::state::{check_range, is_implicit_dir, is_root, op_range, parent_of, FileData, FileId, FileOp, NsOp, State};
 use super::SimStorage;
 use crate::error::{IoError, IoResult};
@@ -311,7 +312,8 @@ impl File for SimFile {
     fn holes(&self) -> IoResult<Option<Vec<(u64, u64)>>> {
         let st = self.state.lock();
         st.check_alive()?;
-        Ok(Some(st.file(self.id, &self.path)?.unwritten()))
+        let file = st.file(self.id, &self.path)?;
+        Ok(Some(file.unwritten(file.live.len() as u64)))
     }
 
     /// Moves the range's pending writes that land on written blocks, and
@@ -335,10 +337,7 @@ impl File for SimFile {
                     && offset <= s
                     && e <= end
                     && file.is_written(s, e)
-                    && file.pending.iter().enumerate().all(|(j, other)| {
-                        let (a, b) = op_range(other);
-                        i == j || !(a < e && s < b)
-                    })
+                    && file.pending.iter().enumerate().all(|(j, other)| i == j || !meets(op_range(other), (s, e)))
             })
             .collect();
         let mut moved = Vec::new();

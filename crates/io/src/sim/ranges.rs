@@ -40,9 +40,14 @@ pub(super) fn remove_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
     *set = out;
 }
 
+/// Whether two half-open ranges share a byte.
+pub(super) fn meets((a, b): (u64, u64), (start, end): (u64, u64)) -> bool {
+    a < end && start < b
+}
+
 /// Whether `[start, end)` meets a range of the set.
 pub(super) fn overlaps(set: &[(u64, u64)], start: u64, end: u64) -> bool {
-    set.iter().any(|&(a, b)| a < end && start < b)
+    set.iter().any(|&r| meets(r, (start, end)))
 }
 
 #[cfg(test)]

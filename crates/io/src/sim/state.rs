@@ -130,35 +130,23 @@ impl FileData {
         }
     }
 
-    /// The ranges of the live file not on written blocks: durable holes,
-    /// ranges pending non-write operations touch, and growth past the
-    /// durable length.
-    pub(super) fn unwritten(&self) -> Vec<(u64, u64)> {
+    /// The ranges of the file, up to `len`, not on written blocks: durable
+    /// holes, growth past the durable length, and ranges pending non-write
+    /// operations touch (a punch or resize is metadata).
+    pub(super) fn unwritten(&self, len: u64) -> Vec<(u64, u64)> {
         let mut set = self.holes.clone();
-        let live_len = self.live.len() as u64;
-        add_range(&mut set, self.durable.len() as u64, live_len);
-        for op in &self.pending {
-            if !matches!(op, FileOp::Write { .. }) {
-                let (start, end) = op_range(op);
-                add_range(&mut set, start, end.min(live_len));
-            }
+        add_range(&mut set, self.durable.len() as u64, len);
+        for op in self.pending.iter().filter(|op| !matches!(op, FileOp::Write { .. })) {
+            let (start, end) = op_range(op);
+            add_range(&mut set, start, end.min(len));
         }
         set
     }
 
     /// Whether `[offset, end)` is on written blocks: inside the durable
-    /// length, on no durable hole, and touched by no pending operation
-    /// other than a write (a pending punch or resize is metadata).
+    /// length and outside [`FileData::unwritten`].
     pub(super) fn is_written(&self, offset: u64, end: u64) -> bool {
-        end <= self.durable.len() as u64
-            && !overlaps(&self.holes, offset, end)
-            && self.pending.iter().all(|op| match op {
-                FileOp::Write { .. } => true,
-                FileOp::SetLen(len) => *len >= end,
-                FileOp::Allocate { offset: o, len } | FileOp::PunchHole { offset: o, len } => {
-                    !(*o < end && offset < o + len)
-                }
-            })
+        end <= self.durable.len() as u64 && !overlaps(&self.unwritten(u64::MAX), offset, end)
     }
 }
 
