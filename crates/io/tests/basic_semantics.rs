@@ -3,16 +3,13 @@
 //! simulation is held to what the real file system does.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
 use larder_io::{read_exact_at, write_all_at, IoError, OpenOptions, RealStorage, SimStorage, Storage};
 
-fn read_all(storage: &dyn Storage, path: &Path) -> Vec<u8> {
-    let file = storage.open(path, OpenOptions::READ).unwrap();
-    let mut buf = vec![0u8; file.len().unwrap() as usize];
-    read_exact_at(&*file, &mut buf, 0).unwrap();
-    buf
-}
+use common::read_all;
 
 fn check_basic_semantics(storage: &dyn Storage, root: &Path) {
     let dir = root.join("db");

@@ -5,25 +5,14 @@
 //! rebooted machine.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
 use larder_io::sim::CrashMode;
-use larder_io::{read_exact_at, write_all_at, IoError, OpenOptions, SimStorage, Storage};
+use larder_io::{write_all_at, IoError, OpenOptions, SimStorage, Storage};
 
-fn read_all(storage: &SimStorage, path: &Path) -> Vec<u8> {
-    let file = storage.open(path, OpenOptions::READ).unwrap();
-    let mut buf = vec![0u8; file.len().unwrap() as usize];
-    read_exact_at(&*file, &mut buf, 0).unwrap();
-    buf
-}
-
-/// Creates `path` with `data` synced and its directory synced.
-fn durable_file(sim: &SimStorage, path: &Path, data: &[u8]) {
-    let file = sim.open(path, OpenOptions::CREATE_NEW).unwrap();
-    write_all_at(&*file, data, 0).unwrap();
-    file.sync_data().unwrap();
-    sim.sync_dir(path.parent().unwrap()).unwrap();
-}
+use common::{durable_file, read_all};
 
 #[test]
 fn synced_data_survives_every_crash() {

@@ -4,17 +4,14 @@
 //! crash keeps everything pending. Later writes are unaffected.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
 use larder_io::sim::{CrashMode, SimFault, SimOp};
-use larder_io::{read_exact_at, write_all_at, IoError, OpenOptions, SimStorage, Storage};
+use larder_io::{write_all_at, IoError, OpenOptions, SimStorage, Storage};
 
-fn read_all(storage: &SimStorage, path: &Path) -> Vec<u8> {
-    let file = storage.open(path, OpenOptions::READ).unwrap();
-    let mut buf = vec![0u8; file.len().unwrap() as usize];
-    read_exact_at(&*file, &mut buf, 0).unwrap();
-    buf
-}
+use common::read_all;
 
 #[test]
 fn failed_sync_drops_pending_writes_and_later_sync_succeeds() {

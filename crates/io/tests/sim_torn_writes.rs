@@ -6,10 +6,14 @@
 //! writes' pieces for that sector applied, and nothing else.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use larder_io::{read_exact_at, write_all_at, OpenOptions, SimStorage, Storage};
+use larder_io::{write_all_at, OpenOptions, SimStorage, Storage};
 use proptest::prelude::*;
+
+use common::read_all;
 
 const SECTOR: usize = 512;
 
@@ -71,13 +75,6 @@ fn sector_candidates(model: &Model, s: usize, padded_len: usize) -> Vec<Vec<u8>>
         out.push(sector);
     }
     out
-}
-
-fn read_all(storage: &SimStorage, path: &Path) -> Vec<u8> {
-    let file = storage.open(path, OpenOptions::READ).unwrap();
-    let mut buf = vec![0u8; file.len().unwrap() as usize];
-    read_exact_at(&*file, &mut buf, 0).unwrap();
-    buf
 }
 
 proptest! {

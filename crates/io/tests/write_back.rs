@@ -5,33 +5,22 @@
 //! `File::holes` is checked on both backends.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
 use larder_io::sim::{CrashMode, SimFault, SimOp};
-use larder_io::{read_exact_at, write_all_at, OpenOptions, RealStorage, SimStorage, Storage};
+use larder_io::{write_all_at, OpenOptions, RealStorage, SimStorage, Storage};
 
-fn read_all(storage: &dyn Storage, path: &Path) -> Vec<u8> {
-    let file = storage.open(path, OpenOptions::READ).unwrap();
-    let mut buf = vec![0u8; file.len().unwrap() as usize];
-    read_exact_at(&*file, &mut buf, 0).unwrap();
-    buf
-}
-
-/// Creates `path` holding `len` bytes of `fill`, synced, its name synced.
-fn durable_file(sim: &dyn Storage, path: &Path, fill: u8, len: usize) {
-    let file = sim.open(path, OpenOptions::CREATE_NEW).unwrap();
-    write_all_at(&*file, &vec![fill; len], 0).unwrap();
-    file.sync_data().unwrap();
-    sim.sync_dir(path.parent().unwrap()).unwrap();
-}
+use common::{durable_file, read_all};
 
 const DATA: &str = "/db/data";
 const LOG: &str = "/db/log";
 
 fn setup(seed: u64) -> SimStorage {
     let sim = SimStorage::new(seed);
-    durable_file(&sim, Path::new(DATA), 0, 8192);
-    durable_file(&sim, Path::new(LOG), 0, 4096);
+    durable_file(&sim, Path::new(DATA), &[0; 8192]);
+    durable_file(&sim, Path::new(LOG), &[0; 4096]);
     sim
 }
 
@@ -114,7 +103,7 @@ fn real_files_report_holes_and_write_back() {
     let dir = tempfile::tempdir().unwrap();
     let storage = RealStorage::new();
     let path = dir.path().join("data");
-    durable_file(&storage, &path, 1, 65536);
+    durable_file(&storage, &path, &[1; 65536]);
     let file = storage.open(&path, OpenOptions::WRITE).unwrap();
     assert_eq!(file.holes().unwrap(), Some(vec![]));
     file.punch_hole(16384, 4096).unwrap();
