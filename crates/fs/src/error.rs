@@ -19,6 +19,20 @@ pub enum FsError {
         /// What the call was doing, and on what.
         what: String,
     },
+    /// No entry `name` in directory `parent` (ENOENT). Apart from `Posix`
+    /// so that a negative lookup, which a mount answers before every
+    /// create, formats no message that nobody reads.
+    #[error(
+        "{:?} in directory {parent}: {}",
+        String::from_utf8_lossy(name),
+        std::io::Error::from_raw_os_error(libc::ENOENT)
+    )]
+    NoEntry {
+        /// The name looked for.
+        name: Vec<u8>,
+        /// The directory it was looked for in.
+        parent: u64,
+    },
 }
 
 impl FsError {
@@ -27,10 +41,16 @@ impl FsError {
         FsError::Posix { errno, what: what.into() }
     }
 
+    /// ENOENT: no entry `name` in directory `parent`.
+    pub fn no_entry(parent: u64, name: &[u8]) -> FsError {
+        FsError::NoEntry { name: name.to_vec(), parent }
+    }
+
     /// The errno a system call returns for this error.
     pub fn errno(&self) -> i32 {
         match self {
             FsError::Posix { errno, .. } => *errno,
+            FsError::NoEntry { .. } => libc::ENOENT,
             FsError::Store(e) => store_errno(e),
         }
     }

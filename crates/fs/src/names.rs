@@ -102,9 +102,7 @@ impl Fs {
             b".." => info.parent,
             _ => {
                 let n = stored_name(name)?;
-                list::lookup(&self.store, parent, &n)?
-                    .ok_or_else(|| FsError::posix(libc::ENOENT, format!("{:?} in directory {parent}", shown(name))))?
-                    .child
+                list::lookup(&self.store, parent, &n)?.ok_or_else(|| FsError::no_entry(parent, name))?.child
             }
         };
         self.getattr(child)
@@ -217,9 +215,8 @@ impl Fs {
                 return Err(FsError::posix(libc::ENOTDIR, format!("object {parent}")));
             }
             perm::check(&p, parent, cred, EXEC)?;
-            let d = list::lookup(&self.store, parent, &name)?.ok_or_else(|| {
-                FsError::posix(libc::ENOENT, format!("{:?} in directory {parent}", shown(name.as_bytes())))
-            })?;
+            let d =
+                list::lookup(&self.store, parent, &name)?.ok_or_else(|| FsError::no_entry(parent, name.as_bytes()))?;
             match (dir, d.kind == Kind::Directory) {
                 (false, true) => {
                     return Err(FsError::posix(libc::EISDIR, format!("{:?} is a directory", shown(name.as_bytes()))))

@@ -100,9 +100,7 @@ impl Fs {
             }
             perm::check(&o, dir, cred, EXEC)?;
         }
-        let src = list::lookup(&self.store, parent, from)?.ok_or_else(|| {
-            FsError::posix(libc::ENOENT, format!("{:?} in directory {parent}", shown(from.as_bytes())))
-        })?;
+        let src = list::lookup(&self.store, parent, from)?.ok_or_else(|| FsError::no_entry(parent, from.as_bytes()))?;
         let dst = list::lookup(&self.store, new_parent, to)?;
         Ok(Plan { src, dst })
     }
@@ -155,7 +153,7 @@ fn rename_in(
             perm::check(&t, d.child, cred, WRITE)?;
         }
     } else if flags.exchange {
-        return Err(FsError::posix(libc::ENOENT, format!("{:?} in directory {new_parent}", shown(to.as_bytes()))));
+        return Err(FsError::no_entry(new_parent, to.as_bytes()));
     }
     if s.kind == Kind::Directory && parent != new_parent && !cred.is_root() {
         // Its `..` changes.

@@ -7,7 +7,7 @@ use crate::entry::{max_covering, Entry, Op, RangeTombstone, Stamp};
 use crate::error::Result;
 use crossbeam_skiplist::SkipMap;
 
-use crate::memtable::{skiplist_chunk, to_op, MemKey, MemOp, Memtable, SortedArray};
+use crate::memtable::{skiplist_chunk, MemKey, MemOp, Memtable, SortedArray};
 use crate::merge::Registry;
 use crate::resolve::resolve_read;
 use crate::run::iter::RunIter;
@@ -79,8 +79,7 @@ impl ArraySource {
             self.hi -= 1;
             self.hi
         };
-        let (k, op) = self.array.entries.get(i)?;
-        Some(Entry { key: k.key().to_vec(), stamp: k.stamp, op: to_op(k, *op) })
+        (i < self.array.len()).then(|| self.array.entry(i))
     }
 }
 

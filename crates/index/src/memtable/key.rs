@@ -100,9 +100,14 @@ pub(crate) struct MemOp {
 
 /// The owned operation an entry stands for.
 pub(crate) fn to_op(k: &MemKey, op: MemOp) -> Op {
+    op_of(k.payload(), op)
+}
+
+/// The owned operation `op` with `payload`.
+pub(crate) fn op_of(payload: &[u8], op: MemOp) -> Op {
     match op.kind {
-        Kind::Put => Op::Put(k.payload().to_vec()),
+        Kind::Put => Op::Put(payload.to_vec()),
         Kind::Delete => Op::Delete,
-        Kind::Merge => Op::Merge { operator: op.operator, operand: k.payload().to_vec() },
+        Kind::Merge => Op::Merge { operator: op.operator, operand: payload.to_vec() },
     }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Memtable {
     filter: MemFilter,
     tombstones: RwLock<Vec<RangeTombstone>>,
     size_bytes: AtomicUsize,
+    /// Key and payload bytes in the skip list (the size of its sealed chunk).
+    recent_bytes: AtomicUsize,
     entries: AtomicUsize,
     seal_entries: usize,
     /// The first sequence number this memtable may hold.
@@ -63,6 +65,7 @@ impl Memtable {
             filter: MemFilter::new((budget_bytes / 96) as u64 + 1),
             tombstones: RwLock::new(Vec::new()),
             size_bytes: AtomicUsize::new(0),
+            recent_bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             seal_entries: (budget_bytes / 96 / 64).clamp(4, SEAL_ENTRIES),
             first_seq,
@@ -79,6 +82,7 @@ impl Memtable {
     pub(crate) fn insert(&self, key: &[u8], hash: u64, payload: &[u8], stamp: Stamp, kind: Kind, operator: u32) {
         let entry = MemKey::new(key, payload, stamp);
         let charge = entry.charge();
+        self.recent_bytes.fetch_add(key.len() + payload.len(), AtomicOrdering::Relaxed);
         let recent = self.view.read().recent.clone();
         recent.insert(entry, MemOp { kind, operator });
         self.filter.add(hash);
@@ -93,9 +97,9 @@ impl Memtable {
     /// level. Readers holding the old view keep reading it unchanged.
     fn seal(&self) {
         let old = self.view.read().clone();
-        let entries: Vec<(MemKey, MemOp)> = old.recent.iter().map(|e| (e.key().clone(), *e.value())).collect();
+        let bytes = self.recent_bytes.swap(0, AtomicOrdering::Relaxed);
+        let mut new = Arc::new(SortedArray::sealed(&old.recent, bytes));
         let mut arrays = old.arrays.clone();
-        let mut new = Arc::new(SortedArray::new(0, entries));
         while let Some(pos) = arrays.iter().position(|a| a.level == new.level) {
             let other = arrays.remove(pos);
             new = Arc::new(sorted::merge(&other, &new));
@@ -170,13 +174,10 @@ impl Memtable {
         }
         for a in &view.arrays {
             let mut i = a.lower_bound(key, from);
-            while let Some((k, op)) = a.entries.get(i) {
-                if k.key() != key {
-                    break;
-                }
-                let op = to_op(k, *op);
+            while i < a.len() && a.key(i) == key {
+                let (stamp, op) = a.version(i);
                 let settles = !matches!(op, Op::Merge { .. });
-                out.push((k.stamp, op));
+                out.push((stamp, op));
                 if settles {
                     break;
                 }
