@@ -12,11 +12,12 @@
 //!
 //! Every run gets a fresh file system: an image file on --dir's disk,
 //! made with mkfs (ext4 for `larder` and `ext4`, XFS for `xfs`) and
-//! loop-mounted (direct I/O, see [`FreshFs`]), removed after the run. Why: ext4 without a journal (this
-//! machine's root) avoids reusing recently deleted inodes, so creating 1M
-//! files after deleting a previous run's 1M scanned inode bitmaps at 100%
-//! CPU (`recently_deleted`, `find_inode_bit` in perf) and ran 7x slower
-//! than the same run on a fresh file system. Needs root (mount).
+//! loop-mounted with direct I/O (see [`FreshFs`]), removed after the run.
+//! Why: ext4 without a journal (this machine's root) avoids reusing
+//! recently deleted inodes, so creating 1M files after deleting a previous
+//! run's 1M scanned inode bitmaps at 100% CPU (`recently_deleted`,
+//! `find_inode_bit` in perf) and ran 7x slower than the same run on a
+//! fresh file system. Needs root (mount, losetup).
 //!
 //! - `mix-file`, `mix-web`, `mix-mail`: FileBench-like personalities
 //!   (see `fs_mix`), natively; `fuse-mix-*` the same through a mount
