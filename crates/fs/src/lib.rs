@@ -60,7 +60,7 @@ pub const MAX_SYMLINK_FOLLOWS: usize = 40;
 /// How often a file system's changes that nobody fsynced are written and
 /// synced: 1 s, against the store's 10 ms for the KV API. POSIX promises
 /// nothing without fsync, and ext4 commits every 5 s; a sync every 10 ms
-/// under a stream of creates through a mount cost a tenth of their rate on
+/// under a stream of creates through a mount cost 10-15% of their rate on
 /// a disk that flushes for real (docs/design.md, "Durability").
 pub const FS_BUFFERED_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
