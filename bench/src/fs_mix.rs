@@ -17,6 +17,7 @@
 //! | web | 1,000 in dirs of 20 | 16 KiB | read 10 whole files, append 16 KiB to a shared log (11) |
 //! | mail | 1,000 in one dir | 16 KiB | delete, create+write+fsync, append 16 KiB+fsync, read whole (4) |
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -154,13 +155,28 @@ pub fn dir_count(p: Personality) -> usize {
 }
 
 /// Runs the timed part: `threads` threads, each `loops × scale` loops of
-/// `p`'s flow, then a sync. Returns (operations, seconds).
-pub fn run(fs: &dyn MixFs, p: Personality, threads: usize, scale: f64, seed: u64) -> Result<(u64, f64)> {
+/// `p`'s flow, then a sync. With `progress`, prints the rate of every
+/// 200 ms to stderr (where a long mix slows down, and when). Returns
+/// (operations, seconds).
+pub fn run(
+    fs: &dyn MixFs,
+    p: Personality,
+    threads: usize,
+    scale: f64,
+    seed: u64,
+    progress: bool,
+) -> Result<(u64, f64)> {
     let threads = threads.max(1);
     let loops = ((p.loops() as f64 * scale).round() as usize).max(1);
     let log_lock = Mutex::new(());
+    let done_ops = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
     let start = Instant::now();
     let ops: Result<Vec<u64>> = std::thread::scope(|s| {
+        if progress {
+            s.spawn(|| report_progress(&done_ops, &finished, start));
+        }
+        let done_ops = &done_ops;
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let files: Vec<usize> = (0..p.files()).filter(|i| i % threads == t).collect();
@@ -168,14 +184,28 @@ pub fn run(fs: &dyn MixFs, p: Personality, threads: usize, scale: f64, seed: u64
                 let share = Share { files, exists };
                 let rng = Rng((seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
                 let log_lock = &log_lock;
-                s.spawn(move || one_thread(fs, p, share, rng, loops, log_lock))
+                s.spawn(move || one_thread(fs, p, share, rng, loops, log_lock, done_ops))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a mix thread panicked"))).collect()
+        let ops = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a mix thread panicked"))).collect();
+        finished.store(true, Ordering::Relaxed);
+        ops
     });
     let ops: u64 = ops?.iter().sum();
     fs.sync_all()?;
     Ok((ops, start.elapsed().as_secs_f64()))
+}
+
+/// Prints the operations per second of each 200 ms until `finished`.
+fn report_progress(done_ops: &AtomicU64, finished: &AtomicBool, start: Instant) {
+    let (mut last_ops, mut last_at) = (0, Instant::now());
+    while !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (ops, now) = (done_ops.load(Ordering::Relaxed), Instant::now());
+        let rate = (ops - last_ops) as f64 / now.duration_since(last_at).as_secs_f64();
+        eprintln!("mix progress: {:6.2} s {rate:9.0} ops/s", start.elapsed().as_secs_f64());
+        (last_ops, last_at) = (ops, now);
+    }
 }
 
 fn one_thread(
@@ -185,6 +215,7 @@ fn one_thread(
     mut rng: Rng,
     loops: usize,
     log_lock: &Mutex<()>,
+    done_ops: &AtomicU64,
 ) -> Result<u64> {
     let whole = vec![0xa5; p.file_bytes()];
     let append = vec![0x3c; 16 << 10];
@@ -203,6 +234,7 @@ fn one_thread(
         let (d, n) = place(p, share.files[k]);
         op(d, &n)?;
         share.exists[k] = then;
+        done_ops.fetch_add(1, Ordering::Relaxed);
         Ok(1)
     };
     for _ in 0..loops {
@@ -225,6 +257,7 @@ fn one_thread(
                 let _g = log_lock.lock().map_err(|_| anyhow::anyhow!("log lock poisoned"))?;
                 fs.append(0, WEB_LOG, &append, false)?;
                 ops += 11;
+                done_ops.fetch_add(11, Ordering::Relaxed);
             }
             Personality::Mail => {
                 ops += on(&mut share, &mut rng, true, false, &mut |d, n| fs.delete(d, n))?;

@@ -81,6 +81,9 @@ pub struct FsArgs {
     /// Scales the mix workloads' loops per thread.
     #[arg(long, default_value_t = 1.0)]
     mix_scale: f64,
+    /// Prints each mix's rate every 200 ms (to the child's stderr).
+    #[arg(long)]
+    mix_progress: bool,
 }
 
 /// A freshly made, loop-mounted file system, unmounted and removed when
@@ -153,6 +156,8 @@ pub struct FsSpec {
     mix_threads: usize,
     #[serde(default)]
     mix_scale: f64,
+    #[serde(default)]
+    mix_progress: bool,
 }
 
 /// What one child measured.
@@ -197,6 +202,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
                     seed: args.seed,
                     mix_threads: args.mix_threads,
                     mix_scale: args.mix_scale,
+                    mix_progress: args.mix_progress,
                 };
                 let r: Result<FsResult, String> =
                     crate::spawn_child("fs-child", &spec, Some(Duration::from_secs(args.child_timeout_secs)));
@@ -491,7 +497,7 @@ fn mix_native(spec: &FsSpec, engine: &str, personality: &str) -> Result<(u64, f6
         let m = LarderFs::new(fs, dir_count(p))?;
         preallocate(&m, p)?;
         m.quiesce()?;
-        let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)?;
+        let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed, spec.mix_progress)?;
         m.close()?;
         return Ok(r);
     }
@@ -499,7 +505,7 @@ fn mix_native(spec: &FsSpec, engine: &str, personality: &str) -> Result<(u64, f6
     let sync_dir = spec.dir.clone();
     let m = PathFs::new(&base, dir_count(p), Box::new(move || syncfs(&sync_dir)))?;
     preallocate(&m, p)?;
-    run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)
+    run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed, spec.mix_progress)
 }
 
 /// A mix through a mount of Larder or bindfs (over the fresh ext4).
@@ -520,7 +526,7 @@ fn mix_through_mount(spec: &FsSpec, personality: &str) -> Result<(u64, f64)> {
     });
     let m = PathFs::new(&mnt.join("mix"), dir_count(p), sync)?;
     preallocate(&m, p)?;
-    let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed)?;
+    let r = run(&m, p, spec.mix_threads, spec.mix_scale, spec.seed, spec.mix_progress)?;
     drop(m);
     drop(mounted);
     Ok(r)
