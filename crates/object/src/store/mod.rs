@@ -115,8 +115,9 @@ pub enum Durability {
     Durable,
     /// Returns once the transaction has its LSN and is visible to every
     /// reader and later transaction. It becomes durable when its group is
-    /// written: within the log's
-    /// `buffered_sync_interval` (10 ms by default) or at the next durable
+    /// written: within the log's `buffered_sync_interval` (10 ms by
+    /// default; 1 s for a store opened as a file system,
+    /// `larder_fs::FS_BUFFERED_SYNC_INTERVAL`) or at the next durable
     /// commit or sync. A crash loses at most the buffered transactions not
     /// yet written (bounded by the log's `max_pending_bytes`), always a
     /// suffix: never one without those before it.
