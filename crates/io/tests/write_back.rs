@@ -10,25 +10,27 @@ mod common;
 use std::path::Path;
 
 use larder_io::sim::{CrashMode, SimFault, SimOp};
-use larder_io::{write_all_at, OpenOptions, RealStorage, SimStorage, Storage};
+use larder_io::{write_all_at, FileRef, OpenOptions, RealStorage, SimStorage, Storage};
 
 use common::{durable_file, read_all};
 
 const DATA: &str = "/db/data";
 const LOG: &str = "/db/log";
 
-fn setup(seed: u64) -> SimStorage {
+/// A simulated store with a durable data file of two written blocks and a
+/// durable log file, both opened for writing.
+fn setup(seed: u64) -> (SimStorage, FileRef, FileRef) {
     let sim = SimStorage::new(seed);
     durable_file(&sim, Path::new(DATA), &[0; 8192]);
     durable_file(&sim, Path::new(LOG), &[0; 4096]);
-    sim
+    let data = sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap();
+    let log = sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap();
+    (sim, data, log)
 }
 
 #[test]
 fn a_written_back_overwrite_is_durable_after_another_files_sync() {
-    let sim = setup(1);
-    let (data, log) =
-        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    let (sim, data, log) = setup(1);
     assert_eq!(data.holes().unwrap(), Some(vec![]));
     write_all_at(&*data, &[7; 4096], 4096).unwrap();
     data.write_back(4096, 4096).unwrap();
@@ -45,9 +47,7 @@ fn a_written_back_overwrite_is_durable_after_another_files_sync() {
 
 #[test]
 fn a_write_outside_the_range_or_over_another_pending_op_stays_pending() {
-    let sim = setup(2);
-    let (data, log) =
-        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    let (sim, data, log) = setup(2);
     write_all_at(&*data, &[1; 100], 0).unwrap();
     write_all_at(&*data, &[2; 100], 4096).unwrap();
     write_all_at(&*data, &[3; 10], 4146).unwrap();
@@ -63,9 +63,7 @@ fn a_write_outside_the_range_or_over_another_pending_op_stays_pending() {
 
 #[test]
 fn a_write_into_a_hole_or_past_the_end_needs_its_own_sync() {
-    let sim = setup(3);
-    let (data, log) =
-        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    let (sim, data, log) = setup(3);
     data.punch_hole(0, 4096).unwrap();
     assert_eq!(data.holes().unwrap(), Some(vec![(0, 4096)]), "a pending punch is metadata");
     data.sync_data().unwrap();
@@ -85,9 +83,7 @@ fn a_write_into_a_hole_or_past_the_end_needs_its_own_sync() {
 
 #[test]
 fn a_failed_write_back_loses_its_pages_for_good() {
-    let sim = setup(4);
-    let (data, log) =
-        (sim.open(Path::new(DATA), OpenOptions::WRITE).unwrap(), sim.open(Path::new(LOG), OpenOptions::WRITE).unwrap());
+    let (sim, data, log) = setup(4);
     write_all_at(&*data, &[9; 4096], 0).unwrap();
     sim.fail_path(DATA, SimOp::WriteBack, SimFault::Eio);
     assert!(data.write_back(0, 4096).is_err());

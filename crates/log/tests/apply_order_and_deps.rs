@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use common::{open, small_options};
 use larder_io::sim::{SimFault, SimOp};
-use larder_io::{write_all_at, OpenOptions, SimStorage, Storage};
+use larder_io::{write_all_at, FileRef, OpenOptions, SimStorage, Storage};
 use larder_log::{Dependency, LogError, Options};
 
 #[test]
@@ -64,14 +64,23 @@ fn failing_hook_poisons() {
     assert!(matches!(log.append(vec![3]), Err(LogError::Poisoned(c)) if c.contains("index full")));
 }
 
+/// The data file the dependency tests name.
+const DATA_FILE: &str = "/data/containers/1.dat";
+
+/// Creates [`DATA_FILE`] holding `bytes` (written, not synced).
+fn data_file(storage: &dyn Storage, bytes: &[u8]) -> FileRef {
+    storage.create_dir_all(Path::new("/data/containers")).unwrap();
+    let data = storage.open(Path::new(DATA_FILE), OpenOptions::CREATE_NEW).unwrap();
+    write_all_at(&*data, bytes, 0).unwrap();
+    data
+}
+
 #[test]
 fn dependency_files_are_durable_when_append_with_returns() {
     let sim = SimStorage::new(63);
     let (log, _) = open(&sim, small_options(), 0).unwrap();
-    sim.create_dir_all(Path::new("/data/containers")).unwrap();
-    let data_path = Path::new("/data/containers/1.dat");
-    let data = sim.open(data_path, OpenOptions::CREATE_NEW).unwrap();
-    write_all_at(&*data, &[9u8; 8192], 0).unwrap();
+    let data_path = Path::new(DATA_FILE);
+    let data = data_file(&sim, &[9u8; 8192]);
     assert_eq!(sim.durable_len(data_path).unwrap(), 0);
     // The same file named twice is synced once.
     log.append_with(
@@ -93,10 +102,8 @@ fn dependency_files_are_durable_when_append_with_returns() {
 fn written_back_ranges_are_durable_when_append_with_returns() {
     let sim = SimStorage::new(64);
     let (log, _) = open(&sim, small_options(), 0).unwrap();
-    sim.create_dir_all(Path::new("/data/containers")).unwrap();
-    let data_path = Path::new("/data/containers/1.dat");
-    let data = sim.open(data_path, OpenOptions::CREATE_NEW).unwrap();
-    write_all_at(&*data, &[0u8; 16384], 0).unwrap();
+    let data_path = Path::new(DATA_FILE);
+    let data = data_file(&sim, &[0u8; 16384]);
     data.sync_data().unwrap();
     sim.sync_dir(Path::new("/data/containers")).unwrap();
     write_all_at(&*data, &[9u8; 4096], 4096).unwrap();
@@ -146,9 +153,7 @@ fn a_write_back_is_waited_for_before_the_group_sync_that_flushes_it() {
     let hooked = common::Hooked { inner: sim.clone(), hooks: events.clone() };
     let storage = hooked.storage();
     let (log, _) = common::open_on(storage.clone(), small_options(), 0).unwrap();
-    storage.create_dir_all(Path::new("/data/containers")).unwrap();
-    let data = storage.open(Path::new("/data/containers/1.dat"), OpenOptions::CREATE_NEW).unwrap();
-    write_all_at(&*data, &[0u8; 8192], 0).unwrap();
+    let data = data_file(&*storage, &[0u8; 8192]);
     data.sync_data().unwrap();
     write_all_at(&*data, &[9u8; 4096], 0).unwrap();
     let dep = Dependency::WriteBack { file: data.clone(), offset: 0, len: 4096 };
