@@ -287,22 +287,13 @@ impl Inner {
     /// flush for data and record); whole files are synced on other threads
     /// at the same time.
     fn write_group(&self, g: &Formed) -> Result<()> {
-        let backs: Vec<(&FileRef, u64, u64)> = g
-            .deps
-            .iter()
-            .filter_map(|d| match d {
-                Dependency::WriteBack { file, offset, len } => Some((file, *offset, *len)),
-                Dependency::Sync(_) => None,
-            })
-            .collect();
-        let syncs: Vec<FileRef> = g
-            .deps
-            .iter()
-            .filter_map(|d| match d {
-                Dependency::Sync(f) => Some(f.clone()),
-                Dependency::WriteBack { .. } => None,
-            })
-            .collect();
+        let (mut backs, mut syncs): (Vec<(&FileRef, u64, u64)>, Vec<FileRef>) = (Vec::new(), Vec::new());
+        for d in &g.deps {
+            match d {
+                Dependency::WriteBack { file, offset, len } => backs.push((file, *offset, *len)),
+                Dependency::Sync(f) => syncs.push(f.clone()),
+            }
+        }
         let write_and_sync = || -> Result<()> {
             for (file, offset, len) in &backs {
                 file.start_write_back(*offset, *len)?;
