@@ -9,7 +9,7 @@ use larder_io::{write_all_at, FileRef, OpenOptions, Storage};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Result, SpaceError};
-use crate::rangeset::RangeSet;
+use larder_io::RangeSet;
 
 /// Suffix of container file names.
 pub(crate) const SUFFIX: &str = ".ctr";

@@ -29,7 +29,6 @@ mod extent;
 mod manager;
 mod options;
 mod punch;
-mod rangeset;
 mod rebuild;
 mod state;
 mod stats;

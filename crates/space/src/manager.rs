@@ -16,11 +16,11 @@ use crate::error::{Result, SpaceError};
 use crate::extent::Extent;
 use crate::options::Options;
 use crate::punch::{self, TokenBucket};
-use crate::rangeset::RangeSet;
 use crate::rebuild::{self, VerifyReport};
 use crate::state::{Container, State};
 use crate::stats::{Counters, SpaceStats};
 use crate::BLOCK_BYTES;
+use larder_io::RangeSet;
 
 #[derive(Debug)]
 struct Inner {

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::rangeset::RangeSet;
+use larder_io::RangeSet;
 
 /// A token bucket of bytes: refills at `rate` bytes per second up to
 /// `capacity`; starts full at the first refill.

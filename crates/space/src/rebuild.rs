@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Result, SpaceError};
 use crate::extent::Extent;
-use crate::rangeset::RangeSet;
+use larder_io::RangeSet;
 
 /// Checks the extents in use and groups them by container, sorted by
 /// offset. Refuses an extent that is misaligned, empty or runs past its

@@ -11,9 +11,9 @@ use crate::deferred::Deferred;
 use crate::error::{Result, SpaceError};
 use crate::extent::Extent;
 use crate::punch::TokenBucket;
-use crate::rangeset::RangeSet;
 use crate::stats::Counters;
 use crate::BLOCK_BYTES;
+use larder_io::RangeSet;
 
 /// One container's allocator state. Every block is in exactly one of:
 /// free (`buddy`), allocated (counted in `allocated`), pending release

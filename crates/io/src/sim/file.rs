@@ -6,8 +6,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::faults::{fault_error, flip_bit, short_len, SimFault, SimOp};
-use super::ranges::meets;
-use super::state::{check_range, is_implicit_dir, is_root, op_range, parent_of, FileData, FileId, FileOp, NsOp, State};
+use super::state::{
+    check_range, is_implicit_dir, is_root, meets, op_range, parent_of, FileData, FileId, FileOp, NsOp, State,
+};
 use super::SimStorage;
 use crate::error::{IoError, IoResult};
 use crate::real::check_same_dir;
@@ -313,7 +314,7 @@ impl File for SimFile {
         let st = self.state.lock();
         st.check_alive()?;
         let file = st.file(self.id, &self.path)?;
-        Ok(Some(file.unwritten(file.live.len() as u64)))
+        Ok(Some(file.unwritten(file.live.len() as u64).iter().collect()))
     }
 
     /// Moves the range's pending writes that land on written blocks, and

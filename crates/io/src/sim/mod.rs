@@ -74,7 +74,6 @@
 mod crash;
 mod faults;
 mod file;
-mod ranges;
 mod state;
 
 use std::path::{Path, PathBuf};

@@ -8,9 +8,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use super::faults::ArmedFault;
-use super::ranges::{add_range, overlaps, remove_range};
 use super::SimCounters;
 use crate::error::{IoError, IoResult};
+use crate::rangeset::RangeSet;
 
 /// Identifies a file independently of its names, like an inode number, so
 /// an open handle survives a rename or remove of its name.
@@ -101,13 +101,13 @@ pub(super) struct FileData {
     pub(super) written_back: Vec<FileOp>,
     /// Ranges of the durable image on no written block (punched, or grown
     /// by `set_len` / `allocate`): writing there is metadata, which only a
-    /// sync of the file makes durable. Sorted, disjoint, half-open.
-    pub(super) holes: Vec<(u64, u64)>,
+    /// sync of the file makes durable.
+    pub(super) holes: RangeSet,
 }
 
 impl FileData {
     /// A file whose durable image (`image`) is all it holds, with `holes`.
-    pub(super) fn settled(image: Vec<u8>, holes: Vec<(u64, u64)>) -> FileData {
+    pub(super) fn settled(image: Vec<u8>, holes: RangeSet) -> FileData {
         FileData { live: image.clone(), durable: image, pending: Vec::new(), written_back: Vec::new(), holes }
     }
 
@@ -119,26 +119,26 @@ impl FileData {
         let new_len = self.durable.len() as u64;
         match op {
             FileOp::Write { offset, data } => {
-                add_range(&mut self.holes, old_len, *offset);
-                remove_range(&mut self.holes, *offset, offset + data.len() as u64);
+                self.holes.insert(old_len, *offset);
+                self.holes.remove(*offset, offset + data.len() as u64);
             }
             FileOp::SetLen(_) | FileOp::Allocate { .. } => {
-                remove_range(&mut self.holes, new_len, u64::MAX);
-                add_range(&mut self.holes, old_len, new_len);
+                self.holes.remove(new_len, u64::MAX);
+                self.holes.insert(old_len, new_len);
             }
-            FileOp::PunchHole { offset, len } => add_range(&mut self.holes, *offset, (offset + len).min(new_len)),
+            FileOp::PunchHole { offset, len } => self.holes.insert(*offset, (offset + len).min(new_len)),
         }
     }
 
     /// The ranges of the file, up to `len`, not on written blocks: durable
     /// holes, growth past the durable length, and ranges pending non-write
     /// operations touch (a punch or resize is metadata).
-    pub(super) fn unwritten(&self, len: u64) -> Vec<(u64, u64)> {
+    pub(super) fn unwritten(&self, len: u64) -> RangeSet {
         let mut set = self.holes.clone();
-        add_range(&mut set, self.durable.len() as u64, len);
+        set.insert(self.durable.len() as u64, len);
         for op in self.pending.iter().filter(|op| !matches!(op, FileOp::Write { .. })) {
             let (start, end) = op_range(op);
-            add_range(&mut set, start, end.min(len));
+            set.insert(start, end.min(len));
         }
         set
     }
@@ -146,7 +146,7 @@ impl FileData {
     /// Whether `[offset, end)` is on written blocks: inside the durable
     /// length and outside [`FileData::unwritten`].
     pub(super) fn is_written(&self, offset: u64, end: u64) -> bool {
-        end <= self.durable.len() as u64 && !overlaps(&self.unwritten(u64::MAX), offset, end)
+        end <= self.durable.len() as u64 && !self.unwritten(u64::MAX).intersects(offset, end)
     }
 }
 
@@ -158,6 +158,11 @@ pub(super) fn op_range(op: &FileOp) -> (u64, u64) {
         FileOp::SetLen(len) => (*len, u64::MAX),
         FileOp::Allocate { offset, len } | FileOp::PunchHole { offset, len } => (*offset, offset + len),
     }
+}
+
+/// Whether two half-open ranges share a byte.
+pub(super) fn meets((a, b): (u64, u64), (start, end): (u64, u64)) -> bool {
+    a < end && start < b
 }
 
 /// A namespace operation, queued on the directory that holds the name.

@@ -1,31 +1,31 @@
-//! A set of block numbers kept as disjoint, non-adjacent half-open ranges.
-//! Tracks the per-container states the buddy lists do not: frees waiting to
-//! be released, free space holding old data (punch candidates), and punched
-//! free space.
+//! A set of `u64` positions kept as disjoint, non-adjacent half-open
+//! ranges: the space manager's per-container block states (frees waiting
+//! to be released, punch candidates, punched space, possible holes) and the
+//! simulated storage's byte ranges of files on no written block.
 
 use std::collections::BTreeMap;
 
 /// Disjoint, non-adjacent `[start, end)` ranges, keyed by start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RangeSet {
+pub struct RangeSet {
     ranges: BTreeMap<u64, u64>,
     total: u64,
 }
 
 impl RangeSet {
-    /// Blocks in the set.
-    pub(crate) fn total(&self) -> u64 {
+    /// Positions in the set.
+    pub fn total(&self) -> u64 {
         self.total
     }
 
     /// The ranges in ascending order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.ranges.iter().map(|(&s, &e)| (s, e))
     }
 
     /// Adds `[start, end)`, merging with overlapping and adjacent ranges so
     /// neighbouring frees coalesce into one range.
-    pub(crate) fn insert(&mut self, mut start: u64, mut end: u64) {
+    pub fn insert(&mut self, mut start: u64, mut end: u64) {
         if start >= end {
             return;
         }
@@ -49,7 +49,7 @@ impl RangeSet {
     }
 
     /// Removes `[start, end)` (parts not in the set are ignored).
-    pub(crate) fn remove(&mut self, start: u64, end: u64) {
+    pub fn remove(&mut self, start: u64, end: u64) {
         if start >= end {
             return;
         }
@@ -68,8 +68,8 @@ impl RangeSet {
         }
     }
 
-    /// The ranges that share at least one block with `[start, end)`.
-    pub(crate) fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    /// The ranges that share at least one position with `[start, end)`.
+    pub fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
         let first = self.ranges.range(..=start).next_back().filter(|(_, &e)| e > start).map(|(&s, &e)| (s, e));
         // `lo <= end` always, so the range below cannot panic.
         let lo = start.saturating_add(1).min(end);
@@ -77,14 +77,14 @@ impl RangeSet {
         first.into_iter().chain(rest).filter(move |&(s, e)| s < end && e > start)
     }
 
-    /// Whether any block of `[start, end)` is in the set.
-    pub(crate) fn intersects(&self, start: u64, end: u64) -> bool {
+    /// Whether any position of `[start, end)` is in the set.
+    pub fn intersects(&self, start: u64, end: u64) -> bool {
         self.overlapping(start, end).next().is_some()
     }
 
-    /// The first `len`-block range inside `[start, end)` whose start is
+    /// The first `len`-long range inside `[start, end)` whose start is
     /// `start` plus a multiple of `align` and that misses the set.
-    pub(crate) fn first_gap(&self, start: u64, end: u64, len: u64, align: u64) -> Option<u64> {
+    pub fn first_gap(&self, start: u64, end: u64, len: u64, align: u64) -> Option<u64> {
         let mut pos = start;
         for (s, e) in self.overlapping(start, end) {
             if pos.checked_add(len)? <= s {
@@ -99,7 +99,7 @@ impl RangeSet {
     }
 
     /// The parts of `[0, limit)` not in the set.
-    pub(crate) fn gaps(&self, limit: u64) -> Vec<(u64, u64)> {
+    pub fn gaps(&self, limit: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut pos = 0;
         for (s, e) in self.iter() {
@@ -118,7 +118,7 @@ impl RangeSet {
     }
 
     /// The ranges in both sets.
-    pub(crate) fn intersection(&self, other: &RangeSet) -> Vec<(u64, u64)> {
+    pub fn intersection(&self, other: &RangeSet) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         for (s, e) in self.iter() {
             for (os, oe) in other.overlapping(s, e) {
@@ -152,6 +152,28 @@ mod tests {
         r.insert(0, 100);
         assert_eq!(r.iter().collect::<Vec<_>>(), vec![(0, 100)]);
         assert_eq!(r.total(), 100);
+    }
+
+    /// The simulated storage's uses: empty ranges, touching ranges, and
+    /// half-open overlap tests.
+    #[test]
+    fn empty_ranges_add_nothing_and_ends_are_open() {
+        let mut set = RangeSet::default();
+        set.insert(10, 20);
+        set.insert(30, 40);
+        set.insert(5, 5);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [(10, 20), (30, 40)], "an empty range adds nothing");
+        set.insert(20, 30);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [(10, 40)], "touching ranges merge");
+        set.insert(0, 2);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [(0, 2), (10, 40)]);
+        set.remove(15, 25);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [(0, 2), (10, 15), (25, 40)]);
+        set.remove(0, 12);
+        assert_eq!(set.iter().collect::<Vec<_>>(), [(12, 15), (25, 40)]);
+        assert!(set.intersects(14, 16));
+        assert!(!set.intersects(15, 25), "half-open: neither end is in");
+        assert!(set.intersects(0, 100));
     }
 
     #[test]
