@@ -186,6 +186,11 @@ impl File for CheckedFile {
         self.inner.holes()
     }
 
+    fn drop_cache(&self, offset: u64, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.drop_cache(offset, len)
+    }
+
     fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {
         self.latch.check()?;
         self.latch.on_sync(self.inner.start_write_back(offset, len))

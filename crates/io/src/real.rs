@@ -221,6 +221,12 @@ impl File for RealFile {
         Ok(Some(holes))
     }
 
+    fn drop_cache(&self, offset: u64, len: u64) -> IoResult<()> {
+        let len = std::num::NonZeroU64::new(len);
+        rustix::fs::fadvise(&self.file, offset, len, rustix::fs::Advice::DontNeed)
+            .map_err(|e| IoError::os("drop_cache", &self.path, e.into()))
+    }
+
     fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {
         crate::write_back::sync_file_range(&self.file, offset, len, false)
             .map_err(|e| IoError::os("write_back", &self.path, e))

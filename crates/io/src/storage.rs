@@ -84,6 +84,15 @@ pub trait File: Send + Sync + std::fmt::Debug {
         let _ = (offset, len);
         Ok(())
     }
+    /// Asks the OS to drop the range's clean cached pages (fadvise
+    /// DONTNEED; `len` 0 means to the end of the file). A hint: the
+    /// default does nothing. For a range written in large stretches and
+    /// then overwritten in small pieces (a zero-filled log segment): see
+    /// docs/design.md, "A zero-filled segment's pages are dropped".
+    fn drop_cache(&self, offset: u64, len: u64) -> IoResult<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
     /// Writes the range's dirty pages to the device and waits for them,
     /// without flushing the device's cache or writing metadata
     /// (sync_file_range WAIT_BEFORE | WRITE | WAIT_AFTER). The bytes are

@@ -65,6 +65,17 @@ fn check_basic_semantics(storage: &dyn Storage, root: &Path) {
     file.sync_data().unwrap();
     storage.sync_dir(&dir).unwrap();
 
+    // drop_cache is a hint: synced and dirty bytes read back unchanged.
+    write_all_at(&*file, &[0xbb; 100], 2048).unwrap();
+    file.drop_cache(0, 4096).unwrap();
+    file.drop_cache(1024, 0).unwrap();
+    let content = read_all(storage, &a);
+    assert_eq!(content.len(), 4096);
+    assert!(content[..512].iter().all(|b| *b == 0xaa));
+    assert!(content[2048..2148].iter().all(|b| *b == 0xbb), "a dirty page survives drop_cache");
+    write_all_at(&*file, &[0xaa; 100], 2048).unwrap();
+    file.sync_data().unwrap();
+
     // create_new on an existing file, open of a missing one.
     assert!(matches!(storage.open(&a, OpenOptions::CREATE_NEW), Err(IoError::AlreadyExists { .. })));
     let missing = storage.open(&dir.join("missing"), OpenOptions::READ).unwrap_err();

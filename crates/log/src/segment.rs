@@ -63,6 +63,9 @@ impl SegmentFile {
         let file = storage.open(&path, OpenOptions::CREATE_NEW)?;
         fill_zeros(&*file, 0, bytes)?;
         file.sync_data()?;
+        // The zeros' pages are clean now; dropped, so the log's small
+        // writes bring in small pages (see `File::drop_cache`).
+        file.drop_cache(0, bytes)?;
         storage.sync_dir(dir)?;
         Ok(SegmentFile { id, path, file })
     }
@@ -78,6 +81,9 @@ impl SegmentFile {
         }
         write_all_at(&*self.file, &header.encode_block(), 0)?;
         self.file.sync_data()?;
+        if len < header.segment_bytes {
+            self.file.drop_cache(len, header.segment_bytes - len)?;
+        }
         Ok(())
     }
 
