@@ -2,6 +2,7 @@
 
 use larder_namespace::{list, NamespaceTxn};
 use larder_object::meta::{Dentry, Kind, Name};
+use larder_object::store::DerivedPath;
 use larder_object::{Durability, LockRequest, Store, Transaction};
 
 use crate::error::Result;
@@ -44,23 +45,23 @@ impl Kv {
 
     /// The value under `key` in `bucket`, or `None`.
     pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let Some(object) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };
-        // A delete between the lookup and the read reads as absent.
-        Ok(self.store().read_to_end(object.child)?)
+        let mut out = Vec::new();
+        Ok(self.get_into(bucket, key, &mut out)?.then_some(out))
     }
 
     /// Like [`Kv::get`], into `out` (replaced; its allocation reused):
     /// returns whether `key` exists, leaving `out` alone if not. A small
     /// object is copied once, from the metadata cache into `out`.
     pub fn get_into(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, out: &mut Vec<u8>) -> Result<bool> {
-        let Some(object) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(false) };
+        let (path, object) = self.find_cached(bucket.as_ref(), key.as_ref())?;
+        let Some(object) = object else { return Ok(false) };
         // A delete between the lookup and the read reads as absent.
-        Ok(self.store().read_to_end_into(object.child, out)?)
+        Ok(self.store().read_to_end_via(&path, object.child, out)?)
     }
 
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
-        let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())? else { return Ok(None) };
+        let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())?.1 else { return Ok(None) };
         Ok(self.store().stat(d.child)?.map(|o| Head { object: d.child, size: o.size }))
     }
 
@@ -127,7 +128,8 @@ impl Kv {
     /// store's path cache: one cache lookup while the namespace is
     /// unchanged, instead of one per level. Only a bucket and key that
     /// parsed and resolved are ever cached, so a hit needs no checks.
-    fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<Option<Dentry>> {
+    /// Returns the path's cache handle too, which can remember the onode.
+    fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<(DerivedPath, Option<Dentry>)> {
         let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);
         path.extend_from_slice(&u16::try_from(bucket.len()).unwrap_or(u16::MAX).to_le_bytes());
         path.extend_from_slice(bucket);
@@ -137,7 +139,8 @@ impl Kv {
             let key = Key::parse(key)?;
             Ok(find(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
         })?;
-        Ok(found.map(|b| Dentry::decode(&b)).transpose()?)
+        let dentry = found.value().map(Dentry::decode).transpose()?;
+        Ok((found, dentry))
     }
 }
 

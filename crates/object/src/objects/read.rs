@@ -13,7 +13,7 @@ use super::fmap::{copy_from_entries, successor, Mapped};
 use super::{align_down, to_usize};
 use crate::error::{ObjectError, Result};
 use crate::meta::{fmap_key, fmap_prefix, onode_key, prefix_end, DataLocation, Onode};
-use crate::store::Store;
+use crate::store::{DerivedPath, MetaValue, Store};
 
 /// Attempts at a snapshot the space manager accepts before giving up.
 const SNAPSHOT_ATTEMPTS: usize = 16;
@@ -96,7 +96,21 @@ impl Store {
     /// object is copied straight from its cached onode into `out`, with no
     /// allocation once `out` has room. Checked as [`Store::read`] checks.
     pub fn read_to_end_into(&self, object: u64, out: &mut Vec<u8>) -> Result<bool> {
-        let Some(meta) = self.get_meta(&onode_key(object))? else { return Ok(false) };
+        let meta = self.get_meta(&onode_key(object))?;
+        self.read_to_end_from(meta, object, out)
+    }
+
+    /// As [`Store::read_to_end_into`] for the object `path` leads to (its
+    /// id from the path's value): through what the path's cache entry
+    /// remembers of the object's onode.
+    pub fn read_to_end_via(&self, path: &DerivedPath, object: u64, out: &mut Vec<u8>) -> Result<bool> {
+        let meta = self.get_meta_via(path, &onode_key(object))?;
+        self.read_to_end_from(meta, object, out)
+    }
+
+    /// The read, given the object's cached onode value (`meta`).
+    fn read_to_end_from(&self, meta: Option<Arc<MetaValue>>, object: u64, out: &mut Vec<u8>) -> Result<bool> {
+        let Some(meta) = meta else { return Ok(false) };
         // An inline object is wholly in its onode: the cached one will do.
         if let Some(bytes) = meta.inline_bytes(&self.limits())? {
             out.clear();

@@ -26,6 +26,8 @@
 //! dentry keys. An entry is good while that epoch has not moved, so in a
 //! read-mostly namespace a path costs one lookup instead of one per level,
 //! and any rename, create or unlink anywhere simply retires every entry.
+//! An entry also remembers (weakly) the onode its path led to, good while
+//! the cache's epoch has not moved, so a read-mostly get is one lookup.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,8 +43,44 @@ use larder_index::MergeOperator;
 
 /// A cached value: `None` caches that the key is absent.
 pub(crate) type Cached = Option<Arc<MetaValue>>;
-/// A cached path's value.
-pub(crate) type CachedPath = Option<Arc<[u8]>>;
+
+/// A path cache entry: the namespace epoch it was derived at, its value,
+/// and the value of the key the path leads to (an object's onode) as last
+/// read through [`MetaCache::get_or_load_via`], with the cache epoch it
+/// was read at. That target is current while the epoch has not moved (no
+/// batch of any kind since), so a read-mostly get costs one cache lookup
+/// instead of two (each is three cache misses: table, entry, value). It
+/// is held weakly: a value the metadata cache evicted is not kept alive
+/// by a path.
+/// The value's bytes live inside the entry when short (a dentry always
+/// is): reading them costs no further cache miss.
+#[derive(Debug)]
+pub(crate) struct PathEntry {
+    at: u64,
+    value: Option<CacheKey>,
+    target: parking_lot::Mutex<Option<(u64, std::sync::Weak<MetaValue>)>>,
+}
+
+impl PathEntry {
+    fn new(at: u64, value: Option<&[u8]>) -> PathEntry {
+        PathEntry { at, value: value.map(CacheKey::new), target: parking_lot::Mutex::new(None) }
+    }
+}
+
+/// A path's value from [`MetaCache::get_or_derive`], in the entry that
+/// can remember what it leads to (if the entry is in the cache).
+#[derive(Debug)]
+pub struct DerivedPath {
+    entry: Arc<PathEntry>,
+    cached: bool,
+}
+
+impl DerivedPath {
+    /// The value derived for the path (`None`: it leads nowhere).
+    pub fn value(&self) -> Option<&[u8]> {
+        self.entry.value.as_ref().map(CacheKey::as_slice)
+    }
+}
 
 /// A value of the metadata cache: the bytes the index holds, and its
 /// decoded form as an onode, kept once first decoded (a lookup, an open
@@ -189,9 +227,15 @@ impl Weighter<CacheKey, Cached> for EntryWeighter {
 #[derive(Clone)]
 struct PathWeighter;
 
-impl Weighter<CacheKey, (u64, CachedPath)> for PathWeighter {
-    fn weight(&self, key: &CacheKey, value: &(u64, CachedPath)) -> u64 {
-        (key.len() + value.1.as_ref().map_or(0, |v| v.len()) + 56) as u64
+impl Weighter<CacheKey, Arc<PathEntry>> for PathWeighter {
+    fn weight(&self, key: &CacheKey, entry: &Arc<PathEntry>) -> u64 {
+        // The entry, and the allocation of a target it may hold weakly
+        // (a MetaValue's header and decoded onode, not its bytes).
+        let heap = match &entry.value {
+            Some(CacheKey::Heap(b)) => b.len(),
+            _ => 0,
+        };
+        (key.len() + heap + 112 + 192) as u64
     }
 }
 
@@ -206,7 +250,7 @@ const PATH_SHARE: usize = 8;
 /// See the module doc.
 pub(crate) struct MetaCache {
     cache: Option<Cache<CacheKey, Cached, EntryWeighter>>,
-    paths: Option<Cache<CacheKey, (u64, CachedPath), PathWeighter>>,
+    paths: Option<Cache<CacheKey, Arc<PathEntry>, PathWeighter>>,
     epoch: AtomicU64,
     /// The namespace epoch: odd while a batch writing dentries goes in.
     ns_epoch: AtomicU64,
@@ -286,24 +330,60 @@ impl MetaCache {
         &self,
         key: &[u8],
         derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
-    ) -> Result<CachedPath, E> {
+    ) -> Result<DerivedPath, E> {
         let Some(paths) = self.paths.as_ref() else {
-            return Ok(derive()?.map(Arc::from));
+            let entry = Arc::new(PathEntry::new(0, derive()?.as_deref()));
+            return Ok(DerivedPath { entry, cached: false });
         };
         let before = self.ns_epoch.load(Ordering::Acquire);
         if before.is_multiple_of(2) {
-            if let Some((at, v)) = paths.get(key) {
-                if at == before {
+            if let Some(entry) = paths.get(key) {
+                if entry.at == before {
                     self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(v);
+                    return Ok(DerivedPath { entry, cached: true });
                 }
             }
         }
-        let value: CachedPath = derive()?.map(Arc::from);
+        let entry = Arc::new(PathEntry::new(before, derive()?.as_deref()));
         if before.is_multiple_of(2) {
             let _gate = self.gate.read();
             if self.ns_epoch.load(Ordering::Acquire) == before {
-                paths.insert(CacheKey::new(key), (before, value.clone()));
+                paths.insert(CacheKey::new(key), entry.clone());
+                return Ok(DerivedPath { entry, cached: true });
+            }
+        }
+        Ok(DerivedPath { entry, cached: false })
+    }
+
+    /// As [`MetaCache::get_or_load`], for the key `path` leads to (the
+    /// caller derives it from the path's value): the value the path's
+    /// entry remembers if no batch went in since it was read, else a
+    /// lookup, whose result the entry then remembers.
+    pub(crate) fn get_or_load_via<E>(
+        &self,
+        path: &DerivedPath,
+        key: &[u8],
+        load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+    ) -> Result<Cached, E> {
+        if !path.cached || self.cache.is_none() || !cacheable(key) {
+            return self.get_or_load(key, load);
+        }
+        let entry = &path.entry;
+        let before = self.epoch.load(Ordering::Acquire);
+        if before.is_multiple_of(2) {
+            let remembered =
+                entry.target.lock().as_ref().filter(|(at, _)| *at == before).and_then(|(_, v)| v.upgrade());
+            if let Some(v) = remembered {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(v));
+            }
+        }
+        let value = self.get_or_load(key, load)?;
+        // Remembered only if read wholly inside one even epoch: then it was
+        // the committed value then, and stays so while the epoch holds.
+        if let Some(v) = &value {
+            if before.is_multiple_of(2) && self.epoch.load(Ordering::Acquire) == before {
+                *entry.target.lock() = Some((before, Arc::downgrade(v)));
             }
         }
         Ok(value)
@@ -426,9 +506,74 @@ fn write_through(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::hash::BuildHasher;
+
+    type Loaded = Result<Option<Vec<u8>>, ()>;
+
+    fn no_load() -> Loaded {
+        panic!("the path's entry should have answered")
+    }
+
+    /// Bytes of the value `c` holds for `key`, read through `path`.
+    fn via(c: &MetaCache, path: &DerivedPath, key: &[u8], load: impl FnOnce() -> Loaded) -> Option<Vec<u8>> {
+        c.get_or_load_via(path, key, load).unwrap().map(|v| v.to_vec())
+    }
+
+    #[test]
+    fn a_path_remembers_its_target_only_until_the_next_batch() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let path = || c.get_or_derive(b"bucket/key", || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap();
+        let first = path();
+        assert_eq!(first.value(), Some(&b"dentry"[..]));
+        // Held, as a reader still using it would: alive, v1 must still
+        // not be answered once a batch went in.
+        let held = c.get_or_load_via(&first, &onode, || Ok::<_, ()>(Some(b"v1".to_vec()))).unwrap();
+        assert_eq!(held.as_deref().map(|v| &v[..]), Some(&b"v1"[..]));
+        // Read again through the cached path: no lookup, no load.
+        let again = path();
+        assert!(Arc::ptr_eq(&first.entry, &again.entry), "the second derive is a path-cache hit");
+        assert_eq!(via(&c, &again, &onode, no_load), Some(b"v1".to_vec()));
+
+        // A batch rewrites the onode (no dentry: the path stays cached).
+        let mut batch = WriteBatch::new();
+        batch.put(onode, b"v2");
+        c.invalidate(&batch);
+        c.settle(Some(&batch));
+        let after = path();
+        assert!(Arc::ptr_eq(&first.entry, &after.entry));
+        assert_eq!(via(&c, &after, &onode, || Ok(Some(b"stale".to_vec()))), Some(b"v2".to_vec()));
+
+        // A batch the cache does not write through (a delete of another
+        // key, then a read by a loader): the target is read anew.
+        let mut other = WriteBatch::new();
+        other.delete(crate::meta::onode_key(8));
+        c.invalidate(&other);
+        c.settle(Some(&other));
+        assert_eq!(via(&c, &path(), &onode, no_load), Some(b"v2".to_vec()), "the metadata cache still holds v2");
+        c.cache.as_ref().unwrap().remove(&onode[..]);
+        let mut third = WriteBatch::new();
+        third.delete(crate::meta::onode_key(9));
+        c.invalidate(&third);
+        c.settle(Some(&third));
+        assert_eq!(via(&c, &path(), &onode, || Ok(Some(b"v3".to_vec()))), Some(b"v3".to_vec()));
+        drop(held);
+    }
+
+    #[test]
+    fn a_path_never_keeps_its_target_alive() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let path = c.get_or_derive(b"p", || Ok::<_, ()>(Some(b"d".to_vec()))).unwrap();
+        assert_eq!(via(&c, &path, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        // Evicted from the metadata cache (and held by no one): the path's
+        // weak reference is dead, so the next read loads.
+        c.cache.as_ref().unwrap().remove(&onode[..]);
+        assert_eq!(via(&c, &path, &onode, || Ok(Some(b"v1 again".to_vec()))), Some(b"v1 again".to_vec()));
+    }
 
     #[test]
     fn cache_keys_compare_and_hash_as_their_bytes() {

@@ -16,7 +16,7 @@
 
 mod apply;
 mod cache;
-pub use cache::MetaValue;
+pub use cache::{DerivedPath, MetaValue};
 mod checkpoint;
 mod ingest;
 mod observe;
@@ -508,8 +508,14 @@ impl Store {
         &self,
         key: &[u8],
         derive: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, E>,
-    ) -> std::result::Result<Option<Arc<[u8]>>, E> {
+    ) -> std::result::Result<DerivedPath, E> {
         self.meta_cache.get_or_derive(key, derive)
+    }
+
+    /// As [`Store::get_meta`], for the key `path` leads to: while nothing
+    /// was committed since the path's entry last read it, no lookup at all.
+    pub fn get_meta_via(&self, path: &DerivedPath, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
+        self.meta_cache.get_or_load_via(path, key, || self.index.get(key).map_err(ObjectError::from))
     }
 
     /// The cache of decoded extent maps.
