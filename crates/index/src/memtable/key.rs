@@ -68,6 +68,11 @@ impl MemKey {
         &self.data[self.key_len as usize..]
     }
 
+    /// The key's bytes followed by the payload's, as one shared allocation.
+    pub(crate) fn data(&self) -> &Arc<[u8]> {
+        &self.data
+    }
+
     /// Orders against a bare (key, stamp) in internal order.
     pub(crate) fn cmp_to(&self, head: u128, key: &[u8], stamp: Stamp) -> Ordering {
         self.head.cmp(&head).then_with(|| self.key().cmp(key)).then_with(|| stamp.cmp(&self.stamp))

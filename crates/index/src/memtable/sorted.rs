@@ -4,8 +4,10 @@
 //!
 //! An array's entries are [`Slot`]s, plain data saying where a key and its
 //! payload lie in byte chunks that the array shares with the arrays it was
-//! merged from. Sealing copies the skip list's entries into one chunk; a
-//! merge copies slots and clones a handful of chunk handles, never a key
+//! merged from. Sealing copies the skip list's small entries into one
+//! chunk, and keeps each large one's allocation as a chunk of its own (see
+//! [`OWN_CHUNK_BYTES`]); a merge copies slots and clones chunk handles
+//! (a handful, plus one per large entry), never a key
 //! or value, and touches no per-entry reference count. (Entries holding
 //! their own reference-counted allocations cost a cache miss per entry per
 //! merge, and another per entry when the merged arrays were dropped: half
@@ -23,6 +25,15 @@ use crossbeam_skiplist::SkipMap;
 use super::key::{key_head16, op_of, MemKey, MemOp};
 use crate::entry::{Entry, Op, Stamp};
 use crate::head_tree::HeadTree;
+
+/// Entries of at least this many bytes (key and payload) are not copied
+/// when sealed: their skip-list allocation becomes a chunk of its own.
+/// Copying a 4 KiB value twice more (into the chunk, then the chunk into
+/// its shared allocation), into freshly mapped pages each time, was a
+/// seventh of a durable 4 KiB put's CPU, two thirds of it page faults;
+/// a large entry's handle costs a merge one count update per entry,
+/// small beside its bytes.
+const OWN_CHUNK_BYTES: usize = 1024;
 
 /// Where one entry lies and what it does.
 #[derive(Clone, Copy, Debug)]
@@ -48,28 +59,36 @@ pub(crate) struct SortedArray {
 }
 
 impl SortedArray {
-    /// A level-0 array of the skip list's entries, their bytes copied into
-    /// one chunk of about `bytes_hint` bytes.
+    /// A level-0 array of the skip list's entries: the small ones' bytes
+    /// copied into one chunk (of about `bytes_hint` bytes, an upper
+    /// bound), each large one's allocation shared as a chunk of its own.
     pub(crate) fn sealed(recent: &SkipMap<MemKey, MemOp>, bytes_hint: usize) -> SortedArray {
-        let mut chunk = Vec::with_capacity(bytes_hint);
+        let mut small = Vec::with_capacity(bytes_hint.min(recent.len() * OWN_CHUNK_BYTES));
+        let mut chunks = vec![Arc::from(&[][..])];
         let mut slots = Vec::with_capacity(recent.len());
         for e in recent.iter() {
             let (k, op) = (e.key(), *e.value());
-            let offset = chunk.len();
-            chunk.extend_from_slice(k.key());
-            chunk.extend_from_slice(k.payload());
+            let (chunk, offset, end) = if k.data().len() >= OWN_CHUNK_BYTES {
+                chunks.push(k.data().clone());
+                (chunks.len() - 1, 0, k.data().len())
+            } else {
+                let offset = small.len();
+                small.extend_from_slice(k.data());
+                (0, offset, small.len())
+            };
             slots.push(Slot {
                 head: k.head(),
                 stamp: k.stamp,
-                chunk: 0,
+                chunk: chunk as u32,
                 key_len: k.key().len() as u32,
                 offset,
-                end: chunk.len(),
+                end,
                 op,
             });
         }
         // One more copy, so that reads reach the bytes through one pointer.
-        Self::new(0, slots, vec![Arc::from(chunk)])
+        chunks[0] = Arc::from(small);
+        Self::new(0, slots, chunks)
     }
 
     fn new(level: u32, slots: Vec<Slot>, chunks: Vec<Arc<[u8]>>) -> SortedArray {
@@ -197,7 +216,8 @@ mod tests {
     }
 
     /// Merged arrays keep the skip list's order (keys sharing their first
-    /// 16 bytes included, newer versions first) and each entry's own bytes.
+    /// 16 bytes included, newer versions first) and each entry's own bytes,
+    /// small ones copied and large ones in chunks of their own.
     #[test]
     fn merges_keep_the_internal_order_and_every_entrys_bytes() {
         let long = |i: u32| format!("a-key-sharing-its-head-{i:04}").into_bytes();
@@ -207,12 +227,18 @@ mod tests {
             let entries: Vec<_> = (0..50u32)
                 .map(|i| {
                     let key = if i % 2 == 0 { long(i * 7 % 40) } else { vec![(i % 256) as u8; (i % 5) as usize] };
-                    mem(&key, format!("value {part} {i}").as_bytes(), part * 100 + u64::from(i))
+                    // Every third value large enough to be its own chunk.
+                    let mut value = format!("value {part} {i}").into_bytes();
+                    if i % 3 == 0 {
+                        value.resize(OWN_CHUNK_BYTES + i as usize, (i % 251) as u8);
+                    }
+                    mem(&key, &value, part * 100 + u64::from(i))
                 })
                 .collect();
             all.extend(entries.iter().cloned());
             arrays.push(sealed(entries));
         }
+        assert_eq!(arrays[0].chunks.len(), 1 + 17, "one chunk for the small entries, one per large one");
         let [a, b, c, d] = &arrays[..] else { panic!("four arrays") };
         let merged = merge(&merge(a, b), &merge(c, d));
         assert_eq!(merged.level, 2);
