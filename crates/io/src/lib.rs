@@ -29,6 +29,7 @@
 
 mod checked;
 pub mod codec;
+mod direct;
 mod error;
 mod mapping;
 mod rangeset;
@@ -43,4 +44,4 @@ pub use mapping::Mapping;
 pub use rangeset::RangeSet;
 pub use real::RealStorage;
 pub use sim::SimStorage;
-pub use storage::{read_exact_at, write_all_at, File, FileRef, Lock, OpenOptions, Storage, StorageRef};
+pub use storage::{read_exact_at, write_all_at, File, FileRef, Lock, OpenOptions, Storage, StorageRef, DIRECT_ALIGN};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rustix::fs::{FallocateFlags, FlockOperation};
 
+use crate::direct::DirectWriter;
 use crate::error::{IoError, IoResult};
 use crate::storage::{File, FileRef, Lock, OpenOptions, Storage};
 
@@ -26,6 +27,8 @@ impl RealStorage {
 struct RealFile {
     file: std::fs::File,
     path: PathBuf,
+    /// Where whole-block writes go when opened with `direct`.
+    direct: Option<DirectWriter>,
 }
 
 /// A held `flock`; the kernel releases it when the descriptor closes, so
@@ -58,7 +61,8 @@ impl Storage for RealStorage {
             .create_new(options.create_new)
             .open(path)
             .map_err(|e| IoError::os("open", path, e))?;
-        Ok(Arc::new(RealFile { file, path: path.to_path_buf() }))
+        let direct = if options.direct && (options.write || create) { DirectWriter::open(path) } else { None };
+        Ok(Arc::new(RealFile { file, path: path.to_path_buf(), direct }))
     }
 
     fn create_dir_all(&self, path: &Path) -> IoResult<()> {
@@ -149,6 +153,9 @@ impl File for RealFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> IoResult<usize> {
+        if let Some(written) = self.direct.as_ref().and_then(|d| d.write(buf, offset)) {
+            return written.map_err(|e| IoError::os("write", &self.path, e));
+        }
         loop {
             match self.file.write_at(buf, offset) {
                 Ok(n) => return Ok(n),

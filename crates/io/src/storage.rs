@@ -19,18 +19,33 @@ pub struct OpenOptions {
     pub create_new: bool,
     /// Open for writing as well as reading.
     pub write: bool,
+    /// Writes of whole aligned blocks bypass the page cache (O_DIRECT)
+    /// where the backend and file system allow it; other writes, and all
+    /// reads, go through the cache as usual. Durability is unchanged:
+    /// a write is durable only after [`File::sync_data`]. For files written
+    /// in whole blocks and rarely read back (the log): no copy into the
+    /// cache and no write-back pass over it at each sync.
+    pub direct: bool,
 }
 
 impl OpenOptions {
     /// Open an existing file read-only.
-    pub const READ: OpenOptions = OpenOptions { create: false, create_new: false, write: false };
+    pub const READ: OpenOptions = OpenOptions { create: false, create_new: false, write: false, direct: false };
     /// Open an existing file for reading and writing.
-    pub const WRITE: OpenOptions = OpenOptions { create: false, create_new: false, write: true };
+    pub const WRITE: OpenOptions = OpenOptions { create: false, create_new: false, write: true, direct: false };
     /// Create a new file (it must not exist) for reading and writing.
-    pub const CREATE_NEW: OpenOptions = OpenOptions { create: true, create_new: true, write: true };
+    pub const CREATE_NEW: OpenOptions = OpenOptions { create: true, create_new: true, write: true, direct: false };
     /// Open for reading and writing, creating the file if missing.
-    pub const CREATE: OpenOptions = OpenOptions { create: true, create_new: false, write: true };
+    pub const CREATE: OpenOptions = OpenOptions { create: true, create_new: false, write: true, direct: false };
+
+    /// These options with [`OpenOptions::direct`] set.
+    pub const fn direct(self) -> OpenOptions {
+        OpenOptions { direct: true, ..self }
+    }
 }
+
+/// Alignment of a direct write's offset, length and buffer.
+pub const DIRECT_ALIGN: usize = 4096;
 
 /// An open file. All offsets are absolute; there is no cursor, so a handle
 /// can be shared between threads.

@@ -325,7 +325,7 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
     let mut free: Vec<SegmentFile> = Vec::new();
     for (id, name) in names {
         let path = dir.join(&name);
-        let file = storage.open(&path, OpenOptions::WRITE)?;
+        let file = storage.open(&path, OpenOptions::WRITE.direct())?;
         let len = file.len()?;
         let mut head = vec![0u8; len.min(BLOCK) as usize];
         read_exact_at(&*file, &mut head, 0)?;

@@ -60,7 +60,7 @@ impl SegmentFile {
     /// Creates a segment of `bytes` zeros and makes it and its name durable.
     pub(crate) fn new_zeroed(storage: &dyn Storage, dir: &Path, id: u64, bytes: u64) -> Result<SegmentFile> {
         let path = dir.join(segment_file_name(id));
-        let file = storage.open(&path, OpenOptions::CREATE_NEW)?;
+        let file = storage.open(&path, OpenOptions::CREATE_NEW.direct())?;
         fill_zeros(&*file, 0, bytes)?;
         file.sync_data()?;
         // The zeros' pages are clean now; dropped, so the log's small
