@@ -162,9 +162,13 @@ impl<'a> Decoder<'a> {
     }
 }
 
-/// crc32c of `data`.
+/// crc32c (CRC-32/ISCSI) of `data`. Computed by `crc-fast`, which folds
+/// with carry-less multiplies (VPCLMULQDQ where the CPU has it): 2.1-2.4x
+/// the `crc32c` crate's three-way crc32 instructions on cached data here
+/// (a 4 KiB block 0.09 against 0.20 µs, 16 KiB 0.31 against 0.72), and
+/// every data block is checked on each read.
 pub fn crc(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    crc_fast::crc32_iscsi(data)
 }
 
 /// Splits `buf` into (body, stored crc) and checks the crc.
@@ -204,6 +208,22 @@ pub fn read_varint_unchecked(buf: &[u8], pos: &mut usize) -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The fast crc is crc32c: against the `crc32c` crate (an independent
+    /// implementation) at every length around the SIMD paths' strides and
+    /// tails, at unaligned starts, and for 1 MiB.
+    #[test]
+    fn crc_is_crc32c_at_every_length_and_alignment() {
+        let data: Vec<u8> = (0..(1usize << 20) + 64).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for start in 0..8 {
+            for len in (0..1100).chain([4095, 4096, 4097, 16384, 65536 + 3]) {
+                let b = &data[start..start + len];
+                assert_eq!(crc(b), crc32c::crc32c(b), "start {start}, length {len}");
+            }
+        }
+        assert_eq!(crc(&data[..1 << 20]), crc32c::crc32c(&data[..1 << 20]));
+        assert_eq!(crc(b"123456789"), 0xe306_9283, "the CRC-32/ISCSI check value");
+    }
 
     #[test]
     fn varint_round_trips_edges() {

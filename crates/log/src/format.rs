@@ -37,7 +37,7 @@ pub(crate) const RECORD_OVERHEAD: usize = 20;
 pub(crate) type DecodeResult<T> = std::result::Result<T, String>;
 
 fn crc(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    larder_io::codec::crc(data)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

@@ -125,7 +125,7 @@ impl Superblock {
         b.extend_from_slice(&o.log_segment_bytes.to_le_bytes());
         b.extend_from_slice(&o.inline_max_bytes.to_le_bytes());
         b.extend_from_slice(&o.block_bytes.to_le_bytes());
-        let crc = crc32c::crc32c(&b);
+        let crc = larder_io::codec::crc(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         debug_assert_eq!(b.len(), ENCODED_BYTES);
         b.resize(SLOT_BYTES, 0);
@@ -167,7 +167,7 @@ impl Superblock {
             return Err(bad(format!("slot length {} is not {ENCODED_BYTES}", u32_at(12)?)));
         }
         let body = field(0, ENCODED_BYTES - 4)?;
-        if crc32c::crc32c(body) != u32_at(ENCODED_BYTES - 4)? {
+        if larder_io::codec::crc(body) != u32_at(ENCODED_BYTES - 4)? {
             return Err(bad("checksum mismatch".into()));
         }
         if slot[ENCODED_BYTES..].iter().any(|&b| b != 0) {

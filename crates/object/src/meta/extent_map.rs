@@ -47,9 +47,12 @@ static ZEROS: [u8; BLOCK] = [0u8; BLOCK];
 /// The crc32c of one block given by its first `block.len()` bytes (at most
 /// 4096), the rest being zeros.
 fn block_crc(block: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(block);
-    let pad = BLOCK.saturating_sub(block.len());
-    crc32c::crc32c_append(crc, ZEROS.get(..pad).unwrap_or(&[]))
+    if block.len() >= BLOCK {
+        return larder_io::codec::crc(block);
+    }
+    let mut padded = ZEROS;
+    padded[..block.len()].copy_from_slice(block);
+    larder_io::codec::crc(&padded)
 }
 
 /// One crc32c per 4 KiB block of `data`, the last block (if partial)
