@@ -14,8 +14,13 @@ use larder_io::RangeSet;
 /// Suffix of container file names.
 pub(crate) const SUFFIX: &str = ".ctr";
 
-/// Bytes of zeros written per call when filling a container.
-const ZERO_CHUNK: u64 = 1 << 20;
+/// Bytes of zeros written per call when filling a container. The page
+/// cache keeps each write as a folio of its size, and ext4 walks every
+/// block of a folio on each later write into it: filled in 1 MiB writes
+/// (2 MiB folios), that walk was a tenth of a file-server mix's CPU.
+/// With 64 KiB: the mix 41-50K ops/s against 37-44K (five alternating
+/// runs at scale 4), and a 1 GiB fill took 0.89 s against 1.12 s.
+const ZERO_CHUNK: u64 = 64 << 10;
 
 /// Bytes filled between syncs. One sync at the end of a 1 GiB fill leaves
 /// the kernel a gigabyte of dirty pages to write back at once, and was
