@@ -173,6 +173,8 @@ pub(crate) fn read_range(txn: &Transaction<'_>, object: u64, onode: &Onode, star
                 dst.copy_from_slice(src);
             }
         }
+        // Past the size there are no entries, only zeros.
+        DataLocation::Extents if start >= onode.size => {}
         DataLocation::Extents => {
             let entries = overlapping(txn, object, start, start + len)?;
             copy_from_entries(txn.store().space(), object, &entries, start, &mut out)?;

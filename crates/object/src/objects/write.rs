@@ -49,14 +49,18 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
                 }
             }
             // Entries never end past the size, and their blocks hold zeros
-            // after their logical end.
+            // after their logical end. So blocks from the size's block end
+            // on have no entry to punch: a write there (a new file's first,
+            // an append from a block boundary) skips the extent-map scan.
             let logical_end = a1.min(new_size);
             if offset == a0 && (end == a1 || end >= onode.size) {
                 // Nothing of the old content survives in the written
                 // blocks: write the caller's whole blocks as they are and
                 // copy only a partial last block.
                 let (body, tail) = block_parts(data);
-                punch(txn, object, a0, a1)?;
+                if a0 < align_up(onode.size) {
+                    punch(txn, object, a0, a1)?;
+                }
                 write_blocks(txn, object, a0, (body, &tail), logical_end - a0)?;
                 onode.location = DataLocation::Extents;
                 onode.size = new_size;
@@ -86,7 +90,9 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
             if let Some(pad) = content.get_mut(to_usize(logical_end - a0)..) {
                 pad.fill(0);
             }
-            punch(txn, object, a0, a1)?;
+            if a0 < align_up(onode.size) {
+                punch(txn, object, a0, a1)?;
+            }
             write_blocks(txn, object, a0, (&content, &[]), logical_end - a0)?;
             onode.location = DataLocation::Extents;
         }
