@@ -52,6 +52,7 @@ pub(crate) type Cached = Option<Arc<MetaValue>>;
 /// instead of two (each is three cache misses: table, entry, value). It
 /// is held weakly: a value the metadata cache evicted is not kept alive
 /// by a path.
+///
 /// The value's bytes live inside the entry when short (a dentry always
 /// is): reading them costs no further cache miss.
 #[derive(Debug)]
