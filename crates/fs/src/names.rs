@@ -88,15 +88,21 @@ impl Fs {
 
     /// The attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
-        Ok(Attr::from_onode(ino, &self.onode(ino)?))
+        self.store
+            .with_attributes(ino, |o| Attr::from_onode(ino, o))?
+            .ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {ino}")))
     }
 
     /// Looks `name` up in directory `parent` (`.` and `..` included);
     /// needs search permission on it.
     pub fn lookup(&self, cred: &Cred, parent: u64, name: &[u8]) -> Result<Attr> {
-        let p = self.onode(parent)?;
-        let info = p.dir.ok_or_else(|| FsError::posix(libc::ENOTDIR, format!("object {parent}")))?;
-        perm::check(&p, parent, cred, EXEC)?;
+        let info = self
+            .store
+            .with_attributes(parent, |p| {
+                let info = p.dir.ok_or_else(|| FsError::posix(libc::ENOTDIR, format!("object {parent}")))?;
+                perm::check(p, parent, cred, EXEC).map(|()| info)
+            })?
+            .ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {parent}")))??;
         let child = match name {
             b"." => parent,
             b".." => info.parent,

@@ -79,4 +79,13 @@ impl Store {
     pub fn stat(&self, object: u64) -> Result<Option<Onode>> {
         self.get_meta(&crate::meta::onode_key(object))?.map(|v| v.onode(&self.limits())).transpose()
     }
+
+    /// `f` of the onode of `object` as of now (`None` if it does not
+    /// exist), borrowed from the metadata cache: no copy of the onode, for
+    /// callers that want its attributes. An inline object's location is
+    /// given without its bytes (read those with [`Store::read`]).
+    pub fn with_attributes<T>(&self, object: u64, f: impl FnOnce(&Onode) -> T) -> Result<Option<T>> {
+        let Some(v) = self.get_meta(&crate::meta::onode_key(object))? else { return Ok(None) };
+        Ok(Some(f(v.attributes(&self.limits())?)))
+    }
 }
