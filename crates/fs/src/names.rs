@@ -49,7 +49,7 @@ pub(crate) fn shown(bytes: &[u8]) -> String {
 
 /// The onode of `ino` in `txn`, or ENOENT.
 pub(crate) fn onode_in(txn: &Transaction<'_>, ino: u64) -> Result<Onode> {
-    txn.onode(ino)?.ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {ino}")))
+    txn.onode(ino)?.ok_or_else(|| missing(ino))
 }
 
 /// The onode of directory `dir` in `txn`: ENOENT, or ENOTDIR.
@@ -80,29 +80,35 @@ pub(crate) struct NewObject<'a> {
     pub(crate) target: Option<&'a [u8]>,
 }
 
+/// ENOENT for object `ino`, which does not exist.
+fn missing(ino: u64) -> FsError {
+    FsError::posix(libc::ENOENT, format!("object {ino}"))
+}
+
 impl Fs {
     /// The onode of `ino`, or ENOENT.
     pub(crate) fn onode(&self, ino: u64) -> Result<Onode> {
-        self.store.stat(ino)?.ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {ino}")))
+        self.store.stat(ino)?.ok_or_else(|| missing(ino))
+    }
+
+    /// `f` of the onode of `ino` borrowed from the cache (no copy; an
+    /// inline location without its bytes), or ENOENT.
+    fn with_onode<T>(&self, ino: u64, f: impl FnOnce(&Onode) -> T) -> Result<T> {
+        self.store.with_attributes(ino, f)?.ok_or_else(|| missing(ino))
     }
 
     /// The attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
-        self.store
-            .with_attributes(ino, |o| Attr::from_onode(ino, o))?
-            .ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {ino}")))
+        self.with_onode(ino, |o| Attr::from_onode(ino, o))
     }
 
     /// Looks `name` up in directory `parent` (`.` and `..` included);
     /// needs search permission on it.
     pub fn lookup(&self, cred: &Cred, parent: u64, name: &[u8]) -> Result<Attr> {
-        let info = self
-            .store
-            .with_attributes(parent, |p| {
-                let info = p.dir.ok_or_else(|| FsError::posix(libc::ENOTDIR, format!("object {parent}")))?;
-                perm::check(p, parent, cred, EXEC).map(|()| info)
-            })?
-            .ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {parent}")))??;
+        let info = self.with_onode(parent, |p| {
+            let info = p.dir.ok_or_else(|| FsError::posix(libc::ENOTDIR, format!("object {parent}")))?;
+            perm::check(p, parent, cred, EXEC).map(|()| info)
+        })??;
         let child = match name {
             b"." => parent,
             b".." => info.parent,
@@ -154,7 +160,7 @@ impl Fs {
         if o.kind != Kind::Symlink {
             return Err(FsError::posix(libc::EINVAL, format!("object {ino} is not a symlink")));
         }
-        self.store.read_to_end(ino)?.ok_or_else(|| FsError::posix(libc::ENOENT, format!("object {ino}")))
+        self.store.read_to_end(ino)?.ok_or_else(|| missing(ino))
     }
 
     /// Creates `new` named `name` in `parent`; EEXIST at once if taken.

@@ -62,7 +62,7 @@ impl Kv {
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())?.1 else { return Ok(None) };
-        Ok(self.store().stat(d.child)?.map(|o| Head { object: d.child, size: o.size }))
+        Ok(self.store().with_attributes(d.child, |o| Head { object: d.child, size: o.size })?)
     }
 
     /// Removes `key` from `bucket`; returns whether it was there. Directory

@@ -45,7 +45,8 @@ pub(crate) struct Memtable {
     filter: MemFilter,
     tombstones: RwLock<Vec<RangeTombstone>>,
     size_bytes: AtomicUsize,
-    /// Key and payload bytes in the skip list (the size of its sealed chunk).
+    /// Key and payload bytes in the skip list (a bound on the chunk its
+    /// small entries are sealed into).
     recent_bytes: AtomicUsize,
     entries: AtomicUsize,
     seal_entries: usize,

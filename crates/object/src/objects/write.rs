@@ -53,12 +53,13 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
             // on have no entry to punch: a write there (a new file's first,
             // an append from a block boundary) skips the extent-map scan.
             let logical_end = a1.min(new_size);
+            let mapped = a0 < align_up(onode.size);
             if offset == a0 && (end == a1 || end >= onode.size) {
                 // Nothing of the old content survives in the written
                 // blocks: write the caller's whole blocks as they are and
                 // copy only a partial last block.
                 let (body, tail) = block_parts(data);
-                if a0 < align_up(onode.size) {
+                if mapped {
                     punch(txn, object, a0, a1)?;
                 }
                 write_blocks(txn, object, a0, (body, &tail), logical_end - a0)?;
@@ -90,7 +91,7 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
             if let Some(pad) = content.get_mut(to_usize(logical_end - a0)..) {
                 pad.fill(0);
             }
-            if a0 < align_up(onode.size) {
+            if mapped {
                 punch(txn, object, a0, a1)?;
             }
             write_blocks(txn, object, a0, (&content, &[]), logical_end - a0)?;
