@@ -32,7 +32,7 @@ pub(crate) struct DirectWriter {
 
 impl DirectWriter {
     /// Opens `path` for direct writes, or `None` where the file system
-    /// refuses O_DIRECT (tmpfs, for one): the file is then written through
+    /// refuses O_DIRECT (tmpfs before Linux 6.6): the file is then written through
     /// the page cache only.
     pub(crate) fn open(path: &Path) -> Option<DirectWriter> {
         let flags = OFlags::WRONLY | OFlags::DIRECT | OFlags::CLOEXEC;

@@ -160,6 +160,19 @@ fn real_storage_basic_semantics() {
     check_basic_semantics(&RealStorage::new(), tmp.path());
 }
 
+/// On tmpfs: kernels before 6.6 refuse O_DIRECT there, and a file opened
+/// for direct writes is then written through the page cache (the fallback
+/// path); later ones accept it. Either way: the same semantics, no error.
+#[test]
+fn real_storage_basic_semantics_on_tmpfs() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return;
+    }
+    let tmp = tempfile::tempdir_in(shm).unwrap();
+    check_basic_semantics(&RealStorage::new(), tmp.path());
+}
+
 #[test]
 fn sim_storage_basic_semantics() {
     check_basic_semantics(&SimStorage::new(7), Path::new("/sim"));
