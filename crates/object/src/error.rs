@@ -32,6 +32,14 @@ pub enum ObjectError {
         /// Why.
         why: String,
     },
+    /// The store stopped accepting writes (a thread failed while it
+    /// committed other threads' transactions with its own); reopening
+    /// replays the log.
+    #[error("the store stopped accepting writes; reopen it to recover: {why}")]
+    Stopped {
+        /// Why.
+        why: String,
+    },
     /// Bytes read from a file fail a check.
     #[error("{path}: corrupt at offset {offset}: {what}")]
     Corrupt {

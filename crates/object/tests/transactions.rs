@@ -235,10 +235,15 @@ fn concurrent_commits_enter_the_index_in_lsn_order_each_visible_when_it_returns(
                     // Also a key every thread rewrites: the last write in
                     // LSN order must win.
                     b.put(b"shared", format!("{t}/{i}").as_bytes());
-                    let lsn = store.commit(&b, Durability::Buffered).unwrap();
+                    // Durable ones are combined (another thread may append,
+                    // apply and sync them), buffered ones are not.
+                    let durable = (t + i as usize).is_multiple_of(3);
+                    let durability = if durable { Durability::Durable } else { Durability::Buffered };
+                    let lsn = store.commit(&b, durability).unwrap();
                     // Visible when the commit returns, whoever applied it.
                     assert_eq!(store.index().get(key.as_bytes()).unwrap(), Some(i.to_le_bytes().to_vec()));
                     assert!(store.index().last_seq() >= lsn);
+                    assert!(!durable || store.durable_lsn() >= lsn, "a durable commit returned before its sync");
                 }
             });
         }
@@ -254,4 +259,79 @@ fn concurrent_commits_enter_the_index_in_lsn_order_each_visible_when_it_returns(
     assert_eq!(store.index().last_seq(), store.durable_lsn());
     let shared = store.index().get(b"shared").unwrap().unwrap();
     assert!(shared.ends_with(format!("/{}", per_thread - 1).as_bytes()), "a thread's last write wins");
+}
+
+/// Durable commits from many threads are combined: whichever thread
+/// appends, applies and syncs them, each is durable when it returns (a
+/// crash taken while the others go on keeps it), and one that fails (a
+/// record too large for a log segment) fails alone.
+#[test]
+fn combined_durable_commits_survive_a_crash_and_fail_one_by_one() {
+    let sim = SimStorage::new(44);
+    let mut o = options(true);
+    o.log.segment_bytes = 256 << 10;
+    let store = Arc::new(Store::create(storage(&sim), Path::new(DIR), creation(), o).unwrap());
+    let threads = 8u64;
+    let commit = |t: u64, i: u64, value: &[u8]| {
+        let mut b = larder_index::WriteBatch::new();
+        let key = format!("k{t}/{i:05}");
+        b.put(key.as_bytes(), value);
+        let result = store.commit(&b, Durability::Durable);
+        if let Ok(lsn) = result {
+            assert!(store.durable_lsn() >= lsn, "{key}: returned before its sync");
+        }
+        (key, result)
+    };
+    // First, no crash: only thread 0's three oversized records fail.
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                for i in 0..60u64 {
+                    let too_large = t == 0 && i % 20 == 7;
+                    let value = if too_large { vec![7u8; 300 << 10] } else { i.to_le_bytes().to_vec() };
+                    match commit(t, i, &value) {
+                        (key, Ok(_)) => assert!(!too_large, "{key}: a record larger than a segment was committed"),
+                        (key, Err(e)) => {
+                            assert!(too_large, "{key}: {e}");
+                            assert!(matches!(e, ObjectError::Log(larder_log::LogError::TooLarge { .. })), "{e}");
+                        }
+                    }
+                }
+            });
+        }
+    });
+    // Then a crash while every thread commits. The image is taken under
+    // the lock of the list of keys whose commit returned, so every key
+    // listed then was acknowledged before it; after the crash the store
+    // refuses writes.
+    let acked = parking_lot::Mutex::new(Vec::<String>::new());
+    let (image, acked_at_crash) = std::thread::scope(|s| {
+        for t in 0..threads {
+            let acked = &acked;
+            s.spawn(move || {
+                for i in 60..400u64 {
+                    match commit(t, i, &i.to_le_bytes()) {
+                        (key, Ok(_)) => acked.lock().push(key),
+                        (_, Err(_)) => return,
+                    }
+                }
+            });
+        }
+        while acked.lock().len() < 500 {
+            std::thread::yield_now();
+        }
+        let list = acked.lock();
+        (sim.crash_with(CrashMode::DropAllPending), list.clone())
+    });
+    drop(store);
+    let store = Store::open(storage(&image), Path::new(DIR), common::deterministic()).unwrap();
+    for t in 0..threads {
+        for i in 0..60u64 {
+            let held = store.index().get(format!("k{t}/{i:05}").as_bytes()).unwrap();
+            assert_eq!(held.is_some(), !(t == 0 && i % 20 == 7), "k{t}/{i:05}");
+        }
+    }
+    for key in &acked_at_crash {
+        assert!(store.index().get(key.as_bytes()).unwrap().is_some(), "{key} was acknowledged durable but is lost");
+    }
 }

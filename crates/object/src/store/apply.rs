@@ -58,10 +58,49 @@ impl ApplyOrder {
         batch: &WriteBatch,
     ) -> Result<u64> {
         let _turn = self.turn.lock();
+        self.append_and_apply_in_turn(log, index, cache, (record, deps), batch)
+    }
+
+    /// [`ApplyOrder::append_and_apply`] for each of `items` in turn, in
+    /// one turn; each one's result. A failure stops only its own item: a
+    /// failed apply has poisoned the log, so the later ones fail too.
+    pub(crate) fn append_and_apply_all<'b>(
+        &self,
+        log: &Log,
+        index: &Index,
+        cache: &MetaCache,
+        items: impl IntoIterator<Item = ((Vec<u8>, Vec<Dependency>), &'b WriteBatch)>,
+    ) -> Vec<Result<u64>> {
+        let _turn = self.turn.lock();
+        items
+            .into_iter()
+            .map(|(record, batch)| self.append_and_apply_in_turn(log, index, cache, record, batch))
+            .collect()
+    }
+
+    /// Appends and applies one record; the caller holds the turn.
+    fn append_and_apply_in_turn(
+        &self,
+        log: &Log,
+        index: &Index,
+        cache: &MetaCache,
+        (record, deps): (Vec<u8>, Vec<Dependency>),
+        batch: &WriteBatch,
+    ) -> Result<u64> {
         self.check().map_err(|why| ObjectError::ApplyFailed { lsn: log.last_lsn() + 1, why })?;
         let lsn = log.append_buffered_with(record, deps)?;
         self.apply_one(log, cache, lsn, batch, || index.write(lsn, batch))?;
         Ok(lsn)
+    }
+
+    /// Stops every later apply (and the log) with `why`, unless an
+    /// earlier failure already did.
+    pub(crate) fn fail(&self, log: &Log, why: String) {
+        let mut f = self.failed.lock();
+        if f.is_none() {
+            log.poison(why.clone());
+            *f = Some(why);
+        }
     }
 
     /// Applies `batch`, appended as `lsn` by a caller that holds off every

@@ -18,6 +18,7 @@ mod apply;
 mod cache;
 pub use cache::{DerivedPath, MetaValue};
 mod checkpoint;
+mod combine;
 mod ingest;
 mod observe;
 pub(crate) mod payload;
@@ -153,6 +154,9 @@ pub struct Store {
     pending_operands: parking_lot::Mutex<std::collections::HashMap<u64, u32>>,
     /// Turns to apply committed batches to the index in LSN order.
     apply_order: Arc<ApplyOrder>,
+    /// Durable commits waiting for a thread to append, apply and sync them
+    /// together (see `combine`).
+    combiner: combine::Combiner,
     /// Held shared from a record's append until its batch is in the index,
     /// and exclusively by an ingest (see `ingest`), which must know the next
     /// LSN and have the index to itself.
@@ -318,6 +322,7 @@ impl Store {
             ids: IdAllocator::new(high_water.unwrap_or(0)),
             locks: LockTable::new(),
             apply_order,
+            combiner: combine::Combiner::default(),
             append_gate: parking_lot::RwLock::new(()),
             observer: parking_lot::RwLock::new(None),
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
@@ -362,21 +367,40 @@ impl Store {
     /// a record whose data did not reach the disk fails recovery's data
     /// check and ends replay, and no later record was acknowledged.
     pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<Dependency>, durability: Durability) -> Result<u64> {
+        match durability {
+            Durability::Durable => self.commit_durable(batch.clone(), deps),
+            Durability::Buffered => self.commit_buffered(batch, deps),
+        }
+    }
+
+    /// [`Store::commit_with_deps`] of a batch the caller gives up.
+    fn commit_owned(&self, batch: WriteBatch, deps: Vec<Dependency>, durability: Durability) -> Result<u64> {
+        match durability {
+            Durability::Durable => self.commit_durable(batch, deps),
+            Durability::Buffered => self.commit_buffered(&batch, deps),
+        }
+    }
+
+    /// Appends and applies `batch` on this thread, durable later.
+    fn commit_buffered(&self, batch: &WriteBatch, deps: Vec<Dependency>) -> Result<u64> {
         let record = payload::encode_batch(batch);
         let gate = self.append_gate.read();
         let lsn = self.apply_order.append_and_apply(&self.log, &self.index, &self.meta_cache, (record, deps), batch)?;
         drop(gate);
+        self.after_commit(batch)?;
+        Ok(lsn)
+    }
+
+    /// What every commit does on its own thread once its batch is
+    /// applied: tells the change observer, checkpoints if due.
+    fn after_commit(&self, batch: &WriteBatch) -> Result<()> {
         if let Some(observer) = self.observer.read().clone() {
             let changes = observe::changes(batch);
             if !changes.is_empty() {
                 observer(&changes);
             }
         }
-        if durability == Durability::Durable {
-            self.log.sync_to(lsn)?;
-        }
-        self.checkpoint_if_needed()?;
-        Ok(lsn)
+        self.checkpoint_if_needed()
     }
 
     fn checkpoint_if_needed(&self) -> Result<()> {
@@ -480,7 +504,7 @@ impl Store {
         // space it allocated stays allocated; the log is poisoned and
         // reopening rebuilds free space from the extent map.
         let lsn = match how {
-            CommitAs::Record(durability) => self.commit_with_deps(&done.batch, done.deps, durability)?,
+            CommitAs::Record(durability) => self.commit_owned(done.batch, done.deps, durability)?,
             CommitAs::Run => self.commit_ingest(&done.batch, &done.deps)?,
         };
         drop(held);
