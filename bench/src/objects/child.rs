@@ -257,16 +257,34 @@ fn gets(store: &dyn Store, values: &Values, spec: &ObjSpec) -> Result<Vec<ObjPha
     let order: Vec<u64> = (0..spec.passes * n).map(|q| values.draw(q, n)).collect();
     let clock = Clock::start();
     let mut bytes = 0;
-    for &i in &order {
+    for (q, &i) in order.iter().enumerate() {
         let found = store.get(&keys[i as usize], &mut buf)?;
         bytes += buf.len() as u64;
-        if !found || buf != values.get(i, len) {
+        if !found || !spot_check(&buf, values.get(i, len), q) {
             errors += 1;
         }
     }
     let mut phase = clock.finish("gets", order.len() as u64, bytes, Vec::new());
     phase.errors = errors;
     Ok(vec![loaded, phase])
+}
+
+/// Whether a timed get's value `got` matches `want`: its length and its
+/// first and last 16 bytes always (values are windows at random offsets
+/// of one pool, so another object's bytes differ there), all of it for
+/// every 64th get (`q`). Comparing all 4 KiB of every get against the
+/// pool, a read the engines do not make, was a fifth of the fastest
+/// engines' time per get and compressed every ratio; the untimed pass
+/// before compares every value in full.
+fn spot_check(got: &[u8], want: &[u8], q: usize) -> bool {
+    const EDGE: usize = 16;
+    if got.len() != want.len() {
+        return false;
+    }
+    if q.is_multiple_of(64) || got.len() <= 2 * EDGE {
+        return got == want;
+    }
+    got[..EDGE] == want[..EDGE] && got[got.len() - EDGE..] == want[want.len() - EDGE..]
 }
 
 /// Workload f: load, clean close, then the allocated bytes of the directory.
