@@ -40,6 +40,14 @@ impl LarderFuse {
 
 /// The caller's credentials; supplementary groups are read from
 /// `/proc/PID/status` only if a check needs them.
+/// Flags of every file open: no FLUSH at close. close(2) does not sync
+/// here (durability is fsync's), no POSIX locks are served (the kernel
+/// keeps them), and without the writeback cache no dirty pages wait for
+/// it, so a flush had nothing to do but cost a round trip per close
+/// (creates through the mount: 6,258 against 6,096/s, medians of three).
+/// Kernels without the flag still send FLUSH, which `flush` answers.
+const FILE_OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
+
 fn cred(req: &Request) -> Cred {
     crate::watch::serving();
     let pid = req.pid();
@@ -189,7 +197,7 @@ impl Filesystem for LarderFuse {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open_file(&cred(req), ino.0, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => reply.opened(FileHandle(fh), FILE_OPEN_FLAGS),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -382,9 +390,7 @@ impl Filesystem for LarderFuse {
         reply: ReplyCreate,
     ) {
         match self.fs.create_file(&cred(req), parent.0, name(n), mode, flags) {
-            Ok((a, fh)) => {
-                reply.created(&self.entry_ttl, &file_attr(&a), GENERATION, FileHandle(fh), FopenFlags::empty())
-            }
+            Ok((a, fh)) => reply.created(&self.entry_ttl, &file_attr(&a), GENERATION, FileHandle(fh), FILE_OPEN_FLAGS),
             Err(e) => reply.error(errno(&e)),
         }
     }

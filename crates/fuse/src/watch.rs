@@ -43,7 +43,6 @@ impl Watcher {
         let thread = std::thread::Builder::new().name("larder-fuse-inval".into()).spawn(move || {
             for changes in rx {
                 for c in changes {
-                    // ENOENT means the kernel holds no copy: nothing to drop.
                     // ENOENT: the kernel holds no copy, nothing to drop.
                     let _ = match &c {
                         MetaChange::Object(ino) => notifier.inval_inode(INodeNo(*ino), 0, 0),
