@@ -273,9 +273,9 @@ fn gets(store: &dyn Store, values: &Values, spec: &ObjSpec) -> Result<Vec<ObjPha
 /// first and last 16 bytes always (values are windows at random offsets
 /// of one pool, so another object's bytes differ there), all of it for
 /// every 64th get (`q`). Comparing all 4 KiB of every get against the
-/// pool, a read the engines do not make, was a fifth of the fastest
-/// engines' time per get and compressed every ratio; the untimed pass
-/// before compares every value in full.
+/// pool, a read the engines do not make, was about a quarter of Larder's
+/// time per get (2.24 against 1.71 µs) and compressed every ratio; the
+/// untimed pass before compares every value in full.
 fn spot_check(got: &[u8], want: &[u8], q: usize) -> bool {
     const EDGE: usize = 16;
     if got.len() != want.len() {

@@ -242,7 +242,7 @@ fn gets_table(o: &mut String, plan: &Plan, results: &Results) {
         "\n### e. 4 KiB gets from cache\n\n{} objects of 4 KiB loaded (non-durable path, then `sync`), one warm-up \
          pass over all of them, each checked in full against the value written, then {} random gets ({} passes' \
          worth) timed, each checked by its length and its first and last 16 bytes, every 64th in full (a full \
-         4 KiB compare per get, which no engine makes, was a fifth of the fastest engines' time). \"wrong\" \
+         4 KiB compare per get, which no engine makes, was about a quarter of Larder's time per get). \"wrong\" \
          counts missing or wrong objects over warm-up and timed gets (must be 0). The ceiling is a 4 KiB pread \
          of a cached file.\n",
         thousands(plan.get_objects as f64),
