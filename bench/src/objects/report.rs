@@ -244,7 +244,7 @@ fn gets_table(o: &mut String, plan: &Plan, results: &Results) {
          worth) timed, each checked by its length and its first and last 16 bytes, every 64th in full (a full \
          4 KiB compare per get, which no engine makes, was about a quarter of Larder's time per get). \"wrong\" \
          counts missing or wrong objects over warm-up and timed gets (must be 0). The ceiling is a 4 KiB pread \
-         of a cached file.\n",
+         of a cached file, checked the same way.\n",
         thousands(plan.get_objects as f64),
         thousands((plan.get_objects * plan.get_passes) as f64),
         plan.get_passes
