@@ -16,6 +16,9 @@ use crate::error::{ObjectError, Result};
 
 /// The superblock file's name inside the store directory.
 pub const SUPERBLOCK_FILE: &str = "SUPERBLOCK";
+/// The name a new superblock is written under before it is renamed to
+/// [`SUPERBLOCK_FILE`] (see [`create`]).
+pub const SUPERBLOCK_TMP_FILE: &str = "SUPERBLOCK.new";
 /// Bytes per slot; the file holds two.
 pub const SLOT_BYTES: usize = 4096;
 /// The first 8 bytes of a slot.
@@ -230,21 +233,30 @@ fn path_of(dir: &Path) -> PathBuf {
 
 /// Creates the superblock of a new store in `dir` (which must hold none):
 /// slot A holds generation 1, slot B is zero. Durable when this returns.
+///
+/// Written whole under [`SUPERBLOCK_TMP_FILE`], synced, then renamed into
+/// place: a crash during creation leaves either no superblock (the
+/// directory is not a store, and `create` can run again) or a complete
+/// one, never a short or torn file that no open or create would accept.
+/// The caller holds the store's lock, so no other creator races the rename.
 pub fn create(storage: &dyn Storage, dir: &Path, sb: &Superblock) -> Result<()> {
     sb.options.validate()?;
     let path = path_of(dir);
-    let file = match storage.open(&path, OpenOptions::CREATE_NEW) {
-        Ok(f) => f,
-        Err(e @ larder_io::IoError::AlreadyExists { .. }) => {
-            let _ = e;
-            return Err(ObjectError::AlreadyExists { path: dir.to_path_buf() });
-        }
-        Err(e) => return Err(e.into()),
-    };
+    if storage.exists(&path)? {
+        return Err(ObjectError::AlreadyExists { path: dir.to_path_buf() });
+    }
+    let tmp = dir.join(SUPERBLOCK_TMP_FILE);
+    // Left by a creation that crashed before its rename.
+    if storage.exists(&tmp)? {
+        storage.remove_file(&tmp)?;
+    }
+    let file = storage.open(&tmp, OpenOptions::CREATE_NEW)?;
     let mut bytes = sb.encode();
     bytes.resize(2 * SLOT_BYTES, 0);
     write_all_at(&*file, &bytes, 0)?;
     file.sync_data()?;
+    drop(file);
+    storage.rename(&tmp, &path)?;
     storage.sync_dir(dir)?;
     Ok(())
 }

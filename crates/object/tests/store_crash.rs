@@ -183,3 +183,35 @@ fn transactions_survive_a_clean_reopen_and_the_log_wraps() {
     let segs = sim.file_names().into_iter().filter(|p| p.to_string_lossy().ends_with(".seg")).count();
     assert!(segs <= 4, "{segs} segments");
 }
+
+#[test]
+fn a_crash_during_creation_leaves_no_store_or_a_whole_one() {
+    let probe = SimStorage::new(9);
+    drop(Store::create(storage(&probe), Path::new(DIR), creation(), options()).unwrap());
+    let writes = probe.counters().writes;
+    for k in 0..writes {
+        for seed in 0..8 {
+            let sim = SimStorage::new(seed);
+            sim.crash_after_writes(k);
+            assert!(Store::create(storage(&sim), Path::new(DIR), creation(), options()).is_err(), "write {k}");
+            let image = sim.crash_with(CrashMode::Random);
+            let what = format!("crash after write {k} of {writes} of the creation, seed {seed}");
+            // Either the superblock is whole (open finishes the store) or
+            // there is none: not a store, and a new creation succeeds.
+            let store = match Store::open(storage(&image), Path::new(DIR), options()) {
+                Ok(store) => store,
+                Err(larder_object::ObjectError::NotAStore { .. }) => {
+                    Store::create(storage(&image), Path::new(DIR), creation(), options())
+                        .unwrap_or_else(|e| panic!("{what}: creating again: {e}"))
+                }
+                Err(e) => panic!("{what}: open: {e}"),
+            };
+            store
+                .commit(WriteBatch::new().put(b"k", b"v"), Durability::Durable)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            drop(store);
+            let store = Store::open(storage(&image), Path::new(DIR), options()).unwrap();
+            assert_eq!(store.index().get(b"k").unwrap().as_deref(), Some(&b"v"[..]), "{what}");
+        }
+    }
+}

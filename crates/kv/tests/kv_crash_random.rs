@@ -1,0 +1,342 @@
+//! Crash consistency through the KV API under seeded random workloads.
+//!
+//! Each seed draws a plan of operations: puts of every size class (empty,
+//! inline, around the inline limit, container extents), deletes, batches
+//! mixing puts and deletes, streamed values, checkpoints (which free and
+//! punch space) and syncs, each durable or buffered, on keys one to three
+//! levels deep. The plan runs once to count its storage writes, then again
+//! crashing at random writes and syncs in random crash modes, and
+//! sometimes crashing a second time while recovering from the first.
+//!
+//! After a reopen the bucket holds exactly the state after some prefix of
+//! the plan, no shorter than the last acknowledged operation (a durable
+//! one that returned, or a sync that returned: a durable commit makes
+//! every earlier one durable), fsck finds nothing wrong, and the store
+//! keeps a new durable value across a clean reopen.
+//!
+//! CI runs a few seeds; `LARDER_CRASH_SEEDS=N` (and
+//! `LARDER_CRASH_SEED_BASE=B`) runs N seeds from B, for a longer campaign.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use larder_io::sim::CrashMode;
+use larder_io::SimStorage;
+use larder_kv::{Durability, Kv, KvBatch, KvError};
+use larder_object::ObjectError;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+type State = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Keys never used as directory levels, so no operation conflicts.
+const KEYS: [&str; 8] = ["k0", "k1", "d0/k0", "d0/k1", "d0/e/k0", "d0/e/k2", "d1/k3", "d1/f/g/k4"];
+
+/// One planned operation; `durable` picks its durability.
+#[derive(Clone, Debug)]
+enum Op {
+    Put {
+        key: usize,
+        len: usize,
+        durable: bool,
+    },
+    Delete {
+        key: usize,
+        durable: bool,
+    },
+    /// Puts (`Some(len)`) and deletes (`None`), all or nothing.
+    Batch {
+        items: Vec<(usize, Option<usize>)>,
+        durable: bool,
+    },
+    /// A value written through a stream in chunks of these sizes.
+    Stream {
+        key: usize,
+        chunks: Vec<usize>,
+        durable: bool,
+    },
+    Sync,
+    Checkpoint,
+}
+
+/// A value length from every size class the store treats differently.
+fn draw_len(rng: &mut StdRng) -> usize {
+    match rng.gen_range(0..10) {
+        0 => 0,
+        1..=4 => rng.gen_range(1..600),
+        5 | 6 => rng.gen_range(1900..2200),
+        _ => rng.gen_range(4000..40_000),
+    }
+}
+
+fn plan(seed: u64) -> Vec<Op> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let n = rng.gen_range(40..90);
+    (0..n)
+        .map(|_| {
+            let durable = rng.gen_bool(0.6);
+            let key = rng.gen_range(0..KEYS.len());
+            match rng.gen_range(0..20) {
+                0..=8 => Op::Put { key, len: draw_len(&mut rng), durable },
+                9..=11 => Op::Delete { key, durable },
+                12..=14 => {
+                    let items = (0..rng.gen_range(1..5))
+                        .map(|_| {
+                            let k = rng.gen_range(0..KEYS.len());
+                            (k, rng.gen_bool(0.75).then(|| draw_len(&mut rng)))
+                        })
+                        .collect();
+                    Op::Batch { items, durable }
+                }
+                15 | 16 => {
+                    let chunks = (0..rng.gen_range(1..5)).map(|_| rng.gen_range(1..20_000)).collect();
+                    Op::Stream { key, chunks, durable }
+                }
+                17 | 18 => Op::Sync,
+                _ => Op::Checkpoint,
+            }
+        })
+        .collect()
+}
+
+/// The value operation `i` writes to key `key`: unique to both, so a
+/// value in the wrong place or from the wrong operation is seen.
+fn value(i: usize, key: usize, len: usize) -> Vec<u8> {
+    let tag = (i as u64) << 8 | key as u64;
+    (0..len).map(|j| (tag.wrapping_mul(0x9E37_79B9).wrapping_add(j as u64 / 7) >> (j % 8)) as u8).collect()
+}
+
+fn durability(durable: bool) -> Durability {
+    if durable {
+        Durability::Durable
+    } else {
+        Durability::Buffered
+    }
+}
+
+/// Runs operation `i`; `model` takes its effect first (an operation that
+/// failed may still survive a crash). Returns whether it acknowledges
+/// everything up to it as durable.
+fn apply(kv: &Kv, i: usize, op: &Op, model: &mut State) -> Result<bool, Box<dyn std::error::Error>> {
+    let key = |k: usize| KEYS[k].as_bytes().to_vec();
+    match op {
+        Op::Put { key: k, len, durable } => {
+            let v = value(i, *k, *len);
+            model.insert(key(*k), v.clone());
+            kv.put("b", key(*k), &v, durability(*durable))?;
+            Ok(*durable)
+        }
+        Op::Delete { key: k, durable } => {
+            model.remove(&key(*k));
+            kv.delete("b", key(*k), durability(*durable))?;
+            Ok(*durable)
+        }
+        Op::Batch { items, durable } => {
+            let mut batch = KvBatch::new();
+            for (k, len) in items {
+                match len {
+                    Some(len) => {
+                        let v = value(i, *k, *len);
+                        model.insert(key(*k), v.clone());
+                        batch.put(key(*k), v);
+                    }
+                    None => {
+                        model.remove(&key(*k));
+                        batch.delete(key(*k));
+                    }
+                }
+            }
+            kv.write_batch("b", &batch, durability(*durable))?;
+            Ok(*durable)
+        }
+        Op::Stream { key: k, chunks, durable } => {
+            let total: usize = chunks.iter().sum();
+            let v = value(i, *k, total);
+            model.insert(key(*k), v.clone());
+            let mut w = kv.writer("b", key(*k), durability(*durable))?;
+            let mut at = 0;
+            for c in chunks {
+                std::io::Write::write_all(&mut w, &v[at..at + c])?;
+                at += c;
+            }
+            w.finish()?;
+            Ok(*durable)
+        }
+        Op::Sync => {
+            kv.sync()?;
+            Ok(true)
+        }
+        Op::Checkpoint => {
+            kv.store().checkpoint()?;
+            Ok(false)
+        }
+    }
+}
+
+/// How far a run of the plan got.
+struct Run {
+    /// Operations acknowledged as durable.
+    acked: usize,
+    /// Operations that returned success.
+    done: usize,
+}
+
+/// Runs `ops` on a new store; `history[i]` is the state after `i`
+/// operations.
+fn workload(sim: &SimStorage, ops: &[Op], history: &mut Vec<State>) -> Run {
+    let mut model = State::new();
+    history.push(model.clone());
+    let mut run = Run { acked: 0, done: 0 };
+    let Ok(kv) = Kv::create_with(Arc::new(sim.clone()), Path::new(common::DIR), common::options()) else {
+        return run;
+    };
+    if kv.create_bucket("b").is_err() {
+        return run;
+    }
+    for (i, op) in ops.iter().enumerate() {
+        let result = apply(&kv, i, op, &mut model);
+        history.push(model.clone());
+        match result {
+            Ok(durable) => {
+                run.done = i + 1;
+                if durable {
+                    run.acked = i + 1;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    run
+}
+
+fn state(kv: &Kv) -> State {
+    let mut out = State::new();
+    for e in kv.scan_prefix("b", b"").unwrap() {
+        let e = e.unwrap();
+        let v = kv.get("b", &e.key).unwrap().unwrap();
+        out.insert(e.key, v);
+    }
+    out
+}
+
+fn fsck_clean(kv: &Kv, what: &str) {
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{what}: fsck: {report}");
+}
+
+/// Reopens `image` and checks it against the plan's `history`.
+fn check(image: &SimStorage, history: &[State], acked: usize, what: &str) {
+    let kv = match Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), common::options()) {
+        Ok(kv) => kv,
+        Err(KvError::Object(ObjectError::NotAStore { .. })) if acked == 0 => {
+            // The creation never finished: it can run again.
+            let kv = Kv::create_with(Arc::new(image.clone()), Path::new(common::DIR), common::options());
+            let kv = kv.unwrap_or_else(|e| panic!("{what}: creating the store again failed: {e}"));
+            fsck_clean(&kv, what);
+            return;
+        }
+        Err(e) => panic!("{what}: reopen failed: {e}"),
+    };
+    if kv.buckets().unwrap().is_empty() {
+        assert_eq!(acked, 0, "{what}: the bucket is lost");
+        return;
+    }
+    let got = state(&kv);
+    let Some(m) = (0..history.len()).rev().find(|&i| history[i] == got) else {
+        let keys: Vec<_> = got.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.len())).collect();
+        panic!("{what}: the state is no prefix of the plan: {keys:?}");
+    };
+    assert!(m >= acked, "{what}: {m} operations survive, {acked} were acknowledged");
+    fsck_clean(&kv, what);
+    // The store goes on: a new value outlives a clean reopen.
+    let fresh = value(usize::MAX >> 8, 0, 9000);
+    kv.put("b", "after/crash", &fresh, Durability::Durable).unwrap();
+    drop(kv);
+    let kv = Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), common::options()).unwrap();
+    assert_eq!(kv.get("b", "after/crash").unwrap().as_deref(), Some(&fresh[..]), "{what}");
+    fsck_clean(&kv, what);
+}
+
+fn mode(rng: &mut StdRng) -> CrashMode {
+    [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending][rng.gen_range(0..3)]
+}
+
+/// Crash points per seed: after random writes, after random syncs, and a
+/// second crash while recovering.
+const WRITE_CRASHES: usize = 10;
+const SYNC_CRASHES: usize = 3;
+const RECOVERY_CRASHES: usize = 3;
+
+fn run_seed(seed: u64) {
+    let ops = plan(seed);
+    let probe = SimStorage::new(seed);
+    let done = workload(&probe, &ops, &mut Vec::new()).done;
+    assert_eq!(done, ops.len(), "seed {seed}: operation {done} failed without a crash: {:?}", ops.get(done));
+    let (writes, syncs) = (probe.counters().writes, probe.counters().syncs);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xC0FF_EE00);
+    for c in 0..WRITE_CRASHES + SYNC_CRASHES + RECOVERY_CRASHES {
+        let sim = SimStorage::new(seed.wrapping_mul(1000) + c as u64);
+        let by_sync = (WRITE_CRASHES..WRITE_CRASHES + SYNC_CRASHES).contains(&c);
+        let in_recovery = c >= WRITE_CRASHES + SYNC_CRASHES;
+        let what = if by_sync {
+            let k = rng.gen_range(0..syncs.max(1));
+            sim.crash_after_syncs(k);
+            format!("seed {seed}: crash after sync {k} of {syncs}")
+        } else {
+            let k = rng.gen_range(0..writes.max(1));
+            sim.crash_after_writes(k);
+            format!("seed {seed}: crash after write {k} of {writes}")
+        };
+        let mut history = Vec::new();
+        let acked = workload(&sim, &ops, &mut history).acked;
+        let first = mode(&mut rng);
+        let mut image = sim.crash_with(first);
+        let mut what = format!("{what} ({first:?})");
+        if in_recovery {
+            // Recovery writes too (replay's flush, a checkpoint, freeing
+            // orphans): crash among them and recover again.
+            let k = rng.gen_range(0..30);
+            image.crash_after_writes(k);
+            let _ = Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), common::options());
+            let second = mode(&mut rng);
+            image = image.crash_with(second);
+            what = format!("{what}, then after write {k} of the recovery ({second:?})");
+        }
+        check(&image, &history, acked, &what);
+    }
+}
+
+/// Seeds to run: `LARDER_CRASH_SEEDS` from `LARDER_CRASH_SEED_BASE`, or a few.
+fn seeds() -> std::ops::Range<u64> {
+    let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let base = var("LARDER_CRASH_SEED_BASE", 0);
+    base..base + var("LARDER_CRASH_SEEDS", 6)
+}
+
+#[test]
+fn random_workloads_survive_random_crashes() {
+    for seed in seeds() {
+        run_seed(seed);
+    }
+}
+
+#[test]
+fn plans_reach_every_kind_of_operation() {
+    // The seeds CI runs must exercise every branch of `apply`.
+    let ops: Vec<Op> = seeds().flat_map(plan).collect();
+    let kinds = [
+        ops.iter().any(|o| matches!(o, Op::Put { len, .. } if *len > 4000)),
+        ops.iter().any(|o| matches!(o, Op::Put { len, .. } if *len < 600)),
+        ops.iter().any(|o| matches!(o, Op::Delete { .. })),
+        ops.iter().any(|o| matches!(o, Op::Batch { items, .. } if items.iter().any(|i| i.1.is_none()))),
+        ops.iter().any(|o| matches!(o, Op::Stream { chunks, .. } if chunks.len() > 1)),
+        ops.iter().any(|o| matches!(o, Op::Sync)),
+        ops.iter().any(|o| matches!(o, Op::Checkpoint)),
+        ops.iter().any(|o| matches!(o, Op::Put { durable: false, .. })),
+    ];
+    assert!(kinds.iter().all(|k| *k), "{kinds:?}");
+}
