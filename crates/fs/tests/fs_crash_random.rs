@@ -1,0 +1,534 @@
+//! Crash consistency of the file system library under seeded random
+//! workloads on the simulated storage.
+//!
+//! Each seed runs a random sequence of POSIX operations chosen to be valid
+//! against a model (creates, writes of every size class at any offset,
+//! truncates, unlinks of open and closed files, hard links, symlinks,
+//! mkdir, rmdir, renames of files and directories over existing targets,
+//! closes, fsyncs and syncs), all buffered as the file system makes them.
+//! It runs once to count its storage writes, then again crashing at random
+//! writes and syncs in random crash modes, and sometimes a second time
+//! while recovering from the first.
+//!
+//! After a reopen the tree (every name, kind, symlink target, file bytes,
+//! link count and which names share a file) is exactly the model's after
+//! some prefix of the operations no shorter than the last fsync or sync
+//! that returned (an fsync makes every earlier change durable), fsck finds
+//! nothing wrong (files unlinked while open are freed), and the file system
+//! keeps a new fsynced file across a clean reopen.
+//!
+//! CI runs a few seeds; `LARDER_CRASH_SEEDS=N` (and
+//! `LARDER_CRASH_SEED_BASE=B`) runs N seeds from B.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use larder_fs::{Cred, Fs, FsOptions, Kind, RenameFlags, SetAttr};
+use larder_io::sim::CrashMode;
+use larder_io::SimStorage;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const DIR: &str = "/fs/store";
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+const OPS: usize = 100;
+
+/// A store on the simulated storage, deterministic (no background
+/// threads, no timed syncs).
+fn options() -> FsOptions {
+    let mut o = common::options();
+    o.creation.container_bytes = 1 << 20;
+    o.creation.log_segment_bytes = 64 << 10;
+    o.store.background_checkpoints = false;
+    o.store.index.background_threads = false;
+    o.store.index.memtable_size_bytes = 32 << 10;
+    o.store.log.buffered_sync_interval = None;
+    o.store.log.max_segments = 4;
+    o
+}
+
+/// A node of the model, named by a model id (the root is 0).
+#[derive(Clone, Debug, PartialEq)]
+enum Node {
+    File(Vec<u8>),
+    Dir,
+    Symlink(Vec<u8>),
+}
+
+/// What a run expects of the file system.
+#[derive(Default)]
+struct Model {
+    nodes: BTreeMap<u64, Node>,
+    /// (directory, name) -> node.
+    names: BTreeMap<(u64, String), u64>,
+    /// The file system's inode of each node.
+    ino: BTreeMap<u64, u64>,
+    /// Open handles: (node, handle).
+    open: Vec<(u64, u64)>,
+    next: u64,
+}
+
+/// One entry of a tree as seen from its root.
+#[derive(Clone, Debug, PartialEq)]
+enum Seen {
+    Dir,
+    Symlink(Vec<u8>),
+    /// Bytes, link count, and the first path naming the same file.
+    File(Vec<u8>, u32, String),
+}
+
+type Tree = BTreeMap<String, Seen>;
+
+impl Model {
+    fn new() -> Model {
+        let mut m = Model { next: 1, ..Model::default() };
+        m.nodes.insert(0, Node::Dir);
+        m
+    }
+
+    fn dirs(&self) -> Vec<u64> {
+        self.nodes.iter().filter(|(_, n)| **n == Node::Dir).map(|(id, _)| *id).collect()
+    }
+
+    fn links(&self, node: u64) -> u32 {
+        self.names.values().filter(|&&n| n == node).count() as u32
+    }
+
+    /// Whether `dir` is `ancestor` or lies below it.
+    fn within(&self, mut dir: u64, ancestor: u64) -> bool {
+        loop {
+            if dir == ancestor {
+                return true;
+            }
+            match self.names.iter().find(|(_, &n)| n == dir) {
+                Some(((parent, _), _)) => dir = *parent,
+                None => return false,
+            }
+        }
+    }
+
+    /// Drops `node` once nothing names or holds it.
+    fn forget_if_unused(&mut self, node: u64) {
+        if self.links(node) == 0 && !self.open.iter().any(|(n, _)| *n == node) {
+            self.nodes.remove(&node);
+            self.ino.remove(&node);
+        }
+    }
+
+    fn tree(&self) -> Tree {
+        let mut paths: Vec<(String, u64)> = Vec::new();
+        let mut stack = vec![(String::new(), 0u64)];
+        while let Some((prefix, dir)) = stack.pop() {
+            for ((_, name), &child) in self.names.range((dir, String::new())..(dir + 1, String::new())) {
+                let path = format!("{prefix}/{name}");
+                if self.nodes[&child] == Node::Dir {
+                    stack.push((path.clone(), child));
+                }
+                paths.push((path, child));
+            }
+        }
+        canonical(paths.into_iter().map(|(path, node)| {
+            let seen = match &self.nodes[&node] {
+                Node::Dir => Seen::Dir,
+                Node::Symlink(t) => Seen::Symlink(t.clone()),
+                Node::File(d) => Seen::File(d.clone(), self.links(node), String::new()),
+            };
+            (path, node, seen)
+        }))
+    }
+}
+
+/// The tree of `(path, identity, entry)`, each file entry given the first
+/// path of its identity.
+fn canonical(entries: impl Iterator<Item = (String, u64, Seen)>) -> Tree {
+    let mut first: BTreeMap<u64, String> = BTreeMap::new();
+    let entries: Vec<_> = entries.collect();
+    for (path, id, _) in &entries {
+        let f = first.entry(*id).or_insert_with(|| path.clone());
+        if path < f {
+            *f = path.clone();
+        }
+    }
+    entries
+        .into_iter()
+        .map(|(path, id, seen)| {
+            let seen = match seen {
+                Seen::File(d, n, _) => Seen::File(d, n, first[&id].clone()),
+                other => other,
+            };
+            (path, seen)
+        })
+        .collect()
+}
+
+/// The tree the file system shows.
+fn tree_of(fs: &Fs) -> Tree {
+    let r = Cred::root();
+    let mut entries = Vec::new();
+    let mut stack = vec![(String::new(), fs.root())];
+    while let Some((prefix, dir)) = stack.pop() {
+        let dh = fs.opendir(&r, dir).unwrap();
+        let mut offset = 0;
+        loop {
+            let batch = fs.readdir(dh, offset, 64).unwrap();
+            let Some(last) = batch.last() else { break };
+            offset = last.next;
+            for e in batch {
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                let path = format!("{prefix}/{}", String::from_utf8(e.name.clone()).unwrap());
+                let attr = fs.lookup(&r, dir, &e.name).unwrap();
+                let seen = match attr.kind {
+                    Kind::Directory => {
+                        stack.push((path.clone(), attr.ino));
+                        Seen::Dir
+                    }
+                    Kind::Symlink => Seen::Symlink(fs.readlink(attr.ino).unwrap()),
+                    _ => {
+                        let fh = fs.open_file(&r, attr.ino, libc::O_RDONLY).unwrap();
+                        let data = fs.read(fh, 0, attr.size as usize + 1).unwrap();
+                        fs.release(fh).unwrap();
+                        Seen::File(data, attr.nlink, String::new())
+                    }
+                };
+                entries.push((path, attr.ino, seen));
+            }
+        }
+        fs.releasedir(dh).unwrap();
+    }
+    canonical(entries.into_iter())
+}
+
+/// Bytes of a write: every size class the store treats differently.
+fn data(rng: &mut StdRng, tag: usize) -> Vec<u8> {
+    let len = match rng.gen_range(0..10) {
+        0 => 0,
+        1..=5 => rng.gen_range(1..1500),
+        6 | 7 => rng.gen_range(3000..9000),
+        _ => rng.gen_range(9000..70_000),
+    };
+    (0..len).map(|j| (tag as u64 * 0x9E37_79B9 + j as u64 / 5) as u8).collect()
+}
+
+fn pick<T: Copy>(rng: &mut StdRng, v: &[T]) -> Option<T> {
+    (!v.is_empty()).then(|| v[rng.gen_range(0..v.len())])
+}
+
+/// Runs operation `i`, valid against `m`. Before each call that changes
+/// the tree, the model takes its effect and `h` gets the model's tree (a
+/// call that fails may still survive a crash, and an operation of two
+/// calls may survive half done). Returns whether the operation makes
+/// everything before it durable; `Ok(None)` if the draw found nothing to do.
+fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -> larder_fs::Result<Option<bool>> {
+    let r = Cred::root();
+    let dirs = m.dirs();
+    let named: Vec<(u64, String, u64)> = m.names.iter().map(|((d, n), c)| (*d, n.clone(), *c)).collect();
+    let free_name = |m: &Model, rng: &mut StdRng| -> Option<(u64, String)> {
+        let dir = pick(rng, &dirs)?;
+        let name = NAMES[rng.gen_range(0..NAMES.len())].to_string();
+        (!m.names.contains_key(&(dir, name.clone()))).then_some((dir, name))
+    };
+    let ino = |m: &Model, node: u64| m.ino[&node];
+    match rng.gen_range(0..22) {
+        // Create a file with some bytes; keep it open now and then.
+        0..=3 => {
+            let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
+            let bytes = data(rng, i);
+            let node = m.next;
+            m.next += 1;
+            m.nodes.insert(node, Node::File(Vec::new()));
+            m.names.insert((dir, name.clone()), node);
+            h.push(m.tree());
+            let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
+            let (attr, fh) = fs.create_file(&r, ino(m, dir), name.as_bytes(), 0o644, flags)?;
+            m.ino.insert(node, attr.ino);
+            m.open.push((node, fh));
+            m.nodes.insert(node, Node::File(bytes.clone()));
+            h.push(m.tree());
+            fs.write(&r, fh, 0, &bytes)?;
+            if rng.gen_bool(0.8) {
+                m.open.pop();
+                fs.release(fh)?;
+            }
+        }
+        // Write at any offset of a file, named or only open.
+        4..=6 => {
+            let files: Vec<u64> =
+                m.nodes.iter().filter(|(_, n)| matches!(n, Node::File(_))).map(|(id, _)| *id).collect();
+            let Some(node) = pick(rng, &files) else { return Ok(None) };
+            let Node::File(old) = &m.nodes[&node] else { unreachable!() };
+            let offset = rng.gen_range(0..old.len() + 10_000);
+            let bytes = data(rng, i);
+            let mut new = old.clone();
+            // A write of nothing changes nothing, even past the end.
+            if !bytes.is_empty() {
+                new.resize(new.len().max(offset + bytes.len()), 0);
+                new[offset..offset + bytes.len()].copy_from_slice(&bytes);
+            }
+            m.nodes.insert(node, Node::File(new));
+            h.push(m.tree());
+            let held = m.open.iter().find(|(n, _)| *n == node).map(|(_, fh)| *fh);
+            let fh = match held {
+                Some(fh) => fh,
+                None => fs.open_file(&r, ino(m, node), libc::O_RDWR)?,
+            };
+            fs.write(&r, fh, offset as u64, &bytes)?;
+            if held.is_none() {
+                fs.release(fh)?;
+            }
+        }
+        // Truncate a named file (shorter or longer).
+        7 => {
+            let files: Vec<u64> =
+                named.iter().filter(|(_, _, c)| matches!(m.nodes[c], Node::File(_))).map(|(_, _, c)| *c).collect();
+            let Some(node) = pick(rng, &files) else { return Ok(None) };
+            let size = rng.gen_range(0..40_000);
+            if let Some(Node::File(d)) = m.nodes.get_mut(&node) {
+                d.resize(size, 0);
+            }
+            h.push(m.tree());
+            let set = SetAttr { size: Some(size as u64), ..SetAttr::default() };
+            fs.setattr(&r, ino(m, node), &set, None)?;
+        }
+        // Unlink a file or symlink (an open file lives on unnamed).
+        8 | 9 => {
+            let leaves: Vec<usize> = (0..named.len()).filter(|&k| m.nodes[&named[k].2] != Node::Dir).collect();
+            let Some(k) = pick(rng, &leaves) else { return Ok(None) };
+            let (dir, name, node) = named[k].clone();
+            m.names.remove(&(dir, name.clone()));
+            m.forget_if_unused(node);
+            h.push(m.tree());
+            fs.unlink(&r, ino(m, dir), name.as_bytes())?;
+        }
+        10 => {
+            let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
+            if m.names.len() > 40 {
+                return Ok(None);
+            }
+            let node = m.next;
+            m.next += 1;
+            m.nodes.insert(node, Node::Dir);
+            m.names.insert((dir, name.clone()), node);
+            h.push(m.tree());
+            let attr = fs.mkdir(&r, ino(m, dir), name.as_bytes(), 0o755)?;
+            m.ino.insert(node, attr.ino);
+        }
+        11 => {
+            let empty: Vec<usize> = (0..named.len())
+                .filter(|&k| {
+                    let c = named[k].2;
+                    m.nodes[&c] == Node::Dir && !m.names.keys().any(|(d, _)| *d == c)
+                })
+                .collect();
+            let Some(k) = pick(rng, &empty) else { return Ok(None) };
+            let (dir, name, node) = named[k].clone();
+            m.names.remove(&(dir, name.clone()));
+            m.forget_if_unused(node);
+            h.push(m.tree());
+            fs.rmdir(&r, ino(m, dir), name.as_bytes())?;
+        }
+        // Rename anything, over a target where POSIX allows it.
+        12..=14 => {
+            let Some(k) = pick(rng, &(0..named.len()).collect::<Vec<_>>()) else { return Ok(None) };
+            let (dir, name, node) = named[k].clone();
+            let Some(to_dir) = pick(rng, &dirs) else { return Ok(None) };
+            let to_name = NAMES[rng.gen_range(0..NAMES.len())].to_string();
+            let is_dir = m.nodes[&node] == Node::Dir;
+            if (to_dir, &to_name) == (dir, &name) || (is_dir && m.within(to_dir, node)) {
+                return Ok(None);
+            }
+            let replaced = m.names.get(&(to_dir, to_name.clone())).copied();
+            if let Some(t) = replaced {
+                let t_dir = m.nodes[&t] == Node::Dir;
+                let t_empty = !m.names.keys().any(|(d, _)| *d == t);
+                if t == node || is_dir != t_dir || (t_dir && !t_empty) {
+                    return Ok(None);
+                }
+            }
+            m.names.remove(&(dir, name.clone()));
+            m.names.insert((to_dir, to_name.clone()), node);
+            let (from, to) = (ino(m, dir), ino(m, to_dir));
+            if let Some(t) = replaced {
+                m.forget_if_unused(t);
+            }
+            h.push(m.tree());
+            fs.rename(&r, from, name.as_bytes(), to, to_name.as_bytes(), RenameFlags::default())?;
+        }
+        15 => {
+            let files: Vec<u64> =
+                named.iter().filter(|(_, _, c)| matches!(m.nodes[c], Node::File(_))).map(|(_, _, c)| *c).collect();
+            let Some(node) = pick(rng, &files) else { return Ok(None) };
+            let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
+            m.names.insert((dir, name.clone()), node);
+            h.push(m.tree());
+            fs.link(&r, ino(m, node), ino(m, dir), name.as_bytes())?;
+        }
+        16 => {
+            let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
+            let target = format!("../t{i}/{}", "x".repeat(rng.gen_range(0..200))).into_bytes();
+            let node = m.next;
+            m.next += 1;
+            m.nodes.insert(node, Node::Symlink(target.clone()));
+            m.names.insert((dir, name.clone()), node);
+            h.push(m.tree());
+            let attr = fs.symlink(&r, ino(m, dir), name.as_bytes(), &target)?;
+            m.ino.insert(node, attr.ino);
+        }
+        17 | 18 => {
+            if m.open.is_empty() {
+                return Ok(None);
+            }
+            let (node, fh) = m.open.remove(rng.gen_range(0..m.open.len()));
+            m.forget_if_unused(node);
+            fs.release(fh)?;
+        }
+        // fsync of an open file, or of a named one opened for it.
+        19 | 20 => {
+            if let Some(&(_, fh)) = m.open.first().filter(|_| rng.gen_bool(0.5)) {
+                fs.fsync(fh)?;
+                return Ok(Some(true));
+            }
+            let files: Vec<u64> =
+                named.iter().filter(|(_, _, c)| matches!(m.nodes[c], Node::File(_))).map(|(_, _, c)| *c).collect();
+            let Some(node) = pick(rng, &files) else { return Ok(None) };
+            let fh = fs.open_file(&r, ino(m, node), libc::O_RDONLY)?;
+            fs.fsync(fh)?;
+            fs.release(fh)?;
+            return Ok(Some(true));
+        }
+        _ => {
+            fs.sync()?;
+            return Ok(Some(true));
+        }
+    }
+    Ok(Some(false))
+}
+
+/// Runs a seed's operations on a new file system on `sim`; `history` gets
+/// the tree before and after each change. Returns the last history index
+/// acknowledged as durable, and how many operations returned success.
+fn workload(sim: &SimStorage, seed: u64, history: &mut Vec<Tree>) -> (usize, usize) {
+    let mut m = Model::new();
+    history.push(m.tree());
+    let Ok(fs) = Fs::create_with(Arc::new(sim.clone()), Path::new(DIR), options()) else { return (0, 0) };
+    m.ino.insert(0, fs.root());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut acked, mut done) = (0, 0);
+    while done < OPS {
+        match step(&fs, &mut m, history, &mut rng, done) {
+            Ok(None) => {}
+            Ok(Some(durable)) => {
+                done += 1;
+                if durable {
+                    acked = history.len() - 1;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    (acked, done)
+}
+
+fn fsck_clean(fs: &Fs, what: &str) {
+    let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{what}: fsck: {report}");
+}
+
+fn check(image: &SimStorage, history: &[Tree], acked: usize, what: &str) {
+    let fs = match Fs::open_with(Arc::new(image.clone()), Path::new(DIR), options()) {
+        Ok(fs) => fs,
+        Err(e) if acked == 0 => {
+            // Only a creation that never finished may fail to open, and it
+            // can run again.
+            assert!(
+                matches!(e, larder_fs::FsError::Store(larder_object::ObjectError::NotAStore { .. })),
+                "{what}: reopen failed: {e}"
+            );
+            let fs = Fs::create_with(Arc::new(image.clone()), Path::new(DIR), options());
+            fsck_clean(&fs.unwrap_or_else(|e| panic!("{what}: creating again: {e}")), what);
+            return;
+        }
+        Err(e) => panic!("{what}: reopen failed: {e}"),
+    };
+    let got = tree_of(&fs);
+    let Some(k) = (0..history.len()).rev().find(|&k| history[k] == got) else {
+        panic!("{what}: the tree is no prefix of the changes: {:?}", got.keys().collect::<Vec<_>>());
+    };
+    assert!(k >= acked, "{what}: the tree after change {k} survives, {acked} were acknowledged");
+    fsck_clean(&fs, what);
+    // The file system goes on: a new fsynced file outlives a clean reopen.
+    let r = Cred::root();
+    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
+    let (attr, fh) = fs.create_file(&r, fs.root(), b"after", 0o600, flags).unwrap();
+    fs.write(&r, fh, 0, &[7u8; 12_345]).unwrap();
+    fs.fsync(fh).unwrap();
+    fs.release(fh).unwrap();
+    drop(fs);
+    let fs = Fs::open_with(Arc::new(image.clone()), Path::new(DIR), options()).unwrap();
+    let fh = fs.open_file(&r, attr.ino, libc::O_RDONLY).unwrap();
+    assert_eq!(fs.read(fh, 0, 20_000).unwrap(), vec![7u8; 12_345], "{what}");
+    fs.release(fh).unwrap();
+    fsck_clean(&fs, what);
+}
+
+fn mode(rng: &mut StdRng) -> CrashMode {
+    [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending][rng.gen_range(0..3)]
+}
+
+const WRITE_CRASHES: usize = 8;
+const SYNC_CRASHES: usize = 3;
+const RECOVERY_CRASHES: usize = 3;
+
+fn run_seed(seed: u64) {
+    let probe = SimStorage::new(seed);
+    let (_, done) = workload(&probe, seed, &mut Vec::new());
+    assert_eq!(done, OPS, "seed {seed}: operation {done} failed without a crash");
+    let (writes, syncs) = (probe.counters().writes, probe.counters().syncs);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xF5_C4A5);
+    for c in 0..WRITE_CRASHES + SYNC_CRASHES + RECOVERY_CRASHES {
+        let sim = SimStorage::new(seed.wrapping_mul(1000) + c as u64);
+        let by_sync = (WRITE_CRASHES..WRITE_CRASHES + SYNC_CRASHES).contains(&c);
+        let in_recovery = c >= WRITE_CRASHES + SYNC_CRASHES;
+        let what = if by_sync {
+            let k = rng.gen_range(0..syncs.max(1));
+            sim.crash_after_syncs(k);
+            format!("seed {seed}: crash after sync {k} of {syncs}")
+        } else {
+            let k = rng.gen_range(0..writes.max(1));
+            sim.crash_after_writes(k);
+            format!("seed {seed}: crash after write {k} of {writes}")
+        };
+        let mut history = Vec::new();
+        let (acked, _) = workload(&sim, seed, &mut history);
+        let first = mode(&mut rng);
+        let mut image = sim.crash_with(first);
+        let mut what = format!("{what} ({first:?})");
+        if in_recovery {
+            let k = rng.gen_range(0..30);
+            image.crash_after_writes(k);
+            let _ = Fs::open_with(Arc::new(image.clone()), Path::new(DIR), options());
+            let second = mode(&mut rng);
+            image = image.crash_with(second);
+            what = format!("{what}, then after write {k} of the recovery ({second:?})");
+        }
+        check(&image, &history, acked, &what);
+    }
+}
+
+fn seeds() -> std::ops::Range<u64> {
+    let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let base = var("LARDER_CRASH_SEED_BASE", 0);
+    base..base + var("LARDER_CRASH_SEEDS", 4)
+}
+
+#[test]
+fn random_file_system_work_survives_random_crashes() {
+    for seed in seeds() {
+        run_seed(seed);
+    }
+}
