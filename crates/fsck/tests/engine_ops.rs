@@ -243,13 +243,10 @@ fn recovery_from_a_crash_inside_an_operation_keeps_every_invariant() {
     assert_eq!(crashed_inside, 32, "every run crashed inside an operation");
 }
 
-/// Engine bug, reported, not fixed here: `Store::create_object` commits an
-/// object with no name and no orphan record (docs/format.md section 13
-/// defines reason 2, "created without a name", for exactly this). If the
-/// caller crashes before linking it, nothing ever frees it: rule 5 of
-/// section 15. Run with `cargo nextest run -p larder-fsck --run-ignored only`.
+/// `Store::create_object` makes an anonymous orphan (docs/format.md section
+/// 13, reason 2): if the caller crashes before linking it, the next open
+/// frees it (rule 5 of section 15).
 #[test]
-#[ignore = "engine bug: Store::create_object writes no orphan record (format.md section 15, rule 5)"]
 fn an_object_created_without_a_name_is_an_orphan_until_linked() {
     let sim = SimStorage::new(60);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), deterministic()).unwrap();

@@ -28,7 +28,7 @@ fn stat_hit(store: &Store, id: u64) -> (Option<u64>, bool) {
 fn small_commits_write_through_and_stay_coherent() {
     let sim = SimStorage::new(9);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
-    let id = store.create_object(Kind::File, 0o644, 1, 2, Durability::Buffered).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o644, 1, 2, Durability::Buffered).unwrap();
     assert_eq!(stat_hit(&store, id), (Some(0), true), "a new onode is cached by its commit");
     store.write(id, 0, b"hello", Durability::Buffered).unwrap();
     assert_eq!(stat_hit(&store, id), (Some(5), true), "the rewritten onode replaces the cached one");
@@ -40,7 +40,7 @@ fn small_commits_write_through_and_stay_coherent() {
 fn an_entry_count_operand_is_folded_into_the_cached_onode() {
     let sim = SimStorage::new(10);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
-    let dir = store.create_object(Kind::Directory, 0o755, 0, 0, Durability::Buffered).unwrap();
+    let dir = common::create_named(&store, Kind::Directory, 0o755, 0, 0, Durability::Buffered).unwrap();
     let entries = |s: &Store| s.stat(dir).unwrap().unwrap().dir.unwrap().entries;
     assert_eq!(entries(&store), 0);
     // A transaction that only counts an entry writes a merge operand: with

@@ -41,9 +41,11 @@ fn assert_clean(store: &Store) {
 fn inline_to_extents_and_back_through_truncate() {
     let sim = SimStorage::new(1);
     let store = store(&sim);
-    let id = store.create_object(Kind::File, 0o644, 1, 2, Durability::Durable).unwrap();
-    let o = store.stat(id).unwrap().unwrap();
-    assert_eq!((o.size, o.nlink, o.generation, o.mode), (0, 0, 1, 0o100_644));
+    let anonymous = store.create_object(Kind::File, 0o644, 1, 2, Durability::Durable).unwrap();
+    let o = store.stat(anonymous).unwrap().unwrap();
+    assert_eq!((o.size, o.nlink, o.generation, o.mode, o.uid, o.gid), (0, 0, 1, 0o100_644, 1, 2));
+    // Named, so it outlives the reopen below (the anonymous one does not).
+    let id = common::create_named(&store, Kind::File, 0o644, 1, 2, Durability::Durable).unwrap();
     store.write(id, 10, b"hello", Durability::Durable).unwrap();
     assert_eq!(read_all(&store, id), b"\0\0\0\0\0\0\0\0\0\0hello");
     assert!(matches!(store.stat(id).unwrap().unwrap().location, DataLocation::Inline(_)));
@@ -83,7 +85,7 @@ fn inline_to_extents_and_back_through_truncate() {
 fn overwrites_shadow_and_deletes_free_everything() {
     let sim = SimStorage::new(2);
     let store = store(&sim);
-    let id = store.create_object(Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
     let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     store.write(id, 0, &big, Durability::Durable).unwrap();
     let before = store.used_extents().unwrap();
@@ -104,7 +106,7 @@ fn overwrites_shadow_and_deletes_free_everything() {
     assert!(matches!(store.read(id, 0, &mut [0u8; 4]), Err(ObjectError::NoSuchObject { .. })));
     assert_eq!(store.used_extents().unwrap(), Vec::new());
     assert_clean(&store);
-    let dir = store.create_object(Kind::Directory, 0o755, 0, 0, Durability::Durable).unwrap();
+    let dir = common::create_named(&store, Kind::Directory, 0o755, 0, 0, Durability::Durable).unwrap();
     assert!(matches!(store.write(dir, 0, b"x", Durability::Durable), Err(ObjectError::NoData { .. })));
 }
 
@@ -123,7 +125,7 @@ fn reads_again_after_every_change_see_it_small_maps_and_large() {
     // One extent-map entry per block written apart: 3 entries, then 40
     // (more than a cached map holds).
     for entries in [3u64, 40] {
-        let id = store.create_object(Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
+        let id = common::create_named(&store, Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
         let mut want = vec![0u8; ((entries * 2 - 1) * 4096) as usize];
         for i in 0..entries {
             let at = (i * 2 * 4096) as usize;
@@ -160,7 +162,7 @@ fn reads_again_after_every_change_see_it_small_maps_and_large() {
 fn a_flipped_bit_in_a_container_block_is_corruption_naming_the_file() {
     let sim = SimStorage::new(3);
     let store = store(&sim);
-    let id = store.create_object(Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
     store.write(id, 0, &[5u8; 3 * 4096], Durability::Durable).unwrap();
     let extents = store.used_extents().unwrap();
     assert_eq!(extents.len(), 1);

@@ -75,7 +75,7 @@ fn workload(sim: &SimStorage, history: &mut Vec<State>) -> usize {
     for obj in 0..OBJECTS {
         state[obj] = Some(Vec::new());
         history.push(state.clone());
-        match store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable) {
+        match common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable) {
             Ok(id) => ids.push(id),
             Err(_) => return history.len() - 2,
         }
@@ -138,7 +138,7 @@ fn check(image: &SimStorage, history: &[State], acked: usize, what: &str) {
     assert!(m >= acked, "{what}: only {m} steps survive, {acked} were acknowledged");
     assert_clean(&store, what);
     // The store goes on: a new large write survives a clean reopen.
-    let id = store.create_object(Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o600, 0, 0, Durability::Durable).unwrap();
     store.write(id, 100, &[0x5Au8; 9000], Durability::Durable).unwrap();
     drop(store);
     let again = Store::open(storage(image), Path::new(DIR), options()).unwrap();
@@ -173,7 +173,7 @@ fn a_crash_at_any_write_keeps_every_acknowledged_object_write() {
 /// A store with one object holding 20,000 bytes of 1s in extents.
 fn one_large_object(sim: &SimStorage) -> (Store, u64) {
     let store = Store::create(storage(sim), Path::new(DIR), creation(), options()).unwrap();
-    let id = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     store.write(id, 0, &[1u8; 20_000], Durability::Durable).unwrap();
     // Fresh container space is written zeros: the data was written back,
     // made durable by the log's sync.

@@ -82,8 +82,9 @@ fn run(ops: Vec<Op>) {
     let sim = SimStorage::new(7);
     let storage: StorageRef = Arc::new(sim.clone());
     let mut store = Store::create(storage.clone(), Path::new(DIR), creation(), options()).unwrap();
-    let mut ids: Vec<u64> =
-        (0..OBJECTS).map(|_| store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap()).collect();
+    let mut ids: Vec<u64> = (0..OBJECTS)
+        .map(|_| common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap())
+        .collect();
     let mut model = vec![Vec::new(); OBJECTS];
     for (step, op) in ops.into_iter().enumerate() {
         match op {
@@ -105,7 +106,7 @@ fn run(ops: Vec<Op>) {
                 store.delete_object(ids[obj], Durability::Buffered).unwrap();
                 store.sync().unwrap();
                 assert!(store.stat(ids[obj]).unwrap().is_none());
-                ids[obj] = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+                ids[obj] = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
                 model[obj].clear();
             }
             Op::Reopen => {

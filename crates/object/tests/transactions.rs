@@ -201,7 +201,7 @@ fn own_writes_are_seen_failures_write_nothing_and_unlocked_objects_are_refused()
 fn buffered_commits_are_visible_at_once_and_a_flush_syncs_the_log_first() {
     let sim = SimStorage::new(41);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
-    let id = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     let (_, lsn) = store.transact(&[id], Durability::Buffered, |t| t.write(id, 0, b"buffered")).unwrap();
     assert!(store.durable_lsn() < lsn, "a buffered commit must not have synced");
     assert_eq!(store.read_to_end(id).unwrap().as_deref(), Some(&b"buffered"[..]));

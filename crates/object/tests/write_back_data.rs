@@ -45,7 +45,7 @@ fn holes_found_at_open_are_synced_too() {
 fn punched_space_is_synced(reopen: bool) {
     let sim = SimStorage::new(5);
     let mut store = Store::create(storage(&sim), Path::new(DIR), creation(), options()).unwrap();
-    let a = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let a = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     store.write(a, 0, &[1u8; 65536], Durability::Durable).unwrap();
     let stats = store.log_stats();
     assert_eq!((stats.dependency_write_backs, stats.dependency_syncs), (1, 0), "fresh space is written zeros");
@@ -60,7 +60,7 @@ fn punched_space_is_synced(reopen: bool) {
     }
     // A whole container's worth: its space includes the punched range.
     let len = creation().container_bytes as usize;
-    let b = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let b = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     store.write(b, 0, &vec![2u8; len], Durability::Durable).unwrap();
     assert!(store.used_extents().unwrap().iter().any(|e| e.container == 0 && e.offset == 0));
     assert_eq!(store.log_stats().dependency_syncs, 1, "the punched space's container was synced");
@@ -77,7 +77,7 @@ fn written_back_data_survives_a_crash_that_drops_every_unsynced_write() {
     // Large enough to be copied in several chunks, each written back as
     // it is copied, with the checksums computed on another thread.
     let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
-    let a = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let a = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     store.write(a, 0, &data, Durability::Durable).unwrap();
     assert_eq!(store.log_stats().dependency_write_backs, 1);
     let image = sim.crash_with(CrashMode::DropAllPending);

@@ -15,7 +15,7 @@ use larder_object::{Durability, ObjectError, Store};
 fn xattrs_round_trip_and_go_with_their_object() {
     let sim = SimStorage::new(1);
     let store = Store::create(storage(&sim), Path::new(DIR), creation(), deterministic()).unwrap();
-    let id = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     let (a, b) = (XattrName::new("user.a").unwrap(), XattrName::new("user.b").unwrap());
     store.set_xattr(id, &b, b"two", Durability::Durable).unwrap();
     store.set_xattr(id, &a, b"one", Durability::Buffered).unwrap();
@@ -32,7 +32,7 @@ fn xattrs_round_trip_and_go_with_their_object() {
     assert!(matches!(store.set_xattr(id, &b, b"x", Durability::Durable), Err(ObjectError::NoSuchObject { .. })));
     assert!(XattrName::new("").is_err());
     let big = vec![0u8; (64 << 10) + 1];
-    let id = store.create_object(Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+    let id = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
     assert!(store.set_xattr(id, &b, &big, Durability::Durable).is_err());
     assert!(store.list_xattrs(id).unwrap().is_empty(), "a refused value changes nothing");
 }

@@ -26,7 +26,7 @@ pub(crate) use extent_cache::ExtentCache;
 pub(crate) use replay::ReplayVerifier;
 
 use crate::error::{ObjectError, Result};
-use crate::meta::{DataLocation, Kind, Onode, Timestamp, BLOCK_BYTES};
+use crate::meta::{DataLocation, Kind, Onode, Orphan, OrphanReason, Timestamp, BLOCK_BYTES};
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
 
@@ -69,10 +69,20 @@ pub(crate) fn touch_data(onode: &mut Onode) {
 }
 
 impl Store {
-    /// Creates an object of `kind` and returns its id (see
-    /// [`Transaction::create_object`]).
+    /// Creates an object of `kind` with no name and returns its id (see
+    /// [`Transaction::create_object`]). It is an anonymous orphan (as an
+    /// `O_TMPFILE` file is): linking it gives it a name and ends that;
+    /// otherwise the next open of the store frees it, so an object whose
+    /// creator died before naming it never leaks.
     pub fn create_object(&self, kind: Kind, mode: u32, uid: u32, gid: u32, durability: Durability) -> Result<u64> {
-        Ok(self.transact(&[], durability, |txn| txn.create_object(kind, mode, uid, gid))?.0)
+        let record = Orphan { reason: OrphanReason::Anonymous, since: Timestamp::now() }.encode()?;
+        Ok(self
+            .transact(&[], durability, |txn| {
+                let id = txn.create_object(kind, mode, uid, gid)?;
+                txn.put(&crate::meta::orphan_key(id), &record);
+                Ok(id)
+            })?
+            .0)
     }
 
     /// The onode of `object` as of now, or `None` if it does not exist.

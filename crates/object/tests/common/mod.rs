@@ -28,3 +28,31 @@ pub fn deterministic() -> StoreOptions {
 pub fn storage(sim: &SimStorage) -> StorageRef {
     Arc::new(sim.clone())
 }
+
+/// Creates an object as the namespace's `create` does, named `o<id>` in
+/// the root directory, so it lives across reopens
+/// (`Store::create_object` makes an anonymous orphan, which the next open
+/// frees).
+pub fn create_named(
+    store: &larder_object::Store,
+    kind: larder_object::meta::Kind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    durability: larder_object::Durability,
+) -> larder_object::Result<u64> {
+    use larder_object::meta::{Dentry, DirDelta, Kind, Name};
+    use larder_object::ROOT_ID;
+    let created = store.transact(&[ROOT_ID], durability, |txn| {
+        let id = txn.create_object_as(kind, mode, uid, gid, |o| {
+            o.nlink = 1;
+            if let Some(info) = o.dir.as_mut() {
+                info.parent = ROOT_ID;
+            }
+        })?;
+        txn.put_dentry(ROOT_ID, &Name::new(format!("o{id}"))?, &Dentry { child: id, kind })?;
+        txn.change_dir(ROOT_ID, DirDelta { entries: 1, links: i64::from(kind == Kind::Directory) })?;
+        Ok(id)
+    })?;
+    Ok(created.0)
+}
