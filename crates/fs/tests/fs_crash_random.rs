@@ -36,6 +36,9 @@ use rand::{Rng, SeedableRng};
 const DIR: &str = "/fs/store";
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 const OPS: usize = 100;
+/// Blocks of the file written apart: more extent-map entries than one
+/// step of freeing an orphan removes (256).
+const SCATTERED_BLOCKS: u64 = 300;
 
 /// A store on the simulated storage, deterministic (no background
 /// threads, no timed syncs).
@@ -67,18 +70,34 @@ struct Model {
     names: BTreeMap<(u64, String), u64>,
     /// The file system's inode of each node.
     ino: BTreeMap<u64, u64>,
+    /// Permission bits and xattrs of files and directories.
+    meta: BTreeMap<u64, Meta>,
     /// Open handles: (node, handle).
     open: Vec<(u64, u64)>,
     next: u64,
 }
 
+/// Permission bits and extended attributes.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Meta {
+    mode: u32,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Meta {
+    fn new(mode: u32) -> Meta {
+        Meta { mode, xattrs: BTreeMap::new() }
+    }
+}
+
 /// One entry of a tree as seen from its root.
 #[derive(Clone, Debug, PartialEq)]
 enum Seen {
-    Dir,
+    Dir(Meta),
     Symlink(Vec<u8>),
-    /// Bytes, link count, and the first path naming the same file.
-    File(Vec<u8>, u32, String),
+    /// Bytes, link count, the first path naming the same file, and its
+    /// permission bits and xattrs.
+    File(Vec<u8>, u32, String, Meta),
 }
 
 type Tree = BTreeMap<String, Seen>;
@@ -87,6 +106,7 @@ impl Model {
     fn new() -> Model {
         let mut m = Model { next: 1, ..Model::default() };
         m.nodes.insert(0, Node::Dir);
+        m.meta.insert(0, Meta::new(0o755));
         m
     }
 
@@ -116,6 +136,7 @@ impl Model {
         if self.links(node) == 0 && !self.open.iter().any(|(n, _)| *n == node) {
             self.nodes.remove(&node);
             self.ino.remove(&node);
+            self.meta.remove(&node);
         }
     }
 
@@ -133,9 +154,9 @@ impl Model {
         }
         canonical(paths.into_iter().map(|(path, node)| {
             let seen = match &self.nodes[&node] {
-                Node::Dir => Seen::Dir,
+                Node::Dir => Seen::Dir(self.meta[&node].clone()),
                 Node::Symlink(t) => Seen::Symlink(t.clone()),
-                Node::File(d) => Seen::File(d.clone(), self.links(node), String::new()),
+                Node::File(d) => Seen::File(d.clone(), self.links(node), String::new(), self.meta[&node].clone()),
             };
             (path, node, seen)
         }))
@@ -157,7 +178,7 @@ fn canonical(entries: impl Iterator<Item = (String, u64, Seen)>) -> Tree {
         .into_iter()
         .map(|(path, id, seen)| {
             let seen = match seen {
-                Seen::File(d, n, _) => Seen::File(d, n, first[&id].clone()),
+                Seen::File(d, n, _, meta) => Seen::File(d, n, first[&id].clone(), meta),
                 other => other,
             };
             (path, seen)
@@ -183,17 +204,22 @@ fn tree_of(fs: &Fs) -> Tree {
                 }
                 let path = format!("{prefix}/{}", String::from_utf8(e.name.clone()).unwrap());
                 let attr = fs.lookup(&r, dir, &e.name).unwrap();
+                let meta = || {
+                    let xattrs = fs.listxattr(&r, attr.ino).unwrap();
+                    let xattrs = xattrs.into_iter().map(|n| (n.clone(), fs.getxattr(&r, attr.ino, &n).unwrap()));
+                    Meta { mode: attr.mode & 0o7777, xattrs: xattrs.collect() }
+                };
                 let seen = match attr.kind {
                     Kind::Directory => {
                         stack.push((path.clone(), attr.ino));
-                        Seen::Dir
+                        Seen::Dir(meta())
                     }
                     Kind::Symlink => Seen::Symlink(fs.readlink(attr.ino).unwrap()),
                     _ => {
                         let fh = fs.open_file(&r, attr.ino, libc::O_RDONLY).unwrap();
                         let data = fs.read(fh, 0, attr.size as usize + 1).unwrap();
                         fs.release(fh).unwrap();
-                        Seen::File(data, attr.nlink, String::new())
+                        Seen::File(data, attr.nlink, String::new(), meta())
                     }
                 };
                 entries.push((path, attr.ino, seen));
@@ -225,6 +251,26 @@ fn pick<T: Copy>(rng: &mut StdRng, v: &[T]) -> Option<T> {
 /// calls may survive half done). Returns whether the operation makes
 /// everything before it durable; `Ok(None)` if the draw found nothing to do.
 fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -> larder_fs::Result<Option<bool>> {
+    let kind = rng.gen_range(0..32);
+    let done = if kind >= 22 { more(fs, m, h, rng, i, kind) } else { common_step(fs, m, h, rng, i, kind) };
+    if let Ok(Some(_)) = done {
+        RAN.fetch_or(1 << kind, std::sync::atomic::Ordering::Relaxed);
+    }
+    done
+}
+
+/// Kinds of operation (bits of `step`'s draw) that ran to completion.
+static RAN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The common operations of [`step`].
+fn common_step(
+    fs: &Fs,
+    m: &mut Model,
+    h: &mut Vec<Tree>,
+    rng: &mut StdRng,
+    i: usize,
+    kind: u32,
+) -> larder_fs::Result<Option<bool>> {
     let r = Cred::root();
     let dirs = m.dirs();
     let named: Vec<(u64, String, u64)> = m.names.iter().map(|((d, n), c)| (*d, n.clone(), *c)).collect();
@@ -234,7 +280,7 @@ fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -
         (!m.names.contains_key(&(dir, name.clone()))).then_some((dir, name))
     };
     let ino = |m: &Model, node: u64| m.ino[&node];
-    match rng.gen_range(0..22) {
+    match kind {
         // Create a file with some bytes; keep it open now and then.
         0..=3 => {
             let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
@@ -242,6 +288,7 @@ fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -
             let node = m.next;
             m.next += 1;
             m.nodes.insert(node, Node::File(Vec::new()));
+            m.meta.insert(node, Meta::new(0o644));
             m.names.insert((dir, name.clone()), node);
             h.push(m.tree());
             let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
@@ -313,6 +360,7 @@ fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -
             let node = m.next;
             m.next += 1;
             m.nodes.insert(node, Node::Dir);
+            m.meta.insert(node, Meta::new(0o755));
             m.names.insert((dir, name.clone()), node);
             h.push(m.tree());
             let attr = fs.mkdir(&r, ino(m, dir), name.as_bytes(), 0o755)?;
@@ -404,6 +452,137 @@ fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -
         _ => {
             fs.sync()?;
             return Ok(Some(true));
+        }
+    }
+    Ok(Some(false))
+}
+
+/// The rarer operations of [`step`]: xattrs, chmod, rename exchange, bulk
+/// create, O_TRUNC, fallocate, and a file unlinked while open, written in
+/// hundreds of separate blocks and freed in several steps when closed.
+fn more(
+    fs: &Fs,
+    m: &mut Model,
+    h: &mut Vec<Tree>,
+    rng: &mut StdRng,
+    i: usize,
+    kind: u32,
+) -> larder_fs::Result<Option<bool>> {
+    let r = Cred::root();
+    let named: Vec<(u64, String, u64)> = m.names.iter().map(|((d, n), c)| (*d, n.clone(), *c)).collect();
+    let with_meta: Vec<u64> = named.iter().map(|e| e.2).filter(|c| m.meta.contains_key(c)).collect();
+    let files: Vec<u64> = named.iter().map(|e| e.2).filter(|c| matches!(m.nodes[c], Node::File(_))).collect();
+    let ino = |m: &Model, node: u64| m.ino[&node];
+    match kind {
+        22 | 23 => {
+            let Some(node) = pick(rng, &with_meta) else { return Ok(None) };
+            let name = [&b"user.a"[..], b"user.b", b"trusted.c"][rng.gen_range(0..3)].to_vec();
+            let value: Vec<u8> = (0..rng.gen_range(0..1000)).map(|j| (i + j) as u8).collect();
+            m.meta.get_mut(&node).unwrap().xattrs.insert(name.clone(), value.clone());
+            h.push(m.tree());
+            fs.setxattr(&r, ino(m, node), &name, &value, larder_fs::XattrFlags::default())?;
+        }
+        24 => {
+            let Some(node) = pick(rng, &with_meta) else { return Ok(None) };
+            let names: Vec<Vec<u8>> = m.meta[&node].xattrs.keys().cloned().collect();
+            let Some(name) = pick(rng, &(0..names.len()).collect::<Vec<_>>()).map(|k| names[k].clone()) else {
+                return Ok(None);
+            };
+            m.meta.get_mut(&node).unwrap().xattrs.remove(&name);
+            h.push(m.tree());
+            fs.removexattr(&r, ino(m, node), &name)?;
+        }
+        25 => {
+            let Some(node) = pick(rng, &with_meta) else { return Ok(None) };
+            let mode = [0o600, 0o644, 0o700, 0o755, 0o640][rng.gen_range(0..5)];
+            m.meta.get_mut(&node).unwrap().mode = mode;
+            h.push(m.tree());
+            fs.setattr(&r, ino(m, node), &SetAttr { mode: Some(mode), ..SetAttr::default() }, None)?;
+        }
+        // Swap two entries (RENAME_EXCHANGE).
+        26 => {
+            let all: Vec<usize> = (0..named.len()).collect();
+            let (Some(a), Some(b)) = (pick(rng, &all), pick(rng, &all)) else { return Ok(None) };
+            let ((da, na, ca), (db, nb, cb)) = (named[a].clone(), named[b].clone());
+            let is_dir = |c: u64| m.nodes[&c] == Node::Dir;
+            if a == b || ca == cb || (is_dir(ca) && m.within(db, ca)) || (is_dir(cb) && m.within(da, cb)) {
+                return Ok(None);
+            }
+            m.names.insert((da, na.clone()), cb);
+            m.names.insert((db, nb.clone()), ca);
+            h.push(m.tree());
+            let flags = RenameFlags { exchange: true, ..RenameFlags::default() };
+            fs.rename(&r, ino(m, da), na.as_bytes(), ino(m, db), nb.as_bytes(), flags)?;
+        }
+        // Bulk create, duplicates and all: one transaction.
+        27 => {
+            let Some(dir) = pick(rng, &m.dirs()) else { return Ok(None) };
+            let batch: Vec<&str> = (0..rng.gen_range(1..6)).map(|_| NAMES[rng.gen_range(0..NAMES.len())]).collect();
+            let mut fresh = Vec::new();
+            for name in &batch {
+                if !m.names.contains_key(&(dir, name.to_string())) {
+                    let node = m.next;
+                    m.next += 1;
+                    m.nodes.insert(node, Node::File(Vec::new()));
+                    m.meta.insert(node, Meta::new(0o644));
+                    m.names.insert((dir, name.to_string()), node);
+                    fresh.push((name.to_string(), node));
+                }
+            }
+            h.push(m.tree());
+            let refs: Vec<&[u8]> = batch.iter().map(|n| n.as_bytes()).collect();
+            let done = fs.create_batch(&r, ino(m, dir), &refs, 0o644, larder_fs::Durability::Buffered)?;
+            for (name, node) in fresh {
+                let made = done.created.iter().find(|(n, _)| *n == name.as_bytes());
+                let (_, id) = made.unwrap_or_else(|| panic!("bulk create did not make {name}: {done:?}"));
+                m.ino.insert(node, *id);
+            }
+            assert_eq!(done.created.len() + done.duplicates.len(), batch.len(), "{done:?}");
+        }
+        28 => {
+            let Some(node) = pick(rng, &files) else { return Ok(None) };
+            m.nodes.insert(node, Node::File(Vec::new()));
+            h.push(m.tree());
+            let fh = fs.open_file(&r, ino(m, node), libc::O_RDWR | libc::O_TRUNC)?;
+            fs.release(fh)?;
+        }
+        29 => {
+            let Some(node) = pick(rng, &files) else { return Ok(None) };
+            let (offset, len) = (rng.gen_range(0..60_000u64), rng.gen_range(1..30_000u64));
+            let keep = rng.gen_bool(0.5);
+            if let Some(Node::File(d)) = m.nodes.get_mut(&node) {
+                if !keep && d.len() < (offset + len) as usize {
+                    d.resize((offset + len) as usize, 0);
+                }
+            }
+            h.push(m.tree());
+            let fh = fs.open_file(&r, ino(m, node), libc::O_RDWR)?;
+            fs.fallocate(&r, fh, offset, len, if keep { libc::FALLOC_FL_KEEP_SIZE } else { 0 })?;
+            fs.release(fh)?;
+        }
+        // Unlink an open file and write it in hundreds of separate blocks:
+        // its close (or the open after a crash) frees it in several steps.
+        _ => {
+            // Its bytes are nobody's to see: the model keeps no copy.
+            let fh = match m.open.iter().find(|(n, _)| m.links(*n) == 0) {
+                Some(&(_, fh)) => fh,
+                None => {
+                    let Some(k) = (0..named.len()).find(|&k| files.contains(&named[k].2) && m.links(named[k].2) == 1)
+                    else {
+                        return Ok(None);
+                    };
+                    let (dir, name, node) = named[k].clone();
+                    let fh = fs.open_file(&r, ino(m, node), libc::O_RDWR)?;
+                    m.open.push((node, fh));
+                    m.names.remove(&(dir, name.clone()));
+                    h.push(m.tree());
+                    fs.unlink(&r, ino(m, dir), name.as_bytes())?;
+                    fh
+                }
+            };
+            for b in 0..SCATTERED_BLOCKS {
+                fs.write(&r, fh, b * 8192 + (b % 7) * 100, &[b as u8 | 1; 300])?;
+            }
         }
     }
     Ok(Some(false))
@@ -524,6 +703,30 @@ fn seeds() -> std::ops::Range<u64> {
     let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let base = var("LARDER_CRASH_SEED_BASE", 0);
     base..base + var("LARDER_CRASH_SEEDS", 4)
+}
+
+#[test]
+fn the_workloads_reach_every_kind_of_operation() {
+    // Every arm of `step` and `more` (each arm's first draw marks it).
+    const ARMS: [u32; 24] = [0, 4, 7, 8, 10, 11, 12, 15, 16, 17, 19, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 1, 5, 13];
+    for seed in seeds() {
+        workload(&SimStorage::new(seed), &options(), seed, &mut Vec::new());
+    }
+    let ran = RAN.load(std::sync::atomic::Ordering::Relaxed);
+    let arm_of = |k: u32| match k {
+        0..=3 => 0,
+        4..=6 => 4,
+        8 | 9 => 8,
+        12..=14 => 12,
+        17 | 18 => 17,
+        19 | 20 => 19,
+        22 | 23 => 22,
+        30 | 31 => 30,
+        k => k,
+    };
+    let arms_ran: std::collections::BTreeSet<u32> = (0..32).filter(|k| ran & (1 << k) != 0).map(arm_of).collect();
+    let arms: std::collections::BTreeSet<u32> = ARMS.iter().map(|&k| arm_of(k)).collect();
+    assert_eq!(arms_ran, arms, "arms that ran");
 }
 
 #[test]
