@@ -1,5 +1,6 @@
-//! The checks that need every key read first: the root (rule 2), link
-//! counts and orphan records (rule 5), directory entry counts (rule 6).
+//! The checks that need every key read first: the root (rule 2), every
+//! directory reaching the root (rule 4), link counts and orphan records
+//! (rule 5), directory entry counts (rule 6).
 //! Each runs only if the maps it counts were read whole; otherwise it is
 //! listed as skipped.
 
@@ -19,6 +20,9 @@ pub(crate) fn check(model: &Model, problems: &mut Problems, skipped: &mut BTreeS
         check_root(model, problems);
     }
     let links = model.complete(&[Map::Omap, Map::Dmap]);
+    if links {
+        check_reachable(model, problems);
+    }
     let orphans = model.complete(&[Map::Omap, Map::Orphans]);
     for (&object, o) in &model.objects {
         if object == ROOT_ID {
@@ -41,6 +45,46 @@ pub(crate) fn check(model: &Model, problems: &mut Problems, skipped: &mut BTreeS
         (model.complete(&[Map::Xattr]), Skipped::Xattrs),
     ];
     skipped.extend(table.into_iter().filter(|&(ran, _)| !ran).map(|(_, s)| s));
+}
+
+/// Rule 4's last part: every named directory reaches the root through its
+/// parents. Each chain is walked once: directories found to reach the root
+/// (or not) are remembered, so the pass is linear in the directories.
+fn check_reachable(model: &Model, problems: &mut Problems) {
+    let mut reaches: BTreeSet<u64> = BTreeSet::from([ROOT_ID]);
+    let mut lost: BTreeSet<u64> = BTreeSet::new();
+    for (&start, o) in &model.objects {
+        if o.dir.is_none() || o.names == 0 || reaches.contains(&start) || lost.contains(&start) {
+            continue;
+        }
+        let mut chain = vec![start];
+        let mut on_chain = BTreeSet::from([start]);
+        let found = loop {
+            let at = chain[chain.len() - 1];
+            // A parent that is missing or no directory is rule 4's
+            // dentry checks' to report: stop without a verdict.
+            let Some((parent, _)) = model.objects.get(&at).and_then(|p| p.dir) else { break None };
+            if reaches.contains(&parent) {
+                break Some(true);
+            }
+            if lost.contains(&parent) || !on_chain.insert(parent) {
+                break Some(false);
+            }
+            chain.push(parent);
+        };
+        match found {
+            Some(true) => reaches.extend(chain),
+            Some(false) => {
+                for dir in chain {
+                    if let Some((parent, _)) = model.objects.get(&dir).and_then(|o| o.dir) {
+                        problems.push(Problem::DirectoryUnreachable { dir, parent });
+                    }
+                    lost.insert(dir);
+                }
+            }
+            None => {}
+        }
+    }
 }
 
 /// Rule 2 (the parts not checked key by key: a dentry naming the root and

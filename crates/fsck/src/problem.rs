@@ -186,6 +186,14 @@ pub enum Problem {
         /// The dentry's name.
         name: Name,
     },
+    /// Rule 4: a named directory whose chain of parents never reaches the
+    /// root (it loops): it and everything below it are lost to path walks.
+    DirectoryUnreachable {
+        /// The directory.
+        dir: u64,
+        /// The parent its onode records.
+        parent: u64,
+    },
     /// Rule 5: a link count that is not the number of dentries.
     NlinkMismatch {
         /// The object.
@@ -357,6 +365,10 @@ impl fmt::Display for Problem {
             DirectoryParentMismatch { dir, recorded, parent, name } => write!(
                 f,
                 "directory {dir} records parent {recorded} but is named by dentry \"{name}\" in directory {parent}"
+            ),
+            DirectoryUnreachable { dir, parent } => write!(
+                f,
+                "directory {dir} (parent {parent}) is not reachable from the root: its parents form a cycle"
             ),
             NlinkMismatch { object, nlink, dentries } => {
                 write!(f, "object {object} has nlink {nlink} but {dentries} links were found (dentries naming it, and a directory's subdirectories)")

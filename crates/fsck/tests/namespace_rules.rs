@@ -280,3 +280,38 @@ fn rule_10_xattrs_of_missing_objects() {
     });
     assert_only(&fsck(s), &[Problem::XattrWithoutObject { object: UNUSED, name: n }]);
 }
+
+#[test]
+fn rule_4_directories_reach_the_root() {
+    let f = fixture(16);
+    let (s, a, b_dir) = (&f.store, f.ids.a, f.ids.b);
+    // Move a (which holds b) into b, every count kept right: a and b now
+    // name each other and nothing leads to them from the root.
+    let root = stat(s, ROOT_ID);
+    let b_info = stat(s, b_dir);
+    commit(s, |b| {
+        b.delete(dentry_key(ROOT_ID, &name("a")));
+        put_dentry(b, b_dir, "a", a, Kind::Directory);
+    });
+    let root_entries = root.dir.unwrap().entries - 1;
+    change_onode(s, ROOT_ID, |o| {
+        o.dir = Some(DirInfo { parent: ROOT_ID, entries: root_entries });
+        o.nlink -= 1;
+    });
+    let b_entries = b_info.dir.unwrap().entries + 1;
+    change_onode(s, b_dir, |o| {
+        o.dir = Some(DirInfo { parent: a, entries: b_entries });
+        o.nlink += 1;
+    });
+    change_onode(s, a, |o| o.dir = Some(DirInfo { parent: b_dir, entries: o.dir.unwrap().entries }));
+    let r = fsck(s);
+    let mut found: Vec<Problem> = r.problems.clone();
+    found.sort_by_key(|p| format!("{p:?}"));
+    let mut want = vec![
+        Problem::DirectoryUnreachable { dir: a, parent: b_dir },
+        Problem::DirectoryUnreachable { dir: b_dir, parent: a },
+    ];
+    want.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(found, want, "{r}");
+    assert!(r.to_string().contains("not reachable from the root"), "{r}");
+}
