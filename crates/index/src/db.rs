@@ -265,6 +265,12 @@ impl Index {
         self.inner.compact_all()
     }
 
+    /// Why the index refuses writes (a flush, merge or write failed), or
+    /// `None` while it takes them.
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner.poison.lock().clone()
+    }
+
     /// Highest sequence number whose batches, and all below it, are in
     /// durable runs; a log above the index replays what follows it.
     pub fn durable_seq(&self) -> u64 {

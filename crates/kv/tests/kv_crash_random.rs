@@ -6,7 +6,12 @@
 //! punch space) and syncs, each durable or buffered, on keys one to three
 //! levels deep. The plan runs once to count its storage writes, then again
 //! crashing at random writes and syncs in random crash modes, and
-//! sometimes crashing a second time while recovering from the first.
+//! sometimes crashing a second time while recovering from the first, and
+//! with one I/O failure injected at a random call of a random kind (short
+//! write, no space, EIO on a sync, write-back, open, rename, punch,
+//! directory sync or read) before a crash: the run stops at the first
+//! operation that fails, after one more put, which a store whose index
+//! has stopped must refuse before logging it.
 //!
 //! After a reopen the bucket holds exactly the state after some prefix of
 //! the plan, no shorter than the last acknowledged operation (a durable
@@ -24,7 +29,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_io::sim::CrashMode;
+use larder_io::sim::{CrashMode, SimCounters, SimFault, SimOp};
 use larder_io::SimStorage;
 use larder_kv::{Durability, Kv, KvBatch, KvError, KvOptions};
 use larder_object::ObjectError;
@@ -207,7 +212,40 @@ fn workload(sim: &SimStorage, o: &KvOptions, ops: &[Op], history: &mut Vec<State
                     run.acked = i + 1;
                 }
             }
-            Err(_) => break,
+            Err(_) => {
+                // A failed call leaves the store working, or refusing
+                // writes with a reason; it never panics either way. (The
+                // failed operation may or may not survive: this put is
+                // checked only when the store took it.)
+                let after = |state: &State| {
+                    let mut s = state.clone();
+                    s.insert(b"after/failure".to_vec(), b"x".to_vec());
+                    s
+                };
+                // With the failed operation or without it.
+                let (without, with) = (after(&history[history.len() - 2]), after(&model));
+                // An index that stopped (a flush failed) is known before
+                // the put: it must be refused before anything is logged.
+                let stopped = kv.store().index().poisoned().is_some();
+                match kv.put("b", "after/failure", b"x", Durability::Durable) {
+                    Ok(()) => {
+                        history.push(without);
+                        run.acked = history.len() - 1;
+                        history.push(with);
+                    }
+                    // Logged, then the index failed under it: it may
+                    // survive. Any other refusal came before the log.
+                    Err(KvError::Object(ObjectError::ApplyFailed { .. })) if !stopped => {
+                        history.push(without);
+                        history.push(with);
+                    }
+                    Err(e) => assert!(
+                        !stopped || matches!(e, KvError::Object(ObjectError::Stopped { .. })),
+                        "op {i}: a store whose index stopped logged a put before refusing it: {e}"
+                    ),
+                }
+                break;
+            }
         }
     }
     run
@@ -270,6 +308,8 @@ fn mode(rng: &mut StdRng) -> CrashMode {
 const WRITE_CRASHES: usize = 10;
 const SYNC_CRASHES: usize = 3;
 const RECOVERY_CRASHES: usize = 3;
+/// Runs per seed with an injected I/O failure.
+const FAULTS: usize = 4;
 
 fn run_seed(seed: u64, o: &KvOptions) {
     let ops = plan(seed);
@@ -308,6 +348,37 @@ fn run_seed(seed: u64, o: &KvOptions) {
         }
         check(&image, o, &history, acked, &what);
     }
+    // A failed call somewhere (the run stops there), then a crash.
+    let probe_counts = probe.counters();
+    for c in 0..FAULTS {
+        let sim = SimStorage::new(seed.wrapping_mul(1000) + 500 + c as u64);
+        let fault = arm_fault(&sim, &probe_counts, &mut rng);
+        let mut history = Vec::new();
+        let acked = workload(&sim, o, &ops, &mut history).acked;
+        let first = mode(&mut rng);
+        check(&sim.crash_with(first), o, &history, acked, &format!("seed {seed}: {fault}, then a crash ({first:?})"));
+    }
+}
+
+/// A fault armed at a random call of a random kind (among the calls the
+/// probe run made of it), and what it is, for the failure message.
+fn arm_fault(sim: &SimStorage, probe: &SimCounters, rng: &mut StdRng) -> String {
+    let ops = [
+        (SimOp::Write, probe.writes, SimFault::ShortWrite),
+        (SimOp::Write, probe.writes, SimFault::NoSpace),
+        (SimOp::SyncData, probe.syncs, SimFault::Eio),
+        (SimOp::WriteBack, probe.write_backs, SimFault::Eio),
+        (SimOp::Allocate, probe.allocates, SimFault::NoSpace),
+        (SimOp::Open, probe.opens, SimFault::Eio),
+        (SimOp::Rename, probe.renames, SimFault::Eio),
+        (SimOp::PunchHole, probe.punch_holes, SimFault::Eio),
+        (SimOp::SyncDir, probe.dir_syncs, SimFault::Eio),
+        (SimOp::Read, probe.reads, SimFault::Eio),
+    ];
+    let (op, count, fault) = ops[rng.gen_range(0..ops.len())];
+    let n = rng.gen_range(1..count.max(1) + 1);
+    sim.fail_nth(op, n, fault);
+    format!("{fault:?} at {op:?} call {n} of {count}")
 }
 
 /// Seeds to run: `LARDER_CRASH_SEEDS` from `LARDER_CRASH_SEED_BASE`, or a few.

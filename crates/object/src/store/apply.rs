@@ -87,7 +87,7 @@ impl ApplyOrder {
         (record, deps): (Vec<u8>, Vec<Dependency>),
         batch: &WriteBatch,
     ) -> Result<u64> {
-        self.check().map_err(|why| ObjectError::ApplyFailed { lsn: log.last_lsn() + 1, why })?;
+        self.refuse_if_stopped(index)?;
         let lsn = log.append_buffered_with(record, deps)?;
         self.apply_one(log, cache, lsn, batch, || index.write(lsn, batch))?;
         Ok(lsn)
@@ -141,6 +141,17 @@ impl ApplyOrder {
             return Err(ObjectError::ApplyFailed { lsn, why });
         }
         Ok(())
+    }
+
+    /// Refuses a new record, before anything is logged, once a batch could
+    /// not be applied or the index stopped taking writes (a background
+    /// flush or merge failed): appended anyway, it could become durable
+    /// after its caller was told it failed.
+    pub(crate) fn refuse_if_stopped(&self, index: &Index) -> Result<()> {
+        if let Some(why) = index.poisoned() {
+            return Err(ObjectError::Stopped { why: format!("the index stopped: {why}") });
+        }
+        self.check().map_err(|why| ObjectError::Stopped { why })
     }
 
     /// Err if a batch could not be applied (see [`ApplyOrder::failed`]).

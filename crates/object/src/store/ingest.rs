@@ -37,7 +37,7 @@ impl Store {
         // Appenders apply under the gate, so everything appended so far is
         // in the index and the next LSN is this one.
         let lsn = self.log.last_lsn() + 1;
-        self.apply_order.check().map_err(|why| ObjectError::ApplyFailed { lsn, why })?;
+        self.apply_order.refuse_if_stopped(&self.index)?;
         let prepared = self.index.prepare_ingest(lsn, batch)?;
         let got = self.log.append_buffered_with(payload::encode_ingested(prepared.run_id()), Vec::new())?;
         if got != lsn {
