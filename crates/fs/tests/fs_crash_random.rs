@@ -7,8 +7,10 @@
 //! mkdir, rmdir, renames of files and directories over existing targets,
 //! closes, fsyncs and syncs), all buffered as the file system makes them.
 //! It runs once to count its storage writes, then again crashing at random
-//! writes and syncs in random crash modes, and sometimes a second time
-//! while recovering from the first.
+//! writes and syncs in random crash modes, sometimes a second time while
+//! recovering from the first, and with one I/O failure of a random kind at
+//! a random call (the run stops at the first operation that fails) before
+//! a crash.
 //!
 //! After a reopen the tree (every name, kind, symlink target, file bytes,
 //! link count and which names share a file) is exactly the model's after
@@ -662,6 +664,7 @@ fn mode(rng: &mut StdRng) -> CrashMode {
 const WRITE_CRASHES: usize = 8;
 const SYNC_CRASHES: usize = 3;
 const RECOVERY_CRASHES: usize = 3;
+const FAULTS: usize = 3;
 
 fn run_seed(seed: u64, o: &FsOptions) {
     let probe = SimStorage::new(seed);
@@ -696,6 +699,17 @@ fn run_seed(seed: u64, o: &FsOptions) {
             what = format!("{what}, then after write {k} of the recovery ({second:?})");
         }
         check(&image, o, &history, acked, &what);
+    }
+    // One I/O failure at a random call (the run stops at the first
+    // operation that fails), then a crash.
+    let probe_counts = probe.counters();
+    for c in 0..FAULTS {
+        let sim = SimStorage::new(seed.wrapping_mul(1000) + 500 + c as u64);
+        let fault = sim.fail_one_at_random(&probe_counts, rng.gen());
+        let mut history = Vec::new();
+        let (acked, _) = workload(&sim, o, seed, &mut history);
+        let first = mode(&mut rng);
+        check(&sim.crash_with(first), o, &history, acked, &format!("seed {seed}: {fault}, then a crash ({first:?})"));
     }
 }
 

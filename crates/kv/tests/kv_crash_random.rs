@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_io::sim::{CrashMode, SimCounters, SimFault, SimOp};
+use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_kv::{Durability, Kv, KvBatch, KvError, KvOptions};
 use larder_object::ObjectError;
@@ -240,7 +240,7 @@ fn workload(sim: &SimStorage, o: &KvOptions, ops: &[Op], history: &mut Vec<State
                         history.push(with);
                     }
                     Err(e) => assert!(
-                        !stopped || matches!(e, KvError::Object(ObjectError::Stopped { .. })),
+                        !stopped || !matches!(e, KvError::Object(ObjectError::ApplyFailed { .. })),
                         "op {i}: a store whose index stopped logged a put before refusing it: {e}"
                     ),
                 }
@@ -352,33 +352,12 @@ fn run_seed(seed: u64, o: &KvOptions) {
     let probe_counts = probe.counters();
     for c in 0..FAULTS {
         let sim = SimStorage::new(seed.wrapping_mul(1000) + 500 + c as u64);
-        let fault = arm_fault(&sim, &probe_counts, &mut rng);
+        let fault = sim.fail_one_at_random(&probe_counts, rng.gen());
         let mut history = Vec::new();
         let acked = workload(&sim, o, &ops, &mut history).acked;
         let first = mode(&mut rng);
         check(&sim.crash_with(first), o, &history, acked, &format!("seed {seed}: {fault}, then a crash ({first:?})"));
     }
-}
-
-/// A fault armed at a random call of a random kind (among the calls the
-/// probe run made of it), and what it is, for the failure message.
-fn arm_fault(sim: &SimStorage, probe: &SimCounters, rng: &mut StdRng) -> String {
-    let ops = [
-        (SimOp::Write, probe.writes, SimFault::ShortWrite),
-        (SimOp::Write, probe.writes, SimFault::NoSpace),
-        (SimOp::SyncData, probe.syncs, SimFault::Eio),
-        (SimOp::WriteBack, probe.write_backs, SimFault::Eio),
-        (SimOp::Allocate, probe.allocates, SimFault::NoSpace),
-        (SimOp::Open, probe.opens, SimFault::Eio),
-        (SimOp::Rename, probe.renames, SimFault::Eio),
-        (SimOp::PunchHole, probe.punch_holes, SimFault::Eio),
-        (SimOp::SyncDir, probe.dir_syncs, SimFault::Eio),
-        (SimOp::Read, probe.reads, SimFault::Eio),
-    ];
-    let (op, count, fault) = ops[rng.gen_range(0..ops.len())];
-    let n = rng.gen_range(1..count.max(1) + 1);
-    sim.fail_nth(op, n, fault);
-    format!("{fault:?} at {op:?} call {n} of {count}")
 }
 
 /// Seeds to run: `LARDER_CRASH_SEEDS` from `LARDER_CRASH_SEED_BASE`, or a few.

@@ -201,6 +201,30 @@ impl SimStorage {
         self.state.lock().faults.push(ArmedFault { op, path: None, remaining: n.max(1), fault });
     }
 
+    /// Arms one fault of a kind drawn by `draw` (a random number) at a call
+    /// drawn among those a probe run of the same workload made of its kind
+    /// (`probe`): a short or full write, EIO on a sync, write-back, open,
+    /// rename, punch, directory sync or read, ENOSPC on an allocate. Returns
+    /// what it armed, for a failure message.
+    pub fn fail_one_at_random(&self, probe: &SimCounters, draw: u64) -> String {
+        let kinds = [
+            (SimOp::Write, probe.writes, SimFault::ShortWrite),
+            (SimOp::Write, probe.writes, SimFault::NoSpace),
+            (SimOp::SyncData, probe.syncs, SimFault::Eio),
+            (SimOp::WriteBack, probe.write_backs, SimFault::Eio),
+            (SimOp::Allocate, probe.allocates, SimFault::NoSpace),
+            (SimOp::Open, probe.opens, SimFault::Eio),
+            (SimOp::Rename, probe.renames, SimFault::Eio),
+            (SimOp::PunchHole, probe.punch_holes, SimFault::Eio),
+            (SimOp::SyncDir, probe.dir_syncs, SimFault::Eio),
+            (SimOp::Read, probe.reads, SimFault::Eio),
+        ];
+        let (op, count, fault) = kinds[(draw % kinds.len() as u64) as usize];
+        let n = (draw / kinds.len() as u64) % count.max(1) + 1;
+        self.fail_nth(op, n, fault);
+        format!("{fault:?} at {op:?} call {n} of {count}")
+    }
+
     /// Makes the next call of kind `op` on `path` fail with `fault` (for a
     /// rename, `path` may be either name).
     pub fn fail_path(&self, path: impl AsRef<Path>, op: SimOp, fault: SimFault) {
