@@ -593,7 +593,7 @@ fn more(
 /// Runs a seed's operations on a new file system on `sim`; `history` gets
 /// the tree before and after each change. Returns the last history index
 /// acknowledged as durable, and how many operations returned success.
-fn workload(sim: &SimStorage, o: &FsOptions, seed: u64, history: &mut Vec<Tree>) -> (usize, usize) {
+fn workload(sim: &SimStorage, o: &FsOptions, seed: u64, history: &mut Vec<Tree>, verify: bool) -> (usize, usize) {
     let mut m = Model::new();
     history.push(m.tree());
     let Ok(fs) = Fs::create_with(Arc::new(sim.clone()), Path::new(DIR), o.clone()) else { return (0, 0) };
@@ -611,6 +611,12 @@ fn workload(sim: &SimStorage, o: &FsOptions, seed: u64, history: &mut Vec<Tree>)
             }
             Err(_) => break,
         }
+    }
+    if verify {
+        // A run without crash or fault: the live tree is the model's, and
+        // fsck agrees.
+        assert_eq!(tree_of(&fs), m.tree(), "seed {seed}: the tree after the run");
+        fsck_clean(&fs, &format!("seed {seed}: after the run"));
     }
     (acked, done)
 }
@@ -668,7 +674,7 @@ const FAULTS: usize = 3;
 
 fn run_seed(seed: u64, o: &FsOptions) {
     let probe = SimStorage::new(seed);
-    let (_, done) = workload(&probe, o, seed, &mut Vec::new());
+    let (_, done) = workload(&probe, o, seed, &mut Vec::new(), true);
     assert_eq!(done, OPS, "seed {seed}: operation {done} failed without a crash");
     let (writes, syncs) = (probe.counters().writes, probe.counters().syncs);
     let mut rng = StdRng::seed_from_u64(seed ^ 0xF5_C4A5);
@@ -686,7 +692,7 @@ fn run_seed(seed: u64, o: &FsOptions) {
             format!("seed {seed}: crash after write {k} of {writes}")
         };
         let mut history = Vec::new();
-        let (acked, _) = workload(&sim, o, seed, &mut history);
+        let (acked, _) = workload(&sim, o, seed, &mut history, false);
         let first = mode(&mut rng);
         let mut image = sim.crash_with(first);
         let mut what = format!("{what} ({first:?})");
@@ -707,7 +713,7 @@ fn run_seed(seed: u64, o: &FsOptions) {
         let sim = SimStorage::new(seed.wrapping_mul(1000) + 500 + c as u64);
         let fault = sim.fail_one_at_random(&probe_counts, rng.gen());
         let mut history = Vec::new();
-        let (acked, _) = workload(&sim, o, seed, &mut history);
+        let (acked, _) = workload(&sim, o, seed, &mut history, false);
         let first = mode(&mut rng);
         check(&sim.crash_with(first), o, &history, acked, &format!("seed {seed}: {fault}, then a crash ({first:?})"));
     }
@@ -724,7 +730,7 @@ fn the_workloads_reach_every_kind_of_operation() {
     // Every arm of `step` and `more` (each arm's first draw marks it).
     const ARMS: [u32; 24] = [0, 4, 7, 8, 10, 11, 12, 15, 16, 17, 19, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 1, 5, 13];
     for seed in seeds() {
-        workload(&SimStorage::new(seed), &options(), seed, &mut Vec::new());
+        workload(&SimStorage::new(seed), &options(), seed, &mut Vec::new(), true);
     }
     let ran = RAN.load(std::sync::atomic::Ordering::Relaxed);
     let arm_of = |k: u32| match k {
