@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use larder_fs::{Cred, Fs, FsOptions, Kind, RenameFlags, SetAttr};
-use larder_io::sim::CrashMode;
+use larder_io::sim::{campaign_seeds, crash_runs, CampaignShape};
 use larder_io::SimStorage;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -663,73 +663,29 @@ fn check(image: &SimStorage, o: &FsOptions, history: &[Tree], acked: usize, what
     fsck_clean(&fs, what);
 }
 
-fn mode(rng: &mut StdRng) -> CrashMode {
-    [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending][rng.gen_range(0..3)]
-}
-
-const WRITE_CRASHES: usize = 8;
-const SYNC_CRASHES: usize = 3;
-const RECOVERY_CRASHES: usize = 3;
-const FAULTS: usize = 3;
+/// The runs of a seed: crashes after random writes and syncs, second
+/// crashes during recovery, I/O failures then a crash.
+const SHAPE: CampaignShape = CampaignShape { at_writes: 8, at_syncs: 3, in_recovery: 3, faults: 3 };
 
 fn run_seed(seed: u64, o: &FsOptions) {
     let probe = SimStorage::new(seed);
     let (_, done) = workload(&probe, o, seed, &mut Vec::new(), true);
     assert_eq!(done, OPS, "seed {seed}: operation {done} failed without a crash");
-    let (writes, syncs) = (probe.counters().writes, probe.counters().syncs);
-    let mut rng = StdRng::seed_from_u64(seed ^ 0xF5_C4A5);
-    for c in 0..WRITE_CRASHES + SYNC_CRASHES + RECOVERY_CRASHES {
-        let sim = SimStorage::new(seed.wrapping_mul(1000) + c as u64);
-        let by_sync = (WRITE_CRASHES..WRITE_CRASHES + SYNC_CRASHES).contains(&c);
-        let in_recovery = c >= WRITE_CRASHES + SYNC_CRASHES;
-        let what = if by_sync {
-            let k = rng.gen_range(0..syncs.max(1));
-            sim.crash_after_syncs(k);
-            format!("seed {seed}: crash after sync {k} of {syncs}")
-        } else {
-            let k = rng.gen_range(0..writes.max(1));
-            sim.crash_after_writes(k);
-            format!("seed {seed}: crash after write {k} of {writes}")
-        };
+    for run in crash_runs(seed, &probe.counters(), SHAPE) {
         let mut history = Vec::new();
-        let (acked, _) = workload(&sim, o, seed, &mut history, false);
-        let first = mode(&mut rng);
-        let mut image = sim.crash_with(first);
-        let mut what = format!("{what} ({first:?})");
-        if in_recovery {
-            let k = rng.gen_range(0..30);
-            image.crash_after_writes(k);
+        let (acked, _) = workload(&run.sim, o, seed, &mut history, false);
+        let (image, what) = run.image(|image| {
             let _ = Fs::open_with(Arc::new(image.clone()), Path::new(DIR), o.clone());
-            let second = mode(&mut rng);
-            image = image.crash_with(second);
-            what = format!("{what}, then after write {k} of the recovery ({second:?})");
-        }
+        });
         check(&image, o, &history, acked, &what);
     }
-    // One I/O failure at a random call (the run stops at the first
-    // operation that fails), then a crash.
-    let probe_counts = probe.counters();
-    for c in 0..FAULTS {
-        let sim = SimStorage::new(seed.wrapping_mul(1000) + 500 + c as u64);
-        let fault = sim.fail_one_at_random(&probe_counts, rng.gen());
-        let mut history = Vec::new();
-        let (acked, _) = workload(&sim, o, seed, &mut history, false);
-        let first = mode(&mut rng);
-        check(&sim.crash_with(first), o, &history, acked, &format!("seed {seed}: {fault}, then a crash ({first:?})"));
-    }
-}
-
-fn seeds() -> std::ops::Range<u64> {
-    let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let base = var("LARDER_CRASH_SEED_BASE", 0);
-    base..base + var("LARDER_CRASH_SEEDS", 4)
 }
 
 #[test]
 fn the_workloads_reach_every_kind_of_operation() {
     // Every arm of `step` and `more` (each arm's first draw marks it).
     const ARMS: [u32; 24] = [0, 4, 7, 8, 10, 11, 12, 15, 16, 17, 19, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 1, 5, 13];
-    for seed in seeds() {
+    for seed in campaign_seeds(4) {
         workload(&SimStorage::new(seed), &options(), seed, &mut Vec::new(), true);
     }
     let ran = RAN.load(std::sync::atomic::Ordering::Relaxed);
@@ -751,7 +707,7 @@ fn the_workloads_reach_every_kind_of_operation() {
 
 #[test]
 fn random_file_system_work_survives_random_crashes() {
-    for seed in seeds() {
+    for seed in campaign_seeds(4) {
         run_seed(seed, &options());
     }
 }
@@ -766,7 +722,7 @@ fn random_file_system_work_survives_random_crashes_with_background_work() {
     o.store.background_checkpoints = true;
     o.store.index.background_threads = true;
     o.store.log.buffered_sync_interval = Some(std::time::Duration::from_millis(1));
-    for seed in seeds() {
+    for seed in campaign_seeds(4) {
         run_seed(seed, &o);
     }
 }

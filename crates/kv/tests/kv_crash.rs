@@ -78,16 +78,6 @@ fn workload(sim: &SimStorage, history: &mut Vec<State>) -> u64 {
     acked
 }
 
-fn state(kv: &Kv) -> State {
-    let mut out = State::new();
-    for e in kv.scan_prefix("b", b"").unwrap() {
-        let e = e.unwrap();
-        let v = kv.get("b", &e.key).unwrap().unwrap();
-        out.insert(e.key, v);
-    }
-    out
-}
-
 fn check(image: &SimStorage, history: &[State], acked: u64, what: &str) {
     let kv = match Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), common::options()) {
         Ok(kv) => kv,
@@ -98,7 +88,7 @@ fn check(image: &SimStorage, history: &[State], acked: u64, what: &str) {
         assert_eq!(acked, 0, "{what}: the bucket is lost");
         return;
     }
-    let got = state(&kv);
+    let got = common::bucket_state(&kv, "b");
     let m = (0..history.len()).rev().find(|&i| history[i] == got);
     let m = m.unwrap_or_else(|| {
         let near = history.iter().position(|h| h.keys().eq(got.keys()));

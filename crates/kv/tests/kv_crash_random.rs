@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_io::sim::CrashMode;
+use larder_io::sim::{campaign_seeds, crash_runs, CampaignShape};
 use larder_io::SimStorage;
 use larder_kv::{Durability, Kv, KvBatch, KvError, KvOptions};
 use larder_object::ObjectError;
@@ -251,16 +251,6 @@ fn workload(sim: &SimStorage, o: &KvOptions, ops: &[Op], history: &mut Vec<State
     run
 }
 
-fn state(kv: &Kv) -> State {
-    let mut out = State::new();
-    for e in kv.scan_prefix("b", b"").unwrap() {
-        let e = e.unwrap();
-        let v = kv.get("b", &e.key).unwrap().unwrap();
-        out.insert(e.key, v);
-    }
-    out
-}
-
 fn fsck_clean(kv: &Kv, what: &str) {
     let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{what}: fsck: {report}");
@@ -283,7 +273,7 @@ fn check(image: &SimStorage, o: &KvOptions, history: &[State], acked: usize, wha
         assert_eq!(acked, 0, "{what}: the bucket is lost");
         return;
     }
-    let got = state(&kv);
+    let got = common::bucket_state(&kv, "b");
     let Some(m) = (0..history.len()).rev().find(|&i| history[i] == got) else {
         let keys: Vec<_> = got.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.len())).collect();
         panic!("{what}: the state is no prefix of the plan: {keys:?}");
@@ -299,77 +289,28 @@ fn check(image: &SimStorage, o: &KvOptions, history: &[State], acked: usize, wha
     fsck_clean(&kv, what);
 }
 
-fn mode(rng: &mut StdRng) -> CrashMode {
-    [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending][rng.gen_range(0..3)]
-}
-
-/// Crash points per seed: after random writes, after random syncs, and a
-/// second crash while recovering.
-const WRITE_CRASHES: usize = 10;
-const SYNC_CRASHES: usize = 3;
-const RECOVERY_CRASHES: usize = 3;
-/// Runs per seed with an injected I/O failure.
-const FAULTS: usize = 4;
+/// The runs of a seed: crashes after random writes and syncs, second
+/// crashes during recovery, I/O failures then a crash.
+const SHAPE: CampaignShape = CampaignShape { at_writes: 10, at_syncs: 3, in_recovery: 3, faults: 4 };
 
 fn run_seed(seed: u64, o: &KvOptions) {
     let ops = plan(seed);
     let probe = SimStorage::new(seed);
     let done = workload(&probe, o, &ops, &mut Vec::new()).done;
     assert_eq!(done, ops.len(), "seed {seed}: operation {done} failed without a crash: {:?}", ops.get(done));
-    let (writes, syncs) = (probe.counters().writes, probe.counters().syncs);
-    let mut rng = StdRng::seed_from_u64(seed ^ 0xC0FF_EE00);
-    for c in 0..WRITE_CRASHES + SYNC_CRASHES + RECOVERY_CRASHES {
-        let sim = SimStorage::new(seed.wrapping_mul(1000) + c as u64);
-        let by_sync = (WRITE_CRASHES..WRITE_CRASHES + SYNC_CRASHES).contains(&c);
-        let in_recovery = c >= WRITE_CRASHES + SYNC_CRASHES;
-        let what = if by_sync {
-            let k = rng.gen_range(0..syncs.max(1));
-            sim.crash_after_syncs(k);
-            format!("seed {seed}: crash after sync {k} of {syncs}")
-        } else {
-            let k = rng.gen_range(0..writes.max(1));
-            sim.crash_after_writes(k);
-            format!("seed {seed}: crash after write {k} of {writes}")
-        };
+    for run in crash_runs(seed, &probe.counters(), SHAPE) {
         let mut history = Vec::new();
-        let acked = workload(&sim, o, &ops, &mut history).acked;
-        let first = mode(&mut rng);
-        let mut image = sim.crash_with(first);
-        let mut what = format!("{what} ({first:?})");
-        if in_recovery {
-            // Recovery writes too (replay's flush, a checkpoint, freeing
-            // orphans): crash among them and recover again.
-            let k = rng.gen_range(0..30);
-            image.crash_after_writes(k);
+        let acked = workload(&run.sim, o, &ops, &mut history).acked;
+        let (image, what) = run.image(|image| {
             let _ = Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), o.clone());
-            let second = mode(&mut rng);
-            image = image.crash_with(second);
-            what = format!("{what}, then after write {k} of the recovery ({second:?})");
-        }
+        });
         check(&image, o, &history, acked, &what);
     }
-    // A failed call somewhere (the run stops there), then a crash.
-    let probe_counts = probe.counters();
-    for c in 0..FAULTS {
-        let sim = SimStorage::new(seed.wrapping_mul(1000) + 500 + c as u64);
-        let fault = sim.fail_one_at_random(&probe_counts, rng.gen());
-        let mut history = Vec::new();
-        let acked = workload(&sim, o, &ops, &mut history).acked;
-        let first = mode(&mut rng);
-        check(&sim.crash_with(first), o, &history, acked, &format!("seed {seed}: {fault}, then a crash ({first:?})"));
-    }
-}
-
-/// Seeds to run: `LARDER_CRASH_SEEDS` from `LARDER_CRASH_SEED_BASE`, or a few.
-fn seeds() -> std::ops::Range<u64> {
-    let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let base = var("LARDER_CRASH_SEED_BASE", 0);
-    base..base + var("LARDER_CRASH_SEEDS", 6)
 }
 
 #[test]
 fn random_workloads_survive_random_crashes() {
-    for seed in seeds() {
+    for seed in campaign_seeds(6) {
         run_seed(seed, &common::options());
     }
 }
@@ -384,7 +325,7 @@ fn random_workloads_survive_random_crashes_with_background_work() {
     o.store.background_checkpoints = true;
     o.store.index.background_threads = true;
     o.store.log.buffered_sync_interval = Some(std::time::Duration::from_millis(1));
-    for seed in seeds() {
+    for seed in campaign_seeds(6) {
         run_seed(seed, &o);
     }
 }
@@ -392,7 +333,7 @@ fn random_workloads_survive_random_crashes_with_background_work() {
 #[test]
 fn plans_reach_every_kind_of_operation() {
     // The seeds CI runs must exercise every branch of `apply`.
-    let ops: Vec<Op> = seeds().flat_map(plan).collect();
+    let ops: Vec<Op> = campaign_seeds(6).flat_map(plan).collect();
     let kinds = [
         ops.iter().any(|o| matches!(o, Op::Put { len, .. } if *len > 4000)),
         ops.iter().any(|o| matches!(o, Op::Put { len, .. } if *len < 600)),

@@ -71,6 +71,7 @@
 //! one `StdRng` seeded with the seed, so the same calls in the same order
 //! give the same results.
 
+mod campaign;
 mod crash;
 mod faults;
 mod file;
@@ -81,6 +82,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+pub use campaign::{campaign_seeds, crash_runs, CampaignShape, CrashRun};
 pub use crash::CrashMode;
 pub use faults::{SimFault, SimOp};
 

@@ -38,3 +38,14 @@ pub fn create(sim: &SimStorage) -> Kv {
 pub fn open(sim: &SimStorage) -> Kv {
     Kv::open_with(Arc::new(sim.clone()), Path::new(DIR), options()).unwrap()
 }
+
+/// Every key of `bucket` and its value.
+pub fn bucket_state(kv: &Kv, bucket: &str) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in kv.scan_prefix(bucket, b"").unwrap() {
+        let e = e.unwrap();
+        let v = kv.get(bucket, &e.key).unwrap().unwrap();
+        out.insert(e.key, v);
+    }
+    out
+}
