@@ -254,28 +254,35 @@ fn pick<T: Copy>(rng: &mut StdRng, v: &[T]) -> Option<T> {
 /// everything before it durable; `Ok(None)` if the draw found nothing to do.
 fn step(fs: &Fs, m: &mut Model, h: &mut Vec<Tree>, rng: &mut StdRng, i: usize) -> larder_fs::Result<Option<bool>> {
     let kind = rng.gen_range(0..32);
-    let done = if kind >= 22 { more(fs, m, h, rng, i, kind) } else { common_step(fs, m, h, rng, i, kind) };
+    let named = m.names.iter().map(|((d, n), c)| (*d, n.clone(), *c)).collect();
+    let s = Step { fs, m, h, rng, i, named };
+    let done = if kind >= 22 { more(s, kind) } else { common_step(s, kind) };
     if let Ok(Some(_)) = done {
         RAN.fetch_or(1 << kind, std::sync::atomic::Ordering::Relaxed);
     }
     done
 }
 
+/// What an operation of [`step`] works with: the file system, the model,
+/// the history, the draw, the operation's number and the model's names
+/// (directory, name, node) as the operation began.
+struct Step<'a> {
+    fs: &'a Fs,
+    m: &'a mut Model,
+    h: &'a mut Vec<Tree>,
+    rng: &'a mut StdRng,
+    i: usize,
+    named: Vec<(u64, String, u64)>,
+}
+
 /// Kinds of operation (bits of `step`'s draw) that ran to completion.
 static RAN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The common operations of [`step`].
-fn common_step(
-    fs: &Fs,
-    m: &mut Model,
-    h: &mut Vec<Tree>,
-    rng: &mut StdRng,
-    i: usize,
-    kind: u32,
-) -> larder_fs::Result<Option<bool>> {
+fn common_step(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
+    let Step { fs, m, h, rng, i, named } = s;
     let r = Cred::root();
     let dirs = m.dirs();
-    let named: Vec<(u64, String, u64)> = m.names.iter().map(|((d, n), c)| (*d, n.clone(), *c)).collect();
     let free_name = |m: &Model, rng: &mut StdRng| -> Option<(u64, String)> {
         let dir = pick(rng, &dirs)?;
         let name = NAMES[rng.gen_range(0..NAMES.len())].to_string();
@@ -462,16 +469,9 @@ fn common_step(
 /// The rarer operations of [`step`]: xattrs, chmod, rename exchange, bulk
 /// create, O_TRUNC, fallocate, and a file unlinked while open, written in
 /// hundreds of separate blocks and freed in several steps when closed.
-fn more(
-    fs: &Fs,
-    m: &mut Model,
-    h: &mut Vec<Tree>,
-    rng: &mut StdRng,
-    i: usize,
-    kind: u32,
-) -> larder_fs::Result<Option<bool>> {
+fn more(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
+    let Step { fs, m, h, rng, i, named } = s;
     let r = Cred::root();
-    let named: Vec<(u64, String, u64)> = m.names.iter().map(|((d, n), c)| (*d, n.clone(), *c)).collect();
     let with_meta: Vec<u64> = named.iter().map(|e| e.2).filter(|c| m.meta.contains_key(c)).collect();
     let files: Vec<u64> = named.iter().map(|e| e.2).filter(|c| matches!(m.nodes[c], Node::File(_))).collect();
     let ino = |m: &Model, node: u64| m.ino[&node];
