@@ -609,7 +609,13 @@ fn workload(sim: &SimStorage, o: &FsOptions, seed: u64, history: &mut Vec<Tree>,
                     acked = history.len() - 1;
                 }
             }
-            Err(_) => break,
+            Err(e) => {
+                if e.errno() == libc::ENOSPC {
+                    // A full store stays consistent: nothing half done.
+                    fsck_clean(&fs, &format!("seed {seed}: after ENOSPC at operation {done}: {e}"));
+                }
+                break;
+            }
         }
     }
     if verify {
