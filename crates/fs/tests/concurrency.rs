@@ -5,7 +5,8 @@
 //! EEXIST, ENOTEMPTY, EINVAL for a move below itself, ...), never with
 //! another error. Afterwards the tree is a tree: every directory and file
 //! is reachable from the root exactly as its link count says, fsck is
-//! clean, and the same holds after a reopen.
+//! clean, and the same holds after a reopen, and after a crash that cuts
+//! the racing threads off mid-run.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -15,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use larder_fs::{Cred, Fs, Kind, RenameFlags};
+use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -81,7 +83,7 @@ fn entries(fs: &Fs, dir: u64) -> larder_fs::Result<Vec<(Vec<u8>, Kind)>> {
 }
 
 /// One thread's random operations on the tree.
-fn work(fs: &Fs, seed: u64) -> usize {
+fn work(fs: &Fs, sim: &SimStorage, seed: u64) -> usize {
     let r = Cred::root();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut refused = 0;
@@ -107,6 +109,10 @@ fn work(fs: &Fs, seed: u64) -> usize {
             _ => fs.sync(),
         };
         if let Err(e) = result {
+            if sim.is_crashed() {
+                // The machine died under the run: every call fails now.
+                return refused;
+            }
             let errno = e.errno();
             let expected =
                 [libc::ENOENT, libc::EEXIST, libc::ENOTEMPTY, libc::EINVAL, libc::ENOTDIR, libc::EISDIR, libc::EPERM];
@@ -152,7 +158,8 @@ fn racing_renames_and_namespace_changes_keep_a_tree() {
     let fs = Fs::create_with(Arc::new(sim.clone()), dir, options()).unwrap();
     let refused: usize = std::thread::scope(|s| {
         let fs = &fs;
-        let threads: Vec<_> = (0..THREADS).map(|t| s.spawn(move || work(fs, t + 1))).collect();
+        let sim = &sim;
+        let threads: Vec<_> = (0..THREADS).map(|t| s.spawn(move || work(fs, sim, t + 1))).collect();
         threads.into_iter().map(|h| h.join().unwrap()).sum()
     });
     assert!(refused > 0 && refused < THREADS as usize * OPS, "{refused} of the calls were refused");
@@ -160,4 +167,27 @@ fn racing_renames_and_namespace_changes_keep_a_tree() {
     fs.close().unwrap();
     let fs = Fs::open_with(Arc::new(sim), dir, options()).unwrap();
     assert_a_tree(&fs, "after a reopen");
+}
+
+#[test]
+fn racing_work_cut_by_a_crash_recovers_to_a_tree() {
+    let dir = Path::new("/fs/store");
+    for (k, mode) in [(150, CrashMode::Random), (400, CrashMode::KeepAllPending), (900, CrashMode::DropAllPending)] {
+        let sim = SimStorage::new(k);
+        let fs = Fs::create_with(Arc::new(sim.clone()), dir, options()).unwrap();
+        fs.sync().unwrap();
+        // The k-th write from here on is the machine's last.
+        sim.crash_after_writes(k);
+        std::thread::scope(|s| {
+            let (fs, sim) = (&fs, &sim);
+            for t in 0..THREADS {
+                s.spawn(move || work(fs, sim, 10 * k + t));
+            }
+        });
+        assert!(sim.is_crashed(), "write {k}: the run ended before the crash");
+        let image = sim.crash_with(mode);
+        drop(fs);
+        let fs = Fs::open_with(Arc::new(image), dir, options()).unwrap();
+        assert_a_tree(&fs, &format!("a crash after write {k} ({mode:?})"));
+    }
 }
