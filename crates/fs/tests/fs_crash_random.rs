@@ -24,12 +24,13 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod fs_model;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_fs::{Cred, Fs, FsOptions, Kind, RenameFlags, SetAttr};
+use fs_model::{tree_of, Meta, Model, Node, Tree};
+use larder_fs::{Cred, Fs, FsOptions, RenameFlags, SetAttr};
 use larder_io::sim::{campaign_seeds, crash_runs, CampaignShape};
 use larder_io::SimStorage;
 use rand::rngs::StdRng;
@@ -54,182 +55,6 @@ fn options() -> FsOptions {
     o.store.log.buffered_sync_interval = None;
     o.store.log.max_segments = 4;
     o
-}
-
-/// A node of the model, named by a model id (the root is 0).
-#[derive(Clone, Debug, PartialEq)]
-enum Node {
-    File(Vec<u8>),
-    Dir,
-    Symlink(Vec<u8>),
-}
-
-/// What a run expects of the file system.
-#[derive(Default)]
-struct Model {
-    nodes: BTreeMap<u64, Node>,
-    /// (directory, name) -> node.
-    names: BTreeMap<(u64, String), u64>,
-    /// The file system's inode of each node.
-    ino: BTreeMap<u64, u64>,
-    /// Permission bits and xattrs of files and directories.
-    meta: BTreeMap<u64, Meta>,
-    /// Open handles: (node, handle).
-    open: Vec<(u64, u64)>,
-    next: u64,
-}
-
-/// Permission bits and extended attributes.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Meta {
-    mode: u32,
-    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
-}
-
-impl Meta {
-    fn new(mode: u32) -> Meta {
-        Meta { mode, xattrs: BTreeMap::new() }
-    }
-}
-
-/// One entry of a tree as seen from its root.
-#[derive(Clone, Debug, PartialEq)]
-enum Seen {
-    Dir(Meta),
-    Symlink(Vec<u8>),
-    /// Bytes, link count, the first path naming the same file, and its
-    /// permission bits and xattrs.
-    File(Vec<u8>, u32, String, Meta),
-}
-
-type Tree = BTreeMap<String, Seen>;
-
-impl Model {
-    fn new() -> Model {
-        let mut m = Model { next: 1, ..Model::default() };
-        m.nodes.insert(0, Node::Dir);
-        m.meta.insert(0, Meta::new(0o755));
-        m
-    }
-
-    fn dirs(&self) -> Vec<u64> {
-        self.nodes.iter().filter(|(_, n)| **n == Node::Dir).map(|(id, _)| *id).collect()
-    }
-
-    fn links(&self, node: u64) -> u32 {
-        self.names.values().filter(|&&n| n == node).count() as u32
-    }
-
-    /// Whether `dir` is `ancestor` or lies below it.
-    fn within(&self, mut dir: u64, ancestor: u64) -> bool {
-        loop {
-            if dir == ancestor {
-                return true;
-            }
-            match self.names.iter().find(|(_, &n)| n == dir) {
-                Some(((parent, _), _)) => dir = *parent,
-                None => return false,
-            }
-        }
-    }
-
-    /// Drops `node` once nothing names or holds it.
-    fn forget_if_unused(&mut self, node: u64) {
-        if self.links(node) == 0 && !self.open.iter().any(|(n, _)| *n == node) {
-            self.nodes.remove(&node);
-            self.ino.remove(&node);
-            self.meta.remove(&node);
-        }
-    }
-
-    fn tree(&self) -> Tree {
-        let mut paths: Vec<(String, u64)> = Vec::new();
-        let mut stack = vec![(String::new(), 0u64)];
-        while let Some((prefix, dir)) = stack.pop() {
-            for ((_, name), &child) in self.names.range((dir, String::new())..(dir + 1, String::new())) {
-                let path = format!("{prefix}/{name}");
-                if self.nodes[&child] == Node::Dir {
-                    stack.push((path.clone(), child));
-                }
-                paths.push((path, child));
-            }
-        }
-        canonical(paths.into_iter().map(|(path, node)| {
-            let seen = match &self.nodes[&node] {
-                Node::Dir => Seen::Dir(self.meta[&node].clone()),
-                Node::Symlink(t) => Seen::Symlink(t.clone()),
-                Node::File(d) => Seen::File(d.clone(), self.links(node), String::new(), self.meta[&node].clone()),
-            };
-            (path, node, seen)
-        }))
-    }
-}
-
-/// The tree of `(path, identity, entry)`, each file entry given the first
-/// path of its identity.
-fn canonical(entries: impl Iterator<Item = (String, u64, Seen)>) -> Tree {
-    let mut first: BTreeMap<u64, String> = BTreeMap::new();
-    let entries: Vec<_> = entries.collect();
-    for (path, id, _) in &entries {
-        let f = first.entry(*id).or_insert_with(|| path.clone());
-        if path < f {
-            *f = path.clone();
-        }
-    }
-    entries
-        .into_iter()
-        .map(|(path, id, seen)| {
-            let seen = match seen {
-                Seen::File(d, n, _, meta) => Seen::File(d, n, first[&id].clone(), meta),
-                other => other,
-            };
-            (path, seen)
-        })
-        .collect()
-}
-
-/// The tree the file system shows.
-fn tree_of(fs: &Fs) -> Tree {
-    let r = Cred::root();
-    let mut entries = Vec::new();
-    let mut stack = vec![(String::new(), fs.root())];
-    while let Some((prefix, dir)) = stack.pop() {
-        let dh = fs.opendir(&r, dir).unwrap();
-        let mut offset = 0;
-        loop {
-            let batch = fs.readdir(dh, offset, 64).unwrap();
-            let Some(last) = batch.last() else { break };
-            offset = last.next;
-            for e in batch {
-                if e.name == b"." || e.name == b".." {
-                    continue;
-                }
-                let path = format!("{prefix}/{}", String::from_utf8(e.name.clone()).unwrap());
-                let attr = fs.lookup(&r, dir, &e.name).unwrap();
-                let meta = || {
-                    let xattrs = fs.listxattr(&r, attr.ino).unwrap();
-                    let xattrs = xattrs.into_iter().map(|n| (n.clone(), fs.getxattr(&r, attr.ino, &n).unwrap()));
-                    Meta { mode: attr.mode & 0o7777, xattrs: xattrs.collect() }
-                };
-                let seen = match attr.kind {
-                    Kind::Directory => {
-                        stack.push((path.clone(), attr.ino));
-                        Seen::Dir(meta())
-                    }
-                    Kind::Symlink => Seen::Symlink(fs.readlink(attr.ino).unwrap()),
-                    _ => {
-                        let fh = fs.open_file(&r, attr.ino, libc::O_RDONLY).unwrap();
-                        let data = fs.read(fh, 0, attr.size as usize + 1).unwrap();
-                        fs.release(fh).unwrap();
-                        Seen::File(data, attr.nlink, String::new(), meta())
-                    }
-                };
-                entries.push((path, attr.ino, seen));
-            }
-        }
-        fs.releasedir(dh).unwrap();
-    }
-    canonical(entries.into_iter())
 }
 
 /// Bytes of a write: every size class the store treats differently.
