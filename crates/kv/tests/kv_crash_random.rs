@@ -214,9 +214,10 @@ fn workload(sim: &SimStorage, o: &KvOptions, ops: &[Op], history: &mut Vec<State
             }
             Err(_) => {
                 // A failed call leaves the store working, or refusing
-                // writes with a reason; it never panics either way. (The
-                // failed operation may or may not survive: this put is
-                // checked only when the store took it.)
+                // writes with a reason; it never panics either way. One
+                // more durable put says which: the failed operation may
+                // or may not survive, so the put's state is allowed with
+                // it and without it.
                 let after = |state: &State| {
                     let mut s = state.clone();
                     s.insert(b"after/failure".to_vec(), b"x".to_vec());
