@@ -82,22 +82,13 @@ fn a_large_batch_is_written_as_index_runs_and_survives_a_reopen() {
     assert_eq!(report.counts.dentries, 1 + n as u64, "d, and its files");
 }
 
-/// A store on the simulated storage, deterministic (no background threads).
-fn sim_options() -> larder_fs::FsOptions {
-    let mut o = common::options();
-    o.store.background_checkpoints = false;
-    o.store.index.background_threads = false;
-    o.store.log.buffered_sync_interval = None;
-    o
-}
-
 /// Makes a file system on `sim` with directory `d` and bulk-creates
 /// `names` in it (committed as an index run); returns whether the create
 /// was acknowledged.
 fn bulk_on(sim: &larder_io::SimStorage, names: &[Vec<u8>]) -> bool {
     let storage: larder_io::StorageRef = std::sync::Arc::new(sim.clone());
     let dir = std::path::Path::new("/fs/store");
-    let Ok(fs) = larder_fs::Fs::create_with(storage, dir, sim_options()) else { return false };
+    let Ok(fs) = larder_fs::Fs::create_with(storage, dir, common::sim_options()) else { return false };
     let r = root();
     let Ok(d) = fs.mkdir(&r, fs.root(), b"d", 0o755) else { return false };
     if fs.sync().is_err() {
@@ -125,7 +116,7 @@ fn a_crash_during_a_bulk_create_keeps_all_of_it_or_none_and_fsck_is_clean() {
             let image = sim.crash_with(mode);
             let storage: larder_io::StorageRef = std::sync::Arc::new(image);
             let dir = std::path::Path::new("/fs/store");
-            let fs = match larder_fs::Fs::open_with(storage, dir, sim_options()) {
+            let fs = match larder_fs::Fs::open_with(storage, dir, common::sim_options()) {
                 Ok(fs) => fs,
                 // The crash came before the store's creation was durable.
                 Err(_) if !acked => continue,

@@ -29,7 +29,7 @@ mod fs_model;
 use std::path::Path;
 use std::sync::Arc;
 
-use fs_model::{tree_of, Meta, Model, Node, Tree};
+use fs_model::{tree_of, Model, Node, Tree};
 use larder_fs::{Cred, Fs, FsOptions, RenameFlags, SetAttr};
 use larder_io::sim::{campaign_seeds, crash_runs, CampaignShape};
 use larder_io::SimStorage;
@@ -46,13 +46,10 @@ const SCATTERED_BLOCKS: u64 = 300;
 /// A store on the simulated storage, deterministic (no background
 /// threads, no timed syncs).
 fn options() -> FsOptions {
-    let mut o = common::options();
+    let mut o = common::sim_options();
     o.creation.container_bytes = 1 << 20;
     o.creation.log_segment_bytes = 64 << 10;
-    o.store.background_checkpoints = false;
-    o.store.index.background_threads = false;
     o.store.index.memtable_size_bytes = 32 << 10;
-    o.store.log.buffered_sync_interval = None;
     o.store.log.max_segments = 4;
     o
 }
@@ -119,11 +116,7 @@ fn common_step(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
         0..=3 => {
             let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
             let bytes = data(rng, i);
-            let node = m.next;
-            m.next += 1;
-            m.nodes.insert(node, Node::File(Vec::new()));
-            m.meta.insert(node, Meta::new(0o644));
-            m.names.insert((dir, name.clone()), node);
+            let node = m.add(dir, &name, Node::File(Vec::new()));
             h.push(m.tree());
             let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
             let (attr, fh) = fs.create_file(&r, ino(m, dir), name.as_bytes(), 0o644, flags)?;
@@ -180,9 +173,8 @@ fn common_step(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
         8 | 9 => {
             let leaves: Vec<usize> = (0..named.len()).filter(|&k| m.nodes[&named[k].2] != Node::Dir).collect();
             let Some(k) = pick(rng, &leaves) else { return Ok(None) };
-            let (dir, name, node) = named[k].clone();
-            m.names.remove(&(dir, name.clone()));
-            m.forget_if_unused(node);
+            let (dir, name, _) = named[k].clone();
+            m.unname(dir, &name);
             h.push(m.tree());
             fs.unlink(&r, ino(m, dir), name.as_bytes())?;
         }
@@ -191,11 +183,7 @@ fn common_step(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
             if m.names.len() > 40 {
                 return Ok(None);
             }
-            let node = m.next;
-            m.next += 1;
-            m.nodes.insert(node, Node::Dir);
-            m.meta.insert(node, Meta::new(0o755));
-            m.names.insert((dir, name.clone()), node);
+            let node = m.add(dir, &name, Node::Dir);
             h.push(m.tree());
             let attr = fs.mkdir(&r, ino(m, dir), name.as_bytes(), 0o755)?;
             m.ino.insert(node, attr.ino);
@@ -208,9 +196,8 @@ fn common_step(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
                 })
                 .collect();
             let Some(k) = pick(rng, &empty) else { return Ok(None) };
-            let (dir, name, node) = named[k].clone();
-            m.names.remove(&(dir, name.clone()));
-            m.forget_if_unused(node);
+            let (dir, name, _) = named[k].clone();
+            m.unname(dir, &name);
             h.push(m.tree());
             fs.rmdir(&r, ino(m, dir), name.as_bytes())?;
         }
@@ -253,10 +240,7 @@ fn common_step(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
         16 => {
             let Some((dir, name)) = free_name(m, rng) else { return Ok(None) };
             let target = format!("../t{i}/{}", "x".repeat(rng.gen_range(0..200))).into_bytes();
-            let node = m.next;
-            m.next += 1;
-            m.nodes.insert(node, Node::Symlink(target.clone()));
-            m.names.insert((dir, name.clone()), node);
+            let node = m.add(dir, &name, Node::Symlink(target.clone()));
             h.push(m.tree());
             let attr = fs.symlink(&r, ino(m, dir), name.as_bytes(), &target)?;
             m.ino.insert(node, attr.ino);
@@ -348,12 +332,7 @@ fn more(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
             let mut fresh = Vec::new();
             for name in &batch {
                 if !m.names.contains_key(&(dir, name.to_string())) {
-                    let node = m.next;
-                    m.next += 1;
-                    m.nodes.insert(node, Node::File(Vec::new()));
-                    m.meta.insert(node, Meta::new(0o644));
-                    m.names.insert((dir, name.to_string()), node);
-                    fresh.push((name.to_string(), node));
+                    fresh.push((name.to_string(), m.add(dir, name, Node::File(Vec::new()))));
                 }
             }
             h.push(m.tree());
@@ -401,7 +380,7 @@ fn more(s: Step<'_>, kind: u32) -> larder_fs::Result<Option<bool>> {
                     let (dir, name, node) = named[k].clone();
                     let fh = fs.open_file(&r, ino(m, node), libc::O_RDWR)?;
                     m.open.push((node, fh));
-                    m.names.remove(&(dir, name.clone()));
+                    m.unname(dir, &name);
                     h.push(m.tree());
                     fs.unlink(&r, ino(m, dir), name.as_bytes())?;
                     fh

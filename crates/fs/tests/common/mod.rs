@@ -13,6 +13,16 @@ pub fn options() -> FsOptions {
     FsOptions { creation, ..FsOptions::default() }
 }
 
+/// [`options`] for a store on the simulated storage, deterministic: no
+/// background threads, no timed syncs.
+pub fn sim_options() -> FsOptions {
+    let mut o = options();
+    o.store.background_checkpoints = false;
+    o.store.index.background_threads = false;
+    o.store.log.buffered_sync_interval = None;
+    o
+}
+
 /// A new file system in a fresh temporary directory (kept alive by the
 /// returned guard).
 pub fn fresh() -> (tempfile::TempDir, Fs) {

@@ -84,6 +84,30 @@ impl Model {
         }
     }
 
+    /// A new node named `name` in `dir`: a file with mode 0o644 or a
+    /// directory with 0o755, as the workloads make them (a symlink has no
+    /// mode or xattrs). Returns its model id.
+    pub fn add(&mut self, dir: u64, name: &str, node: Node) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        match node {
+            Node::File(_) => self.meta.insert(id, Meta::new(0o644)),
+            Node::Dir => self.meta.insert(id, Meta::new(0o755)),
+            Node::Symlink(_) => None,
+        };
+        self.nodes.insert(id, node);
+        self.names.insert((dir, name.to_string()), id);
+        id
+    }
+
+    /// Removes `name` from `dir`; its node goes once nothing names or
+    /// holds it.
+    pub fn unname(&mut self, dir: u64, name: &str) {
+        if let Some(node) = self.names.remove(&(dir, name.to_string())) {
+            self.forget_if_unused(node);
+        }
+    }
+
     /// Drops `node` once nothing names or holds it.
     pub fn forget_if_unused(&mut self, node: u64) {
         if self.links(node) == 0 && !self.open.iter().any(|(n, _)| *n == node) {
