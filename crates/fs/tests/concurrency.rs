@@ -40,7 +40,7 @@ fn directories(fs: &Fs) -> Vec<u64> {
     let (mut out, mut stack) = (Vec::new(), vec![fs.root()]);
     while let Some(dir) = stack.pop() {
         out.push(dir);
-        for e in entries(fs, dir).unwrap() {
+        for e in common::entries(fs, dir).unwrap() {
             if e.1 == Kind::Directory {
                 stack.push(fs.lookup(&r, dir, &e.0).unwrap().ino);
             }
@@ -56,7 +56,7 @@ fn some_directories(fs: &Fs) -> Vec<u64> {
     let (mut out, mut stack) = (Vec::new(), vec![fs.root()]);
     while let Some(dir) = stack.pop() {
         out.push(dir);
-        let Ok(found) = entries(fs, dir) else { continue };
+        let Ok(found) = common::entries(fs, dir) else { continue };
         for e in found.into_iter().filter(|e| e.1 == Kind::Directory) {
             if let Ok(a) = fs.lookup(&r, dir, &e.0) {
                 stack.push(a.ino);
@@ -67,19 +67,6 @@ fn some_directories(fs: &Fs) -> Vec<u64> {
         }
     }
     out
-}
-
-fn entries(fs: &Fs, dir: u64) -> larder_fs::Result<Vec<(Vec<u8>, Kind)>> {
-    let dh = fs.opendir(&Cred::root(), dir)?;
-    let (mut out, mut offset) = (Vec::new(), 0);
-    loop {
-        let batch = fs.readdir(dh, offset, 64)?;
-        let Some(last) = batch.last() else { break };
-        offset = last.next;
-        out.extend(batch.into_iter().filter(|e| e.name != b"." && e.name != b"..").map(|e| (e.name, e.kind)));
-    }
-    fs.releasedir(dh)?;
-    Ok(out)
 }
 
 /// One thread's random operations on the tree.
@@ -133,7 +120,7 @@ fn assert_a_tree(fs: &Fs, what: &str) {
     let mut names: BTreeMap<u64, u32> = BTreeMap::new();
     let mut subdirs: BTreeMap<u64, u32> = BTreeMap::new();
     for &d in &dirs {
-        for (name, kind) in entries(fs, d).unwrap() {
+        for (name, kind) in common::entries(fs, d).unwrap() {
             let a = fs.lookup(&r, d, &name).unwrap();
             assert_eq!(a.kind, kind, "{what}");
             *names.entry(a.ino).or_default() += 1;

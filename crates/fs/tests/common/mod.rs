@@ -2,7 +2,7 @@
 //! callers with chosen credentials.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use larder_fs::{Cred, Fs, FsOptions};
+use larder_fs::{Cred, Fs, FsOptions, Kind};
 use larder_object::CreationOptions;
 
 /// Small containers and log segments: a store is quick to create (its
@@ -44,4 +44,19 @@ pub fn user(uid: u32, gid: u32, groups: &[u32]) -> Cred {
 /// The errno of a failed call.
 pub fn errno<T: std::fmt::Debug>(r: larder_fs::Result<T>) -> i32 {
     r.expect_err("the call should fail").errno()
+}
+
+/// The names and kinds in directory `dir` (without `.` and `..`), read
+/// through one directory handle.
+pub fn entries(fs: &Fs, dir: u64) -> larder_fs::Result<Vec<(Vec<u8>, Kind)>> {
+    let dh = fs.opendir(&Cred::root(), dir)?;
+    let (mut out, mut offset) = (Vec::new(), 0);
+    loop {
+        let batch = fs.readdir(dh, offset, 64)?;
+        let Some(last) = batch.last() else { break };
+        offset = last.next;
+        out.extend(batch.into_iter().filter(|e| e.name != b"." && e.name != b"..").map(|e| (e.name, e.kind)));
+    }
+    fs.releasedir(dh)?;
+    Ok(out)
 }

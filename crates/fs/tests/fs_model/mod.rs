@@ -169,40 +169,29 @@ pub fn tree_of(fs: &Fs) -> Tree {
     let mut entries = Vec::new();
     let mut stack = vec![(String::new(), fs.root())];
     while let Some((prefix, dir)) = stack.pop() {
-        let dh = fs.opendir(&r, dir).unwrap();
-        let mut offset = 0;
-        loop {
-            let batch = fs.readdir(dh, offset, 64).unwrap();
-            let Some(last) = batch.last() else { break };
-            offset = last.next;
-            for e in batch {
-                if e.name == b"." || e.name == b".." {
-                    continue;
+        for (name, _) in crate::common::entries(fs, dir).unwrap() {
+            let path = format!("{prefix}/{}", String::from_utf8(name.clone()).unwrap());
+            let attr = fs.lookup(&r, dir, &name).unwrap();
+            let meta = || {
+                let xattrs = fs.listxattr(&r, attr.ino).unwrap();
+                let xattrs = xattrs.into_iter().map(|n| (n.clone(), fs.getxattr(&r, attr.ino, &n).unwrap()));
+                Meta { mode: attr.mode & 0o7777, xattrs: xattrs.collect() }
+            };
+            let seen = match attr.kind {
+                Kind::Directory => {
+                    stack.push((path.clone(), attr.ino));
+                    Seen::Dir(meta())
                 }
-                let path = format!("{prefix}/{}", String::from_utf8(e.name.clone()).unwrap());
-                let attr = fs.lookup(&r, dir, &e.name).unwrap();
-                let meta = || {
-                    let xattrs = fs.listxattr(&r, attr.ino).unwrap();
-                    let xattrs = xattrs.into_iter().map(|n| (n.clone(), fs.getxattr(&r, attr.ino, &n).unwrap()));
-                    Meta { mode: attr.mode & 0o7777, xattrs: xattrs.collect() }
-                };
-                let seen = match attr.kind {
-                    Kind::Directory => {
-                        stack.push((path.clone(), attr.ino));
-                        Seen::Dir(meta())
-                    }
-                    Kind::Symlink => Seen::Symlink(fs.readlink(attr.ino).unwrap()),
-                    _ => {
-                        let fh = fs.open_file(&r, attr.ino, libc::O_RDONLY).unwrap();
-                        let data = fs.read(fh, 0, attr.size as usize + 1).unwrap();
-                        fs.release(fh).unwrap();
-                        Seen::File(data, attr.nlink, String::new(), meta())
-                    }
-                };
-                entries.push((path, attr.ino, seen));
-            }
+                Kind::Symlink => Seen::Symlink(fs.readlink(attr.ino).unwrap()),
+                _ => {
+                    let fh = fs.open_file(&r, attr.ino, libc::O_RDONLY).unwrap();
+                    let data = fs.read(fh, 0, attr.size as usize + 1).unwrap();
+                    fs.release(fh).unwrap();
+                    Seen::File(data, attr.nlink, String::new(), meta())
+                }
+            };
+            entries.push((path, attr.ino, seen));
         }
-        fs.releasedir(dh).unwrap();
     }
     canonical(entries.into_iter())
 }
