@@ -17,8 +17,8 @@
 //! | web | 1,000 in dirs of 20 | 16 KiB | read 10 whole files, append 16 KiB to a shared log (11) |
 //! | mail | 1,000 in one dir | 16 KiB | delete, create+write+fsync, append 16 KiB+fsync, read whole (4) |
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Result};
@@ -170,7 +170,7 @@ pub fn run(
     let loops = ((p.loops() as f64 * scale).round() as usize).max(1);
     let log_lock = Mutex::new(());
     let done_ops = AtomicU64::new(0);
-    let finished = AtomicBool::new(false);
+    let finished = (Mutex::new(false), Condvar::new());
     let start = Instant::now();
     let ops: Result<Vec<u64>> = std::thread::scope(|s| {
         if progress {
@@ -188,19 +188,36 @@ pub fn run(
             })
             .collect();
         let ops = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| bail!("a mix thread panicked"))).collect();
-        finished.store(true, Ordering::Relaxed);
+        if let Ok(mut f) = finished.0.lock() {
+            *f = true;
+        }
+        finished.1.notify_all();
         ops
     });
     let ops: u64 = ops?.iter().sum();
+    let before_sync = start.elapsed().as_secs_f64();
     fs.sync_all()?;
+    if progress {
+        let total = start.elapsed().as_secs_f64();
+        eprintln!("mix: {ops} operations in {before_sync:.3} s, then the final sync {:.3} s", total - before_sync);
+    }
     Ok((ops, start.elapsed().as_secs_f64()))
 }
 
-/// Prints the operations per second of each 200 ms until `finished`.
-fn report_progress(done_ops: &AtomicU64, finished: &AtomicBool, start: Instant) {
+/// Prints the operations per second of each 200 ms until `finished` is
+/// set; wakes at once when it is (a sleep made the timed part end on a
+/// 200 ms boundary).
+fn report_progress(done_ops: &AtomicU64, finished: &(Mutex<bool>, Condvar), start: Instant) {
     let (mut last_ops, mut last_at) = (0, Instant::now());
-    while !finished.load(Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(200));
+    let Ok(mut done) = finished.0.lock() else { return };
+    while !*done {
+        match finished.1.wait_timeout(done, std::time::Duration::from_millis(200)) {
+            Ok((d, _)) => done = d,
+            Err(_) => return,
+        }
+        if *done {
+            break;
+        }
         let (ops, now) = (done_ops.load(Ordering::Relaxed), Instant::now());
         let rate = (ops - last_ops) as f64 / now.duration_since(last_at).as_secs_f64();
         eprintln!("mix progress: {:6.2} s {rate:9.0} ops/s", start.elapsed().as_secs_f64());
