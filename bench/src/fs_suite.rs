@@ -7,8 +7,11 @@
 //!   `File::create` per name, then `syncfs` of the file system (its
 //!   journal-less or journaled metadata all on disk).
 //! - `stat`: after creating N files (not timed), M lookups of random names
-//!   with their attributes. Larder: `Fs::lookup`. ext4: `std::fs::metadata`
-//!   of the path (the kernel's dentry and inode caches warm).
+//!   with their attributes. Larder: `Fs::lookup` (a directory and a name).
+//!   ext4: `statat(2)` of the name relative to the open directory, the
+//!   syscall that matches a lookup in one directory (the kernel's dentry
+//!   and inode caches warm). The `fuse-*` workloads stat whole paths, for
+//!   every engine, as a program reaching a mount does.
 //!
 //! Every run gets a fresh file system: an image file on --dir's disk,
 //! made with mkfs (ext4 for `larder` and `ext4`, XFS for `xfs`) and
@@ -231,7 +234,7 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
     for w in workloads {
         let what = match w.as_str() {
             "create" => "empty files created with the native API, durable at the end",
-            "stat" => "lookups with attributes, native API",
+            "stat" => "lookups with attributes, native API (ext4, XFS: statat(2) of the name relative to the open directory)",
             "fuse-create" => "empty files created through a mount, durable at the end",
             "fuse-stat0" => "stat(2) of random files through a mount, cache timeouts 0",
             "mix-file" | "fuse-mix-file" => "FileBench-like file server (create+write 128 KiB, append, read, delete, stat), durable at the end",
@@ -300,7 +303,9 @@ pub fn run_child(spec: &str) -> Result<()> {
             mix_native(&spec, e, w.rsplit('-').next().unwrap_or_default())?
         }
         (e, w) if w.starts_with("fuse-") && e != "ext4" => through_mount(&spec, w)?,
-        ("ext4", w) if w.starts_with("fuse-") => native_fs(&spec, if w == "fuse-create" { "create" } else { "stat" })?,
+        ("ext4", w) if w.starts_with("fuse-") => {
+            native_fs(&spec, if w == "fuse-create" { "create" } else { "stat-paths" })?
+        }
         ("larder", w) => larder(&spec, w)?,
         ("ext4" | "xfs", w) => native_fs(&spec, w)?,
         (e, _) => bail!("unknown engine {e}"),
@@ -359,10 +364,26 @@ fn native_fs(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     }
     syncfs(&d)?;
     let create_secs = start.elapsed().as_secs_f64();
-    if workload == "create" {
-        return Ok((spec.files, create_secs));
+    match workload {
+        "create" => Ok((spec.files, create_secs)),
+        "stat-paths" => Ok((spec.stats, stat_randomly(spec, &names)?)),
+        _ => Ok((spec.stats, stat_in_dir(spec, &d)?)),
     }
-    Ok((spec.stats, stat_randomly(spec, &names)?))
+}
+
+/// Seconds taken by `spec.stats` statat(2) calls of random names relative
+/// to directory `d` (no path walk above it, as a native lookup has none).
+fn stat_in_dir(spec: &FsSpec, d: &Path) -> Result<f64> {
+    let dir = std::fs::File::open(d)?;
+    let names: Vec<std::ffi::CString> =
+        (0..spec.files).map(|i| std::ffi::CString::new(name(i))).collect::<Result<_, _>>()?;
+    let picks = picks(spec.seed, spec.files, spec.stats);
+    let start = Instant::now();
+    for &i in &picks {
+        let st = rustix::fs::statat(&dir, names[i as usize].as_c_str(), rustix::fs::AtFlags::empty())?;
+        std::hint::black_box(st.st_size);
+    }
+    Ok(start.elapsed().as_secs_f64())
 }
 
 /// Seconds taken by `spec.stats` stat(2) calls of random paths of `names`.
