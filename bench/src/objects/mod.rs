@@ -29,7 +29,9 @@
 //! - **e. `gets`** — 4 KiB gets of objects written just before (so from the
 //!   engine's cache or the page cache), random order, after one warm-up pass
 //!   (gets/s). The per-object read path's CPU cost against ext4's
-//!   open/read/close; the ceiling is a 4 KiB `pread` of a cached file.
+//!   open/read/close (openat relative to the store's open directory, so
+//!   only the key's own levels are walked, as in Larder); the ceiling is a
+//!   4 KiB `pread` of a cached file.
 //! - **f. `space`** — 1 KiB objects (1M; 100K with `--quick`), clean close,
 //!   then the allocated size of the whole directory (sum of `st_blocks * 512`)
 //!   per byte of object data. Small-object overhead: ext4 spends a 4 KiB

@@ -13,6 +13,9 @@ use crate::objects::ObjSpec;
 /// Files under one directory; `obj/0000123` is the file `0000123` of `obj/`.
 pub struct Ext4 {
     root: PathBuf,
+    /// The root, open: gets open keys relative to it (openat), walking the
+    /// key's own levels only, as Larder resolves a key within its store.
+    root_dir: File,
 }
 
 impl Ext4 {
@@ -23,7 +26,8 @@ impl Ext4 {
         for dir in [root.join("obj"), root.clone(), spec.dir.clone()] {
             File::open(&dir)?.sync_all()?;
         }
-        Ok(Ext4 { root })
+        let root_dir = File::open(&root)?;
+        Ok(Ext4 { root, root_dir })
     }
 
     /// fsync of the directory holding `path`, which makes a create or unlink durable.
@@ -69,7 +73,7 @@ impl Ext4 {
 impl Store for Ext4 {
     fn describe(&self) -> String {
         "ext4, a file per object via std::fs: put = create + write + fdatasync (File::sync_data) + fsync of the \
-         directory on create (and of the parent of a directory level it creates); get = open + read + close; \
+         directory on create (and of the parent of a directory level it creates); get = openat (relative to the store's directory) + read + close; \
          delete = unlink + fsync of the directory"
             .to_string()
     }
@@ -88,9 +92,10 @@ impl Store for Ext4 {
     }
 
     fn get(&self, key: &str, out: &mut Vec<u8>) -> Result<bool> {
-        let mut file = match File::open(self.root.join(key)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        use rustix::fs::{Mode, OFlags};
+        let mut file = match rustix::fs::openat(&self.root_dir, key, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::NOENT) => return Ok(false),
             Err(e) => return Err(e.into()),
         };
         out.clear();
