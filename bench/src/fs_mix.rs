@@ -287,9 +287,12 @@ fn one_thread(
     Ok(ops)
 }
 
-/// Paths under a base directory: ext4, XFS, or a FUSE mount.
+/// Directories under a base directory: ext4, XFS, or a FUSE mount. Each
+/// is held open and files are reached relative to it (openat, unlinkat,
+/// statat), as [`LarderFs`] reaches them by directory and name: no
+/// operation walks the base path again.
 pub struct PathFs {
-    dirs: Vec<std::path::PathBuf>,
+    dirs: Vec<std::fs::File>,
     /// Synced at the end: a directory whose `syncfs` (or, on a FUSE mount,
     /// `fsync`) makes everything durable.
     sync: Box<dyn Fn() -> Result<()> + Sync>,
@@ -302,20 +305,24 @@ impl PathFs {
         for d in 0..count {
             let p = base.join(format!("d{d:04}"));
             std::fs::create_dir_all(&p)?;
-            dirs.push(p);
+            dirs.push(std::fs::File::open(&p)?);
         }
         Ok(PathFs { dirs, sync })
     }
 
-    fn path(&self, dir: usize, name: &str) -> std::path::PathBuf {
-        self.dirs[dir].join(name)
+    /// Opens `name` in directory `dir` with `flags` (and mode 0644 if it creates).
+    fn open(&self, dir: usize, name: &str, flags: rustix::fs::OFlags) -> Result<std::fs::File> {
+        let mode = rustix::fs::Mode::from_raw_mode(0o644);
+        let fd = rustix::fs::openat(&self.dirs[dir], name, flags | rustix::fs::OFlags::CLOEXEC, mode)?;
+        Ok(std::fs::File::from(fd))
     }
 }
 
 impl MixFs for PathFs {
     fn create_write(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()> {
+        use rustix::fs::OFlags;
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(self.path(dir, name))?;
+        let mut f = self.open(dir, name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL)?;
         f.write_all(data)?;
         if fsync {
             f.sync_all()?;
@@ -324,8 +331,9 @@ impl MixFs for PathFs {
     }
 
     fn append(&self, dir: usize, name: &str, data: &[u8], fsync: bool) -> Result<()> {
+        use rustix::fs::OFlags;
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(self.path(dir, name))?;
+        let mut f = self.open(dir, name, OFlags::WRONLY | OFlags::APPEND)?;
         f.write_all(data)?;
         if fsync {
             f.sync_all()?;
@@ -336,15 +344,15 @@ impl MixFs for PathFs {
     fn read_whole(&self, dir: usize, name: &str, buf: &mut Vec<u8>) -> Result<u64> {
         use std::io::Read;
         buf.clear();
-        Ok(std::fs::File::open(self.path(dir, name))?.read_to_end(buf)? as u64)
+        Ok(self.open(dir, name, rustix::fs::OFlags::RDONLY)?.read_to_end(buf)? as u64)
     }
 
     fn delete(&self, dir: usize, name: &str) -> Result<()> {
-        Ok(std::fs::remove_file(self.path(dir, name))?)
+        Ok(rustix::fs::unlinkat(&self.dirs[dir], name, rustix::fs::AtFlags::empty())?)
     }
 
     fn stat(&self, dir: usize, name: &str) -> Result<u64> {
-        Ok(std::fs::metadata(self.path(dir, name))?.len())
+        Ok(rustix::fs::statat(&self.dirs[dir], name, rustix::fs::AtFlags::empty())?.st_size as u64)
     }
 
     fn sync_all(&self) -> Result<()> {
