@@ -8,6 +8,8 @@
 #   linked by bench/build.rs; never built from source.
 # - fjall: pure Rust, from crates.io: nothing to install.
 # - LMDB: heed compiles LMDB's bundled C source: needs a C compiler.
+# - `larder-bench fs`: bindfs (a peer through FUSE) and xfsprogs (the xfs
+#   engine's mkfs); fuse3 comes from scripts/setup.sh.
 # - perf (optional, --with-perf): linux-perf, to profile a child process.
 set -euo pipefail
 
@@ -15,7 +17,7 @@ with_perf=0
 for arg in "$@"; do
     case "$arg" in
         --with-perf) with_perf=1 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
@@ -29,7 +31,7 @@ installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
-wanted=(librocksdb-dev pkg-config build-essential)
+wanted=(librocksdb-dev pkg-config build-essential bindfs xfsprogs)
 if [ "$with_perf" -eq 1 ]; then
     wanted+=(linux-perf)
 fi

@@ -184,6 +184,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
             bail!("unknown engine {e:?}: larder, ext4, xfs, null, bindfs");
         }
     }
+    check_inodes(args, &engines, &workloads)?;
     std::fs::create_dir_all(&args.dir)?;
     let info = RunInfo::collect(&args.dir);
     let mut results: std::collections::BTreeMap<(String, String), Vec<Result<FsResult, String>>> = Default::default();
@@ -292,6 +293,36 @@ fn applies(e: &str, w: &str) -> bool {
         "null" => fuse && !w.starts_with("fuse-mix-"),
         _ => fuse,
     }
+}
+
+/// Bytes per inode of mkfs.ext4's defaults for images this size
+/// (mke2fs.conf's `inode_ratio`): an image holds this many files.
+const EXT4_BYTES_PER_INODE: u64 = 16 << 10;
+
+/// Fails before any run if an ext4 image of `--image-gib` cannot hold the
+/// files a workload makes on it (files made on ext4 directly or through
+/// bindfs; Larder's store and XFS need no inode per file): otherwise every
+/// such run fails late with ENOSPC.
+fn check_inodes(args: &FsArgs, engines: &[String], workloads: &[String]) -> Result<()> {
+    let inodes = (args.image_gib << 30) / EXT4_BYTES_PER_INODE;
+    for w in workloads {
+        let files = match w.as_str() {
+            "create" | "stat" => args.files,
+            "fuse-create" | "fuse-stat0" | "fuse-stat" => args.fuse_files,
+            _ => continue,
+        };
+        let on_ext4 = engines.iter().any(|e| matches!(e.as_str(), "ext4" | "bindfs") && applies(e, w));
+        // A margin for the directories and the file system's own inodes.
+        if on_ext4 && files + 1024 > inodes {
+            let gib = (files + 1024).saturating_mul(EXT4_BYTES_PER_INODE).div_ceil(1 << 30);
+            bail!(
+                "--image-gib {} makes ext4 images of {inodes} inodes, too few for the {files} files of workload {w}: \
+                 use --image-gib {gib} or more (or fewer files)",
+                args.image_gib
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The child: runs one engine on one workload and prints a JSON line.
