@@ -18,10 +18,32 @@ fn main() {
             .unwrap_or_else(|| "unknown".to_string());
         println!("cargo:rustc-env=LARDER_BENCH_ROCKSDB_VERSION={version}");
     }
+    println!("cargo:rustc-env=LARDER_BENCH_COMMIT={}", source_commit());
     let lock = std::fs::read_to_string("../Cargo.lock").unwrap_or_default();
     for (krate, var) in [("fjall", "FJALL"), ("heed", "HEED"), ("lmdb-master-sys", "LMDB_SYS")] {
         println!("cargo:rustc-env=LARDER_BENCH_{var}_VERSION={}", locked_version(&lock, krate));
     }
+}
+
+/// The commit the binary is built from (`+dirty` if tracked files differ
+/// from it), so a report names it wherever the binary runs; "unknown"
+/// outside a git checkout. Rebuilt when HEAD, a branch, the index or any
+/// source moves.
+fn source_commit() -> String {
+    for path in ["../.git/HEAD", "../.git/refs/heads", "../.git/index", "../crates", "src"] {
+        println!("cargo:rerun-if-changed={path}");
+    }
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else { return "unknown".to_string() };
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.trim().is_empty());
+    format!("{}{}", head.trim(), if dirty { "+dirty" } else { "" })
 }
 
 /// The version Cargo.lock pins for `krate`, or "unknown".

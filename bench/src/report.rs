@@ -22,8 +22,8 @@ pub struct RunInfo {
 impl RunInfo {
     pub fn collect(dir: &Path) -> RunInfo {
         let date = sys::command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "unknown".to_string());
-        let commit =
-            sys::command_output("git", &["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".to_string());
+        // The binary's own (bench/build.rs), not the working directory's.
+        let commit = env!("LARDER_BENCH_COMMIT").to_string();
         let command = std::env::args().map(|a| shell_quote(&a)).collect::<Vec<_>>().join(" ");
         RunInfo { date, commit, command, machine: sys::machine_info(dir) }
     }
