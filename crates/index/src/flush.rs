@@ -37,8 +37,9 @@ pub(crate) enum Edit<'a> {
 
 impl Inner {
     /// A writer for a new run with a fresh id, its filter sized for
-    /// `expected_keys`.
-    pub(crate) fn new_run(&self, expected_keys: u64) -> Result<(u64, RunWriter)> {
+    /// `expected_keys`, and the guard that removes its file unless
+    /// [`Unnamed::keep`] is called once the run is finished.
+    pub(crate) fn new_run(&self, expected_keys: u64) -> Result<(u64, RunWriter, Unnamed<'_>)> {
         let id = {
             let mut c = self.committed.lock();
             let id = c.state.next_run_id;
@@ -47,7 +48,8 @@ impl Inner {
         };
         let path = self.dir.join(run_file_name(id));
         let o = &self.options;
-        Ok((id, RunWriter::create(&*self.storage, &path, o.block_size_bytes, o.bloom_bits_per_key, expected_keys)?))
+        let w = RunWriter::create(&*self.storage, &path, o.block_size_bytes, o.bloom_bits_per_key, expected_keys)?;
+        Ok((id, w, Unnamed { inner: self, path: Some(path) }))
     }
 
     /// Flushes the oldest frozen memtable. Returns false if none is waiting.
@@ -74,7 +76,7 @@ impl Inner {
     }
 
     fn write_memtable_run(&self, mem: &Arc<Memtable>, bottom: bool) -> Result<RunMeta> {
-        let (id, mut w) = self.new_run(mem.len() as u64)?;
+        let (id, mut w, unnamed) = self.new_run(mem.len() as u64)?;
         let tombstones = mem.all_tombstones();
         let sources = memtable_sources(mem, &Bound::Unbounded, &Bound::Unbounded, true);
         self.merge_into(&mut w, sources, &tombstones, bottom)?;
@@ -86,6 +88,7 @@ impl Inner {
         // The run's name becomes durable with the manifest's directory sync
         // (same directory), before the manifest itself is durable.
         let meta = w.finish(id, 0, (mem.first_seq(), mem.last_seq()), &self.registry)?;
+        unnamed.keep();
         Ok(meta)
     }
 
@@ -104,7 +107,7 @@ impl Inner {
         while let Some(key) = merge.next_group(&mut versions)? {
             groups += 1;
             // A closing index does not wait for a long merge: its partial
-            // run is unreferenced and removed at the next open.
+            // run is named by no manifest, and removed (see Unnamed).
             if groups.is_multiple_of(4096) && self.shutting_down.load(Ordering::Relaxed) {
                 return Err(IndexError::Closed);
             }
@@ -143,7 +146,7 @@ impl Inner {
                 true,
             )));
         }
-        let (id, mut w) = self.new_run(expected)?;
+        let (id, mut w, unnamed) = self.new_run(expected)?;
         self.merge_into(&mut w, sources, &tombstones, task.bottom)?;
         if !task.bottom {
             for t in tombstones {
@@ -153,12 +156,12 @@ impl Inner {
         let seq_min = inputs.iter().map(|r| r.meta.seq_min).min().unwrap_or(0);
         let seq_max = inputs.iter().map(|r| r.meta.seq_max).max().unwrap_or(0);
         let output = if w.is_empty() {
-            let p = w.path().to_path_buf();
             drop(w);
-            self.storage.remove_file(&p)?;
+            unnamed.remove()?;
             None
         } else {
             let meta = w.finish(id, task.output_level, (seq_min, seq_max), &self.registry)?;
+            unnamed.keep();
             self.stats.add(&self.stats.bytes_compacted, meta.file_size);
             Some(meta)
         };
@@ -351,5 +354,44 @@ impl Inner {
             self.set_poison(format!("merge failed: {e}"));
         }
         r
+    }
+}
+
+/// The file of a run being written, which no manifest names yet: removed
+/// when this is dropped unless [`Unnamed::keep`] was called (the run was
+/// finished and is about to be committed). A flush or merge that fails,
+/// or that a closing index cuts short, so leaves nothing behind; before,
+/// such a file waited for the next open, and a clean close during a long
+/// merge left its partial output on disk (the space benchmark's store
+/// measured 1.57-2.09x its data instead of 1.17x).
+pub(crate) struct Unnamed<'a> {
+    inner: &'a Inner,
+    path: Option<std::path::PathBuf>,
+}
+
+impl Unnamed<'_> {
+    /// The run is finished: its file stays (the commit names it, or the
+    /// next open removes it if the commit fails).
+    pub(crate) fn keep(mut self) {
+        self.path = None;
+    }
+
+    /// Removes the file now (the writer dropped), reporting a failure.
+    pub(crate) fn remove(mut self) -> Result<()> {
+        match self.path.take() {
+            Some(p) => Ok(self.inner.storage.remove_file(&p)?),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Unnamed<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            // A failure leaves the file to the next open, as before.
+            if let Err(e) = self.inner.storage.remove_file(&p) {
+                tracing::warn!(path = %p.display(), error = %e, "could not remove an unfinished run");
+            }
+        }
     }
 }

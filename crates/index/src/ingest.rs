@@ -92,25 +92,27 @@ impl Index {
         let (operators, mut w) = inner.begin_write(seq, batch)?;
         inner.flush_memtables_locked(&mut w)?;
         let bottom = inner.sv.read().version.runs.is_empty();
-        let (id, mut writer) = inner.new_run(batch.len() as u64)?;
+        let (id, mut writer, unnamed) = inner.new_run(batch.len() as u64)?;
         let path = writer.path().to_path_buf();
+        // On failure `unnamed` removes the partial file as it drops.
         let written = write_batch(inner, &mut writer, batch, seq, operators, bottom).and_then(|()| {
             if writer.is_empty() {
-                drop(writer);
-                inner.storage.remove_file(&path)?;
                 return Ok(None);
             }
             let meta = writer.finish(id, 0, (seq, seq), &inner.registry)?;
             // The run's name is durable before anyone may refer to it.
             inner.storage.sync_dir(&inner.dir)?;
             Ok(Some(meta))
-        });
+        })?;
         let meta = match written {
-            Ok(m) => m,
-            Err(e) => {
-                // Best effort: a file left behind is removed at the next open.
-                let _ = inner.storage.remove_file(&path);
-                return Err(e);
+            Some(m) => {
+                // From here PreparedRun owns the file.
+                unnamed.keep();
+                Some(m)
+            }
+            None => {
+                unnamed.remove()?;
+                None
             }
         };
         w.ingesting = Some(seq);
