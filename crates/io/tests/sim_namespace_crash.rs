@@ -77,6 +77,65 @@ fn random_crash_keeps_a_prefix_of_directory_ops() {
 }
 
 #[test]
+fn unordered_crash_keeps_any_subset_of_directory_ops() {
+    // The same ops with unordered directory ops: each is kept on its own, so
+    // "z without the rename" and "the rename without x's create" occur too.
+    let allowed: Vec<Vec<PathBuf>> = vec![
+        vec![],
+        vec![PathBuf::from("/db/x")],
+        vec![PathBuf::from("/db/y")],
+        vec![PathBuf::from("/db/z")],
+        vec![PathBuf::from("/db/x"), PathBuf::from("/db/z")],
+        vec![PathBuf::from("/db/y"), PathBuf::from("/db/z")],
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..64 {
+        let sim = SimStorage::new(seed);
+        sim.set_unordered_dir_ops(true);
+        create_synced_data(&sim, Path::new("/db/x"), b"x");
+        sim.rename(Path::new("/db/x"), Path::new("/db/y")).unwrap();
+        create_synced_data(&sim, Path::new("/db/z"), b"z");
+        let rebooted = sim.crash();
+        let names = rebooted.file_names();
+        assert!(allowed.contains(&names), "seed {seed}: {names:?}");
+        if names.contains(&PathBuf::from("/db/y")) {
+            assert_eq!(read_all(&rebooted, Path::new("/db/y")), b"x", "seed {seed}: a renamed file keeps its data");
+        }
+        seen.insert(names);
+    }
+    assert_eq!(seen.len(), allowed.len(), "every subset's outcome shows up over 64 seeds");
+}
+
+#[test]
+fn unordered_dir_ops_carry_over_a_reboot_and_spare_synced_names() {
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..64 {
+        let sim = SimStorage::new(seed);
+        sim.set_unordered_dir_ops(true);
+        create_synced_data(&sim, Path::new("/db/kept"), b"k");
+        sim.sync_dir(Path::new("/db")).unwrap();
+        let rebooted = sim.crash();
+        create_synced_data(&rebooted, Path::new("/db/x"), b"x");
+        sim.rename(Path::new("/db/x"), Path::new("/db/y")).unwrap_err(); // the old machine is crashed
+        rebooted.rename(Path::new("/db/x"), Path::new("/db/y")).unwrap();
+        create_synced_data(&rebooted, Path::new("/db/z"), b"z");
+        let names = rebooted.crash().file_names();
+        assert!(names.contains(&PathBuf::from("/db/kept")), "seed {seed}: {names:?}");
+        seen.insert(names);
+    }
+    // Only an unordered crash keeps the last create without the rename.
+    let z_alone = vec![PathBuf::from("/db/kept"), PathBuf::from("/db/z")];
+    assert!(seen.contains(&z_alone), "{seen:?}");
+}
+
+fn read_all(sim: &SimStorage, path: &Path) -> Vec<u8> {
+    let file = sim.open(path, OpenOptions::READ).unwrap();
+    let mut buf = vec![0u8; file.len().unwrap() as usize];
+    larder_io::read_exact_at(&*file, &mut buf, 0).unwrap();
+    buf
+}
+
+#[test]
 fn lost_directory_entry_takes_its_subtree() {
     let sim = SimStorage::new(3);
     sim.create_dir_all(Path::new("/db/sub/deeper")).unwrap();

@@ -52,7 +52,10 @@ impl CrashRun {
     }
 }
 
-/// The runs of `seed`'s campaign, given the `probe` run's counters.
+/// The runs of `seed`'s campaign, given the `probe` run's counters. Every
+/// run's storage has unordered directory operations
+/// ([`SimStorage::set_unordered_dir_ops`]), so a random crash may keep any
+/// subset of the names not yet synced.
 pub fn crash_runs(seed: u64, probe: &SimCounters, shape: CampaignShape) -> Vec<CrashRun> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xC0FF_EE00);
     let mode = |rng: &mut StdRng| {
@@ -67,6 +70,7 @@ pub fn crash_runs(seed: u64, probe: &SimCounters, shape: CampaignShape) -> Vec<C
         .enumerate()
         .map(|(c, kind)| {
             let sim = SimStorage::new(seed.wrapping_mul(1000) + c as u64);
+            sim.set_unordered_dir_ops(true);
             let what = match kind {
                 1 => {
                     let k = rng.gen_range(0..syncs);

@@ -12,7 +12,10 @@ use super::state::{sector_pieces, write_into, FileData, FileId, FileOp, State};
 pub enum CrashMode {
     /// Each pending file operation is kept or dropped at random, a kept
     /// write may be torn at sector boundaries, and each directory keeps a
-    /// random prefix of its pending namespace operations.
+    /// random prefix of its pending namespace operations (any subset of
+    /// them after [`SimStorage::set_unordered_dir_ops`]).
+    ///
+    /// [`SimStorage::set_unordered_dir_ops`]: super::SimStorage::set_unordered_dir_ops
     #[default]
     Random,
     /// Only synced state survives: every pending operation is lost.
@@ -58,13 +61,22 @@ pub(super) fn crash(state: &mut State, mode: CrashMode) -> State {
     state.crashed = true;
     let mut names = state.durable.clone();
     for ops in state.dir_pending.values() {
-        let keep = match mode {
-            CrashMode::Random => state.rng.gen_range(0..=ops.len()),
-            CrashMode::DropAllPending => 0,
-            CrashMode::KeepAllPending => ops.len(),
-        };
-        for op in &ops[..keep] {
-            names.apply(op);
+        match mode {
+            CrashMode::Random if state.unordered_dir_ops => {
+                // Each op on its own, in order: a later rename may reach the
+                // disk while the create before it does not.
+                for op in ops {
+                    if state.rng.gen_bool(0.5) {
+                        names.apply(op);
+                    }
+                }
+            }
+            CrashMode::Random => {
+                let keep = state.rng.gen_range(0..=ops.len());
+                ops[..keep].iter().for_each(|op| names.apply(op));
+            }
+            CrashMode::DropAllPending => {}
+            CrashMode::KeepAllPending => ops.iter().for_each(|op| names.apply(op)),
         }
     }
     names.prune();
@@ -88,6 +100,7 @@ pub(super) fn crash(state: &mut State, mode: CrashMode) -> State {
     // same pre-crash state draws a different image.
     state.rng = next.rng.clone();
     next.next_id = state.next_id;
+    next.unordered_dir_ops = state.unordered_dir_ops;
     next.live = names.clone();
     next.durable = names;
     tracing::debug!(?mode, files = next.files.len(), "simulated crash");

@@ -32,8 +32,12 @@
 //!   rest does not (a torn write may extend the file only to the end of its
 //!   last surviving piece);
 //! - per directory, a random prefix of its pending namespace operations (so
-//!   an unsynced create, rename or remove may be lost); names in a directory
-//!   whose own entry was lost go with it.
+//!   an unsynced create, rename or remove may be lost), or, after
+//!   [`SimStorage::set_unordered_dir_ops`], any subset of them, each kept or
+//!   dropped on its own (so a rename may survive while the create of a file
+//!   before it is lost: POSIX orders nothing in a directory until it is
+//!   synced, and file systems that do not journal names in order lose
+//!   them so); names in a directory whose own entry was lost go with it.
 //!
 //! Bytes outside a write's range never change; nothing is ever invented.
 //! [`CrashMode`] offers the two extremes (drop or keep everything pending)
@@ -237,6 +241,14 @@ impl SimStorage {
     /// Disarms every fault that has not fired yet.
     pub fn clear_faults(&self) {
         self.state.lock().faults.clear();
+    }
+
+    /// Makes every later [`CrashMode::Random`] crash of this machine, and
+    /// of the machines it reboots into, keep any subset of each directory's
+    /// unsynced namespace operations instead of a prefix of them. Tests of
+    /// code that must not rely on names persisting in order turn it on.
+    pub fn set_unordered_dir_ops(&self, on: bool) {
+        self.state.lock().unordered_dir_ops = on;
     }
 
     /// Limits the sum of named files' live lengths; `u64::MAX` removes the

@@ -268,6 +268,9 @@ pub(super) struct State {
     pub(super) counters: SimCounters,
     pub(super) locks: BTreeSet<PathBuf>,
     pub(super) capacity: u64,
+    /// Whether a random crash keeps any subset of a directory's pending
+    /// namespace ops rather than a prefix; carried across reboots.
+    pub(super) unordered_dir_ops: bool,
 }
 
 impl State {
@@ -286,6 +289,7 @@ impl State {
             counters: SimCounters::default(),
             locks: BTreeSet::new(),
             capacity: u64::MAX,
+            unordered_dir_ops: false,
         }
     }
 
