@@ -4,8 +4,10 @@
 //!
 //! Commit protocol (see docs/format.md, "Manifest"): write
 //! `MANIFEST-<gen>` as a new file and sync it; write `CURRENT.tmp` naming
-//! generation `gen`, sync it, rename it over `CURRENT` and sync the
-//! directory. The rename is the commit point. Only then are the previous
+//! generation `gen` and sync it; sync the directory, so the names of the
+//! manifest and of every run created before it are durable; rename
+//! `CURRENT.tmp` over `CURRENT` and sync the directory again. The rename is
+//! the commit point. Only then are the previous
 //! manifest and the runs it alone referenced removed.
 //!
 //! Open reads `CURRENT` and the manifest it names; either failing a check
@@ -229,6 +231,10 @@ pub(crate) fn commit_manifest(storage: &dyn Storage, dir: &Path, state: &Manifes
     let current = storage.open(&tmp, OpenOptions::CREATE_NEW)?;
     write_all_at(&*current, &encode_current(state.generation), 0)?;
     current.sync_data()?;
+    // A directory orders nothing until it is synced: without this sync the
+    // rename below could reach the disk while the manifest's name, or a
+    // run's created before it, did not.
+    storage.sync_dir(dir)?;
     // IMPORTANT: the rename made durable by the directory sync is the commit.
     storage.rename(&tmp, &dir.join(CURRENT_FILE))?;
     storage.sync_dir(dir)?;

@@ -4,7 +4,7 @@
 //! the workload is then replayed from scratch once per crash point, with the
 //! machine crashing after exactly k of those writes (or syncs), under each
 //! crash mode (unsynced writes all lost, all kept, or a seeded random subset
-//! with torn sectors). After each crash the index is reopened and must show
+//! with torn sectors, and any subset of the unsynced names). After each crash the index is reopened and must show
 //! exactly the model's state at its durable sequence number, which may never
 //! be below what was acknowledged durable before the crash. Longer random
 //! workloads are crashed at sampled points the same way.
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use common::{tiny_options, Model};
 use larder_index::{CounterOperator, Index, Options, WriteBatch};
-use larder_io::sim::CrashMode;
+use larder_io::sim::{CrashMode, SimFault, SimOp};
 use larder_io::{SimStorage, StorageRef};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -119,9 +119,13 @@ fn prepare(sim: &SimStorage, seed: u64) -> (Index, Workload) {
 enum Point {
     Write,
     Sync,
+    /// The k-th directory sync fails, leaving its names unsynced, and the
+    /// machine crashes after the operation returns.
+    FailedDirSync,
 }
 
-/// Crashes `op` at every write and every sync it makes, in every mode.
+/// Crashes `op` at every write and every sync it makes, and after each of
+/// its directory syncs fails, in every mode.
 fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>) {
     let seed = 11;
     // Probe: how many writes and syncs does the operation make?
@@ -133,6 +137,7 @@ fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>)
     drop(index);
     let writes = after.writes - before.writes;
     let syncs = (after.syncs + after.dir_syncs) - (before.syncs + before.dir_syncs);
+    let dir_syncs = after.dir_syncs - before.dir_syncs;
     assert!(writes >= 2 && syncs >= 3, "{name}: probe saw {writes} writes and {syncs} syncs");
 
     let mut points = Vec::new();
@@ -142,17 +147,22 @@ fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>)
     for k in 0..=syncs {
         points.push((Point::Sync, k));
     }
+    for k in 1..=dir_syncs {
+        points.push((Point::FailedDirSync, k));
+    }
     for (point, k) in points {
         for (mi, mode) in [CrashMode::DropAllPending, CrashMode::KeepAllPending, CrashMode::Random, CrashMode::Random]
             .into_iter()
             .enumerate()
         {
             let sim = SimStorage::new(seed + mi as u64);
+            sim.set_unordered_dir_ops(true);
             let (index, w) = prepare(&sim, seed);
             let acknowledged = index.durable_seq();
             match point {
                 Point::Write => sim.crash_after_writes(k),
                 Point::Sync => sim.crash_after_syncs(k),
+                Point::FailedDirSync => sim.fail_nth(SimOp::SyncDir, k, SimFault::Eio),
             }
             let result = op(&index);
             let acknowledged = if result.is_ok() { index.durable_seq() } else { acknowledged };
@@ -205,6 +215,7 @@ fn crash_at_sampled_points_of_long_runs() {
         let total = probe.counters().writes;
         let k = rng.gen_range(0..total);
         let sim = SimStorage::new(seed);
+        sim.set_unordered_dir_ops(true);
         sim.crash_after_writes(k);
         let mut acked = 0;
         let (w, r) = run(&sim, &mut acked);
