@@ -96,6 +96,7 @@ fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
             [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
         {
             let sim = SimStorage::new(k * 3 + mi as u64);
+            sim.set_unordered_dir_ops(true);
             arm(&sim, k);
             let out = workload(&sim);
             assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
@@ -135,6 +136,7 @@ fn random_crash_images_of_one_point_all_recover() {
     let (writes, _) = probe();
     for seed in 0..20 {
         let sim = SimStorage::new(1000 + seed);
+        sim.set_unordered_dir_ops(true);
         sim.crash_after_writes(writes / 2 + seed % 7);
         let out = workload(&sim);
         for draw in 0..5 {

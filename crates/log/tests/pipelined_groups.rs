@@ -230,6 +230,7 @@ fn concurrent_appends_survive_a_crash_at_sampled_writes() {
             [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
         {
             let sim = SimStorage::new(5000 + n as u64 * 3 + mi as u64);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let (acked, o) = concurrent_workload(&sim);
             overlapped += o;

@@ -175,6 +175,7 @@ fn failed_sync_at_every_point_then_restart_then_reboot() {
         for (mi, mode) in MODES.into_iter().enumerate() {
             for after in [After::Checkpoint, After::Append] {
                 let sim = SimStorage::new(k * 8 + mi as u64 * 2 + after as u64 + 100);
+                sim.set_unordered_dir_ops(true);
                 sim.fail_nth(SimOp::SyncData, k, SimFault::Eio);
                 let out = workload(std::sync::Arc::new(sim.clone()));
                 restart_then_reboot(&sim, std::sync::Arc::new(sim.clone()), &out, mode, after);
@@ -189,6 +190,7 @@ fn process_death_before_every_sync_then_restart_then_reboot() {
         for (mi, mode) in MODES.into_iter().enumerate() {
             for after in [After::Checkpoint, After::Append] {
                 let sim = SimStorage::new(k * 8 + mi as u64 * 2 + after as u64 + 5000);
+                sim.set_unordered_dir_ops(true);
                 let stall = Stall::new(&sim, k);
                 let out = workload(stall.storage());
                 stall.resume();

@@ -84,6 +84,7 @@ fn crashes_after_wrapping_recover_only_live_records() {
     for k in (writes / 2..writes).step_by(3) {
         for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
             let sim = SimStorage::new(k);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let (acked, appended, covered, _) = workload(&sim, 150);
             check(&sim.crash_with(mode), acked, appended, covered, &format!("write {k} {mode:?}"));
