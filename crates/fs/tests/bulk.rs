@@ -111,6 +111,7 @@ fn a_crash_during_a_bulk_create_keeps_all_of_it_or_none_and_fsck_is_clean() {
     for k in 0..=writes + 1 {
         for mode in [larder_io::sim::CrashMode::Random, larder_io::sim::CrashMode::KeepAllPending] {
             let sim = larder_io::SimStorage::new(k + 1);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let acked = bulk_on(&sim, &names);
             let image = sim.crash_with(mode);

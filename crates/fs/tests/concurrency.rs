@@ -161,6 +161,7 @@ fn racing_work_cut_by_a_crash_recovers_to_a_tree() {
     let dir = Path::new("/fs/store");
     for (k, mode) in [(150, CrashMode::Random), (400, CrashMode::KeepAllPending), (900, CrashMode::DropAllPending)] {
         let sim = SimStorage::new(k);
+        sim.set_unordered_dir_ops(true);
         let fs = Fs::create_with(Arc::new(sim.clone()), dir, options()).unwrap();
         fs.sync().unwrap();
         // The k-th write from here on is the machine's last.

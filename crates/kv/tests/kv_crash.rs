@@ -122,6 +122,7 @@ fn a_crash_at_any_write_keeps_every_acknowledged_operation() {
     for k in points {
         for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
             let sim = SimStorage::new(k);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let mut history = Vec::new();
             let acked = workload(&sim, &mut history);
@@ -137,6 +138,7 @@ fn a_crash_at_any_sync_keeps_every_acknowledged_operation() {
     let syncs = probe.counters().syncs;
     for k in 0..syncs {
         let sim = SimStorage::new(100 + k);
+        sim.set_unordered_dir_ops(true);
         sim.crash_after_syncs(k);
         let mut history = Vec::new();
         let acked = workload(&sim, &mut history);

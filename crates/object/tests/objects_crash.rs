@@ -161,6 +161,7 @@ fn a_crash_at_any_write_keeps_every_acknowledged_object_write() {
     for k in points {
         for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
             let sim = SimStorage::new(k);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let mut history = Vec::new();
             let acked = workload(&sim, &mut history);
@@ -196,6 +197,7 @@ fn fail_next_container_syncs(sim: &SimStorage, store: &Store) {
 fn a_record_whose_data_never_reached_the_disk_is_not_replayed() {
     for mode in [CrashMode::KeepAllPending, CrashMode::DropAllPending, CrashMode::Random] {
         let sim = SimStorage::new(11);
+        sim.set_unordered_dir_ops(true);
         let (store, id) = one_large_object(&sim);
         // The container's sync fails (dropping its pending writes for
         // good) while the log's sync of the record may succeed.

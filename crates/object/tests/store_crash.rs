@@ -141,6 +141,7 @@ fn crash_at_every_write_recovers_every_acknowledged_transaction() {
     for k in points {
         for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
             let sim = SimStorage::new(k);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let mut history = Vec::new();
             let acked = workload(&sim, &mut history);
@@ -154,6 +155,7 @@ fn crash_at_every_write_recovers_every_acknowledged_transaction() {
 fn a_crash_during_recovery_recovers_again() {
     // A store with unflushed transactions in its log.
     let sim = SimStorage::new(9);
+    sim.set_unordered_dir_ops(true);
     let mut history = Vec::new();
     let acked = workload(&sim, &mut history);
     let crashed = sim.crash_with(CrashMode::KeepAllPending);
@@ -192,6 +194,7 @@ fn a_crash_during_creation_leaves_no_store_or_a_whole_one() {
     for k in 0..writes {
         for seed in 0..8 {
             let sim = SimStorage::new(seed);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             assert!(Store::create(storage(&sim), Path::new(DIR), creation(), options()).is_err(), "write {k}");
             let image = sim.crash_with(CrashMode::Random);

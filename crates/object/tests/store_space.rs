@@ -73,6 +73,7 @@ fn committed_extents_survive_reopen_and_are_never_handed_out_again() {
 fn space_of_transactions_lost_in_a_crash_is_free_again() {
     for mode in [CrashMode::DropAllPending, CrashMode::Random, CrashMode::KeepAllPending] {
         let sim = SimStorage::new(2);
+        sim.set_unordered_dir_ops(true);
         let store = Store::create(storage(&sim), Path::new(DIR), creation(), options()).unwrap();
         let durable: Vec<_> = (0..5).flat_map(|_| commit_object(&store, 8192, Durability::Durable)).collect();
         // Allocated, then the machine dies before any record names them.

@@ -84,6 +84,7 @@ fn ids_are_never_reused_after_a_crash_at_any_write() {
     for k in (0..writes).step_by(2) {
         for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
             let sim = SimStorage::new(k);
+            sim.set_unordered_dir_ops(true);
             sim.crash_after_writes(k);
             let acked = match Store::create(storage(&sim), Path::new(DIR), creation(), options(false)) {
                 Ok(store) => create_objects(&store, 60),
