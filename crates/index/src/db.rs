@@ -140,8 +140,9 @@ impl Index {
             }
         }
         let referenced: HashSet<u64> = state.runs.iter().map(|r| r.id).collect();
+        let present: HashSet<u64> = names.iter().filter_map(|n| parse_run_file_name(n)).collect();
         for r in &state.runs {
-            if !names.iter().any(|n| parse_run_file_name(n) == Some(r.id)) {
+            if !present.contains(&r.id) {
                 return Err(IndexError::corrupt(
                     dir.join(run_file_name(r.id)),
                     0,
@@ -408,6 +409,8 @@ impl Inner {
         let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let (sv, _) = self.read_view();
         let runs = &sv.version.runs;
+        // Levels are at most MAX_LEVEL (checked when the manifest is read
+        // and before each commit), so this table stays small.
         let max_level = runs.iter().map(|r| r.meta.level).max().map_or(0, |m| m as usize + 1);
         let mut per_level = vec![0u64; max_level];
         for r in runs {

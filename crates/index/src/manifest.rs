@@ -15,13 +15,14 @@
 //! Any other manifest found is an uncommitted (possibly torn) or a stale
 //! one, and is removed.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use larder_io::{read_exact_at, write_all_at, OpenOptions, Storage};
 
 use crate::codec::{check_trailing_crc, crc, put_bytes, put_u16, put_u32, put_u64, Decoder};
 use crate::error::{IndexError, Result};
-use crate::run::RunMeta;
+use crate::run::{RunMeta, MAX_LEVEL};
 use crate::MAX_KEY_BYTES;
 
 /// The first 8 bytes of every manifest.
@@ -33,6 +34,9 @@ pub(crate) const MANIFEST_KNOWN_INCOMPAT: u64 = 0;
 /// Upper bound on a manifest's size, so a corrupt length cannot make open
 /// allocate without limit.
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+/// The fewest bytes a run takes in a manifest (fixed fields and two empty
+/// keys), so a corrupt run count is refused before it sizes anything.
+const MIN_RUN_ENTRY_BYTES: usize = 8 + 4 + 8 + 8 + 8 + 4 + 8 + 1 + 1;
 
 /// What a manifest holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -172,16 +176,21 @@ impl ManifestState {
         let durable_seq = d.u64("durable seq").map_err(bad)?;
         let next_run_id = d.u64("next run id").map_err(bad)?;
         let n_ops = d.u16("operator count").map_err(bad)?;
-        let mut operator_names = Vec::new();
+        // Each name is at least its one-byte length.
+        let n_ops = d.count(n_ops.into(), 1, "operator count").map_err(bad)?;
+        let mut operator_names = Vec::with_capacity(n_ops);
+        let mut seen_names = HashSet::with_capacity(n_ops);
         for _ in 0..n_ops {
             let n = d.length_prefixed(255, "operator name").map_err(bad)?;
+            if !seen_names.insert(n) {
+                return Err(bad("an operator name is listed twice".into()));
+            }
             operator_names.push(String::from_utf8(n.to_vec()).map_err(|_| bad("operator name is not UTF-8".into()))?);
         }
-        if operator_names.iter().enumerate().any(|(i, n)| operator_names[..i].contains(n)) {
-            return Err(bad("an operator name is listed twice".into()));
-        }
         let n_runs = d.u32("run count").map_err(bad)?;
-        let mut runs: Vec<RunMeta> = Vec::new();
+        let n_runs = d.count(n_runs.into(), MIN_RUN_ENTRY_BYTES, "run count").map_err(bad)?;
+        let mut runs: Vec<RunMeta> = Vec::with_capacity(n_runs);
+        let mut seen_ids = HashSet::with_capacity(n_runs);
         for i in 0..n_runs {
             let r = RunMeta {
                 id: d.u64("run id").map_err(bad)?,
@@ -197,7 +206,13 @@ impl ManifestState {
             if r.id >= next_run_id || r.seq_min > r.seq_max || r.seq_max > durable_seq {
                 return Err(bad(format!("run {i} (id {}) has inconsistent ids or sequence numbers", r.id)));
             }
-            if runs.iter().any(|p| p.id == r.id) {
+            if r.level > MAX_LEVEL {
+                return Err(bad(format!(
+                    "run {i} (id {}) is at level {}, above the last ({MAX_LEVEL})",
+                    r.id, r.level
+                )));
+            }
+            if !seen_ids.insert(r.id) {
                 return Err(bad(format!("run id {} is listed twice", r.id)));
             }
             if let Some(prev) = runs.last() {
@@ -319,6 +334,52 @@ mod tests {
                 },
             ],
         }
+    }
+
+    /// A large manifest: many operators and runs, the most a duplicate
+    /// check has to look through.
+    fn large(operators: usize, runs: u64) -> ManifestState {
+        ManifestState {
+            generation: 1,
+            durable_seq: runs,
+            next_run_id: runs + 1,
+            operator_names: (0..operators).map(|i| format!("op{i}")).collect(),
+            runs: (0..runs)
+                .map(|i| RunMeta {
+                    id: runs - i,
+                    level: 0,
+                    seq_min: runs - i,
+                    seq_max: runs - i,
+                    entry_count: 1,
+                    tombstone_count: 0,
+                    file_size: 100,
+                    min_key: vec![],
+                    max_key: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn duplicate_checks_take_linear_time() {
+        // 65,535 operators and 200,000 runs: a pairwise check makes about
+        // 2.1 and 20 billion comparisons (tens of seconds), a set 265,535
+        // lookups (milliseconds).
+        let s = large(u16::MAX as usize, 200_000);
+        let bytes = s.encode().unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(ManifestState::decode(&bytes, Path::new("m")).unwrap(), s);
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(2), "decoding took {took:?}");
+
+        let mut twice = large(3, 3);
+        twice.operator_names[2] = "op0".into();
+        let e = ManifestState::decode(&twice.encode().unwrap(), Path::new("m")).unwrap_err();
+        assert!(e.to_string().contains("listed twice"), "{e}");
+        let mut twice = large(0, 3);
+        twice.runs[2].id = twice.runs[0].id;
+        let e = ManifestState::decode(&twice.encode().unwrap(), Path::new("m")).unwrap_err();
+        assert!(e.to_string().contains("listed twice"), "{e}");
     }
 
     #[test]

@@ -8,8 +8,9 @@ use crate::run::cache::RunHandle;
 /// The runs of the index, newest first.
 ///
 /// Invariants (checked by [`Version::check_invariants`] before every commit):
-/// sequence ranges are disjoint and strictly decreasing along the list, and
-/// levels never decrease along it, so the runs of a level are contiguous
+/// sequence ranges are disjoint and strictly decreasing along the list,
+/// no level is above [`crate::run::MAX_LEVEL`], and levels never decrease
+/// along it, so the runs of a level are contiguous
 /// and every run of a level is newer than every run of the next.
 #[derive(Default)]
 pub(crate) struct Version {
@@ -18,6 +19,14 @@ pub(crate) struct Version {
 
 impl Version {
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        if let Some(r) = self.runs.iter().find(|r| r.meta.level > crate::run::MAX_LEVEL) {
+            return Err(format!(
+                "run {} is at level {}, above the last ({})",
+                r.meta.id,
+                r.meta.level,
+                crate::run::MAX_LEVEL
+            ));
+        }
         for w in self.runs.windows(2) {
             let (a, b) = (&w[0].meta, &w[1].meta);
             if a.seq_min <= b.seq_max {

@@ -219,7 +219,52 @@ fn near_manifests(valid: &[Vec<u8>]) -> Vec<(&'static str, Vec<u8>)> {
     feat[24] |= 1;
     fix_crc(&mut feat, 0, len);
     near.push(("incompat-feature-crc-fixed", feat));
+    // Counts and levels past any plausible value, checksums fixed: each
+    // must be refused before it sizes an allocation or a loop.
+    let first_run = manifest_first_run(with_runs);
+    let mut count = with_runs.clone();
+    count[first_run - 4..first_run].copy_from_slice(&u32::MAX.to_le_bytes());
+    fix_crc(&mut count, 0, len);
+    near.push(("run-count-huge-crc-fixed", count));
+    // The last run, so the level order (never decreasing) still holds.
+    let last_run = manifest_last_run(with_runs, first_run);
+    let mut level = with_runs.clone();
+    level[last_run + 8..last_run + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    fix_crc(&mut level, 0, len);
+    near.push(("run-level-huge-crc-fixed", level));
+    let mut ops = with_runs.clone();
+    ops[56..58].copy_from_slice(&u16::MAX.to_le_bytes());
+    fix_crc(&mut ops, 0, len);
+    near.push(("operator-count-huge-crc-fixed", ops));
     near
+}
+
+/// Offset of the first run entry of a manifest with runs: after the
+/// header (16), the fixed body fields (40), the operator count (2), the
+/// operator names (one-byte length each) and the run count (4).
+fn manifest_first_run(m: &[u8]) -> usize {
+    let ops = u16::from_le_bytes([m[56], m[57]]);
+    let mut at = 58;
+    for _ in 0..ops {
+        assert!(m[at] < 0x80, "operator names here are short");
+        at += 1 + m[at] as usize;
+    }
+    assert!(u32_at(m, at) > 0, "the manifest has runs");
+    at + 4
+}
+
+/// Offset of the last run entry: each is 48 bytes of fixed fields and two
+/// keys (one-byte length each).
+fn manifest_last_run(m: &[u8], first: usize) -> usize {
+    let mut at = first;
+    for _ in 1..u32_at(m, first - 4) {
+        at += 48;
+        for _ in 0..2 {
+            assert!(m[at] < 0x80, "keys here are short");
+            at += 1 + m[at] as usize;
+        }
+    }
+    at
 }
 
 /// Block layout: entries, `count` u32 offsets, `count` u32, crc32c.
@@ -275,6 +320,17 @@ fn near_runs(valid: &[Vec<u8>]) -> Vec<(&'static str, Vec<u8>)> {
         op[meta_at + p] = b'L';
         fix_crc(&mut op, meta_at, meta_end);
         near.push(("unknown-operator-crc-fixed", op));
+    }
+    // The meta block lists the filter, block index and tombstone sections
+    // (offset u64, length u32 each) after four u64s; each of the last two
+    // starts with a u32 count. Huge counts, checksums fixed.
+    for (name, handle) in [("block-count-huge-crc-fixed", 1), ("tombstone-count-huge-crc-fixed", 2)] {
+        let at = meta_at + 32 + handle * 12;
+        let (offset, len) = (u64_at(r, at) as usize, u32_at(r, at + 8) as usize);
+        let mut huge = r.clone();
+        huge[offset..offset + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        fix_crc(&mut huge, offset, offset + len);
+        near.push((name, huge));
     }
     near
 }

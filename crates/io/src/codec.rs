@@ -146,6 +146,23 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    /// Checks a count just read from disk against the bytes left: `n` items
+    /// of at least `min_item_bytes` each must fit in them. Returns the
+    /// count, now safe to size an allocation or bound a loop with; a
+    /// corrupt count is refused before anything is allocated.
+    pub fn count(&self, n: u64, min_item_bytes: usize, what: &str) -> DecodeResult<usize> {
+        let fits = usize::try_from(n)
+            .ok()
+            .filter(|&n| n.checked_mul(min_item_bytes.max(1)).is_some_and(|b| b <= self.remaining()));
+        fits.ok_or_else(|| {
+            format!(
+                "{what} {n} cannot fit: {} bytes left at offset {}, at least {min_item_bytes} per item",
+                self.remaining(),
+                self.pos
+            )
+        })
+    }
+
     /// A varint that must fit in `usize` and be at most `limit`.
     pub fn len(&mut self, limit: usize, what: &str) -> DecodeResult<usize> {
         let v = self.varint(what)?;
@@ -244,6 +261,19 @@ mod tests {
         assert!(Decoder::new(&[1, 2, 3]).u32("x").is_err());
         assert!(Decoder::new(&[5, 1, 2]).length_prefixed(100, "s").is_err());
         assert!(Decoder::new(&[5, 1, 2, 3, 4, 5]).length_prefixed(4, "s").is_err());
+    }
+
+    #[test]
+    fn counts_must_fit_the_bytes_left() {
+        let mut d = Decoder::new(&[0u8; 20]);
+        d.u32("count").unwrap();
+        assert_eq!(d.count(4, 4, "items").unwrap(), 4);
+        assert_eq!(d.count(0, 4, "items").unwrap(), 0);
+        assert!(d.count(5, 4, "items").unwrap_err().contains("items 5 cannot fit"));
+        assert!(d.count(u64::MAX, 1, "items").is_err());
+        assert!(d.count(u64::MAX / 2, 8, "items").is_err(), "the product must not overflow");
+        assert_eq!(d.count(16, 0, "items").unwrap(), 16, "a zero-size item counts as one byte");
+        assert!(d.count(17, 0, "items").is_err());
     }
 
     #[test]

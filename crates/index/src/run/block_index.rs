@@ -10,6 +10,10 @@ use crate::MAX_KEY_BYTES;
 
 use super::BlockHandle;
 
+/// The fewest bytes an entry takes: an empty key's length, the offset and
+/// the length.
+const MIN_ENTRY_BYTES: usize = 1 + 8 + 4;
+
 /// The block index of one run.
 #[derive(Debug)]
 pub(crate) struct BlockIndex {
@@ -24,13 +28,13 @@ impl BlockIndex {
     /// from offset 0 and end by `blocks_end` (where the filter starts).
     pub(crate) fn decode(body: &[u8], blocks_end: u64) -> Result<BlockIndex, String> {
         let mut d = Decoder::new(body);
-        let count = d.u32("block count")? as usize;
-        let cap = count.min(1 << 20);
+        let count = d.u32("block count")?;
+        let count = d.count(count.into(), MIN_ENTRY_BYTES, "block count")?;
         let mut idx = BlockIndex {
             heads: HeadTree::default(),
             keys: Vec::new(),
-            key_ends: Vec::with_capacity(cap),
-            handles: Vec::with_capacity(cap),
+            key_ends: Vec::with_capacity(count),
+            handles: Vec::with_capacity(count),
         };
         let mut next_offset = 0u64;
         for i in 0..count {

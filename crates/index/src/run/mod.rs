@@ -29,6 +29,12 @@ pub(crate) struct BlockHandle {
     pub len: u32,
 }
 
+/// The deepest level a run may have. Merges take at least two runs of a
+/// level (`merge_fanout >= 2`) into one of the next, so a run at this level
+/// stands for at least 2^63 flushes: only a corrupt manifest names a
+/// deeper one, and refusing it keeps per-level tables small.
+pub(crate) const MAX_LEVEL: u32 = 63;
+
 /// What the manifest records about a run, so lookups can skip it without
 /// opening it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -121,7 +121,8 @@ impl OpenRun {
         let min_key = d.length_prefixed(MAX_KEY_BYTES, "min key").map_err(&bad)?;
         let max_key = d.length_prefixed(MAX_KEY_BYTES, "max key").map_err(&bad)?;
         let op_count = d.u16("operator count").map_err(&bad)?;
-        let mut op_map = Vec::with_capacity(op_count.into());
+        let op_count = d.count(op_count.into(), 1, "operator count").map_err(&bad)?;
+        let mut op_map = Vec::with_capacity(op_count);
         for _ in 0..op_count {
             let name = d.length_prefixed(255, "operator name").map_err(&bad)?;
             let name = String::from_utf8(name.to_vec()).map_err(|_| bad("operator name is not UTF-8".into()))?;
@@ -275,7 +276,9 @@ fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, Str
     let body = check_trailing_crc(raw)?;
     let mut d = Decoder::new(body);
     let n = d.u32("tombstone count")?;
-    let mut out = Vec::with_capacity((n as usize).min(1 << 16));
+    // At least two empty keys' lengths, the seq and the sub each.
+    let n = d.count(n.into(), 1 + 1 + 8 + 4, "tombstone count")?;
+    let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let start = d.length_prefixed(MAX_KEY_BYTES, "tombstone start")?.to_vec();
         let end = d.length_prefixed(MAX_KEY_BYTES, "tombstone end")?.to_vec();
