@@ -135,3 +135,51 @@ fn a_damaged_block_in_a_mapped_run_is_reported_naming_it() {
         assert!(reported > before, "round {round}: the damaged block went unnoticed");
     }
 }
+
+/// The run files of the index in `dir`, sorted by name (oldest first).
+fn run_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut runs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "run"))
+        .collect();
+    runs.sort();
+    runs
+}
+
+#[test]
+fn a_run_cut_short_under_a_live_index_is_an_error_naming_it_not_a_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    let index = open(&dir, true);
+    let model = fill(&index);
+    // Every run is open and mapped, every block viewed once and trusted.
+    check_gets(&index, &model);
+    assert!(index.stats().mapped_block_reads > 0);
+    let runs = run_files(&dir);
+    let run = runs.last().unwrap().clone();
+    let len = std::fs::metadata(&run).unwrap().len();
+    // Cut to a quarter: the pages past the new end fault if touched.
+    std::fs::OpenOptions::new().write(true).open(&run).unwrap().set_len(len / 4).unwrap();
+
+    let mut refused = 0;
+    for i in 0..KEYS {
+        match index.get(&key(i)) {
+            Ok(got) => assert_eq!(got.as_ref(), model.get(&key(i)), "wrong data for key {i}"),
+            Err(e) => {
+                assert!(matches!(e, IndexError::Corrupt { .. }), "{e}");
+                assert!(e.to_string().contains(&*run.to_string_lossy()), "{e} does not name {}", run.display());
+                assert!(e.to_string().contains("truncated"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 0, "no get read the cut run");
+    drop(index);
+
+    // Opening again refuses the run by its length, before mapping it.
+    let storage: StorageRef = Arc::new(RealStorage::new());
+    let e = Index::open(storage, &dir, options(true)).map(|_| ()).unwrap_err();
+    assert!(matches!(e, IndexError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains(&*run.to_string_lossy()), "{e} does not name {}", run.display());
+}

@@ -33,6 +33,8 @@ pub(crate) struct OpenRun {
     pub(crate) op_map: Vec<u32>,
     /// The file mapped read-only, when point reads use the mapping.
     map: Option<Arc<Mapping>>,
+    /// The length the manifest gives the file (checked at open).
+    file_size: u64,
     /// One bit per data block: its checksum and offset table passed in the
     /// mapping once, so later point reads view it unchecked.
     checked: Box<[AtomicU64]>,
@@ -155,9 +157,28 @@ impl OpenRun {
         if tombstones.len() as u32 != meta.tombstone_count {
             return Err(IndexError::corrupt(path, ts_h.offset, "tombstone count disagrees with the manifest"));
         }
+        // Mapped only now that the file's length and every section were
+        // checked; a file cut since then maps short and is refused too.
         let map = if map { file.map()? } else { None };
+        if let Some(m) = &map {
+            if m.len() as u64 != len {
+                let what = format!("run is {} bytes now, {len} when opened: changed while opening", m.len());
+                return Err(IndexError::corrupt(path, m.len() as u64, what));
+            }
+        }
         let checked = (0..index.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-        Ok(OpenRun { id: meta.id, path: path.to_path_buf(), file, index, bloom, tombstones, op_map, map, checked })
+        Ok(OpenRun {
+            id: meta.id,
+            path: path.to_path_buf(),
+            file,
+            index,
+            bloom,
+            tombstones,
+            op_map,
+            map,
+            file_size: len,
+            checked,
+        })
     }
 
     /// Memory this open run holds (counted against the metadata budget).
@@ -193,6 +214,17 @@ impl OpenRun {
     /// mapped.
     fn mapped_block(&self, i: usize, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
         let Some(map) = &self.map else { return Ok(None) };
+        // A page of the mapping past the file's end faults (SIGBUS) when
+        // touched: a run cut short under the open index (by another
+        // process, or a repair tool) is refused here instead, naming the
+        // file. It costs one fstat per mapped block; a cut racing this
+        // check, or an I/O error on a mapped page, still faults
+        // (docs/design.md, "Point gets read mapped runs").
+        let len = self.file.len()?;
+        if len < self.file_size {
+            let what = format!("run is {len} bytes, its footer ends at {}: truncated while open", self.file_size);
+            return Err(IndexError::corrupt(&self.path, len, what));
+        }
         let h = self.index.handle(i);
         let raw = usize::try_from(h.offset)
             .ok()
