@@ -30,6 +30,11 @@ pub struct Options {
     /// and reclaimed under memory pressure like any file's), but they count
     /// in the process's resident size. Scans and merges still read through
     /// `read_at` (and scans through the block cache). Default true.
+    ///
+    /// A run cut short under the open index is reported as `Corrupt` (each
+    /// mapped view checks the file's length first), but an I/O error on a
+    /// mapped page, or a cut racing that check, kills the process with
+    /// SIGBUS; with `false`, gets read with `read_at` and both are errors.
     pub map_runs: bool,
     /// Bloom filter bits per key. 0 disables filters. Default 14 (about
     /// 0.12% false positives per run, so a missed get reads a data block
