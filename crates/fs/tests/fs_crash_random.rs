@@ -475,7 +475,7 @@ fn check(image: &SimStorage, o: &FsOptions, history: &[Tree], acked: usize, what
 
 /// The runs of a seed: crashes after random writes and syncs, second
 /// crashes during recovery, I/O failures then a crash.
-const SHAPE: CampaignShape = CampaignShape { at_writes: 8, at_syncs: 3, in_recovery: 3, faults: 3 };
+const SHAPE: CampaignShape = CampaignShape { at_writes: 6, at_syncs: 3, in_recovery: 3, faults: 3, at_names: 2 };
 
 fn run_seed(seed: u64, o: &FsOptions) {
     let probe = SimStorage::new(seed);

@@ -122,10 +122,12 @@ enum Point {
     /// The k-th directory sync fails, leaving its names unsynced, and the
     /// machine crashes after the operation returns.
     FailedDirSync,
+    /// Right after the k-th create, rename or remove.
+    NamespaceOp,
 }
 
-/// Crashes `op` at every write and every sync it makes, and after each of
-/// its directory syncs fails, in every mode.
+/// Crashes `op` at every write, sync and namespace operation it makes, and
+/// after each of its directory syncs fails, in every mode.
 fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>) {
     let seed = 11;
     // Probe: how many writes and syncs does the operation make?
@@ -138,6 +140,7 @@ fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>)
     let writes = after.writes - before.writes;
     let syncs = (after.syncs + after.dir_syncs) - (before.syncs + before.dir_syncs);
     let dir_syncs = after.dir_syncs - before.dir_syncs;
+    let names = after.namespace_ops - before.namespace_ops;
     assert!(writes >= 2 && syncs >= 3, "{name}: probe saw {writes} writes and {syncs} syncs");
 
     let mut points = Vec::new();
@@ -149,6 +152,9 @@ fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>)
     }
     for k in 1..=dir_syncs {
         points.push((Point::FailedDirSync, k));
+    }
+    for k in 1..=names {
+        points.push((Point::NamespaceOp, k));
     }
     for (point, k) in points {
         for (mi, mode) in [CrashMode::DropAllPending, CrashMode::KeepAllPending, CrashMode::Random, CrashMode::Random]
@@ -163,6 +169,7 @@ fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>)
                 Point::Write => sim.crash_after_writes(k),
                 Point::Sync => sim.crash_after_syncs(k),
                 Point::FailedDirSync => sim.fail_nth(SimOp::SyncDir, k, SimFault::Eio),
+                Point::NamespaceOp => sim.crash_after_namespace_ops(k),
             }
             let result = op(&index);
             let acknowledged = if result.is_ok() { index.durable_seq() } else { acknowledged };

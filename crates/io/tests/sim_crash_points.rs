@@ -104,3 +104,18 @@ fn crash_after_zero_crashes_at_once() {
     assert!(!rebooted.is_crashed());
     assert!(records(&rebooted).is_empty());
 }
+
+#[test]
+fn crash_after_namespace_ops_stops_right_after_the_kth() {
+    let sim = SimStorage::new(9);
+    sim.crash_after_namespace_ops(2);
+    let (a, b, c) = (Path::new("/db/a"), Path::new("/db/b"), Path::new("/db/c"));
+    drop(sim.open(a, OpenOptions::CREATE_NEW).unwrap());
+    assert!(!sim.is_crashed());
+    sim.rename(a, b).unwrap();
+    assert!(sim.is_crashed(), "the second namespace op is the crash point");
+    assert!(matches!(sim.open(c, OpenOptions::CREATE_NEW), Err(IoError::Crashed)));
+    assert_eq!(sim.counters().namespace_ops, 2);
+    let image = sim.crash_with(CrashMode::KeepAllPending);
+    assert_eq!(image.file_names(), vec![b.to_path_buf()], "the rename happened, the third create did not");
+}

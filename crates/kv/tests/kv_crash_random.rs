@@ -292,7 +292,7 @@ fn check(image: &SimStorage, o: &KvOptions, history: &[State], acked: usize, wha
 
 /// The runs of a seed: crashes after random writes and syncs, second
 /// crashes during recovery, I/O failures then a crash.
-const SHAPE: CampaignShape = CampaignShape { at_writes: 10, at_syncs: 3, in_recovery: 3, faults: 4 };
+const SHAPE: CampaignShape = CampaignShape { at_writes: 8, at_syncs: 3, in_recovery: 3, faults: 4, at_names: 2 };
 
 fn run_seed(seed: u64, o: &KvOptions) {
     let ops = plan(seed);

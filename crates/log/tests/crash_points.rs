@@ -131,6 +131,17 @@ fn crash_after_every_sync() {
 }
 
 #[test]
+fn crash_after_every_namespace_op() {
+    // Segment creations and removals: each crash lands before the
+    // directory sync that would make the name durable.
+    let sim = SimStorage::new(0);
+    workload(&sim);
+    let names = sim.counters().namespace_ops;
+    assert!(names >= 4, "only {names} namespace operations");
+    run_all("namespace op", names, |sim, k| sim.crash_after_namespace_ops(k));
+}
+
+#[test]
 fn random_crash_images_of_one_point_all_recover() {
     // Several images of the same pre-crash state, mid-group.
     let (writes, _) = probe();

@@ -152,6 +152,28 @@ fn crash_at_every_write_recovers_every_acknowledged_transaction() {
 }
 
 #[test]
+fn crash_at_every_namespace_op_recovers_every_acknowledged_transaction() {
+    // Creating the store, its log segments, index runs and manifests,
+    // containers: each crash lands before the directory sync that would
+    // make the latest name durable.
+    let probe = SimStorage::new(1);
+    workload(&probe, &mut Vec::new());
+    let names = probe.counters().namespace_ops;
+    assert!(names > 10, "probe made only {names} namespace operations");
+    // Every one while the store is created, then every 20th (the probe
+    // makes about 550; the suite stays fast).
+    for k in (1..=names).filter(|k| *k <= 60 || k % 20 == 0) {
+        let sim = SimStorage::new(k);
+        sim.set_unordered_dir_ops(true);
+        sim.crash_after_namespace_ops(k);
+        let mut history = Vec::new();
+        let acked = workload(&sim, &mut history);
+        let image = sim.crash_with(CrashMode::Random);
+        check(&image, &history, acked, &format!("crash after namespace op {k}"));
+    }
+}
+
+#[test]
 fn a_crash_during_recovery_recovers_again() {
     // A store with unflushed transactions in its log.
     let sim = SimStorage::new(9);

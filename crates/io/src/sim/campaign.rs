@@ -14,6 +14,9 @@ pub struct CampaignShape {
     pub at_writes: usize,
     /// Crashes after a random sync.
     pub at_syncs: usize,
+    /// Crashes after a random namespace operation (a create, rename or
+    /// remove not yet made durable by a directory sync).
+    pub at_names: usize,
     /// Crashes after a random write, then again during the recovery.
     pub in_recovery: usize,
     /// One I/O failure of a random kind at a random call, then a crash.
@@ -61,11 +64,12 @@ pub fn crash_runs(seed: u64, probe: &SimCounters, shape: CampaignShape) -> Vec<C
     let mode = |rng: &mut StdRng| {
         [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending][rng.gen_range(0..3)]
     };
-    let (writes, syncs) = (probe.writes.max(1), probe.syncs.max(1));
+    let (writes, syncs, names) = (probe.writes.max(1), probe.syncs.max(1), probe.namespace_ops.max(1));
     let kinds = std::iter::repeat_n(0, shape.at_writes)
         .chain(std::iter::repeat_n(1, shape.at_syncs))
         .chain(std::iter::repeat_n(2, shape.in_recovery))
-        .chain(std::iter::repeat_n(3, shape.faults));
+        .chain(std::iter::repeat_n(3, shape.faults))
+        .chain(std::iter::repeat_n(4, shape.at_names));
     kinds
         .enumerate()
         .map(|(c, kind)| {
@@ -78,6 +82,11 @@ pub fn crash_runs(seed: u64, probe: &SimCounters, shape: CampaignShape) -> Vec<C
                     format!("seed {seed}: crash after sync {k} of {syncs}")
                 }
                 3 => format!("seed {seed}: {}, then a crash", sim.fail_one_at_random(probe, rng.gen())),
+                4 => {
+                    let k = rng.gen_range(1..=names);
+                    sim.crash_after_namespace_ops(k);
+                    format!("seed {seed}: crash after namespace op {k} of {names}")
+                }
                 _ => {
                     let k = rng.gen_range(0..writes);
                     sim.crash_after_writes(k);

@@ -48,7 +48,9 @@
 //! machine right after `k` more successful `write_at` calls (across all
 //! files): every later call fails with `Crashed` and the `k+1`-th write does
 //! not happen. [`SimStorage::crash_after_syncs`] does the same counting
-//! successful `sync_data` and `sync_dir` calls. `k = 0` crashes at once.
+//! successful `sync_data` and `sync_dir` calls, and
+//! [`SimStorage::crash_after_namespace_ops`] namespace operations (creates,
+//! renames, removes, new directories). `k = 0` crashes at once.
 //! The test then takes the image with [`SimStorage::crash`].
 //!
 //! **Faults.** [`SimStorage::fail_nth`]`(op, n, fault)` makes the `n`-th
@@ -111,6 +113,9 @@ pub struct SimCounters {
     pub write_backs: u64,
     /// Successful `sync_dir` calls.
     pub dir_syncs: u64,
+    /// Namespace operations queued on a directory: file creates, renames,
+    /// removes and each directory `create_dir_all` made.
+    pub namespace_ops: u64,
     /// Successful `open` calls.
     pub opens: u64,
     /// Files created (by `open` or `lock`).
@@ -188,6 +193,19 @@ impl SimStorage {
             st.crashed = true;
         } else {
             st.syncs_left = Some(k);
+        }
+    }
+
+    /// Crashes the machine right after the call that makes the `k`-th more
+    /// namespace operation (a file create, rename or remove, or a directory
+    /// `create_dir_all` makes), at once if `k` is 0: the crash that lands
+    /// between a rename and the directory sync that would make it durable.
+    pub fn crash_after_namespace_ops(&self, k: u64) {
+        let mut st = self.state.lock();
+        if k == 0 {
+            st.crashed = true;
+        } else {
+            st.names_left = Some(k);
         }
     }
 

@@ -264,6 +264,8 @@ pub(super) struct State {
     pub(super) writes_left: Option<u64>,
     /// Successful syncs (file or directory) left before the machine crashes.
     pub(super) syncs_left: Option<u64>,
+    /// Namespace operations left before the machine crashes.
+    pub(super) names_left: Option<u64>,
     pub(super) faults: Vec<ArmedFault>,
     pub(super) counters: SimCounters,
     pub(super) locks: BTreeSet<PathBuf>,
@@ -285,6 +287,7 @@ impl State {
             dir_pending: BTreeMap::new(),
             writes_left: None,
             syncs_left: None,
+            names_left: None,
             faults: Vec::new(),
             counters: SimCounters::default(),
             locks: BTreeSet::new(),
@@ -346,6 +349,14 @@ impl State {
     pub(super) fn ns_op(&mut self, dir: PathBuf, op: NsOp) {
         self.live.apply(&op);
         self.dir_pending.entry(dir).or_default().push(op);
+        self.counters.namespace_ops += 1;
+        if let Some(left) = self.names_left.as_mut() {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.names_left = None;
+                self.crashed = true;
+            }
+        }
     }
 
     /// Fails with `NoSpace` if growing file `id` to `new_len` would push the
