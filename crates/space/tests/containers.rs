@@ -75,6 +75,7 @@ fn a_container_used_by_an_allocation_survives_any_crash() {
     let options = larder_space::Options { spare_containers: 0, ..small_options() };
     for k in 0..8 {
         let sim = SimStorage::new(10 + k);
+        sim.set_unordered_dir_ops(true);
         sim.crash_after_writes(k);
         let mut handed_out = Vec::new();
         if let Ok(m) = open(&sim, options.clone(), &[]) {
