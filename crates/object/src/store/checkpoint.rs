@@ -20,12 +20,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use larder_index::Index;
-use larder_io::CheckedStorage;
 use larder_log::Log;
 use larder_space::SpaceManager;
 use parking_lot::{Condvar, Mutex};
 
-use super::health::{self, Reaction, ThreadHealth, ThreadState, ThreadStatus};
+use super::health::{self, Poisoner, Reaction, ThreadHealth, ThreadState, ThreadStatus};
 use crate::error::CheckpointError;
 
 /// The checkpointer thread's name.
@@ -172,14 +171,18 @@ impl Retries {
 /// earlier one).
 fn after_failure(
     status: &ThreadStatus,
-    latch: &CheckedStorage,
+    poisoner: &Poisoner,
     retries: &mut Retries,
     reaction: Reaction,
     error: String,
 ) -> Option<Duration> {
     // Poisoned meanwhile (this failure, say a failed sync, latched it, or
     // another thread's did): no retry may touch the disk again.
+    let latch = &poisoner.latch;
     if latch.is_poisoned() {
+        // A failed sync latched without poisoning the log: waiters on the
+        // log must wake too.
+        poisoner.poison(latch.poison_cause().unwrap_or_default());
         let first_is_ours = latch.poisoned_by().as_deref() == Some(status.name().as_str());
         let state = if first_is_ours { ThreadState::Failed } else { ThreadState::Stopped };
         status.end(state, Some(error));
@@ -193,15 +196,18 @@ fn after_failure(
         }
         None => {
             tracing::error!(thread = %status.name(), error = %error, "background work failed for good");
-            health::fail(status, latch, error);
+            health::fail(status, poisoner, error);
             None
         }
     }
 }
 
-/// Ends a thread that found the store poisoned before it started a round.
-fn stop_if_poisoned(status: &ThreadStatus, latch: &CheckedStorage) -> bool {
-    if latch.is_poisoned() {
+/// Ends a thread that found the store poisoned before it started a round
+/// (and poisons the log, should the first failure have missed it, so
+/// appenders waiting for room wake).
+fn stop_if_poisoned(status: &ThreadStatus, poisoner: &Poisoner) -> bool {
+    if let Some(cause) = poisoner.latch.poison_cause() {
+        poisoner.log.poison(cause);
         status.end(ThreadState::Stopped, None);
         return true;
     }
@@ -211,10 +217,9 @@ fn stop_if_poisoned(status: &ThreadStatus, latch: &CheckedStorage) -> bool {
 /// What the checkpointer's threads share.
 pub(crate) struct Parts {
     pub(crate) index: Arc<Index>,
-    pub(crate) log: Arc<Log>,
     pub(crate) space: Arc<SpaceManager>,
-    /// The store's poison latch.
-    pub(crate) latch: CheckedStorage,
+    /// Poisons the store (and holds its log).
+    pub(crate) poisoner: Poisoner,
 }
 
 impl Checkpointer {
@@ -224,15 +229,15 @@ impl Checkpointer {
         let s = signal.clone();
         let status = checkpoint_status.clone();
         let spare_space = parts.space.clone();
-        let spare_latch = parts.latch.clone();
+        let spare_poisoner = parts.poisoner.clone();
         let thread = std::thread::Builder::new()
             .name(CHECKPOINT_THREAD.into())
-            .spawn(move || health::run_guarded(&status, &parts.latch, || checkpoint_loop(&s, &parts, &status)))?;
+            .spawn(move || health::run_guarded(&status, &parts.poisoner, || checkpoint_loop(&s, &parts, &status)))?;
         let stop_spares = Arc::new(AtomicBool::new(false));
         let stop = stop_spares.clone();
         let status = spares_status.clone();
         let spares = std::thread::Builder::new().name(SPARES_THREAD.into()).spawn(move || {
-            health::run_guarded(&status, &spare_latch, || spares_loop(&stop, &spare_space, &spare_latch, &status))
+            health::run_guarded(&status, &spare_poisoner, || spares_loop(&stop, &spare_space, &spare_poisoner, &status))
         });
         let mut checkpointer = Checkpointer {
             signal,
@@ -285,7 +290,8 @@ fn join(thread: JoinHandle<()>, status: &ThreadStatus) {
 /// checkpoints if the log or freed space asks for it and punches freed
 /// space.
 fn checkpoint_loop(signal: &Signal, parts: &Parts, status: &ThreadStatus) {
-    let Parts { index, log, space, latch } = parts;
+    let Parts { index, space, poisoner } = parts;
+    let log = &poisoner.log;
     // When a checkpoint for space was last taken: at most one a second,
     // so frees held back by an old reader (not by the index) cost a
     // small flush a second, not one per poll.
@@ -304,7 +310,7 @@ fn checkpoint_loop(signal: &Signal, parts: &Parts, status: &ThreadStatus) {
             }
             std::mem::take(&mut f.wanted) || std::mem::take(&mut retry_wanted)
         };
-        if stop_if_poisoned(status, latch) {
+        if stop_if_poisoned(status, poisoner) {
             return;
         }
         let for_space = frees_wait_for_checkpoint(&space.stats(), space.options().container_bytes)
@@ -322,7 +328,7 @@ fn checkpoint_loop(signal: &Signal, parts: &Parts, status: &ThreadStatus) {
                 retries = Retries::default();
                 status.ok();
             }
-            Err(e) => match after_failure(status, latch, &mut retries, e.reaction(), e.to_string()) {
+            Err(e) => match after_failure(status, poisoner, &mut retries, e.reaction(), e.to_string()) {
                 Some(wait) => {
                     retry_wanted = true;
                     if signal.sleep(wait) {
@@ -336,10 +342,10 @@ fn checkpoint_loop(signal: &Signal, parts: &Parts, status: &ThreadStatus) {
 }
 
 /// The spares thread: keeps spare containers ready, paced.
-fn spares_loop(stop: &AtomicBool, space: &SpaceManager, latch: &CheckedStorage, status: &ThreadStatus) {
+fn spares_loop(stop: &AtomicBool, space: &SpaceManager, poisoner: &Poisoner, status: &ThreadStatus) {
     let mut retries = Retries::default();
     while !stop.load(Ordering::Relaxed) {
-        if stop_if_poisoned(status, latch) {
+        if stop_if_poisoned(status, poisoner) {
             return;
         }
         let mut wait = POLL;
@@ -350,7 +356,7 @@ fn spares_loop(stop: &AtomicBool, space: &SpaceManager, latch: &CheckedStorage, 
             }
             // A full disk is retried (the next allocation that needs a
             // container also makes one itself, and reports it).
-            Err(e) => match after_failure(status, latch, &mut retries, health::space_reaction(&e), e.to_string()) {
+            Err(e) => match after_failure(status, poisoner, &mut retries, health::space_reaction(&e), e.to_string()) {
                 Some(backoff) => wait = wait.max(backoff),
                 None => return,
             },

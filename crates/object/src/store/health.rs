@@ -7,9 +7,11 @@
 //! good, latches it, and from then on every write is refused with that
 //! first cause while reads go on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use larder_io::{CheckedStorage, IoError};
+use larder_log::Log;
 use parking_lot::Mutex;
 
 use crate::error::CheckpointError;
@@ -189,20 +191,39 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
+/// Poisons a store from one of its own threads.
+#[derive(Clone)]
+pub(crate) struct Poisoner {
+    /// The store's latch.
+    pub(crate) latch: CheckedStorage,
+    /// Poisoned too, so appenders waiting for log room (which a dead
+    /// checkpointer would never make) wake with the cause at once.
+    pub(crate) log: Arc<Log>,
+}
+
+impl Poisoner {
+    pub(crate) fn poison(&self, cause: String) {
+        self.latch.poison(cause.clone());
+        self.log.poison(cause);
+    }
+}
+
 /// Runs a background thread's body so that a panic cannot end it
 /// silently: the panic poisons the store (naming the thread and the panic
 /// message) and marks the thread failed, and the next write reports it.
-pub(crate) fn run_guarded(status: &ThreadStatus, latch: &CheckedStorage, body: impl FnOnce()) {
+/// The panic is caught rather than seen by a drop guard so its message
+/// reaches the cause.
+pub(crate) fn run_guarded(status: &ThreadStatus, poisoner: &Poisoner, body: impl FnOnce()) {
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         let cause = format!("{} panicked: {}", status.name(), panic_text(&*payload));
-        latch.poison(cause.clone());
+        poisoner.poison(cause.clone());
         status.end(ThreadState::Failed, Some(cause));
     }
 }
 
 /// Poisons the store for a thread that failed for good.
-pub(crate) fn fail(status: &ThreadStatus, latch: &CheckedStorage, error: String) {
-    latch.poison(format!("{} failed: {error}", status.name()));
+pub(crate) fn fail(status: &ThreadStatus, poisoner: &Poisoner, error: String) {
+    poisoner.poison(format!("{} failed: {error}", status.name()));
     status.end(ThreadState::Failed, Some(error));
 }
 

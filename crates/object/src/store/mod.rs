@@ -315,7 +315,8 @@ impl Store {
         checkpoint_once(&index, &log, &space, true)
             .map_err(|source| ObjectError::Checkpoint { during: "recovery", source })?;
         let checkpointer = if background {
-            let parts = Parts { index: index.clone(), log: log.clone(), space: space.clone(), latch: latch.clone() };
+            let poisoner = health::Poisoner { latch: latch.clone(), log: log.clone() };
+            let parts = Parts { index: index.clone(), space: space.clone(), poisoner };
             let c =
                 Checkpointer::start(signal, parts).map_err(|e| larder_io::IoError::os("spawn checkpointer", dir, e))?;
             Some(c)
@@ -444,9 +445,11 @@ impl Store {
         }
     }
 
-    /// Poisons the store: every later write fails with the first cause.
+    /// Poisons the store: every later write fails with the first cause
+    /// (the log too, so appenders waiting for its room wake).
     pub(crate) fn poison(&self, cause: String) {
-        self.latch.poison(cause);
+        self.latch.poison(cause.clone());
+        self.log.poison(cause);
     }
 
     /// Fails with [`ObjectError::Poisoned`], naming the first failure, once
