@@ -812,8 +812,8 @@ fn used_extents(index: &Index, limits: &MetaLimits) -> Result<Vec<Extent>> {
 fn poison_hook(
     latch: &CheckedStorage,
     layer: &'static str,
-    theirs: Option<Arc<dyn Fn(&str) + Send + Sync>>,
-) -> Arc<dyn Fn(&str) + Send + Sync> {
+    theirs: Option<larder_index::OnPoison>,
+) -> larder_index::OnPoison {
     let latch = latch.clone();
     Arc::new(move |cause: &str| {
         latch.poison(format!("{layer}: {cause}"));
