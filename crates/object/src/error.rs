@@ -45,7 +45,7 @@ pub enum ObjectError {
     /// good or panicked, a record that could not be applied): every later
     /// write is refused with that first cause, reads keep working, and
     /// reopening recovers from what is on disk.
-    #[error("the store refuses writes since its first failure ({cause}); reads still work; reopen it to recover")]
+    #[error("the store is poisoned: it refuses writes since its first failure ({cause}); reads still work; reopen it to recover")]
     Poisoned {
         /// The first failure: the call, the file and the errno, or the
         /// thread that failed.
