@@ -314,3 +314,26 @@ fn a_commit_whose_checkpoint_fails_afterwards_still_returns_its_lsn() {
     }
     check_poisoned(kv, &sim, &acked, &["sync_dir of /store/index failed (errno 5)"], None);
 }
+
+#[test]
+fn a_failed_recovery_checkpoint_keeps_its_type_and_source() {
+    let sim = SimStorage::new(13);
+    let (kv, acked) = start(Arc::new(sim.clone()), options(false, false, false));
+    // Dropped without a close: its records are in the log, not the index,
+    // so the next open replays them and checkpoints.
+    drop(kv);
+    sim.fail_path("/store/index", SimOp::SyncDir, SimFault::Eio);
+    let err = Kv::open_with(Arc::new(sim.clone()), Path::new(DIR), common::options()).unwrap_err();
+    match &err {
+        KvError::Object(ObjectError::Checkpoint { during: "recovery", source: CheckpointError::IndexFlush(_) }) => {}
+        other => panic!("expected a typed recovery checkpoint error, got {other:?}"),
+    }
+    assert!(std::error::Error::source(&err).is_some(), "{err}");
+    // Nothing was lost: the next open recovers every acknowledged put.
+    let kv = Kv::open_with(Arc::new(sim.clone()), Path::new(DIR), common::options()).unwrap();
+    for (k, v) in &acked {
+        assert_eq!(kv.get(BUCKET, k).unwrap().as_deref(), Some(&v[..]), "{k}");
+    }
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "fsck: {report}");
+}

@@ -696,6 +696,7 @@ impl Store {
 
     /// Makes every transaction committed so far durable (and visible).
     pub fn sync(&self) -> Result<()> {
+        self.check_writable()?;
         Ok(self.log.sync()?)
     }
 
