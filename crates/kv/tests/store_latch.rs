@@ -337,3 +337,33 @@ fn a_failed_recovery_checkpoint_keeps_its_type_and_source() {
     let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
     assert!(report.is_clean(), "fsck: {report}");
 }
+
+/// Bytes the simulated disk holds now.
+fn used_bytes(sim: &SimStorage) -> u64 {
+    use larder_io::{OpenOptions, Storage};
+    sim.file_names().iter().map(|p| sim.open(p, OpenOptions::READ).and_then(|f| f.len()).unwrap_or(0)).sum()
+}
+
+#[test]
+fn a_full_disk_makes_the_spares_thread_retry_without_poisoning() {
+    let sim = SimStorage::new(14);
+    let (kv, mut acked) = start(Arc::new(sim.clone()), options(true, false, false));
+    // Room for the first container and some metadata, not for a spare.
+    sim.set_capacity(used_bytes(&sim) + (1 << 20) + (512 << 10));
+    first_large_put(&kv, &mut acked);
+    let health = wait_for(&kv, "retrying", |h| h.threads.iter().any(|t| t.name == "larder-spares" && t.retries > 0));
+    let spares = health.threads.iter().find(|t| t.name == "larder-spares").unwrap();
+    assert!(spares.last_error.as_deref().is_some_and(|e| e.contains("no space")), "{spares:?}");
+    assert_eq!(health.poisoned, None, "a full disk does not poison the store");
+    kv.put(BUCKET, "small", b"still writable", Durability::Durable).unwrap();
+    acked.insert("small".into(), b"still writable".to_vec());
+    // Space comes back: the thread makes its spare and runs on.
+    sim.set_capacity(u64::MAX);
+    wait_for(&kv, "running again", |h| {
+        h.threads.iter().any(|t| t.name == "larder-spares" && t.state == ThreadState::Running)
+            && kv.store().space().stats().spare_containers > 0
+    });
+    for (k, v) in &acked {
+        assert_eq!(kv.get(BUCKET, k).unwrap().as_deref(), Some(&v[..]), "{k}");
+    }
+}
