@@ -19,6 +19,8 @@ mod cache;
 pub use cache::{DerivedPath, MetaValue};
 mod checkpoint;
 mod combine;
+#[cfg(test)]
+mod committed_tests;
 mod health;
 mod index_view;
 mod ingest;
