@@ -431,11 +431,6 @@ impl Log {
         self.flusher.as_ref().map(|_| FLUSHER_THREAD)
     }
 
-    /// Why the log refuses appends, if it does.
-    pub fn poisoned(&self) -> Option<String> {
-        self.inner.state.lock().poisoned.clone()
-    }
-
     /// The highest LSN such that it and every record before it are durable.
     pub fn durable_lsn(&self) -> Lsn {
         self.inner.durable.load(Ordering::Acquire)
