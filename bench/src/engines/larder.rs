@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use larder_index::{Index, IndexStats, Options, WriteBatch};
-use larder_io::{RealStorage, StorageRef};
+use larder_io::{CheckedStorage, RealStorage, StorageRef};
 
 use super::{Engine, Kv};
 use crate::workload::ChildSpec;
@@ -18,7 +18,9 @@ pub struct Larder {
 
 impl Larder {
     pub fn open(spec: &ChildSpec) -> Result<Larder> {
-        let storage: StorageRef = Arc::new(RealStorage::new());
+        // Through a poison latch, as a store's index is: the first failed sync
+        // stops every later write.
+        let storage: StorageRef = CheckedStorage::new(Arc::new(RealStorage::new())).storage_ref();
         let options = Options {
             memtable_size_bytes: spec.memtable_bytes as usize,
             max_immutable_memtables: spec.max_immutable_memtables,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use larder_index::{Index, Options, WriteBatch};
-use larder_io::{RealStorage, StorageRef};
+use larder_io::{CheckedStorage, RealStorage, StorageRef};
 
 /// Options of `larder bench index`.
 #[derive(clap::Args, Debug)]
@@ -86,7 +86,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         std::fs::remove_dir_all(&args.dir)
             .with_context(|| format!("removing the old store at {}", args.dir.display()))?;
     }
-    let storage: StorageRef = Arc::new(RealStorage::new());
+    // Through a poison latch, as a store's index is: the first failed sync
+    // stops every later write.
+    let storage: StorageRef = CheckedStorage::new(Arc::new(RealStorage::new())).storage_ref();
     let options = Options {
         memtable_size_bytes: args.memtable_mb << 20,
         block_cache_bytes: args.cache_mb << 20,

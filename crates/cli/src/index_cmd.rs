@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use larder_index::{Index, Options, WriteBatch};
-use larder_io::{RealStorage, StorageRef};
+use larder_io::{CheckedStorage, RealStorage, StorageRef};
 
 /// Operations on an index store.
 #[derive(clap::Subcommand, Debug)]
@@ -31,7 +31,9 @@ pub(crate) enum IndexOp {
 }
 
 fn open(dir: &Path) -> Result<Index> {
-    let storage: StorageRef = Arc::new(RealStorage::new());
+    // Through a poison latch, as a store's index is: the first failed sync
+    // stops every later write.
+    let storage: StorageRef = CheckedStorage::new(Arc::new(RealStorage::new())).storage_ref();
     Index::open(storage, dir, Options::default())
         .with_context(|| format!("opening the index store at {}", dir.display()))
 }

@@ -80,6 +80,7 @@ pub(crate) fn report(kv: &Kv) -> Result<String> {
         sp.containers_created,
         sp.containers_created_inline
     );
+    s.push_str(&health(&store.health()));
     let _ = writeln!(s, "index (activity since this open):");
     for line in store.index().stats().to_string().lines() {
         let _ = writeln!(s, "  {line}");
@@ -87,9 +88,65 @@ pub(crate) fn report(kv: &Kv) -> Result<String> {
     Ok(s)
 }
 
+/// The store's failure state and each background thread's state and last
+/// error, one thread per line.
+pub(crate) fn health(health: &larder_object::StoreHealth) -> String {
+    let mut s = String::new();
+    match &health.poisoned {
+        Some(cause) => {
+            let _ = writeln!(s, "writes:           refused since the first failure: {cause}");
+        }
+        None => {
+            let _ = writeln!(s, "writes:           accepted");
+        }
+    }
+    let _ = writeln!(s, "threads:");
+    let width = health.threads.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for t in &health.threads {
+        let _ = write!(s, "  {:width$}  {}", t.name, t.state);
+        if t.retries > 0 {
+            let _ = write!(s, ", {} retries", t.retries);
+        }
+        if let Some(e) = &t.last_error {
+            let _ = write!(s, ", last error: {e}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use larder_object::{StoreHealth, ThreadHealth, ThreadState};
+
+    #[test]
+    fn health_names_each_thread_its_state_and_last_error() {
+        let thread = |name: &str, state, last_error: Option<&str>, retries| ThreadHealth {
+            name: name.into(),
+            state,
+            last_error: last_error.map(str::to_string),
+            retries,
+        };
+        let h = StoreHealth {
+            poisoned: Some("sync_data of /s/log/1.log failed (errno 5): EIO".into()),
+            threads: vec![
+                thread("larder-checkpoint", ThreadState::Stopped, None, 0),
+                thread("larder-spares", ThreadState::Retrying, Some("no space"), 3),
+                thread("larder-log-flush", ThreadState::Failed, Some("sync_data of /s/log/1.log failed"), 0),
+                thread("larder-flush", ThreadState::Running, None, 0),
+            ],
+        };
+        assert_eq!(
+            health(&h),
+            "writes:           refused since the first failure: sync_data of /s/log/1.log failed (errno 5): EIO\n\
+             threads:\n\
+             \x20 larder-checkpoint  stopped\n\
+             \x20 larder-spares      retrying, 3 retries, last error: no space\n\
+             \x20 larder-log-flush   failed, last error: sync_data of /s/log/1.log failed\n\
+             \x20 larder-flush       running\n"
+        );
+    }
 
     #[test]
     fn bytes_get_binary_units() {

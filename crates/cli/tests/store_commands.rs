@@ -142,7 +142,18 @@ fn init_put_get_cat_ls_rm_stats_round_trip() {
     assert!(ok(&["ls", d, "--limit", "1"]) == "docs\n");
 
     let stats = ok(&["stats", d]);
-    for needle in ["buckets:          2", "durable LSN", "space:", "runs:"] {
+    for needle in [
+        "buckets:          2",
+        "durable LSN",
+        "space:",
+        "runs:",
+        "writes:           accepted",
+        "larder-checkpoint  running",
+        "larder-spares      running",
+        "larder-log-flush   running",
+        "larder-flush       running",
+        "larder-merge-0     running",
+    ] {
         assert!(stats.contains(needle), "{needle:?} not in {stats}");
     }
 

@@ -262,7 +262,7 @@ fn rule_6_entry_counts_including_merge_operands() {
     });
     assert_only(&fsck(s), &[Problem::EntryCountMismatch { dir: a, recorded: 3, found: 2 }]);
     // Through a flush too (the operand then sits in a run).
-    s.index().flush().unwrap();
+    s.checkpoint().unwrap();
     assert_only(&fsck(s), &[Problem::EntryCountMismatch { dir: a, recorded: 3, found: 2 }]);
     commit(s, |b| {
         b.merge(DIR_ENTRIES_OPERATOR, onode_key(a), encode_entries_delta(-1));

@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     pub run_cache: RunCache,
     pub stats: Arc<Stats>,
     pub poison: Mutex<Option<String>>,
+    /// The thread that latched the poison, if it had a name.
+    pub poisoned_by: Mutex<Option<String>>,
     /// Set when the index is closing, read by long merges without a lock.
     pub shutting_down: std::sync::atomic::AtomicBool,
     pub bg: Mutex<BgState>,
@@ -203,6 +205,7 @@ impl Index {
             committed: Mutex::new(Committed { state, path, version }),
             stats,
             poison: Mutex::new(None),
+            poisoned_by: Mutex::new(None),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             bg: Mutex::new(BgState::default()),
             work_cv: Condvar::new(),
@@ -270,6 +273,18 @@ impl Index {
     /// `None` while it takes them.
     pub fn poisoned(&self) -> Option<String> {
         self.inner.poison.lock().clone()
+    }
+
+    /// The name of the thread whose failure poisoned the index (a worker's,
+    /// `larder-flush` or `larder-merge-N`, or a caller's), if it had one.
+    pub fn poisoned_by(&self) -> Option<String> {
+        self.inner.poisoned_by.lock().clone()
+    }
+
+    /// The names of the background workers this index runs (none without
+    /// [`Options::background_threads`]).
+    pub fn worker_names(&self) -> Vec<String> {
+        crate::workers::names(&self.inner.options)
     }
 
     /// Highest sequence number whose batches, and all below it, are in
@@ -378,12 +393,18 @@ impl Inner {
 
     /// Latches the first failure; every later write and flush is refused.
     pub(crate) fn set_poison(&self, cause: String) {
-        {
+        let first = {
             let mut p = self.poison.lock();
-            if p.is_none() {
+            let first = p.is_none();
+            if first {
                 tracing::error!(%cause, "index poisoned");
-                *p = Some(cause);
+                *self.poisoned_by.lock() = std::thread::current().name().map(str::to_string);
+                *p = Some(cause.clone());
             }
+            first
+        };
+        if let Some(hook) = self.options.on_poison.as_ref().filter(|_| first) {
+            hook(&cause);
         }
         self.wake_all();
     }

@@ -48,7 +48,7 @@ pub use error::{IndexError, Result};
 pub use ingest::PreparedRun;
 pub use iter::Iter;
 pub use merge::{CounterOperator, MergeOperator};
-pub use options::{BeforeDurable, Options};
+pub use options::{BeforeDurable, OnPoison, Options};
 pub use stats::IndexStats;
 
 /// Largest key accepted, in bytes.

@@ -68,7 +68,14 @@ pub struct Options {
     /// index's durable sequence number never runs ahead of the log
     /// (DESIGN.md, ordering rule 2). Default none.
     pub before_durable: Option<BeforeDurable>,
+    /// Called once, with the cause, when the index is poisoned (a flush,
+    /// merge or write failed, or a worker panicked), so an engine above it
+    /// can stop as a whole on its first failure. Default none.
+    pub on_poison: Option<OnPoison>,
 }
+
+/// See [`Options::on_poison`].
+pub type OnPoison = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// See [`Options::before_durable`].
 pub type BeforeDurable = Arc<dyn Fn(u64) -> std::result::Result<(), String> + Send + Sync>;
@@ -91,6 +98,7 @@ impl Default for Options {
             background_threads: true,
             merge_operators: Vec::new(),
             before_durable: None,
+            on_poison: None,
         }
     }
 }
@@ -113,6 +121,7 @@ impl std::fmt::Debug for Options {
             .field("background_threads", &self.background_threads)
             .field("merge_operators", &self.merge_operators.iter().map(|o| o.name().to_string()).collect::<Vec<_>>())
             .field("before_durable", &self.before_durable.is_some())
+            .field("on_poison", &self.on_poison.is_some())
             .finish()
     }
 }

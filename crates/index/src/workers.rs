@@ -13,18 +13,27 @@ struct PoisonOnPanic<'a>(&'a Inner);
 impl Drop for PoisonOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.set_poison("a background worker panicked".into());
+            let name = std::thread::current().name().unwrap_or("an index worker").to_string();
+            self.0.set_poison(format!("{name} panicked"));
         }
     }
 }
 
+/// The workers' thread names: the flusher, then each merger.
+pub(crate) fn names(options: &crate::Options) -> Vec<String> {
+    if !options.background_threads {
+        return Vec::new();
+    }
+    let mergers = (0..options.compaction_threads).map(|n| format!("larder-merge-{n}"));
+    std::iter::once("larder-flush".to_string()).chain(mergers).collect()
+}
+
 pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     let mut handles = Vec::new();
-    let i = inner.clone();
-    handles.extend(std::thread::Builder::new().name("larder-flush".into()).spawn(move || flusher(&i)).ok());
-    for n in 0..inner.options.compaction_threads {
+    for (n, name) in names(&inner.options).into_iter().enumerate() {
         let i = inner.clone();
-        handles.extend(std::thread::Builder::new().name(format!("larder-merge-{n}")).spawn(move || merger(&i)).ok());
+        let work: fn(&Inner) = if n == 0 { flusher } else { merger };
+        handles.extend(std::thread::Builder::new().name(name).spawn(move || work(&i)).ok());
     }
     handles
 }

@@ -23,6 +23,8 @@ struct PoisonLatch {
     /// The first cause; later causes are ignored because the first failure
     /// is the one that explains the lost data.
     cause: Mutex<Option<String>>,
+    /// The name of the thread that latched the first cause, if it had one.
+    by: Mutex<Option<String>>,
 }
 
 impl PoisonLatch {
@@ -30,6 +32,7 @@ impl PoisonLatch {
         let mut slot = self.cause.lock();
         if slot.is_none() {
             tracing::error!(%cause, "storage poisoned; refusing further writes");
+            *self.by.lock() = std::thread::current().name().map(str::to_string);
             *slot = Some(cause);
         }
         self.poisoned.store(true, Ordering::Release);
@@ -43,12 +46,23 @@ impl PoisonLatch {
         Err(IoError::Poisoned { cause })
     }
 
-    /// Latches the error of a failed sync before handing it back.
-    fn on_sync<T>(&self, result: IoResult<T>) -> IoResult<T> {
+    /// Latches the error of a failed sync before handing it back, naming
+    /// the operation, the file and the errno.
+    fn on_sync<T>(&self, op: &str, path: &Path, result: IoResult<T>) -> IoResult<T> {
         if let Err(e) = &result {
-            self.poison(e.to_string());
+            self.poison(failure_text(op, path, e));
         }
         result
+    }
+}
+
+/// How a latched failure reads: `sync_data of /store/log/000001.log failed
+/// (errno 5): ...`, so the first cause says which file, which call and
+/// which error without the reader digging through logs.
+fn failure_text(op: &str, path: &Path, error: &IoError) -> String {
+    match error.errno() {
+        Some(errno) => format!("{op} of {} failed (errno {errno}): {error}", path.display()),
+        None => format!("{op} of {} failed: {error}", path.display()),
     }
 }
 
@@ -68,6 +82,27 @@ impl CheckedStorage {
         CheckedStorage { inner, latch: Arc::new(PoisonLatch::default()) }
     }
 
+    /// The latch `storage` goes through: its own if it already is a
+    /// `CheckedStorage` (so wrapping twice never splits the latch), else a
+    /// new wrapper around it.
+    pub fn wrap(storage: StorageRef) -> CheckedStorage {
+        match storage.checked() {
+            Some(checked) => checked,
+            None => CheckedStorage::new(storage),
+        }
+    }
+
+    /// The wrapper as a storage reference for the handles an engine opens.
+    pub fn storage_ref(&self) -> StorageRef {
+        Arc::new(self.clone())
+    }
+
+    /// Fails with [`IoError::Poisoned`] naming the first cause once
+    /// poisoned.
+    pub fn check(&self) -> IoResult<()> {
+        self.latch.check()
+    }
+
     /// Whether a failed sync (or [`CheckedStorage::poison`]) has latched.
     pub fn is_poisoned(&self) -> bool {
         self.latch.poisoned.load(Ordering::Acquire)
@@ -76,6 +111,12 @@ impl CheckedStorage {
     /// The message of the first failure, if poisoned.
     pub fn poison_cause(&self) -> Option<String> {
         self.latch.cause.lock().clone()
+    }
+
+    /// The name of the thread whose failure latched first, if it had one:
+    /// which of an engine's threads failed.
+    pub fn poisoned_by(&self) -> Option<String> {
+        self.latch.by.lock().clone()
     }
 
     /// Poisons the storage from outside, e.g. when an engine worker panicked
@@ -115,7 +156,7 @@ impl Storage for CheckedStorage {
 
     fn sync_dir(&self, path: &Path) -> IoResult<()> {
         self.latch.check()?;
-        self.latch.on_sync(self.inner.sync_dir(path))
+        self.latch.on_sync("sync_dir", path, self.inner.sync_dir(path))
     }
 
     fn exists(&self, path: &Path) -> IoResult<bool> {
@@ -134,6 +175,10 @@ impl Storage for CheckedStorage {
 
     fn shares_flush(&self, synced: &Path, written: &Path) -> IoResult<bool> {
         self.inner.shares_flush(synced, written)
+    }
+
+    fn checked(&self) -> Option<CheckedStorage> {
+        Some(self.clone())
     }
 }
 
@@ -156,7 +201,7 @@ impl File for CheckedFile {
 
     fn sync_data(&self) -> IoResult<()> {
         self.latch.check()?;
-        self.latch.on_sync(self.inner.sync_data())
+        self.latch.on_sync("sync_data", self.inner.path(), self.inner.sync_data())
     }
 
     fn allocate(&self, offset: u64, len: u64) -> IoResult<()> {
@@ -193,14 +238,14 @@ impl File for CheckedFile {
 
     fn start_write_back(&self, offset: u64, len: u64) -> IoResult<()> {
         self.latch.check()?;
-        self.latch.on_sync(self.inner.start_write_back(offset, len))
+        self.latch.on_sync("start_write_back", self.inner.path(), self.inner.start_write_back(offset, len))
     }
 
     /// A failed write-back latches like a failed sync: the kernel may have
     /// dropped the pages that failed.
     fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
         self.latch.check()?;
-        self.latch.on_sync(self.inner.write_back(offset, len))
+        self.latch.on_sync("write_back", self.inner.path(), self.inner.write_back(offset, len))
     }
 
     fn path(&self) -> &Path {

@@ -52,9 +52,11 @@ pub enum IoError {
         /// The lock file.
         path: PathBuf,
     },
-    /// An earlier sync failed, so the kernel may have dropped written pages;
-    /// nothing more is written until the store is reopened.
-    #[error("storage is poisoned by an earlier failed sync ({cause}); reopen to recover from what is on disk")]
+    /// An earlier failure latched (a failed sync or write-back, after which
+    /// the kernel may have dropped written pages, or an engine thread that
+    /// failed for good): nothing more is written until the store is
+    /// reopened.
+    #[error("storage is poisoned by an earlier failure ({cause}); reopen to recover from what is on disk")]
     Poisoned {
         /// What failed first.
         cause: String,
@@ -82,6 +84,16 @@ impl IoError {
             std::io::ErrorKind::AlreadyExists => IoError::AlreadyExists { path },
             _ if source.raw_os_error() == Some(28) => IoError::NoSpace { path },
             _ => IoError::Os { op, path, source },
+        }
+    }
+
+    /// The errno the failure carries, if any: the operating system's, or
+    /// ENOSPC (28) for [`IoError::NoSpace`].
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            IoError::Os { source, .. } => source.raw_os_error(),
+            IoError::NoSpace { .. } => Some(28),
+            _ => None,
         }
     }
 

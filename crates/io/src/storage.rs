@@ -165,6 +165,12 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = (synced, written);
         Ok(false)
     }
+    /// The poison latch this storage already goes through, if it is a
+    /// [`crate::CheckedStorage`]: an engine wraps its storage in one only
+    /// once, so every handle shares one latch.
+    fn checked(&self) -> Option<crate::CheckedStorage> {
+        None
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with

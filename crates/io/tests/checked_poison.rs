@@ -34,7 +34,9 @@ fn failed_sync_poisons_every_mutating_call() {
     let err = file.sync_data().unwrap_err();
     assert!(matches!(err, IoError::Os { .. }), "the first failure itself is returned: {err:?}");
     assert!(checked.is_poisoned());
-    assert_eq!(checked.poison_cause(), Some(err.to_string()));
+    let cause = checked.poison_cause().unwrap();
+    assert!(cause.starts_with("sync_data of /db/data failed (errno 5): "), "names the call, file and errno: {cause}");
+    assert!(cause.ends_with(&err.to_string()), "{cause}");
 
     let before = sim.counters();
     assert_poisoned(file.write_at(b"x", 0), "write_at");
@@ -73,7 +75,9 @@ fn failed_dir_sync_poisons_and_first_cause_is_kept() {
     let err = checked.sync_dir(Path::new("/db")).unwrap_err();
     assert!(checked.is_poisoned());
     checked.poison("worker panicked".to_string());
-    assert_eq!(checked.poison_cause(), Some(err.to_string()));
+    let cause = checked.poison_cause().unwrap();
+    assert!(cause.starts_with("sync_dir of /db failed (errno 5): "), "names the call, file and errno: {cause}");
+    assert!(cause.ends_with(&err.to_string()), "{cause}");
     assert!(matches!(checked.rename(Path::new("/db/data"), Path::new("/db/x")), Err(IoError::Poisoned { .. })));
 }
 
@@ -92,4 +96,14 @@ fn explicit_poison_stops_writes() {
         other => panic!("expected Poisoned, got {other:?}"),
     }
     let _lock = checked.lock(Path::new("/db/LOCK")).unwrap();
+}
+
+#[test]
+fn wrapping_a_checked_storage_again_shares_its_latch() {
+    let sim = SimStorage::new(3);
+    let first = CheckedStorage::wrap(Arc::new(sim.clone()));
+    let again = CheckedStorage::wrap(first.storage_ref());
+    again.poison("from the second wrapper".into());
+    assert!(first.is_poisoned(), "one latch, however often the storage is wrapped");
+    assert!(matches!(first.check(), Err(IoError::Poisoned { cause }) if cause == "from the second wrapper"));
 }

@@ -42,7 +42,7 @@ pub mod fuzzing;
 pub use dependency::Dependency;
 pub use error::{LogError, Result};
 pub use log::{Log, ReplayRecord};
-pub use options::{OnCheckpointNeeded, OnDurable, Options};
+pub use options::{OnCheckpointNeeded, OnDurable, OnPoison, Options};
 pub use recover::{RecoveryReport, Replay};
 pub use stats::LogStats;
 

@@ -322,7 +322,7 @@ impl Log {
                 let inner = inner.clone();
                 Some(
                     std::thread::Builder::new()
-                        .name("larder-log-flush".into())
+                        .name(FLUSHER_THREAD.into())
                         .spawn(move || flusher(&inner, interval))
                         .map_err(|e| larder_io::IoError::os("spawn", dir, e))?,
                 )
@@ -423,6 +423,12 @@ impl Log {
     pub fn poison(&self, cause: String) {
         let mut st = self.inner.state.lock();
         self.inner.poison(&mut st, cause);
+    }
+
+    /// The name of the thread that writes buffered records in the
+    /// background, if the log runs one ([`Options::buffered_sync_interval`]).
+    pub fn flusher_name(&self) -> Option<&'static str> {
+        self.flusher.as_ref().map(|_| FLUSHER_THREAD)
     }
 
     /// The highest LSN such that it and every record before it are durable.
@@ -543,7 +549,24 @@ impl Drop for Log {
 
 /// Writes buffered records nobody waits for, every `interval`, and
 /// creates the spare segment a publisher asked for.
+/// The background flusher's thread name.
+const FLUSHER_THREAD: &str = "larder-log-flush";
+
+/// Poisons the log if the flusher unwinds: appenders then fail with the
+/// cause instead of waiting for a flush that never comes.
+struct PoisonOnPanic<'a>(&'a Inner);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut st = self.0.state.lock();
+            self.0.poison(&mut st, format!("{FLUSHER_THREAD} panicked"));
+        }
+    }
+}
+
 fn flusher(inner: &Inner, interval: Duration) {
+    let _guard = PoisonOnPanic(inner);
     loop {
         {
             let mut stop = inner.stop.lock();
@@ -556,6 +579,10 @@ fn flusher(inner: &Inner, interval: Duration) {
         }
         let (target, spare) = {
             let mut st = inner.state.lock();
+            // A poisoned log writes nothing more, spares included.
+            if st.poisoned.is_some() {
+                return;
+            }
             let last = st.next_lsn - 1;
             let spare = std::mem::take(&mut st.spare_wanted);
             ((last > st.durable && st.writing == 0 && st.poisoned.is_none()).then_some(last), spare)

@@ -24,6 +24,12 @@ pub type OnDurable = Arc<dyn Fn(Lsn, &[u8]) -> std::result::Result<(), String> +
 /// [`LogError::Reentrant`] instead).
 pub type OnCheckpointNeeded = Arc<dyn Fn() + Send + Sync>;
 
+/// Called once, with the cause, when the log is poisoned (a failed write
+/// or sync, a panic of its flusher, or [`crate::Log::poison`]), so an
+/// engine above it can stop as a whole on its first failure. It runs with
+/// the log's state locked: it must not call into the log.
+pub type OnPoison = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// How a log runs. Disk use is bounded by `segment_bytes * (max_segments +
 /// reserve)`, where the reserve holds `max_pending_bytes` (see
 /// [`Options::reserve_segments`]); memory by `max_pending_bytes` of queued
@@ -67,6 +73,8 @@ pub struct Options {
     pub on_durable: Option<OnDurable>,
     /// See [`OnCheckpointNeeded`]. Default none.
     pub on_checkpoint_needed: Option<OnCheckpointNeeded>,
+    /// See [`OnPoison`]. Default none.
+    pub on_poison: Option<OnPoison>,
 }
 
 impl Default for Options {
@@ -81,6 +89,7 @@ impl Default for Options {
             max_groups_in_flight: 2,
             on_durable: None,
             on_checkpoint_needed: None,
+            on_poison: None,
         }
     }
 }
@@ -97,6 +106,7 @@ impl std::fmt::Debug for Options {
             .field("max_groups_in_flight", &self.max_groups_in_flight)
             .field("on_durable", &self.on_durable.is_some())
             .field("on_checkpoint_needed", &self.on_checkpoint_needed.is_some())
+            .field("on_poison", &self.on_poison.is_some())
             .finish()
     }
 }

@@ -402,6 +402,9 @@ impl Inner {
     pub(crate) fn poison(&self, st: &mut State, cause: String) {
         if st.poisoned.is_none() {
             tracing::error!(dir = %self.dir.display(), %cause, "log poisoned; refusing further appends");
+            if let Some(hook) = &self.options.on_poison {
+                hook(&cause);
+            }
             st.poisoned = Some(cause);
         }
         for w in st.syncers.drain(..) {

@@ -40,6 +40,27 @@ pub enum ObjectError {
         /// Why.
         why: String,
     },
+    /// The store stopped writing at its first failure (a failed sync or
+    /// write-back of any of its files, a background thread that failed for
+    /// good or panicked, a record that could not be applied): every later
+    /// write is refused with that first cause, reads keep working, and
+    /// reopening recovers from what is on disk.
+    #[error("the store is poisoned: it refuses writes since its first failure ({cause}); reads still work; reopen it to recover")]
+    Poisoned {
+        /// The first failure: the call, the file and the errno, or the
+        /// thread that failed.
+        cause: String,
+    },
+    /// A checkpoint (the index flushed and the log told what it covers)
+    /// failed; `during` says which one.
+    #[error("{during} could not checkpoint: {source}")]
+    Checkpoint {
+        /// "recovery", "a checkpoint", ...
+        during: &'static str,
+        /// What failed.
+        #[source]
+        source: CheckpointError,
+    },
     /// Bytes read from a file fail a check.
     #[error("{path}: corrupt at offset {offset}: {what}")]
     Corrupt {
@@ -179,4 +200,16 @@ pub enum ObjectError {
         /// The largest size allowed.
         max: u64,
     },
+}
+
+/// Why a checkpoint failed, with the lower layer's error as its source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The index could not be flushed.
+    #[error("index flush failed: {0}")]
+    IndexFlush(#[source] larder_index::IndexError),
+    /// The log refused the checkpoint (it could not free its segments).
+    #[error("log checkpoint failed: {0}")]
+    Log(#[source] larder_log::LogError),
 }

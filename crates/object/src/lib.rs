@@ -16,7 +16,10 @@ pub mod store;
 pub mod superblock;
 mod txn;
 
-pub use error::{ObjectError, Result};
-pub use store::{ChangeObserver, Durability, MetaChange, Store, StoreOptions, ROOT_ID};
+pub use error::{CheckpointError, ObjectError, Result};
+pub use store::{
+    ChangeObserver, Durability, IndexView, MetaChange, Store, StoreHealth, StoreOptions, ThreadHealth, ThreadState,
+    ROOT_ID,
+};
 pub use superblock::{CreationOptions, Superblock};
 pub use txn::{LockRequest, Transaction};

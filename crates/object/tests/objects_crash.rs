@@ -25,7 +25,6 @@ use std::path::Path;
 use common::{creation, storage, DIR};
 use larder_io::sim::{CrashMode, SimFault, SimOp};
 use larder_io::SimStorage;
-use larder_log::LogError;
 use larder_object::meta::Kind;
 use larder_object::{Durability, ObjectError, Store, StoreOptions};
 
@@ -232,7 +231,7 @@ fn a_failed_data_sync_of_a_buffered_write_poisons_the_store() {
     store.write(id, 0, &[2u8; 8192], Durability::Buffered).unwrap();
     assert!(store.sync().is_err(), "the sync of the write's data failed");
     match store.write(id, 0, b"y", Durability::Buffered) {
-        Err(ObjectError::Log(LogError::Poisoned(why))) => assert!(why.contains(".ctr"), "{why}"),
+        Err(ObjectError::Poisoned { cause }) => assert!(cause.contains(".ctr"), "{cause}"),
         other => panic!("expected a poisoned store, got {other:?}"),
     }
     let image = sim.crash_with(CrashMode::KeepAllPending);

@@ -209,7 +209,7 @@ fn buffered_commits_are_visible_at_once_and_a_flush_syncs_the_log_first() {
     assert_eq!(store.stat(id).unwrap().map(|o| o.size), Some(8));
     assert!(store.durable_lsn() < lsn, "reading a buffered commit must not sync the log");
 
-    store.index().flush().unwrap();
+    store.checkpoint().unwrap();
     assert!(store.index().durable_seq() >= lsn);
     assert!(store.durable_lsn() >= store.index().durable_seq(), "the index ran ahead of the log");
 

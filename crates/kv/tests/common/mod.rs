@@ -49,3 +49,4 @@ pub fn bucket_state(kv: &Kv, bucket: &str) -> std::collections::BTreeMap<Vec<u8>
     }
     out
 }
+pub mod panicking;

@@ -152,7 +152,7 @@ impl Store {
         // Returns at once unless the combiner's sync failed (the log is
         // then poisoned and says why).
         self.log.sync_to(lsn)?;
-        self.after_commit(&request.batch)?;
+        self.after_commit(&request.batch, lsn);
         Ok(lsn)
     }
 

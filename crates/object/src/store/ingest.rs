@@ -30,6 +30,7 @@ impl Store {
     /// commits wait while the run is written. `deps` (container files the
     /// batch refers to) are synced first.
     pub(crate) fn commit_ingest(&self, batch: &WriteBatch, deps: &[Dependency]) -> Result<u64> {
+        self.check_writable()?;
         for d in deps {
             d.file().sync_data()?;
         }
@@ -56,7 +57,7 @@ impl Store {
             }
         }
         drop(_gate);
-        self.checkpoint_if_needed()?;
+        self.checkpoint_if_needed(lsn);
         Ok(lsn)
     }
 }

@@ -19,6 +19,10 @@ mod cache;
 pub use cache::{DerivedPath, MetaValue};
 mod checkpoint;
 mod combine;
+#[cfg(test)]
+mod committed_tests;
+mod health;
+mod index_view;
 mod ingest;
 mod observe;
 pub(crate) mod payload;
@@ -27,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use larder_index::{Index, WriteBatch};
-use larder_io::{Lock, StorageRef};
+use larder_io::{CheckedStorage, Lock, Storage, StorageRef};
 use larder_log::{Dependency, Log, Replay, ReplayRecord};
 use larder_space::{Extent, SpaceManager};
 
@@ -43,7 +47,9 @@ use crate::txn::locks::{Held, LockTable};
 use crate::txn::{LockRequest, Transaction};
 use apply::ApplyOrder;
 use cache::MetaCache;
-use checkpoint::{checkpoint_once, Checkpointer, Signal};
+use checkpoint::{checkpoint_once, Checkpointer, Parts, Signal};
+pub use health::{StoreHealth, ThreadHealth, ThreadState};
+pub use index_view::IndexView;
 pub use observe::{ChangeObserver, MetaChange};
 use payload::Payload;
 
@@ -137,7 +143,12 @@ enum CommitAs {
 /// An open store.
 pub struct Store {
     dir: PathBuf,
+    /// Every handle the store opens goes through this one latch (`latch`'s
+    /// storage).
     storage: StorageRef,
+    /// The store's poison latch: the first failure anywhere stops every
+    /// later write (see `health`).
+    latch: CheckedStorage,
     superblock: Loaded,
     index: Arc<Index>,
     log: Arc<Log>,
@@ -197,31 +208,40 @@ fn create_dir_durably(storage: &StorageRef, dir: &Path) -> Result<()> {
 
 impl Store {
     /// Creates a new store in `dir` (which may exist but must hold no store).
+    /// Every file the store opens goes through one poison latch around
+    /// `storage` (its own, if `storage` already is a [`CheckedStorage`]).
     pub fn create(storage: StorageRef, dir: &Path, creation: CreationOptions, options: StoreOptions) -> Result<Store> {
         creation.validate()?;
+        let latch = CheckedStorage::wrap(storage);
+        let storage = latch.storage_ref();
         create_dir_durably(&storage, dir)?;
         let lock = storage.lock(&dir.join(LOCK_FILE))?;
         superblock::create(&*storage, dir, &Superblock::new(creation))?;
         // open_locked creates the root directory of a store that has none.
-        Self::open_locked(storage, dir, options, lock)
+        Self::open_locked(latch, dir, options, lock)
     }
 
     /// Opens the store in `dir`, recovering from any crash: every
     /// transaction acknowledged durable before it is there afterwards.
+    /// Every file the store opens goes through one poison latch around
+    /// `storage` (its own, if `storage` already is a [`CheckedStorage`]).
     pub fn open(storage: StorageRef, dir: &Path, options: StoreOptions) -> Result<Store> {
-        if !storage.exists(&dir.join(superblock::SUPERBLOCK_FILE))? {
+        let latch = CheckedStorage::wrap(storage);
+        if !latch.exists(&dir.join(superblock::SUPERBLOCK_FILE))? {
             return Err(ObjectError::NotAStore { path: dir.to_path_buf() });
         }
-        let lock = storage.lock(&dir.join(LOCK_FILE))?;
-        Self::open_locked(storage, dir, options, lock)
+        let lock = latch.lock(&dir.join(LOCK_FILE))?;
+        Self::open_locked(latch, dir, options, lock)
     }
 
-    fn open_locked(storage: StorageRef, dir: &Path, options: StoreOptions, lock: Box<dyn Lock>) -> Result<Store> {
+    fn open_locked(latch: CheckedStorage, dir: &Path, options: StoreOptions, lock: Box<dyn Lock>) -> Result<Store> {
+        let storage = latch.storage_ref();
         let loaded = superblock::load(&*storage, dir)?;
         let limits = MetaLimits::from_superblock(&loaded.superblock);
         let options_write_back = options.write_back_data;
         let mut index_options = options.index;
         index_options.merge_operators.push(Arc::new(DirEntriesOperator::new(limits)));
+        index_options.on_poison = Some(poison_hook(&latch, "index", index_options.on_poison.take()));
         // Batches enter the index before the log makes them durable; a
         // flush first makes the log durable through what it flushes. Set
         // once the log is open: replay's own flushes need nothing (what it
@@ -247,6 +267,7 @@ impl Store {
         let extent_cache = crate::objects::ExtentCache::new(extent_bytes);
         let wake = signal.clone();
         log_options.on_checkpoint_needed = Some(Arc::new(move || wake.wake()));
+        log_options.on_poison = Some(poison_hook(&latch, "log", log_options.on_poison.take()));
         let replay_index = index.clone();
         // The space manager needs the replayed extent map, so replay reads
         // the containers itself to check a large write's data.
@@ -293,14 +314,13 @@ impl Store {
         let space_options =
             larder_space::Options { container_bytes: loaded.superblock.options.container_bytes, ..options.space };
         let space = Arc::new(SpaceManager::open(storage.clone(), &dir.join(DATA_DIR), space_options, used)?);
-        checkpoint_once(&index, &log, &space, true).map_err(|what| ObjectError::Corrupt {
-            path: dir.to_path_buf(),
-            offset: 0,
-            what: format!("recovery could not checkpoint: {what}"),
-        })?;
+        checkpoint_once(&index, &log, &space, true)
+            .map_err(|source| ObjectError::Checkpoint { during: "recovery", source })?;
         let checkpointer = if background {
-            let c = Checkpointer::start(signal, index.clone(), log.clone(), space.clone())
-                .map_err(|e| larder_io::IoError::os("spawn checkpointer", dir, e))?;
+            let poisoner = health::Poisoner { latch: latch.clone(), log: log.clone() };
+            let parts = Parts { index: index.clone(), space: space.clone(), poisoner };
+            let c =
+                Checkpointer::start(signal, parts).map_err(|e| larder_io::IoError::os("spawn checkpointer", dir, e))?;
             Some(c)
         } else {
             None
@@ -314,6 +334,7 @@ impl Store {
             write_back_data,
             dir: dir.to_path_buf(),
             storage: storage.clone(),
+            latch,
             superblock: loaded,
             index,
             log,
@@ -367,6 +388,7 @@ impl Store {
     /// a record whose data did not reach the disk fails recovery's data
     /// check and ends replay, and no later record was acknowledged.
     pub fn commit_with_deps(&self, batch: &WriteBatch, deps: Vec<Dependency>, durability: Durability) -> Result<u64> {
+        self.check_writable()?;
         match durability {
             Durability::Durable => self.commit_durable(batch.clone(), deps),
             Durability::Buffered => self.commit_buffered(batch, deps),
@@ -375,6 +397,7 @@ impl Store {
 
     /// [`Store::commit_with_deps`] of a batch the caller gives up.
     fn commit_owned(&self, batch: WriteBatch, deps: Vec<Dependency>, durability: Durability) -> Result<u64> {
+        self.check_writable()?;
         match durability {
             Durability::Durable => self.commit_durable(batch, deps),
             Durability::Buffered => self.commit_buffered(&batch, deps),
@@ -387,31 +410,83 @@ impl Store {
         let gate = self.append_gate.read();
         let lsn = self.apply_order.append_and_apply(&self.log, &self.index, &self.meta_cache, (record, deps), batch)?;
         drop(gate);
-        self.after_commit(batch)?;
+        self.after_commit(batch, lsn);
         Ok(lsn)
     }
 
     /// What every commit does on its own thread once its batch is
-    /// applied: tells the change observer, checkpoints if due.
-    fn after_commit(&self, batch: &WriteBatch) -> Result<()> {
+    /// applied: tells the change observer, checkpoints if due. Nothing
+    /// here can fail the commit, which has happened.
+    fn after_commit(&self, batch: &WriteBatch, lsn: u64) {
         if let Some(observer) = self.observer.read().clone() {
             let changes = observe::changes(batch);
             if !changes.is_empty() {
                 observer(&changes);
             }
         }
-        self.checkpoint_if_needed()
+        self.checkpoint_if_needed(lsn);
     }
 
-    fn checkpoint_if_needed(&self) -> Result<()> {
-        if self.checkpointer.is_none() && self.log.needs_checkpoint() {
-            checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
-                path: self.dir.clone(),
-                offset: 0,
-                what,
-            })?;
+    /// Without a checkpointer thread, a commit that finds the log needing
+    /// room checkpoints itself, after its own commit (`lsn`): a failure
+    /// worth a retry is left for the next commit to retry, any other
+    /// poisons the store, and neither turns the commit into an error.
+    fn checkpoint_if_needed(&self, lsn: u64) {
+        if self.checkpointer.is_some() || !self.log.needs_checkpoint() {
+            return;
         }
-        Ok(())
+        if let Err(e) = checkpoint_once(&self.index, &self.log, &self.space, true) {
+            match health::checkpoint_reaction(&e) {
+                health::Reaction::Poison => {
+                    self.poison(format!("the checkpoint after commit {lsn} failed: {e}"));
+                }
+                health::Reaction::RetryBriefly | health::Reaction::RetryWhileItLasts => {
+                    tracing::warn!(lsn, error = %e, "checkpoint after a commit failed; the next commit retries it");
+                }
+            }
+        }
+    }
+
+    /// Poisons the store: every later write fails with the first cause
+    /// (the log too, so appenders waiting for its room wake).
+    pub(crate) fn poison(&self, cause: String) {
+        self.latch.poison(cause.clone());
+        self.log.poison(cause);
+    }
+
+    /// Fails with [`ObjectError::Poisoned`], naming the first failure, once
+    /// the store is poisoned.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match self.latch.poison_cause() {
+            Some(cause) => Err(ObjectError::Poisoned { cause }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the store refuses writes, why, and what each background
+    /// thread (the store's, the index's and the log's) is doing.
+    pub fn health(&self) -> StoreHealth {
+        let poisoned = self.latch.poison_cause();
+        let by = self.latch.poisoned_by();
+        let mut threads = match &self.checkpointer {
+            Some(c) => c.health(),
+            None => Vec::new(),
+        };
+        // The index's and the log's threads stop at their own layer's
+        // poison; which one failed first the latch knows.
+        let others = self.index.worker_names().into_iter().chain(self.log.flusher_name().map(str::to_string));
+        for name in others {
+            let failed = poisoned.is_some() && by.as_deref() == Some(name.as_str());
+            let (state, last_error) = if failed {
+                (ThreadState::Failed, poisoned.clone())
+            } else if poisoned.is_some() {
+                (ThreadState::Stopped, None)
+            } else {
+                (ThreadState::Running, None)
+            };
+            threads.push(ThreadHealth { name, state, last_error, retries: 0 });
+        }
+        StoreHealth { poisoned, threads }
     }
 
     /// A new object id, never handed out before, even across crashes.
@@ -485,6 +560,7 @@ impl Store {
         how: CommitAs,
         f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<(R, u64), E> {
+        self.check_writable()?;
         let mut txn = Transaction::new(self, requests, matches!(how, CommitAs::Record(Durability::Durable)));
         let out = match f(&mut txn) {
             Ok(out) => out,
@@ -508,12 +584,23 @@ impl Store {
             CommitAs::Run => self.commit_ingest(&done.batch, &done.deps)?,
         };
         drop(held);
-        // Shadowing: what the record stopped referencing is reused only
-        // once the record is durable and no older reader remains.
+        // IMPORTANT: the transaction has committed: nothing below may turn
+        // it into an error, or a caller would retry what is done (an
+        // append, say). Shadowing: what the record stopped referencing is
+        // reused only once the record is durable and no older reader
+        // remains.
         for extent in done.frees {
-            self.space.free(extent, lsn).map_err(ObjectError::from)?;
+            if let Err(e) = self.space.free(extent, lsn) {
+                // The space map no longer matches the extent map: stop
+                // writing; reopening rebuilds free space from the map.
+                self.poison(format!("freeing {extent} after commit {lsn} failed: {e}"));
+            }
         }
-        self.fold_entry_counts(&done.merged_dirs)?;
+        if let Err(e) = self.fold_entry_counts(&done.merged_dirs) {
+            // Only the form of the onodes was to change; their operand
+            // counts stay pending, so a later commit folds them.
+            tracing::warn!(lsn, error = %e, "folding directory entry counts after a commit failed");
+        }
         Ok((out, lsn))
     }
 
@@ -595,22 +682,30 @@ impl Store {
                 }
             };
             // Buffered: the value is the same, only its form changes.
-            self.run_locked(held, &requests, CommitAs::Record(Durability::Buffered), |txn| match txn.onode(dir)? {
-                Some(onode) => txn.put_onode(dir, &onode),
-                None => Ok(()),
-            })?;
+            let folded = self.run_locked(held, &requests, CommitAs::Record(Durability::Buffered), |txn| {
+                match txn.onode(dir)? {
+                    Some(onode) => txn.put_onode(dir, &onode),
+                    None => Ok(()),
+                }
+            });
+            if let Err(e) = folded {
+                *self.pending_operands.lock().entry(dir).or_insert(0) += count;
+                return Err(e);
+            }
         }
         Ok(())
     }
 
     /// Makes every transaction committed so far durable (and visible).
     pub fn sync(&self) -> Result<()> {
+        self.check_writable()?;
         Ok(self.log.sync()?)
     }
 
-    /// The index holding the store's maps, for reads.
-    pub fn index(&self) -> &Index {
-        &self.index
+    /// The index holding the store's maps, for reads only: writes, flushes
+    /// and ingests go through the store's transactions and checkpoints.
+    pub fn index(&self) -> IndexView<'_> {
+        IndexView::new(&self.index)
     }
 
     /// Sets (or, with `None`, removes) the observer told, after each
@@ -651,11 +746,9 @@ impl Store {
     /// deleted data it then covers (the background checkpointer does this
     /// as the log fills).
     pub fn checkpoint(&self) -> Result<()> {
-        checkpoint_once(&self.index, &self.log, &self.space, true).map_err(|what| ObjectError::Corrupt {
-            path: self.dir.clone(),
-            offset: 0,
-            what,
-        })
+        self.check_writable()?;
+        checkpoint_once(&self.index, &self.log, &self.space, true)
+            .map_err(|source| ObjectError::Checkpoint { during: "a checkpoint", source })
     }
 
     /// Makes everything durable, flushes the index so the next open replays
@@ -714,4 +807,21 @@ fn used_extents(index: &Index, limits: &MetaLimits) -> Result<Vec<Extent>> {
         used.push(ExtentMapEntry::decode(&value, limits)?.extent);
     }
     Ok(used)
+}
+
+/// A hook a lower layer (`layer`: "index" or "log") calls once when it is
+/// poisoned: it poisons the store too, so the first failure of any layer
+/// stops every write, then calls the hook the caller's options had.
+fn poison_hook(
+    latch: &CheckedStorage,
+    layer: &'static str,
+    theirs: Option<larder_index::OnPoison>,
+) -> larder_index::OnPoison {
+    let latch = latch.clone();
+    Arc::new(move |cause: &str| {
+        latch.poison(format!("{layer}: {cause}"));
+        if let Some(hook) = &theirs {
+            hook(cause);
+        }
+    })
 }

@@ -1,0 +1,65 @@
+//! A read-only view of a store's index for the layers above: they read
+//! the maps (point reads, scans, snapshots, counters) while every write,
+//! flush and ingest stays with the store, which orders them with its log.
+
+use std::ops::Bound;
+
+use larder_index::{Index, IndexStats, Iter, Result, Snapshot};
+
+/// The store's index, for reads (see [`crate::Store::index`]).
+#[derive(Clone, Copy, Debug)]
+pub struct IndexView<'a> {
+    index: &'a Index,
+}
+
+impl<'a> IndexView<'a> {
+    pub(crate) fn new(index: &'a Index) -> IndexView<'a> {
+        IndexView { index }
+    }
+
+    /// The value of `key`, or None.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.index.get(key)
+    }
+
+    /// Live keys between `start` and `end`, forward or backward.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, forward: bool) -> Result<Iter> {
+        self.index.range(start, end, forward)
+    }
+
+    /// Every live key, forward or backward.
+    pub fn iter(&self, forward: bool) -> Result<Iter> {
+        self.index.iter(forward)
+    }
+
+    /// Live keys starting with `prefix`, forward or backward.
+    pub fn prefix(&self, prefix: &[u8], forward: bool) -> Result<Iter> {
+        self.index.prefix(prefix, forward)
+    }
+
+    /// A consistent view as of now; later commits stay invisible to it.
+    pub fn snapshot(&self) -> Snapshot {
+        self.index.snapshot()
+    }
+
+    /// The index's counters.
+    pub fn stats(&self) -> IndexStats {
+        self.index.stats()
+    }
+
+    /// Highest sequence number (LSN) whose batches are in durable runs.
+    pub fn durable_seq(&self) -> u64 {
+        self.index.durable_seq()
+    }
+
+    /// Highest sequence number (LSN) applied.
+    pub fn last_seq(&self) -> u64 {
+        self.index.last_seq()
+    }
+
+    /// Why the index refuses writes, if it does (the store's own first
+    /// failure is in [`crate::Store::health`]).
+    pub fn poisoned(&self) -> Option<String> {
+        self.index.poisoned()
+    }
+}
