@@ -291,3 +291,16 @@ fn fallocate_extends_or_keeps_the_size_and_refuses_what_it_cannot_do() {
     fs.release(ro).unwrap();
     fs.release(fh).unwrap();
 }
+
+#[test]
+fn a_file_past_the_largest_size_is_efbig_not_eio() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"f", 0o644, libc::O_RDWR).unwrap();
+    let last = (1u64 << 63) - 1;
+    assert_eq!(errno(fs.write(&r, fh, last - 1, b"xy")), libc::EFBIG);
+    let grow = SetAttr { size: Some(last + 1), ..SetAttr::default() };
+    assert_eq!(errno(fs.setattr(&r, a.ino, &grow, Some(fh))), libc::EFBIG);
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 0, "refused calls change nothing");
+    fs.release(fh).unwrap();
+}
