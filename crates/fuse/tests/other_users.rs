@@ -109,3 +109,47 @@ fn a_non_owner_writes_setuid_and_setgid_files_and_drops_the_bits_as_ext4_does() 
     let (ok, _) = as_nobody(&dir, "chmod 0777 f4777");
     assert!(!ok, "uid 65534 must not chmod root's file");
 }
+
+/// Renames by uid 65534 between two long-lived 0777 directories while
+/// root works in the same directories (creates, chmods, renames, stats and
+/// unlinks of its own files): every one succeeds, as on ext4.
+#[test]
+fn renames_between_open_directories_by_another_user_all_succeed_under_concurrent_work() {
+    if !can_run() {
+        return;
+    }
+    let s = Setup::new();
+    for d in ["a", "b"] {
+        let dir = s.mnt.join(d);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let busy = scope.spawn(|| {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (a, b) = (s.mnt.join(format!("a/root{i}")), s.mnt.join(format!("b/root{i}")));
+                std::fs::write(&a, b"r").unwrap();
+                std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o4755)).unwrap();
+                std::fs::rename(&a, &b).unwrap();
+                for d in ["a", "b"] {
+                    std::fs::metadata(s.mnt.join(d)).unwrap();
+                }
+                std::fs::remove_file(&b).unwrap();
+                i += 1;
+            }
+            i
+        });
+        let script = "i=0; while [ $i -lt 400 ]; do i=$((i+1)); \
+                      echo x > a/f$i || exit 1; mv a/f$i b/f$i || exit 2; \
+                      mkdir a/d$i && mv a/d$i b/d$i && rmdir b/d$i || exit 3; \
+                      [ $((i % 2)) = 0 ] && { rm b/f$i || exit 4; }; done";
+        let (ok, stderr) = as_nobody(&s.mnt, script);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let rounds = busy.join().unwrap();
+        assert!(ok, "a rename by uid 65534 failed ({rounds} rounds of root's work alongside): {stderr}");
+    });
+    let left = std::fs::read_dir(s.mnt.join("b")).unwrap().count();
+    assert_eq!(left, 200, "the odd files moved by uid 65534 are in b");
+}
