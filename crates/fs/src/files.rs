@@ -85,15 +85,16 @@ impl Fs {
         }
     }
 
+    /// O_TRUNC: empties the file and, as Linux does even when it was empty
+    /// already, drops the setuid and setgid bits a write would drop.
     fn truncate_for_open(&self, cred: &Cred, ino: u64) -> Result<()> {
         self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
             let o = onode_in(txn, ino)?;
-            if o.size == 0 {
-                return Ok(());
+            if o.size > 0 {
+                txn.truncate(ino, 0)?;
             }
-            txn.truncate(ino, 0)?;
-            let mut o = onode_in(txn, ino)?;
             if let Some(mode) = perm::kill_suid(&o, cred) {
+                let mut o = onode_in(txn, ino)?;
                 o.mode = mode;
                 txn.put_onode(ino, &o)?;
             }

@@ -170,6 +170,11 @@ fn a_writer_may_drop_the_bits_a_write_drops_and_change_nothing_else() {
     let cut = SetAttr { size: Some(1), mode: Some(0o0777), ..Default::default() };
     let a = fs.setattr(&nobody, f.ino, &cut, None).unwrap();
     assert_eq!((a.size, a.mode & 0o7777), (1, 0o0777));
+    // Opening an empty setuid file with O_TRUNC drops the bits too.
+    fs.setattr(&r, f.ino, &SetAttr { size: Some(0), mode: Some(0o4777), ..Default::default() }, None).unwrap();
+    let fh = fs.open_file(&nobody, f.ino, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, 0o0777);
     // On a directory nothing is dropped by writes: a non-owner's mode
     // change stays a chmod.
     let d = fs.mkdir(&r, home.ino, b"d", 0o2777).unwrap();

@@ -105,6 +105,13 @@ fn a_non_owner_writes_setuid_and_setgid_files_and_drops_the_bits_as_ext4_does() 
         let m = std::fs::metadata(&path).unwrap();
         assert_eq!((m.len(), m.mode() & 0o7777), (0, after), "{mode:o} after the truncate");
     }
+    // An empty file truncated by open(O_TRUNC): the bits drop all the same.
+    let empty = dir.join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o4777)).unwrap();
+    let (ok, stderr) = as_nobody(&dir, ": > empty");
+    assert!(ok, "truncating an empty 4777 file as uid 65534: {stderr}");
+    assert_eq!(std::fs::metadata(&empty).unwrap().mode() & 0o7777, 0o777);
     // A chmod by the same user is still refused.
     let (ok, _) = as_nobody(&dir, "chmod 0777 f4777");
     assert!(!ok, "uid 65534 must not chmod root's file");
