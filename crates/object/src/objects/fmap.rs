@@ -201,8 +201,21 @@ fn sub_extent(extent: Extent, first: u64, count: u64) -> Extent {
 /// outside it (which keep pointing at the same blocks, with the matching
 /// crcs). The blocks no longer referenced are freed at the commit's LSN.
 pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) -> Result<()> {
+    let entries = overlapping(txn, object, a0, a1)?;
+    punch_entries(txn, object, a0, a1, entries)
+}
+
+/// [`punch`] given the entries overlapping `[a0, a1)`, as [`overlapping`]
+/// found them in this transaction.
+pub(crate) fn punch_entries(
+    txn: &mut Transaction<'_>,
+    object: u64,
+    a0: u64,
+    a1: u64,
+    entries: Vec<Mapped>,
+) -> Result<()> {
     let limits = txn.limits();
-    for m in overlapping(txn, object, a0, a1)? {
+    for m in entries {
         let extent = m.entry.extent;
         let o = m.offset;
         let blocks_end = o + extent.len;

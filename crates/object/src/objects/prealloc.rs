@@ -101,17 +101,19 @@ impl Transaction<'_> {
 /// [`super::fmap::write_blocks`] takes them) in place, if every block of
 /// it lies in an unwritten entry: the blocks become data, the rest of those
 /// entries stays unwritten. Returns false, changing nothing, otherwise.
+/// `entries` are those overlapping the written blocks (from
+/// [`overlapping`]).
 pub(crate) fn fill_unwritten(
     txn: &mut Transaction<'_>,
     object: u64,
     a0: u64,
     (body, tail): (&[u8], &[u8]),
     logical_len: u64,
+    entries: &[Mapped],
 ) -> Result<bool> {
     let a1 = a0 + (body.len() + tail.len()) as u64;
-    let entries = overlapping(txn, object, a0, a1)?;
     let mut at = a0;
-    for m in &entries {
+    for m in entries {
         if !m.entry.unwritten || m.offset > at {
             return Ok(false);
         }
@@ -141,7 +143,7 @@ pub(crate) fn fill_unwritten(
         let tail_logical = from_tail.get(..logical - body_logical.len()).unwrap_or_default();
         let data = ExtentMapEntry::for_parts(piece, &[body_logical, tail_logical], &limits)?;
         txn.add_dependency(Dependency::Sync(file));
-        replace_unwritten(txn, object, &m, (lo, hi), &data)?;
+        replace_unwritten(txn, object, m, (lo, hi), &data)?;
     }
     Ok(true)
 }
