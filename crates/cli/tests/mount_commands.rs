@@ -3,7 +3,7 @@
 //! SIGKILL in the middle of a write workload, whose every fsynced file
 //! and name is there after a remount, with fsck clean. Needs /dev/fuse
 //! and the programs `scripts/setup.sh` installs; without /dev/fuse the
-//! tests say so and pass.
+//! tests fail unless `LARDER_SKIP_FUSE=1` says to skip them.
 #![allow(clippy::unwrap_used)]
 
 mod common;

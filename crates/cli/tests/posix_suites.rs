@@ -2,7 +2,8 @@
 //! with the features and expected failures in `posix/pjdfstest.toml`,
 //! each with its reason, and a bounded fsx run. `scripts/setup.sh`
 //! installs both (and pjdfstest's `tests` user). pjdfstest switches users,
-//! so it needs root; without root or /dev/fuse the tests say so and pass.
+//! so it needs root; without root or /dev/fuse the tests fail unless
+//! `LARDER_SKIP_FUSE=1` says to skip them.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -10,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{fresh_store, fsck_clean, fuse_available, Mount};
+use common::{fresh_store, fsck_clean, fuse_available, root_available, Mount};
 
 fn tool(name: &str) -> bool {
     let found = Command::new("sh").arg("-c").arg(format!("command -v {name}")).output().unwrap().status.success();
@@ -35,11 +36,7 @@ fn base_dir(mnt: &Path) -> std::path::PathBuf {
 
 #[test]
 fn pjdfstest_passes_on_the_mount() {
-    if !fuse_available() || !tool("pjdfstest") {
-        return;
-    }
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED: pjdfstest switches users, which needs root");
+    if !fuse_available() || !root_available("pjdfstest switches users") || !tool("pjdfstest") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

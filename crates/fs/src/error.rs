@@ -7,8 +7,9 @@ use larder_object::ObjectError;
 /// Why a file system call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
-    /// The engine below failed (I/O, corruption, a stopped store): EIO,
-    /// or ENOSPC when the store is full.
+    /// The engine below failed (I/O, corruption, a stopped store): EIO;
+    /// ENOSPC when any layer ran out of space, EFBIG when an object would
+    /// pass the largest size.
     #[error(transparent)]
     Store(#[from] ObjectError),
     /// A POSIX error, with what it concerns.
@@ -58,13 +59,76 @@ impl FsError {
 
 fn store_errno(e: &ObjectError) -> i32 {
     match e {
-        ObjectError::Space(larder_space::SpaceError::NoSpace { .. })
-        | ObjectError::Io(larder_io::IoError::NoSpace { .. })
-        | ObjectError::Space(larder_space::SpaceError::Io(larder_io::IoError::NoSpace { .. })) => libc::ENOSPC,
         ObjectError::NoSuchObject { .. } => libc::ENOENT,
         ObjectError::InvalidName { .. } => libc::EINVAL,
-        _ => libc::EIO,
+        _ => cause_errno(e).unwrap_or(libc::EIO),
     }
+}
+
+/// The errno a cause of `e` (it, or an error it wraps, at any depth and in
+/// any layer) calls for: ENOSPC when some layer ran out of space (a full
+/// file system below any file of the store, the space manager's container
+/// limit, a log no checkpoint could free), EFBIG when an object would pass
+/// the largest size, EDQUOT for a quota. `None`: nothing but EIO fits.
+fn cause_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(errno) = layer_errno(e) {
+            return Some(errno);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// [`cause_errno`] for one error. The layers' transparent variants pass
+/// `source()` through to their inner error's source, so the walk above
+/// would skip the inner error itself: they are followed here by hand.
+fn layer_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    use larder_index::IndexError;
+    use larder_io::IoError;
+    use larder_log::LogError;
+    use larder_space::SpaceError;
+    if let Some(e) = e.downcast_ref::<ObjectError>() {
+        return match e {
+            ObjectError::TooLarge { .. } => Some(libc::EFBIG),
+            ObjectError::Io(e) => cause_errno(e),
+            ObjectError::Index(e) => cause_errno(e),
+            ObjectError::Log(e) => cause_errno(e),
+            ObjectError::Space(e) => cause_errno(e),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<IoError>() {
+        return match e {
+            IoError::NoSpace { .. } => Some(libc::ENOSPC),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<SpaceError>() {
+        return match e {
+            SpaceError::NoSpace { .. } => Some(libc::ENOSPC),
+            SpaceError::Io(e) => cause_errno(e),
+            _ => None,
+        };
+    }
+    if let Some(e) = e.downcast_ref::<LogError>() {
+        return match e {
+            LogError::Full { .. } => Some(libc::ENOSPC),
+            LogError::Io(e) => cause_errno(e),
+            _ => None,
+        };
+    }
+    if let Some(IndexError::Io(e)) = e.downcast_ref::<IndexError>() {
+        return cause_errno(e);
+    }
+    if let Some(e) = e.downcast_ref::<std::io::Error>() {
+        return match e.raw_os_error() {
+            Some(n @ (libc::ENOSPC | libc::EDQUOT | libc::EFBIG)) => Some(n),
+            _ => None,
+        };
+    }
+    None
 }
 
 impl From<NamespaceError> for FsError {
@@ -93,3 +157,56 @@ impl From<larder_index::IndexError> for FsError {
 
 /// Results of this layer.
 pub type Result<T> = std::result::Result<T, FsError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use larder_index::IndexError;
+    use larder_io::IoError;
+    use larder_log::LogError;
+    use larder_space::SpaceError;
+    use std::path::PathBuf;
+
+    fn full() -> IoError {
+        IoError::NoSpace { path: PathBuf::from("f") }
+    }
+
+    fn os(errno: i32) -> IoError {
+        IoError::Os { op: "write", path: PathBuf::from("f"), source: std::io::Error::from_raw_os_error(errno) }
+    }
+
+    fn errno_of(e: ObjectError) -> i32 {
+        FsError::Store(e).errno()
+    }
+
+    #[test]
+    fn a_full_disk_in_any_layer_is_enospc() {
+        let no_space = SpaceError::NoSpace { requested: 4096, free: 0, containers: 1, max_containers: 1 };
+        let log_full = LogError::Full { dir: PathBuf::from("log"), segments: 2, waited_ms: 10 };
+        for e in [
+            ObjectError::Io(full()),
+            ObjectError::Space(SpaceError::Io(full())),
+            ObjectError::Space(no_space),
+            ObjectError::Log(LogError::Io(full())),
+            ObjectError::Log(log_full),
+            ObjectError::Index(IndexError::Io(full())),
+            ObjectError::Index(IndexError::Io(os(libc::ENOSPC))),
+            ObjectError::Io(os(libc::ENOSPC)),
+        ] {
+            assert_eq!(errno_of(e), libc::ENOSPC);
+        }
+        assert_eq!(errno_of(ObjectError::Log(LogError::Io(os(libc::EDQUOT)))), libc::EDQUOT);
+        let from_namespace: FsError = NamespaceError::Object(ObjectError::Log(LogError::Io(full()))).into();
+        assert_eq!(from_namespace.errno(), libc::ENOSPC);
+        let from_index: FsError = IndexError::Io(full()).into();
+        assert_eq!(from_index.errno(), libc::ENOSPC);
+    }
+
+    #[test]
+    fn an_object_past_the_largest_size_is_efbig_and_other_failures_eio() {
+        assert_eq!(errno_of(ObjectError::TooLarge { object: 9, end: u64::MAX, max: 1 << 62 }), libc::EFBIG);
+        assert_eq!(errno_of(ObjectError::Io(os(libc::EIO))), libc::EIO);
+        assert_eq!(errno_of(ObjectError::Log(LogError::Io(os(libc::EIO)))), libc::EIO);
+        assert_eq!(errno_of(ObjectError::Stopped { why: "a sync failed".into() }), libc::EIO);
+    }
+}

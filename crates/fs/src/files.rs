@@ -2,9 +2,10 @@
 //! release, and `access`.
 
 use larder_object::meta::{Kind, Timestamp};
+use larder_object::superblock::INCOMPAT_UNWRITTEN_EXTENTS;
 use larder_object::{Durability, LockRequest};
 
-use crate::attr::{Attr, SetAttr};
+use crate::attr::Attr;
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
 use crate::handles::FileHandle;
@@ -84,15 +85,16 @@ impl Fs {
         }
     }
 
+    /// O_TRUNC: empties the file and, as Linux does even when it was empty
+    /// already, drops the setuid and setgid bits a write would drop.
     fn truncate_for_open(&self, cred: &Cred, ino: u64) -> Result<()> {
         self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
             let o = onode_in(txn, ino)?;
-            if o.size == 0 {
-                return Ok(());
+            if o.size > 0 {
+                txn.truncate(ino, 0)?;
             }
-            txn.truncate(ino, 0)?;
-            let mut o = onode_in(txn, ino)?;
             if let Some(mode) = perm::kill_suid(&o, cred) {
+                let mut o = onode_in(txn, ino)?;
                 o.mode = mode;
                 txn.put_onode(ino, &o)?;
             }
@@ -155,11 +157,15 @@ impl Fs {
     /// `fallocate(2)` through handle `fh`, open for writing. Mode 0 makes
     /// `[offset, offset + len)` part of the file, extending its size (what
     /// was never written reads as zeros); `FALLOC_FL_KEEP_SIZE` leaves the
-    /// size. Larder shadows every write (new bytes never land where old
-    /// ones were), so no space can be set aside ahead of the writes: both
-    /// only check that the store has room for the range now (ENOSPC
-    /// otherwise). Other modes (punching holes, zeroing, collapsing or
-    /// inserting ranges) are EOPNOTSUPP; a zero length is EINVAL.
+    /// size. Both set the range's space aside (unwritten extents, durable
+    /// with the change): a later write inside it fills that space in place
+    /// and cannot fail for want of space. With KEEP_SIZE, the part of the
+    /// range past the end of the file is only checked to fit the store now
+    /// (extent map entries never pass the size), as the whole range is on
+    /// a store created before unwritten extents existed. Other modes
+    /// (punching holes, zeroing, collapsing or inserting ranges) are
+    /// EOPNOTSUPP; a zero length is EINVAL; ENOSPC when the space is not
+    /// there, changing nothing.
     pub fn fallocate(&self, cred: &Cred, fh: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
         let h = self.file_handle(fh)?;
         if !h.write {
@@ -172,14 +178,32 @@ impl Fs {
             return Err(FsError::posix(libc::EINVAL, "fallocate of zero bytes"));
         }
         let end = offset.checked_add(len).ok_or_else(|| FsError::posix(libc::EFBIG, "offset + length overflows"))?;
+        // A range larger than the free space fails before anything changes.
         let room = self.statfs()?;
         if len > room.blocks_available.saturating_mul(u64::from(room.block_bytes)) {
             return Err(FsError::posix(libc::ENOSPC, format!("{len} bytes asked, the store has less free")));
         }
-        if mode & libc::FALLOC_FL_KEEP_SIZE == 0 && end > self.onode(h.ino)?.size {
-            let grow = SetAttr { size: Some(end), ..SetAttr::default() };
-            self.setattr(cred, h.ino, &grow, Some(fh))?;
-        }
+        let unwritten = self.store.superblock().incompat & INCOMPAT_UNWRITTEN_EXTENTS != 0;
+        let keep_size = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
+        let ino = h.ino;
+        self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
+            let o = onode_in(txn, ino)?;
+            if !keep_size && end > o.size {
+                // Through the file's handle: write access was checked
+                // at open, as for ftruncate.
+                txn.truncate(ino, end)?;
+                let mut o = onode_in(txn, ino)?;
+                if let Some(mode) = perm::kill_suid(&o, cred) {
+                    o.mode = mode;
+                }
+                o.ctime = Timestamp::now();
+                txn.put_onode(ino, &o)?;
+            }
+            if unwritten {
+                txn.preallocate(ino, offset, end)?;
+            }
+            Ok(())
+        })?;
         Ok(())
     }
 

@@ -288,8 +288,16 @@ impl Fs {
             Durability::Buffered,
             |txn| -> Result<Attr> {
                 let now = Timestamp::now();
+                let before = onode_in(txn, ino)?;
+                let owner = perm::owns(&before, cred);
+                if let Some(mode) = set.mode {
+                    let may_write = through_handle || perm::allowed(&before, cred, WRITE);
+                    if !owner && !perm::may_drop_privileges(&before, cred, mode, may_write) {
+                        return Err(FsError::posix(libc::EPERM, format!("chmod of object {ino} by uid {}", cred.uid)));
+                    }
+                }
                 if let Some(size) = set.size {
-                    let o = onode_in(txn, ino)?;
+                    let o = &before;
                     match o.kind {
                         Kind::File => {}
                         Kind::Directory => {
@@ -298,7 +306,7 @@ impl Fs {
                         _ => return Err(FsError::posix(libc::EINVAL, format!("truncate of object {ino}, not a file"))),
                     }
                     if !through_handle {
-                        perm::check(&o, ino, cred, WRITE)?;
+                        perm::check(o, ino, cred, WRITE)?;
                     }
                     txn.truncate(ino, size)?;
                     let mut o = onode_in(txn, ino)?;
@@ -313,14 +321,18 @@ impl Fs {
                 }
                 let mut o = onode_in(txn, ino)?;
                 if let Some(mode) = set.mode {
-                    if !perm::owns(&o, cred) {
-                        return Err(FsError::posix(libc::EPERM, format!("chmod of object {ino} by uid {}", cred.uid)));
+                    if owner {
+                        let mut bits = mode & MODE_PERM_MASK;
+                        if !cred.is_root() && !cred.in_group(o.gid) {
+                            bits &= !S_ISGID;
+                        }
+                        o.mode = (o.mode & MODE_TYPE_MASK) | bits;
+                    } else {
+                        // Checked above: it only drops setuid and setgid
+                        // bits, which a truncate here may have dropped
+                        // already.
+                        o.mode &= !(before.mode & !mode & MODE_PERM_MASK);
                     }
-                    let mut bits = mode & MODE_PERM_MASK;
-                    if !cred.is_root() && !cred.in_group(o.gid) {
-                        bits &= !S_ISGID;
-                    }
-                    o.mode = (o.mode & MODE_TYPE_MASK) | bits;
                     o.ctime = now;
                 }
                 if set.uid.is_some() || set.gid.is_some() {

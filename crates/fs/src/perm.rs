@@ -4,7 +4,7 @@
 //! removal; only the owner changes modes and times; setuid and setgid bits
 //! are dropped where Linux drops them.
 
-use larder_object::meta::{Kind, Onode};
+use larder_object::meta::{Kind, Onode, MODE_PERM_MASK};
 
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
@@ -79,19 +79,43 @@ pub fn check_remove(dir: &Onode, dir_ino: u64, child: &Onode, cred: &Cred) -> Re
     Ok(())
 }
 
-/// Whether writing to (or truncating) `o` by `cred` drops its setuid and
-/// setgid bits, as Linux does for callers without CAP_FSETID: setuid
-/// always, setgid when group execute is set (else it marks mandatory
-/// locking).
+/// The mode `o` keeps after a write, truncate or chown by `cred`, if it
+/// loses setuid or setgid bits, as Linux decides for callers without
+/// CAP_FSETID (`setattr_should_drop_suidgid`): setuid always; setgid when
+/// group execute is set, or when the caller is outside the file's group
+/// (without group execute, setgid marks mandatory locking, which only a
+/// group member may leave in place).
 pub fn kill_suid(o: &Onode, cred: &Cred) -> Option<u32> {
+    let kill = killable_bits(o, cred);
+    (kill != 0).then_some(o.mode & !kill)
+}
+
+/// The setuid and setgid bits a write by `cred` drops from `o`.
+fn killable_bits(o: &Onode, cred: &Cred) -> u32 {
     if cred.is_root() || o.kind != Kind::File {
-        return None;
+        return 0;
     }
     let mut kill = o.mode & S_ISUID;
-    if o.mode & S_ISGID != 0 && o.mode & S_IXGRP != 0 {
+    if o.mode & S_ISGID != 0 && (o.mode & S_IXGRP != 0 || !cred.in_group(o.gid)) {
         kill |= S_ISGID;
     }
-    (kill != 0).then_some(o.mode & !kill)
+    kill
+}
+
+/// Whether `cred`, who does not own `o`, may change its permission bits
+/// to `bits`: only when that drops some of the setuid and setgid bits a
+/// write by `cred` would drop and changes nothing else, and `cred` may
+/// write the file (`may_write`: write permission, or a handle open for
+/// writing). This is the change a kernel asks for before an unprivileged
+/// write or truncate reaches the file system: FUSE without
+/// `handle_killpriv` turns the VFS's ATTR_KILL_SUID and ATTR_KILL_SGID
+/// into a mode setattr sent with the writer's credentials, which a
+/// chmod's ownership rule would refuse and so fail the write.
+pub fn may_drop_privileges(o: &Onode, cred: &Cred, bits: u32, may_write: bool) -> bool {
+    let old = o.mode & MODE_PERM_MASK;
+    let bits = bits & MODE_PERM_MASK;
+    let dropped = old & !bits;
+    may_write && bits & !old == 0 && dropped != 0 && dropped & !killable_bits(o, cred) == 0
 }
 
 /// The mode and group of a new object of `kind` with `mode` made by

@@ -291,3 +291,70 @@ fn fallocate_extends_or_keeps_the_size_and_refuses_what_it_cannot_do() {
     fs.release(ro).unwrap();
     fs.release(fh).unwrap();
 }
+
+#[test]
+fn a_file_past_the_largest_size_is_efbig_not_eio() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"f", 0o644, libc::O_RDWR).unwrap();
+    let last = (1u64 << 63) - 1;
+    assert_eq!(errno(fs.write(&r, fh, last - 1, b"xy")), libc::EFBIG);
+    let grow = SetAttr { size: Some(last + 1), ..SetAttr::default() };
+    assert_eq!(errno(fs.setattr(&r, a.ino, &grow, Some(fh))), libc::EFBIG);
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 0, "refused calls change nothing");
+    fs.release(fh).unwrap();
+}
+
+/// What `fallocate` promises: once it returned, writes inside its range
+/// succeed even when the store has no free space left, after a reopen
+/// too (the space is set aside durably, as unwritten extents).
+#[test]
+fn writes_inside_a_fallocated_range_succeed_on_a_full_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let full_options = || {
+        let mut o = common::options();
+        o.store.space.max_containers = 1;
+        o
+    };
+    let fs = Fs::create(&path, full_options()).unwrap();
+    let r = root();
+    let (a, fh) = fs.create_file(&r, fs.root(), b"db", 0o644, libc::O_RDWR).unwrap();
+    fs.fallocate(&r, fh, 0, 1 << 20, 0).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().size, 1 << 20);
+    let (b, kh) = fs.create_file(&r, fs.root(), b"log", 0o644, libc::O_RDWR).unwrap();
+    fs.fallocate(&r, kh, 0, 64 << 10, 0).unwrap();
+    fs.fallocate(&r, kh, 0, 256 << 10, libc::FALLOC_FL_KEEP_SIZE).unwrap();
+    assert_eq!(fs.getattr(b.ino).unwrap().size, 64 << 10, "KEEP_SIZE keeps it");
+    fs.release(kh).unwrap();
+    fs.release(fh).unwrap();
+    fs.close().unwrap();
+
+    let fs = Fs::open(&path, full_options()).unwrap();
+    let fh = fs.open_file(&r, a.ino, libc::O_RDWR).unwrap();
+    let (_, filler) = fs.create_file(&r, fs.root(), b"filler", 0o644, libc::O_RDWR).unwrap();
+    let chunk = vec![1u8; 64 << 10];
+    let mut at = 0u64;
+    let err = loop {
+        match fs.write(&r, filler, at, &chunk) {
+            Ok(n) => at += n as u64,
+            Err(e) => break e,
+        }
+        assert!(at <= 8 << 20, "a 4 MiB container cannot hold {at} bytes");
+    };
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert_eq!(errno(fs.write(&r, fh, 1 << 20, &chunk)), libc::ENOSPC, "past the range: no space");
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+    for piece in 0..16u64 {
+        let range = (piece << 16) as usize..((piece + 1) << 16) as usize;
+        assert_eq!(fs.write(&r, fh, piece << 16, &data[range]).unwrap(), 1 << 16);
+    }
+    assert_eq!(fs.read(fh, 0, 1 << 20).unwrap(), data);
+    let kh = fs.open_file(&r, b.ino, libc::O_RDWR).unwrap();
+    fs.write(&r, kh, 0, &chunk).unwrap();
+    fs.release(kh).unwrap();
+    fs.release(fh).unwrap();
+    fs.release(filler).unwrap();
+    let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+}

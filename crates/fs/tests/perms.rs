@@ -111,3 +111,72 @@ fn setuid_bits_drop_on_write_and_chown() {
     fs.write(&r, fh, 0, b"y").unwrap();
     assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, 0o6777);
 }
+
+/// What Linux (ext4, 6.x) does when a user who is neither the owner nor
+/// the superuser writes a setuid or setgid file: the write goes through;
+/// setuid drops; setgid drops when group execute is set or the writer is
+/// outside the file's group.
+#[test]
+fn a_non_owners_write_drops_setuid_and_setgid_as_linux_does() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let home = fs.mkdir(&r, fs.root(), b"home", 0o777).unwrap();
+    let nobody = user(65534, 65534, &[]);
+    let member = user(65534, 65534, &[500]);
+    for (name, mode, writer, after) in [
+        (&b"u"[..], 0o4777, &nobody, 0o777),
+        (b"g", 0o2777, &nobody, 0o777),
+        (b"ug", 0o6777, &nobody, 0o777),
+        (b"g-outside", 0o2767, &nobody, 0o767),
+        (b"g-member", 0o2767, &member, 0o2767),
+        (b"ug-member", 0o6767, &member, 0o2767),
+    ] {
+        let f = fs.mknod(&r, home.ino, name, 0o644, 0).unwrap();
+        fs.setattr(&r, f.ino, &SetAttr { gid: Some(500), mode: Some(mode), ..Default::default() }, None).unwrap();
+        let fh = fs.open_file(writer, f.ino, libc::O_WRONLY | libc::O_APPEND).unwrap();
+        fs.write(writer, fh, 0, b"x").unwrap();
+        fs.release(fh).unwrap();
+        assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, after, "{mode:o} written by {writer:?}");
+    }
+}
+
+/// A FUSE kernel without `handle_killpriv` drops those bits before the
+/// write reaches the file system, with a mode setattr sent as the writer:
+/// it must pass where a chmod by the same user is refused.
+#[test]
+fn a_writer_may_drop_the_bits_a_write_drops_and_change_nothing_else() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let home = fs.mkdir(&r, fs.root(), b"home", 0o777).unwrap();
+    let nobody = user(65534, 65534, &[]);
+    let chmod = |m| SetAttr { mode: Some(m), ..Default::default() };
+    let f = fs.mknod(&r, home.ino, b"f", 0o644, 0).unwrap();
+    fs.setattr(&r, f.ino, &chmod(0o6777), None).unwrap();
+    // Not a privilege drop: a chmod, refused to a non-owner.
+    for refused in [0o6775, 0o6777, 0o7777, 0o6700, 0o0775, 0o4767] {
+        assert_eq!(errno(fs.setattr(&nobody, f.ino, &chmod(refused), None)), libc::EPERM, "{refused:o}");
+    }
+    assert_eq!(fs.setattr(&nobody, f.ino, &chmod(0o2777), None).unwrap().mode & 0o7777, 0o2777);
+    assert_eq!(fs.setattr(&nobody, f.ino, &chmod(0o0777), None).unwrap().mode & 0o7777, 0o0777);
+    // Without write permission, no drop either.
+    fs.setattr(&r, f.ino, &chmod(0o4755), None).unwrap();
+    assert_eq!(errno(fs.setattr(&nobody, f.ino, &chmod(0o0755), None)), libc::EPERM);
+    // A truncate with the drop (as the kernel sends for O_TRUNC or
+    // ftruncate): the size changes and the bits drop.
+    fs.setattr(&r, f.ino, &chmod(0o6777), None).unwrap();
+    let fh = fs.open_file(&r, f.ino, libc::O_WRONLY).unwrap();
+    fs.write(&r, fh, 0, b"data").unwrap();
+    fs.release(fh).unwrap();
+    let cut = SetAttr { size: Some(1), mode: Some(0o0777), ..Default::default() };
+    let a = fs.setattr(&nobody, f.ino, &cut, None).unwrap();
+    assert_eq!((a.size, a.mode & 0o7777), (1, 0o0777));
+    // Opening an empty setuid file with O_TRUNC drops the bits too.
+    fs.setattr(&r, f.ino, &SetAttr { size: Some(0), mode: Some(0o4777), ..Default::default() }, None).unwrap();
+    let fh = fs.open_file(&nobody, f.ino, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, 0o0777);
+    // On a directory nothing is dropped by writes: a non-owner's mode
+    // change stays a chmod.
+    let d = fs.mkdir(&r, home.ino, b"d", 0o2777).unwrap();
+    assert_eq!(errno(fs.setattr(&nobody, d.ino, &chmod(0o0777), None)), libc::EPERM);
+}

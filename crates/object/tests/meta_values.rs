@@ -370,13 +370,15 @@ prop_compose! {
 }
 
 prop_compose! {
-    fn any_entry()(start in 0u64..256, blocks in 1u64..=16, container in any::<u64>(), short in 0u64..4096, seed in any::<u32>()) -> ExtentMapEntry {
+    fn any_entry()(start in 0u64..256, blocks in 1u64..=16, container in any::<u64>(), short in 0u64..4096, seed in any::<u32>(), unwritten in any::<bool>()) -> ExtentMapEntry {
         let blocks = blocks.min(256 - start);
         let len = blocks * 4096;
+        let crcs = if unwritten { Vec::new() } else { (0..blocks as u32).map(|i| seed.wrapping_mul(2_654_435_761).wrapping_add(i)).collect() };
         ExtentMapEntry {
             extent: Extent { container, offset: start * 4096, len },
             logical_len: len - short,
-            crcs: (0..blocks as u32).map(|i| seed.wrapping_mul(2_654_435_761).wrapping_add(i)).collect(),
+            crcs,
+            unwritten,
         }
     }
 }
@@ -447,7 +449,8 @@ fn fmap_entry_layout_and_refusals() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (vec![], "needs 1 bytes"),
         (with(0, &[0]), "tag 0"),
-        (with(0, &[2]), "unknown entry tag 2"),
+        (with(0, &[3]), "unknown entry tag 3"),
+        (with(0, &[2]), "bytes of checksums for 0 blocks"),
         (with(1, &0u64.to_le_bytes()), "logical length 0"),
         (with(1, &4096u64.to_le_bytes()), "does not fill"),
         (with(1, &8193u64.to_le_bytes()), "does not fill"),
@@ -469,7 +472,7 @@ fn fmap_entry_layout_and_refusals() {
     assert!(ExtentMapEntry::decode(&huge, &MetaLimits { container_bytes: u64::MAX, ..LIMITS }).is_err());
     // An extent longer than an entry may hold, in a container large enough.
     let big = Extent { container: 0, offset: 0, len: (64 << 30) + 4096 };
-    let too_long = ExtentMapEntry { extent: big, logical_len: big.len, crcs: vec![] };
+    let too_long = ExtentMapEntry { extent: big, logical_len: big.len, crcs: vec![], unwritten: false };
     let err = too_long.encode(&MetaLimits { container_bytes: 1 << 40, ..LIMITS }).unwrap_err();
     assert!(err.to_string().contains("longer than an entry may hold"), "{err}");
 
@@ -565,4 +568,21 @@ fn limits_come_from_the_superblock_options() {
     assert_eq!((l.inline_max_bytes, l.container_bytes), (100, 1 << 21));
     assert_eq!(MetaLimits::default().inline_max_bytes, CreationOptions::default().inline_max_bytes);
     let _ = FLAG_APPEND_ONLY;
+}
+
+#[test]
+fn an_unwritten_entry_is_tag_2_without_checksums() {
+    let extent = Extent { container: 3, offset: 8192, len: 8192 };
+    let e = ExtentMapEntry::unwritten(extent, 5000, &LIMITS).unwrap();
+    let b = e.encode(&LIMITS).unwrap();
+    assert_eq!(b.len(), 33, "tag, logical length, extent; no checksums");
+    assert_eq!(b[0], 2);
+    assert_eq!(ExtentMapEntry::decode(&b, &LIMITS).unwrap(), e);
+    let mut with_crcs = b.clone();
+    with_crcs.extend_from_slice(&[0; 8]);
+    assert!(ExtentMapEntry::decode(&with_crcs, &LIMITS).is_err(), "an unwritten entry has no checksums");
+    let mut as_data = b;
+    as_data[0] = 1;
+    assert!(ExtentMapEntry::decode(&as_data, &LIMITS).is_err(), "a data entry needs its checksums");
+    assert!(ExtentMapEntry::unwritten(extent, 9000, &LIMITS).is_err(), "the extent must fit the range");
 }

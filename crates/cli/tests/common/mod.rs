@@ -11,11 +11,28 @@ pub fn larder(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_larder")).args(args).output().unwrap()
 }
 
+/// The variable that lets tests needing FUSE or root skip on a machine
+/// without them (README, "Tests"): `LARDER_SKIP_FUSE=1`.
+pub const SKIP_VARIABLE: &str = "LARDER_SKIP_FUSE";
+
+/// Whether the machine can mount: true with /dev/fuse. Without it the
+/// test fails, so a CI machine lacking FUSE cannot pass by testing
+/// nothing, unless `LARDER_SKIP_FUSE=1` asks to skip (then false).
 pub fn fuse_available() -> bool {
-    if Path::new("/dev/fuse").exists() {
-        return true;
-    }
-    eprintln!("SKIPPED: no /dev/fuse on this machine, so nothing can be mounted");
+    Path::new("/dev/fuse").exists() || skip_or_fail("no /dev/fuse on this machine, so nothing can be mounted")
+}
+
+/// Whether this process is root, which tests that switch users need;
+/// otherwise as [`fuse_available`].
+pub fn root_available(why: &str) -> bool {
+    rustix::process::geteuid().is_root() || skip_or_fail(&format!("not root: {why}"))
+}
+
+/// False (skip) if `LARDER_SKIP_FUSE=1`; else fails the test with `what`.
+fn skip_or_fail(what: &str) -> bool {
+    let skip = std::env::var(SKIP_VARIABLE).is_ok_and(|v| v == "1");
+    assert!(skip, "{what}; set {SKIP_VARIABLE}=1 to skip the tests that need FUSE or root");
+    eprintln!("SKIPPED ({SKIP_VARIABLE}=1): {what}");
     false
 }
 

@@ -30,10 +30,14 @@ use super::{BLOCK_BYTES, MAX_OBJECT_BYTES};
 
 const RECORD: &str = "fmap entry";
 /// Tag byte of an entry whose bytes are in a container extent. Tag 0 is
-/// never written; other tags are reserved for later forms (such as space
-/// allocated but reading as zeros), which a store using them marks with an
-/// incompatible feature bit.
+/// never written; other tags are reserved for later forms, which a store
+/// using them marks with an incompatible feature bit.
 const TAG_DATA: u8 = 1;
+/// Tag byte of an unwritten entry: its extent is allocated to the object
+/// (by `fallocate`) but the range reads as zeros whatever the blocks hold,
+/// so it has no checksums. Stores that may hold one carry the superblock's
+/// `INCOMPAT_UNWRITTEN_EXTENTS` bit.
+const TAG_UNWRITTEN: u8 = 2;
 /// Bytes of an encoded entry before its checksums.
 pub const FMAP_ENTRY_FIXED_BYTES: usize = 1 + 8 + EXTENT_BYTES;
 /// Longest extent one entry may hold (64 GiB): its value, 4 bytes of
@@ -91,8 +95,13 @@ pub struct ExtentMapEntry {
     pub extent: Extent,
     /// Bytes of the object the entry covers, 1 or more.
     pub logical_len: u64,
-    /// crc32c of each block of the extent, `extent.len / 4096` of them.
+    /// crc32c of each block of the extent, `extent.len / 4096` of them;
+    /// none for an unwritten entry.
     pub crcs: Vec<u32>,
+    /// The range reads as zeros: the extent is set aside for later writes,
+    /// which fill it in place instead of allocating (see
+    /// [`ExtentMapEntry::unwritten`]).
+    pub unwritten: bool,
 }
 
 impl ExtentMapEntry {
@@ -117,7 +126,15 @@ impl ExtentMapEntry {
             crcs.extend(part.chunks(BLOCK).map(block_crc));
             logical_len += part.len() as u64;
         }
-        let entry = ExtentMapEntry { extent, logical_len, crcs };
+        let entry = ExtentMapEntry { extent, logical_len, crcs, unwritten: false };
+        entry.check(limits).map_err(|what| ObjectError::InvalidRecord { record: RECORD, what })?;
+        Ok(entry)
+    }
+
+    /// An unwritten entry for `logical_len` bytes in `extent` (exactly
+    /// enough blocks): space the object owns that reads as zeros.
+    pub fn unwritten(extent: Extent, logical_len: u64, limits: &MetaLimits) -> Result<ExtentMapEntry> {
+        let entry = ExtentMapEntry { extent, logical_len, crcs: Vec::new(), unwritten: true };
         entry.check(limits).map_err(|what| ObjectError::InvalidRecord { record: RECORD, what })?;
         Ok(entry)
     }
@@ -166,7 +183,8 @@ impl ExtentMapEntry {
                 self.logical_len, self.extent.len
             ));
         }
-        if self.crcs.len() as u64 != self.blocks() {
+        let checksums = if self.unwritten { 0 } else { self.blocks() };
+        if self.crcs.len() as u64 != checksums {
             return Err(format!("{} checksums for {} blocks", self.crcs.len(), self.blocks()));
         }
         Ok(())
@@ -177,7 +195,7 @@ impl ExtentMapEntry {
     pub fn encode(&self, limits: &MetaLimits) -> Result<Vec<u8>> {
         self.check(limits).map_err(|what| ObjectError::InvalidRecord { record: RECORD, what })?;
         let mut b = Vec::with_capacity(FMAP_ENTRY_FIXED_BYTES + 4 * self.crcs.len());
-        b.push(TAG_DATA);
+        b.push(if self.unwritten { TAG_UNWRITTEN } else { TAG_DATA });
         b.extend_from_slice(&self.logical_len.to_le_bytes());
         b.extend_from_slice(&self.extent.encode());
         for c in &self.crcs {
@@ -197,15 +215,16 @@ impl ExtentMapEntry {
 
     fn decode_inner(bytes: &[u8], limits: &MetaLimits) -> DecodeResult<ExtentMapEntry> {
         let mut r = Reader::new(bytes);
-        match r.u8("tag")? {
-            TAG_DATA => {}
+        let unwritten = match r.u8("tag")? {
+            TAG_DATA => false,
+            TAG_UNWRITTEN => true,
             0 => return Err("tag 0 is never written".into()),
             t => return Err(format!("unknown entry tag {t}")),
-        }
+        };
         let logical_len = r.u64("logical length")?;
         let extent = Extent::decode(r.bytes(EXTENT_BYTES, "extent")?, limits.container_bytes)
             .map_err(|e| format!("extent: {e}"))?;
-        let blocks = extent.len / BLOCK_BYTES;
+        let blocks = if unwritten { 0 } else { extent.len / BLOCK_BYTES };
         // The count comes from the checked extent; compare it with the
         // bytes present before allocating anything.
         if r.remaining() as u64 != blocks.saturating_mul(4) {
@@ -215,7 +234,7 @@ impl ExtentMapEntry {
         while r.remaining() > 0 {
             crcs.push(r.u32("checksum")?);
         }
-        let entry = ExtentMapEntry { extent, logical_len, crcs };
+        let entry = ExtentMapEntry { extent, logical_len, crcs, unwritten };
         entry.check(limits)?;
         Ok(entry)
     }

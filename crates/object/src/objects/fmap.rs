@@ -85,6 +85,11 @@ pub(crate) fn read_blocks(space: &SpaceManager, object: u64, m: &Mapped, first: 
 /// Reads the blocks of `m` from `first` on into `dst` (whole blocks: its
 /// length is a multiple of 4096) and checks each against its crc.
 fn read_blocks_into(space: &SpaceManager, object: u64, m: &Mapped, first: u64, dst: &mut [u8]) -> Result<()> {
+    if m.entry.unwritten {
+        // Whatever the blocks hold, the range reads as zeros.
+        dst.fill(0);
+        return Ok(());
+    }
     let extent = m.entry.extent;
     let file = space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
         path: container_path(space, extent.container),
@@ -196,8 +201,21 @@ fn sub_extent(extent: Extent, first: u64, count: u64) -> Extent {
 /// outside it (which keep pointing at the same blocks, with the matching
 /// crcs). The blocks no longer referenced are freed at the commit's LSN.
 pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) -> Result<()> {
+    let entries = overlapping(txn, object, a0, a1)?;
+    punch_entries(txn, object, a0, a1, entries)
+}
+
+/// [`punch`] given the entries overlapping `[a0, a1)`, as [`overlapping`]
+/// found them in this transaction.
+pub(crate) fn punch_entries(
+    txn: &mut Transaction<'_>,
+    object: u64,
+    a0: u64,
+    a1: u64,
+    entries: Vec<Mapped>,
+) -> Result<()> {
     let limits = txn.limits();
-    for m in overlapping(txn, object, a0, a1)? {
+    for m in entries {
         let extent = m.entry.extent;
         let o = m.offset;
         let blocks_end = o + extent.len;
@@ -208,6 +226,7 @@ pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) ->
                 extent: sub_extent(extent, 0, n),
                 logical_len: a0 - o,
                 crcs: m.entry.crcs.get(..to_usize(n)).unwrap_or_default().to_vec(),
+                unwritten: m.entry.unwritten,
             };
             txn.put(&fmap_key(object, o), &head.encode(&limits)?);
         }
@@ -217,6 +236,7 @@ pub(crate) fn punch(txn: &mut Transaction<'_>, object: u64, a0: u64, a1: u64) ->
                 extent: sub_extent(extent, skip, m.entry.blocks() - skip),
                 logical_len: m.end() - a1,
                 crcs: m.entry.crcs.get(to_usize(skip)..).unwrap_or_default().to_vec(),
+                unwritten: m.entry.unwritten,
             };
             txn.put(&fmap_key(object, a1), &tail.encode(&limits)?);
         }

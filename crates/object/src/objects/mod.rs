@@ -17,6 +17,7 @@ mod delete;
 mod extent_cache;
 mod fmap;
 mod in_txn;
+mod prealloc;
 mod read;
 mod replay;
 mod write;

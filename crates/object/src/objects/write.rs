@@ -2,8 +2,11 @@
 //! the log record, one sync); larger ones take the large path, writing the
 //! block-aligned range the write covers to fresh space (shadowing) and
 //! flipping the fmap in the record, whose commit syncs the data with it.
+//! Blocks set aside by `fallocate` (unwritten entries) are filled in place
+//! instead (`prealloc`).
 
-use super::fmap::{block_parts, punch, read_range, spill_inline, write_blocks};
+use super::fmap::{block_parts, overlapping, punch_entries, read_range, spill_inline, write_blocks};
+use super::prealloc::fill_unwritten;
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::Result;
 use crate::meta::{DataLocation, BLOCK_BYTES};
@@ -59,10 +62,11 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
                 // blocks: write the caller's whole blocks as they are and
                 // copy only a partial last block.
                 let (body, tail) = block_parts(data);
-                if mapped {
-                    punch(txn, object, a0, a1)?;
+                let entries = if mapped { overlapping(txn, object, a0, a1)? } else { Vec::new() };
+                if !fill_unwritten(txn, object, a0, (body, &tail), logical_end - a0, &entries)? {
+                    punch_entries(txn, object, a0, a1, entries)?;
+                    write_blocks(txn, object, a0, (body, &tail), logical_end - a0)?;
                 }
-                write_blocks(txn, object, a0, (body, &tail), logical_end - a0)?;
                 onode.location = DataLocation::Extents;
                 onode.size = new_size;
                 touch_data(&mut onode);
@@ -91,10 +95,11 @@ pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data
             if let Some(pad) = content.get_mut(to_usize(logical_end - a0)..) {
                 pad.fill(0);
             }
-            if mapped {
-                punch(txn, object, a0, a1)?;
+            let entries = if mapped { overlapping(txn, object, a0, a1)? } else { Vec::new() };
+            if !fill_unwritten(txn, object, a0, (&content, &[]), logical_end - a0, &entries)? {
+                punch_entries(txn, object, a0, a1, entries)?;
+                write_blocks(txn, object, a0, (&content, &[]), logical_end - a0)?;
             }
-            write_blocks(txn, object, a0, (&content, &[]), logical_end - a0)?;
             onode.location = DataLocation::Extents;
         }
     }
