@@ -267,8 +267,8 @@ fn a_killed_kv_writer_loses_no_acknowledged_key() {
         let writer_seed = rng.next().to_string();
         let (mut child, lines) =
             spawn(&["crash-writer", "--seed", &writer_seed, "--threads", "3", "kv", s(&store), "b"]);
-        let enough = 1 + rng.below(150);
-        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(4), |l| l.starts_with("ack "));
+        let enough = 1 + rng.below(100);
+        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(2), |l| l.starts_with("ack "));
         assert!(!ended, "cycle {cycle}: the writer stopped by itself: {:?}", child.wait());
         let got = kill_and_drain(&mut child, &lines, got);
         let steps = steps(&got);
@@ -442,8 +442,8 @@ fn a_killed_mount_and_writer_lose_no_fsynced_file() {
     for cycle in 0..cycles {
         let writer_seed = rng.next().to_string();
         let (mut writer, lines) = spawn(&["crash-writer", "--seed", &writer_seed, "--threads", "2", "files", s(&work)]);
-        let enough = 1 + rng.below(60);
-        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(4), |l| l.starts_with("ack "));
+        let enough = 1 + rng.below(40);
+        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(3), |l| l.starts_with("ack "));
         assert!(!ended, "cycle {cycle}: the writer stopped by itself: {:?}", writer.wait());
         let mount_first = rng.below(2) == 0;
         if mount_first {
