@@ -24,9 +24,10 @@ if command -v rustup >/dev/null 2>&1; then
 fi
 
 # The FUSE mount tests need /dev/fuse and fusermount3 (Debian's fuse3),
-# and run real programs on the mount: tar, git, make, gcc, sqlite3.
+# and run real programs on the mount: tar, git, make, gcc, sqlite3. The fuzz
+# crate's libfuzzer-sys builds libFuzzer with the C++ compiler (g++).
 missing=""
-for pair in fusermount3:fuse3 tar:tar git:git make:make gcc:gcc sqlite3:sqlite3; do
+for pair in fusermount3:fuse3 tar:tar git:git make:make gcc:gcc c++:g++ sqlite3:sqlite3; do
     if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
         missing="$missing ${pair##*:}"
     fi
