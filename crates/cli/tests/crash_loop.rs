@@ -12,7 +12,10 @@
 //! the mount process is killed too.
 //!
 //! A kill comes after a random number of acknowledgements plus a random
-//! few milliseconds, or at a random deadline, whichever is first.
+//! few milliseconds, or at a random deadline, whichever is first; the
+//! writers' deadlines count from their first line three times in four and
+//! otherwise from the spawn (so some kills land in the store's open and
+//! recovery), the import's from the spawn.
 //! `LARDER_CRASH_CYCLES` sets the cycles of each workload (default 3) and
 //! `LARDER_CRASH_SEED` the seed of every choice (printed; the moments of
 //! the kills still depend on timing).
@@ -103,18 +106,45 @@ fn spawn(args: &[&str]) -> (Child, Receiver<String>) {
     (child, rx)
 }
 
+/// Where the random deadline of [`until_kill`] is counted from.
+#[derive(Clone, Copy, Debug)]
+enum Clock {
+    /// The spawn: the kill may come while the child opens (and recovers)
+    /// the store.
+    Spawn,
+    /// The child's first line: the kill comes once it writes.
+    FirstLine,
+}
+
+/// A [`Clock`] that counts from the spawn one time in four.
+fn clock(rng: &mut Rng) -> Clock {
+    if rng.below(4) == 0 {
+        Clock::Spawn
+    } else {
+        Clock::FirstLine
+    }
+}
+
+/// Longest wait for a child's first line under [`Clock::FirstLine`].
+const FIRST_LINE_WITHIN: Duration = Duration::from_secs(120);
+
 /// Collects `lines` until `enough` of them satisfy `counts`, then a random
-/// 0-15 ms more, or until a random deadline of up to `longest`, whichever
-/// comes first (or until the child's stdout closes); returns the lines and
-/// whether the output ended on its own.
+/// 0-15 ms more, or until a random deadline of up to `longest` counted from
+/// `clock`, whichever comes first (or until the child's stdout closes);
+/// returns the lines and whether the output ended on its own.
 fn until_kill(
     lines: &Receiver<String>,
     rng: &mut Rng,
+    clock: Clock,
     enough: u64,
     longest: Duration,
     counts: impl Fn(&str) -> bool,
 ) -> (Vec<String>, bool) {
-    let mut deadline = Instant::now() + Duration::from_micros(rng.below(longest.as_micros() as u64 + 1));
+    let random = Duration::from_micros(rng.below(longest.as_micros() as u64 + 1));
+    let mut deadline = match clock {
+        Clock::Spawn => Instant::now() + random,
+        Clock::FirstLine => Instant::now() + FIRST_LINE_WITHIN,
+    };
     let (mut got, mut seen, mut extended) = (Vec::new(), 0, false);
     loop {
         let now = Instant::now();
@@ -123,6 +153,9 @@ fn until_kill(
         }
         match lines.recv_timeout(deadline - now) {
             Ok(l) => {
+                if got.is_empty() && matches!(clock, Clock::FirstLine) {
+                    deadline = Instant::now() + random;
+                }
                 if counts(&l) {
                     seen += 1;
                 }
@@ -267,8 +300,9 @@ fn a_killed_kv_writer_loses_no_acknowledged_key() {
         let writer_seed = rng.next().to_string();
         let (mut child, lines) =
             spawn(&["crash-writer", "--seed", &writer_seed, "--threads", "3", "kv", s(&store), "b"]);
-        let enough = 1 + rng.below(100);
-        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(2), |l| l.starts_with("ack "));
+        let (clock, enough) = (clock(&mut rng), 1 + rng.below(100));
+        let (got, ended) =
+            until_kill(&lines, &mut rng, clock, enough, Duration::from_secs(2), |l| l.starts_with("ack "));
         assert!(!ended, "cycle {cycle}: the writer stopped by itself: {:?}", child.wait());
         let got = kill_and_drain(&mut child, &lines, got);
         let steps = steps(&got);
@@ -295,7 +329,8 @@ fn a_killed_kv_writer_loses_no_acknowledged_key() {
         assert!(wrong.is_empty(), "cycle {cycle} (writer seed {writer_seed}): acknowledged state lost: {wrong:?}");
         fsck_clean(&store);
         eprintln!(
-            "kv cycle {cycle}: writer seed {writer_seed}, killed after {} acknowledged steps, {} keys checked",
+            "kv cycle {cycle}: writer seed {writer_seed}, killed after {} acknowledged steps (deadline from the \
+             {clock:?}), {} keys checked",
             steps.acked.len(),
             actual.len()
         );
@@ -334,7 +369,8 @@ fn a_killed_import_loses_no_key_it_reported_durable() {
         let batches = (source.len() as u64).div_ceil(batch);
         let (mut child, lines) = spawn(&["import", s(&store), s(&tree), "b", "--batch", &batch.to_string()]);
         let enough = 1 + rng.below(batches);
-        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(3), |l| l.starts_with("batch "));
+        let (got, ended) =
+            until_kill(&lines, &mut rng, Clock::Spawn, enough, Duration::from_secs(3), |l| l.starts_with("batch "));
         let finished = ended && child.wait().unwrap().success();
         let got = kill_and_drain(&mut child, &lines, got);
         let durable: BTreeSet<String> =
@@ -442,8 +478,9 @@ fn a_killed_mount_and_writer_lose_no_fsynced_file() {
     for cycle in 0..cycles {
         let writer_seed = rng.next().to_string();
         let (mut writer, lines) = spawn(&["crash-writer", "--seed", &writer_seed, "--threads", "2", "files", s(&work)]);
-        let enough = 1 + rng.below(40);
-        let (got, ended) = until_kill(&lines, &mut rng, enough, Duration::from_secs(3), |l| l.starts_with("ack "));
+        let (clock, enough) = (clock(&mut rng), 1 + rng.below(40));
+        let (got, ended) =
+            until_kill(&lines, &mut rng, clock, enough, Duration::from_secs(3), |l| l.starts_with("ack "));
         assert!(!ended, "cycle {cycle}: the writer stopped by itself: {:?}", writer.wait());
         let mount_first = rng.below(2) == 0;
         if mount_first {
@@ -486,7 +523,8 @@ fn a_killed_mount_and_writer_lose_no_fsynced_file() {
         let wrong = differences(&actual, &want, &in_flight);
         assert!(wrong.is_empty(), "cycle {cycle} (writer seed {writer_seed}): fsynced state lost: {wrong:?}");
         eprintln!(
-            "mount cycle {cycle}: writer seed {writer_seed}, {} killed first after {} fsynced steps, {} files checked",
+            "mount cycle {cycle}: writer seed {writer_seed}, {} killed first after {} fsynced steps (deadline from \
+             the {clock:?}), {} files checked",
             if mount_first { "mount" } else { "writer" },
             steps.acked.len(),
             actual.len()
