@@ -25,9 +25,10 @@ fi
 
 # The FUSE mount tests need /dev/fuse and fusermount3 (Debian's fuse3),
 # run real programs on the mount (tar, git, make, gcc, sqlite3), and
-# run commands on it as another user (setpriv, from util-linux).
+# run commands on it as another user (setpriv, from util-linux). The fuzz
+# crate's libfuzzer-sys builds libFuzzer with the C++ compiler (g++).
 missing=""
-for pair in fusermount3:fuse3 setpriv:util-linux tar:tar git:git make:make gcc:gcc sqlite3:sqlite3; do
+for pair in fusermount3:fuse3 setpriv:util-linux tar:tar git:git make:make gcc:gcc c++:g++ sqlite3:sqlite3; do
     if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
         missing="$missing ${pair##*:}"
     fi

@@ -6,6 +6,18 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The fuzz crate (fuzz/, its own workspace) keeps building on stable, and
+# every target runs its committed seed corpus: libFuzzer with -runs=0 only
+# executes the inputs given (fuzzing itself needs nightly; fuzz/README.md).
+cargo build --manifest-path fuzz/Cargo.toml --target-dir fuzz/target --locked
+for source in fuzz/fuzz_targets/*.rs; do
+    target=$(basename "$source" .rs)
+    if ! "fuzz/target/debug/$target" -runs=0 "fuzz/corpus/$target" >"fuzz/target/$target.log" 2>&1; then
+        cat "fuzz/target/$target.log" >&2
+        echo "test: fuzz target $target failed on its seed corpus" >&2
+        exit 1
+    fi
+done
 cargo nextest run --workspace --locked --no-fail-fast
 # Doc tests are not run by nextest.
 cargo test --workspace --doc --locked

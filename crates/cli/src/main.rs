@@ -8,6 +8,7 @@
 
 mod bench_index;
 mod bench_store;
+mod crash_writer;
 mod export;
 mod fsck_cmd;
 mod import;
@@ -74,6 +75,10 @@ enum Command {
         #[command(subcommand)]
         op: index_cmd::IndexOp,
     },
+    /// Write keys or files until killed, printing each step before it
+    /// starts and once it is durable: the writer the crash-loop test kills.
+    #[command(hide = true)]
+    CrashWriter(crash_writer::CrashWriterArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -125,6 +130,7 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Bench { what: Some(BenchWhat::Index(args)), .. } => bench_index::run(&args),
         Command::Index { op } => index_cmd::run(op),
+        Command::CrashWriter(args) => crash_writer::run(&args),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

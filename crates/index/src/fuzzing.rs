@@ -28,6 +28,33 @@ pub fn manifest(data: &[u8]) -> bool {
     }
 }
 
+/// [`manifest`] on `data` with its body length (bytes 12..16) and trailing
+/// crc32c recomputed first, so mutations get past the checksum to the
+/// field checks (libFuzzer rarely guesses a crc32c).
+pub fn manifest_crc_fixed(data: &[u8]) -> bool {
+    let mut m = data.to_vec();
+    if m.len() >= 20 {
+        let body = (m.len() - 20) as u32;
+        m[12..16].copy_from_slice(&body.to_le_bytes());
+        let at = m.len() - 4;
+        let c = crate::codec::crc(&m[..at]);
+        m[at..].copy_from_slice(&c.to_le_bytes());
+    }
+    manifest(&m)
+}
+
+/// [`data_block`] on `data` with its trailing crc32c recomputed first, so
+/// mutations get past the checksum to the offset table and entries.
+pub fn data_block_crc_fixed(data: &[u8]) -> bool {
+    let mut b = data.to_vec();
+    if b.len() >= 4 {
+        let at = b.len() - 4;
+        let c = crate::codec::crc(&b[..at]);
+        b[at..].copy_from_slice(&c.to_le_bytes());
+    }
+    data_block(&b)
+}
+
 /// Decodes `data` as a data block. Returns whether it was accepted.
 pub fn data_block(data: &[u8]) -> bool {
     match Block::decode(data.to_vec()) {

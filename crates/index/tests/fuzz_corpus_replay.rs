@@ -1,7 +1,11 @@
-//! Stable-toolchain replay of the fuzz targets in `fuzz/` (which need
-//! nightly and cargo-fuzz): feeds the committed seed corpus and mutations
-//! of it to the three decoders in `larder_index::fuzzing` (`manifest`,
-//! `data_block`, `run_file`), deterministically and in a few seconds.
+//! Stable-toolchain replay of the index's fuzz targets in `fuzz/` (which
+//! need nightly and cargo-fuzz): feeds the committed seed corpus and
+//! mutations of it to the three decoders in `larder_index::fuzzing`
+//! (`manifest`, `data_block`, `run_file`; the corpora of their
+//! checksum-fixing variants are replayed too), deterministically and in a
+//! few seconds. It also checks that every target in `fuzz/fuzz_targets/`
+//! has a seed corpus and a replay (the other crates' targets are replayed
+//! in their own tests).
 //!
 //! For each target it checks that:
 //! - every file in `fuzz/corpus/<target>/` is decoded without a panic; the
@@ -495,6 +499,51 @@ fn random_inputs_do_not_panic(target: &str, decode: Decode, framed: &mut dyn FnM
     }
 }
 
+// --- every target ---
+
+/// Where each fuzz target's committed corpus is replayed on stable.
+const REPLAYED: [(&str, &str); 15] = [
+    ("manifest", "crates/index/tests/fuzz_corpus_replay.rs"),
+    ("manifest_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
+    ("data_block", "crates/index/tests/fuzz_corpus_replay.rs"),
+    ("data_block_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
+    ("run_file", "crates/index/tests/fuzz_corpus_replay.rs"),
+    ("log_segment_header", "crates/log/tests/decoder_robustness.rs"),
+    ("log_group", "crates/log/tests/decoder_robustness.rs"),
+    ("log_segment_file", "crates/log/tests/decoder_robustness.rs"),
+    ("space_extent", "crates/space/tests/fuzz_replay.rs"),
+    ("space_rebuild", "crates/space/tests/fuzz_replay.rs"),
+    ("object_key", "crates/object/tests/meta_decoders.rs"),
+    ("object_onode", "crates/object/tests/meta_decoders.rs"),
+    ("object_extent_entry", "crates/object/tests/meta_decoders.rs"),
+    ("object_dentry", "crates/object/tests/meta_decoders.rs"),
+    ("object_log_payload", "crates/object/tests/meta_decoders.rs"),
+];
+
+/// Every target in `fuzz/fuzz_targets/` has a committed seed corpus with
+/// valid seeds and a replay that names it; a new target without them fails
+/// here.
+#[test]
+fn every_fuzz_target_has_a_seed_corpus_and_a_replay() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut targets: Vec<String> = std::fs::read_dir(root.join("fuzz/fuzz_targets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    targets.sort();
+    let mut listed: Vec<String> = REPLAYED.iter().map(|(t, _)| t.to_string()).collect();
+    listed.sort();
+    assert_eq!(targets, listed, "fuzz/fuzz_targets and the replayed targets differ");
+    for (target, replay) in REPLAYED {
+        let valid = corpus(target).iter().filter(|(n, _)| n.starts_with("valid-")).count();
+        assert!(valid >= 1, "{target}: no valid seed in {}", corpus_dir(target).display());
+        let text = std::fs::read_to_string(root.join(replay)).unwrap();
+        assert!(text.contains(&format!("\"{target}\"")), "{replay} does not replay {target}");
+    }
+}
+
 // --- manifest ---
 
 #[test]
@@ -522,6 +571,11 @@ fn manifest_random_inputs_do_not_panic() {
     random_inputs_do_not_panic("manifest", fuzzing::manifest, &mut random_manifest);
 }
 
+#[test]
+fn manifest_crc_fixed_corpus_replays() {
+    replay_corpus("manifest_crc_fixed", fuzzing::manifest_crc_fixed);
+}
+
 // --- data_block ---
 
 #[test]
@@ -547,6 +601,11 @@ fn data_block_edits_do_not_panic() {
 #[test]
 fn data_block_random_inputs_do_not_panic() {
     random_inputs_do_not_panic("data_block", fuzzing::data_block, &mut random_block);
+}
+
+#[test]
+fn data_block_crc_fixed_corpus_replays() {
+    replay_corpus("data_block_crc_fixed", fuzzing::data_block_crc_fixed);
 }
 
 // --- run_file ---

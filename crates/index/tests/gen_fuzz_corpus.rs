@@ -1,5 +1,7 @@
-//! Regenerates the committed seed corpus of the fuzz targets in
-//! `fuzz/corpus/{manifest,data_block,run_file}/` from a real index.
+//! Regenerates the committed seed corpus of the index's fuzz targets in
+//! `fuzz/corpus/{manifest,data_block,run_file}/` (and the same manifest and
+//! block seeds for `manifest_crc_fixed` and `data_block_crc_fixed`) from a
+//! real index.
 //!
 //! Ignored by default (it rewrites committed files); run it with
 //!
@@ -363,4 +365,12 @@ fn generate_fuzz_corpus() {
     write_seeds("manifest", fuzzing::manifest, &valid_manifests, &near_manifests(&valid_manifests));
     write_seeds("data_block", fuzzing::data_block, &valid_blocks, &near_blocks(&valid_blocks));
     write_seeds("run_file", fuzzing::run_file, &valid_runs, &near_runs(&valid_runs));
+    // The checksum-fixing targets start from the same seeds, less the near
+    // ones that recomputing the checksum makes valid.
+    let near = near_manifests(&valid_manifests);
+    let near: Vec<_> = near.into_iter().filter(|(_, v)| !fuzzing::manifest_crc_fixed(v)).collect();
+    write_seeds("manifest_crc_fixed", fuzzing::manifest_crc_fixed, &valid_manifests, &near);
+    let near = near_blocks(&valid_blocks);
+    let near: Vec<_> = near.into_iter().filter(|(_, v)| !fuzzing::data_block_crc_fixed(v)).collect();
+    write_seeds("data_block_crc_fixed", fuzzing::data_block_crc_fixed, &valid_blocks, &near);
 }

@@ -4,9 +4,14 @@
 //! overwritten and appended bytes). Each entry point must return without
 //! panicking, and accepts only inputs that re-encode to themselves. The
 //! number accepted per decoder is pinned, so a change in what a decoder
-//! accepts (a format change) shows up here.
+//! accepts (a format change) shows up here. The committed seed corpora of
+//! the fuzz targets (`fuzz/corpus/object_*`) are replayed here, and
+//! regenerated from the same seeds by the ignored `generate_fuzz_corpus`.
 
 #![allow(clippy::unwrap_used)]
+
+#[path = "../../../fuzz/corpus_files.rs"]
+mod corpus_files;
 
 use larder_object::meta::fuzzing::{self, FUZZ_LIMITS};
 use larder_object::meta::{
@@ -210,3 +215,29 @@ fn log_payloads_never_panic_and_accept_only_exact_encodings() {
 
 /// Accepted inputs of the log payload replay.
 const PINNED_LOG_PAYLOADS: usize = 1853;
+
+/// The fuzz targets of this layer, their entry points and valid seeds.
+fn fuzz_targets() -> [corpus_files::Target; 5] {
+    [
+        ("object_key", fuzzing::key, key_seeds()),
+        ("object_onode", fuzzing::onode, onode_seeds()),
+        ("object_extent_entry", fuzzing::extent_entry, entry_seeds()),
+        ("object_dentry", fuzzing::dentry, dentry_seeds()),
+        ("object_log_payload", fuzzing::log_payload, log_payload_seeds()),
+    ]
+}
+
+#[test]
+#[ignore = "rewrites the committed fuzz seed corpus; run with --ignored"]
+fn generate_fuzz_corpus() {
+    for (target, decode, valid) in fuzz_targets() {
+        corpus_files::write_corpus(target, decode, &valid, &corpus_files::near_seeds(&valid, decode));
+    }
+}
+
+#[test]
+fn fuzz_corpus_replays() {
+    for (target, decode, _) in fuzz_targets() {
+        corpus_files::replay_corpus(target, decode);
+    }
+}

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_io::SimStorage;
+use larder_io::{SimStorage, Storage};
 
 use crate::{Extent, Options, SpaceManager, EXTENT_BYTES};
 
@@ -25,7 +25,8 @@ pub fn extent(data: &[u8]) -> bool {
 }
 
 /// Reads `data` as a list of 24-byte extents in use (a trailing partial one
-/// is ignored) and rebuilds free space from it over two 64 KiB containers.
+/// is ignored) and rebuilds free space from it over two 64 KiB containers
+/// (ids 0 and 1).
 /// Returns whether the list was accepted; if it was, `verify` must agree
 /// and free space must be container space minus the extents.
 pub fn rebuild(data: &[u8]) -> bool {
@@ -45,9 +46,14 @@ pub fn rebuild(data: &[u8]) -> bool {
             Extent { container: f(0) % 4, offset: f(8), len: f(16) }
         })
         .collect();
-    // First open creates the two containers; the second rebuilds over them.
-    if SpaceManager::open(Arc::new(sim.clone()), dir, options.clone(), []).is_err() {
-        return false;
+    // Two containers (ids 0 and 1) exist, as after a store used them, so
+    // extents in them reach the rebuild; an open does not create them.
+    for id in 0..2 {
+        if sim.create_dir_all(dir).is_err()
+            || crate::container::create(&sim, dir, id, FUZZ_CONTAINER_BYTES, crate::container::Pace::Full).is_err()
+        {
+            return false;
+        }
     }
     let Ok(manager) = SpaceManager::open(Arc::new(sim), dir, options, used.iter().copied()) else { return false };
     let report = manager.verify(used.iter().copied());
