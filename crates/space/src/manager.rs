@@ -417,7 +417,13 @@ impl SpaceManager {
                     st.counters.punches += 1;
                 }
                 Err(err) => {
+                    // A failed punch may have freed some of its blocks
+                    // before it failed: a later write there changes file
+                    // metadata, so it must take the path that syncs the
+                    // container. The range stays a candidate for the next
+                    // punch.
                     c.dirty.insert(s, e);
+                    c.holes.insert(s, e);
                     first_error.get_or_insert(err);
                 }
             }

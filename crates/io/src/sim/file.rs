@@ -374,9 +374,18 @@ impl File for SimFile {
             return Err(IoError::InvalidInput { path: self.path.clone(), reason: "punch_hole of zero bytes" });
         }
         let mut st = self.state.lock();
-        enter(&mut st, SimOp::PunchHole, &[&self.path])?;
+        st.check_alive()?;
+        let fault = take(&mut st, SimOp::PunchHole, &[&self.path]);
         self.check_writable(SimOp::PunchHole)?;
         check_range(offset, len, &self.path)?;
+        if let Some(fault) = fault {
+            if fault == SimFault::ShortWrite && len > 4096 {
+                // A punch that freed some blocks before it failed.
+                let half = (len / 2).next_multiple_of(4096).min(len - 4096);
+                st.file_op(self.id, &self.path, FileOp::PunchHole { offset, len: half })?;
+            }
+            return Err(fault_error(fault, SimOp::PunchHole, &self.path));
+        }
         st.file_op(self.id, &self.path, FileOp::PunchHole { offset, len })?;
         st.counters.punch_holes += 1;
         Ok(())
