@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{open, small_options, BLOCKS};
 use larder_io::sim::{SimFault, SimOp};
-use larder_io::{read_exact_at, write_all_at, File, SimStorage};
+use larder_io::{read_exact_at, write_all_at, SimStorage};
 use larder_space::{Extent, Options, SpaceManager};
 
 /// One container, no spares, so the free share is easy to reason about.
