@@ -33,8 +33,13 @@ pub const KNOWN_RO_COMPAT: u64 = 0;
 /// (version 2, docs/format.md section 13), which older builds cannot read.
 /// Set when a store is created.
 pub const INCOMPAT_COMPACT_ONODES: u64 = 1 << 0;
+/// Incompatible feature bit 1: container files may be shorter than
+/// `container_bytes` with extents in use in them (they start small and
+/// grow, docs/format.md section 12), which older builds refuse as
+/// corrupt. Set when a store is created.
+pub const INCOMPAT_GROWING_CONTAINERS: u64 = 1 << 1;
 /// Incompatible features this build understands.
-pub const KNOWN_INCOMPAT: u64 = INCOMPAT_COMPACT_ONODES;
+pub const KNOWN_INCOMPAT: u64 = INCOMPAT_COMPACT_ONODES | INCOMPAT_GROWING_CONTAINERS;
 /// Bytes of a slot covered by its checksum (the fields; the rest is zero).
 const ENCODED_BYTES: usize = 8 + 4 + 4 + 8 * 3 + 16 + 8 + CreationOptions::ENCODED_BYTES + 4;
 
@@ -108,7 +113,7 @@ pub struct Superblock {
 impl Superblock {
     /// A new store's superblock (generation 1, fresh uuid).
     pub fn new(options: CreationOptions) -> Self {
-        let incompat = INCOMPAT_COMPACT_ONODES;
+        let incompat = INCOMPAT_COMPACT_ONODES | INCOMPAT_GROWING_CONTAINERS;
         Superblock { compat: 0, ro_compat: 0, incompat, uuid: rand::random(), generation: 1, options }
     }
 

@@ -202,6 +202,14 @@ impl Storage for SimStorage {
         Ok(Box::new(SimLock { state: Arc::clone(&self.state), path: path.to_path_buf() }))
     }
 
+    /// The capacity ([`SimStorage::set_capacity`]) less the named files'
+    /// lengths; without a capacity, no bound (`u64::MAX`).
+    fn available_bytes(&self, _path: &Path) -> IoResult<u64> {
+        let st = self.state.lock();
+        st.check_alive()?;
+        Ok(st.available())
+    }
+
     /// The simulated machine is one device: every sync flushes it.
     fn shares_flush(&self, _synced: &Path, _written: &Path) -> IoResult<bool> {
         Ok(true)

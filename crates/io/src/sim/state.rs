@@ -363,6 +363,17 @@ impl State {
         Ok(())
     }
 
+    /// Bytes a writer may still add: the capacity less the named files'
+    /// live lengths (`u64::MAX` without a capacity).
+    pub(super) fn available(&self) -> u64 {
+        if self.capacity == u64::MAX {
+            return u64::MAX;
+        }
+        let ids: BTreeSet<FileId> = self.live.files.values().copied().collect();
+        let used: u64 = ids.iter().filter_map(|id| self.files.get(id)).map(|f| f.live.len() as u64).sum();
+        self.capacity.saturating_sub(used)
+    }
+
     /// The device cache flush every successful sync issues: every file's
     /// written-back writes become durable.
     pub(super) fn flush_written_back(&mut self) {

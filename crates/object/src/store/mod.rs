@@ -290,8 +290,15 @@ impl Store {
         // Free space is derived, not stored: rebuilt from the extent map
         // as recovery left it, so no crash can leak space.
         let used = used_extents(&index, &limits)?;
-        let space_options =
-            larder_space::Options { container_bytes: loaded.superblock.options.container_bytes, ..options.space };
+        let container_bytes = loaded.superblock.options.container_bytes;
+        // A store made before containers could grow keeps whole ones, so
+        // the builds it was made with can still open it.
+        let initial_container_bytes = if loaded.superblock.incompat & superblock::INCOMPAT_GROWING_CONTAINERS != 0 {
+            options.space.initial_container_bytes.min(container_bytes)
+        } else {
+            container_bytes
+        };
+        let space_options = larder_space::Options { container_bytes, initial_container_bytes, ..options.space };
         let space = Arc::new(SpaceManager::open(storage.clone(), &dir.join(DATA_DIR), space_options, used)?);
         checkpoint_once(&index, &log, &space, true).map_err(|what| ObjectError::Corrupt {
             path: dir.to_path_buf(),

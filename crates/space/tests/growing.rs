@@ -1,0 +1,139 @@
+//! Containers that start small and grow: a file holds only the part of its
+//! container filled so far, growth is zero-filled and synced before any
+//! extent points into it, open takes a file's length as it finds it, and
+//! no growth or creation leaves the file system less than the reserve.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{container_path, open, small_options, CONTAINER};
+use larder_io::sim::CrashMode;
+use larder_io::{write_all_at, SimStorage, Storage};
+use larder_space::{Extent, Options, SpaceError};
+
+/// 1 MiB containers starting at 64 KiB, no spares.
+fn growing() -> Options {
+    Options { initial_container_bytes: 64 << 10, spare_containers: 0, ..small_options() }
+}
+
+fn file_len(sim: &SimStorage, id: u64) -> u64 {
+    sim.open(&container_path(id), larder_io::OpenOptions::READ).unwrap().len().unwrap()
+}
+
+#[test]
+fn a_container_starts_small_and_grows_as_allocations_need() {
+    let sim = SimStorage::new(1);
+    let m = open(&sim, growing(), &[]).unwrap();
+    let first = m.allocate(4096).unwrap();
+    assert_eq!(m.container_ids(), vec![0]);
+    assert_eq!(file_len(&sim, 0), 64 << 10, "a new container is its initial size");
+    // 300 KiB more than the file holds: it grows by what is short at least.
+    let more = m.allocate(360 << 10).unwrap();
+    let len = file_len(&sim, 0);
+    assert!((364 << 10..=CONTAINER).contains(&len), "grew to {len}");
+    assert!(more.iter().all(|e| e.end() <= len), "an extent past the filled part: {more:?}");
+    assert_eq!(m.stats().bytes_total, len, "stats count the file, not the address space");
+    assert!(m.stats().container_growths >= 1);
+    // Until the container is whole, no second one.
+    let rest = m.allocate(CONTAINER - 364 * 1024).unwrap();
+    assert_eq!(m.container_ids(), vec![0]);
+    assert_eq!(file_len(&sim, 0), CONTAINER);
+    // Then a second starts small again.
+    m.allocate(4096).unwrap();
+    assert_eq!(m.container_ids(), vec![0, 1]);
+    assert_eq!(file_len(&sim, 1), 64 << 10);
+    m.check_invariants().unwrap();
+    drop(m);
+    // Reopen over what is in use: the lengths are kept, free space is the
+    // filled part less the extents.
+    let used: Vec<Extent> = first.iter().chain(&more).chain(&rest).copied().collect();
+    let m = open(&sim, growing(), &used).unwrap();
+    let s = m.stats();
+    assert_eq!(s.bytes_total, CONTAINER + (64 << 10));
+    assert_eq!(s.bytes_free, 64 << 10);
+    assert!(m.verify(used.iter().copied()).unwrap().is_clean());
+}
+
+#[test]
+fn growth_is_durable_before_anything_lands_in_it() {
+    let sim = SimStorage::new(2);
+    let m = open(&sim, growing(), &[]).unwrap();
+    m.allocate(64 << 10).unwrap();
+    let grown = m.allocate(128 << 10).unwrap();
+    let file = m.container_file(0).unwrap();
+    for e in &grown {
+        write_all_at(&*file, &vec![7u8; e.len as usize], e.offset).unwrap();
+    }
+    // Lose every unsynced write: the growth itself was synced.
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    let len = after.durable_len(container_path(0)).unwrap();
+    assert!(grown.iter().all(|e| e.end() <= len), "growth not durable: {len} bytes, {grown:?}");
+    open(&after, growing(), &grown).unwrap().check_invariants().unwrap();
+}
+
+#[test]
+fn an_extent_past_the_file_is_refused_and_a_torn_growth_is_kept_as_it_is() {
+    let sim = SimStorage::new(3);
+    open(&sim, growing(), &[]).unwrap().allocate(4096).unwrap();
+    // A growth torn part-way: the file ends inside a block.
+    let f = sim.open(&container_path(0), larder_io::OpenOptions::WRITE).unwrap();
+    f.set_len((64 << 10) + 5000).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    let m = open(&sim, growing(), &[]).unwrap();
+    assert_eq!(m.stats().bytes_total, (64 << 10) + 4096, "the whole blocks of the file");
+    drop(m);
+    let past = Extent { container: 0, offset: 64 << 10, len: 8192 };
+    let err = open(&sim, growing(), &[past]).unwrap_err();
+    assert!(matches!(err, SpaceError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("0000000000000000.ctr"), "{err}");
+}
+
+#[test]
+fn growth_stops_at_the_reserve_and_fills_the_file_system_up_to_it() {
+    let sim = SimStorage::new(4);
+    let capacity = 3 << 20;
+    let reserve = 256 << 10;
+    sim.set_capacity(capacity);
+    let options = Options { reserve_bytes: reserve, max_containers: 16, ..growing() };
+    let m = open(&sim, options, &[]).unwrap();
+    let mut held = Vec::new();
+    let err = loop {
+        match m.allocate(40 << 10) {
+            Ok(extents) => held.extend(extents),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, SpaceError::FileSystemFull { .. }), "{err}");
+    assert!(err.is_no_space());
+    let available = sim.available_bytes(std::path::Path::new("/")).unwrap();
+    assert!(available >= reserve, "the reserve was eaten: {available} left");
+    let used: u64 = held.iter().map(|e| e.len).sum();
+    assert!(used + reserve + (40 << 10) >= capacity, "filled {used} of {capacity} with {reserve} reserved");
+    // Freed space is reused without growing.
+    let lsn = 1;
+    for e in held.drain(..4) {
+        m.free(e, lsn).unwrap();
+    }
+    m.set_durable_lsn(lsn);
+    m.allocate(40 << 10).unwrap();
+    // A lower reserve lets it grow again.
+    m.set_reserve_bytes(0);
+    m.allocate(40 << 10).unwrap();
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn no_spare_is_made_that_the_file_system_cannot_hold() {
+    let sim = SimStorage::new(5);
+    sim.set_capacity(100 << 10);
+    let options = Options { spare_containers: 1, spares_after_first_use: false, ..growing() };
+    let m = open(&sim, options, &[]).unwrap();
+    assert_eq!(m.container_ids(), vec![0], "one 64 KiB spare fits");
+    assert_eq!(m.ensure_spares().unwrap(), 0);
+    // It is filled, the next spare would not fit: none, and no error.
+    m.allocate(64 << 10).unwrap();
+    assert_eq!(m.ensure_spares().unwrap(), 0);
+    assert_eq!(m.container_ids(), vec![0]);
+}
