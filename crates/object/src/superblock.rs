@@ -74,6 +74,19 @@ impl Default for CreationOptions {
 impl CreationOptions {
     const ENCODED_BYTES: usize = 8 + 8 + 4 + 4;
 
+    /// The defaults fitted to a file system with `available_bytes` free:
+    /// log segments of a sixty-fourth of it, rounded down to a power of
+    /// two, between 4 MiB and the default 64 MiB (a 256 MiB file system
+    /// gets 4 MiB segments: 8 MiB of log at creation, not 128 MiB).
+    /// Containers keep their default size: they start small and grow
+    /// (`larder_space::Options::initial_container_bytes`).
+    pub fn fitted_to(available_bytes: u64) -> CreationOptions {
+        let default = CreationOptions::default();
+        let share = (available_bytes / 64).max(1);
+        let power = 1u64 << (63 - share.leading_zeros());
+        CreationOptions { log_segment_bytes: power.clamp(4 << 20, default.log_segment_bytes), ..default }
+    }
+
     /// Refuses values the engine cannot work with, naming the option.
     pub fn validate(&self) -> Result<()> {
         let bad = |name, reason: &str| Err(ObjectError::InvalidOption { name, reason: reason.to_string() });

@@ -360,7 +360,11 @@ impl SpaceManager {
 
     /// Creates containers until at least `min_containers` exist and
     /// `spare_containers` have nothing allocated (bounded by
-    /// `max_containers`); returns how many it created. Call it
+    /// `max_containers` and by the file system's room beyond the
+    /// reserve); returns how many it created or grew. With growing
+    /// containers ([`Options::initial_container_bytes`]), while one is not
+    /// whole the spare is its next growth instead: made once free space is
+    /// below half of it (so small stores keep small files). Call it
     /// from a background thread after allocations, so that allocations find
     /// a zero-filled container ready instead of waiting for one.
     ///
@@ -390,6 +394,24 @@ impl SpaceManager {
             let spares = st.containers.values().filter(|c| c.is_spare()).count() as u64;
             below_min.max(inner.options.spare_containers.saturating_sub(spares + st.creating))
         };
+        let blocks = st.blocks;
+        if below_min == 0 && inner.initial_blocks() < blocks {
+            // Growing containers: the spare is the next growth of one not
+            // whole yet, made when free space falls below it; a new
+            // container only once every one is whole.
+            if st.containers.values().any(|c| c.growing) {
+                return Ok(0);
+            }
+            if let Some((&id, c)) = st.containers.iter().find(|(_, c)| c.filled < blocks) {
+                let step = inner.options.growth_blocks(c.filled);
+                if inner.options.spare_containers == 0 || st.free_blocks() >= step / 2 {
+                    return Ok(0);
+                }
+                let Ok(room) = inner.room_blocks(1) else { return Ok(0) };
+                drop(inner.grow(st, id, 0, room, pace)?);
+                return Ok(1);
+            }
+        }
         let room = inner.options.max_containers.saturating_sub(st.containers.len() as u64 + st.creating);
         let mut count = want.min(room);
         if count > 0 {
@@ -409,7 +431,8 @@ impl SpaceManager {
     }
 
     /// Punches holes in released free space, if free space exceeds
-    /// `punch_free_threshold` of all container space, within the rate
+    /// `punch_free_threshold` of all container space or the file system
+    /// has less room beyond the reserve than `initial_container_bytes`, within the rate
     /// limit as of `now` (the caller's clock: a background thread passes
     /// `Instant::now()`, tests a fake one). Punches adjacent freed ranges as
     /// one call, largest first, none below `punch_min_bytes`. Returns the
@@ -424,7 +447,10 @@ impl SpaceManager {
         inner.release_ready(&mut st);
         let total: u64 = st.containers.values().map(|c| c.filled).sum();
         let share = if total == 0 { 0.0 } else { st.free_blocks() as f64 / total as f64 };
-        if share <= options.punch_free_threshold {
+        // On a file system with no room left beyond the reserve, freed
+        // space goes back to it whatever the share: other files (the log,
+        // the index) may need it, and the reserve must be whole again.
+        if share <= options.punch_free_threshold && inner.room_blocks(inner.initial_blocks()).is_ok() {
             return Ok(0);
         }
         let budget = st.bucket.refill(now) / BLOCK_BYTES;

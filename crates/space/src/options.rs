@@ -15,7 +15,7 @@ pub struct Options {
     pub container_bytes: u64,
     /// Bytes a new container file starts with, a multiple of 4 KiB of at
     /// most `container_bytes`: the file then grows, zero-filled, as
-    /// allocations need it (by a quarter of its size, at least this much
+    /// allocations need it (by an eighth of its size, at least this much
     /// and at most [`GROWTH_MAX_BYTES`]), so a small store keeps small
     /// files and a small file system fills up to its reserve. Equal to
     /// `container_bytes`, containers are made whole at once. Default 4 MiB.
@@ -120,11 +120,11 @@ impl Options {
         self.container_bytes / BLOCK_BYTES
     }
 
-    /// Blocks a container that has `filled` grows by at once: a quarter of
+    /// Blocks a container that has `filled` grows by at once: an eighth of
     /// it, at most [`GROWTH_MAX_BYTES`] unless `initial_container_bytes` is
     /// more, at least that (the caller also bounds it by the container and the file system).
     pub(crate) fn growth_blocks(&self, filled: u64) -> u64 {
-        (filled / 4).min(GROWTH_MAX_BYTES / BLOCK_BYTES).max(self.initial_container_bytes / BLOCK_BYTES)
+        (filled / 8).min(GROWTH_MAX_BYTES / BLOCK_BYTES).max(self.initial_container_bytes / BLOCK_BYTES)
     }
 }
 

@@ -132,8 +132,59 @@ fn no_spare_is_made_that_the_file_system_cannot_hold() {
     let m = open(&sim, options, &[]).unwrap();
     assert_eq!(m.container_ids(), vec![0], "one 64 KiB spare fits");
     assert_eq!(m.ensure_spares().unwrap(), 0);
-    // It is filled, the next spare would not fit: none, and no error.
+    // Filled, it grows ahead only into the room there is, and then makes
+    // nothing, without an error.
     m.allocate(64 << 10).unwrap();
+    m.ensure_spares().unwrap();
     assert_eq!(m.ensure_spares().unwrap(), 0);
     assert_eq!(m.container_ids(), vec![0]);
+    assert!(m.stats().bytes_total <= 100 << 10);
+}
+
+#[test]
+fn the_spare_of_growing_containers_is_the_next_growth_not_a_new_file() {
+    let sim = SimStorage::new(6);
+    let options = Options { spare_containers: 1, spares_after_first_use: true, ..growing() };
+    let m = open(&sim, options.clone(), &[]).unwrap();
+    assert!(m.container_ids().is_empty(), "no container before the first allocation");
+    let mut held = Vec::new();
+    // Fill well past the first container's initial size, making spares
+    // after every allocation as the background thread would.
+    for _ in 0..40 {
+        held.extend(m.allocate(16 << 10).unwrap());
+        m.ensure_spares().unwrap();
+    }
+    assert_eq!(m.container_ids(), vec![0], "spares made new files instead of growing the one there is");
+    let s = m.stats();
+    assert!(s.bytes_free > 0, "the spare growth left no free space ahead");
+    // Ahead by at most one and a half growth steps (an eighth of the
+    // file, at least the 64 KiB initial size).
+    assert!(s.bytes_total <= (640 << 10) + 3 * (128 << 10) / 2, "grew far beyond need: {s:?}");
+    // Reopened (as each CLI command does), still one file.
+    drop(m);
+    let m = open(&sim, options, &held).unwrap();
+    m.allocate(16 << 10).unwrap();
+    m.ensure_spares().unwrap();
+    assert_eq!(m.container_ids(), vec![0]);
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn on_a_full_file_system_freed_space_is_punched_below_the_threshold() {
+    let sim = SimStorage::new(7);
+    let options = Options { reserve_bytes: 64 << 10, ..growing() };
+    let m = open(&sim, options, &[]).unwrap();
+    let held: Vec<Extent> = (0..16).flat_map(|_| m.allocate(64 << 10).unwrap()).collect();
+    let file = m.container_file(0).unwrap();
+    for e in &held {
+        write_all_at(&*file, &vec![1u8; e.len as usize], e.offset).unwrap();
+    }
+    // One extent of sixteen freed: far below the 25% threshold.
+    m.free(held[0], 1).unwrap();
+    m.set_durable_lsn(1);
+    let now = std::time::Instant::now();
+    assert_eq!(m.punch_some(now).unwrap(), 0, "punched with room to spare");
+    // The file system fills up to the reserve: now it is punched.
+    sim.set_capacity(m.stats().bytes_total + (64 << 10));
+    assert_eq!(m.punch_some(now).unwrap(), 64 << 10);
 }
