@@ -22,6 +22,7 @@ mod combine;
 mod ingest;
 mod observe;
 pub(crate) mod payload;
+pub mod reserve;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -298,7 +299,13 @@ impl Store {
         } else {
             container_bytes
         };
-        let space_options = larder_space::Options { container_bytes, initial_container_bytes, ..options.space };
+        let reserve_bytes = options.space.reserve_bytes.max(reserve::reserve_bytes(
+            &*storage,
+            &dir.join(INDEX_DIR),
+            loaded.superblock.options.log_segment_bytes,
+        )?);
+        let space_options =
+            larder_space::Options { container_bytes, initial_container_bytes, reserve_bytes, ..options.space };
         let space = Arc::new(SpaceManager::open(storage.clone(), &dir.join(DATA_DIR), space_options, used)?);
         checkpoint_once(&index, &log, &space, true).map_err(|what| ObjectError::Corrupt {
             path: dir.to_path_buf(),

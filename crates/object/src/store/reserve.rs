@@ -1,0 +1,33 @@
+//! The file-system space a store keeps back from user data (DESIGN.md, "A
+//! full store still deletes"): containers do not grow into it, so that on
+//! a full file system the writes a delete needs still fit: log records
+//! (and a segment or two more if a checkpoint lags), an index flush and a
+//! merge's output, and the metadata of the delete itself.
+
+use std::path::Path;
+
+use larder_io::{OpenOptions, Storage};
+
+use crate::error::Result;
+
+/// Log segments kept back beyond those the log holds.
+pub const RESERVE_LOG_SEGMENTS: u64 = 2;
+/// Bytes kept back for index flushes and the metadata of deletes, beyond
+/// a copy of the index as it is (the output of a merge of all of it).
+pub const RESERVE_METADATA_BYTES: u64 = 4 << 20;
+
+/// The reserve of the store in `dir`: [`RESERVE_LOG_SEGMENTS`] log
+/// segments, the index's files as they are now (a merge's output is at
+/// most their size) and [`RESERVE_METADATA_BYTES`].
+pub(crate) fn reserve_bytes(storage: &dyn Storage, index_dir: &Path, log_segment_bytes: u64) -> Result<u64> {
+    let mut index_bytes = 0u64;
+    for name in storage.list_dir(index_dir)? {
+        // What cannot be opened (none of the index's own files) counts 0.
+        let len = storage.open(&index_dir.join(&name), OpenOptions::READ).and_then(|file| file.len());
+        index_bytes = index_bytes.saturating_add(len.unwrap_or(0));
+    }
+    Ok(RESERVE_LOG_SEGMENTS
+        .saturating_mul(log_segment_bytes)
+        .saturating_add(index_bytes)
+        .saturating_add(RESERVE_METADATA_BYTES))
+}
