@@ -10,11 +10,14 @@ use larder_io::{OpenOptions, Storage};
 
 use crate::error::Result;
 
-/// Log segments kept back beyond those the log holds.
-pub const RESERVE_LOG_SEGMENTS: u64 = 2;
+/// Log segments kept back beyond those the log holds: the log reuses its
+/// segments after each checkpoint, so one more covers a checkpoint that
+/// lags while deletes are logged.
+pub const RESERVE_LOG_SEGMENTS: u64 = 1;
 /// Bytes kept back for index flushes and the metadata of deletes, beyond
-/// a copy of the index as it is (the output of a merge of all of it).
-pub const RESERVE_METADATA_BYTES: u64 = 4 << 20;
+/// a copy of the index as it is (the output of a merge of all of it): a
+/// flush of a memtable of deletes is small.
+pub const RESERVE_METADATA_BYTES: u64 = 2 << 20;
 
 /// The reserve of the store in `dir`: [`RESERVE_LOG_SEGMENTS`] log
 /// segments, the index's files as they are now (a merge's output is at
