@@ -58,9 +58,7 @@ impl FsError {
 
 fn store_errno(e: &ObjectError) -> i32 {
     match e {
-        ObjectError::Space(larder_space::SpaceError::NoSpace { .. })
-        | ObjectError::Io(larder_io::IoError::NoSpace { .. })
-        | ObjectError::Space(larder_space::SpaceError::Io(larder_io::IoError::NoSpace { .. })) => libc::ENOSPC,
+        _ if e.is_no_space() => libc::ENOSPC,
         ObjectError::NoSuchObject { .. } => libc::ENOENT,
         ObjectError::InvalidName { .. } => libc::EINVAL,
         _ => libc::EIO,
