@@ -453,6 +453,7 @@ impl Inner {
             metadata_bytes: metadata_bytes as u64,
             block_cache_bytes: self.block_cache.weight(),
             memtable_bytes: sv.memtables().map(|m| m.memory_bytes() as u64).sum(),
+            memtable_data_bytes: sv.memtables().map(|m| m.size_bytes() as u64).sum(),
             durable_seq: self.durable_seq.load(Ordering::Acquire),
             last_seq: self.visible_seq.load(Ordering::Acquire),
         }

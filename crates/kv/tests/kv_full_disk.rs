@@ -100,6 +100,12 @@ fn a_full_file_system_refuses_puts_and_still_deletes() {
     // Once the deletes are durable in the index their space is reused:
     // puts go on, about as many as were deleted.
     kv.store().checkpoint().unwrap();
+    // On a file system at the reserve, the freed space is punched back to
+    // it (what the checkpointer thread does as it goes).
+    let punched = kv.store().space().punch_some(std::time::Instant::now()).unwrap();
+    let returned = sim.available_bytes(Path::new("/")).unwrap() - available;
+    eprintln!("punched {punched} bytes; the file system got {returned} back");
+    assert!(returned >= u64::from(first / 2) * VALUE as u64, "deletes gave back only {returned} bytes");
     let second = fill(&kv, &mut model, &mut next);
     assert!(second + 2 >= first / 2, "after deleting {} values only {second} fit again", first / 2);
     check(&kv, &model);
@@ -107,6 +113,45 @@ fn a_full_file_system_refuses_puts_and_still_deletes() {
     // Reopened on the full file system: everything acknowledged is there.
     let kv = Kv::open_with(storage, Path::new(common::DIR), options()).unwrap();
     check(&kv, &model);
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}
+
+#[test]
+fn small_values_stop_at_the_reserve_so_deletes_still_flush() {
+    let sim = SimStorage::new(2);
+    let capacity = 12 << 20;
+    sim.set_capacity(capacity);
+    let storage: Arc<dyn Storage> = Arc::new(sim.clone());
+    let kv = Kv::create_with(storage.clone(), Path::new(common::DIR), options()).unwrap();
+    kv.create_bucket("b").unwrap();
+    // 1 KiB values live inline, in the log and the index: no container.
+    let mut stored = 0u32;
+    let refused = loop {
+        match kv.put("b", format!("s{stored:06}"), &[stored as u8; 1024], Durability::Durable) {
+            Ok(()) => stored += 1,
+            Err(e) => break e,
+        }
+        if stored.is_multiple_of(256) {
+            // Index flushes as a busy store's checkpointer makes them.
+            kv.store().checkpoint().unwrap();
+        }
+        assert!(stored < 100_000, "the capacity never ran out");
+    };
+    assert!(refused.is_no_space(), "{refused}");
+    assert_eq!(kv.store().space().stats().containers, 0, "small values went to a container");
+    let available = sim.available_bytes(Path::new("/")).unwrap();
+    assert!(available > 0, "the file system filled up: nothing left for deletes");
+    eprintln!("{stored} small values stored; {available} bytes left");
+    // Every delete succeeds, and the index flushes them.
+    for i in 0..stored {
+        assert!(kv.delete("b", format!("s{i:06}"), Durability::Durable).unwrap());
+    }
+    kv.store().checkpoint().unwrap();
+    assert_eq!(kv.scan_prefix("b", b"").unwrap().count(), 0);
+    kv.close().unwrap();
+    let kv = Kv::open_with(storage, Path::new(common::DIR), options()).unwrap();
+    assert_eq!(kv.scan_prefix("b", b"").unwrap().count(), 0);
     let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report:?}");
 }

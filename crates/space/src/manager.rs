@@ -23,6 +23,12 @@ use crate::stats::{Counters, SpaceStats};
 use crate::BLOCK_BYTES;
 use larder_io::RangeSet;
 
+/// How long [`SpaceManager::check_room`] trusts the room it last saw.
+pub const ROOM_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+/// Room beyond the reserve under which [`SpaceManager::check_room`] asks
+/// the file system on every call.
+pub const ROOM_CHECK_NEAR: u64 = 64 << 20;
+
 #[derive(Debug)]
 struct Inner {
     storage: StorageRef,
@@ -31,6 +37,9 @@ struct Inner {
     /// Bytes of the file system creating or growing a container leaves
     /// free (`Options::reserve_bytes`, changed by `set_reserve_bytes`).
     reserve_bytes: AtomicU64,
+    /// When [`SpaceManager::check_room`] last asked the file system, and
+    /// the room beyond the reserve it found.
+    room_seen: Mutex<Option<(Instant, u64)>>,
     /// Lock order: `state`, then `readers`.
     state: Mutex<State>,
     /// Signalled when a container creation or growth finishes.
@@ -181,6 +190,7 @@ impl SpaceManager {
             storage,
             dir: dir.to_path_buf(),
             reserve_bytes: AtomicU64::new(options.reserve_bytes),
+            room_seen: Mutex::new(None),
             options,
             state: Mutex::new(state),
             created: Condvar::new(),
@@ -197,10 +207,34 @@ impl SpaceManager {
         &self.inner.options
     }
 
+    /// Fails with [`SpaceError::FileSystemFull`] if the file system has
+    /// no room left beyond the reserve, which it first sets to
+    /// `reserve_now()` (if more than [`Options::reserve_bytes`]) whenever
+    /// it asks the file system: for writes that grow the store
+    /// without allocating (small objects live in the log and the index),
+    /// which must stop at the reserve as allocations do, so deletes still
+    /// find room for their log records and index flushes. Cheap: the
+    /// file system is asked at most every [`ROOM_CHECK_EVERY`] while it
+    /// had plenty of room, every call once it is within
+    /// [`ROOM_CHECK_NEAR`] of the reserve.
+    pub fn check_room(&self, reserve_now: impl FnOnce() -> u64) -> Result<()> {
+        let inner = &*self.inner;
+        let mut seen = inner.room_seen.lock();
+        let fresh = seen.is_some_and(|(at, room)| room > ROOM_CHECK_NEAR && at.elapsed() < ROOM_CHECK_EVERY);
+        if fresh {
+            return Ok(());
+        }
+        inner.reserve_bytes.store(reserve_now().max(inner.options.reserve_bytes), Ordering::Relaxed);
+        let room = inner.room_blocks(1);
+        *seen = room.as_ref().ok().map(|&blocks| (Instant::now(), blocks.saturating_mul(BLOCK_BYTES)));
+        room.map(|_| ())
+    }
+
     /// Changes the bytes of the file system that creating or growing a
     /// container leaves free ([`Options::reserve_bytes`]).
     pub fn set_reserve_bytes(&self, bytes: u64) {
         self.inner.reserve_bytes.store(bytes, Ordering::Relaxed);
+        *self.inner.room_seen.lock() = None;
     }
 
     /// The directory holding the containers.
@@ -432,7 +466,8 @@ impl SpaceManager {
 
     /// Punches holes in released free space, if free space exceeds
     /// `punch_free_threshold` of all container space or the file system
-    /// has less room beyond the reserve than `initial_container_bytes`, within the rate
+    /// has less room beyond the reserve than `initial_container_bytes`
+    /// (then ranges of any size), within the rate
     /// limit as of `now` (the caller's clock: a background thread passes
     /// `Instant::now()`, tests a fake one). Punches adjacent freed ranges as
     /// one call, largest first, none below `punch_min_bytes`. Returns the
@@ -450,15 +485,14 @@ impl SpaceManager {
         // On a file system with no room left beyond the reserve, freed
         // space goes back to it whatever the share: other files (the log,
         // the index) may need it, and the reserve must be whole again.
-        if share <= options.punch_free_threshold && inner.room_blocks(inner.initial_blocks()).is_ok() {
+        let pressed = inner.room_blocks(inner.initial_blocks()).is_err();
+        if share <= options.punch_free_threshold && !pressed {
             return Ok(0);
         }
+        // Under pressure every freed block counts, not only large ranges.
+        let min_blocks = if pressed { 1 } else { options.punch_min_bytes / BLOCK_BYTES };
         let budget = st.bucket.refill(now) / BLOCK_BYTES;
-        let plan = punch::plan(
-            st.containers.iter().map(|(&id, c)| (id, &c.dirty)),
-            options.punch_min_bytes / BLOCK_BYTES,
-            budget,
-        );
+        let plan = punch::plan(st.containers.iter().map(|(&id, c)| (id, &c.dirty)), min_blocks, budget);
         let mut work = Vec::with_capacity(plan.len());
         for &(id, s, e) in &plan {
             let c =

@@ -231,13 +231,15 @@ impl SimFile {
         enter(&mut st, op, &[&self.path])?;
         self.check_writable(op)?;
         check_range(offset, len, &self.path)?;
-        let current = st.file(self.id, &self.path)?.live.len() as u64;
-        let new_len = match file_op {
-            FileOp::SetLen(new_len) => new_len,
-            _ => current.max(offset + len),
+        let file = st.file(self.id, &self.path)?;
+        let current = file.live.len() as u64;
+        let (new_len, refilled) = match file_op {
+            FileOp::SetLen(new_len) => (new_len, 0),
+            _ => (current.max(offset + len), file.punched_in(offset, offset + len)),
         };
-        if new_len > current {
-            st.check_capacity(self.id, new_len, &self.path)?;
+        if new_len > current || refilled > 0 {
+            let punched_after = file.punched.total() - file.punched_in(new_len, u64::MAX) - refilled;
+            st.check_capacity(self.id, new_len - punched_after.min(new_len), &self.path)?;
         }
         st.file_op(self.id, &self.path, file_op)?;
         match op {
@@ -280,10 +282,13 @@ impl File for SimFile {
         self.check_writable(SimOp::Write)?;
         check_range(offset, len as u64, &self.path)?;
         if len > 0 {
-            let current = st.file(self.id, &self.path)?.live.len() as u64;
+            let file = st.file(self.id, &self.path)?;
+            let current = file.live.len() as u64;
             let end = offset + len as u64;
-            if end > current {
-                st.check_capacity(self.id, end, &self.path)?;
+            let refilled = file.punched_in(offset, end);
+            if end > current || refilled > 0 {
+                let used = current.max(end) - (file.punched.total() - refilled);
+                st.check_capacity(self.id, used, &self.path)?;
             }
             let op = FileOp::Write { offset, data: buf[..len].to_vec() };
             st.file_op(self.id, &self.path, op)?;
