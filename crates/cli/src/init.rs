@@ -68,7 +68,9 @@ pub(crate) fn run(args: &InitArgs) -> Result<()> {
         creation.log_segment_bytes = bytes;
     }
     if let Err(e) = creation.validate() {
-        bail!("{e}");
+        bail!(
+            "{e} (container_bytes is --container-size, log_segment_bytes is --log-segment-size); nothing was created"
+        );
     }
     let kv = store::create(&args.store, creation)?;
     store::close(kv, &args.store)?;
