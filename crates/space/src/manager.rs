@@ -144,7 +144,13 @@ impl SpaceManager {
                     format!("container is {len} bytes, shorter than container_bytes ({bytes}), while extent {past} is in use in it and ends at {}", past.end()),
                 ));
             }
-            if !growing {
+            if growing {
+                // A growth that failed or was stopped may have left zeros
+                // past the last synced length; the file is used as long as
+                // it is, so make that length durable before any extent
+                // points into it.
+                file.sync_data()?;
+            } else {
                 interrupted.push(id);
             }
         }

@@ -188,3 +188,25 @@ fn on_a_full_file_system_freed_space_is_punched_below_the_threshold() {
     sim.set_capacity(m.stats().bytes_total + (64 << 10));
     assert_eq!(m.punch_some(now).unwrap(), 64 << 10);
 }
+
+#[test]
+fn a_failed_growth_is_made_durable_at_open_before_it_is_used() {
+    use larder_io::sim::{SimFault, SimOp};
+    let sim = SimStorage::new(8);
+    let m = open(&sim, growing(), &[]).unwrap();
+    let first = m.allocate(64 << 10).unwrap();
+    // The growth's second 64 KiB write fails: the file is 64 KiB longer
+    // than its synced length.
+    sim.fail_nth(SimOp::Write, 2, SimFault::NoSpace);
+    assert!(m.allocate(128 << 10).is_err());
+    assert_eq!(file_len(&sim, 0), 128 << 10);
+    drop(m);
+    let m = open(&sim, growing(), &first).unwrap();
+    let next = m.allocate(64 << 10).unwrap();
+    assert_eq!(next, vec![Extent { container: 0, offset: 64 << 10, len: 64 << 10 }]);
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    assert!(
+        after.durable_len(container_path(0)).unwrap() >= next[0].end(),
+        "space handed out after open lies past the container's durable end"
+    );
+}
