@@ -454,11 +454,14 @@ impl SpaceManager {
         }
         let room = inner.options.max_containers.saturating_sub(st.containers.len() as u64 + st.creating);
         let mut count = want.min(room);
+        // Containers up to `min_containers` size the store ahead of its
+        // data: they are made whole. Spares start small.
+        let each = if below_min > 0 { blocks } else { inner.initial_blocks() };
         if count > 0 {
             // A spare is made only with room to spare: one the file system
             // cannot hold would only turn a later write's ENOSPC into
             // this thread's error.
-            let fits = inner.room_blocks(1).unwrap_or(0) / inner.initial_blocks();
+            let fits = inner.room_blocks(1).unwrap_or(0) / each;
             count = count.min(fits);
         }
         if count == 0 {
@@ -466,7 +469,7 @@ impl SpaceManager {
         }
         let ids = st.reserve(count);
         drop(st);
-        inner.create_containers(&ids, inner.initial_blocks(), pace)?;
+        inner.create_containers(&ids, each, pace)?;
         Ok(count)
     }
 

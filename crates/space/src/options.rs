@@ -39,7 +39,9 @@ pub struct Options {
     /// Containers created at open, whether or not anything needs them yet:
     /// a store sized ahead of its data, like a preallocated database file,
     /// so its first gigabytes of large writes never wait for (or compete
-    /// with) a zero-fill. Counted towards the spares. Default 0.
+    /// with) a zero-fill: they are made whole, whatever
+    /// `initial_container_bytes` says. Counted towards the spares.
+    /// Default 0.
     pub min_containers: u64,
     /// Most containers that may exist; past it allocations fail with
     /// [`SpaceError::NoSpace`]. Default 1024 (1 TiB of 1 GiB containers).

@@ -210,3 +210,13 @@ fn a_failed_growth_is_made_durable_at_open_before_it_is_used() {
         "space handed out after open lies past the container's durable end"
     );
 }
+
+#[test]
+fn containers_made_for_min_containers_are_whole() {
+    let sim = SimStorage::new(9);
+    let options = Options { min_containers: 2, ..growing() };
+    let m = open(&sim, options, &[]).unwrap();
+    assert_eq!(m.container_ids(), vec![0, 1]);
+    assert_eq!((file_len(&sim, 0), file_len(&sim, 1)), (CONTAINER, CONTAINER));
+    assert_eq!(m.stats().bytes_free, 2 * CONTAINER);
+}
