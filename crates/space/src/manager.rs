@@ -236,6 +236,13 @@ impl SpaceManager {
         room.map(|_| ())
     }
 
+    /// The bytes of the file system creating or growing a container
+    /// leaves free now (for `statfs`: the store can use what the file
+    /// system has less this).
+    pub fn reserve_bytes(&self) -> u64 {
+        self.inner.reserve_bytes.load(Ordering::Relaxed)
+    }
+
     /// Changes the bytes of the file system that creating or growing a
     /// container leaves free ([`Options::reserve_bytes`]).
     pub fn set_reserve_bytes(&self, bytes: u64) {

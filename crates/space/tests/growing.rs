@@ -220,3 +220,21 @@ fn containers_made_for_min_containers_are_whole() {
     assert_eq!((file_len(&sim, 0), file_len(&sim, 1)), (CONTAINER, CONTAINER));
     assert_eq!(m.stats().bytes_free, 2 * CONTAINER);
 }
+
+#[test]
+fn the_reserve_can_be_read_and_changed() {
+    let sim = SimStorage::new(10);
+    let m = open(&sim, Options { reserve_bytes: 1 << 20, ..growing() }, &[]).unwrap();
+    assert_eq!(m.reserve_bytes(), 1 << 20);
+    m.set_reserve_bytes(2 << 20);
+    assert_eq!(m.reserve_bytes(), 2 << 20);
+    // check_room raises it to what the owner computes, never below the option.
+    m.check_room(|| 0).unwrap();
+    assert_eq!(m.reserve_bytes(), 1 << 20);
+    // Within 10 ms of a look at a roomy file system, nothing is asked.
+    m.check_room(|| 3 << 20).unwrap();
+    assert_eq!(m.reserve_bytes(), 1 << 20);
+    m.set_reserve_bytes(0);
+    m.check_room(|| 3 << 20).unwrap();
+    assert_eq!(m.reserve_bytes(), 3 << 20);
+}
