@@ -145,7 +145,7 @@ fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_r
     assert!(returned >= deleted * 8 / 10, "removed {deleted} bytes, ext4 got {returned} back");
     let second = fill(&mnt, &mut kept, &mut next);
     eprintln!("{second} more files fit after the removes");
-    assert!(second as usize + 2 >= removed.len(), "after removing {} files only {second} fit", removed.len());
+    assert!(second as usize * 10 >= removed.len() * 9, "after removing {} files only {second} fit", removed.len());
     for &i in &kept {
         assert!(std::fs::read(mnt.join(format!("f{i:05}"))).unwrap() == content(i), "f{i:05} lost or changed");
     }
