@@ -85,7 +85,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         args.durable,
         store_dir.display()
     );
-    let kv = store::create(&store_dir)?;
+    let kv = store::create(&store_dir, larder_object::CreationOptions::default())?;
     kv.create_bucket(BUCKET).context("creating the bucket")?;
     work(kv, &store_dir, args)?;
     if args.keep {

@@ -13,6 +13,7 @@ mod export;
 mod fsck_cmd;
 mod import;
 mod index_cmd;
+mod init;
 mod mount;
 mod objects;
 mod progress;
@@ -37,10 +38,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Create a store in a directory (refused if one is there).
-    Init {
-        /// Store directory (created if missing).
-        store: PathBuf,
-    },
+    Init(init::InitArgs),
     /// Store a file's bytes, or stdin's, under a key.
     Put(objects::PutArgs),
     /// Write a key's value to stdout or a file.
@@ -110,12 +108,7 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<ExitCode> {
     let done = match command {
         Command::Fsck(args) => return fsck_cmd::run(&args),
-        Command::Init { store } => {
-            let kv = store::create(&store)?;
-            store::close(kv, &store)?;
-            println!("created a store at {}", store.display());
-            Ok(())
-        }
+        Command::Init(args) => init::run(&args),
         Command::Put(args) => objects::put(&args),
         Command::Get(args) => objects::get(&args),
         Command::Cat(args) => objects::cat(&args),

@@ -11,7 +11,7 @@ use larder_io::IoError;
 use larder_kv::key::MAX_KEY_BYTES;
 use larder_kv::{Kv, KvError, KvOptions};
 use larder_object::meta::name::file_name_error;
-use larder_object::ObjectError;
+use larder_object::{CreationOptions, ObjectError};
 
 /// Opens the store at `dir`, turning the failures a person can fix into
 /// messages that say how.
@@ -20,8 +20,8 @@ pub(crate) fn open(dir: &Path) -> Result<Kv> {
 }
 
 /// Creates a store at `dir`; refuses one that exists.
-pub(crate) fn create(dir: &Path) -> Result<Kv> {
-    Kv::create(dir, KvOptions::default()).map_err(|e| match e {
+pub(crate) fn create(dir: &Path, creation: CreationOptions) -> Result<Kv> {
+    Kv::create(dir, KvOptions { creation, ..KvOptions::default() }).map_err(|e| match e {
         KvError::Object(ObjectError::AlreadyExists { .. }) => anyhow!(
             "a store already exists at {}; use it as it is, or give `larder init` a directory without one",
             dir.display()

@@ -59,6 +59,7 @@ impl FsError {
 
 fn store_errno(e: &ObjectError) -> i32 {
     match e {
+        _ if e.is_no_space() => libc::ENOSPC,
         ObjectError::NoSuchObject { .. } => libc::ENOENT,
         ObjectError::InvalidName { .. } => libc::EINVAL,
         _ => cause_errno(e).unwrap_or(libc::EIO),

@@ -47,6 +47,15 @@ pub(crate) struct BgState {
     /// Bumped (under the lock) whenever there may be new work, so a worker
     /// that found none can tell whether it missed a wake-up.
     pub work_epoch: u64,
+    /// The file a flush last could not write for want of space, until
+    /// one succeeds: the flusher retries after a pause, and waiters (a
+    /// flush, a stalled write) get ENOSPC naming it.
+    pub flush_no_space: Option<PathBuf>,
+    /// Flushes the flusher has tried, for a waiter to tell whether a try
+    /// since it began failed.
+    pub flush_tries: u64,
+    /// The same for merges (a write stalled on merges gets ENOSPC).
+    pub merge_no_space: Option<PathBuf>,
 }
 
 pub(crate) struct Inner {
@@ -468,6 +477,7 @@ impl Inner {
             metadata_bytes: metadata_bytes as u64,
             block_cache_bytes: self.block_cache.weight(),
             memtable_bytes: sv.memtables().map(|m| m.memory_bytes() as u64).sum(),
+            memtable_data_bytes: sv.memtables().map(|m| m.size_bytes() as u64).sum(),
             durable_seq: self.durable_seq.load(Ordering::Acquire),
             last_seq: self.visible_seq.load(Ordering::Acquire),
         }

@@ -7,6 +7,14 @@ use larder_io::IoError;
 /// Result of an index call.
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;
 
+impl IndexError {
+    /// Whether the file system had no room for a write (ENOSPC): a flush
+    /// or merge failing so is retried once space returns, not a poison.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, IndexError::Io(IoError::NoSpace { .. }))
+    }
+}
+
 /// What went wrong in the index, and where.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

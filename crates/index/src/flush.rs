@@ -15,7 +15,7 @@ use crate::db::{Inner, WriterState};
 use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::iter::{memtable_sources, MergeIter, Source};
-use crate::manifest::commit_manifest;
+use crate::manifest::{commit_manifest, manifest_file_name};
 use crate::memtable::Memtable;
 use crate::resolve::resolve_output;
 use crate::run::cache::RunHandle;
@@ -70,7 +70,8 @@ impl Inner {
                 IndexError::Poisoned(format!("batches up to {} are not durable upstream: {why}", mem.last_seq()))
             })?;
         }
-        self.commit(Edit::Flush { mem: &mem, run })?;
+        let run_id = run.as_ref().map(|r| r.id);
+        self.commit(Edit::Flush { mem: &mem, run }).inspect_err(|e| self.forget_uncommitted_run(e, run_id))?;
         self.stats.add(&self.stats.flushes, 1);
         Ok(true)
     }
@@ -165,9 +166,24 @@ impl Inner {
             self.stats.add(&self.stats.bytes_compacted, meta.file_size);
             Some(meta)
         };
-        self.commit(Edit::Merge { inputs: &task.inputs, output })?;
+        let output_id = output.as_ref().map(|r| r.id);
+        self.commit(Edit::Merge { inputs: &task.inputs, output })
+            .inspect_err(|e| self.forget_uncommitted_run(e, output_id))?;
         self.stats.add(&self.stats.compactions, 1);
         Ok(())
+    }
+
+    /// After a commit that failed for want of space (and so will be
+    /// retried with a new run), removes the run it would have named: on a
+    /// full file system that space is what the retry needs. After another
+    /// failure the index is poisoned and the next open removes it.
+    fn forget_uncommitted_run(&self, e: &IndexError, run: Option<u64>) {
+        if let (true, Some(id)) = (e.is_no_space(), run) {
+            let path = self.dir.join(run_file_name(id));
+            if let Err(e) = self.storage.remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove an uncommitted run");
+            }
+        }
     }
 
     /// Writes the manifest for `edit` and installs the new version.
@@ -220,6 +236,14 @@ impl Inner {
         version
             .check_invariants()
             .map_err(|e| IndexError::Poisoned(format!("refusing to commit a bad version: {e}")))?;
+        // A commit that failed for want of space before CURRENT named its
+        // manifest (a commit failing after that poisons the index) may
+        // have left that file; this commit writes the same generation.
+        let leftover = self.dir.join(manifest_file_name(state.generation));
+        match self.storage.remove_file(&leftover) {
+            Err(e) if !e.is_not_found() => return Err(e.into()),
+            _ => {}
+        }
         let path = commit_manifest(&*self.storage, &self.dir, &state)?;
         self.stats.add(&self.stats.manifest_writes, 1);
         // The new manifest is durable: the old one and the merged runs can go.
@@ -282,7 +306,7 @@ impl Inner {
 
     /// Flushes and merges inline until nothing is pending (no background threads).
     pub(crate) fn run_pending_work_inline(&self) -> Result<()> {
-        let r = (|| {
+        let r: Result<()> = (|| {
             while self.flush_oldest()? {}
             while let Some(task) = self.claim_task() {
                 let r = self.run_task(&task);
@@ -291,8 +315,11 @@ impl Inner {
             }
             Ok(())
         })();
-        if let Err(e) = &r {
-            self.set_poison(format!("flush or merge failed: {e}"));
+        match &r {
+            // Nothing changed: the caller gets ENOSPC and may try again.
+            Err(e) if e.is_no_space() => {}
+            Err(e) => self.set_poison(format!("flush or merge failed: {e}")),
+            Ok(()) => {}
         }
         r
     }
@@ -309,11 +336,21 @@ impl Inner {
         if !self.options.background_threads {
             return self.run_pending_work_inline();
         }
+        // Ends a pause of a flusher waiting for space: this flush tries
+        // again at once, and reports ENOSPC only if that try fails too.
+        self.wake_all();
         let mut bg = self.bg.lock();
+        let tries = bg.flush_tries;
         while self.durable_seq.load(Ordering::Acquire) < target {
             self.check_poison()?;
             if bg.shutdown {
                 return Err(IndexError::Closed);
+            }
+            match &bg.flush_no_space {
+                Some(path) if bg.flush_tries > tries => {
+                    return Err(larder_io::IoError::NoSpace { path: path.clone() }.into());
+                }
+                _ => {}
             }
             self.done_cv.wait_for(&mut bg, Duration::from_millis(100));
         }

@@ -99,6 +99,9 @@ pub struct IndexStats {
     pub block_cache_bytes: u64,
     /// Bytes in memtables (active and frozen).
     pub memtable_bytes: u64,
+    /// Bytes of the entries in the memtables, without their filters:
+    /// about what flushing them all would write.
+    pub memtable_data_bytes: u64,
     /// Highest sequence number whose batches are all in durable runs.
     pub durable_seq: u64,
     /// Highest sequence number written.

@@ -1,10 +1,29 @@
 //! Background workers: one flusher and `compaction_threads` mergers, so a
 //! long merge never holds up a flush.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::db::Inner;
+use crate::IndexError;
+
+/// The first pause before a flush or merge that found no space is tried
+/// again; each failure in a row doubles it, up to [`NO_SPACE_MAX_PAUSE`].
+/// New work (a freeze, a commit) ends a pause early.
+const NO_SPACE_FIRST_PAUSE: Duration = Duration::from_millis(10);
+/// The longest pause between tries while the file system stays full.
+const NO_SPACE_MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// The file a flush or merge could not write for want of space: such a
+/// failure changed nothing (the partial run is removed) and is retried.
+fn no_space_path(e: &IndexError) -> Option<PathBuf> {
+    match e {
+        IndexError::Io(larder_io::IoError::NoSpace { path }) => Some(path.clone()),
+        _ => None,
+    }
+}
 
 /// Poisons the index if the worker holding it unwinds, so a dead worker
 /// cannot go unnoticed while writers wait for it.
@@ -40,6 +59,7 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
 
 fn flusher(inner: &Inner) {
     let _guard = PoisonOnPanic(inner);
+    let mut pause = NO_SPACE_FIRST_PAUSE;
     loop {
         {
             let mut bg = inner.bg.lock();
@@ -55,16 +75,38 @@ fn flusher(inner: &Inner) {
             bg.flushing = true;
         }
         let r = inner.flush_oldest();
-        inner.bg.lock().flushing = false;
-        if let Err(e) = r {
-            inner.set_poison(format!("flush failed: {e}"));
-            return;
+        let mut bg = inner.bg.lock();
+        bg.flushing = false;
+        bg.flush_tries += 1;
+        match r {
+            Ok(_) => {
+                bg.flush_no_space = None;
+                pause = NO_SPACE_FIRST_PAUSE;
+            }
+            Err(e) => match no_space_path(&e) {
+                Some(path) => {
+                    tracing::warn!(path = %path.display(), ?pause, "no space to flush the index; retrying");
+                    bg.flush_no_space = Some(path);
+                    // Waiters for the flush get ENOSPC instead of waiting.
+                    inner.done_cv.notify_all();
+                    if !bg.shutdown {
+                        inner.work_cv.wait_for(&mut bg, pause);
+                    }
+                    pause = (pause * 2).min(NO_SPACE_MAX_PAUSE);
+                }
+                None => {
+                    drop(bg);
+                    inner.set_poison(format!("flush failed: {e}"));
+                    return;
+                }
+            },
         }
     }
 }
 
 fn merger(inner: &Inner) {
     let _guard = PoisonOnPanic(inner);
+    let mut pause = NO_SPACE_FIRST_PAUSE;
     loop {
         let task = loop {
             let epoch = inner.bg.lock().work_epoch;
@@ -82,12 +124,27 @@ fn merger(inner: &Inner) {
         let r = inner.run_task(&task);
         inner.release_task(&task);
         match r {
-            Ok(()) => {}
-            Err(crate::IndexError::Closed) => return,
-            Err(e) => {
-                inner.set_poison(format!("merge failed: {e}"));
-                return;
+            Ok(()) => {
+                inner.bg.lock().merge_no_space = None;
+                pause = NO_SPACE_FIRST_PAUSE;
             }
+            Err(crate::IndexError::Closed) => return,
+            Err(e) => match no_space_path(&e) {
+                Some(path) => {
+                    tracing::warn!(path = %path.display(), ?pause, "no space to merge index runs; retrying");
+                    let mut bg = inner.bg.lock();
+                    bg.merge_no_space = Some(path);
+                    inner.done_cv.notify_all();
+                    if !bg.shutdown {
+                        inner.work_cv.wait_for(&mut bg, pause);
+                    }
+                    pause = (pause * 2).min(NO_SPACE_MAX_PAUSE);
+                }
+                None => {
+                    inner.set_poison(format!("merge failed: {e}"));
+                    return;
+                }
+            },
         }
         if inner.bg.lock().shutdown {
             return;

@@ -117,6 +117,9 @@ impl Inner {
             if bg.shutdown {
                 return Err(IndexError::Closed);
             }
+            if let Some(path) = bg.flush_no_space.as_ref().or(bg.merge_no_space.as_ref()) {
+                return Err(larder_io::IoError::NoSpace { path: path.clone() }.into());
+            }
             // Re-check under the lock: workers notify while holding it.
             let sv = self.sv.read().clone();
             if sv.frozen.len() >= self.options.max_immutable_memtables

@@ -149,6 +149,26 @@ fn capacity_limits_growth() {
 }
 
 #[test]
+fn punched_ranges_give_capacity_back_until_written_again() {
+    let sim = SimStorage::new(8);
+    sim.set_capacity(1000);
+    let root = Path::new("/");
+    let a = new_file(&sim, Path::new("/db/a"), &[1u8; 1000]);
+    assert_eq!(sim.available_bytes(root).unwrap(), 0);
+    a.punch_hole(100, 300).unwrap();
+    assert_eq!(sim.available_bytes(root).unwrap(), 300);
+    // The hole's space can go to another file, and then writing the hole
+    // again finds none.
+    let b = new_file(&sim, Path::new("/db/b"), &[2u8; 200]);
+    assert!(matches!(a.write_at(&[5u8; 200], 100), Err(IoError::NoSpace { .. })));
+    a.write_at(&[5u8; 100], 100).unwrap();
+    assert_eq!(sim.available_bytes(root).unwrap(), 0);
+    drop(b);
+    sim.remove_file(Path::new("/db/b")).unwrap();
+    assert_eq!(sim.available_bytes(root).unwrap(), 200);
+}
+
+#[test]
 fn corrupt_flips_bits_in_live_and_durable_images() {
     let sim = SimStorage::new(9);
     let path = Path::new("/db/f");

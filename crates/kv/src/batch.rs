@@ -56,6 +56,10 @@ impl Kv {
     pub fn write_batch(&self, bucket: impl AsRef<[u8]>, batch: &KvBatch, durability: Durability) -> Result<()> {
         let bucket = self.bucket(bucket.as_ref())?;
         let keys = batch.ops.iter().map(|(k, _)| Key::parse(k)).collect::<Result<Vec<_>>>()?;
+        // A batch of deletes only must go through on a full file system.
+        if let Some(smallest) = batch.ops.iter().filter_map(|(_, v)| v.as_ref().map(|v| v.len() as u64)).min() {
+            self.store().check_room(smallest)?;
+        }
         let refs: Vec<&Key> = keys.iter().collect();
         let owner = self.owner;
         let kinds: Vec<PlanKind> =

@@ -19,6 +19,7 @@ impl Kv {
     /// Creates bucket `bucket` (durably).
     pub fn create_bucket(&self, bucket: impl AsRef<[u8]>) -> Result<()> {
         let name = bucket_name(bucket.as_ref())?;
+        self.store().check_room(0)?;
         let requests = [LockRequest::Shared(ROOT_ID), LockRequest::Name(ROOT_ID, name.as_bytes().to_vec())];
         let (uid, gid) = self.owner;
         let made = self.store().transact_locked(&requests, Durability::Durable, |txn| {

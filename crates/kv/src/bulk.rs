@@ -50,6 +50,7 @@ impl Kv {
     ) -> Result<KvCreated> {
         let bucket = self.bucket(bucket.as_ref())?;
         let keys = items.iter().map(|(k, _)| Key::parse(k)).collect::<Result<Vec<_>>>()?;
+        self.store().check_room(items.iter().map(|(_, v)| v.len() as u64).min().unwrap_or(0))?;
         // Keys grouped by their level (the key's bytes before the leaf).
         let mut levels: BTreeMap<&[u8], Vec<usize>> = BTreeMap::new();
         for (i, key) in keys.iter().enumerate() {

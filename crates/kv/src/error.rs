@@ -67,6 +67,18 @@ pub enum KvError {
     },
 }
 
+impl KvError {
+    /// Whether this is a lack of space from any layer (see
+    /// [`ObjectError::is_no_space`]): nothing was changed, and deletes
+    /// still succeed and give space back.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            KvError::Object(e) | KvError::Namespace(NamespaceError::Object(e)) => e.is_no_space(),
+            _ => false,
+        }
+    }
+}
+
 impl From<NamespaceError> for KvError {
     fn from(e: NamespaceError) -> Self {
         match e {

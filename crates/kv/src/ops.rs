@@ -37,6 +37,7 @@ impl Kv {
     ) -> Result<()> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
+        self.store().check_room(value.len() as u64)?;
         let owner = self.owner;
         with_plans(self.store(), &bucket, &[&key], durability, &[PlanKind::Put], &[], |txn, plans| {
             put_in(txn, &plans[0], &key, value, owner)

@@ -45,6 +45,9 @@ impl Kv {
     ) -> Result<KvWriter<'_>> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
+        // Only its name: the data goes to containers, which stop at the
+        // reserve themselves.
+        self.store().check_room(0)?;
         let (uid, gid) = self.owner;
         let (object, _) = self.store().transact(&[], Durability::Buffered, |txn| {
             let id = txn.create_object(Kind::File, OBJECT_MODE, uid, gid)?;

@@ -7,6 +7,22 @@ use larder_io::IoError;
 /// Result of an object-layer call.
 pub type Result<T, E = ObjectError> = std::result::Result<T, E>;
 
+impl ObjectError {
+    /// Whether this is a lack of space (ENOSPC to a POSIX caller) from
+    /// any layer: the file system full at the store's reserve or for a
+    /// write, every container full. Nothing was changed; the same call
+    /// may succeed once space is freed.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            ObjectError::Io(IoError::NoSpace { .. }) => true,
+            ObjectError::Index(e) => e.is_no_space(),
+            ObjectError::Log(larder_log::LogError::Io(IoError::NoSpace { .. })) => true,
+            ObjectError::Space(e) => e.is_no_space(),
+            _ => false,
+        }
+    }
+}
+
 /// What went wrong in the object layer, and where.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

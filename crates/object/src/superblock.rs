@@ -38,8 +38,13 @@ pub const INCOMPAT_COMPACT_ONODES: u64 = 1 << 0;
 /// as zeros), which older builds cannot read. Set when a store is created;
 /// a store without it never gets such entries.
 pub const INCOMPAT_UNWRITTEN_EXTENTS: u64 = 1 << 1;
+/// Incompatible feature bit 2: container files may be shorter than
+/// `container_bytes` with extents in use in them (they start small and
+/// grow, docs/format.md section 12), which older builds refuse as
+/// corrupt. Set when a store is created.
+pub const INCOMPAT_GROWING_CONTAINERS: u64 = 1 << 2;
 /// Incompatible features this build understands.
-pub const KNOWN_INCOMPAT: u64 = INCOMPAT_COMPACT_ONODES | INCOMPAT_UNWRITTEN_EXTENTS;
+pub const KNOWN_INCOMPAT: u64 = INCOMPAT_COMPACT_ONODES | INCOMPAT_UNWRITTEN_EXTENTS | INCOMPAT_GROWING_CONTAINERS;
 /// Bytes of a slot covered by its checksum (the fields; the rest is zero).
 const ENCODED_BYTES: usize = 8 + 4 + 4 + 8 * 3 + 16 + 8 + CreationOptions::ENCODED_BYTES + 4;
 
@@ -73,6 +78,19 @@ impl Default for CreationOptions {
 
 impl CreationOptions {
     const ENCODED_BYTES: usize = 8 + 8 + 4 + 4;
+
+    /// The defaults fitted to a file system with `available_bytes` free:
+    /// log segments of a sixty-fourth of it, rounded down to a power of
+    /// two, between 4 MiB and the default 64 MiB (a 256 MiB file system
+    /// gets 4 MiB segments: 8 MiB of log at creation, not 128 MiB).
+    /// Containers keep their default size: they start small and grow
+    /// (`larder_space::Options::initial_container_bytes`).
+    pub fn fitted_to(available_bytes: u64) -> CreationOptions {
+        let default = CreationOptions::default();
+        let share = (available_bytes / 64).max(1);
+        let power = 1u64 << (63 - share.leading_zeros());
+        CreationOptions { log_segment_bytes: power.clamp(4 << 20, default.log_segment_bytes), ..default }
+    }
 
     /// Refuses values the engine cannot work with, naming the option.
     pub fn validate(&self) -> Result<()> {
@@ -113,7 +131,7 @@ pub struct Superblock {
 impl Superblock {
     /// A new store's superblock (generation 1, fresh uuid).
     pub fn new(options: CreationOptions) -> Self {
-        let incompat = INCOMPAT_COMPACT_ONODES | INCOMPAT_UNWRITTEN_EXTENTS;
+        let incompat = INCOMPAT_COMPACT_ONODES | INCOMPAT_UNWRITTEN_EXTENTS | INCOMPAT_GROWING_CONTAINERS;
         Superblock { compat: 0, ro_compat: 0, incompat, uuid: rand::random(), generation: 1, options }
     }
 

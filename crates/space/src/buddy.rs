@@ -50,6 +50,7 @@ impl Buddy {
     }
 
     /// A container of `blocks` with every block free.
+    #[cfg(test)]
     pub(crate) fn all_free(blocks: u64) -> Buddy {
         let mut b = Buddy::all_allocated(blocks);
         b.free_range(0, blocks);

@@ -1,6 +1,7 @@
-//! Container files: `<id:016x>.ctr`, fixed size, zero-filled once at
-//! creation and never resized, so later overwrites change no file-system
-//! metadata (format.md, section 12).
+//! Container files: `<id:016x>.ctr`, zero-filled as they are created and
+//! as they grow (never shrunk), so later overwrites change no file-system
+//! metadata (format.md, section 12). A container's address space is
+//! `container_bytes`; its file holds the part filled so far.
 
 use std::path::{Path, PathBuf};
 
@@ -59,7 +60,7 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 pub(crate) fn create(storage: &dyn Storage, dir: &Path, id: u64, bytes: u64, pace: Pace<'_>) -> Result<FileRef> {
     let path = path(dir, id);
     let file = storage.open(&path, OpenOptions::CREATE_NEW)?;
-    let filled = fill_and_sync(&*file, bytes, pace).map_err(SpaceError::from);
+    let filled = fill_and_sync(&*file, 0, bytes, pace).map_err(SpaceError::from);
     let filled = match filled {
         Ok(true) => storage.sync_dir(dir).map_err(SpaceError::from),
         Ok(false) => Err(SpaceError::Stopped),
@@ -72,6 +73,19 @@ pub(crate) fn create(storage: &dyn Storage, dir: &Path, id: u64, bytes: u64, pac
         return Err(e);
     }
     Ok(file)
+}
+
+/// Grows container `file` from `from` to `to` bytes: writes zeros over
+/// the new part and syncs the file's data (and with it its length). Only
+/// then may any extent point into the new part. A crash or failure leaves
+/// a file somewhere between the two lengths; the part past the old
+/// length holds no extent, and open takes the file's length as it finds
+/// it.
+pub(crate) fn grow(file: &dyn larder_io::File, from: u64, to: u64, pace: Pace<'_>) -> Result<()> {
+    match fill_and_sync(file, from, to, pace)? {
+        true => Ok(()),
+        false => Err(SpaceError::Stopped),
+    }
 }
 
 /// How fast a container is zero-filled.
@@ -87,9 +101,9 @@ pub(crate) enum Pace<'a> {
 }
 
 /// Fills and syncs; false if stopped first.
-fn fill_and_sync(file: &dyn larder_io::File, bytes: u64, pace: Pace<'_>) -> larder_io::IoResult<bool> {
-    let zeros = vec![0u8; ZERO_CHUNK.min(bytes) as usize];
-    let mut offset = 0;
+fn fill_and_sync(file: &dyn larder_io::File, from: u64, bytes: u64, pace: Pace<'_>) -> larder_io::IoResult<bool> {
+    let zeros = vec![0u8; ZERO_CHUNK.min(bytes - from.min(bytes)) as usize];
+    let mut offset = from;
     let mut stretch = std::time::Instant::now();
     while offset < bytes {
         let n = ZERO_CHUNK.min(bytes - offset) as usize;

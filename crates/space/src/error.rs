@@ -72,6 +72,19 @@ pub enum SpaceError {
         /// The configured limit.
         max_containers: u64,
     },
+    /// The file system holding the containers has no room to create or
+    /// grow one beyond the space reserved for the store's own writes.
+    #[error("no space on the file system holding {path}: {requested} bytes needed, {available} available, {reserve} of them reserved for the store's log, index and deletes")]
+    FileSystemFull {
+        /// The container directory.
+        path: PathBuf,
+        /// Bytes the allocation still needed.
+        requested: u64,
+        /// Bytes the file system had available.
+        available: u64,
+        /// Bytes kept back ([`crate::Options::reserve_bytes`]).
+        reserve: u64,
+    },
     /// An allocation request is malformed (zero bytes).
     #[error("invalid allocation of {len} bytes: {what}")]
     InvalidAllocation {
@@ -112,6 +125,16 @@ pub enum SpaceError {
 }
 
 impl SpaceError {
+    /// Whether this is a lack of space (ENOSPC to a POSIX caller): every
+    /// container full, the file system at its reserve, or a write the
+    /// file system refused for want of space.
+    pub fn is_no_space(&self) -> bool {
+        matches!(
+            self,
+            SpaceError::NoSpace { .. } | SpaceError::FileSystemFull { .. } | SpaceError::Io(IoError::NoSpace { .. })
+        )
+    }
+
     /// Builds a [`SpaceError::Corrupt`].
     pub(crate) fn corrupt(path: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
         SpaceError::Corrupt { path: path.into(), offset, what: what.into() }

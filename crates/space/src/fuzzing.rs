@@ -30,8 +30,13 @@ pub fn extent(data: &[u8]) -> bool {
 /// Returns whether the list was accepted; if it was, `verify` must agree
 /// and free space must be container space minus the extents.
 pub fn rebuild(data: &[u8]) -> bool {
-    let options =
-        Options { container_bytes: FUZZ_CONTAINER_BYTES, spare_containers: 2, max_containers: 4, ..Options::default() };
+    let options = Options {
+        container_bytes: FUZZ_CONTAINER_BYTES,
+        initial_container_bytes: FUZZ_CONTAINER_BYTES,
+        spare_containers: 2,
+        max_containers: 4,
+        ..Options::default()
+    };
     let sim = SimStorage::new(0);
     let dir = Path::new("/fuzz");
     let used: Vec<Extent> = data

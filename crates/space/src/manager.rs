@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,14 +23,26 @@ use crate::stats::{Counters, SpaceStats};
 use crate::BLOCK_BYTES;
 use larder_io::RangeSet;
 
+/// How long [`SpaceManager::check_room`] trusts the room it last saw.
+pub const ROOM_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+/// Room beyond the reserve under which [`SpaceManager::check_room`] asks
+/// the file system on every call.
+pub const ROOM_CHECK_NEAR: u64 = 64 << 20;
+
 #[derive(Debug)]
 struct Inner {
     storage: StorageRef,
     dir: PathBuf,
     options: Options,
+    /// Bytes of the file system creating or growing a container leaves
+    /// free (`Options::reserve_bytes`, changed by `set_reserve_bytes`).
+    reserve_bytes: AtomicU64,
+    /// When [`SpaceManager::check_room`] last asked the file system, and
+    /// the room beyond the reserve it found.
+    room_seen: Mutex<Option<(Instant, u64)>>,
     /// Lock order: `state`, then `readers`.
     state: Mutex<State>,
-    /// Signalled when a container creation finishes.
+    /// Signalled when a container creation or growth finishes.
     created: Condvar,
     readers: Mutex<Readers>,
 }
@@ -75,12 +88,14 @@ impl SpaceManager {
     ///
     /// Refuses, changing nothing: an extent that is misaligned, empty,
     /// past its container's end or in a container that does not exist; two
-    /// extents sharing a block (both named); a container file shorter than
-    /// `container_bytes` that an extent points into (corruption); a
-    /// container file longer than `container_bytes` (the directory was made
-    /// with another size). A short container no extent uses is an
-    /// interrupted creation: it is removed and created again. Then spares
-    /// are created up to `spare_containers`.
+    /// extents sharing a block (both named); an extent past the end of its
+    /// container's file (corruption); a container file longer than
+    /// `container_bytes` (the directory was made with another size). A
+    /// container file is as long as it was filled and synced (see
+    /// [`Options::initial_container_bytes`]); with whole containers
+    /// (`initial_container_bytes == container_bytes`), a short one no
+    /// extent uses is an interrupted creation: it is removed and created
+    /// again. Then spares are created up to `spare_containers`.
     pub fn open(
         storage: StorageRef,
         dir: &Path,
@@ -115,19 +130,29 @@ impl SpaceManager {
             files.insert(id, (file, len));
         }
         let used = rebuild::index_used(used, bytes, |id| files.contains_key(&id))?;
+        let growing = options.initial_container_bytes < bytes;
         let mut interrupted = Vec::new();
         for (&id, (file, len)) in &files {
             if *len == bytes {
                 continue;
             }
-            if let Some(first) = used.get(&id).and_then(|v| v.first()) {
+            let filled_end = len / BLOCK_BYTES * BLOCK_BYTES;
+            if let Some(past) = used.get(&id).and_then(|v| v.iter().find(|e| !growing || e.end() > filled_end)) {
                 return Err(SpaceError::corrupt(
                     file.path(),
                     *len,
-                    format!("container is {len} bytes, shorter than container_bytes ({bytes}), while extent {first} is in use in it"),
+                    format!("container is {len} bytes, shorter than container_bytes ({bytes}), while extent {past} is in use in it and ends at {}", past.end()),
                 ));
             }
-            interrupted.push(id);
+            if growing {
+                // A growth that failed or was stopped may have left zeros
+                // past the last synced length; the file is used as long as
+                // it is, so make that length durable before any extent
+                // points into it.
+                file.sync_data()?;
+            } else {
+                interrupted.push(id);
+            }
         }
         for &id in &interrupted {
             tracing::info!(container = id, "removing a container whose creation was interrupted");
@@ -141,18 +166,19 @@ impl SpaceManager {
             let file = container::create(&*storage, dir, id, bytes, container::Pace::Full)?;
             files.insert(id, (file, bytes));
         }
-
         let blocks = options.container_blocks();
+
         let mut containers = BTreeMap::new();
-        for (id, (file, _)) in files {
+        for (id, (file, len)) in files {
+            let filled = len / BLOCK_BYTES;
             let extents = used.get(&id).map(Vec::as_slice).unwrap_or_default();
             let in_use = rebuild::used_blocks(extents);
             let mut buddy = Buddy::all_allocated(blocks);
-            for (s, e) in in_use.gaps(blocks) {
+            for (s, e) in in_use.gaps(filled) {
                 buddy.free_range(s, e);
             }
-            let holes = container::holes(&*file, blocks)?;
-            containers.insert(id, Container::new(file, buddy, in_use.total(), holes));
+            let holes = container::holes(&*file, filled)?;
+            containers.insert(id, Container::new(file, buddy, in_use.total(), holes, filled));
         }
         let next_id = containers.keys().next_back().map_or(0, |&id| id + 1);
         let capacity = options.punch_bytes_per_sec.max(options.punch_min_bytes);
@@ -169,6 +195,8 @@ impl SpaceManager {
         let inner = Inner {
             storage,
             dir: dir.to_path_buf(),
+            reserve_bytes: AtomicU64::new(options.reserve_bytes),
+            room_seen: Mutex::new(None),
             options,
             state: Mutex::new(state),
             created: Condvar::new(),
@@ -185,6 +213,43 @@ impl SpaceManager {
         &self.inner.options
     }
 
+    /// Fails with [`SpaceError::FileSystemFull`] if the file system has
+    /// no room left beyond the reserve, which it first sets to
+    /// `reserve_now()` (if more than [`Options::reserve_bytes`]) whenever
+    /// it asks the file system: for writes that grow the store
+    /// without allocating (small objects live in the log and the index),
+    /// which must stop at the reserve as allocations do, so deletes still
+    /// find room for their log records and index flushes. Cheap: the
+    /// file system is asked at most every [`ROOM_CHECK_EVERY`] while it
+    /// had plenty of room, every call once it is within
+    /// [`ROOM_CHECK_NEAR`] of the reserve.
+    pub fn check_room(&self, reserve_now: impl FnOnce() -> u64) -> Result<()> {
+        let inner = &*self.inner;
+        let mut seen = inner.room_seen.lock();
+        let fresh = seen.is_some_and(|(at, room)| room > ROOM_CHECK_NEAR && at.elapsed() < ROOM_CHECK_EVERY);
+        if fresh {
+            return Ok(());
+        }
+        inner.reserve_bytes.store(reserve_now().max(inner.options.reserve_bytes), Ordering::Relaxed);
+        let room = inner.room_blocks(1);
+        *seen = room.as_ref().ok().map(|&blocks| (Instant::now(), blocks.saturating_mul(BLOCK_BYTES)));
+        room.map(|_| ())
+    }
+
+    /// The bytes of the file system creating or growing a container
+    /// leaves free now (for `statfs`: the store can use what the file
+    /// system has less this).
+    pub fn reserve_bytes(&self) -> u64 {
+        self.inner.reserve_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Changes the bytes of the file system that creating or growing a
+    /// container leaves free ([`Options::reserve_bytes`]).
+    pub fn set_reserve_bytes(&self, bytes: u64) {
+        self.inner.reserve_bytes.store(bytes, Ordering::Relaxed);
+        *self.inner.room_seen.lock() = None;
+    }
+
     /// The directory holding the containers.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
@@ -199,9 +264,12 @@ impl SpaceManager {
     /// none has (fragmented free space, or `len` above `container_bytes`),
     /// returns several extents, largest free chunks first, adjacent ones
     /// merged; the caller writes its data across them in order. When free
-    /// space is short, creates containers (waiting for their zero-fill);
-    /// when `max_containers` would be exceeded, fails with
-    /// [`SpaceError::NoSpace`] and changes nothing. The contents of the
+    /// space is short, grows a container whose file is not whole yet, or
+    /// else creates one (waiting for the zero-fill), never leaving the
+    /// file system less than the reserve ([`Options::reserve_bytes`]):
+    /// fails with [`SpaceError::FileSystemFull`] when it would, and with
+    /// [`SpaceError::NoSpace`] when `max_containers` would be exceeded
+    /// (space grown before the failure stays, free). The contents of the
     /// returned space are unspecified (zeros only in fresh or punched space).
     pub fn allocate(&self, len: u64) -> Result<Vec<Extent>> {
         if len == 0 {
@@ -219,14 +287,25 @@ impl SpaceManager {
                 return Ok(extents);
             }
             let short = n - st.free_blocks();
-            let need = short.div_ceil(st.blocks);
-            let have = st.containers.len() as u64 + st.creating;
+            let blocks = st.blocks;
+            if let Some((&id, _)) = st.containers.iter().find(|(_, c)| !c.growing && c.filled < blocks) {
+                let room = inner.room_blocks(1)?;
+                st.counters.container_growths_inline += 1;
+                st = inner.grow(st, id, short, room, container::Pace::Full)?;
+                continue;
+            }
+            if st.creating > 0 || st.containers.values().any(|c| c.growing) {
+                // Another thread's creation or growth may bring enough space.
+                inner.created.wait(&mut st);
+                continue;
+            }
+            let need = if inner.options.initial_container_bytes < inner.options.container_bytes {
+                1
+            } else {
+                short.div_ceil(st.blocks)
+            };
+            let have = st.containers.len() as u64;
             if have.saturating_add(need) > inner.options.max_containers {
-                if st.creating > 0 {
-                    // Another thread's creation may bring enough space.
-                    inner.created.wait(&mut st);
-                    continue;
-                }
                 return Err(SpaceError::NoSpace {
                     requested: n * BLOCK_BYTES,
                     free: st.free_blocks() * BLOCK_BYTES,
@@ -234,10 +313,19 @@ impl SpaceManager {
                     max_containers: inner.options.max_containers,
                 });
             }
+            let initial = inner.initial_blocks();
+            // Whole containers need room for all of them; growing ones
+            // start smaller when the file system is nearly full.
+            let each = if need > 1 || initial == st.blocks {
+                inner.room_blocks(initial * need)?;
+                initial
+            } else {
+                initial.min(inner.room_blocks(1)?)
+            };
             let ids = st.reserve(need);
             st.counters.containers_created_inline += need;
             drop(st);
-            inner.create_containers(&ids, container::Pace::Full)?;
+            inner.create_containers(&ids, each, container::Pace::Full)?;
             st = inner.state.lock();
         }
     }
@@ -319,7 +407,11 @@ impl SpaceManager {
 
     /// Creates containers until at least `min_containers` exist and
     /// `spare_containers` have nothing allocated (bounded by
-    /// `max_containers`); returns how many it created. Call it
+    /// `max_containers` and by the file system's room beyond the
+    /// reserve); returns how many it created or grew. With growing
+    /// containers ([`Options::initial_container_bytes`]), while one is not
+    /// whole the spare is its next growth instead: made once free space is
+    /// below half of it (so small stores keep small files). Call it
     /// from a background thread after allocations, so that allocations find
     /// a zero-filled container ready instead of waiting for one.
     ///
@@ -346,22 +438,52 @@ impl SpaceManager {
         let want = if inner.options.spares_after_first_use && existing == 0 {
             below_min
         } else {
-            let spares = st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64;
+            let spares = st.containers.values().filter(|c| c.is_spare()).count() as u64;
             below_min.max(inner.options.spare_containers.saturating_sub(spares + st.creating))
         };
+        let blocks = st.blocks;
+        if below_min == 0 && inner.initial_blocks() < blocks {
+            // Growing containers: the spare is the next growth of one not
+            // whole yet, made when free space falls below it; a new
+            // container only once every one is whole.
+            if st.containers.values().any(|c| c.growing) {
+                return Ok(0);
+            }
+            if let Some((&id, c)) = st.containers.iter().find(|(_, c)| c.filled < blocks) {
+                let step = inner.options.growth_blocks(c.filled);
+                if inner.options.spare_containers == 0 || st.free_blocks() >= step / 2 {
+                    return Ok(0);
+                }
+                let Ok(room) = inner.room_blocks(1) else { return Ok(0) };
+                drop(inner.grow(st, id, 0, room, pace)?);
+                return Ok(1);
+            }
+        }
         let room = inner.options.max_containers.saturating_sub(st.containers.len() as u64 + st.creating);
-        let count = want.min(room);
+        let mut count = want.min(room);
+        // Containers up to `min_containers` size the store ahead of its
+        // data: they are made whole. Spares start small.
+        let each = if below_min > 0 { blocks } else { inner.initial_blocks() };
+        if count > 0 {
+            // A spare is made only with room to spare: one the file system
+            // cannot hold would only turn a later write's ENOSPC into
+            // this thread's error.
+            let fits = inner.room_blocks(1).unwrap_or(0) / each;
+            count = count.min(fits);
+        }
         if count == 0 {
             return Ok(0);
         }
         let ids = st.reserve(count);
         drop(st);
-        inner.create_containers(&ids, pace)?;
+        inner.create_containers(&ids, each, pace)?;
         Ok(count)
     }
 
     /// Punches holes in released free space, if free space exceeds
-    /// `punch_free_threshold` of all container space, within the rate
+    /// `punch_free_threshold` of all container space or the file system
+    /// has less room beyond the reserve than `initial_container_bytes`
+    /// (then ranges of any size), within the rate
     /// limit as of `now` (the caller's clock: a background thread passes
     /// `Instant::now()`, tests a fake one). Punches adjacent freed ranges as
     /// one call, largest first, none below `punch_min_bytes`. Returns the
@@ -374,17 +496,19 @@ impl SpaceManager {
         }
         let mut st = inner.state.lock();
         inner.release_ready(&mut st);
-        let total = st.containers.len() as u64 * st.blocks;
+        let total: u64 = st.containers.values().map(|c| c.filled).sum();
         let share = if total == 0 { 0.0 } else { st.free_blocks() as f64 / total as f64 };
-        if share <= options.punch_free_threshold {
+        // On a file system with no room left beyond the reserve, freed
+        // space goes back to it whatever the share: other files (the log,
+        // the index) may need it, and the reserve must be whole again.
+        let pressed = inner.room_blocks(inner.initial_blocks()).is_err();
+        if share <= options.punch_free_threshold && !pressed {
             return Ok(0);
         }
+        // Under pressure every freed block counts, not only large ranges.
+        let min_blocks = if pressed { 1 } else { options.punch_min_bytes / BLOCK_BYTES };
         let budget = st.bucket.refill(now) / BLOCK_BYTES;
-        let plan = punch::plan(
-            st.containers.iter().map(|(&id, c)| (id, &c.dirty)),
-            options.punch_min_bytes / BLOCK_BYTES,
-            budget,
-        );
+        let plan = punch::plan(st.containers.iter().map(|(&id, c)| (id, &c.dirty)), min_blocks, budget);
         let mut work = Vec::with_capacity(plan.len());
         for &(id, s, e) in &plan {
             let c =
@@ -417,7 +541,13 @@ impl SpaceManager {
                     st.counters.punches += 1;
                 }
                 Err(err) => {
+                    // A failed punch may have freed some of its blocks
+                    // before it failed: a later write there changes file
+                    // metadata, so it must take the path that syncs the
+                    // container. The range stays a candidate for the next
+                    // punch.
                     c.dirty.insert(s, e);
+                    c.holes.insert(s, e);
                     first_error.get_or_insert(err);
                 }
             }
@@ -454,6 +584,7 @@ impl SpaceManager {
                 free.insert(s, e);
             }
             let mut accounted = free.clone();
+            accounted.insert(c.filled, st.blocks);
             for (s, e) in in_use.iter().chain(c.pending.iter()) {
                 accounted.insert(s, e);
             }
@@ -498,8 +629,8 @@ impl SpaceManager {
         let k = &st.counters;
         SpaceStats {
             containers: st.containers.len() as u64,
-            spare_containers: st.containers.values().filter(|c| c.is_spare(st.blocks)).count() as u64,
-            bytes_total: st.containers.len() as u64 * st.blocks * BLOCK_BYTES,
+            spare_containers: st.containers.values().filter(|c| c.is_spare()).count() as u64,
+            bytes_total: sum(&|c| c.filled),
             bytes_free: sum(&|c| c.buddy.free_blocks() + c.punching.total()),
             bytes_allocated: sum(&|c| c.allocated),
             bytes_pending_free: sum(&|c| c.pending.total()),
@@ -514,6 +645,8 @@ impl SpaceManager {
             bytes_punched: k.bytes_punched,
             containers_created: k.containers_created,
             containers_created_inline: k.containers_created_inline,
+            container_growths: k.container_growths,
+            container_growths_inline: k.container_growths_inline,
         }
     }
 
@@ -549,11 +682,12 @@ impl Inner {
 
     /// Creates the containers `ids` (reserved by [`State::reserve`]) with
     /// the lock dropped, then adds them. Always ends their reservation.
-    fn create_containers(&self, ids: &[u64], pace: container::Pace<'_>) -> Result<()> {
+    fn create_containers(&self, ids: &[u64], blocks_each: u64, pace: container::Pace<'_>) -> Result<()> {
         let mut result = Ok(());
         let mut made = Vec::new();
+        let bytes = blocks_each * BLOCK_BYTES;
         for &id in ids {
-            match container::create(&*self.storage, &self.dir, id, self.options.container_bytes, pace) {
+            match container::create(&*self.storage, &self.dir, id, bytes, pace) {
                 Ok(file) => made.push((id, file)),
                 Err(e) => {
                     result = Err(e);
@@ -564,15 +698,73 @@ impl Inner {
         let mut st = self.state.lock();
         st.creating -= ids.len() as u64;
         for (id, file) in made {
-            let blocks = st.blocks;
+            let mut buddy = Buddy::all_allocated(st.blocks);
+            buddy.free_range(0, bytes / BLOCK_BYTES);
             // Zero-filled by writes and synced: no holes.
-            st.containers.insert(id, Container::new(file, Buddy::all_free(blocks), 0, RangeSet::default()));
+            st.containers.insert(id, Container::new(file, buddy, 0, RangeSet::default(), bytes / BLOCK_BYTES));
             st.counters.containers_created += 1;
         }
         self.debug_check(&st);
         drop(st);
         self.created.notify_all();
         result
+    }
+
+    /// Blocks a new container file starts with.
+    fn initial_blocks(&self) -> u64 {
+        self.options.initial_container_bytes / BLOCK_BYTES
+    }
+
+    /// Blocks the file system can take beyond the reserve; fails with
+    /// [`SpaceError::FileSystemFull`] if fewer than `need` (at least one).
+    fn room_blocks(&self, need: u64) -> Result<u64> {
+        let available = self.storage.available_bytes(&self.dir)?;
+        let reserve = self.reserve_bytes.load(Ordering::Relaxed);
+        let room = available.saturating_sub(reserve) / BLOCK_BYTES;
+        if room < need.max(1) {
+            return Err(SpaceError::FileSystemFull {
+                path: self.dir.clone(),
+                requested: need * BLOCK_BYTES,
+                available,
+                reserve,
+            });
+        }
+        Ok(room)
+    }
+
+    /// Grows container `id` (not whole, not growing) by its growth step,
+    /// at least `short` blocks if it can, at most `room` blocks: zero-fills
+    /// and syncs the new part with the lock dropped, then frees it.
+    fn grow<'a>(
+        &'a self,
+        mut st: parking_lot::MutexGuard<'a, State>,
+        id: u64,
+        short: u64,
+        room: u64,
+        pace: container::Pace<'_>,
+    ) -> Result<parking_lot::MutexGuard<'a, State>> {
+        let blocks = st.blocks;
+        let c = st.containers.get_mut(&id).ok_or_else(|| SpaceError::invariant(id, "growing no container"))?;
+        let from = c.filled;
+        let step = self.options.growth_blocks(from).max(short).min(blocks - from).min(room);
+        c.growing = true;
+        let file = Arc::clone(&c.file);
+        drop(st);
+        let result = container::grow(&*file, from * BLOCK_BYTES, (from + step) * BLOCK_BYTES, pace);
+        let mut st = self.state.lock();
+        if let Some(c) = st.containers.get_mut(&id) {
+            c.growing = false;
+            if result.is_ok() {
+                c.buddy.free_range(from, from + step);
+                c.filled = from + step;
+            }
+        }
+        if result.is_ok() {
+            st.counters.container_growths += 1;
+        }
+        self.debug_check(&st);
+        self.created.notify_all();
+        result.map(|()| st)
     }
 
     /// Runs [`State::check`] in debug and test builds.

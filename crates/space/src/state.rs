@@ -37,10 +37,16 @@ pub(crate) struct Container {
     /// after rewritten. Data written elsewhere overwrites written blocks,
     /// which changes no file metadata.
     pub(crate) holes: RangeSet,
+    /// Blocks the file holds, zero-filled and synced: `[0, filled)` may be
+    /// allocated; `[filled, blocks)` is off the free lists until the file
+    /// grows over it (see `SpaceManager::allocate`).
+    pub(crate) filled: u64,
+    /// The file is growing with the lock dropped; no one else grows it.
+    pub(crate) growing: bool,
 }
 
 impl Container {
-    pub(crate) fn new(file: FileRef, buddy: Buddy, allocated: u64, holes: RangeSet) -> Container {
+    pub(crate) fn new(file: FileRef, buddy: Buddy, allocated: u64, holes: RangeSet, filled: u64) -> Container {
         Container {
             file,
             buddy,
@@ -50,11 +56,14 @@ impl Container {
             dirty: RangeSet::default(),
             punched: RangeSet::default(),
             holes,
+            filled,
+            growing: false,
         }
     }
 
-    pub(crate) fn is_spare(&self, blocks: u64) -> bool {
-        self.buddy.free_blocks() + self.punching.total() == blocks
+    /// Nothing is allocated or pending in it.
+    pub(crate) fn is_spare(&self) -> bool {
+        self.buddy.free_blocks() + self.punching.total() == self.filled
     }
 }
 
@@ -199,12 +208,16 @@ impl State {
         let mut pending_total = 0;
         for (&id, c) in &self.containers {
             c.buddy.check().map_err(|what| SpaceError::invariant(id, what))?;
-            let sum = c.buddy.free_blocks() + c.allocated + c.pending.total() + c.punching.total();
+            if c.filled > self.blocks {
+                return Err(SpaceError::invariant(id, format!("{} blocks filled of {}", c.filled, self.blocks)));
+            }
+            let unfilled = self.blocks - c.filled;
+            let sum = c.buddy.free_blocks() + c.allocated + c.pending.total() + c.punching.total() + unfilled;
             if sum != self.blocks {
                 return Err(SpaceError::invariant(
                     id,
                     format!(
-                        "free {} + allocated {} + pending {} + punching {} != {} blocks",
+                        "free {} + allocated {} + pending {} + punching {} + unfilled {unfilled} != {} blocks",
                         c.buddy.free_blocks(),
                         c.allocated,
                         c.pending.total(),
@@ -212,6 +225,9 @@ impl State {
                         self.blocks
                     ),
                 ));
+            }
+            if c.buddy.any_free(c.filled, self.blocks) {
+                return Err(SpaceError::invariant(id, format!("blocks past the filled {} are free", c.filled)));
             }
             for (s, e) in c.pending.iter().chain(c.punching.iter()) {
                 if c.buddy.any_free(s, e) {

@@ -8,7 +8,7 @@ pub struct SpaceStats {
     pub containers: u64,
     /// Containers with nothing allocated or pending (ready spares).
     pub spare_containers: u64,
-    /// Bytes of all containers.
+    /// Bytes of all container files (as far as they are filled).
     pub bytes_total: u64,
     /// Bytes free and reusable now (punched ones included).
     pub bytes_free: u64,
@@ -40,6 +40,10 @@ pub struct SpaceStats {
     /// Of those, containers an allocation had to create itself because no
     /// spare was ready (it waited for the zero-fill).
     pub containers_created_inline: u64,
+    /// Times a container file grew.
+    pub container_growths: u64,
+    /// Growths an allocation waited for.
+    pub container_growths_inline: u64,
 }
 
 /// Counters kept under the manager's lock.
@@ -53,4 +57,6 @@ pub(crate) struct Counters {
     pub bytes_punched: u64,
     pub containers_created: u64,
     pub containers_created_inline: u64,
+    pub container_growths: u64,
+    pub container_growths_inline: u64,
 }

@@ -35,7 +35,12 @@ fn a_spare_made_in_the_background_stops_when_told_and_leaves_nothing() {
     use std::sync::atomic::AtomicBool;
     let sim = SimStorage::new(21);
     // Large enough for the fill to look at the flag between syncs.
-    let options = larder_space::Options { container_bytes: 32 << 20, spares_after_first_use: true, ..small_options() };
+    let options = larder_space::Options {
+        container_bytes: 32 << 20,
+        initial_container_bytes: 32 << 20,
+        spares_after_first_use: true,
+        ..small_options()
+    };
     let m = open(&sim, options, &[]).unwrap();
     m.allocate(4096).unwrap();
     assert_eq!(m.container_ids(), vec![0]);
@@ -137,7 +142,11 @@ fn a_short_container_in_use_is_corruption() {
 fn a_container_of_another_size_is_refused() {
     let sim = SimStorage::new(5);
     drop(open(&sim, small_options(), &[]).unwrap());
-    let smaller = larder_space::Options { container_bytes: CONTAINER / 2, ..small_options() };
+    let smaller = larder_space::Options {
+        container_bytes: CONTAINER / 2,
+        initial_container_bytes: CONTAINER / 2,
+        ..small_options()
+    };
     let err = open(&sim, smaller, &[]).unwrap_err().to_string();
     assert!(err.contains("0000000000000000.ctr") && err.contains("longer than container_bytes"), "{err}");
 }

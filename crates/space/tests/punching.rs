@@ -10,6 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{open, small_options, BLOCKS};
+use larder_io::sim::{SimFault, SimOp};
 use larder_io::{read_exact_at, write_all_at, SimStorage};
 use larder_space::{Extent, Options, SpaceManager};
 
@@ -185,4 +186,36 @@ fn the_search_for_unpunched_space_is_bounded() {
     m.set_durable_lsn(2);
     let a = m.allocate(2 * 4096).unwrap();
     assert_eq!(a, vec![common::ext(0, 4 * 50 + 2, 2)]);
+}
+
+#[test]
+fn a_failed_or_partial_punch_leaves_its_range_possibly_punched() {
+    for fault in [SimFault::Eio, SimFault::ShortWrite] {
+        let sim = SimStorage::new(9);
+        let m = open(&sim, one_container(), &[]).unwrap();
+        let extents = fill(&m, 200);
+        for e in &extents[..100] {
+            m.free(*e, 1).unwrap();
+        }
+        m.set_durable_lsn(1);
+        sim.fail_path(common::container_path(0), SimOp::PunchHole, fault);
+        assert!(m.punch_some(Instant::now()).is_err(), "{fault:?}: the punch did not fail");
+        if fault == SimFault::ShortWrite {
+            let holes = m.container_file(0).unwrap().holes().unwrap().unwrap();
+            assert!(!holes.is_empty(), "the partial punch freed nothing: the test shows nothing");
+        }
+        // Take back every free block: the failed range among them.
+        let again = m.allocate(156 * 4096).unwrap();
+        let failed = Extent { container: 0, offset: extents[0].offset, len: 100 * 4096 };
+        let reused: Vec<&Extent> =
+            again.iter().filter(|e| e.container == 0 && e.offset < failed.end() && failed.offset < e.end()).collect();
+        assert!(!reused.is_empty(), "{fault:?}: the failed range was not reallocated: {again:?}");
+        for e in reused {
+            assert!(!m.is_written(*e), "{fault:?}: {e} lies where a punch failed, yet is taken as written");
+        }
+        for e in &extents[100..] {
+            assert!(m.is_written(*e), "{fault:?}: live data outside the punch lost its written state");
+        }
+        m.check_invariants().unwrap();
+    }
 }

@@ -63,7 +63,10 @@ pub enum SimFault {
     /// `sync_data` drops pending operations as with `Eio`).
     NoSpace,
     /// `write_at` writes only the first half of the buffer (at least one
-    /// byte) and returns that count. On any other call it acts as `Eio`.
+    /// byte) and returns that count. `punch_hole` of more than one 4 KiB
+    /// block punches the first half of the range (in whole blocks, at
+    /// least one, never all) and then fails with EIO, as a punch
+    /// interrupted part-way does. On any other call it acts as `Eio`.
     ShortWrite,
     /// `read_at` succeeds but one bit of the returned bytes, chosen by the
     /// seed, is flipped; the file is unchanged. On any other call it acts as

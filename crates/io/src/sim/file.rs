@@ -202,6 +202,14 @@ impl Storage for SimStorage {
         Ok(Box::new(SimLock { state: Arc::clone(&self.state), path: path.to_path_buf() }))
     }
 
+    /// The capacity ([`SimStorage::set_capacity`]) less the named files'
+    /// lengths; without a capacity, no bound (`u64::MAX`).
+    fn available_bytes(&self, _path: &Path) -> IoResult<u64> {
+        let st = self.state.lock();
+        st.check_alive()?;
+        Ok(st.available())
+    }
+
     /// The simulated machine is one device: every sync flushes it.
     fn shares_flush(&self, _synced: &Path, _written: &Path) -> IoResult<bool> {
         Ok(true)
@@ -223,13 +231,15 @@ impl SimFile {
         enter(&mut st, op, &[&self.path])?;
         self.check_writable(op)?;
         check_range(offset, len, &self.path)?;
-        let current = st.file(self.id, &self.path)?.live.len() as u64;
-        let new_len = match file_op {
-            FileOp::SetLen(new_len) => new_len,
-            _ => current.max(offset + len),
+        let file = st.file(self.id, &self.path)?;
+        let current = file.live.len() as u64;
+        let (new_len, refilled) = match file_op {
+            FileOp::SetLen(new_len) => (new_len, 0),
+            _ => (current.max(offset + len), file.punched_in(offset, offset + len)),
         };
-        if new_len > current {
-            st.check_capacity(self.id, new_len, &self.path)?;
+        if new_len > current || refilled > 0 {
+            let punched_after = file.punched.total() - file.punched_in(new_len, u64::MAX) - refilled;
+            st.check_capacity(self.id, new_len - punched_after.min(new_len), &self.path)?;
         }
         st.file_op(self.id, &self.path, file_op)?;
         match op {
@@ -272,10 +282,13 @@ impl File for SimFile {
         self.check_writable(SimOp::Write)?;
         check_range(offset, len as u64, &self.path)?;
         if len > 0 {
-            let current = st.file(self.id, &self.path)?.live.len() as u64;
+            let file = st.file(self.id, &self.path)?;
+            let current = file.live.len() as u64;
             let end = offset + len as u64;
-            if end > current {
-                st.check_capacity(self.id, end, &self.path)?;
+            let refilled = file.punched_in(offset, end);
+            if end > current || refilled > 0 {
+                let used = current.max(end) - (file.punched.total() - refilled);
+                st.check_capacity(self.id, used, &self.path)?;
             }
             let op = FileOp::Write { offset, data: buf[..len].to_vec() };
             st.file_op(self.id, &self.path, op)?;
@@ -374,9 +387,18 @@ impl File for SimFile {
             return Err(IoError::InvalidInput { path: self.path.clone(), reason: "punch_hole of zero bytes" });
         }
         let mut st = self.state.lock();
-        enter(&mut st, SimOp::PunchHole, &[&self.path])?;
+        st.check_alive()?;
+        let fault = take(&mut st, SimOp::PunchHole, &[&self.path]);
         self.check_writable(SimOp::PunchHole)?;
         check_range(offset, len, &self.path)?;
+        if let Some(fault) = fault {
+            if fault == SimFault::ShortWrite && len > 4096 {
+                // A punch that freed some blocks before it failed.
+                let half = (len / 2).next_multiple_of(4096).min(len - 4096);
+                st.file_op(self.id, &self.path, FileOp::PunchHole { offset, len: half })?;
+            }
+            return Err(fault_error(fault, SimOp::PunchHole, &self.path));
+        }
         st.file_op(self.id, &self.path, FileOp::PunchHole { offset, len })?;
         st.counters.punch_holes += 1;
         Ok(())

@@ -269,8 +269,11 @@ impl SimStorage {
         self.state.lock().unordered_dir_ops = on;
     }
 
-    /// Limits the sum of named files' live lengths; `u64::MAX` removes the
-    /// limit. Growth past it fails with `NoSpace`.
+    /// Limits the sum of named files' live lengths less their punched
+    /// ranges (punched since the last crash); `u64::MAX` removes the
+    /// limit. Growth past it, or a write into a punched range past it,
+    /// fails with `NoSpace`; [`crate::Storage::available_bytes`] reports what is
+    /// left.
     pub fn set_capacity(&self, bytes: u64) {
         self.state.lock().capacity = bytes;
     }

@@ -103,12 +103,35 @@ pub(super) struct FileData {
     /// by `set_len` / `allocate`): writing there is metadata, which only a
     /// sync of the file makes durable.
     pub(super) holes: RangeSet,
+    /// Ranges of the live image punched and not written since: they take
+    /// no space against the capacity. Empty after a crash (whatever the
+    /// crash kept counts whole).
+    pub(super) punched: RangeSet,
 }
 
 impl FileData {
     /// A file whose durable image (`image`) is all it holds, with `holes`.
     pub(super) fn settled(image: Vec<u8>, holes: RangeSet) -> FileData {
-        FileData { live: image.clone(), durable: image, pending: Vec::new(), written_back: Vec::new(), holes }
+        FileData {
+            live: image.clone(),
+            durable: image,
+            pending: Vec::new(),
+            written_back: Vec::new(),
+            holes,
+            punched: RangeSet::default(),
+        }
+    }
+
+    /// Bytes the live image takes against the capacity: its length less
+    /// the punched ranges in it.
+    pub(super) fn used_bytes(&self) -> u64 {
+        (self.live.len() as u64).saturating_sub(self.punched.total())
+    }
+
+    /// Bytes of `[offset, end)` that are punched now (a write there takes
+    /// space again).
+    pub(super) fn punched_in(&self, offset: u64, end: u64) -> u64 {
+        self.punched.overlapping(offset, end).map(|(s, e)| e.min(end) - s.max(offset)).sum()
     }
 
     /// Makes `op` durable: applies it to the durable image and tracks the
@@ -341,6 +364,14 @@ impl State {
     pub(super) fn file_op(&mut self, id: FileId, path: &Path, op: FileOp) -> IoResult<()> {
         let file = self.file_mut(id, path)?;
         op.apply(&mut file.live);
+        match &op {
+            FileOp::Write { offset, data } => file.punched.remove(*offset, offset + data.len() as u64),
+            FileOp::SetLen(len) => file.punched.remove(*len, u64::MAX),
+            FileOp::Allocate { offset, len } => file.punched.remove(*offset, offset + len),
+            FileOp::PunchHole { offset, len } => {
+                file.punched.insert(*offset, (offset + len).min(file.live.len() as u64))
+            }
+        }
         file.pending.push(op);
         Ok(())
     }
@@ -359,9 +390,10 @@ impl State {
         }
     }
 
-    /// Fails with `NoSpace` if growing file `id` to `new_len` would push the
-    /// sum of named files' lengths past the capacity.
-    pub(super) fn check_capacity(&self, id: FileId, new_len: u64, path: &Path) -> IoResult<()> {
+    /// Fails with `NoSpace` if file `id` taking `new_used` bytes (its
+    /// length less its punched ranges) would push the sum of named files'
+    /// bytes past the capacity.
+    pub(super) fn check_capacity(&self, id: FileId, new_used: u64, path: &Path) -> IoResult<()> {
         if self.capacity == u64::MAX {
             return Ok(());
         }
@@ -370,12 +402,24 @@ impl State {
             .iter()
             .filter(|other| **other != id)
             .filter_map(|other| self.files.get(other))
-            .map(|f| f.live.len() as u64)
+            .map(FileData::used_bytes)
             .sum();
-        if others.saturating_add(new_len) > self.capacity {
+        if others.saturating_add(new_used) > self.capacity {
             return Err(IoError::NoSpace { path: path.to_path_buf() });
         }
         Ok(())
+    }
+
+    /// Bytes a writer may still add: the capacity less the named files'
+    /// live lengths and plus their punched ranges (`u64::MAX` without a
+    /// capacity).
+    pub(super) fn available(&self) -> u64 {
+        if self.capacity == u64::MAX {
+            return u64::MAX;
+        }
+        let ids: BTreeSet<FileId> = self.live.files.values().copied().collect();
+        let used: u64 = ids.iter().filter_map(|id| self.files.get(id)).map(FileData::used_bytes).sum();
+        self.capacity.saturating_sub(used)
     }
 
     /// The device cache flush every successful sync issues: every file's

@@ -11,14 +11,16 @@ use larder_object::{CreationOptions, StoreOptions};
 /// Where the tests put their store.
 pub const DIR: &str = "/store";
 
-/// Small containers and segments, no background threads, inline values up
-/// to 2 KiB: tests reach reuse, flushes and both write paths quickly.
+/// Small containers (growing from 256 KiB) and segments, no background
+/// threads, inline values up to 2 KiB: tests reach reuse, flushes and both write paths quickly.
 pub fn options() -> KvOptions {
     let mut store = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
     store.index.background_threads = false;
     store.index.memtable_size_bytes = 32 << 10;
     store.log.buffered_sync_interval = None;
     store.log.max_segments = 4;
+    // Containers start at a quarter and grow: crash tests cover growth.
+    store.space.initial_container_bytes = 256 << 10;
     KvOptions {
         store,
         creation: CreationOptions {

@@ -26,6 +26,7 @@ mod index_view;
 mod ingest;
 mod observe;
 pub(crate) mod payload;
+pub mod reserve;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -311,8 +312,21 @@ impl Store {
         // Free space is derived, not stored: rebuilt from the extent map
         // as recovery left it, so no crash can leak space.
         let used = used_extents(&index, &limits)?;
+        let container_bytes = loaded.superblock.options.container_bytes;
+        // A store made before containers could grow keeps whole ones, so
+        // the builds it was made with can still open it.
+        let initial_container_bytes = if loaded.superblock.incompat & superblock::INCOMPAT_GROWING_CONTAINERS != 0 {
+            options.space.initial_container_bytes.min(container_bytes)
+        } else {
+            container_bytes
+        };
+        let reserve_bytes = options.space.reserve_bytes.max(reserve::reserve_bytes(
+            &*storage,
+            &dir.join(INDEX_DIR),
+            loaded.superblock.options.log_segment_bytes,
+        )?);
         let space_options =
-            larder_space::Options { container_bytes: loaded.superblock.options.container_bytes, ..options.space };
+            larder_space::Options { container_bytes, initial_container_bytes, reserve_bytes, ..options.space };
         let space = Arc::new(SpaceManager::open(storage.clone(), &dir.join(DATA_DIR), space_options, used)?);
         checkpoint_once(&index, &log, &space, true)
             .map_err(|source| ObjectError::Checkpoint { during: "recovery", source })?;

@@ -19,6 +19,8 @@ pub const BLOCKS: u64 = CONTAINER / 4096;
 pub fn small_options() -> Options {
     Options {
         container_bytes: CONTAINER,
+        initial_container_bytes: CONTAINER,
+        reserve_bytes: 0,
         spare_containers: 1,
         // The space tests expect a spare from the first open.
         spares_after_first_use: false,

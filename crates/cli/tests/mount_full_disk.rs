@@ -1,0 +1,154 @@
+//! A full file system through the mount: a store made by `larder init` on
+//! a 256 MiB ext4 image (loop-mounted: needs root, and FUSE for `larder
+//! mount`; the test FAILS without them unless `LARDER_SKIP_ROOT=1`) is
+//! filled with fsynced 1 MiB files until a write gets ENOSPC; then removes
+//! succeed and their space goes back to ext4, writes go on, every fsynced
+//! file is there with its bytes, and fsck is clean.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{fsck_clean, larder, Mount};
+
+const FILE: usize = 1 << 20;
+
+/// A loop-mounted ext4 image, unmounted when dropped.
+struct LoopMount {
+    mnt: PathBuf,
+}
+
+impl LoopMount {
+    fn new(tmp: &Path) -> Result<LoopMount, String> {
+        if !Path::new("/dev/fuse").exists() {
+            return Err("no /dev/fuse".into());
+        }
+        let image = tmp.join("fs.img");
+        let mnt = tmp.join("ext4");
+        std::fs::create_dir(&mnt).map_err(|e| e.to_string())?;
+        std::fs::File::create(&image).and_then(|f| f.set_len(256 << 20)).map_err(|e| e.to_string())?;
+        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
+        run("mount", &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()])?;
+        Ok(LoopMount { mnt })
+    }
+
+    fn available(&self) -> u64 {
+        let s = rustix::fs::statvfs(&self.mnt).unwrap();
+        s.f_bavail * s.f_frsize
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let mnt = self.mnt.to_str().unwrap();
+        if run("umount", &[mnt]).is_err() {
+            let _ = run("umount", &["-l", mnt]);
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(program).args(args).output().map_err(|e| format!("{program}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(())
+}
+
+fn content(i: u32) -> Vec<u8> {
+    let mut v = vec![(i % 251) as u8; FILE];
+    v[..4].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+/// Writes and fsyncs 1 MiB files from `next` on until one gets ENOSPC;
+/// returns how many were written. The file that failed is removed.
+fn fill(dir: &Path, kept: &mut Vec<u32>, next: &mut u32) -> u32 {
+    let mut written = 0;
+    loop {
+        let path = dir.join(format!("f{:05}", *next));
+        let result = std::fs::File::create(&path).and_then(|mut f| {
+            f.write_all(&content(*next))?;
+            f.sync_all()
+        });
+        match result {
+            Ok(()) => {
+                kept.push(*next);
+                written += 1;
+                *next += 1;
+            }
+            Err(e) => {
+                assert_eq!(
+                    e.raw_os_error(),
+                    Some(rustix::io::Errno::NOSPC.raw_os_error()),
+                    "a write failed for another reason than space: {e}"
+                );
+                if path.exists() {
+                    std::fs::remove_file(&path).unwrap();
+                }
+                return written;
+            }
+        }
+        assert!(written < 1000, "256 MiB never ran out");
+    }
+}
+
+#[test]
+fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_remove() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ext4 = match LoopMount::new(tmp.path()) {
+        Ok(m) => m,
+        Err(why) if std::env::var("LARDER_SKIP_ROOT").as_deref() == Ok("1") => {
+            eprintln!("SKIPPED (LARDER_SKIP_ROOT=1): cannot loop-mount an ext4 image and FUSE: {why}");
+            return;
+        }
+        Err(why) => panic!("cannot loop-mount an ext4 image (run as root, or set LARDER_SKIP_ROOT=1): {why}"),
+    };
+    let store = ext4.mnt.join("store");
+    let out = larder(&["init", store.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let at_start = ext4.available();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let m = Mount::start(&store, &mnt, &[]);
+    let mut kept = Vec::new();
+    let mut next = 0;
+    let first = fill(&mnt, &mut kept, &mut next);
+    let full = ext4.available();
+    eprintln!(
+        "full: {first} files of 1 MiB, {:.1}% of the {at_start} bytes available after init; {full} left",
+        (first as u64 * FILE as u64) as f64 * 100.0 / at_start as f64
+    );
+    assert!(first as u64 * FILE as u64 >= at_start * 9 / 10, "only {first} MiB fit in {at_start} bytes");
+    // Remove every other file: each remove succeeds on the full disk.
+    let removed: Vec<u32> = kept.iter().copied().step_by(2).collect();
+    for i in &removed {
+        std::fs::remove_file(mnt.join(format!("f{i:05}"))).unwrap();
+    }
+    kept.retain(|i| i % 2 == 1);
+    let deleted = removed.len() as u64 * FILE as u64;
+    // The store checkpoints for the freed space and punches it back to
+    // ext4 in the background (64 MiB/s).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let returned = loop {
+        let returned = ext4.available().saturating_sub(full);
+        if returned >= deleted * 8 / 10 || Instant::now() > deadline {
+            break returned;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("removed {deleted} bytes of files; {returned} bytes went back to ext4");
+    assert!(returned >= deleted * 8 / 10, "removed {deleted} bytes, ext4 got {returned} back");
+    let second = fill(&mnt, &mut kept, &mut next);
+    eprintln!("{second} more files fit after the removes");
+    assert!(second as usize * 10 >= removed.len() * 9, "after removing {} files only {second} fit", removed.len());
+    for &i in &kept {
+        assert!(std::fs::read(mnt.join(format!("f{i:05}"))).unwrap() == content(i), "f{i:05} lost or changed");
+    }
+    m.stop();
+    fsck_clean(&store);
+}
