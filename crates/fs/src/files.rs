@@ -52,6 +52,7 @@ impl Fs {
     pub fn create_file(&self, cred: &Cred, parent: u64, name: &[u8], mode: u32, flags: i32) -> Result<(Attr, u64)> {
         let (read, write) = access_mode(flags)?;
         let n = new_name(name)?;
+        self.store.check_room_for_name()?;
         let requests = [LockRequest::Exclusive(parent), LockRequest::Name(parent, n.as_bytes().to_vec())];
         let new = NewObject { kind: Kind::File, mode, rdev: 0, target: None };
         let made =
@@ -132,6 +133,9 @@ impl Fs {
             return Err(FsError::posix(libc::EBADF, format!("handle {fh} is not open for writing")));
         }
         let data = data.get(..MAX_IO_BYTES).unwrap_or(data);
+        // Small writes go to the log and the index; large ones to
+        // containers, which never grow into the reserve.
+        self.store.check_room(data.len() as u64)?;
         let ino = h.ino;
         self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
             let o = onode_in(txn, ino)?;

@@ -166,6 +166,9 @@ impl Fs {
     /// Creates `new` named `name` in `parent`; EEXIST at once if taken.
     pub(crate) fn make(&self, cred: &Cred, parent: u64, name: &[u8], new: NewObject<'_>) -> Result<Attr> {
         let name = new_name(name)?;
+        // A new name and onode live in the log and the index: refused at
+        // the store's reserve, which is kept for deletes.
+        self.store.check_room_for_name()?;
         let requests = [LockRequest::Exclusive(parent), LockRequest::Name(parent, name.as_bytes().to_vec())];
         let (attr, _) = self
             .store
@@ -177,6 +180,7 @@ impl Fs {
     /// `parent`.
     pub fn link(&self, cred: &Cred, ino: u64, parent: u64, name: &[u8]) -> Result<Attr> {
         let name = new_name(name)?;
+        self.store.check_room_for_name()?;
         let requests = [
             LockRequest::Exclusive(parent),
             LockRequest::Name(parent, name.as_bytes().to_vec()),

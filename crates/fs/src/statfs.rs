@@ -14,7 +14,9 @@ pub struct StatFs {
     pub blocks: u64,
     /// Blocks free.
     pub blocks_free: u64,
-    /// Blocks free to unprivileged callers (the same: nothing is reserved).
+    /// Blocks free to callers: `blocks_free` less the store's reserve on
+    /// the host file system, kept for deletes (as ext4 keeps blocks for
+    /// root out of `f_bavail`).
     pub blocks_available: u64,
     /// Inodes in all. Object ids are 64-bit and never reused: there is no
     /// inode table to fill, so this and `files_free` are a fixed 2^32.
@@ -38,13 +40,17 @@ impl Fs {
         let growable = bound.saturating_sub(s.bytes_total).min(host_free);
         let total = s.bytes_total + growable;
         let free = s.bytes_free + growable;
+        // Containers do not grow into the reserve.
+        let growable_to_callers =
+            bound.saturating_sub(s.bytes_total).min(host_free.saturating_sub(space.reserve_bytes()));
+        let available = s.bytes_free + growable_to_callers;
         let block = u64::from(BLOCK_BYTES);
         let files = 1u64 << 32;
         Ok(StatFs {
             block_bytes: BLOCK_BYTES,
             blocks: total / block,
             blocks_free: free / block,
-            blocks_available: free / block,
+            blocks_available: available / block,
             files,
             files_free: files,
             name_max: NAME_MAX as u32,

@@ -87,6 +87,7 @@ impl Fs {
         if value.len() > MAX_XATTR_VALUE_BYTES {
             return Err(FsError::posix(libc::E2BIG, format!("an xattr value of {} bytes", value.len())));
         }
+        self.store.check_room((name.len() + value.len()) as u64)?;
         self.store.transact_locked(&[LockRequest::Exclusive(ino)], Durability::Buffered, |txn| -> Result<()> {
             let o = onode_in(txn, ino)?;
             check(c, &o, ino, cred, true)?;

@@ -223,7 +223,12 @@ impl SpaceManager {
     /// file system is asked at most every [`ROOM_CHECK_EVERY`] while it
     /// had plenty of room, every call once it is within
     /// [`ROOM_CHECK_NEAR`] of the reserve.
-    pub fn check_room(&self, reserve_now: impl FnOnce() -> u64) -> Result<()> {
+    ///
+    /// `may_use` bytes of the reserve count as room for this call (a
+    /// caller whose writes are known to be tiny may dip into the part of
+    /// the reserve kept for metadata); the reserve stored for containers
+    /// stays whole.
+    pub fn check_room(&self, reserve_now: impl FnOnce() -> u64, may_use: u64) -> Result<()> {
         let inner = &*self.inner;
         let mut seen = inner.room_seen.lock();
         let fresh = seen.is_some_and(|(at, room)| room > ROOM_CHECK_NEAR && at.elapsed() < ROOM_CHECK_EVERY);
@@ -231,9 +236,22 @@ impl SpaceManager {
             return Ok(());
         }
         inner.reserve_bytes.store(reserve_now().max(inner.options.reserve_bytes), Ordering::Relaxed);
-        let room = inner.room_blocks(1);
-        *seen = room.as_ref().ok().map(|&blocks| (Instant::now(), blocks.saturating_mul(BLOCK_BYTES)));
-        room.map(|_| ())
+        match inner.room_blocks(1) {
+            Ok(blocks) => {
+                *seen = Some((Instant::now(), blocks.saturating_mul(BLOCK_BYTES)));
+                Ok(())
+            }
+            Err(e) => {
+                *seen = None;
+                let available = inner.storage.available_bytes(&inner.dir)?;
+                let reserve = inner.reserve_bytes.load(Ordering::Relaxed).saturating_sub(may_use);
+                if available.saturating_sub(reserve) >= BLOCK_BYTES {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+        }
     }
 
     /// The bytes of the file system creating or growing a container

@@ -229,9 +229,9 @@ fn the_reserve_can_be_read_and_changed() {
     m.set_reserve_bytes(2 << 20);
     assert_eq!(m.reserve_bytes(), 2 << 20);
     // check_room raises it to what the owner computes, never below the option.
-    m.check_room(|| 0).unwrap();
+    m.check_room(|| 0, 0).unwrap();
     assert_eq!(m.reserve_bytes(), 1 << 20);
     m.set_reserve_bytes(0);
-    m.check_room(|| 3 << 20).unwrap();
+    m.check_room(|| 3 << 20, 0).unwrap();
     assert_eq!(m.reserve_bytes(), 3 << 20);
 }

@@ -51,18 +51,36 @@ impl Store {
     /// index's runs and memtables (what flushing and merging all of it
     /// would write) and [`RESERVE_METADATA_BYTES`].
     pub fn check_room(&self, value_bytes: u64) -> Result<()> {
-        let options = &self.superblock.superblock.options;
-        if value_bytes > u64::from(options.inline_max_bytes) {
+        if value_bytes > u64::from(self.superblock.superblock.options.inline_max_bytes) {
             return Ok(());
         }
-        let segment = options.log_segment_bytes;
-        Ok(self.space.check_room(|| {
-            let index = self.index.stats();
-            RESERVE_LOG_SEGMENTS
-                .saturating_mul(segment)
-                .saturating_add(index.run_bytes)
-                .saturating_add(index.memtable_data_bytes)
-                .saturating_add(RESERVE_METADATA_BYTES)
-        })?)
+        self.check_room_using(0)
+    }
+
+    /// [`Store::check_room`] for a call that adds only a name (a file, a
+    /// directory, a link, a symlink's short target), which may use half
+    /// of [`RESERVE_METADATA_BYTES`]: a file system at its reserve may
+    /// still hold free space inside its containers, which a new file's
+    /// data can use, and each name adds only its index entry, so the
+    /// other half still covers the deletes.
+    pub fn check_room_for_name(&self) -> Result<()> {
+        self.check_room_using(RESERVE_METADATA_BYTES / 2)
+    }
+
+    /// Fails once the file system has no room beyond the reserve, of
+    /// which this call `may_use` some.
+    fn check_room_using(&self, may_use: u64) -> Result<()> {
+        let segment = self.superblock.superblock.options.log_segment_bytes;
+        Ok(self.space.check_room(
+            || {
+                let index = self.index.stats();
+                RESERVE_LOG_SEGMENTS
+                    .saturating_mul(segment)
+                    .saturating_add(index.run_bytes)
+                    .saturating_add(index.memtable_data_bytes)
+                    .saturating_add(RESERVE_METADATA_BYTES)
+            },
+            may_use,
+        )?)
     }
 }
