@@ -21,6 +21,7 @@ mod checkpoint;
 mod combine;
 mod ingest;
 mod observe;
+mod redundancy;
 pub(crate) mod payload;
 
 use std::path::{Path, PathBuf};
