@@ -24,6 +24,12 @@
 //! 6. Only then, in a second pass, records above `covered` are replayed, so
 //!    an open that fails before the replay callback runs has replayed
 //!    nothing. The callback may end the log early ([`Replay::StopBefore`]).
+//!
+//! Each segment file is read once: block 0 to classify it, the rest when
+//! the walk (or the look for later proof) reaches it. The walk keeps the
+//! bytes of the segments a later step needs (records to replay, groups to
+//! rewrite), so memory during open is bounded by the part of the log not
+//! yet checkpointed, which replay puts in the index's memory anyway.
 
 use std::path::{Path, PathBuf};
 
@@ -144,6 +150,23 @@ struct Found {
     seg: SegmentFile,
     header: SegmentHeader,
     capacity: u64,
+    /// Block 0 as read to find the header (shorter if the file is).
+    head: Vec<u8>,
+}
+
+/// One segment of the walk: its scan, where the proof of acknowledged
+/// records past its end stands, and its bytes if a later step needs them.
+struct Walked {
+    /// Index into `Verified::valid`.
+    index: usize,
+    scan: Scan,
+    /// Highest `acked_lsn` of this use's group headers past where the scan
+    /// stopped.
+    acked_ahead: Lsn,
+    /// The bytes read, kept when the replay, the rewrite of groups not
+    /// proven durable, or a cut will need them; so each segment is read
+    /// once.
+    bytes: Option<Vec<u8>>,
 }
 
 /// One record as the scan hands it on.
@@ -160,8 +183,10 @@ type RecordSink<'a> = &'a mut dyn FnMut(RecordAt<'_>) -> Result<Replay>;
 /// The replay callback as recovery sees it: (LSN, payload, acked LSN).
 pub(crate) type ReplaySink<'a> = &'a mut dyn FnMut(Lsn, &[u8], Lsn) -> Result<Replay>;
 
-/// Reads the first `capacity` bytes of a segment.
-fn read_segment(seg: &SegmentFile, capacity: u64) -> Result<Vec<u8>> {
+/// Reads the first `capacity` bytes of a segment, taking what was read of
+/// block 0 from its header read.
+fn read_segment(f: &Found) -> Result<Vec<u8>> {
+    let (seg, capacity) = (&f.seg, f.capacity);
     if capacity > MAX_SEGMENT_BYTES {
         // Never reached for valid headers (their size is checked); a guard
         // against allocating whatever a stray file's length says.
@@ -169,7 +194,9 @@ fn read_segment(seg: &SegmentFile, capacity: u64) -> Result<Vec<u8>> {
         return Err(LogError::corrupt(&seg.path, 0, what));
     }
     let mut buf = vec![0u8; capacity as usize];
-    read_exact_at(&*seg.file, &mut buf, 0)?;
+    let known = f.head.len().min(buf.len());
+    buf[..known].copy_from_slice(&f.head[..known]);
+    read_exact_at(&*seg.file, &mut buf[known..], known as u64)?;
     Ok(buf)
 }
 
@@ -301,8 +328,8 @@ pub(crate) struct Verified {
     dir: PathBuf,
     covered: Lsn,
     valid: Vec<Found>,
-    /// Indices into `valid` of the walked segments, with their scans.
-    walked: Vec<(usize, Scan)>,
+    /// The walked segments, in order.
+    walked: Vec<Walked>,
     free: Vec<SegmentFile>,
     /// Where the walk starts: (LSN before it, crc of that record).
     start: (Lsn, u32),
@@ -354,7 +381,7 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
                     return Err(LogError::corrupt(&seg.path, 0, what));
                 }
                 let capacity = (len / BLOCK * BLOCK).min(header.segment_bytes);
-                valid.push(Found { seg, header, capacity });
+                valid.push(Found { seg, header, capacity, head });
             }
         }
     }
@@ -422,31 +449,35 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
     let first = &valid[start].header;
     let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
     let walk_start = (lsn, crc);
-    let mut walked: Vec<(usize, Scan)> = Vec::new();
+    let mut walked: Vec<Walked> = Vec::new();
     for (i, f) in valid.iter().enumerate().skip(start) {
         if !walked.is_empty() && (f.header.first_lsn != lsn.wrapping_add(1) || f.header.prev_crc != crc) {
             break;
         }
-        let buf = read_segment(&f.seg, f.capacity)?;
+        let buf = read_segment(f)?;
         let (scan, _) = scan_segment(&buf, &f.header, lsn, crc, &mut |_| Ok(Replay::Continue))?;
         max_acked = max_acked.max(scan.max_acked);
         (lsn, crc) = (scan.last_lsn, scan.last_crc);
-        walked.push((i, scan));
+        // Proof past the end is used only for the last segment walked,
+        // which is not known yet; looking costs no read.
+        let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
+        let (acked_ahead, _) = scan_ahead(&buf, scan.stop.group_offset, filter);
+        // `max_acked` only grows from here, so a segment holding nothing
+        // to replay and no group above it now never needs its bytes again.
+        let needed =
+            scan.last_lsn > covered || scan.groups.is_empty() || scan.groups.iter().any(|g| g.last_lsn > max_acked);
+        walked.push(Walked { index: i, scan, acked_ahead, bytes: needed.then_some(buf) });
     }
     let end_lsn = lsn;
-    let Some((end_index, end_scan)) = walked.last() else {
+    let Some(end) = walked.last() else {
         return Err(LogError::corrupt(&valid[start].seg.path, 0, "recovery walk is empty"));
     };
-    let end_seg = &valid[*end_index];
-    // Look past the end for proof that more had been acknowledged.
-    {
-        let buf = read_segment(&end_seg.seg, end_seg.capacity)?;
-        let filter = Filter { segment_id: end_seg.seg.id, header: Some((end_seg.header.epoch, end_seg.header.nonce)) };
-        let (acked, _) = scan_ahead(&buf, end_scan.stop.group_offset, filter);
-        max_acked = max_acked.max(acked);
-    }
+    let (end_index, end_scan) = (end.index, &end.scan);
+    let end_seg = &valid[end_index];
+    // Proof past the end that more had been acknowledged.
+    max_acked = max_acked.max(end.acked_ahead);
     for f in &valid[end_index + 1..] {
-        let buf = read_segment(&f.seg, f.capacity)?;
+        let buf = read_segment(f)?;
         let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
         let (acked, _) = scan_ahead(&buf, BLOCK, filter);
         max_acked = max_acked.max(acked).max(f.header.acked_lsn);
@@ -533,23 +564,23 @@ impl Verified {
     /// left anyway, and nothing was replayed yet.
     pub(crate) fn make_durable(&mut self) -> Result<()> {
         let acked = self.report.acked_lsn;
-        for (i, scan) in &self.walked {
-            let f = &self.valid[*i];
+        for w in &self.walked {
+            let (f, scan) = (&self.valid[w.index], &w.scan);
             let stale: Vec<&Extent> = scan.groups.iter().filter(|g| g.last_lsn > acked).collect();
-            if !stale.is_empty() || scan.groups.is_empty() {
-                let buf = read_segment(&f.seg, f.capacity)?;
-                if scan.groups.is_empty() {
-                    // The file may be shorter than a block (a creation cut
-                    // by a crash); rewrite what there is of block 0.
-                    let mut head = vec![0u8; f.seg.file.len()?.min(BLOCK) as usize];
-                    read_exact_at(&*f.seg.file, &mut head, 0)?;
-                    write_all_at(&*f.seg.file, &head, 0)?;
-                    self.report.rewritten_blocks += 1;
-                }
+            if scan.groups.is_empty() {
+                // The file may be shorter than a block (a creation cut by
+                // a crash); rewrite what there is of block 0.
+                write_all_at(&*f.seg.file, &f.head, 0)?;
+                self.report.rewritten_blocks += 1;
+            }
+            if !stale.is_empty() {
+                let Some(buf) = &w.bytes else {
+                    return Err(LogError::corrupt(&f.seg.path, 0, "recovery dropped the bytes of a group to rewrite"));
+                };
                 for g in stale {
                     let range = g.offset as usize..(g.offset + g.header.padded_len()) as usize;
                     let Some(bytes) = buf.get(range) else {
-                        return Err(LogError::corrupt(&f.seg.path, g.offset, "group changed size during recovery"));
+                        return Err(LogError::corrupt(&f.seg.path, g.offset, "group runs past the bytes read"));
                     };
                     write_all_at(&*f.seg.file, bytes, g.offset)?;
                     self.report.rewritten_blocks += g.header.padded_len() / BLOCK;
@@ -560,18 +591,20 @@ impl Verified {
         Ok(())
     }
 
-    /// Pass 2: replays every record above `covered`, reading again what
-    /// pass 1 verified. If `replay` stops before a record, the log is cut
-    /// there durably.
+    /// Pass 2: replays every record above `covered` from the bytes pass 1
+    /// read and verified (no segment is read twice). If `replay` stops
+    /// before a record, the log is cut there durably.
     pub(crate) fn replay(mut self, replay: ReplaySink<'_>) -> Result<Recovered> {
         let covered = self.covered;
         let acked = self.report.acked_lsn;
         let (mut lsn, mut crc) = self.start;
         let mut cut: Option<(usize, Lsn, u64)> = None;
-        for (wi, (i, scan1)) in self.walked.iter().enumerate() {
-            let f = &self.valid[*i];
+        for (wi, w) in self.walked.iter().enumerate() {
+            let (f, scan1) = (&self.valid[w.index], &w.scan);
             if scan1.last_lsn > covered {
-                let buf = read_segment(&f.seg, f.capacity)?;
+                let Some(buf) = &w.bytes else {
+                    return Err(LogError::corrupt(&f.seg.path, 0, "recovery dropped the bytes of records to replay"));
+                };
                 let report = &mut self.report;
                 let mut stop_offset = 0;
                 let mut sink = |r: RecordAt<'_>| -> Result<Replay> {
@@ -587,7 +620,7 @@ impl Verified {
                     }
                     Ok(decision)
                 };
-                let (scan2, stopped) = scan_segment(&buf, &f.header, lsn, crc, &mut sink)?;
+                let (scan2, stopped) = scan_segment(buf, &f.header, lsn, crc, &mut sink)?;
                 if let Some(at) = stopped {
                     if at <= acked {
                         return Err(LogError::CorruptRecord {
@@ -603,7 +636,7 @@ impl Verified {
                     break;
                 }
                 if scan2.last_lsn != scan1.last_lsn {
-                    let what = "segment read differently on the second recovery pass";
+                    let what = "segment scanned differently on the second recovery pass";
                     return Err(LogError::corrupt(&f.seg.path, scan2.stop.offset, what));
                 }
             } else {
@@ -617,19 +650,19 @@ impl Verified {
             self.last_crc = crc;
             self.report.end_lsn = at - 1;
             self.report.stopped_before = Some(at);
-            let f = &self.valid[self.walked[wi].0];
+            let f = &self.valid[self.walked[wi].index];
             self.report.tail = Some(format!(
                 "{} at offset {offset}: the replay callback stopped before record {at}",
                 f.seg.path.display()
             ));
             self.walked.truncate(wi + 1);
-            self.walked[wi].1.last_lsn = at - 1;
+            self.walked[wi].scan.last_lsn = at - 1;
         }
         let mut live = Vec::new();
         let mut free = self.free;
         for (i, f) in self.valid.into_iter().enumerate() {
-            match self.walked.iter().find(|(w, _)| *w == i) {
-                Some((_, scan)) => live.push(LiveSegment { seg: f.seg, last_lsn: scan.last_lsn }),
+            match self.walked.iter().find(|w| w.index == i) {
+                Some(w) => live.push(LiveSegment { seg: f.seg, last_lsn: w.scan.last_lsn }),
                 _ => free.push(f.seg),
             }
         }
@@ -653,8 +686,8 @@ impl Verified {
     /// unreadable or the whole group as it was (the callback will then
     /// stop at it again).
     fn cut(&self, wi: usize, at: Lsn, offset: u64) -> Result<()> {
-        let (i, scan) = &self.walked[wi];
-        let f = &self.valid[*i];
+        let w = &self.walked[wi];
+        let (f, scan) = (&self.valid[w.index], &w.scan);
         let last_walked = wi + 1 == self.walked.len();
         let at_group = scan.groups.iter().rposition(|g| g.header.first_lsn <= at);
         let later_claim_less = |n: usize| scan.groups[n + 1..].iter().all(|l| l.header.acked_lsn < at);
@@ -662,9 +695,10 @@ impl Verified {
             let what = format!("cannot end the log before record {at}: later groups claim it acknowledged");
             return Err(LogError::corrupt(&f.seg.path, offset, what));
         };
-        let len = g.header.padded_len();
-        let mut image = vec![0u8; len as usize];
-        read_exact_at(&*f.seg.file, &mut image, g.offset)?;
+        let range = g.offset as usize..(g.offset + g.header.padded_len()) as usize;
+        let Some(mut image) = w.bytes.as_ref().and_then(|b| b.get(range)).map(<[u8]>::to_vec) else {
+            return Err(LogError::corrupt(&f.seg.path, g.offset, "the group to cut is not among the bytes read"));
+        };
         let keep = at - g.header.first_lsn;
         let body_start = g.offset + GROUP_HEADER_BYTES as u64;
         if keep == 0 {

@@ -353,7 +353,11 @@ fn read_copies(storage: &dyn Storage, dir: &Path) -> Result<(Loaded, Copies)> {
     }
     let Some(loaded) = best else {
         let first_error = decoded.into_iter().find_map(|d| d.err());
-        return Err(first_error.unwrap_or(ObjectError::Corrupt { path, offset: 0, what: "both slots are empty".into() }));
+        return Err(first_error.unwrap_or(ObjectError::Corrupt {
+            path,
+            offset: 0,
+            what: "both slots are empty".into(),
+        }));
     };
     let state = |one: std::result::Result<Option<Superblock>, ObjectError>| match one {
         Ok(Some(sb)) if sb == loaded.superblock => SlotState::Current,

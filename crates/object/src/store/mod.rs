@@ -21,8 +21,8 @@ mod checkpoint;
 mod combine;
 mod ingest;
 mod observe;
-mod redundancy;
 pub(crate) mod payload;
+mod redundancy;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
