@@ -58,7 +58,7 @@ pub(crate) struct LiveSegment {
 }
 
 /// What the replay callback tells the log about a record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Replay {
     /// The record was applied; go on.
@@ -69,6 +69,11 @@ pub enum Replay {
     /// LSN. Allowed only above [`RecoveryReport::acked_lsn`]; at or below
     /// it open fails with `CorruptRecord` naming the LSN.
     StopBefore,
+    /// As [`Replay::StopBefore`], saying why (for example which file and
+    /// block of the record's data fails its checksum): an open that fails
+    /// with `CorruptRecord` puts the reason in its message, so the error
+    /// names the damaged file and not only the log segment.
+    Damaged(String),
 }
 
 impl From<()> for Replay {
@@ -253,7 +258,7 @@ fn scan_segment(
                 payload: &body[r.payload.clone()],
                 offset: (body_start + r.payload.start - 16) as u64,
             };
-            if sink(at)? == Replay::StopBefore {
+            if sink(at)? != Replay::Continue {
                 stopped = Some(l);
                 if lsn >= gh.first_lsn {
                     groups.push(Extent { offset: off as u64, header: gh, last_lsn: lsn });
@@ -607,16 +612,20 @@ impl Verified {
                 };
                 let report = &mut self.report;
                 let mut stop_offset = 0;
+                let mut stop_reason = None;
                 let mut sink = |r: RecordAt<'_>| -> Result<Replay> {
                     if r.lsn <= covered {
                         report.verified += 1;
                         return Ok(Replay::Continue);
                     }
                     let decision = replay(r.lsn, r.payload, acked)?;
-                    if decision == Replay::Continue {
-                        report.replayed += 1;
-                    } else {
-                        stop_offset = r.offset;
+                    match &decision {
+                        Replay::Continue => report.replayed += 1,
+                        Replay::StopBefore => stop_offset = r.offset,
+                        Replay::Damaged(why) => {
+                            stop_offset = r.offset;
+                            stop_reason = Some(why.clone());
+                        }
                     }
                     Ok(decision)
                 };
@@ -628,7 +637,10 @@ impl Verified {
                             offset: stop_offset,
                             lsn: at,
                             acked,
-                            what: "the replay callback found the record's data damaged".into(),
+                            what: match stop_reason {
+                                Some(why) => format!("the record's data is damaged: {why}"),
+                                None => "the replay callback found the record's data damaged".into(),
+                            },
                         });
                     }
                     cut = Some((wi, at, stop_offset));

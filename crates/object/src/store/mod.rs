@@ -261,7 +261,7 @@ impl Store {
                     // below it the log reports corruption naming the record.
                     Err(what) => {
                         tracing::warn!(lsn = r.lsn, %what, "log record's data is not intact");
-                        Ok(Replay::StopBefore)
+                        Ok(Replay::Damaged(what))
                     }
                 },
                 // The index holds an ingested batch only once its manifest
