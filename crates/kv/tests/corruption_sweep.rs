@@ -11,7 +11,7 @@
 //!
 //! `LARDER_SWEEP_SAMPLES` sets the offsets tried per file kind (default
 //! 12, a few seconds); the table of outcomes in docs/design.md is from a
-//! run with 400.
+//! run with 400. `LARDER_SWEEP_VERBOSE=1` prints every trial.
 
 #![allow(clippy::unwrap_used)]
 
@@ -178,12 +178,12 @@ impl fmt::Display for Outcome {
 
 /// Opens `dir`, reads everything and checks it; returns the outcome or
 /// why the trial broke a promise.
-fn trial(dir: &Path, file: &Path, expected: &Expected) -> Result<Outcome, String> {
+fn trial(dir: &Path, file: &Path, expected: &Expected) -> Result<(Outcome, String), String> {
     let name = file.file_name().unwrap().to_string_lossy().into_owned();
     let names = |text: &str| text.contains(&name);
     let kv = match Kv::open(dir, common::options()) {
         Ok(kv) => kv,
-        Err(e) if names(&e.to_string()) => return Ok(Outcome::OpenRefused),
+        Err(e) if names(&e.to_string()) => return Ok((Outcome::OpenRefused, e.to_string())),
         Err(e) => return Err(format!("open failed without naming {name}: {e}")),
     };
     let mut read_error: Option<String> = None;
@@ -240,31 +240,31 @@ fn trial(dir: &Path, file: &Path, expected: &Expected) -> Result<Outcome, String
     }
     let report = match larder_fsck::check(kv.store(), &mut |_| {}) {
         Ok(r) => r,
-        Err(e) if names(&e.to_string()) => return Ok(Outcome::FsckReported),
+        Err(e) if names(&e.to_string()) => return Ok((Outcome::FsckReported, e.to_string())),
         Err(e) => return Err(format!("fsck stopped without naming {name}: {e}")),
     };
     if let Some(e) = read_error {
         if report.is_clean() {
             return Err(format!("reads fail ({e}) but fsck finds nothing"));
         }
-        return Ok(Outcome::ReadRefused);
+        return Ok((Outcome::ReadRefused, e));
     }
     if sentinel_lost {
         if file.extension().is_none_or(|e| e != "seg") {
             return Err(format!("the newest record vanished after damage to {name}"));
         }
-        return Ok(Outcome::TailDropped);
+        return Ok((Outcome::TailDropped, String::new()));
     }
     if report.is_clean() {
-        return Ok(Outcome::Unused);
+        return Ok((Outcome::Unused, String::new()));
     }
     if !names(&report.to_string()) {
         return Err(format!("fsck reports problems not naming {name}: {report}"));
     }
     if report.problems.iter().all(|p| matches!(p, Problem::SuperblockCopy { .. })) {
-        return Ok(Outcome::CopyUsed);
+        return Ok((Outcome::CopyUsed, report.to_string()));
     }
-    Ok(Outcome::FsckReported)
+    Ok((Outcome::FsckReported, report.to_string()))
 }
 
 /// A small deterministic generator (xorshift64).
@@ -303,6 +303,8 @@ fn offsets(bytes: &[u8], range: std::ops::Range<usize>, count: usize, rng: &mut 
 fn one_flipped_byte_in_any_file_is_recovered_or_reported_by_name() {
     let samples: usize =
         std::env::var("LARDER_SWEEP_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SAMPLES);
+    // Set to print every trial's outcome and the error or report seen.
+    let verbose = std::env::var_os("LARDER_SWEEP_VERBOSE").is_some();
     let tmp = tempfile::tempdir().unwrap();
     let (pristine_dir, work) = (tmp.path().join("pristine"), tmp.path().join("work"));
     let expected = build(&pristine_dir);
@@ -344,7 +346,12 @@ fn one_flipped_byte_in_any_file_is_recovered_or_reported_by_name() {
                 std::fs::write(&path, &damaged).unwrap();
                 let at = format!("{} offset {offset} (mask {mask:#04x})", rel.display());
                 match catch_unwind(AssertUnwindSafe(|| trial(&work, rel, &expected))) {
-                    Ok(Ok(outcome)) => *tally.entry((kind.clone(), outcome)).or_default() += 1,
+                    Ok(Ok((outcome, detail))) => {
+                        if verbose {
+                            println!("{at}: {outcome}: {detail}");
+                        }
+                        *tally.entry((kind.clone(), outcome)).or_default() += 1
+                    }
                     Ok(Err(why)) => broken.push(format!("{at}: {why}")),
                     Err(panic) => {
                         let what = panic
