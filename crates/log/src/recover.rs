@@ -469,8 +469,7 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
         let (acked_ahead, _) = scan_ahead(&buf, scan.stop.group_offset, filter);
         // `max_acked` only grows from here, so a segment holding nothing
         // to replay and no group above it now never needs its bytes again.
-        let needed =
-            scan.last_lsn > covered || scan.groups.is_empty() || scan.groups.iter().any(|g| g.last_lsn > max_acked);
+        let needed = scan.last_lsn > covered || scan.groups.iter().any(|g| g.last_lsn > max_acked);
         walked.push(Walked { index: i, scan, acked_ahead, bytes: needed.then_some(buf) });
     }
     let end_lsn = lsn;
