@@ -289,28 +289,49 @@ struct Filter {
     header: Option<(u64, u64)>,
 }
 
-/// Highest `acked_lsn` (and epoch) of any valid group header in
-/// `buf[from..]` that passes `filter`, checked block by block.
-fn scan_ahead(buf: &[u8], from: u64, filter: Filter) -> (Lsn, u64) {
-    let (mut acked, mut max_epoch) = (0, 0);
+/// What the valid group headers passing a [`Filter`] claim.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ahead {
+    /// Highest `acked_lsn`.
+    acked: Lsn,
+    /// Highest epoch.
+    epoch: u64,
+    /// Highest LSN a group says it holds (`first_lsn + count - 1`).
+    last_lsn: Lsn,
+}
+
+impl Ahead {
+    fn merge(self, other: Ahead) -> Ahead {
+        Ahead {
+            acked: self.acked.max(other.acked),
+            epoch: self.epoch.max(other.epoch),
+            last_lsn: self.last_lsn.max(other.last_lsn),
+        }
+    }
+}
+
+/// What every valid group header in `buf[from..]` that passes `filter`
+/// claims, checked block by block.
+fn scan_ahead(buf: &[u8], from: u64, filter: Filter) -> Ahead {
+    let mut ahead = Ahead::default();
     let mut off = align_up(from.max(BLOCK)) as usize;
     while off + GROUP_HEADER_BYTES <= buf.len() {
         if let Ok(gh) = GroupHeader::decode(&buf[off..]) {
             let matches = filter.header.is_none_or(|(e, n)| e == gh.epoch && n == gh.nonce);
             if matches && gh.segment_id == filter.segment_id {
-                acked = acked.max(gh.acked_lsn);
-                max_epoch = max_epoch.max(gh.epoch);
+                let last_lsn = gh.first_lsn.saturating_add(u64::from(gh.count)).saturating_sub(1);
+                ahead = ahead.merge(Ahead { acked: gh.acked_lsn, epoch: gh.epoch, last_lsn });
             }
         }
         off += BLOCK as usize;
     }
-    (acked, max_epoch)
+    ahead
 }
 
 /// [`scan_ahead`] over a whole file of unknown size, a chunk at a time.
-fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<(Lsn, u64)> {
+fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<Ahead> {
     let len = seg.capacity()?;
-    let (mut acked, mut epoch) = (0, 0);
+    let mut ahead = Ahead::default();
     let mut at = BLOCK;
     while at < len {
         let n = SCAN_CHUNK.min(len - at);
@@ -320,12 +341,10 @@ fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<(Lsn, u64)> {
         // BLOCK in the scan is offset 0 of the chunk.
         let mut padded = vec![0u8; BLOCK as usize];
         padded.extend_from_slice(&buf);
-        let (a, e) = scan_ahead(&padded, BLOCK, filter);
-        acked = acked.max(a);
-        epoch = epoch.max(e);
+        ahead = ahead.merge(scan_ahead(&padded, BLOCK, filter));
         at += n;
     }
-    Ok((acked, epoch))
+    Ok(ahead)
 }
 
 /// A verified log, before anything is replayed.
@@ -398,8 +417,14 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
     let newest_header = valid.last().map_or(0, |f| f.header.epoch);
     let mut max_epoch = newest_header;
     let mut damaged_evidence: Option<(PathBuf, Lsn)> = None;
+    // A damaged segment holding records above `covered` (the index lacks
+    // them): if the walk then fails, this header is why.
+    let mut damaged_needed: Option<(PathBuf, Lsn)> = None;
     for seg in &damaged {
-        let (acked, epoch) = scan_file_ahead(seg, Filter { segment_id: seg.id, header: None })?;
+        let Ahead { acked, epoch, last_lsn } = scan_file_ahead(seg, Filter { segment_id: seg.id, header: None })?;
+        if last_lsn > covered && damaged_needed.as_ref().is_none_or(|(_, l)| last_lsn > *l) {
+            damaged_needed = Some((seg.path.clone(), last_lsn));
+        }
         if epoch > newest_header {
             // Groups are written only after their segment's header sync
             // returned, and every start takes a new, larger epoch: a group
@@ -418,105 +443,124 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
         }
     }
 
-    let start = valid.iter().rposition(|f| f.header.first_lsn <= covered.saturating_add(1));
-    let Some(start) = start else {
-        if let Some(first) = valid.iter().map(|f| f.header.first_lsn).min() {
-            return Err(LogError::MissingRecords { dir: dir.to_path_buf(), covered, log_start: first });
+    let walk = move || -> Result<Verified> {
+        let start = valid.iter().rposition(|f| f.header.first_lsn <= covered.saturating_add(1));
+        let Some(start) = start else {
+            if let Some(first) = valid.iter().map(|f| f.header.first_lsn).min() {
+                return Err(LogError::MissingRecords { dir: dir.to_path_buf(), covered, log_start: first });
+            }
+            // A new log (or one that never started a segment).
+            if let Some((path, acked)) = damaged_evidence.filter(|(_, a)| *a > covered) {
+                return Err(LogError::CorruptRecord {
+                    path,
+                    offset: 0,
+                    lsn: covered + 1,
+                    acked,
+                    what: "segment header damaged".into(),
+                });
+            }
+            free.extend(damaged);
+            report.end_lsn = covered;
+            report.acked_lsn = covered.min(max_acked);
+            return Ok(Verified {
+                dir: dir.to_path_buf(),
+                covered,
+                valid: Vec::new(),
+                walked: Vec::new(),
+                free,
+                start: (covered, 0),
+                end_lsn: covered,
+                last_crc: 0,
+                next_id,
+                next_epoch: max_epoch + 1,
+                report,
+            });
+        };
+
+        let first = &valid[start].header;
+        let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
+        let walk_start = (lsn, crc);
+        let mut walked: Vec<Walked> = Vec::new();
+        for (i, f) in valid.iter().enumerate().skip(start) {
+            if !walked.is_empty() && (f.header.first_lsn != lsn.wrapping_add(1) || f.header.prev_crc != crc) {
+                break;
+            }
+            let buf = read_segment(f)?;
+            let (scan, _) = scan_segment(&buf, &f.header, lsn, crc, &mut |_| Ok(Replay::Continue))?;
+            max_acked = max_acked.max(scan.max_acked);
+            (lsn, crc) = (scan.last_lsn, scan.last_crc);
+            // Proof past the end is used only for the last segment walked,
+            // which is not known yet; looking costs no read.
+            let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
+            let acked_ahead = scan_ahead(&buf, scan.stop.group_offset, filter).acked;
+            // `max_acked` only grows from here, so a segment holding nothing
+            // to replay and no group above it now never needs its bytes again.
+            let needed = scan.last_lsn > covered || scan.groups.iter().any(|g| g.last_lsn > max_acked);
+            walked.push(Walked { index: i, scan, acked_ahead, bytes: needed.then_some(buf) });
         }
-        // A new log (or one that never started a segment).
-        if let Some((path, acked)) = damaged_evidence.filter(|(_, a)| *a > covered) {
+        let end_lsn = lsn;
+        let Some(end) = walked.last() else {
+            return Err(LogError::corrupt(&valid[start].seg.path, 0, "recovery walk is empty"));
+        };
+        let (end_index, end_scan) = (end.index, &end.scan);
+        let end_seg = &valid[end_index];
+        // Proof past the end that more had been acknowledged.
+        max_acked = max_acked.max(end.acked_ahead);
+        for f in &valid[end_index + 1..] {
+            let buf = read_segment(f)?;
+            let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
+            let acked = scan_ahead(&buf, BLOCK, filter).acked;
+            max_acked = max_acked.max(acked).max(f.header.acked_lsn);
+        }
+        if max_acked > end_lsn {
             return Err(LogError::CorruptRecord {
-                path,
-                offset: 0,
-                lsn: covered + 1,
-                acked,
-                what: "segment header damaged".into(),
+                path: end_seg.seg.path.clone(),
+                offset: end_scan.stop.offset,
+                lsn: end_lsn + 1,
+                acked: max_acked,
+                what: end_scan.stop.what.clone(),
             });
         }
+        if end_lsn < covered {
+            return Err(LogError::IndexAhead { dir: dir.to_path_buf(), covered, log_end: end_lsn });
+        }
+        if !end_scan.stop.clean {
+            report.tail = Some(format!(
+                "{} at offset {}: {}",
+                end_seg.seg.path.display(),
+                end_scan.stop.offset,
+                end_scan.stop.what
+            ));
+        }
         free.extend(damaged);
-        report.end_lsn = covered;
-        report.acked_lsn = covered.min(max_acked);
-        return Ok(Verified {
+        report.end_lsn = end_lsn;
+        report.acked_lsn = max_acked;
+        Ok(Verified {
             dir: dir.to_path_buf(),
             covered,
-            valid: Vec::new(),
-            walked: Vec::new(),
+            valid,
+            walked,
             free,
-            start: (covered, 0),
-            end_lsn: covered,
-            last_crc: 0,
+            start: walk_start,
+            end_lsn,
+            last_crc: crc,
             next_id,
             next_epoch: max_epoch + 1,
             report,
-        });
+        })
     };
-
-    let first = &valid[start].header;
-    let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
-    let walk_start = (lsn, crc);
-    let mut walked: Vec<Walked> = Vec::new();
-    for (i, f) in valid.iter().enumerate().skip(start) {
-        if !walked.is_empty() && (f.header.first_lsn != lsn.wrapping_add(1) || f.header.prev_crc != crc) {
-            break;
+    walk().map_err(|e| match (e, damaged_needed) {
+        (
+            e @ (LogError::MissingRecords { .. } | LogError::CorruptRecord { .. } | LogError::IndexAhead { .. }),
+            Some((path, last_lsn)),
+        ) => {
+            let what = format!(
+                "segment header is damaged over records the log needs (up to LSN {last_lsn}, above the \
+                 {covered} the caller covers), so the walk failed: {e}"
+            );
+            LogError::corrupt(&path, 0, what)
         }
-        let buf = read_segment(f)?;
-        let (scan, _) = scan_segment(&buf, &f.header, lsn, crc, &mut |_| Ok(Replay::Continue))?;
-        max_acked = max_acked.max(scan.max_acked);
-        (lsn, crc) = (scan.last_lsn, scan.last_crc);
-        // Proof past the end is used only for the last segment walked,
-        // which is not known yet; looking costs no read.
-        let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
-        let (acked_ahead, _) = scan_ahead(&buf, scan.stop.group_offset, filter);
-        // `max_acked` only grows from here, so a segment holding nothing
-        // to replay and no group above it now never needs its bytes again.
-        let needed = scan.last_lsn > covered || scan.groups.iter().any(|g| g.last_lsn > max_acked);
-        walked.push(Walked { index: i, scan, acked_ahead, bytes: needed.then_some(buf) });
-    }
-    let end_lsn = lsn;
-    let Some(end) = walked.last() else {
-        return Err(LogError::corrupt(&valid[start].seg.path, 0, "recovery walk is empty"));
-    };
-    let (end_index, end_scan) = (end.index, &end.scan);
-    let end_seg = &valid[end_index];
-    // Proof past the end that more had been acknowledged.
-    max_acked = max_acked.max(end.acked_ahead);
-    for f in &valid[end_index + 1..] {
-        let buf = read_segment(f)?;
-        let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
-        let (acked, _) = scan_ahead(&buf, BLOCK, filter);
-        max_acked = max_acked.max(acked).max(f.header.acked_lsn);
-    }
-    if max_acked > end_lsn {
-        return Err(LogError::CorruptRecord {
-            path: end_seg.seg.path.clone(),
-            offset: end_scan.stop.offset,
-            lsn: end_lsn + 1,
-            acked: max_acked,
-            what: end_scan.stop.what.clone(),
-        });
-    }
-    if end_lsn < covered {
-        return Err(LogError::IndexAhead { dir: dir.to_path_buf(), covered, log_end: end_lsn });
-    }
-    if !end_scan.stop.clean {
-        report.tail =
-            Some(format!("{} at offset {}: {}", end_seg.seg.path.display(), end_scan.stop.offset, end_scan.stop.what));
-    }
-    free.extend(damaged);
-    report.end_lsn = end_lsn;
-    report.acked_lsn = max_acked;
-    Ok(Verified {
-        dir: dir.to_path_buf(),
-        covered,
-        valid,
-        walked,
-        free,
-        start: walk_start,
-        end_lsn,
-        last_crc: crc,
-        next_id,
-        next_epoch: max_epoch + 1,
-        report,
+        (e, _) => e,
     })
 }
 

@@ -98,3 +98,25 @@ fn a_damaged_header_of_a_free_segment_does_not_stop_open() {
         drop(log);
     }
 }
+
+/// A damaged header over records the log needs (not a free segment) fails
+/// open naming that segment, not only the log directory.
+#[test]
+fn a_damaged_header_over_needed_records_is_named() {
+    // Segment 1: records 1..3, segment 2: 4..6 (one 3000-byte record per block).
+    let sim = SimStorage::new(12);
+    let (log, _) = open(&sim, small_options(), 0).unwrap();
+    for l in 1..=6u64 {
+        log.append(vec![l as u8; 3000]).unwrap();
+    }
+    drop(log);
+    for (covered, offset) in [(0, 40u64), (0, 8), (1, 48), (2, 76)] {
+        let image = sim.crash_with(larder_io::sim::CrashMode::KeepAllPending);
+        image.corrupt(segment_path(1), offset, 0x01).unwrap();
+        let err = open(&image, small_options(), covered).unwrap_err();
+        assert!(
+            err.to_string().contains("0000000000000001.seg"),
+            "covered {covered}, offset {offset}: the error does not name the damaged segment: {err}"
+        );
+    }
+}
