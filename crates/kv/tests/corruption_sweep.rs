@@ -11,7 +11,11 @@
 //!
 //! `LARDER_SWEEP_SAMPLES` sets the offsets tried per file kind (default
 //! 12, a few seconds); the table of outcomes in docs/design.md is from a
-//! run with 400. `LARDER_SWEEP_VERBOSE=1` prints every trial.
+//! run with 400. `LARDER_SWEEP_VERBOSE=1` prints every trial;
+//! `LARDER_SWEEP_FIXTURES=N` builds and sweeps N fixtures (their
+//! timestamps, uuid and log nonces differ, and with them sizes and run
+//! layouts); `LARDER_SWEEP_KINDS=run` sweeps only the kinds whose names
+//! contain the text.
 
 #![allow(clippy::unwrap_used)]
 
@@ -305,61 +309,69 @@ fn one_flipped_byte_in_any_file_is_recovered_or_reported_by_name() {
         std::env::var("LARDER_SWEEP_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SAMPLES);
     // Set to print every trial's outcome and the error or report seen.
     let verbose = std::env::var_os("LARDER_SWEEP_VERBOSE").is_some();
-    let tmp = tempfile::tempdir().unwrap();
-    let (pristine_dir, work) = (tmp.path().join("pristine"), tmp.path().join("work"));
-    let expected = build(&pristine_dir);
-    let (pristine, dirs) = read_tree(&pristine_dir);
-    // The fixture is what the sweep needs: every kind, several runs, log
-    // records to replay.
-    let mut per_kind: BTreeMap<String, Vec<(&PathBuf, std::ops::Range<usize>)>> = BTreeMap::new();
-    for (rel, bytes) in &pristine {
-        if bytes.is_empty() {
-            continue;
-        }
-        if kind_of(rel, 0).starts_with("SUPERBLOCK") {
-            per_kind.entry(kind_of(rel, 0)).or_default().push((rel, 0..4096));
-            per_kind.entry(kind_of(rel, 4096)).or_default().push((rel, 4096..bytes.len()));
-        } else {
-            per_kind.entry(kind_of(rel, 0)).or_default().push((rel, 0..bytes.len()));
-        }
-    }
-    let kinds: Vec<&String> = per_kind.keys().collect();
-    for k in ["SUPERBLOCK copy A", "SUPERBLOCK copy B", "MANIFEST", "CURRENT", "index run", "log segment", "container"]
-    {
-        assert!(per_kind.contains_key(k), "no {k} in the fixture: {kinds:?}");
-    }
-    assert!(per_kind["index run"].len() >= 2, "{:?}", per_kind["index run"]);
-
+    // Fixtures built one after another (their timestamps, uuid and log
+    // nonces differ, and with them sizes and run layouts).
+    let fixtures: usize = std::env::var("LARDER_SWEEP_FIXTURES").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    // Only the file kinds whose names contain this.
+    let only = std::env::var("LARDER_SWEEP_KINDS").unwrap_or_default();
     let mut tally: BTreeMap<(String, Outcome), u64> = BTreeMap::new();
     let mut broken = Vec::new();
-    let mut rng = Rng(0x5eed_1234_abcd_ef01);
-    for (kind, files) in &per_kind {
-        let each = samples.div_ceil(files.len());
-        for (rel, range) in files {
-            let bytes = &pristine[*rel];
-            for offset in offsets(bytes, range.clone(), each, &mut rng) {
-                restore(&work, &pristine, &dirs);
-                let mask = 1u8 << rng.below(8);
-                let path = work.join(rel);
-                let mut damaged = bytes.clone();
-                damaged[offset as usize] ^= mask;
-                std::fs::write(&path, &damaged).unwrap();
-                let at = format!("{} offset {offset} (mask {mask:#04x})", rel.display());
-                match catch_unwind(AssertUnwindSafe(|| trial(&work, rel, &expected))) {
-                    Ok(Ok((outcome, detail))) => {
-                        if verbose {
-                            println!("{at}: {outcome}: {detail}");
+    for fixture in 0..fixtures {
+        let tmp = tempfile::tempdir().unwrap();
+        let (pristine_dir, work) = (tmp.path().join("pristine"), tmp.path().join("work"));
+        let expected = build(&pristine_dir);
+        let (pristine, dirs) = read_tree(&pristine_dir);
+        // The fixture is what the sweep needs: every kind, several runs, log
+        // records to replay.
+        let mut per_kind: BTreeMap<String, Vec<(&PathBuf, std::ops::Range<usize>)>> = BTreeMap::new();
+        for (rel, bytes) in &pristine {
+            if bytes.is_empty() {
+                continue;
+            }
+            if kind_of(rel, 0).starts_with("SUPERBLOCK") {
+                per_kind.entry(kind_of(rel, 0)).or_default().push((rel, 0..4096));
+                per_kind.entry(kind_of(rel, 4096)).or_default().push((rel, 4096..bytes.len()));
+            } else {
+                per_kind.entry(kind_of(rel, 0)).or_default().push((rel, 0..bytes.len()));
+            }
+        }
+        let kinds: Vec<&String> = per_kind.keys().collect();
+        for k in
+            ["SUPERBLOCK copy A", "SUPERBLOCK copy B", "MANIFEST", "CURRENT", "index run", "log segment", "container"]
+        {
+            assert!(per_kind.contains_key(k), "no {k} in the fixture: {kinds:?}");
+        }
+        assert!(per_kind["index run"].len() >= 2, "{:?}", per_kind["index run"]);
+
+        let mut rng = Rng(0x5eed_1234_abcd_ef01 ^ fixture as u64);
+        for (kind, files) in per_kind.iter().filter(|(k, _)| k.contains(&only)) {
+            let each = samples.div_ceil(files.len());
+            for (rel, range) in files {
+                let bytes = &pristine[*rel];
+                for offset in offsets(bytes, range.clone(), each, &mut rng) {
+                    restore(&work, &pristine, &dirs);
+                    let mask = 1u8 << rng.below(8);
+                    let path = work.join(rel);
+                    let mut damaged = bytes.clone();
+                    damaged[offset as usize] ^= mask;
+                    std::fs::write(&path, &damaged).unwrap();
+                    let at = format!("fixture {fixture}: {} offset {offset} (mask {mask:#04x})", rel.display());
+                    match catch_unwind(AssertUnwindSafe(|| trial(&work, rel, &expected))) {
+                        Ok(Ok((outcome, detail))) => {
+                            if verbose {
+                                println!("{at}: {outcome}: {detail}");
+                            }
+                            *tally.entry((kind.clone(), outcome)).or_default() += 1
                         }
-                        *tally.entry((kind.clone(), outcome)).or_default() += 1
-                    }
-                    Ok(Err(why)) => broken.push(format!("{at}: {why}")),
-                    Err(panic) => {
-                        let what = panic
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        broken.push(format!("{at}: panicked: {what}"));
+                        Ok(Err(why)) => broken.push(format!("{at}: {why}")),
+                        Err(panic) => {
+                            let what = panic
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default();
+                            broken.push(format!("{at}: panicked: {what}"));
+                        }
                     }
                 }
             }
