@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use larder_object::superblock::{slot_offset, SlotState};
-use larder_object::Store;
+use larder_object::{ObjectError, Store};
 
 use crate::error::{FsckError, Result};
 use crate::model::Problems;
@@ -24,7 +24,19 @@ fn describe(state: &SlotState) -> String {
 
 /// Reports every superblock slot that does not hold the current copy.
 pub(crate) fn check(store: &Store, problems: &mut Problems) -> Result<()> {
-    let copies = store.superblock_copies().map_err(FsckError::Superblock)?;
+    let copies = match store.superblock_copies() {
+        Ok(copies) => copies,
+        // Both slots damaged since open: the next open would fail, and
+        // repair rewrites both from the copy this store opened with.
+        Err(ObjectError::Corrupt { path, what, .. }) => {
+            for slot in 0..2 {
+                let what = format!("is damaged, and so is the other copy ({what})");
+                problems.push(Problem::SuperblockCopy { path: path.clone(), slot, offset: slot_offset(slot), what });
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(FsckError::Superblock(e)),
+    };
     for (slot, state) in copies.slots.iter().enumerate() {
         if !state.is_current() {
             problems.push(Problem::SuperblockCopy {

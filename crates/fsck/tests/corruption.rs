@@ -220,3 +220,31 @@ fn a_flipped_byte_in_a_real_container_file_is_named_by_fsck() {
     assert!(e.to_string().contains(&*file.to_string_lossy()), "{e}");
     assert_eq!(stat(&store, id).size, 30_000);
 }
+
+/// Both superblock copies damaged while the store is open: fsck reports
+/// both, and repair rewrites them from the copy the store opened with, so
+/// the store opens again.
+#[test]
+fn both_superblock_copies_damaged_while_open_are_repaired_from_the_open_copy() {
+    let (sim, f) = closed_fixture(43);
+    let (data, small) = (f.data.clone(), f.ids.small);
+    f.store.close().unwrap();
+    let store = common::reopen(&sim);
+    let path = Path::new(DIR).join(SUPERBLOCK_FILE);
+    sim.corrupt(&path, 4, 0x01).unwrap();
+    sim.corrupt(&path, SLOT_BYTES as u64 + 40, 0x01).unwrap();
+    let r = fsck(&store);
+    assert!(
+        matches!(
+            r.problems.as_slice(),
+            [Problem::SuperblockCopy { slot: 0, .. }, Problem::SuperblockCopy { slot: 1, .. }]
+        ),
+        "{r}"
+    );
+    let repaired = larder_fsck::repair(&store).unwrap();
+    assert_eq!(repaired.iter().map(|r| r.slot).collect::<Vec<_>>(), [0, 1]);
+    assert!(fsck(&store).is_clean());
+    store.close().unwrap();
+    let store = common::reopen(&sim);
+    assert_eq!(read_all(&store, small).unwrap(), data[&small]);
+}

@@ -391,8 +391,19 @@ pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<Copies> {
 /// slot at a time, each synced: the slot being written is never the only
 /// valid one, so a crash during repair loses nothing. Returns the slots
 /// rewritten, with what they held. The caller holds the store's lock.
-pub fn repair(storage: &dyn Storage, dir: &Path) -> Result<Vec<(usize, SlotState)>> {
-    let copies = inspect(storage, dir)?;
+///
+/// `open` is the copy the caller's store was opened with: when neither
+/// slot on disk is valid any more (both damaged since open), both are
+/// rewritten from it.
+pub fn repair(storage: &dyn Storage, dir: &Path, open: &Superblock) -> Result<Vec<(usize, SlotState)>> {
+    let copies = match inspect(storage, dir) {
+        Ok(copies) => copies,
+        Err(ObjectError::Corrupt { what, .. }) => {
+            let damaged = SlotState::Damaged { what };
+            Copies { path: path_of(dir), current: open.clone(), slots: [damaged.clone(), damaged] }
+        }
+        Err(e) => return Err(e),
+    };
     copies.current.check_features(&copies.path)?;
     let bytes = copies.current.encode();
     let mut rewritten = Vec::new();

@@ -162,9 +162,9 @@ fn repair_rewrites_a_damaged_or_empty_slot_and_nothing_else() {
     let sim = SimStorage::new(1);
     let sb = new_store(&sim);
     let path = Path::new(DIR).join(SUPERBLOCK_FILE);
-    assert!(superblock::repair(&sim, Path::new(DIR)).unwrap().is_empty(), "a clean superblock needs nothing");
+    assert!(superblock::repair(&sim, Path::new(DIR), &sb).unwrap().is_empty(), "a clean superblock needs nothing");
     sim.corrupt(&path, 40, 0x01).unwrap();
-    let rewritten = superblock::repair(&sim, Path::new(DIR)).unwrap();
+    let rewritten = superblock::repair(&sim, Path::new(DIR), &sb).unwrap();
     assert!(matches!(rewritten.as_slice(), [(0, SlotState::Damaged { .. })]), "{rewritten:?}");
     let copies = superblock::inspect(&sim, Path::new(DIR)).unwrap();
     assert_eq!(copies.slots, [SlotState::Current, SlotState::Current]);
@@ -173,7 +173,7 @@ fn repair_rewrites_a_damaged_or_empty_slot_and_nothing_else() {
     write_all_at(&*f, &[0u8; SLOT_BYTES], SLOT_BYTES as u64).unwrap();
     assert_eq!(superblock::load(&sim, Path::new(DIR)).unwrap().superblock, sb, "the old layout still opens");
     assert_eq!(superblock::inspect(&sim, Path::new(DIR)).unwrap().slots[1], SlotState::Empty);
-    assert_eq!(superblock::repair(&sim, Path::new(DIR)).unwrap(), [(1, SlotState::Empty)]);
+    assert_eq!(superblock::repair(&sim, Path::new(DIR), &sb).unwrap(), [(1, SlotState::Empty)]);
     // The repair is durable: a crash keeps it.
     let image = sim.crash_with(CrashMode::DropAllPending);
     let copies = superblock::inspect(&image, Path::new(DIR)).unwrap();
@@ -195,7 +195,7 @@ fn an_update_cut_between_its_writes_leaves_a_stale_copy() {
     let copies = superblock::inspect(&image, Path::new(DIR)).unwrap();
     assert_eq!(copies.current.generation, 2);
     assert_eq!(copies.slots, [SlotState::Stale { generation: 1 }, SlotState::Current]);
-    superblock::repair(&image, Path::new(DIR)).unwrap();
+    superblock::repair(&image, Path::new(DIR), &l.superblock).unwrap();
     let copies = superblock::inspect(&image, Path::new(DIR)).unwrap();
     assert_eq!(copies.slots, [SlotState::Current, SlotState::Current]);
 }

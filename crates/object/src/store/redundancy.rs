@@ -15,9 +15,10 @@ impl Store {
     /// Rewrites every superblock slot that does not hold the current copy
     /// (damaged, stale or empty) with it, each synced; safe against a
     /// crash at any point since the store's lock is held and the slot
-    /// written is never the only valid one. Returns the slots rewritten
-    /// and what they held.
+    /// written is never the only valid one. If both slots were damaged
+    /// since open, both are rewritten from the copy the store opened with.
+    /// Returns the slots rewritten and what they held.
     pub fn repair_superblock_copies(&self) -> Result<Vec<(usize, SlotState)>> {
-        superblock::repair(&*self.storage, &self.dir)
+        superblock::repair(&*self.storage, &self.dir, self.superblock())
     }
 }
