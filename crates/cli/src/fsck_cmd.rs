@@ -1,5 +1,8 @@
 //! `larder fsck STORE`: checks every invariant of the store (larder-fsck)
 //! with a progress bar per phase, prints each problem and a summary.
+//! `larder fsck --repair STORE` first rewrites every redundant copy that
+//! does not hold the current contents (a damaged superblock slot), printing
+//! each, then checks.
 //!
 //! Exit codes: 0 clean, 1 problems found (or part of the store could not
 //! be checked), 2 an error stopped the check (the caller maps an `Err`).
@@ -22,6 +25,10 @@ pub(crate) struct FsckArgs {
     /// (time proportional to the index instead of to the data).
     #[arg(long)]
     metadata_only: bool,
+    /// First rewrite every damaged redundant copy (a superblock slot not
+    /// holding the current copy) from the sound one, then check.
+    #[arg(long)]
+    repair: bool,
 }
 
 /// Exit code when problems were found.
@@ -62,11 +69,20 @@ impl Bars {
 /// `larder fsck`.
 pub(crate) fn run(args: &FsckArgs) -> Result<ExitCode> {
     let kv = store::open(&args.store)?;
+    let d = args.store.display();
+    if args.repair {
+        let repaired = larder_fsck::repair(kv.store()).with_context(|| {
+            format!("repairing the store at {d}; nothing after the last line printed was rewritten")
+        })?;
+        for r in &repaired {
+            println!("{r}");
+        }
+        println!("repair rewrote {} redundant copies", repaired.len());
+    }
     let options = Options { verify_checksums: !args.metadata_only, ..Options::default() };
     let mut bars = Bars::default();
     let checked = larder_fsck::check_with(kv.store(), &options, &mut |p| bars.update(p));
     bars.clear();
-    let d = args.store.display();
     let report = checked.with_context(|| format!("checking the store at {d}; the check stopped before its end"))?;
     println!("{report}");
     store::close(kv, &args.store)?;

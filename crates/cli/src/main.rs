@@ -57,7 +57,8 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Mount a store as a file system (FUSE) until unmounted or signalled.
     Mount(mount::MountArgs),
-    /// Check the store; exit 0 when clean, 1 on problems, 2 if the check could not run.
+    /// Check the store (with --repair, first rewrite damaged redundant
+    /// copies); exit 0 when clean, 1 on problems, 2 if the check could not run.
     Fsck(fsck_cmd::FsckArgs),
     /// Measure the engine: with no argument (or `store`), a store through
     /// the KV API; `index`, the index layer alone.

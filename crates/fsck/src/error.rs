@@ -8,6 +8,7 @@
 
 use larder_index::IndexError;
 use larder_io::IoError;
+use larder_object::ObjectError;
 use larder_space::SpaceError;
 
 /// Result of an fsck call.
@@ -21,6 +22,9 @@ pub enum FsckError {
     /// (an I/O error, a closed or poisoned index).
     #[error("fsck could not read the index: {0}")]
     Index(IndexError),
+    /// Reading or rewriting the superblock failed.
+    #[error("fsck could not read or repair the superblock: {0}")]
+    Superblock(#[source] ObjectError),
     /// Reading a container failed.
     #[error("fsck could not read object data: {0}")]
     Io(#[from] IoError),

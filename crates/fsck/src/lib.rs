@@ -1,7 +1,10 @@
 //! Larder's store checker: reads a whole store from one index snapshot and
 //! reports every broken invariant of docs/format.md section 15.
 //!
-//! [`check`] makes three passes:
+//! [`check`] first reads the store's redundant copies (the two slots of
+//! the superblock): a slot not holding the current copy is a problem
+//! ([`Problem::SuperblockCopy`]) that [`repair`] fixes. Then it makes
+//! three passes:
 //!
 //! 1. [`Phase::Index`]: every key of the snapshot, in order. Each key and
 //!    value is decoded (one that does not decode is reported and skipped);
@@ -31,6 +34,7 @@ mod error;
 mod model;
 mod namespace;
 mod problem;
+mod redundancy;
 mod report;
 mod scan;
 mod space;
@@ -45,6 +49,7 @@ use larder_space::{ReaderGuard, SpaceError};
 
 pub use error::{FsckError, Result};
 pub use problem::{ExtentOwner, Problem, ShowKey};
+pub use redundancy::{repair, Repaired};
 pub use report::{Counts, Phase, Progress, Report, Skipped};
 
 use model::Problems;
@@ -86,6 +91,7 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
     let containers = store.space().container_ids().into_iter().collect();
     let mut problems = Problems::new(options.max_problems);
     let mut skipped = BTreeSet::new();
+    redundancy::check(store, &mut problems)?;
 
     let mut visitor = visit::Visitor::new(limits, containers, &mut problems);
     scan::run(&snapshot, &mut visitor, progress)?;

@@ -55,6 +55,20 @@ fn hex(bytes: &[u8]) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Problem {
+    /// Redundancy: a slot of the superblock that does not hold the current
+    /// copy (damaged, stale or zero); the store runs on the other one, so
+    /// one more damaged byte there would make it unopenable. `larder fsck
+    /// --repair` ([`crate::repair`]) rewrites it.
+    SuperblockCopy {
+        /// The superblock file.
+        path: PathBuf,
+        /// 0 for slot A, 1 for slot B.
+        slot: usize,
+        /// The slot's offset in the file.
+        offset: u64,
+        /// What the slot holds instead.
+        what: String,
+    },
     /// Rule 1: a key that is no key of the object layer.
     BadKey {
         /// The raw key.
@@ -319,6 +333,13 @@ impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use Problem::*;
         match self {
+            SuperblockCopy { path, slot, offset, what } => write!(
+                f,
+                "{}: superblock copy {} (offset {offset}) {what}; the store runs on the other copy \
+                 (`larder fsck --repair` rewrites it)",
+                path.display(),
+                if *slot == 0 { "A" } else { "B" }
+            ),
             BadKey { key, error } => write!(f, "index key {}: {error}", hex(key)),
             BadValue { key, error } => write!(f, "{}: value does not decode: {error}", ShowKey(key)),
             UnknownStoreEntry { name } => write!(f, "store entry \"{name}\" is not one this build defines"),

@@ -138,18 +138,41 @@ fn the_superblock_survives_one_bad_copy_and_two_are_refused_by_name() {
     let data = f.data.clone();
     let small = f.ids.small;
     f.store.close().unwrap();
-    // Write the second copy (generation 2) so both slots are valid.
-    let loaded = superblock::load(&sim, Path::new(DIR)).unwrap();
-    superblock::update(&sim, Path::new(DIR), &loaded, loaded.superblock.clone()).unwrap();
+    // Both slots hold the current copy from creation on.
     let path = Path::new(DIR).join(SUPERBLOCK_FILE);
-    for slot in [0u64, 1] {
+    for slot in [0usize, 1] {
         let image = sim.crash_with(CrashMode::KeepAllPending);
-        image.corrupt(&path, slot * SLOT_BYTES as u64 + 70, 0x04).unwrap();
+        image.corrupt(&path, slot as u64 * SLOT_BYTES as u64 + 70, 0x04).unwrap();
         let store = Store::open(storage(&image), Path::new(DIR), deterministic()).unwrap();
-        assert_eq!(store.superblock().generation, if slot == 0 { 2 } else { 1 });
+        assert_eq!(store.superblock().generation, 1);
         assert_eq!(read_all(&store, small).unwrap(), data[&small]);
+        let r = fsck(&store);
+        assert!(
+            matches!(r.problems.as_slice(), [Problem::SuperblockCopy { slot: s, path: p, .. }] if *s == slot && *p == path),
+            "{r}"
+        );
+        assert!(r.to_string().contains(SUPERBLOCK_FILE), "{r}");
+        let repaired = larder_fsck::repair(&store).unwrap();
+        assert_eq!(repaired.len(), 1, "{repaired:?}");
+        assert_eq!(repaired[0].slot, slot);
         assert!(fsck(&store).is_clean());
+        assert!(larder_fsck::repair(&store).unwrap().is_empty(), "nothing left to repair");
     }
+    // An update cut between its two writes: fsck calls the other copy
+    // stale, and repair makes it current.
+    let image = sim.crash_with(CrashMode::KeepAllPending);
+    let loaded = superblock::load(&image, Path::new(DIR)).unwrap();
+    let sb = superblock::Superblock { generation: 2, ..loaded.superblock.clone() };
+    let file = larder_io::Storage::open(&image, &path, larder_io::OpenOptions::WRITE).unwrap();
+    larder_io::write_all_at(&*file, &sb.encode(), SLOT_BYTES as u64).unwrap();
+    drop(file);
+    let store = Store::open(storage(&image), Path::new(DIR), deterministic()).unwrap();
+    assert_eq!(store.superblock().generation, 2);
+    let r = fsck(&store);
+    assert!(matches!(r.problems.as_slice(), [Problem::SuperblockCopy { slot: 0, .. }]), "{r}");
+    assert!(r.to_string().contains("older generation (1)"), "{r}");
+    larder_fsck::repair(&store).unwrap();
+    assert!(fsck(&store).is_clean());
     let image = sim.crash_with(CrashMode::KeepAllPending);
     image.corrupt(&path, 20, 0x04).unwrap();
     image.corrupt(&path, SLOT_BYTES as u64 + 20, 0x04).unwrap();
@@ -196,4 +219,32 @@ fn a_flipped_byte_in_a_real_container_file_is_named_by_fsck() {
     let e = read_all(&store, id).unwrap_err();
     assert!(e.to_string().contains(&*file.to_string_lossy()), "{e}");
     assert_eq!(stat(&store, id).size, 30_000);
+}
+
+/// Both superblock copies damaged while the store is open: fsck reports
+/// both, and repair rewrites them from the copy the store opened with, so
+/// the store opens again.
+#[test]
+fn both_superblock_copies_damaged_while_open_are_repaired_from_the_open_copy() {
+    let (sim, f) = closed_fixture(43);
+    let (data, small) = (f.data.clone(), f.ids.small);
+    f.store.close().unwrap();
+    let store = common::reopen(&sim);
+    let path = Path::new(DIR).join(SUPERBLOCK_FILE);
+    sim.corrupt(&path, 4, 0x01).unwrap();
+    sim.corrupt(&path, SLOT_BYTES as u64 + 40, 0x01).unwrap();
+    let r = fsck(&store);
+    assert!(
+        matches!(
+            r.problems.as_slice(),
+            [Problem::SuperblockCopy { slot: 0, .. }, Problem::SuperblockCopy { slot: 1, .. }]
+        ),
+        "{r}"
+    );
+    let repaired = larder_fsck::repair(&store).unwrap();
+    assert_eq!(repaired.iter().map(|r| r.slot).collect::<Vec<_>>(), [0, 1]);
+    assert!(fsck(&store).is_clean());
+    store.close().unwrap();
+    let store = common::reopen(&sim);
+    assert_eq!(read_all(&store, small).unwrap(), data[&small]);
 }

@@ -82,6 +82,9 @@ fn encode_current(generation: u64) -> Vec<u8> {
 /// The generation `CURRENT` names.
 pub(crate) fn decode_current(bytes: &[u8], path: &Path) -> Result<u64> {
     let bad = |what: String| IndexError::corrupt(path, 0, what);
+    // The checksum (the file's last 4 bytes, in every version) first: a
+    // damaged file is corruption, never "bad magic" or a newer version.
+    check_trailing_crc(bytes).map_err(bad)?;
     let mut d = Decoder::new(bytes);
     if d.bytes(8, "magic").map_err(bad)? != CURRENT_MAGIC {
         return Err(bad("bad magic: not a larder CURRENT file".into()));
@@ -91,7 +94,6 @@ pub(crate) fn decode_current(bytes: &[u8], path: &Path) -> Result<u64> {
     if bytes.len() != CURRENT_BYTES {
         return Err(bad(format!("CURRENT is {} bytes, expected {CURRENT_BYTES}", bytes.len())));
     }
-    check_trailing_crc(bytes).map_err(bad)?;
     d.u64("generation").map_err(bad)
 }
 
@@ -145,28 +147,24 @@ impl ManifestState {
         Ok(out)
     }
 
-    /// Decodes and checks a manifest. The version is checked before the
-    /// checksum (a newer layout cannot be checked), feature flags after it.
+    /// Decodes and checks a manifest. The checksum (the file's last 4
+    /// bytes, over everything before them, in every version) is checked
+    /// first, so damage is corruption, never "bad magic" or a newer
+    /// version; then magic, version, length and feature flags.
     pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<ManifestState> {
         let bad = |what: String| IndexError::corrupt(path, 0, what);
+        check_trailing_crc(bytes).map_err(bad)?;
         let mut d = Decoder::new(bytes);
         let magic = d.bytes(8, "magic").map_err(bad)?;
         if magic != MANIFEST_MAGIC {
             return Err(bad("bad magic: not a larder manifest".into()));
         }
         let version = d.u32("version").map_err(bad)?;
-        if version > MANIFEST_FORMAT_VERSION {
-            return Err(IndexError::NewerVersion {
-                path: path.into(),
-                found: version,
-                supported: MANIFEST_FORMAT_VERSION,
-            });
-        }
+        check_version(version, path)?;
         let body_len = d.u32("body length").map_err(bad)? as usize;
         if bytes.len() != 16 + body_len + 4 {
             return Err(bad(format!("manifest is {} bytes, its header says {}", bytes.len(), 16 + body_len + 4)));
         }
-        check_trailing_crc(bytes).map_err(bad)?;
         let _compat = d.u64("compat features").map_err(bad)?;
         let incompat = d.u64("incompat features").map_err(bad)?;
         if incompat & !MANIFEST_KNOWN_INCOMPAT != 0 {
@@ -403,12 +401,21 @@ mod tests {
 
     #[test]
     fn newer_version_is_named() {
+        let reseal = |b: &mut Vec<u8>| {
+            let n = b.len();
+            let c = crc(&b[..n - 4]);
+            b[n - 4..].copy_from_slice(&c.to_le_bytes());
+        };
         let mut b = sample().encode().unwrap();
         b[8] = 2;
+        // Without a matching checksum a changed version is damage.
+        assert!(matches!(ManifestState::decode(&b, Path::new("m")), Err(IndexError::Corrupt { .. })));
+        reseal(&mut b);
         let e = ManifestState::decode(&b, Path::new("dir/MANIFEST-7")).unwrap_err();
         assert!(matches!(e, IndexError::NewerVersion { found: 2, .. }), "{e}");
         assert!(e.to_string().contains("dir/MANIFEST-7"));
         b[8] = 0;
+        reseal(&mut b);
         assert!(matches!(ManifestState::decode(&b, Path::new("m")), Err(IndexError::Corrupt { .. })));
     }
 

@@ -36,8 +36,8 @@ fn open(sim: &SimStorage, options: Options) -> Result<Index, IndexError> {
     Index::open(storage, Path::new(DIR), options)
 }
 
-/// Overwrites bytes and fixes nothing else (so checksums may fail too: the
-/// version check must come first).
+/// Overwrites bytes and fixes nothing else (so checksums fail when they
+/// cover the bytes).
 fn patch(sim: &SimStorage, path: &Path, offset: u64, bytes: &[u8]) {
     let f = sim.open(path, OpenOptions::WRITE).unwrap();
     write_all_at(&*f, bytes, offset).unwrap();
@@ -48,10 +48,33 @@ fn patch(sim: &SimStorage, path: &Path, offset: u64, bytes: &[u8]) {
 fn newer_manifest_version_is_refused_by_name() {
     let sim = build().crash_with(CrashMode::KeepAllPending);
     let m = file(&sim, "MANIFEST-");
-    patch(&sim, &m, 8, &2u32.to_le_bytes());
+    let mut b = sim.read_durable(&m).unwrap();
+    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let n = b.len();
+    let c = crc32c::crc32c(&b[..n - 4]);
+    b[n - 4..].copy_from_slice(&c.to_le_bytes());
+    patch(&sim, &m, 0, &b);
     let e = open(&sim, tiny_options(false)).unwrap_err();
     assert!(matches!(e, IndexError::NewerVersion { found: 2, supported: 1, .. }), "{e}");
     assert!(e.to_string().contains(&*m.to_string_lossy()));
+}
+
+/// The checksum is checked before the version: a damaged version field is
+/// corruption naming the file, not a claim of a newer format.
+#[test]
+fn a_damaged_version_field_is_corruption_not_a_newer_version() {
+    let built = build();
+    let m = file(&built, "MANIFEST-");
+    let run = file(&built, ".run");
+    let run_len = built.durable_len(&run).unwrap();
+    let current = std::path::Path::new(DIR).join("CURRENT");
+    for (path, offset) in [(&m, 8), (&current, 8), (&run, run_len - 44 + 12)] {
+        let sim = built.crash_with(CrashMode::KeepAllPending);
+        patch(&sim, path, offset, &7u32.to_le_bytes());
+        let e = open(&sim, tiny_options(false)).unwrap_err();
+        assert!(matches!(e, IndexError::Corrupt { .. }), "{}: {e}", path.display());
+        assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
+    }
 }
 
 /// Rewrites bytes of a run's 44-byte footer and its checksum (bytes 32..36

@@ -125,9 +125,9 @@ impl SegmentHeader {
         out
     }
 
-    /// Classifies the first bytes of a segment file. The version is checked
-    /// before the checksum (a newer layout cannot be checked), feature flags
-    /// after it.
+    /// Classifies the first bytes of a segment file. The checksum is checked
+    /// first, then magic and version (a newer version keeps the checksum
+    /// where it is), then feature flags.
     pub(crate) fn decode(b: &[u8]) -> HeaderRead {
         if b.len() < SEGMENT_HEADER_BYTES {
             return HeaderRead::Invalid(format!("file of {} bytes is too short for a segment header", b.len()));
@@ -137,17 +137,20 @@ impl SegmentHeader {
         if b.iter().all(|&x| x == 0) {
             return HeaderRead::Unused;
         }
+        // The checksum first (every version keeps it at byte 76, over bytes
+        // 0..76): a damaged header is damage, never "bad magic" or a newer
+        // version, so recovery can treat the segment as free.
+        let stored = u32_at(b, 76);
+        let actual = crc(&b[..76]);
+        if stored != actual {
+            return HeaderRead::Invalid(format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"));
+        }
         if b[..8] != SEGMENT_MAGIC {
             return HeaderRead::Invalid("bad magic".into());
         }
         let version = u32_at(b, 8);
         if version > LOG_FORMAT_VERSION {
             return HeaderRead::Newer(version);
-        }
-        let stored = u32_at(b, 76);
-        let actual = crc(&b[..76]);
-        if stored != actual {
-            return HeaderRead::Invalid(format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"));
         }
         if version == 0 {
             return HeaderRead::Invalid("format version 0 was never written".into());
@@ -396,6 +399,10 @@ mod tests {
     fn newer_version_and_unknown_features_are_classified() {
         let mut b = seg().encode_block();
         b[8] = 2;
+        // Without a matching checksum a changed version is damage.
+        assert!(matches!(SegmentHeader::decode(&b), HeaderRead::Invalid(_)));
+        let c = crc(&b[..76]);
+        b[76..80].copy_from_slice(&c.to_le_bytes());
         assert_eq!(SegmentHeader::decode(&b), HeaderRead::Newer(2));
         let mut b = seg().encode_block();
         b[24] = 0x4;

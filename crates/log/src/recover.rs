@@ -24,6 +24,12 @@
 //! 6. Only then, in a second pass, records above `covered` are replayed, so
 //!    an open that fails before the replay callback runs has replayed
 //!    nothing. The callback may end the log early ([`Replay::StopBefore`]).
+//!
+//! Each segment file is read once: block 0 to classify it, the rest when
+//! the walk (or the look for later proof) reaches it. The walk keeps the
+//! bytes of the segments a later step needs (records to replay, groups to
+//! rewrite), so memory during open is bounded by the part of the log not
+//! yet checkpointed, which replay puts in the index's memory anyway.
 
 use std::path::{Path, PathBuf};
 
@@ -52,7 +58,7 @@ pub(crate) struct LiveSegment {
 }
 
 /// What the replay callback tells the log about a record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Replay {
     /// The record was applied; go on.
@@ -63,6 +69,11 @@ pub enum Replay {
     /// LSN. Allowed only above [`RecoveryReport::acked_lsn`]; at or below
     /// it open fails with `CorruptRecord` naming the LSN.
     StopBefore,
+    /// As [`Replay::StopBefore`], saying why (for example which file and
+    /// block of the record's data fails its checksum): an open that fails
+    /// with `CorruptRecord` puts the reason in its message, so the error
+    /// names the damaged file and not only the log segment.
+    Damaged(String),
 }
 
 impl From<()> for Replay {
@@ -144,6 +155,23 @@ struct Found {
     seg: SegmentFile,
     header: SegmentHeader,
     capacity: u64,
+    /// Block 0 as read to find the header (shorter if the file is).
+    head: Vec<u8>,
+}
+
+/// One segment of the walk: its scan, where the proof of acknowledged
+/// records past its end stands, and its bytes if a later step needs them.
+struct Walked {
+    /// Index into `Verified::valid`.
+    index: usize,
+    scan: Scan,
+    /// Highest `acked_lsn` of this use's group headers past where the scan
+    /// stopped.
+    acked_ahead: Lsn,
+    /// The bytes read, kept when the replay, the rewrite of groups not
+    /// proven durable, or a cut will need them; so each segment is read
+    /// once.
+    bytes: Option<Vec<u8>>,
 }
 
 /// One record as the scan hands it on.
@@ -160,8 +188,10 @@ type RecordSink<'a> = &'a mut dyn FnMut(RecordAt<'_>) -> Result<Replay>;
 /// The replay callback as recovery sees it: (LSN, payload, acked LSN).
 pub(crate) type ReplaySink<'a> = &'a mut dyn FnMut(Lsn, &[u8], Lsn) -> Result<Replay>;
 
-/// Reads the first `capacity` bytes of a segment.
-fn read_segment(seg: &SegmentFile, capacity: u64) -> Result<Vec<u8>> {
+/// Reads the first `capacity` bytes of a segment, taking what was read of
+/// block 0 from its header read.
+fn read_segment(f: &Found) -> Result<Vec<u8>> {
+    let (seg, capacity) = (&f.seg, f.capacity);
     if capacity > MAX_SEGMENT_BYTES {
         // Never reached for valid headers (their size is checked); a guard
         // against allocating whatever a stray file's length says.
@@ -169,7 +199,9 @@ fn read_segment(seg: &SegmentFile, capacity: u64) -> Result<Vec<u8>> {
         return Err(LogError::corrupt(&seg.path, 0, what));
     }
     let mut buf = vec![0u8; capacity as usize];
-    read_exact_at(&*seg.file, &mut buf, 0)?;
+    let known = f.head.len().min(buf.len());
+    buf[..known].copy_from_slice(&f.head[..known]);
+    read_exact_at(&*seg.file, &mut buf[known..], known as u64)?;
     Ok(buf)
 }
 
@@ -226,7 +258,7 @@ fn scan_segment(
                 payload: &body[r.payload.clone()],
                 offset: (body_start + r.payload.start - 16) as u64,
             };
-            if sink(at)? == Replay::StopBefore {
+            if sink(at)? != Replay::Continue {
                 stopped = Some(l);
                 if lsn >= gh.first_lsn {
                     groups.push(Extent { offset: off as u64, header: gh, last_lsn: lsn });
@@ -257,28 +289,49 @@ struct Filter {
     header: Option<(u64, u64)>,
 }
 
-/// Highest `acked_lsn` (and epoch) of any valid group header in
-/// `buf[from..]` that passes `filter`, checked block by block.
-fn scan_ahead(buf: &[u8], from: u64, filter: Filter) -> (Lsn, u64) {
-    let (mut acked, mut max_epoch) = (0, 0);
+/// What the valid group headers passing a [`Filter`] claim.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ahead {
+    /// Highest `acked_lsn`.
+    acked: Lsn,
+    /// Highest epoch.
+    epoch: u64,
+    /// Highest LSN a group says it holds (`first_lsn + count - 1`).
+    last_lsn: Lsn,
+}
+
+impl Ahead {
+    fn merge(self, other: Ahead) -> Ahead {
+        Ahead {
+            acked: self.acked.max(other.acked),
+            epoch: self.epoch.max(other.epoch),
+            last_lsn: self.last_lsn.max(other.last_lsn),
+        }
+    }
+}
+
+/// What every valid group header in `buf[from..]` that passes `filter`
+/// claims, checked block by block.
+fn scan_ahead(buf: &[u8], from: u64, filter: Filter) -> Ahead {
+    let mut ahead = Ahead::default();
     let mut off = align_up(from.max(BLOCK)) as usize;
     while off + GROUP_HEADER_BYTES <= buf.len() {
         if let Ok(gh) = GroupHeader::decode(&buf[off..]) {
             let matches = filter.header.is_none_or(|(e, n)| e == gh.epoch && n == gh.nonce);
             if matches && gh.segment_id == filter.segment_id {
-                acked = acked.max(gh.acked_lsn);
-                max_epoch = max_epoch.max(gh.epoch);
+                let last_lsn = gh.first_lsn.saturating_add(u64::from(gh.count)).saturating_sub(1);
+                ahead = ahead.merge(Ahead { acked: gh.acked_lsn, epoch: gh.epoch, last_lsn });
             }
         }
         off += BLOCK as usize;
     }
-    (acked, max_epoch)
+    ahead
 }
 
 /// [`scan_ahead`] over a whole file of unknown size, a chunk at a time.
-fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<(Lsn, u64)> {
+fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<Ahead> {
     let len = seg.capacity()?;
-    let (mut acked, mut epoch) = (0, 0);
+    let mut ahead = Ahead::default();
     let mut at = BLOCK;
     while at < len {
         let n = SCAN_CHUNK.min(len - at);
@@ -288,12 +341,10 @@ fn scan_file_ahead(seg: &SegmentFile, filter: Filter) -> Result<(Lsn, u64)> {
         // BLOCK in the scan is offset 0 of the chunk.
         let mut padded = vec![0u8; BLOCK as usize];
         padded.extend_from_slice(&buf);
-        let (a, e) = scan_ahead(&padded, BLOCK, filter);
-        acked = acked.max(a);
-        epoch = epoch.max(e);
+        ahead = ahead.merge(scan_ahead(&padded, BLOCK, filter));
         at += n;
     }
-    Ok((acked, epoch))
+    Ok(ahead)
 }
 
 /// A verified log, before anything is replayed.
@@ -301,8 +352,8 @@ pub(crate) struct Verified {
     dir: PathBuf,
     covered: Lsn,
     valid: Vec<Found>,
-    /// Indices into `valid` of the walked segments, with their scans.
-    walked: Vec<(usize, Scan)>,
+    /// The walked segments, in order.
+    walked: Vec<Walked>,
     free: Vec<SegmentFile>,
     /// Where the walk starts: (LSN before it, crc of that record).
     start: (Lsn, u32),
@@ -354,7 +405,7 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
                     return Err(LogError::corrupt(&seg.path, 0, what));
                 }
                 let capacity = (len / BLOCK * BLOCK).min(header.segment_bytes);
-                valid.push(Found { seg, header, capacity });
+                valid.push(Found { seg, header, capacity, head });
             }
         }
     }
@@ -366,8 +417,14 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
     let newest_header = valid.last().map_or(0, |f| f.header.epoch);
     let mut max_epoch = newest_header;
     let mut damaged_evidence: Option<(PathBuf, Lsn)> = None;
+    // A damaged segment holding records above `covered` (the index lacks
+    // them): if the walk then fails, this header is why.
+    let mut damaged_needed: Option<(PathBuf, Lsn)> = None;
     for seg in &damaged {
-        let (acked, epoch) = scan_file_ahead(seg, Filter { segment_id: seg.id, header: None })?;
+        let Ahead { acked, epoch, last_lsn } = scan_file_ahead(seg, Filter { segment_id: seg.id, header: None })?;
+        if last_lsn > covered && damaged_needed.as_ref().is_none_or(|(_, l)| last_lsn > *l) {
+            damaged_needed = Some((seg.path.clone(), last_lsn));
+        }
         if epoch > newest_header {
             // Groups are written only after their segment's header sync
             // returned, and every start takes a new, larger epoch: a group
@@ -386,102 +443,124 @@ pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<
         }
     }
 
-    let start = valid.iter().rposition(|f| f.header.first_lsn <= covered.saturating_add(1));
-    let Some(start) = start else {
-        if let Some(first) = valid.iter().map(|f| f.header.first_lsn).min() {
-            return Err(LogError::MissingRecords { dir: dir.to_path_buf(), covered, log_start: first });
+    let walk = move || -> Result<Verified> {
+        let start = valid.iter().rposition(|f| f.header.first_lsn <= covered.saturating_add(1));
+        let Some(start) = start else {
+            if let Some(first) = valid.iter().map(|f| f.header.first_lsn).min() {
+                return Err(LogError::MissingRecords { dir: dir.to_path_buf(), covered, log_start: first });
+            }
+            // A new log (or one that never started a segment).
+            if let Some((path, acked)) = damaged_evidence.filter(|(_, a)| *a > covered) {
+                return Err(LogError::CorruptRecord {
+                    path,
+                    offset: 0,
+                    lsn: covered + 1,
+                    acked,
+                    what: "segment header damaged".into(),
+                });
+            }
+            free.extend(damaged);
+            report.end_lsn = covered;
+            report.acked_lsn = covered.min(max_acked);
+            return Ok(Verified {
+                dir: dir.to_path_buf(),
+                covered,
+                valid: Vec::new(),
+                walked: Vec::new(),
+                free,
+                start: (covered, 0),
+                end_lsn: covered,
+                last_crc: 0,
+                next_id,
+                next_epoch: max_epoch + 1,
+                report,
+            });
+        };
+
+        let first = &valid[start].header;
+        let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
+        let walk_start = (lsn, crc);
+        let mut walked: Vec<Walked> = Vec::new();
+        for (i, f) in valid.iter().enumerate().skip(start) {
+            if !walked.is_empty() && (f.header.first_lsn != lsn.wrapping_add(1) || f.header.prev_crc != crc) {
+                break;
+            }
+            let buf = read_segment(f)?;
+            let (scan, _) = scan_segment(&buf, &f.header, lsn, crc, &mut |_| Ok(Replay::Continue))?;
+            max_acked = max_acked.max(scan.max_acked);
+            (lsn, crc) = (scan.last_lsn, scan.last_crc);
+            // Proof past the end is used only for the last segment walked,
+            // which is not known yet; looking costs no read.
+            let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
+            let acked_ahead = scan_ahead(&buf, scan.stop.group_offset, filter).acked;
+            // `max_acked` only grows from here, so a segment holding nothing
+            // to replay and no group above it now never needs its bytes again.
+            let needed = scan.last_lsn > covered || scan.groups.iter().any(|g| g.last_lsn > max_acked);
+            walked.push(Walked { index: i, scan, acked_ahead, bytes: needed.then_some(buf) });
         }
-        // A new log (or one that never started a segment).
-        if let Some((path, acked)) = damaged_evidence.filter(|(_, a)| *a > covered) {
+        let end_lsn = lsn;
+        let Some(end) = walked.last() else {
+            return Err(LogError::corrupt(&valid[start].seg.path, 0, "recovery walk is empty"));
+        };
+        let (end_index, end_scan) = (end.index, &end.scan);
+        let end_seg = &valid[end_index];
+        // Proof past the end that more had been acknowledged.
+        max_acked = max_acked.max(end.acked_ahead);
+        for f in &valid[end_index + 1..] {
+            let buf = read_segment(f)?;
+            let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
+            let acked = scan_ahead(&buf, BLOCK, filter).acked;
+            max_acked = max_acked.max(acked).max(f.header.acked_lsn);
+        }
+        if max_acked > end_lsn {
             return Err(LogError::CorruptRecord {
-                path,
-                offset: 0,
-                lsn: covered + 1,
-                acked,
-                what: "segment header damaged".into(),
+                path: end_seg.seg.path.clone(),
+                offset: end_scan.stop.offset,
+                lsn: end_lsn + 1,
+                acked: max_acked,
+                what: end_scan.stop.what.clone(),
             });
         }
+        if end_lsn < covered {
+            return Err(LogError::IndexAhead { dir: dir.to_path_buf(), covered, log_end: end_lsn });
+        }
+        if !end_scan.stop.clean {
+            report.tail = Some(format!(
+                "{} at offset {}: {}",
+                end_seg.seg.path.display(),
+                end_scan.stop.offset,
+                end_scan.stop.what
+            ));
+        }
         free.extend(damaged);
-        report.end_lsn = covered;
-        report.acked_lsn = covered.min(max_acked);
-        return Ok(Verified {
+        report.end_lsn = end_lsn;
+        report.acked_lsn = max_acked;
+        Ok(Verified {
             dir: dir.to_path_buf(),
             covered,
-            valid: Vec::new(),
-            walked: Vec::new(),
+            valid,
+            walked,
             free,
-            start: (covered, 0),
-            end_lsn: covered,
-            last_crc: 0,
+            start: walk_start,
+            end_lsn,
+            last_crc: crc,
             next_id,
             next_epoch: max_epoch + 1,
             report,
-        });
+        })
     };
-
-    let first = &valid[start].header;
-    let (mut lsn, mut crc) = (first.first_lsn - 1, first.prev_crc);
-    let walk_start = (lsn, crc);
-    let mut walked: Vec<(usize, Scan)> = Vec::new();
-    for (i, f) in valid.iter().enumerate().skip(start) {
-        if !walked.is_empty() && (f.header.first_lsn != lsn.wrapping_add(1) || f.header.prev_crc != crc) {
-            break;
+    walk().map_err(|e| match (e, damaged_needed) {
+        (
+            e @ (LogError::MissingRecords { .. } | LogError::CorruptRecord { .. } | LogError::IndexAhead { .. }),
+            Some((path, last_lsn)),
+        ) => {
+            let what = format!(
+                "segment header is damaged over records the log needs (up to LSN {last_lsn}, above the \
+                 {covered} the caller covers), so the walk failed: {e}"
+            );
+            LogError::corrupt(&path, 0, what)
         }
-        let buf = read_segment(&f.seg, f.capacity)?;
-        let (scan, _) = scan_segment(&buf, &f.header, lsn, crc, &mut |_| Ok(Replay::Continue))?;
-        max_acked = max_acked.max(scan.max_acked);
-        (lsn, crc) = (scan.last_lsn, scan.last_crc);
-        walked.push((i, scan));
-    }
-    let end_lsn = lsn;
-    let Some((end_index, end_scan)) = walked.last() else {
-        return Err(LogError::corrupt(&valid[start].seg.path, 0, "recovery walk is empty"));
-    };
-    let end_seg = &valid[*end_index];
-    // Look past the end for proof that more had been acknowledged.
-    {
-        let buf = read_segment(&end_seg.seg, end_seg.capacity)?;
-        let filter = Filter { segment_id: end_seg.seg.id, header: Some((end_seg.header.epoch, end_seg.header.nonce)) };
-        let (acked, _) = scan_ahead(&buf, end_scan.stop.group_offset, filter);
-        max_acked = max_acked.max(acked);
-    }
-    for f in &valid[end_index + 1..] {
-        let buf = read_segment(&f.seg, f.capacity)?;
-        let filter = Filter { segment_id: f.seg.id, header: Some((f.header.epoch, f.header.nonce)) };
-        let (acked, _) = scan_ahead(&buf, BLOCK, filter);
-        max_acked = max_acked.max(acked).max(f.header.acked_lsn);
-    }
-    if max_acked > end_lsn {
-        return Err(LogError::CorruptRecord {
-            path: end_seg.seg.path.clone(),
-            offset: end_scan.stop.offset,
-            lsn: end_lsn + 1,
-            acked: max_acked,
-            what: end_scan.stop.what.clone(),
-        });
-    }
-    if end_lsn < covered {
-        return Err(LogError::IndexAhead { dir: dir.to_path_buf(), covered, log_end: end_lsn });
-    }
-    if !end_scan.stop.clean {
-        report.tail =
-            Some(format!("{} at offset {}: {}", end_seg.seg.path.display(), end_scan.stop.offset, end_scan.stop.what));
-    }
-    free.extend(damaged);
-    report.end_lsn = end_lsn;
-    report.acked_lsn = max_acked;
-    Ok(Verified {
-        dir: dir.to_path_buf(),
-        covered,
-        valid,
-        walked,
-        free,
-        start: walk_start,
-        end_lsn,
-        last_crc: crc,
-        next_id,
-        next_epoch: max_epoch + 1,
-        report,
+        (e, _) => e,
     })
 }
 
@@ -533,23 +612,23 @@ impl Verified {
     /// left anyway, and nothing was replayed yet.
     pub(crate) fn make_durable(&mut self) -> Result<()> {
         let acked = self.report.acked_lsn;
-        for (i, scan) in &self.walked {
-            let f = &self.valid[*i];
+        for w in &self.walked {
+            let (f, scan) = (&self.valid[w.index], &w.scan);
             let stale: Vec<&Extent> = scan.groups.iter().filter(|g| g.last_lsn > acked).collect();
-            if !stale.is_empty() || scan.groups.is_empty() {
-                let buf = read_segment(&f.seg, f.capacity)?;
-                if scan.groups.is_empty() {
-                    // The file may be shorter than a block (a creation cut
-                    // by a crash); rewrite what there is of block 0.
-                    let mut head = vec![0u8; f.seg.file.len()?.min(BLOCK) as usize];
-                    read_exact_at(&*f.seg.file, &mut head, 0)?;
-                    write_all_at(&*f.seg.file, &head, 0)?;
-                    self.report.rewritten_blocks += 1;
-                }
+            if scan.groups.is_empty() {
+                // The file may be shorter than a block (a creation cut by
+                // a crash); rewrite what there is of block 0.
+                write_all_at(&*f.seg.file, &f.head, 0)?;
+                self.report.rewritten_blocks += 1;
+            }
+            if !stale.is_empty() {
+                let Some(buf) = &w.bytes else {
+                    return Err(LogError::corrupt(&f.seg.path, 0, "recovery dropped the bytes of a group to rewrite"));
+                };
                 for g in stale {
                     let range = g.offset as usize..(g.offset + g.header.padded_len()) as usize;
                     let Some(bytes) = buf.get(range) else {
-                        return Err(LogError::corrupt(&f.seg.path, g.offset, "group changed size during recovery"));
+                        return Err(LogError::corrupt(&f.seg.path, g.offset, "group runs past the bytes read"));
                     };
                     write_all_at(&*f.seg.file, bytes, g.offset)?;
                     self.report.rewritten_blocks += g.header.padded_len() / BLOCK;
@@ -560,34 +639,40 @@ impl Verified {
         Ok(())
     }
 
-    /// Pass 2: replays every record above `covered`, reading again what
-    /// pass 1 verified. If `replay` stops before a record, the log is cut
-    /// there durably.
+    /// Pass 2: replays every record above `covered` from the bytes pass 1
+    /// read and verified (no segment is read twice). If `replay` stops
+    /// before a record, the log is cut there durably.
     pub(crate) fn replay(mut self, replay: ReplaySink<'_>) -> Result<Recovered> {
         let covered = self.covered;
         let acked = self.report.acked_lsn;
         let (mut lsn, mut crc) = self.start;
         let mut cut: Option<(usize, Lsn, u64)> = None;
-        for (wi, (i, scan1)) in self.walked.iter().enumerate() {
-            let f = &self.valid[*i];
+        for (wi, w) in self.walked.iter().enumerate() {
+            let (f, scan1) = (&self.valid[w.index], &w.scan);
             if scan1.last_lsn > covered {
-                let buf = read_segment(&f.seg, f.capacity)?;
+                let Some(buf) = &w.bytes else {
+                    return Err(LogError::corrupt(&f.seg.path, 0, "recovery dropped the bytes of records to replay"));
+                };
                 let report = &mut self.report;
                 let mut stop_offset = 0;
+                let mut stop_reason = None;
                 let mut sink = |r: RecordAt<'_>| -> Result<Replay> {
                     if r.lsn <= covered {
                         report.verified += 1;
                         return Ok(Replay::Continue);
                     }
                     let decision = replay(r.lsn, r.payload, acked)?;
-                    if decision == Replay::Continue {
-                        report.replayed += 1;
-                    } else {
-                        stop_offset = r.offset;
+                    match &decision {
+                        Replay::Continue => report.replayed += 1,
+                        Replay::StopBefore => stop_offset = r.offset,
+                        Replay::Damaged(why) => {
+                            stop_offset = r.offset;
+                            stop_reason = Some(why.clone());
+                        }
                     }
                     Ok(decision)
                 };
-                let (scan2, stopped) = scan_segment(&buf, &f.header, lsn, crc, &mut sink)?;
+                let (scan2, stopped) = scan_segment(buf, &f.header, lsn, crc, &mut sink)?;
                 if let Some(at) = stopped {
                     if at <= acked {
                         return Err(LogError::CorruptRecord {
@@ -595,7 +680,10 @@ impl Verified {
                             offset: stop_offset,
                             lsn: at,
                             acked,
-                            what: "the replay callback found the record's data damaged".into(),
+                            what: match stop_reason {
+                                Some(why) => format!("the record's data is damaged: {why}"),
+                                None => "the replay callback found the record's data damaged".into(),
+                            },
                         });
                     }
                     cut = Some((wi, at, stop_offset));
@@ -603,7 +691,7 @@ impl Verified {
                     break;
                 }
                 if scan2.last_lsn != scan1.last_lsn {
-                    let what = "segment read differently on the second recovery pass";
+                    let what = "segment scanned differently on the second recovery pass";
                     return Err(LogError::corrupt(&f.seg.path, scan2.stop.offset, what));
                 }
             } else {
@@ -617,19 +705,19 @@ impl Verified {
             self.last_crc = crc;
             self.report.end_lsn = at - 1;
             self.report.stopped_before = Some(at);
-            let f = &self.valid[self.walked[wi].0];
+            let f = &self.valid[self.walked[wi].index];
             self.report.tail = Some(format!(
                 "{} at offset {offset}: the replay callback stopped before record {at}",
                 f.seg.path.display()
             ));
             self.walked.truncate(wi + 1);
-            self.walked[wi].1.last_lsn = at - 1;
+            self.walked[wi].scan.last_lsn = at - 1;
         }
         let mut live = Vec::new();
         let mut free = self.free;
         for (i, f) in self.valid.into_iter().enumerate() {
-            match self.walked.iter().find(|(w, _)| *w == i) {
-                Some((_, scan)) => live.push(LiveSegment { seg: f.seg, last_lsn: scan.last_lsn }),
+            match self.walked.iter().find(|w| w.index == i) {
+                Some(w) => live.push(LiveSegment { seg: f.seg, last_lsn: w.scan.last_lsn }),
                 _ => free.push(f.seg),
             }
         }
@@ -653,8 +741,8 @@ impl Verified {
     /// unreadable or the whole group as it was (the callback will then
     /// stop at it again).
     fn cut(&self, wi: usize, at: Lsn, offset: u64) -> Result<()> {
-        let (i, scan) = &self.walked[wi];
-        let f = &self.valid[*i];
+        let w = &self.walked[wi];
+        let (f, scan) = (&self.valid[w.index], &w.scan);
         let last_walked = wi + 1 == self.walked.len();
         let at_group = scan.groups.iter().rposition(|g| g.header.first_lsn <= at);
         let later_claim_less = |n: usize| scan.groups[n + 1..].iter().all(|l| l.header.acked_lsn < at);
@@ -662,9 +750,10 @@ impl Verified {
             let what = format!("cannot end the log before record {at}: later groups claim it acknowledged");
             return Err(LogError::corrupt(&f.seg.path, offset, what));
         };
-        let len = g.header.padded_len();
-        let mut image = vec![0u8; len as usize];
-        read_exact_at(&*f.seg.file, &mut image, g.offset)?;
+        let range = g.offset as usize..(g.offset + g.header.padded_len()) as usize;
+        let Some(mut image) = w.bytes.as_ref().and_then(|b| b.get(range)).map(<[u8]>::to_vec) else {
+            return Err(LogError::corrupt(&f.seg.path, g.offset, "the group to cut is not among the bytes read"));
+        };
         let keep = at - g.header.first_lsn;
         let body_start = g.offset + GROUP_HEADER_BYTES as u64;
         if keep == 0 {

@@ -159,6 +159,12 @@ impl Superblock {
     }
 
     /// Decodes one slot. `Ok(None)` for a slot never written (all zeros).
+    ///
+    /// The checksum is checked first, before magic and version: a damaged
+    /// slot is corruption (and the other copy is used), never "bad magic"
+    /// or "newer version". Every version keeps magic, version and length
+    /// at offsets 0, 8 and 12 and the crc32c of bytes `[0, length - 4)` at
+    /// `length - 4`, so a newer slot is still recognised as one.
     pub fn decode(slot: &[u8], path: &Path, offset: u64) -> Result<Option<Superblock>> {
         let bad = |what: String| ObjectError::Corrupt { path: path.to_path_buf(), offset, what };
         if slot.iter().all(|&b| b == 0) {
@@ -175,6 +181,13 @@ impl Superblock {
             a.copy_from_slice(s);
             Ok(u64::from_le_bytes(a))
         };
+        let length = u32_at(12)? as usize;
+        if !(16 + 4..=slot.len().min(SLOT_BYTES)).contains(&length) {
+            return Err(bad(format!("checksum mismatch: length field {length} is outside the slot")));
+        }
+        if larder_io::codec::crc(field(0, length - 4)?) != u32_at(length - 4)? {
+            return Err(bad("checksum mismatch".into()));
+        }
         if field(0, 8)? != MAGIC {
             return Err(bad("bad magic: not a larder superblock".into()));
         }
@@ -189,12 +202,8 @@ impl Superblock {
         if version == 0 {
             return Err(bad("format version 0 was never written".into()));
         }
-        if u32_at(12)? as usize != ENCODED_BYTES {
-            return Err(bad(format!("slot length {} is not {ENCODED_BYTES}", u32_at(12)?)));
-        }
-        let body = field(0, ENCODED_BYTES - 4)?;
-        if larder_io::codec::crc(body) != u32_at(ENCODED_BYTES - 4)? {
-            return Err(bad("checksum mismatch".into()));
+        if length != ENCODED_BYTES {
+            return Err(bad(format!("slot length {length} is not {ENCODED_BYTES}")));
         }
         if slot[ENCODED_BYTES..].iter().any(|&b| b != 0) {
             return Err(bad("bytes after the fields are not zero".into()));
@@ -246,8 +255,52 @@ impl Superblock {
 pub struct Loaded {
     /// The current copy.
     pub superblock: Superblock,
-    /// 0 for slot A, 1 for slot B.
+    /// 0 for slot A, 1 for slot B: the slot the current copy was read
+    /// from (A when both hold it).
     pub slot: usize,
+}
+
+/// What one slot of `SUPERBLOCK` holds, as [`inspect`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// The current copy.
+    Current,
+    /// A valid copy of an older generation (an update cut by a crash
+    /// between its two writes).
+    Stale {
+        /// Its generation.
+        generation: u64,
+    },
+    /// All zeros (a store created before both slots were written).
+    Empty,
+    /// A copy failing its checks.
+    Damaged {
+        /// Why, naming the file and offset.
+        what: String,
+    },
+}
+
+impl SlotState {
+    /// Whether the slot holds the current copy.
+    pub fn is_current(&self) -> bool {
+        matches!(self, SlotState::Current)
+    }
+}
+
+/// Both slots of a store's superblock.
+#[derive(Clone, Debug)]
+pub struct Copies {
+    /// The superblock file.
+    pub path: PathBuf,
+    /// The current copy (the valid one with the higher generation).
+    pub current: Superblock,
+    /// Slots A and B.
+    pub slots: [SlotState; 2],
+}
+
+/// Byte offset of `slot` in the superblock file.
+pub fn slot_offset(slot: usize) -> u64 {
+    (slot * SLOT_BYTES) as u64
 }
 
 fn path_of(dir: &Path) -> PathBuf {
@@ -255,7 +308,8 @@ fn path_of(dir: &Path) -> PathBuf {
 }
 
 /// Creates the superblock of a new store in `dir` (which must hold none):
-/// slot A holds generation 1, slot B is zero. Durable when this returns.
+/// slots A and B both hold generation 1, so one damaged copy leaves the
+/// other. Durable when this returns.
 ///
 /// Written whole under [`SUPERBLOCK_TMP_FILE`], synced, then renamed into
 /// place: a crash during creation leaves either no superblock (the
@@ -275,7 +329,7 @@ pub fn create(storage: &dyn Storage, dir: &Path, sb: &Superblock) -> Result<()> 
     }
     let file = storage.open(&tmp, OpenOptions::CREATE_NEW)?;
     let mut bytes = sb.encode();
-    bytes.resize(2 * SLOT_BYTES, 0);
+    bytes.extend_from_slice(&sb.encode());
     write_all_at(&*file, &bytes, 0)?;
     file.sync_data()?;
     drop(file);
@@ -284,10 +338,8 @@ pub fn create(storage: &dyn Storage, dir: &Path, sb: &Superblock) -> Result<()> 
     Ok(())
 }
 
-/// Reads both slots and returns the valid one with the higher generation.
-/// A newer version or unknown feature in that copy is refused; one bad slot
-/// (a torn update) is tolerated; two are corruption.
-pub fn load(storage: &dyn Storage, dir: &Path) -> Result<Loaded> {
+/// Both slots decoded: the current copy and what each slot holds.
+fn read_copies(storage: &dyn Storage, dir: &Path) -> Result<(Loaded, Copies)> {
     let path = path_of(dir);
     let file = match storage.open(&path, OpenOptions::READ) {
         Ok(f) => f,
@@ -304,44 +356,107 @@ pub fn load(storage: &dyn Storage, dir: &Path) -> Result<Loaded> {
     }
     let mut bytes = vec![0u8; 2 * SLOT_BYTES];
     read_exact_at(&*file, &mut bytes, 0)?;
-    let mut best: Option<Loaded> = None;
-    let mut first_error = None;
+    let mut decoded: Vec<std::result::Result<Option<Superblock>, ObjectError>> = Vec::with_capacity(2);
     for slot in 0..2 {
-        let offset = (slot * SLOT_BYTES) as u64;
-        match Superblock::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], &path, offset) {
-            Ok(Some(sb)) => {
-                if best.as_ref().is_none_or(|b| sb.generation > b.superblock.generation) {
-                    best = Some(Loaded { superblock: sb, slot });
-                }
-            }
-            Ok(None) => {}
-            // A newer format is not a torn write: refuse rather than fall back.
-            Err(e @ ObjectError::NewerVersion { .. }) => return Err(e),
-            Err(e) => {
-                first_error.get_or_insert(e);
+        let one = Superblock::decode(&bytes[slot * SLOT_BYTES..(slot + 1) * SLOT_BYTES], &path, slot_offset(slot));
+        // The checksum matched, so this is a newer format, not damage:
+        // refuse rather than fall back to the other slot.
+        if let Err(e @ ObjectError::NewerVersion { .. }) = one {
+            return Err(e);
+        }
+        decoded.push(one);
+    }
+    let mut best: Option<Loaded> = None;
+    for (slot, one) in decoded.iter().enumerate() {
+        if let Ok(Some(sb)) = one {
+            if best.as_ref().is_none_or(|b| sb.generation > b.superblock.generation) {
+                best = Some(Loaded { superblock: sb.clone(), slot });
             }
         }
     }
-    match best {
-        Some(l) => {
-            l.superblock.check_features(&path)?;
-            Ok(l)
-        }
-        None => {
-            Err(first_error.unwrap_or(ObjectError::Corrupt { path, offset: 0, what: "both slots are empty".into() }))
-        }
-    }
+    let Some(loaded) = best else {
+        let first_error = decoded.into_iter().find_map(|d| d.err());
+        return Err(first_error.unwrap_or(ObjectError::Corrupt {
+            path,
+            offset: 0,
+            what: "both slots are empty".into(),
+        }));
+    };
+    let state = |one: std::result::Result<Option<Superblock>, ObjectError>| match one {
+        Ok(Some(sb)) if sb == loaded.superblock => SlotState::Current,
+        Ok(Some(sb)) => SlotState::Stale { generation: sb.generation },
+        Ok(None) => SlotState::Empty,
+        Err(e) => SlotState::Damaged { what: e.to_string() },
+    };
+    let mut states = decoded.into_iter().map(state);
+    let slots = [states.next().unwrap_or(SlotState::Empty), states.next().unwrap_or(SlotState::Empty)];
+    let copies = Copies { path, current: loaded.superblock.clone(), slots };
+    Ok((loaded, copies))
 }
 
-/// Writes `sb` (with the next generation) into the slot not holding the
-/// current copy and syncs it; returns the new current copy.
+/// Reads both slots and returns the valid one with the higher generation.
+/// A slot whose checksum matches but whose version is newer is refused
+/// (even if the other slot is valid); a slot failing its checksum or any
+/// other check is damage, and the other slot is used; two such are
+/// corruption naming the file.
+pub fn load(storage: &dyn Storage, dir: &Path) -> Result<Loaded> {
+    let (loaded, copies) = read_copies(storage, dir)?;
+    loaded.superblock.check_features(&copies.path)?;
+    Ok(loaded)
+}
+
+/// What each slot of the superblock in `dir` holds (for fsck).
+pub fn inspect(storage: &dyn Storage, dir: &Path) -> Result<Copies> {
+    Ok(read_copies(storage, dir)?.1)
+}
+
+/// Rewrites every slot that does not hold the current copy with it, one
+/// slot at a time, each synced: the slot being written is never the only
+/// valid one, so a crash during repair loses nothing. Returns the slots
+/// rewritten, with what they held. The caller holds the store's lock.
+///
+/// `open` is the copy the caller's store was opened with: when neither
+/// slot on disk is valid any more (both damaged since open), both are
+/// rewritten from it.
+pub fn repair(storage: &dyn Storage, dir: &Path, open: &Superblock) -> Result<Vec<(usize, SlotState)>> {
+    let copies = match inspect(storage, dir) {
+        Ok(copies) => copies,
+        Err(ObjectError::Corrupt { what, .. }) => {
+            let damaged = SlotState::Damaged { what };
+            Copies { path: path_of(dir), current: open.clone(), slots: [damaged.clone(), damaged] }
+        }
+        Err(e) => return Err(e),
+    };
+    copies.current.check_features(&copies.path)?;
+    let bytes = copies.current.encode();
+    let mut rewritten = Vec::new();
+    for (slot, state) in copies.slots.into_iter().enumerate() {
+        if state.is_current() {
+            continue;
+        }
+        let file = storage.open(&copies.path, OpenOptions::WRITE)?;
+        write_all_at(&*file, &bytes, slot_offset(slot))?;
+        file.sync_data()?;
+        rewritten.push((slot, state));
+    }
+    Ok(rewritten)
+}
+
+/// Writes `sb` with the next generation into both slots: first the slot
+/// not holding the current copy, synced, then the other, synced. A crash
+/// between them leaves the new copy in one slot and the previous one in
+/// the other (open takes the new one; fsck reports the stale one, and
+/// [`repair`] rewrites it). Returns the new current copy.
 pub fn update(storage: &dyn Storage, dir: &Path, current: &Loaded, mut sb: Superblock) -> Result<Loaded> {
     sb.generation = current.superblock.generation + 1;
-    let slot = 1 - current.slot;
+    let first = 1 - current.slot;
     let file = storage.open(&path_of(dir), OpenOptions::WRITE)?;
-    write_all_at(&*file, &sb.encode(), (slot * SLOT_BYTES) as u64)?;
-    file.sync_data()?;
-    Ok(Loaded { superblock: sb, slot })
+    let bytes = sb.encode();
+    for slot in [first, current.slot] {
+        write_all_at(&*file, &bytes, slot_offset(slot))?;
+        file.sync_data()?;
+    }
+    Ok(Loaded { superblock: sb, slot: first })
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use larder_io::sim::CrashMode;
 use larder_io::{write_all_at, OpenOptions, SimStorage, Storage};
-use larder_object::superblock::{self, SLOT_BYTES, SUPERBLOCK_FILE};
+use larder_object::superblock::{self, SlotState, SLOT_BYTES, SUPERBLOCK_FILE};
 use larder_object::{CreationOptions, ObjectError, Superblock};
 
 const DIR: &str = "/store";
@@ -99,17 +99,106 @@ fn unknown_incompatible_and_read_only_features_are_refused() {
     assert_eq!(superblock::load(&sim, Path::new(DIR)).unwrap().superblock.compat, 4);
 }
 
+/// A slot of `sb` with `version`, its checksum recomputed: a real newer
+/// format, not damage.
+fn sealed_with_version(sb: &Superblock, version: u32) -> Vec<u8> {
+    let mut slot = sb.encode();
+    slot[8..12].copy_from_slice(&version.to_le_bytes());
+    let length = u32::from_le_bytes(slot[12..16].try_into().unwrap()) as usize;
+    let c = crc32c::crc32c(&slot[..length - 4]);
+    slot[length - 4..length].copy_from_slice(&c.to_le_bytes());
+    slot
+}
+
 #[test]
 fn a_newer_version_is_refused_even_if_the_other_slot_is_valid() {
     let sim = SimStorage::new(1);
-    new_store(&sim);
+    let sb = new_store(&sim);
     let f = sim.open(&Path::new(DIR).join(SUPERBLOCK_FILE), OpenOptions::WRITE).unwrap();
-    let mut slot = Superblock::new(CreationOptions::default()).encode();
-    slot[8..12].copy_from_slice(&2u32.to_le_bytes());
-    write_all_at(&*f, &slot, SLOT_BYTES as u64).unwrap();
+    write_all_at(&*f, &sealed_with_version(&sb, 2), SLOT_BYTES as u64).unwrap();
     let e = superblock::load(&sim, Path::new(DIR)).unwrap_err();
     assert!(matches!(e, ObjectError::NewerVersion { found: 2, supported: 1, .. }), "{e}");
     assert!(e.to_string().contains("SUPERBLOCK"));
+}
+
+/// The checksum is checked before the version: a flipped version byte
+/// (offset 8) or magic byte is damage to one copy, and the other is used.
+#[test]
+fn a_damaged_version_or_magic_falls_back_to_the_other_copy() {
+    let sim = SimStorage::new(1);
+    let sb = new_store(&sim);
+    let path = Path::new(DIR).join(SUPERBLOCK_FILE);
+    for offset in [0u64, 4, 8, 9, 12, 40] {
+        sim.corrupt(&path, offset, 0x02).unwrap();
+        let l = superblock::load(&sim, Path::new(DIR)).unwrap();
+        assert_eq!((l.superblock.clone(), l.slot), (sb.clone(), 1), "offset {offset}");
+        sim.corrupt(&path, offset, 0x02).unwrap();
+    }
+}
+
+/// Both slots hold the current copy from creation on, so one flipped byte
+/// anywhere in the file leaves the store readable, and `inspect` names
+/// the slot hit.
+#[test]
+fn every_single_flipped_byte_is_survived_and_named() {
+    let sim = SimStorage::new(1);
+    let sb = new_store(&sim);
+    let path = Path::new(DIR).join(SUPERBLOCK_FILE);
+    let copies = superblock::inspect(&sim, Path::new(DIR)).unwrap();
+    assert_eq!(copies.slots, [SlotState::Current, SlotState::Current]);
+    for offset in 0..2 * SLOT_BYTES as u64 {
+        sim.corrupt(&path, offset, 0x10).unwrap();
+        let l = superblock::load(&sim, Path::new(DIR)).unwrap();
+        assert_eq!(l.superblock, sb, "offset {offset}");
+        let hit = (offset / SLOT_BYTES as u64) as usize;
+        let copies = superblock::inspect(&sim, Path::new(DIR)).unwrap();
+        assert!(matches!(copies.slots[hit], SlotState::Damaged { .. }), "offset {offset}: {:?}", copies.slots);
+        assert_eq!(copies.slots[1 - hit], SlotState::Current, "offset {offset}");
+        sim.corrupt(&path, offset, 0x10).unwrap();
+    }
+}
+
+#[test]
+fn repair_rewrites_a_damaged_or_empty_slot_and_nothing_else() {
+    let sim = SimStorage::new(1);
+    let sb = new_store(&sim);
+    let path = Path::new(DIR).join(SUPERBLOCK_FILE);
+    assert!(superblock::repair(&sim, Path::new(DIR), &sb).unwrap().is_empty(), "a clean superblock needs nothing");
+    sim.corrupt(&path, 40, 0x01).unwrap();
+    let rewritten = superblock::repair(&sim, Path::new(DIR), &sb).unwrap();
+    assert!(matches!(rewritten.as_slice(), [(0, SlotState::Damaged { .. })]), "{rewritten:?}");
+    let copies = superblock::inspect(&sim, Path::new(DIR)).unwrap();
+    assert_eq!(copies.slots, [SlotState::Current, SlotState::Current]);
+    // A store made before both slots were written: slot B is zeros.
+    let f = sim.open(&path, OpenOptions::WRITE).unwrap();
+    write_all_at(&*f, &[0u8; SLOT_BYTES], SLOT_BYTES as u64).unwrap();
+    assert_eq!(superblock::load(&sim, Path::new(DIR)).unwrap().superblock, sb, "the old layout still opens");
+    assert_eq!(superblock::inspect(&sim, Path::new(DIR)).unwrap().slots[1], SlotState::Empty);
+    assert_eq!(superblock::repair(&sim, Path::new(DIR), &sb).unwrap(), [(1, SlotState::Empty)]);
+    // The repair is durable: a crash keeps it.
+    let image = sim.crash_with(CrashMode::DropAllPending);
+    let copies = superblock::inspect(&image, Path::new(DIR)).unwrap();
+    assert_eq!(copies.slots, [SlotState::Current, SlotState::Current]);
+}
+
+/// An update cut between its two writes leaves the new copy in one slot
+/// and the previous generation in the other: open takes the new one and
+/// `inspect` calls the other stale.
+#[test]
+fn an_update_cut_between_its_writes_leaves_a_stale_copy() {
+    let sim = SimStorage::new(3);
+    new_store(&sim);
+    let l = superblock::load(&sim, Path::new(DIR)).unwrap();
+    // The first write and its sync complete; the machine dies at the second write.
+    sim.crash_after_writes(2);
+    let _ = superblock::update(&sim, Path::new(DIR), &l, l.superblock.clone());
+    let image = sim.crash_with(CrashMode::DropAllPending);
+    let copies = superblock::inspect(&image, Path::new(DIR)).unwrap();
+    assert_eq!(copies.current.generation, 2);
+    assert_eq!(copies.slots, [SlotState::Stale { generation: 1 }, SlotState::Current]);
+    superblock::repair(&image, Path::new(DIR), &l.superblock).unwrap();
+    let copies = superblock::inspect(&image, Path::new(DIR)).unwrap();
+    assert_eq!(copies.slots, [SlotState::Current, SlotState::Current]);
 }
 
 #[test]

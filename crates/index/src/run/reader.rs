@@ -78,9 +78,6 @@ impl OpenRun {
         let footer_at = len - FOOTER_BYTES as u64;
         let footer = read_section(&*file, path, BlockHandle { offset: footer_at, len: FOOTER_BYTES as u32 }, "footer")?;
         let bad = corrupt(path, footer_at);
-        if footer[36..44] != RUN_MAGIC {
-            return Err(bad("bad magic: not a larder run file".into()));
-        }
         let mut d = Decoder::new(&footer);
         let meta_offset = d.u64("meta offset").map_err(&bad)?;
         let meta_len = d.u32("meta length").map_err(&bad)?;
@@ -88,12 +85,16 @@ impl OpenRun {
         let _compat = d.u64("compat features").map_err(&bad)?;
         let incompat = d.u64("incompat features").map_err(&bad)?;
         let stored = d.u32("footer checksum").map_err(&bad)?;
-        // The version comes first: a newer footer layout cannot be checked.
-        if version > RUN_FORMAT_VERSION {
-            return Err(IndexError::NewerVersion { path: path.into(), found: version, supported: RUN_FORMAT_VERSION });
-        }
+        // The checksum first (every version keeps it at footer byte 32,
+        // over bytes 0..32): damage is corruption, never a newer version.
         if crc(&footer[..32]) != stored {
             return Err(bad("footer checksum mismatch".into()));
+        }
+        if footer[36..44] != RUN_MAGIC {
+            return Err(bad("bad magic: not a larder run file".into()));
+        }
+        if version > RUN_FORMAT_VERSION {
+            return Err(IndexError::NewerVersion { path: path.into(), found: version, supported: RUN_FORMAT_VERSION });
         }
         if version == 0 {
             return Err(bad("format version 0 was never written".into()));

@@ -72,6 +72,8 @@ pub fn open_on(storage: StorageRef, options: Options, covered: Lsn) -> Result<(L
 
 /// What a [`Hooked`] storage does around its files' writes and syncs.
 pub trait Hooks: Send + Sync + std::fmt::Debug {
+    /// Before a `read_at` of `len` bytes at `offset`.
+    fn before_read(&self, _path: &Path, _offset: u64, _len: usize) {}
     /// Before a `write_at` reaches the simulated disk.
     fn before_write(&self, _path: &Path, _offset: u64) {}
     /// Before a `sync_data`; an error fails the sync without reaching the
@@ -154,6 +156,7 @@ struct HookedFile {
 
 impl larder_io::File for HookedFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> larder_io::IoResult<usize> {
+        self.hooks.before_read(self.inner.path(), offset, buf.len());
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> larder_io::IoResult<usize> {

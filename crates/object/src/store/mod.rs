@@ -26,6 +26,7 @@ mod index_view;
 mod ingest;
 mod observe;
 pub(crate) mod payload;
+mod redundancy;
 pub mod reserve;
 
 use std::path::{Path, PathBuf};
@@ -282,7 +283,7 @@ impl Store {
                     // below it the log reports corruption naming the record.
                     Err(what) => {
                         tracing::warn!(lsn = r.lsn, %what, "log record's data is not intact");
-                        Ok(Replay::StopBefore)
+                        Ok(Replay::Damaged(what))
                     }
                 },
                 // The index holds an ingested batch only once its manifest
