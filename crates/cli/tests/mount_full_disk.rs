@@ -9,55 +9,16 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{fsck_clean, larder, Mount};
+use loop_mount::LoopMount;
+
+#[path = "../../kv/tests/common/loop_mount.rs"]
+mod loop_mount;
 
 const FILE: usize = 1 << 20;
-
-/// A loop-mounted ext4 image, unmounted when dropped.
-struct LoopMount {
-    mnt: PathBuf,
-}
-
-impl LoopMount {
-    fn new(tmp: &Path) -> Result<LoopMount, String> {
-        if !Path::new("/dev/fuse").exists() {
-            return Err("no /dev/fuse".into());
-        }
-        let image = tmp.join("fs.img");
-        let mnt = tmp.join("ext4");
-        std::fs::create_dir(&mnt).map_err(|e| e.to_string())?;
-        std::fs::File::create(&image).and_then(|f| f.set_len(256 << 20)).map_err(|e| e.to_string())?;
-        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
-        run("mount", &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()])?;
-        Ok(LoopMount { mnt })
-    }
-
-    fn available(&self) -> u64 {
-        let s = rustix::fs::statvfs(&self.mnt).unwrap();
-        s.f_bavail * s.f_frsize
-    }
-}
-
-impl Drop for LoopMount {
-    fn drop(&mut self) {
-        let mnt = self.mnt.to_str().unwrap();
-        if run("umount", &[mnt]).is_err() {
-            let _ = run("umount", &["-l", mnt]);
-        }
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(program).args(args).output().map_err(|e| format!("{program}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(())
-}
 
 fn content(i: u32) -> Vec<u8> {
     let mut v = vec![(i % 251) as u8; FILE];
@@ -99,15 +60,11 @@ fn fill(dir: &Path, kept: &mut Vec<u32>, next: &mut u32) -> u32 {
 
 #[test]
 fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_remove() {
+    if !common::fuse_available() {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
-    let ext4 = match LoopMount::new(tmp.path()) {
-        Ok(m) => m,
-        Err(why) if std::env::var("LARDER_SKIP_ROOT").as_deref() == Ok("1") => {
-            eprintln!("SKIPPED (LARDER_SKIP_ROOT=1): cannot loop-mount an ext4 image and FUSE: {why}");
-            return;
-        }
-        Err(why) => panic!("cannot loop-mount an ext4 image (run as root, or set LARDER_SKIP_ROOT=1): {why}"),
-    };
+    let Some(ext4) = LoopMount::for_test(256 << 20) else { return };
     let store = ext4.mnt.join("store");
     let out = larder(&["init", store.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

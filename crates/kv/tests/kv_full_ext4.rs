@@ -8,59 +8,18 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use larder_io::{RealStorage, Storage};
 use larder_kv::{Durability, Kv, KvOptions};
 use larder_object::CreationOptions;
 
+#[path = "common/loop_mount.rs"]
+mod loop_mount;
+
+use loop_mount::LoopMount;
+
 const IMAGE_BYTES: u64 = 256 << 20;
 const VALUE: usize = 1 << 20;
-
-/// A loop-mounted ext4 image, unmounted when dropped.
-struct LoopMount {
-    mnt: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl LoopMount {
-    /// Mounts a fresh image, or says why it could not.
-    fn new() -> Result<LoopMount, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let image = dir.path().join("fs.img");
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir(&mnt).map_err(|e| e.to_string())?;
-        std::fs::File::create(&image).and_then(|f| f.set_len(IMAGE_BYTES)).map_err(|e| e.to_string())?;
-        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
-        run("mount", &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()])?;
-        Ok(LoopMount { mnt, _dir: dir })
-    }
-}
-
-impl Drop for LoopMount {
-    fn drop(&mut self) {
-        let mnt = self.mnt.to_str().unwrap();
-        if run("umount", &[mnt]).is_err() {
-            let _ = run("umount", &["-l", mnt]);
-        }
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(program).args(args).output().map_err(|e| format!("{program}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(())
-}
-
-/// The file system's size and the bytes it has for unprivileged writers.
-fn sizes(path: &Path) -> (u64, u64) {
-    let s = rustix::fs::statvfs(path).unwrap();
-    (s.f_blocks * s.f_frsize, RealStorage::new().available_bytes(path).unwrap())
-}
 
 fn value(i: u32) -> Vec<u8> {
     let mut v = vec![(i % 251) as u8; VALUE];
@@ -98,16 +57,9 @@ fn check(kv: &Kv, model: &BTreeMap<String, u32>) {
 
 #[test]
 fn a_full_ext4_file_system_refuses_puts_and_gives_space_back_on_delete() {
-    let mount = match LoopMount::new() {
-        Ok(m) => m,
-        Err(why) if std::env::var("LARDER_SKIP_ROOT").as_deref() == Ok("1") => {
-            eprintln!("SKIPPED (LARDER_SKIP_ROOT=1): cannot loop-mount an ext4 image: {why}");
-            return;
-        }
-        Err(why) => panic!("cannot loop-mount an ext4 image (run as root, or set LARDER_SKIP_ROOT=1): {why}"),
-    };
+    let Some(mount) = LoopMount::for_test(IMAGE_BYTES) else { return };
     let dir = mount.mnt.join("store");
-    let (fs_bytes, available_at_start) = sizes(&mount.mnt);
+    let (fs_bytes, available_at_start) = (mount.total(), mount.available());
     // As `larder init` makes it: sizes fitted to the file system.
     let options = KvOptions { creation: CreationOptions::fitted_to(available_at_start), ..KvOptions::default() };
     let kv = Kv::create(&dir, options.clone()).unwrap();
@@ -115,7 +67,7 @@ fn a_full_ext4_file_system_refuses_puts_and_gives_space_back_on_delete() {
     let mut model = BTreeMap::new();
     let mut next = 0;
     let first = fill(&kv, &mut model, &mut next);
-    let (_, available_full) = sizes(&mount.mnt);
+    let available_full = mount.available();
     let data = u64::from(first) * VALUE as u64;
     let percent = |n: u64, of: u64| n as f64 * 100.0 / of as f64;
     eprintln!(
@@ -139,7 +91,7 @@ fn a_full_ext4_file_system_refuses_puts_and_gives_space_back_on_delete() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let returned = loop {
         kv.store().space().punch_some(Instant::now()).unwrap();
-        let (_, available) = sizes(&mount.mnt);
+        let available = mount.available();
         let returned = available.saturating_sub(available_full);
         if returned >= deleted * 8 / 10 || Instant::now() > deadline {
             break returned;
