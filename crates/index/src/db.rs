@@ -166,7 +166,7 @@ impl Index {
             storage.clone(),
             registry.clone(),
             (options.max_open_runs, options.metadata_cache_bytes),
-            options.map_runs,
+            (options.map_runs, options.check_mapped_run_length),
         );
         let runs: Vec<Arc<RunHandle>> = state
             .runs

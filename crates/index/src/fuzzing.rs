@@ -91,7 +91,7 @@ pub fn run_file(data: &[u8]) -> bool {
     };
     let Some(meta) = crate::run::reader::peek_meta(&sim, path, data.len() as u64) else { return false };
     let meta = RunMeta { id: 1, ..meta };
-    match OpenRun::open(&sim, path, &meta, &registry, true) {
+    match OpenRun::open(&sim, path, &meta, &registry, (true, true)) {
         Ok(run) => {
             // Read around the cache, so every entry is verified too.
             let stats = crate::stats::Stats::default();

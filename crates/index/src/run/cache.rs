@@ -126,8 +126,10 @@ pub(crate) struct RunCache {
     max_bytes: usize,
     storage: StorageRef,
     registry: Registry,
-    /// Map opened runs for point reads (`Options::map_runs`).
-    map_runs: bool,
+    /// Map opened runs for point reads (`Options::map_runs`), and check
+    /// their length before each mapped read
+    /// (`Options::check_mapped_run_length`).
+    map_runs: (bool, bool),
 }
 
 impl RunCache {
@@ -135,7 +137,7 @@ impl RunCache {
         storage: StorageRef,
         registry: Registry,
         (max_open, max_bytes): (usize, usize),
-        map_runs: bool,
+        map_runs: (bool, bool),
     ) -> Self {
         RunCache {
             state: Mutex::new(ClockState { ring: VecDeque::new(), open_count: 0, bytes: 0 }),

@@ -35,6 +35,9 @@ pub(crate) struct OpenRun {
     map: Option<Arc<Mapping>>,
     /// The length the manifest gives the file (checked at open).
     file_size: u64,
+    /// Check the file's length before each mapped read
+    /// (`Options::check_mapped_run_length`).
+    check_length: bool,
     /// One bit per data block: its checksum and offset table passed in the
     /// mapping once, so later point reads view it unchecked.
     checked: Box<[AtomicU64]>,
@@ -55,13 +58,15 @@ fn read_section(file: &dyn larder_io::File, path: &Path, h: BlockHandle, what: &
 
 impl OpenRun {
     /// Opens run `meta` and checks it against what the manifest says;
-    /// with `map`, maps it for point reads if the storage maps files.
+    /// with `map`, maps it for point reads if the storage maps files,
+    /// and with `check_length` each mapped read first checks the file is
+    /// still as long as it was.
     pub(crate) fn open(
         storage: &dyn Storage,
         path: &Path,
         meta: &RunMeta,
         registry: &Registry,
-        map: bool,
+        (map, check_length): (bool, bool),
     ) -> Result<OpenRun> {
         let file = storage.open(path, OpenOptions::READ)?;
         let len = file.len()?;
@@ -178,6 +183,7 @@ impl OpenRun {
             op_map,
             map,
             file_size: len,
+            check_length,
             checked,
         })
     }
@@ -218,13 +224,16 @@ impl OpenRun {
         // A page of the mapping past the file's end faults (SIGBUS) when
         // touched: a run cut short under the open index (by another
         // process, or a repair tool) is refused here instead, naming the
-        // file. It costs one fstat per mapped block; a cut racing this
-        // check, or an I/O error on a mapped page, still faults
-        // (docs/design.md, "Point gets read mapped runs").
-        let len = self.file.len()?;
-        if len < self.file_size {
-            let what = format!("run is {len} bytes, its footer ends at {}: truncated while open", self.file_size);
-            return Err(IndexError::corrupt(&self.path, len, what));
+        // file. It costs one fstat per mapped block (about a third of a
+        // get's time, so it can be turned off); a cut racing this check,
+        // or an I/O error on a mapped page, still faults (docs/design.md,
+        // "Point gets read mapped runs").
+        if self.check_length {
+            let len = self.file.len()?;
+            if len < self.file_size {
+                let what = format!("run is {len} bytes, its footer ends at {}: truncated while open", self.file_size);
+                return Err(IndexError::corrupt(&self.path, len, what));
+            }
         }
         let h = self.index.handle(i);
         let raw = usize::try_from(h.offset)
