@@ -635,6 +635,25 @@ impl SpaceManager {
         self.inner.state.lock().containers.keys().copied().collect()
     }
 
+    /// Allocates the host file system's blocks under `extent` (fallocate
+    /// mode 0), so that writing them later cannot fail for want of space.
+    /// The host keeps such blocks as unwritten extents: the first write
+    /// there changes the container's metadata, which only a sync of the
+    /// container makes durable, so the range counts as not written
+    /// ([`SpaceManager::is_written`] says no) and a write there takes the
+    /// path that syncs the container rather than a write-back.
+    pub fn allocate_on_host(&self, extent: Extent) -> Result<()> {
+        let file = self
+            .container_file(extent.container)
+            .ok_or(SpaceError::InvalidExtent { extent, what: "no such container" })?;
+        file.allocate(extent.offset, extent.len)?;
+        let mut st = self.inner.state.lock();
+        if let Some(c) = st.containers.get_mut(&extent.container) {
+            c.holes.insert(extent.offset / BLOCK_BYTES, (extent.offset + extent.len).div_ceil(BLOCK_BYTES));
+        }
+        Ok(())
+    }
+
     /// The open file of container `id`, for reading and writing extents.
     pub fn container_file(&self, id: u64) -> Option<FileRef> {
         self.inner.state.lock().containers.get(&id).map(|c| Arc::clone(&c.file))

@@ -72,9 +72,7 @@ impl Transaction<'_> {
             for extent in extents {
                 // The host file system's blocks too, where the container
                 // has none (punched space), so filling them cannot fail.
-                if let Some(file) = space.container_file(extent.container) {
-                    file.allocate(extent.offset, extent.len)?;
-                }
+                space.allocate_on_host(extent)?;
                 let mut done = 0;
                 while done < extent.len {
                     let len = (extent.len - done).min(MAX_ENTRY_EXTENT_BYTES);
