@@ -59,7 +59,6 @@ impl FsError {
 
 fn store_errno(e: &ObjectError) -> i32 {
     match e {
-        _ if e.is_no_space() => libc::ENOSPC,
         ObjectError::NoSuchObject { .. } => libc::ENOENT,
         ObjectError::InvalidName { .. } => libc::EINVAL,
         _ => cause_errno(e).unwrap_or(libc::EIO),
@@ -108,7 +107,8 @@ fn layer_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
     }
     if let Some(e) = e.downcast_ref::<SpaceError>() {
         return match e {
-            SpaceError::NoSpace { .. } => Some(libc::ENOSPC),
+            // The space manager's own limits and a full file system.
+            _ if e.is_no_space() => Some(libc::ENOSPC),
             SpaceError::Io(e) => cause_errno(e),
             _ => None,
         };

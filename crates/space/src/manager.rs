@@ -236,21 +236,16 @@ impl SpaceManager {
             return Ok(());
         }
         inner.reserve_bytes.store(reserve_now().max(inner.options.reserve_bytes), Ordering::Relaxed);
-        match inner.room_blocks(1) {
-            Ok(blocks) => {
-                *seen = Some((Instant::now(), blocks.saturating_mul(BLOCK_BYTES)));
+        let room = inner.room_blocks(1);
+        *seen = room.as_ref().ok().map(|&blocks| (Instant::now(), blocks.saturating_mul(BLOCK_BYTES)));
+        match room {
+            Ok(_) => Ok(()),
+            Err(SpaceError::FileSystemFull { available, reserve, .. })
+                if available.saturating_sub(reserve.saturating_sub(may_use)) >= BLOCK_BYTES =>
+            {
                 Ok(())
             }
-            Err(e) => {
-                *seen = None;
-                let available = inner.storage.available_bytes(&inner.dir)?;
-                let reserve = inner.reserve_bytes.load(Ordering::Relaxed).saturating_sub(may_use);
-                if available.saturating_sub(reserve) >= BLOCK_BYTES {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
+            Err(e) => Err(e),
         }
     }
 

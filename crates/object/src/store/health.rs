@@ -168,7 +168,9 @@ fn log_reaction(e: &larder_log::LogError) -> Reaction {
 /// The reaction to a space-management error.
 pub(crate) fn space_reaction(e: &larder_space::SpaceError) -> Reaction {
     match e {
-        larder_space::SpaceError::NoSpace { .. } => Reaction::RetryWhileItLasts,
+        // The store's own container limit, or the file system at its
+        // reserve: both pass when space is freed.
+        _ if e.is_no_space() => Reaction::RetryWhileItLasts,
         larder_space::SpaceError::Io(io) => io_reaction(io),
         _ => Reaction::Poison,
     }
@@ -203,9 +205,15 @@ pub(crate) struct Poisoner {
 
 impl Poisoner {
     pub(crate) fn poison(&self, cause: String) {
-        self.latch.poison(cause.clone());
-        self.log.poison(cause);
+        poison(&self.latch, &self.log, cause);
     }
+}
+
+/// Poisons a store: its latch, so every later write fails with the first
+/// cause, and its log, so appenders waiting for room wake at once.
+pub(crate) fn poison(latch: &CheckedStorage, log: &Log, cause: String) {
+    latch.poison(cause.clone());
+    log.poison(cause);
 }
 
 /// Runs a background thread's body so that a panic cannot end it

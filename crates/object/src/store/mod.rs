@@ -465,8 +465,7 @@ impl Store {
     /// Poisons the store: every later write fails with the first cause
     /// (the log too, so appenders waiting for its room wake).
     pub(crate) fn poison(&self, cause: String) {
-        self.latch.poison(cause.clone());
-        self.log.poison(cause);
+        health::poison(&self.latch, &self.log, cause);
     }
 
     /// Fails with [`ObjectError::Poisoned`], naming the first failure, once
