@@ -29,6 +29,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 use larder_kv::{Durability, Kv, KvBatch};
 
+use crate::crash_pattern::{pattern, Rng};
 use crate::objects::STREAM_ABOVE_BYTES;
 use crate::store;
 
@@ -256,34 +257,4 @@ fn file_len(rng: &mut Rng) -> usize {
         0..=69 => rng.below(65_536),
         _ => rng.below(2 << 20),
     }) as usize
-}
-
-/// The bytes of a value: `len` bytes from `seed` (splitmix64, 8 bytes a
-/// step, little-endian), different at every position so a misplaced block
-/// shows.
-pub(crate) fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = Rng(seed);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&rng.next().to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-/// splitmix64: small, seeded, the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }

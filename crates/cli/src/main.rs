@@ -8,6 +8,7 @@
 
 mod bench_index;
 mod bench_store;
+mod crash_pattern;
 mod crash_writer;
 mod export;
 mod fsck_cmd;

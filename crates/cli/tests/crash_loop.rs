@@ -45,33 +45,9 @@ fn config(workload: &str) -> (usize, u64) {
     (cycles, seed)
 }
 
-/// splitmix64, as `larder crash-writer` has it.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-/// The bytes `larder crash-writer` writes for `len` and `seed`.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = Rng(seed);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&rng.next().to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
+#[path = "../src/crash_pattern.rs"]
+mod crash_pattern;
+use crash_pattern::{pattern, Rng};
 
 /// Spawns `larder args` with its stdout's complete lines on a channel (a
 /// line cut by a kill promises nothing and is dropped).

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{storage, DIR};
+use common::{assert_consistent, storage, DIR};
 use larder_io::sim::CrashMode;
 use larder_io::{OpenOptions, SimStorage, Storage};
 use larder_object::meta::{fmap_key, ExtentMapEntry, MetaLimits};
@@ -52,12 +52,6 @@ fn commit_object(store: &Store, len: u64) -> Vec<larder_space::Extent> {
         })
         .unwrap();
     extents
-}
-
-fn assert_consistent(store: &Store, what: &str) {
-    let used = store.used_extents().unwrap();
-    let report = store.space().verify(used).unwrap();
-    assert!(report.is_clean(), "{what}: {report:?}");
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{creation, storage, DIR};
+use common::{assert_consistent, creation, storage, DIR};
 use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_object::meta::{fmap_key, ExtentMapEntry, MetaLimits};
@@ -38,12 +38,6 @@ fn commit_object(store: &Store, len: usize, durability: Durability) -> Vec<larde
         })
         .unwrap();
     extents
-}
-
-fn assert_consistent(store: &Store, what: &str) {
-    let used = store.used_extents().unwrap();
-    let report = store.space().verify(used).unwrap();
-    assert!(report.is_clean(), "{what}: {report:?}");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use larder_io::{SimStorage, StorageRef};
-use larder_object::{CreationOptions, StoreOptions};
+use larder_object::{CreationOptions, Store, StoreOptions};
 
 /// Where the tests put their store.
 pub const DIR: &str = "/store";
@@ -55,4 +55,11 @@ pub fn create_named(
         Ok(id)
     })?;
     Ok(created.0)
+}
+
+/// Asserts the space manager's free space agrees with the extent map.
+pub fn assert_consistent(store: &Store, what: &str) {
+    let used = store.used_extents().unwrap();
+    let report = store.space().verify(used).unwrap();
+    assert!(report.is_clean(), "{what}: {report:?}");
 }
