@@ -1,0 +1,636 @@
+//! The requests a client sends and the responses a server returns.
+//!
+//! These are plain values: the engine's own types stay in the engine, so
+//! a client links none of it. A request names objects by inode number
+//! (the object id) and open files and directories by the handle the
+//! server gave; the server checks every one against the client's
+//! credentials and handle table. Errors are errno values, as the fs layer
+//! and the FUSE mount report them, with a message for people.
+
+/// A point in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timestamp {
+    /// Whole seconds since 1970-01-01T00:00:00Z.
+    pub seconds: i64,
+    /// Nanoseconds, below 1,000,000,000.
+    pub nanoseconds: u32,
+}
+
+/// What an object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+}
+
+/// An object's attributes (`stat`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attributes {
+    /// Inode number: the object id.
+    pub ino: u64,
+    /// What the object is.
+    pub kind: FileKind,
+    /// Type and permission bits.
+    pub mode: u32,
+    /// Number of names (a directory: as Unix counts them).
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number of a device node.
+    pub rdev: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// 512-byte sectors allocated.
+    pub blocks: u64,
+    /// Last access.
+    pub atime: Timestamp,
+    /// Last change of the bytes.
+    pub mtime: Timestamp,
+    /// Last change of the attributes.
+    pub ctime: Timestamp,
+    /// Creation.
+    pub btime: Timestamp,
+    /// Changes whenever cached copies must be dropped.
+    pub generation: u64,
+}
+
+/// How `setattr` sets a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeChange {
+    /// The server's current time (`UTIME_NOW`).
+    Now,
+    /// A given time.
+    At(Timestamp),
+}
+
+/// The attributes a `setattr` changes; `None` leaves one as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetAttributes {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend with zeros).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<TimeChange>,
+    /// New modification time.
+    pub mtime: Option<TimeChange>,
+}
+
+/// How `rename` treats the target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    /// Fail with EEXIST if the target exists (RENAME_NOREPLACE).
+    pub noreplace: bool,
+    /// Swap source and target, which must both exist (RENAME_EXCHANGE).
+    pub exchange: bool,
+}
+
+/// How `setxattr` treats an existing attribute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XattrFlags {
+    /// XATTR_CREATE: fail with EEXIST if the attribute exists.
+    pub create: bool,
+    /// XATTR_REPLACE: fail with ENODATA if it does not.
+    pub replace: bool,
+}
+
+/// When a write returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Once it is on disk (its log group synced).
+    Durable,
+    /// Once it is visible to everyone; durable at the next sync or within
+    /// the store's buffered interval.
+    Buffered,
+}
+
+/// A stretch of the client's data area (see the handshake's layout): the
+/// server copies bytes out of it, or into it, and checks that it lies
+/// inside the area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferSlice {
+    /// Offset from the start of the data area.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u32,
+}
+
+/// Bytes a request carries: inline in the message, or in the client's
+/// data area (the zero-copy path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// In the message itself.
+    Inline(Vec<u8>),
+    /// In the client's data area.
+    Buffer(BufferSlice),
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectoryEntry {
+    /// The entry's object.
+    pub ino: u64,
+    /// What it is.
+    pub kind: FileKind,
+    /// Its name.
+    pub name: Vec<u8>,
+    /// The offset to pass to continue after this entry.
+    pub next: u64,
+}
+
+/// Space and limits of the store's file system (`statfs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsStats {
+    /// Block size in bytes.
+    pub block_bytes: u32,
+    /// Blocks in all.
+    pub blocks: u64,
+    /// Blocks free.
+    pub blocks_free: u64,
+    /// Blocks free to callers (the store's reserve excluded).
+    pub blocks_available: u64,
+    /// Inodes in all.
+    pub files: u64,
+    /// Inodes free.
+    pub files_free: u64,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// A key's object and size (`head`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHead {
+    /// The object holding the value.
+    pub object: u64,
+    /// The value's size in bytes.
+    pub size: u64,
+}
+
+/// One key of a scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanEntry {
+    /// The whole key.
+    pub key: Vec<u8>,
+    /// The object holding its value.
+    pub object: u64,
+    /// The value's size in bytes.
+    pub size: u64,
+}
+
+/// One write of a KV batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvOperation {
+    /// Store a value under a key.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Payload,
+    },
+    /// Remove a key.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+/// A request from a client. Its request id travels in the message header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Answer at once (measures a round trip; checks the server is there).
+    Ping,
+
+    /// Look a name up in a directory.
+    Lookup {
+        /// The directory.
+        parent: u64,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// An object's attributes.
+    GetAttributes {
+        /// The object.
+        ino: u64,
+    },
+    /// Change an object's attributes.
+    SetAttributes {
+        /// The object.
+        ino: u64,
+        /// What to change.
+        set: SetAttributes,
+        /// The open handle the change is made through, if any (a
+        /// truncate through a handle opened for writing needs no write
+        /// permission now).
+        handle: Option<u64>,
+    },
+    /// Resolve a path from the root, as the client's credentials may.
+    Resolve {
+        /// The path (absolute; relative paths start at the root).
+        path: Vec<u8>,
+        /// Follow a symbolic link in the last component.
+        follow: bool,
+    },
+    /// Make a special file (or a regular one).
+    Mknod {
+        /// The directory.
+        parent: u64,
+        /// The new name.
+        name: Vec<u8>,
+        /// Type and permission bits.
+        mode: u32,
+        /// Device number.
+        rdev: u64,
+    },
+    /// Make a directory.
+    Mkdir {
+        /// The parent directory.
+        parent: u64,
+        /// The new name.
+        name: Vec<u8>,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Make a symbolic link.
+    Symlink {
+        /// The directory.
+        parent: u64,
+        /// The new name.
+        name: Vec<u8>,
+        /// What it points to.
+        target: Vec<u8>,
+    },
+    /// A symbolic link's target.
+    Readlink {
+        /// The link.
+        ino: u64,
+    },
+    /// Give an object another name.
+    Link {
+        /// The object.
+        ino: u64,
+        /// The directory of the new name.
+        parent: u64,
+        /// The new name.
+        name: Vec<u8>,
+    },
+    /// Remove a name of a non-directory.
+    Unlink {
+        /// The directory.
+        parent: u64,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// Remove an empty directory.
+    Rmdir {
+        /// The parent directory.
+        parent: u64,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// Move a name, atomically.
+    Rename {
+        /// The source directory.
+        parent: u64,
+        /// The source name.
+        name: Vec<u8>,
+        /// The target directory.
+        new_parent: u64,
+        /// The target name.
+        new_name: Vec<u8>,
+        /// How to treat the target.
+        flags: RenameFlags,
+    },
+    /// Open a file; the response is a handle.
+    Open {
+        /// The file.
+        ino: u64,
+        /// `open(2)` flags (access mode, O_APPEND, O_TRUNC...).
+        flags: i32,
+    },
+    /// Create and open a file.
+    Create {
+        /// The directory.
+        parent: u64,
+        /// The new name.
+        name: Vec<u8>,
+        /// Permission bits.
+        mode: u32,
+        /// `open(2)` flags (O_EXCL...).
+        flags: i32,
+    },
+    /// Read from an open file; the bytes come back in the response.
+    Read {
+        /// The handle.
+        handle: u64,
+        /// Where to start.
+        offset: u64,
+        /// Most bytes to read.
+        length: u32,
+    },
+    /// Read from an open file into the client's data area; the response
+    /// is the number of bytes read.
+    ReadBuffer {
+        /// The handle.
+        handle: u64,
+        /// Where to start.
+        offset: u64,
+        /// Where the bytes go.
+        into: BufferSlice,
+    },
+    /// Write to an open file (at its end if it was opened with O_APPEND).
+    Write {
+        /// The handle.
+        handle: u64,
+        /// Where to write.
+        offset: u64,
+        /// The bytes, inline or in the client's data area.
+        data: Payload,
+    },
+    /// Make an open file's changes (and every earlier change) durable.
+    Fsync {
+        /// The handle.
+        handle: u64,
+    },
+    /// Set space aside, or punch a hole (`fallocate(2)`).
+    Fallocate {
+        /// The handle.
+        handle: u64,
+        /// Where the range starts.
+        offset: u64,
+        /// Its length.
+        length: u64,
+        /// `fallocate(2)` mode bits.
+        mode: i32,
+    },
+    /// Close an open file.
+    Release {
+        /// The handle.
+        handle: u64,
+    },
+    /// Open a directory for listing.
+    OpenDirectory {
+        /// The directory.
+        ino: u64,
+    },
+    /// List entries of an open directory.
+    ReadDirectory {
+        /// The handle.
+        handle: u64,
+        /// 0 for the start, else an entry's `next`.
+        offset: u64,
+        /// Most entries to return.
+        max_entries: u32,
+    },
+    /// Close an open directory.
+    ReleaseDirectory {
+        /// The handle.
+        handle: u64,
+    },
+    /// Make a directory's changes (and every earlier change) durable.
+    FsyncDirectory {
+        /// The handle.
+        handle: u64,
+    },
+    /// Check access (`access(2)`).
+    Access {
+        /// The object.
+        ino: u64,
+        /// R_OK, W_OK, X_OK bits, or F_OK.
+        mask: u32,
+    },
+    /// Space and limits.
+    StatFs,
+    /// An extended attribute's value.
+    GetXattr {
+        /// The object.
+        ino: u64,
+        /// The attribute's name.
+        name: Vec<u8>,
+    },
+    /// Set an extended attribute.
+    SetXattr {
+        /// The object.
+        ino: u64,
+        /// The attribute's name.
+        name: Vec<u8>,
+        /// Its value.
+        value: Vec<u8>,
+        /// Create or replace only.
+        flags: XattrFlags,
+    },
+    /// The names of an object's extended attributes.
+    ListXattr {
+        /// The object.
+        ino: u64,
+    },
+    /// Remove an extended attribute.
+    RemoveXattr {
+        /// The object.
+        ino: u64,
+        /// The attribute's name.
+        name: Vec<u8>,
+    },
+    /// Make every change so far durable.
+    Sync,
+
+    /// Store a value under a key.
+    KvPut {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Payload,
+        /// When to answer.
+        durability: Durability,
+    },
+    /// A key's value: in the response, or written into `into` when given
+    /// (the response then says how long it is; a value longer than the
+    /// slice is not written and the response says its length).
+    KvGet {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+        /// Where the value goes, if not in the response.
+        into: Option<BufferSlice>,
+    },
+    /// A key's object and size.
+    KvHead {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Remove a key.
+    KvDelete {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+        /// When to answer.
+        durability: Durability,
+    },
+    /// Keys of a bucket from `start` (inclusive) to `end` (exclusive), in
+    /// byte order, at most `max_entries` of them.
+    KvScan {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The first key (inclusive).
+        start: Vec<u8>,
+        /// The end (exclusive); none for the bucket's end.
+        end: Option<Vec<u8>>,
+        /// Most entries to return.
+        max_entries: u32,
+    },
+    /// Puts and deletes applied atomically.
+    KvWriteBatch {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The writes, in order.
+        operations: Vec<KvOperation>,
+        /// When to answer.
+        durability: Durability,
+    },
+    /// Start writing a value too large for one message: the response is
+    /// a handle that takes `Write` requests at increasing offsets from 0;
+    /// `KvWriterFinish` stores the value under the key atomically, and
+    /// `Release` without it drops what was written.
+    KvWriterOpen {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+        /// When `KvWriterFinish` answers.
+        durability: Durability,
+    },
+    /// Store what a writer handle was given under its key, and close it.
+    KvWriterFinish {
+        /// The writer's handle.
+        handle: u64,
+    },
+    /// Open a key's value for reading in pieces: the response is
+    /// `Opened` (a handle for `Read` and `ReadBuffer`, and the size), or
+    /// an ENOENT error.
+    KvReaderOpen {
+        /// The bucket.
+        bucket: Vec<u8>,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Create a bucket.
+    CreateBucket {
+        /// The bucket.
+        bucket: Vec<u8>,
+    },
+    /// Remove an empty bucket.
+    DeleteBucket {
+        /// The bucket.
+        bucket: Vec<u8>,
+    },
+    /// The buckets.
+    ListBuckets,
+    /// The store's counters, as `larder stats` prints them.
+    Stats,
+}
+
+/// A server's answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Done; nothing to return.
+    Done,
+    /// Answer to `Ping`: the server's epoch (it changes at every start).
+    Pong {
+        /// The server's epoch.
+        epoch: u64,
+    },
+    /// An object's attributes.
+    Attributes(Attributes),
+    /// A resolved path: the directory holding the last component, that
+    /// component, and the object if it exists.
+    Resolved {
+        /// The directory.
+        parent: u64,
+        /// The last component (empty for the root).
+        name: Vec<u8>,
+        /// The object, if the path names one.
+        attributes: Option<Attributes>,
+    },
+    /// A new open handle.
+    Handle(u64),
+    /// An opened value: its handle and size.
+    Opened {
+        /// The handle.
+        handle: u64,
+        /// The value's size in bytes.
+        size: u64,
+    },
+    /// A created file and its open handle.
+    Created {
+        /// The new file's attributes.
+        attributes: Attributes,
+        /// Its open handle.
+        handle: u64,
+    },
+    /// Bytes (a read, a link target, an attribute value).
+    Data(Vec<u8>),
+    /// A count of bytes (read into or written from the data area).
+    Length(u64),
+    /// Directory entries; an empty list is the end.
+    Entries(Vec<DirectoryEntry>),
+    /// Names (extended attributes, buckets).
+    Names(Vec<Vec<u8>>),
+    /// Space and limits.
+    FsStats(FsStats),
+    /// A key's value, or none.
+    Value(Option<Vec<u8>>),
+    /// A key's value was written to the data area; or, if longer than the
+    /// slice, not written: the length says which.
+    ValueInBuffer {
+        /// The value's length.
+        length: u64,
+    },
+    /// A key's object and size, or none.
+    Head(Option<KeyHead>),
+    /// Whether a delete removed a key.
+    Deleted(bool),
+    /// One page of a scan.
+    ScanPage {
+        /// Keys in order.
+        entries: Vec<ScanEntry>,
+        /// Whether keys remain after the last one.
+        more: bool,
+    },
+    /// Text for people (`Stats`).
+    Text(String),
+    /// This worker does not own the object: send the request to `worker`.
+    Redirect {
+        /// The owning worker.
+        worker: u32,
+    },
+    /// The request failed.
+    Error {
+        /// The errno value (as the fs layer reports it).
+        errno: i32,
+        /// What went wrong, for people.
+        message: String,
+    },
+}
