@@ -99,12 +99,13 @@ pub fn decode_response(bytes: &[u8]) -> Result<(u64, Response), DecodeError> {
     Ok((request_id, response))
 }
 
-/// Whether `request` would decode once encoded: `Err` is the error
-/// [`decode_request`] would return (a field or the whole message over its
-/// limit, or a value no decoder accepts). A client checks this before it
-/// sends, so that a request the server would refuse as a protocol
-/// violation becomes an error of the call instead.
-pub fn check_request(request: &Request) -> Result<(), DecodeError> {
+/// Whether `request` would decode once encoded, and if so the length of
+/// its encoding: `Err` is the error [`decode_request`] would return (a
+/// field or the whole message over its limit, or a value no decoder
+/// accepts). A client checks this before it sends, so that a request the
+/// server would refuse as a protocol violation becomes an error of the
+/// call instead. Nothing is written or allocated.
+pub fn check_request(request: &Request) -> Result<usize, DecodeError> {
     let mut measure = Measure::default();
     {
         let mut encoder = Encoder::new(&mut measure);
@@ -114,10 +115,10 @@ pub fn check_request(request: &Request) -> Result<(), DecodeError> {
     measure.result()
 }
 
-/// Whether `response` would decode once encoded; see [`check_request`].
-/// The server checks what it built before it sends it, so a client never
-/// sees a response it must refuse.
-pub fn check_response(response: &Response) -> Result<(), DecodeError> {
+/// Whether `response` would decode once encoded, and if so the length of
+/// its encoding; see [`check_request`]. The server checks what it built
+/// before it sends it, so a client never sees a response it must refuse.
+pub fn check_response(response: &Response) -> Result<usize, DecodeError> {
     let mut measure = Measure::default();
     {
         let mut encoder = Encoder::new(&mut measure);

@@ -42,7 +42,7 @@ proptest! {
         let checked = check_request(&request);
         match decode_request(&bytes) {
             Ok(decoded) => {
-                prop_assert_eq!(checked, Ok(()));
+                prop_assert_eq!(checked, Ok(bytes.len()));
                 prop_assert_eq!(decoded, (request_id, request));
             }
             Err(error) => prop_assert_eq!(checked, Err(error)),
@@ -56,7 +56,7 @@ proptest! {
         let checked = check_response(&response);
         match decode_response(&bytes) {
             Ok(decoded) => {
-                prop_assert_eq!(checked, Ok(()));
+                prop_assert_eq!(checked, Ok(bytes.len()));
                 prop_assert_eq!(decoded, (request_id, response));
             }
             Err(error) => prop_assert_eq!(checked, Err(error)),
@@ -67,7 +67,7 @@ proptest! {
     fn requests_at_their_limits_round_trip(request_id in any::<u64>(), request in request(Sizes::Limits)) {
         let bytes = encoded_request(request_id, &request);
         if bytes.len() <= MAX_MESSAGE_BYTES {
-            prop_assert_eq!(check_request(&request), Ok(()));
+            prop_assert_eq!(check_request(&request), Ok(bytes.len()));
             prop_assert_eq!(decode_request(&bytes), Ok((request_id, request)));
         } else {
             let too_long = DecodeError::MessageTooLong { length: bytes.len(), limit: MAX_MESSAGE_BYTES };
@@ -80,7 +80,7 @@ proptest! {
     fn responses_at_their_limits_round_trip(request_id in any::<u64>(), response in response(Sizes::Limits)) {
         let bytes = encoded_response(request_id, &response);
         if bytes.len() <= MAX_MESSAGE_BYTES {
-            prop_assert_eq!(check_response(&response), Ok(()));
+            prop_assert_eq!(check_response(&response), Ok(bytes.len()));
             prop_assert_eq!(decode_response(&bytes), Ok((request_id, response)));
         } else {
             let too_long = DecodeError::MessageTooLong { length: bytes.len(), limit: MAX_MESSAGE_BYTES };

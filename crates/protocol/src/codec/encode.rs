@@ -35,14 +35,15 @@ pub(super) struct Measure {
 
 impl Measure {
     /// What the decoder would say: the message's length is checked first,
-    /// as the decoder does, then the first field that breaks a rule.
-    pub(super) fn result(self) -> Result<(), DecodeError> {
+    /// as the decoder does, then the first field that breaks a rule. The
+    /// length when none does.
+    pub(super) fn result(self) -> Result<usize, DecodeError> {
         if self.length > MAX_MESSAGE_BYTES {
             return Err(DecodeError::MessageTooLong { length: self.length, limit: MAX_MESSAGE_BYTES });
         }
         match self.first_refusal {
             Some(error) => Err(error),
-            None => Ok(()),
+            None => Ok(self.length),
         }
     }
 }
