@@ -19,6 +19,18 @@
 //! Encoding never fails; a message that breaks a limit encodes to bytes the
 //! peer refuses. [`check_request`] and [`check_response`] say beforehand
 //! whether a message would decode, with the error the decoder would give.
+//!
+//! ```
+//! use larder_protocol::codec::{check_request, decode_request, encode_request};
+//! use larder_protocol::message::Request;
+//!
+//! let request = Request::Lookup { parent: 1, name: b"notes.txt".to_vec() };
+//! let mut bytes = Vec::new();
+//! encode_request(42, &request, &mut bytes);
+//! assert_eq!(check_request(&request), Ok(bytes.len()));
+//! assert_eq!(decode_request(&bytes), Ok((42, request)));
+//! assert!(decode_request(&bytes[..bytes.len() - 1]).is_err());
+//! ```
 
 mod decode;
 mod encode;
