@@ -9,9 +9,10 @@
 //! that each side learns at once when the other is gone.
 //!
 //! This crate holds what both sides share and nothing of the engine:
-//! the message types ([`message`]) and their encoding. The wire formats
+//! the message types ([`message`]) and their encoding ([`codec`]). The wire formats
 //! are in `docs/format.md`, the design in `docs/server.md`.
 
+pub mod codec;
 pub mod message;
 
 /// Version of the protocol: the handshake refuses a peer with another.

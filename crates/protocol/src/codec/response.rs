@@ -1,0 +1,175 @@
+//! Response bodies: the fields after the header, per kind, in the order
+//! `docs/format.md` lists them.
+
+use super::decode::Reader;
+use super::encode::{Encoder, Sink};
+use super::error::DecodeError;
+use super::opcode::ResponseKind;
+use super::{MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TEXT_BYTES};
+use crate::message::{DirectoryEntry, FsStats, KeyHead, Response, ScanEntry};
+
+/// Smallest encoding of a directory entry: ino, kind, name length, next.
+const DIRECTORY_ENTRY_MIN_BYTES: usize = 8 + 1 + 4 + 8;
+
+/// Smallest encoding of a name: its length.
+const NAME_MIN_BYTES: usize = 4;
+
+/// Smallest encoding of a scan entry: key length, object, size.
+const SCAN_ENTRY_MIN_BYTES: usize = 4 + 8 + 8;
+
+pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
+    match response {
+        Response::Done => {}
+        Response::Pong { epoch } => e.u64(*epoch),
+        Response::Attributes(attributes) => e.attributes(attributes),
+        Response::Resolved { parent, name, attributes } => {
+            e.u64(*parent);
+            e.bytes("Resolved.name", MAX_NAME_BYTES, name);
+            e.option(attributes);
+            if let Some(attributes) = attributes {
+                e.attributes(attributes);
+            }
+        }
+        Response::Handle(handle) => e.u64(*handle),
+        Response::Opened { handle, size } => {
+            e.u64(*handle);
+            e.u64(*size);
+        }
+        Response::Created { attributes, handle } => {
+            e.attributes(attributes);
+            e.u64(*handle);
+        }
+        Response::Data(data) => e.bytes("Data", MAX_DATA_BYTES, data),
+        Response::Length(length) => e.u64(*length),
+        Response::Entries(entries) => {
+            e.count("Entries", MAX_LIST_ENTRIES, entries.len());
+            for entry in entries {
+                e.u64(entry.ino);
+                e.file_kind(entry.kind);
+                e.bytes("Entries.name", MAX_NAME_BYTES, &entry.name);
+                e.u64(entry.next);
+            }
+        }
+        Response::Names(names) => {
+            e.count("Names", MAX_LIST_ENTRIES, names.len());
+            for name in names {
+                e.bytes("Names.name", MAX_NAME_BYTES, name);
+            }
+        }
+        Response::FsStats(stats) => {
+            e.u32(stats.block_bytes);
+            e.u64(stats.blocks);
+            e.u64(stats.blocks_free);
+            e.u64(stats.blocks_available);
+            e.u64(stats.files);
+            e.u64(stats.files_free);
+            e.u32(stats.name_max);
+        }
+        Response::Value(value) => {
+            e.option(value);
+            if let Some(value) = value {
+                e.bytes("Value", MAX_DATA_BYTES, value);
+            }
+        }
+        Response::ValueInBuffer { length } => e.u64(*length),
+        Response::Head(head) => {
+            e.option(head);
+            if let Some(head) = head {
+                e.u64(head.object);
+                e.u64(head.size);
+            }
+        }
+        Response::Deleted(deleted) => e.bool(*deleted),
+        Response::ScanPage { entries, more } => {
+            e.count("ScanPage.entries", MAX_LIST_ENTRIES, entries.len());
+            for entry in entries {
+                e.bytes("ScanPage.entries.key", MAX_PATH_BYTES, &entry.key);
+                e.u64(entry.object);
+                e.u64(entry.size);
+            }
+            e.bool(*more);
+        }
+        Response::Text(text) => e.text("Text", MAX_TEXT_BYTES, text),
+        Response::Redirect { worker } => e.u32(*worker),
+        Response::Error { errno, message } => {
+            e.i32(*errno);
+            e.text("Error.message", MAX_TEXT_BYTES, message);
+        }
+    }
+}
+
+pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response, DecodeError> {
+    Ok(match kind {
+        ResponseKind::Done => Response::Done,
+        ResponseKind::Pong => Response::Pong { epoch: r.u64("Pong.epoch")? },
+        ResponseKind::Attributes => Response::Attributes(r.attributes()?),
+        ResponseKind::Resolved => {
+            let parent = r.u64("Resolved.parent")?;
+            let name = r.bytes("Resolved.name", MAX_NAME_BYTES)?;
+            let attributes = if r.option("Resolved.attributes")? { Some(r.attributes()?) } else { None };
+            Response::Resolved { parent, name, attributes }
+        }
+        ResponseKind::Handle => Response::Handle(r.u64("Handle")?),
+        ResponseKind::Opened => Response::Opened { handle: r.u64("Opened.handle")?, size: r.u64("Opened.size")? },
+        ResponseKind::Created => Response::Created { attributes: r.attributes()?, handle: r.u64("Created.handle")? },
+        ResponseKind::Data => Response::Data(r.bytes("Data", MAX_DATA_BYTES)?),
+        ResponseKind::Length => Response::Length(r.u64("Length")?),
+        ResponseKind::Entries => {
+            let count = r.count("Entries", MAX_LIST_ENTRIES, DIRECTORY_ENTRY_MIN_BYTES)?;
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                entries.push(DirectoryEntry {
+                    ino: r.u64("Entries.ino")?,
+                    kind: r.file_kind("Entries.kind")?,
+                    name: r.bytes("Entries.name", MAX_NAME_BYTES)?,
+                    next: r.u64("Entries.next")?,
+                });
+            }
+            Response::Entries(entries)
+        }
+        ResponseKind::Names => {
+            let count = r.count("Names", MAX_LIST_ENTRIES, NAME_MIN_BYTES)?;
+            let mut names = Vec::with_capacity(count);
+            for _ in 0..count {
+                names.push(r.bytes("Names.name", MAX_NAME_BYTES)?);
+            }
+            Response::Names(names)
+        }
+        ResponseKind::FsStats => Response::FsStats(FsStats {
+            block_bytes: r.u32("FsStats.block_bytes")?,
+            blocks: r.u64("FsStats.blocks")?,
+            blocks_free: r.u64("FsStats.blocks_free")?,
+            blocks_available: r.u64("FsStats.blocks_available")?,
+            files: r.u64("FsStats.files")?,
+            files_free: r.u64("FsStats.files_free")?,
+            name_max: r.u32("FsStats.name_max")?,
+        }),
+        ResponseKind::Value => {
+            Response::Value(if r.option("Value")? { Some(r.bytes("Value", MAX_DATA_BYTES)?) } else { None })
+        }
+        ResponseKind::ValueInBuffer => Response::ValueInBuffer { length: r.u64("ValueInBuffer.length")? },
+        ResponseKind::Head => Response::Head(if r.option("Head")? {
+            Some(KeyHead { object: r.u64("Head.object")?, size: r.u64("Head.size")? })
+        } else {
+            None
+        }),
+        ResponseKind::Deleted => Response::Deleted(r.bool("Deleted")?),
+        ResponseKind::ScanPage => {
+            let count = r.count("ScanPage.entries", MAX_LIST_ENTRIES, SCAN_ENTRY_MIN_BYTES)?;
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                entries.push(ScanEntry {
+                    key: r.bytes("ScanPage.entries.key", MAX_PATH_BYTES)?,
+                    object: r.u64("ScanPage.entries.object")?,
+                    size: r.u64("ScanPage.entries.size")?,
+                });
+            }
+            Response::ScanPage { entries, more: r.bool("ScanPage.more")? }
+        }
+        ResponseKind::Text => Response::Text(r.text("Text", MAX_TEXT_BYTES)?),
+        ResponseKind::Redirect => Response::Redirect { worker: r.u32("Redirect.worker")? },
+        ResponseKind::Error => {
+            Response::Error { errno: r.i32("Error.errno")?, message: r.text("Error.message", MAX_TEXT_BYTES)? }
+        }
+    })
+}

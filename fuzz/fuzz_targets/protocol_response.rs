@@ -1,0 +1,10 @@
+//! A server response message: arbitrary bytes must be accepted or refused,
+//! never panic; a response that decodes must re-encode to the same bytes
+//! and decode again to the same response.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = larder_protocol::codec::fuzzing::response(data);
+});
