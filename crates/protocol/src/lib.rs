@@ -16,6 +16,7 @@ pub mod credentials;
 pub mod doorbell;
 pub mod error;
 pub mod futex;
+pub mod fuzzing;
 pub mod handshake;
 pub mod layout;
 mod mapping;
