@@ -31,15 +31,18 @@ pub fn peer_credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
 /// SO_PEERGROUPS: the kernel answers ERANGE with the length it needs, so
 /// the buffer grows to that and the call is repeated (the peer's groups
 /// are fixed at connect, so this ends after one retry; the bound guards
-/// against a kernel that says otherwise).
+/// against a kernel that says otherwise). It starts empty: one extra call
+/// per connect, and the growing path runs on every connection with
+/// groups, not only on rare ones with many.
 fn peer_groups(stream: &UnixStream) -> io::Result<Vec<u32>> {
     const GROUP_BYTES: usize = size_of::<libc::gid_t>();
-    let mut groups: Vec<libc::gid_t> = vec![0; 32];
+    let mut groups: Vec<libc::gid_t> = Vec::new();
     for _ in 0..4 {
         let mut length = libc::socklen_t::try_from(groups.len() * GROUP_BYTES)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "SO_PEERGROUPS: too many groups"))?;
         // SAFETY: rustix has no wrapper for SO_PEERGROUPS. The buffer is
-        // a live, writable Vec of `length` bytes, the kernel writes at
+        // a live, writable Vec of `length` bytes (none while it is empty:
+        // its pointer is then dangling but never written), the kernel writes at
         // most `length` bytes into it and stores the length it used (or
         // needs) in `length`, a live socklen_t; the fd is borrowed from
         // `stream` and open for the whole call.
