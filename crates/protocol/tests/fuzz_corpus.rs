@@ -12,8 +12,8 @@ mod corpus_files;
 use larder_protocol::fuzzing::{self, FUZZ_LAYOUT, RING_INPUT_BYTES};
 use larder_protocol::handshake::{Frame, Hello, Refusal, Welcome};
 use larder_protocol::layout::{Layout, PAGE_BYTES, RING_CONTROL_BYTES};
-use larder_protocol::ring::PADDING_FLAG;
 use larder_protocol::region::Region;
+use larder_protocol::ring::PADDING_FLAG;
 use larder_protocol::PROTOCOL_VERSION;
 
 /// A request ring's control block and slots after a client sent
@@ -46,7 +46,12 @@ fn handshake_seeds() -> Vec<Vec<u8>> {
     let welcome = Welcome {
         epoch: 3,
         client_id: 99,
-        layout: Layout { workers: 4, request_ring_bytes: 65536, completion_ring_bytes: 65536, data_bytes: 256 * PAGE_BYTES },
+        layout: Layout {
+            workers: 4,
+            request_ring_bytes: 65536,
+            completion_ring_bytes: 65536,
+            data_bytes: 256 * PAGE_BYTES,
+        },
         primary_worker: 0,
         max_open_handles: 1024,
         max_in_flight: 128,
