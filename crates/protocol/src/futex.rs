@@ -3,7 +3,7 @@
 
 use std::io;
 use std::sync::atomic::AtomicU32;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 use rustix::thread::futex;
@@ -36,4 +36,22 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) -> io::Re
 /// Wakes every waiter on `word`.
 pub(crate) fn wake(word: &AtomicU32) -> io::Result<()> {
     futex::wake(word, futex::Flags::empty(), i32::MAX as u32).map(|_| ()).map_err(Into::into)
+}
+
+/// A point in time a whole operation must end by (a peer that sends one
+/// byte at a time does not restart the clock).
+#[derive(Clone, Copy)]
+pub(crate) struct Deadline(Instant);
+
+impl Deadline {
+    /// `timeout` from now; timeouts beyond a day count as a day.
+    pub(crate) fn after(timeout: Duration) -> Deadline {
+        Deadline(Instant::now() + timeout.min(Duration::from_secs(86_400)))
+    }
+
+    /// Time left, or `None` once passed.
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        let left = self.0.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
 }

@@ -22,6 +22,7 @@ use thiserror::Error;
 pub use crate::credentials::{peer_credentials, PeerCredentials};
 use crate::doorbell::Doorbell;
 use crate::error::TransportError;
+use crate::futex::Deadline;
 use crate::layout::{Layout, ENCODED_LAYOUT_BYTES};
 use crate::region::Region;
 use crate::PROTOCOL_VERSION;
@@ -336,14 +337,13 @@ fn send_frame(
 /// that came with it.
 fn receive_frame(stream: &UnixStream, timeout: Duration) -> Result<(Frame, Vec<OwnedFd>), HandshakeError> {
     let previous = stream.read_timeout().map_err(|e| io_error("read timeout", e))?;
-    stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).map_err(|e| io_error("read timeout", e))?;
-    let result = receive_frame_bytes(stream);
+    let result = receive_frame_bytes(stream, Deadline::after(timeout));
     stream.set_read_timeout(previous).map_err(|e| io_error("read timeout", e))?;
     let (bytes, descriptors) = result?;
     Ok((Frame::decode(&bytes)?, descriptors))
 }
 
-fn receive_frame_bytes(stream: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), HandshakeError> {
+fn receive_frame_bytes(stream: &UnixStream, deadline: Deadline) -> Result<(Vec<u8>, Vec<OwnedFd>), HandshakeError> {
     let mut bytes = vec![0u8; FRAME_HEADER_BYTES];
     let mut have = 0;
     let mut descriptors = Vec::new();
@@ -360,6 +360,8 @@ fn receive_frame_bytes(stream: &UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), H
                 Err(e) => return Err(e.into()),
             }
         }
+        let left = deadline.remaining().ok_or(HandshakeError::TimedOut)?;
+        stream.set_read_timeout(Some(left)).map_err(|e| io_error("read timeout", e))?;
         // Room for more descriptors than the welcome's two: extra ones
         // are received (and closed on drop) instead of silently dropped.
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(8))];

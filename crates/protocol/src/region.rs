@@ -16,7 +16,7 @@ use std::hint::spin_loop;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{RingKind, SendError, TransportError, Violation};
 use crate::futex::{self, Wake};
@@ -271,7 +271,7 @@ impl ClientRings<'_> {
     /// sleeps on the completion ring's futex word (sleeping flag set, ring
     /// checked once more) until woken or `timeout` passes. Call it in
     /// bounded waits, checking between them that the server's socket is
-    /// still open.
+    /// still open. Timeouts beyond a day count as a day.
     pub fn wait_for_completion(&self, spins: u32, timeout: Duration) -> io::Result<Wake> {
         for _ in 0..spins {
             if self.has_completion() {
@@ -279,7 +279,7 @@ impl ClientRings<'_> {
             }
             spin_loop();
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = futex::Deadline::after(timeout);
         let mut slept = false;
         let outcome = loop {
             let seen = self.completion.futex().load(Ordering::SeqCst);
@@ -287,11 +287,10 @@ impl ClientRings<'_> {
             if self.has_completion() {
                 break if slept { Wake::Woken } else { Wake::Ready };
             }
-            let now = Instant::now();
-            if now >= deadline {
+            let Some(left) = deadline.remaining() else {
                 break Wake::TimedOut;
-            }
-            if let Err(e) = futex::wait(self.completion.futex(), seen, deadline - now) {
+            };
+            if let Err(e) = futex::wait(self.completion.futex(), seen, left) {
                 self.completion.set_sleeping(false);
                 return Err(e);
             }

@@ -228,3 +228,33 @@ fn peer_credentials_are_the_kernels() {
     assert_eq!(groups, expected);
     assert_eq!(peer_credentials(&client).unwrap(), credentials);
 }
+
+#[test]
+fn a_peer_sending_a_byte_at_a_time_does_not_restart_the_clock() {
+    let (client, server) = UnixStream::pair().unwrap();
+    let hello = Frame::Hello(Hello { version: PROTOCOL_VERSION }).encode();
+    let writer = std::thread::spawn(move || {
+        for byte in hello {
+            if (&client).write_all(&[byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(40));
+        }
+    });
+    // The whole frame takes 800 ms to arrive; with a clock restarted per
+    // byte the hello would be read.
+    let started = Instant::now();
+    assert!(matches!(read_hello(&server, Duration::from_millis(200)), Err(HandshakeError::TimedOut)));
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    drop(server);
+    writer.join().unwrap();
+}
+
+#[test]
+fn regions_and_doorbells_are_shared_between_threads() {
+    fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Region>();
+    send_and_sync::<Doorbell>();
+    send_and_sync::<larder_protocol::region::ServerRings<'static>>();
+    send_and_sync::<larder_protocol::region::DataArea<'static>>();
+}
