@@ -60,6 +60,9 @@ pub enum Violation {
     /// A slice of the data area that does not lie inside it.
     #[error("data area slice at offset {offset}, {length} bytes, is outside the data area of {data_bytes} bytes")]
     DataSlice { offset: u64, length: u64, data_bytes: u64 },
+    /// Bytes named by offset outside the whole region (raw access).
+    #[error("{length} bytes at offset {offset} are outside the region of {region_bytes} bytes")]
+    OutsideRegion { offset: u64, length: u64, region_bytes: u64 },
 }
 
 /// Why a record was not sent.

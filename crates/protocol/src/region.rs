@@ -142,17 +142,25 @@ impl Region {
         self.map.len() == 0
     }
 
+    fn check_raw(&self, offset: u64, length: u64) -> Result<usize, Violation> {
+        check_slice(offset, length, self.len()).map_err(|_| Violation::OutsideRegion {
+            offset,
+            length,
+            region_bytes: self.len(),
+        })
+    }
+
     /// Writes any bytes anywhere in the region, as the peer can: for tests
     /// and fuzzing of a hostile peer, and for tools.
     pub fn write_bytes(&self, offset: u64, bytes: &[u8]) -> Result<(), Violation> {
-        let at = check_slice(offset, bytes.len() as u64, self.len())?;
+        let at = self.check_raw(offset, bytes.len() as u64)?;
         self.map.write(at, bytes);
         Ok(())
     }
 
     /// Copies any bytes of the region out (tests, tools).
     pub fn read_bytes(&self, offset: u64, out: &mut [u8]) -> Result<(), Violation> {
-        let at = check_slice(offset, out.len() as u64, self.len())?;
+        let at = self.check_raw(offset, out.len() as u64)?;
         self.map.read(at, out);
         Ok(())
     }

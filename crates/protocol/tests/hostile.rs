@@ -248,6 +248,12 @@ fn data_area_slices_outside_it_are_violations() {
         assert!(data.copy_in(offset, &vec![0u8; (length as usize).min(16)]).is_err() || length > 16);
     }
     assert_eq!(data.copy_out(bytes, 0), Ok(Vec::new()));
+    let whole = region.len();
+    assert_eq!(
+        region.write_bytes(whole - 1, b"xy"),
+        Err(Violation::OutsideRegion { offset: whole - 1, length: 2, region_bytes: whole })
+    );
+    assert!(region.read_bytes(u64::MAX, &mut [0u8; 1]).is_err());
     data.copy_in(bytes - 3, b"end").unwrap();
     assert_eq!(data.copy_out(bytes - 3, 3).unwrap(), b"end");
     // The server's copy is its own: the client rewriting its buffer
