@@ -131,7 +131,9 @@ impl<'a> Ring<'a> {
             at = 0;
         }
         self.write_header(at, length, crc32c::crc32c(record));
-        let payload = self.slots + (at + RECORD_HEADER_BYTES) as usize;
+        let payload = at + RECORD_HEADER_BYTES;
+        self.check_inside(payload, size - RECORD_HEADER_BYTES);
+        let payload = self.slots + payload as usize;
         self.map.write(payload, record);
         let tail_padding = (size - RECORD_HEADER_BYTES - length) as usize;
         self.map.zero(payload + record.len(), tail_padding);
@@ -141,7 +143,19 @@ impl<'a> Ring<'a> {
         Ok(true)
     }
 
+    /// The last line of defence behind the checks on the peer's values:
+    /// no access leaves the ring's slots, whatever the peer wrote (a
+    /// panic here is a bug the fuzz target `protocol_ring` looks for).
+    fn check_inside(&self, offset: u32, length: u32) {
+        assert!(
+            u64::from(offset) + u64::from(length) <= u64::from(self.bytes),
+            "{length} bytes at ring offset {offset} leave a ring of {}",
+            self.bytes
+        );
+    }
+
     fn write_header(&self, offset: u32, length: u32, crc: u32) {
+        self.check_inside(offset, RECORD_HEADER_BYTES);
         let at = self.slots + offset as usize;
         self.map.word32(at).store(length.to_le(), Ordering::Relaxed);
         self.map.word32(at + 4).store(crc.to_le(), Ordering::Relaxed);
@@ -168,6 +182,7 @@ impl<'a> Ring<'a> {
         // offset is 0, and a second one would need a whole ring of bytes.
         while published > 0 {
             let offset = tail & (self.bytes - 1);
+            self.check_inside(offset, RECORD_HEADER_BYTES);
             let at = self.slots + offset as usize;
             // The tail is 8-aligned and at least 8 bytes precede the end,
             // since the ring's size is a multiple of 8 and published >= 8.
@@ -207,6 +222,7 @@ impl<'a> Ring<'a> {
                     published,
                 });
             }
+            self.check_inside(offset + RECORD_HEADER_BYTES, length);
             out.resize(length as usize, 0);
             self.map.read(at + RECORD_HEADER_BYTES as usize, out);
             let actual = crc32c::crc32c(out);
