@@ -154,7 +154,9 @@ impl Frame {
         }
     }
 
-    /// The frame's bytes, stamped with this side's protocol version.
+    /// The frame's bytes, stamped with this side's protocol version (a
+    /// hello with its own). A refusal's message is cut to
+    /// [`MAX_MESSAGE_BYTES`] at a character boundary.
     pub fn encode(&self) -> Vec<u8> {
         let (kind, body) = match self {
             Frame::Hello(_) => (KIND_HELLO, Vec::new()),

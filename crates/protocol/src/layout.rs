@@ -8,9 +8,9 @@
 
 use crate::error::{LayoutError, RingKind};
 
-/// The page size the layout aligns to (the smallest Linux page; on
-/// larger-page kernels mmap still works, as every size here is a multiple
-/// of 4 KiB only where the protocol needs it).
+/// The alignment of the header, the data area and the region's size:
+/// 4 KiB, Linux's smallest page (a kernel with larger pages maps the
+/// region all the same; the data area is then only 4 KiB aligned).
 pub const PAGE_BYTES: u64 = 4096;
 /// Bytes of the header page at offset 0.
 pub const HEADER_BYTES: u64 = PAGE_BYTES;
