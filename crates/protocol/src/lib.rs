@@ -13,7 +13,17 @@
 //! are in `docs/format.md`, the design in `docs/server.md`.
 
 pub mod codec;
+pub mod credentials;
+pub mod doorbell;
+pub mod error;
+pub mod futex;
+pub mod fuzzing;
+pub mod handshake;
+pub mod layout;
+mod mapping;
 pub mod message;
+pub mod region;
+pub mod ring;
 
 /// Version of the protocol: the handshake refuses a peer with another.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,247 @@
+//! One single-producer single-consumer byte ring in shared memory
+//! (`docs/format.md`, "Server protocol").
+//!
+//! A record is `[u32 length][u32 crc32c of the payload]` then the payload,
+//! padded with zeros to a multiple of 8. A record that would cross the
+//! ring's end is preceded by a padding record (bit 31 of the length set)
+//! that runs exactly to the end. Positions are byte counters that wrap at
+//! 2^32; a ring's size is a power of two, so `position % size` is the
+//! offset. The producer writes records, then publishes its position with a
+//! release store; the consumer loads it with an acquire load, copies a
+//! record out, and publishes its own position the same way.
+//!
+//! Each side keeps its own position in private memory and never reads it
+//! back from the ring: the peer can overwrite the shared copy. The peer's
+//! position is loaded once per operation and checked before use.
+
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+
+use crate::error::{RingKind, SendError, Violation};
+use crate::layout::{RingPlacement, CONSUMER_POSITION_OFFSET, FUTEX_OFFSET, PRODUCER_POSITION_OFFSET, SLEEPING_OFFSET};
+use crate::mapping::Mapping;
+
+/// Bit 31 of a record's length word: a padding record.
+pub const PADDING_FLAG: u32 = 1 << 31;
+/// Bytes of a record's header (length, crc32c).
+pub const RECORD_HEADER_BYTES: u32 = 8;
+
+/// Bytes a record of `payload` bytes takes in a ring: header, payload,
+/// zero padding to 8.
+pub fn record_bytes(payload: u32) -> u32 {
+    RECORD_HEADER_BYTES + payload.next_multiple_of(8)
+}
+
+/// The largest payload a ring of `ring_bytes` carries: a quarter of it, so
+/// a record and the padding before it always fit an empty ring.
+pub fn max_record(ring_bytes: u32) -> u32 {
+    ring_bytes / 4
+}
+
+/// A ring's place in a mapping.
+#[derive(Clone, Copy)]
+pub(crate) struct Ring<'a> {
+    map: &'a Mapping,
+    control: usize,
+    slots: usize,
+    bytes: u32,
+    kind: RingKind,
+}
+
+impl<'a> Ring<'a> {
+    /// The ring at `placement`, which the layout put inside `map`.
+    pub(crate) fn new(map: &'a Mapping, placement: RingPlacement, kind: RingKind) -> Ring<'a> {
+        let end = placement.slots + u64::from(placement.bytes);
+        assert!(end <= map.len() as u64, "ring ends at {end}, mapping is {} bytes", map.len());
+        Ring { map, control: placement.control as usize, slots: placement.slots as usize, bytes: placement.bytes, kind }
+    }
+
+    fn word(&self, offset: u32) -> &'a AtomicU32 {
+        self.map.word32(self.control + offset as usize)
+    }
+
+    fn load(&self, offset: u32, order: Ordering) -> u32 {
+        u32::from_le(self.word(offset).load(order))
+    }
+
+    fn store(&self, offset: u32, value: u32, order: Ordering) {
+        self.word(offset).store(value.to_le(), order);
+    }
+
+    pub(crate) fn max_record(&self) -> u32 {
+        max_record(self.bytes)
+    }
+
+    /// Whether the producer has published bytes past `consumed`.
+    pub(crate) fn pending(&self, consumed: &AtomicU32) -> bool {
+        self.load(PRODUCER_POSITION_OFFSET, Ordering::Acquire) != consumed.load(Ordering::Relaxed)
+    }
+
+    /// Sets or clears the consumer's sleeping flag. Setting is followed by
+    /// a full fence, so a check of the ring after it cannot be ordered
+    /// before it (the producer fences between publishing and reading the
+    /// flag: one of the two sees the other).
+    pub(crate) fn set_sleeping(&self, sleeping: bool) {
+        self.store(SLEEPING_OFFSET, u32::from(sleeping), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether the consumer says it is asleep. Any nonzero value counts;
+    /// garbage only causes a spurious wake-up.
+    pub(crate) fn consumer_sleeping(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.load(SLEEPING_OFFSET, Ordering::SeqCst) != 0
+    }
+
+    /// The ring's futex word.
+    pub(crate) fn futex(&self) -> &'a AtomicU32 {
+        self.word(FUTEX_OFFSET)
+    }
+
+    /// Writes `record` and publishes it; `Ok(false)` if there is no room.
+    /// `produced` is this producer's private position.
+    pub(crate) fn produce(&self, produced: &AtomicU32, record: &[u8]) -> Result<bool, SendError> {
+        let max = self.max_record();
+        let length = match u32::try_from(record.len()) {
+            Ok(length) if length <= max => length,
+            _ => return Err(SendError::TooLarge { length: record.len(), max }),
+        };
+        let head = produced.load(Ordering::Relaxed);
+        let consumer = self.load(CONSUMER_POSITION_OFFSET, Ordering::Acquire);
+        let used = head.wrapping_sub(consumer);
+        if used > self.bytes || !used.is_multiple_of(8) {
+            return Err(Violation::ConsumerPosition {
+                ring: self.kind,
+                producer: head,
+                consumer,
+                distance: used,
+                ring_bytes: self.bytes,
+            }
+            .into());
+        }
+        let free = self.bytes - used;
+        let offset = head & (self.bytes - 1);
+        let size = record_bytes(length);
+        let padding = if offset + size > self.bytes { self.bytes - offset } else { 0 };
+        if padding + size > free {
+            return Ok(false);
+        }
+        let mut at = offset;
+        if padding > 0 {
+            self.write_header(at, PADDING_FLAG | (padding - RECORD_HEADER_BYTES), 0);
+            at = 0;
+        }
+        self.write_header(at, length, crc32c::crc32c(record));
+        let payload = at + RECORD_HEADER_BYTES;
+        self.check_inside(payload, size - RECORD_HEADER_BYTES);
+        let payload = self.slots + payload as usize;
+        self.map.write(payload, record);
+        let tail_padding = (size - RECORD_HEADER_BYTES - length) as usize;
+        self.map.zero(payload + record.len(), tail_padding);
+        let new_head = head.wrapping_add(padding + size);
+        produced.store(new_head, Ordering::Relaxed);
+        self.store(PRODUCER_POSITION_OFFSET, new_head, Ordering::Release);
+        Ok(true)
+    }
+
+    /// The last line of defence behind the checks on the peer's values:
+    /// no access leaves the ring's slots, whatever the peer wrote (a
+    /// panic here is a bug the fuzz target `protocol_ring` looks for).
+    fn check_inside(&self, offset: u32, length: u32) {
+        assert!(
+            u64::from(offset) + u64::from(length) <= u64::from(self.bytes),
+            "{length} bytes at ring offset {offset} leave a ring of {}",
+            self.bytes
+        );
+    }
+
+    fn write_header(&self, offset: u32, length: u32, crc: u32) {
+        self.check_inside(offset, RECORD_HEADER_BYTES);
+        let at = self.slots + offset as usize;
+        self.map.word32(at).store(length.to_le(), Ordering::Relaxed);
+        self.map.word32(at + 4).store(crc.to_le(), Ordering::Relaxed);
+    }
+
+    /// Copies the next record's payload into `out` and checks its crc32c;
+    /// `Ok(false)` if the ring is empty. `consumed` is this consumer's
+    /// private position.
+    pub(crate) fn consume(&self, consumed: &AtomicU32, out: &mut Vec<u8>) -> Result<bool, Violation> {
+        out.clear();
+        let mut tail = consumed.load(Ordering::Relaxed);
+        let producer = self.load(PRODUCER_POSITION_OFFSET, Ordering::Acquire);
+        let mut published = producer.wrapping_sub(tail);
+        if published > self.bytes || !published.is_multiple_of(8) {
+            return Err(Violation::ProducerPosition {
+                ring: self.kind,
+                producer,
+                consumer: tail,
+                distance: published,
+                ring_bytes: self.bytes,
+            });
+        }
+        // At most one padding record precedes a record: after it the
+        // offset is 0, and a second one would need a whole ring of bytes.
+        while published > 0 {
+            let offset = tail & (self.bytes - 1);
+            self.check_inside(offset, RECORD_HEADER_BYTES);
+            let at = self.slots + offset as usize;
+            // The tail is 8-aligned and at least 8 bytes precede the end,
+            // since the ring's size is a multiple of 8 and published >= 8.
+            let word = u32::from_le(self.map.word32(at).load(Ordering::Relaxed));
+            let expected_crc = u32::from_le(self.map.word32(at + 4).load(Ordering::Relaxed));
+            if word & PADDING_FLAG != 0 {
+                let length = word & !PADDING_FLAG;
+                let to_end = self.bytes - offset;
+                if u64::from(length) + u64::from(RECORD_HEADER_BYTES) != u64::from(to_end) {
+                    return Err(Violation::Padding { ring: self.kind, offset, length, ring_bytes: self.bytes });
+                }
+                if to_end > published {
+                    return Err(Violation::RecordBeyondPublished {
+                        ring: self.kind,
+                        offset,
+                        record_bytes: to_end,
+                        published,
+                    });
+                }
+                tail = tail.wrapping_add(to_end);
+                published -= to_end;
+                continue;
+            }
+            let length = word;
+            if length > self.max_record() {
+                return Err(Violation::RecordTooLarge { ring: self.kind, offset, length, max: self.max_record() });
+            }
+            let size = record_bytes(length);
+            if offset + size > self.bytes {
+                return Err(Violation::RecordCrossesEnd { ring: self.kind, offset, length, ring_bytes: self.bytes });
+            }
+            if size > published {
+                return Err(Violation::RecordBeyondPublished {
+                    ring: self.kind,
+                    offset,
+                    record_bytes: size,
+                    published,
+                });
+            }
+            self.check_inside(offset + RECORD_HEADER_BYTES, length);
+            out.resize(length as usize, 0);
+            self.map.read(at + RECORD_HEADER_BYTES as usize, out);
+            let actual = crc32c::crc32c(out);
+            if actual != expected_crc {
+                out.clear();
+                return Err(Violation::Checksum { ring: self.kind, offset, length, expected: expected_crc, actual });
+            }
+            self.advance(consumed, tail.wrapping_add(size));
+            return Ok(true);
+        }
+        // Only padding was published: take it, so the producer gets the
+        // room back; there is no record yet.
+        self.advance(consumed, tail);
+        Ok(false)
+    }
+
+    fn advance(&self, consumed: &AtomicU32, tail: u32) {
+        if consumed.swap(tail, Ordering::Relaxed) != tail {
+            self.store(CONSUMER_POSITION_OFFSET, tail, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! A handshake frame (hello, welcome, refusal): arbitrary bytes must be
+//! accepted or refused, never panic; an accepted frame re-encodes to itself.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = larder_protocol::fuzzing::handshake(data);
+});
