@@ -1,0 +1,243 @@
+//! One connection to a server: the socket, the region with its rings, the
+//! doorbell, and the round trip of a request.
+//!
+//! A call holds its worker's channel from sending the request to reading
+//! its completion, so each ring has at most one request of this client in
+//! flight; threads that share a client queue on the channel, and a program
+//! that wants requests in flight at once on one worker opens more clients.
+
+use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use larder_protocol::codec::{decode_response, encode_request};
+use larder_protocol::doorbell::Doorbell;
+use larder_protocol::error::SendError;
+use larder_protocol::futex::Wake;
+use larder_protocol::handshake::{client_handshake, Welcome};
+use larder_protocol::message::{Request, Response};
+use larder_protocol::region::Region;
+use parking_lot::Mutex;
+use rustix::net::RecvFlags;
+
+use crate::error::{ClientError, Result};
+
+/// How long one wait for a completion lasts before the client checks that
+/// the server is still there: a dead server is noticed within this.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// How long the handshake may take before the client gives up.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Times a waiting client checks its ring before it sleeps on the futex:
+/// about the server's time for a small request.
+const SPINS: u32 = 2_000;
+
+/// Most redirects one request follows (a file migrating while the request
+/// travels may redirect it more than once).
+const MAX_REDIRECTS: usize = 8;
+
+/// Scratch buffers of one worker's ring pair.
+struct Channel {
+    record: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+/// A live connection to a server.
+pub(crate) struct Connection {
+    socket: PathBuf,
+    stream: UnixStream,
+    region: Region,
+    doorbell: Doorbell,
+    welcome: Welcome,
+    channels: Vec<Mutex<Channel>>,
+    /// Which worker owns the file behind a handle, as redirects said.
+    handle_workers: Mutex<HashMap<u64, u32>>,
+    next_id: AtomicU64,
+    gone: AtomicBool,
+}
+
+impl Connection {
+    /// Connects to the server listening at `socket`.
+    pub(crate) fn connect(socket: &Path) -> Result<Connection> {
+        let stream = UnixStream::connect(socket)
+            .map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
+        let connected = client_handshake(&stream, HANDSHAKE_TIMEOUT)
+            .map_err(|source| ClientError::Handshake { path: socket.to_path_buf(), source })?;
+        let workers = connected.welcome.layout.workers as usize;
+        let channels = (0..workers).map(|_| Mutex::new(Channel { record: Vec::new(), reply: Vec::new() })).collect();
+        Ok(Connection {
+            socket: socket.to_path_buf(),
+            stream,
+            region: connected.region,
+            doorbell: connected.doorbell,
+            welcome: connected.welcome,
+            channels,
+            handle_workers: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            gone: AtomicBool::new(false),
+        })
+    }
+
+    /// The server's welcome: epoch, layout, limits.
+    pub(crate) fn welcome(&self) -> &Welcome {
+        &self.welcome
+    }
+
+    /// The socket this connection went to.
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Most bytes of data one request carries inline: what fits a record
+    /// of the request ring with room for the message's other fields.
+    pub(crate) fn inline_request_bytes(&self) -> usize {
+        inline_limit(self.welcome.layout.request_ring_bytes)
+    }
+
+    /// Most bytes of data one response carries inline.
+    pub(crate) fn inline_response_bytes(&self) -> usize {
+        inline_limit(self.welcome.layout.completion_ring_bytes)
+    }
+
+    /// The region, for the data area.
+    pub(crate) fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Sends `request` and returns the server's answer, following
+    /// redirects. An error answer is returned as `Err(ClientError::Server)`.
+    pub(crate) fn call(&self, request: &Request) -> Result<Response> {
+        let handle = handle_of(request);
+        let mut worker = match handle {
+            Some(h) => self.handle_workers.lock().get(&h).copied().unwrap_or(self.welcome.primary_worker),
+            None => self.welcome.primary_worker,
+        };
+        for _ in 0..MAX_REDIRECTS {
+            match self.round_trip(worker, request)? {
+                Response::Redirect { worker: to } => {
+                    if to as usize >= self.channels.len() {
+                        return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
+                    }
+                    worker = to;
+                    if let Some(h) = handle {
+                        self.handle_workers.lock().insert(h, to);
+                    }
+                }
+                Response::Error { errno, message } => return Err(ClientError::Server { errno, message }),
+                other => return Ok(other),
+            }
+        }
+        Err(ClientError::Protocol(format!("more than {MAX_REDIRECTS} redirects for one request")))
+    }
+
+    /// Forgets where a closed handle's file lived.
+    pub(crate) fn forget_handle(&self, handle: u64) {
+        self.handle_workers.lock().remove(&handle);
+    }
+
+    fn round_trip(&self, worker: u32, request: &Request) -> Result<Response> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(ClientError::ServerGone);
+        }
+        let channel = self
+            .channels
+            .get(worker as usize)
+            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
+        let mut channel = channel.lock();
+        let Channel { record, reply } = &mut *channel;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        record.clear();
+        encode_request(id, request, record);
+        let rings = self.region.client_rings(worker).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        loop {
+            match rings.send(record) {
+                Ok(true) => break,
+                // Full: the server has not taken earlier requests yet
+                // (of calls abandoned when the server looked gone).
+                Ok(false) => {
+                    self.ring_doorbell(worker);
+                    std::thread::yield_now();
+                    self.check_alive()?;
+                }
+                Err(SendError::TooLarge { length, max }) => {
+                    return Err(ClientError::Invalid(format!(
+                        "a request of {length} bytes; the ring takes at most {max} (use a buffer for bulk data)"
+                    )))
+                }
+                Err(SendError::Violation(v)) => return Err(ClientError::Protocol(v.to_string())),
+            }
+        }
+        if rings.server_sleeping() {
+            self.ring_doorbell(worker);
+        }
+        loop {
+            if rings.receive(reply).map_err(|e| ClientError::Protocol(e.to_string()))? {
+                let (reply_id, response) =
+                    decode_response(reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
+                if reply_id == id {
+                    return Ok(response);
+                }
+                // A completion of an earlier call abandoned when its
+                // thread saw the server gone: nobody waits for it.
+                continue;
+            }
+            match rings.wait_for_completion(SPINS, WAIT_SLICE) {
+                Ok(Wake::TimedOut) | Err(_) => self.check_alive()?,
+                Ok(Wake::Ready | Wake::Woken) => {}
+            }
+        }
+    }
+
+    fn ring_doorbell(&self, worker: u32) {
+        // The worker index was checked against the layout, which the
+        // doorbell was sized for; a failed wake-up only delays the worker
+        // until its timed sleep ends.
+        let _ = self.doorbell.ring(worker);
+    }
+
+    /// Fails with `ServerGone` once the server's end of the socket is closed.
+    fn check_alive(&self) -> Result<()> {
+        let mut byte = [0u8; 1];
+        match rustix::net::recv(&self.stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((0, _)) => {
+                self.gone.store(true, Ordering::Relaxed);
+                Err(ClientError::ServerGone)
+            }
+            Ok(_) => Ok(()),
+            Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::INTR => Ok(()),
+            Err(_) => {
+                self.gone.store(true, Ordering::Relaxed);
+                Err(ClientError::ServerGone)
+            }
+        }
+    }
+}
+
+/// Room left in a ring's largest record for a message's data after its
+/// header and other fields (a name or key, offsets).
+const FIELD_ROOM: usize = 16 << 10;
+
+/// Data bytes that fit a message in a ring of `ring_bytes`.
+fn inline_limit(ring_bytes: u32) -> usize {
+    let record = larder_protocol::ring::max_record(ring_bytes) as usize;
+    record.saturating_sub(FIELD_ROOM).clamp(4096, larder_protocol::codec::MAX_DATA_BYTES)
+}
+
+/// The handle a request works on, if it is handle-based (it goes to the
+/// worker that owns the handle's file).
+fn handle_of(request: &Request) -> Option<u64> {
+    match request {
+        Request::Read { handle, .. }
+        | Request::ReadBuffer { handle, .. }
+        | Request::Write { handle, .. }
+        | Request::Fsync { handle }
+        | Request::Fallocate { handle, .. }
+        | Request::Release { handle }
+        | Request::KvWriterFinish { handle } => Some(*handle),
+        Request::SetAttributes { handle, .. } => *handle,
+        _ => None,
+    }
+}

@@ -1,0 +1,317 @@
+//! Open files, shaped like `std::fs::File` and `std::fs::OpenOptions`.
+
+use std::io;
+use std::path::Path;
+
+use larder_protocol::message::{Payload, Request, Response, SetAttributes};
+
+use crate::buffers::Buffer;
+use crate::error::{ClientError, Result};
+use crate::kv::INLINE_VALUE_BYTES;
+use crate::paths::Metadata;
+use crate::{unexpected, Client};
+
+/// How to open a file, as `std::fs::OpenOptions`.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    append: bool,
+    truncate: bool,
+    create: bool,
+    create_new: bool,
+    mode: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions::new()
+    }
+}
+
+impl OpenOptions {
+    /// Nothing set (mode 0o644 for a created file).
+    pub fn new() -> OpenOptions {
+        OpenOptions {
+            read: false,
+            write: false,
+            append: false,
+            truncate: false,
+            create: false,
+            create_new: false,
+            mode: 0o644,
+        }
+    }
+
+    /// Open for reading.
+    pub fn read(&mut self, on: bool) -> &mut Self {
+        self.read = on;
+        self
+    }
+
+    /// Open for writing.
+    pub fn write(&mut self, on: bool) -> &mut Self {
+        self.write = on;
+        self
+    }
+
+    /// Every write goes to the end (O_APPEND); implies writing.
+    pub fn append(&mut self, on: bool) -> &mut Self {
+        self.append = on;
+        self
+    }
+
+    /// Cut the file to 0 bytes at open (O_TRUNC).
+    pub fn truncate(&mut self, on: bool) -> &mut Self {
+        self.truncate = on;
+        self
+    }
+
+    /// Create the file if it does not exist (O_CREAT).
+    pub fn create(&mut self, on: bool) -> &mut Self {
+        self.create = on;
+        self
+    }
+
+    /// Create the file; fail with EEXIST if it exists (O_CREAT | O_EXCL).
+    pub fn create_new(&mut self, on: bool) -> &mut Self {
+        self.create_new = on;
+        self
+    }
+
+    /// Permission bits of a created file (before the server applies
+    /// nothing like a umask: the bits are used as given).
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The `open(2)` flags these options stand for.
+    fn flags(&self) -> i32 {
+        let writes = self.write || self.append;
+        let mut flags = match (self.read, writes) {
+            (true, true) => libc::O_RDWR,
+            (false, true) => libc::O_WRONLY,
+            _ => libc::O_RDONLY,
+        };
+        if self.append {
+            flags |= libc::O_APPEND;
+        }
+        if self.truncate {
+            flags |= libc::O_TRUNC;
+        }
+        if self.create || self.create_new {
+            flags |= libc::O_CREAT;
+        }
+        if self.create_new {
+            flags |= libc::O_EXCL;
+        }
+        flags
+    }
+
+    /// Opens `path` through `client` with these options.
+    pub fn open(&self, client: &Client, path: impl AsRef<Path>) -> Result<File> {
+        client.open_with(path.as_ref(), self)
+    }
+}
+
+impl Client {
+    /// Opens an existing file for reading.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<File> {
+        self.open_with(path.as_ref(), OpenOptions::new().read(true))
+    }
+
+    /// Creates (or truncates) a file and opens it for writing.
+    pub fn create(&self, path: impl AsRef<Path>) -> Result<File> {
+        self.open_with(path.as_ref(), OpenOptions::new().write(true).create(true).truncate(true))
+    }
+
+    fn open_with(&self, path: &Path, options: &OpenOptions) -> Result<File> {
+        if options.truncate && !(options.write || options.append) {
+            return Err(ClientError::Invalid("truncate needs write access".into()));
+        }
+        let flags = options.flags();
+        let resolved = self.resolve(path, true)?;
+        let (handle, ino) = match resolved.attributes {
+            Some(_) if options.create_new => {
+                return Err(ClientError::Server { errno: libc::EEXIST, message: format!("{} exists", path.display()) })
+            }
+            Some(attributes) => match self.connection.call(&Request::Open { ino: attributes.ino, flags })? {
+                Response::Handle(handle) => (handle, attributes.ino),
+                other => return Err(unexpected("open", &other)),
+            },
+            None if options.create || options.create_new => {
+                let request =
+                    Request::Create { parent: resolved.parent, name: resolved.name, mode: options.mode, flags };
+                match self.connection.call(&request)? {
+                    Response::Created { attributes, handle } => (handle, attributes.ino),
+                    other => return Err(unexpected("create", &other)),
+                }
+            }
+            None => {
+                return Err(ClientError::Server {
+                    errno: libc::ENOENT,
+                    message: format!("{}: no such file or directory", path.display()),
+                })
+            }
+        };
+        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append })
+    }
+
+    /// A whole file's bytes.
+    pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let mut file = self.open(path)?;
+        let mut out = Vec::new();
+        io::Read::read_to_end(&mut file, &mut out).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        Ok(out)
+    }
+
+    /// Writes `data` as a file's whole content, creating it if needed.
+    pub fn write(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        let file = self.create(path)?;
+        let mut offset = 0;
+        while offset < data.len() {
+            offset += file.write_at(&data[offset..], offset as u64)?;
+        }
+        Ok(())
+    }
+}
+
+/// An open file on the server. Reads and writes through `io::Read`,
+/// `io::Write` and `io::Seek` move a position kept in the client; closed
+/// when dropped.
+pub struct File {
+    client: Client,
+    handle: u64,
+    ino: u64,
+    position: u64,
+    append: bool,
+}
+
+impl File {
+    /// Its inode number.
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// Reads up to `out.len()` bytes at `offset`; 0 at the end.
+    pub fn read_at(&self, out: &mut [u8], offset: u64) -> Result<usize> {
+        let length = out.len().min(self.client.connection.inline_response_bytes()) as u32;
+        match self.client.connection.call(&Request::Read { handle: self.handle, offset, length })? {
+            Response::Data(bytes) => {
+                let n = bytes.len().min(out.len());
+                out[..n].copy_from_slice(&bytes[..n]);
+                Ok(n)
+            }
+            other => Err(unexpected("read", &other)),
+        }
+    }
+
+    /// Writes `data` at `offset` (at the end, for a file opened to
+    /// append); returns the bytes written.
+    pub fn write_at(&self, data: &[u8], offset: u64) -> Result<usize> {
+        if data.len() > INLINE_VALUE_BYTES {
+            if let Ok(mut buffer) = self.client.alloc_buffer(data.len()) {
+                buffer.as_mut_slice().copy_from_slice(data);
+                return self.write_buffer(&buffer, offset);
+            }
+        }
+        let n = data.len().min(self.client.connection.inline_request_bytes());
+        let request = Request::Write { handle: self.handle, offset, data: Payload::Inline(data[..n].to_vec()) };
+        self.written(request)
+    }
+
+    /// Writes the bytes of `buffer` at `offset`: the zero-copy write.
+    pub fn write_buffer(&self, buffer: &Buffer, offset: u64) -> Result<usize> {
+        self.written(Request::Write { handle: self.handle, offset, data: Payload::Buffer(buffer.slice()) })
+    }
+
+    /// Reads into `buffer` from `offset`: the zero-copy read. Returns the
+    /// bytes read (fewer at the end of the file).
+    pub fn read_buffer(&self, buffer: &mut Buffer, offset: u64) -> Result<usize> {
+        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.slice() };
+        match self.client.connection.call(&request)? {
+            Response::Length(n) => Ok(n as usize),
+            other => Err(unexpected("read_buffer", &other)),
+        }
+    }
+
+    fn written(&self, request: Request) -> Result<usize> {
+        match self.client.connection.call(&request)? {
+            Response::Length(n) => Ok(n as usize),
+            other => Err(unexpected("write", &other)),
+        }
+    }
+
+    /// Makes the file's changes, and every earlier change, durable.
+    pub fn sync_all(&self) -> Result<()> {
+        self.client.done("fsync", Request::Fsync { handle: self.handle })
+    }
+
+    /// The file's metadata.
+    pub fn metadata(&self) -> Result<Metadata> {
+        let attributes = self.client.attributes("getattr", Request::GetAttributes { ino: self.ino })?;
+        Ok(Metadata { attributes })
+    }
+
+    /// Cuts or extends the file to `size` bytes.
+    pub fn set_len(&self, size: u64) -> Result<()> {
+        let set = SetAttributes { size: Some(size), ..SetAttributes::default() };
+        self.client.attributes("setattr", Request::SetAttributes { ino: self.ino, set, handle: Some(self.handle) })?;
+        Ok(())
+    }
+}
+
+impl io::Read for File {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = self.read_at(out, self.position)?;
+        self.position += n as u64;
+        Ok(n)
+    }
+}
+
+impl io::Write for File {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = self.write_at(data, self.position)?;
+        if self.append {
+            self.position = self.metadata()?.len();
+        } else {
+            self.position += n as u64;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl io::Seek for File {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        let base = match to {
+            io::SeekFrom::Start(n) => {
+                self.position = n;
+                return Ok(n);
+            }
+            io::SeekFrom::Current(_) => self.position,
+            io::SeekFrom::End(_) => self.metadata()?.len(),
+        };
+        let delta = match to {
+            io::SeekFrom::Current(d) | io::SeekFrom::End(d) => d,
+            io::SeekFrom::Start(_) => 0,
+        };
+        match base.checked_add_signed(delta) {
+            Some(p) => {
+                self.position = p;
+                Ok(p)
+            }
+            None => Err(io::Error::new(io::ErrorKind::InvalidInput, "seek to a negative or overflowing offset")),
+        }
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let _ = self.client.release(self.handle);
+    }
+}

@@ -1,0 +1,108 @@
+//! Larder's client: a program's way into a store that `larder serve`
+//! serves, shared live with other processes and with the server's FUSE
+//! mount.
+//!
+//! [`Client::connect`] finds the server from the store's directory (its
+//! socket is `STORE/larder.sock`). The client offers the KV API
+//! ([`Client::put`], [`Client::get`], [`Client::scan`]...) and a file API
+//! shaped like `std::fs` ([`Client::open`], [`File`], [`Client::read_dir`]...),
+//! plus zero-copy buffers ([`Client::alloc_buffer`], [`File::write_buffer`],
+//! [`File::read_buffer`]) that the server reads and fills in place.
+//!
+//! The server checks every request against the credentials the kernel gave
+//! it for this process (SO_PEERCRED), with the rules of a local file
+//! system, so an operation through a client fails with the errno ext4 would
+//! give this user. If the server dies, calls fail with
+//! [`ClientError::ServerGone`] within a fraction of a second.
+//!
+//! ```no_run
+//! use larder_client::{Client, Durability};
+//! let client = Client::connect(std::path::Path::new("/srv/store"))?;
+//! client.create_bucket("photos").or_else(|e| if e.errno() == libc::EEXIST { Ok(()) } else { Err(e) })?;
+//! client.put("photos", "2024/a.jpg", b"...", Durability::Durable)?;
+//! assert_eq!(client.get("photos", "2024/a.jpg")?.as_deref(), Some(&b"..."[..]));
+//! # Ok::<(), larder_client::ClientError>(())
+//! ```
+
+mod buffers;
+mod connection;
+mod error;
+mod files;
+mod kv;
+mod paths;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use buffers::Buffer;
+pub use error::{ClientError, Result};
+pub use files::{File, OpenOptions};
+pub use kv::{KvReader, KvWriter, Scan};
+pub use larder_protocol::message::{
+    Attributes, DirectoryEntry, Durability, FileKind, FsStats, KeyHead, KvOperation, ScanEntry, Timestamp,
+};
+pub use paths::{DirEntries, Metadata};
+
+use connection::Connection;
+
+/// A connection to a Larder server. Cheap to clone (clones share the
+/// connection); usable from many threads.
+#[derive(Clone)]
+pub struct Client {
+    connection: Arc<Connection>,
+    buffers: Arc<buffers::Allocator>,
+}
+
+impl Client {
+    /// Connects to the server serving the store in `store` (its socket is
+    /// `store/larder.sock`).
+    pub fn connect(store: &Path) -> Result<Client> {
+        Client::connect_socket(&socket_of(store))
+    }
+
+    /// Connects to the server listening at `socket`.
+    pub fn connect_socket(socket: &Path) -> Result<Client> {
+        let connection = Connection::connect(socket)?;
+        let area = connection.welcome().layout.data_bytes;
+        Ok(Client { connection: Arc::new(connection), buffers: Arc::new(buffers::Allocator::new(area)) })
+    }
+
+    /// The server's epoch: it changes every time a server starts, so a
+    /// client that reconnects can tell its leases and handles are void.
+    pub fn epoch(&self) -> u64 {
+        self.connection.welcome().epoch
+    }
+
+    /// A round trip that does nothing; returns the server's epoch.
+    pub fn ping(&self) -> Result<u64> {
+        match self.connection.call(&larder_protocol::message::Request::Ping)? {
+            larder_protocol::message::Response::Pong { epoch } => Ok(epoch),
+            other => Err(unexpected("ping", &other)),
+        }
+    }
+
+    /// The store's counters, as `larder stats` prints them.
+    pub fn stats(&self) -> Result<String> {
+        match self.connection.call(&larder_protocol::message::Request::Stats)? {
+            larder_protocol::message::Response::Text(text) => Ok(text),
+            other => Err(unexpected("stats", &other)),
+        }
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        self.connection.socket()
+    }
+}
+
+/// Where a store's server listens: `store/larder.sock`.
+pub fn socket_of(store: &Path) -> PathBuf {
+    store.join(larder_protocol::SOCKET_NAME)
+}
+
+/// The error for an answer of the wrong kind.
+pub(crate) fn unexpected(request: &'static str, response: &larder_protocol::message::Response) -> ClientError {
+    let mut shown = format!("{response:?}");
+    shown.truncate(200);
+    ClientError::Unexpected { request, response: shown }
+}
