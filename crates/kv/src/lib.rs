@@ -32,6 +32,7 @@ pub use bulk::KvCreated;
 pub use error::{KvError, Result};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};
+pub use ops::Head;
 pub use scan::{Scan, ScanEntry};
 pub use stream::{KvReader, KvWriter};
 
