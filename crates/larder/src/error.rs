@@ -22,10 +22,17 @@ pub enum Error {
     /// that stopped at its first failure, no store where one was expected.
     #[error(transparent)]
     Store(#[from] ObjectError),
-    /// The io layer failed outside any store call (reading a file system's
-    /// free space before creating a store).
+    /// The storage layer failed outside any store call (reading a file
+    /// system's free space before creating a store).
     #[error(transparent)]
-    Io(#[from] IoError),
+    Storage(#[from] IoError),
+    /// A `std::io` call failed: reading or writing a value in pieces
+    /// ([`KvReader`](larder_kv::KvReader) and
+    /// [`KvWriter`](larder_kv::KvWriter) are `std::io::Read` and `Write`,
+    /// whose errors wrap the KV error, which [`Error::kind`] looks
+    /// into), or the program's own files.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     /// A call of the key-value API failed.
     #[cfg(feature = "kv")]
     #[error(transparent)]
@@ -87,7 +94,8 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Store(e) => object_kind(e),
-            Error::Io(e) => io_kind(e),
+            Error::Storage(e) => io_kind(e),
+            Error::Io(e) => std_io_kind(e),
             #[cfg(feature = "kv")]
             Error::Kv(e) => kv_kind(e),
             #[cfg(feature = "fs")]
@@ -128,6 +136,24 @@ impl Error {
     /// same call may succeed once space is freed (deletes still work).
     pub fn is_no_space(&self) -> bool {
         self.kind() == ErrorKind::NoSpace
+    }
+}
+
+fn std_io_kind(e: &std::io::Error) -> ErrorKind {
+    #[cfg(feature = "kv")]
+    if let Some(kv) = e.get_ref().and_then(|inner| inner.downcast_ref::<larder_kv::KvError>()) {
+        return kv_kind(kv);
+    }
+    if let Some(object) = e.get_ref().and_then(|inner| inner.downcast_ref::<ObjectError>()) {
+        return object_kind(object);
+    }
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+        std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => ErrorKind::InvalidInput,
+        std::io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => ErrorKind::NoSpace,
+        _ => ErrorKind::Io,
     }
 }
 
