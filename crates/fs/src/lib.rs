@@ -16,6 +16,7 @@
 //! Open-file lifetimes: an object unlinked while a handle is open keeps
 //! an orphan record and its data until the last handle is released; after
 //! a crash the next open of the store frees it.
+#![deny(missing_docs)]
 
 mod attr;
 mod bulk;

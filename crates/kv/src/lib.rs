@@ -13,6 +13,7 @@
 //! and everything before it is on disk; `Buffered` returns at once and is
 //! durable within the log's buffered interval (a crash loses at most a
 //! suffix of buffered changes).
+#![deny(missing_docs)]
 
 mod batch;
 mod bucket;

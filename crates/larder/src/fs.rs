@@ -1,6 +1,6 @@
 //! The POSIX file system API ([`larder_fs`]), embedded in the calling
 //! process, reached through [`Store::fs`](crate::Store::fs); the `fuse`
-//! feature mounts it for other processes ([`crate::fuse`]).
+//! feature mounts it for other processes (`larder::fuse`).
 //!
 //! Calls are made on inode numbers as the kernel makes them
 //! ([`Fs::root`] is the root directory), each with the caller's
