@@ -2,4 +2,4 @@
 //! system, or a simulated one that crashes and injects faults on demand,
 //! for testing a program's recovery ([`crate::Store::open_with`]).
 
-pub use larder_io::{IoError, RealStorage, SimStorage, Storage, StorageRef};
+pub use larder_io::{sim, IoError, RealStorage, SimStorage, Storage, StorageRef};
