@@ -21,3 +21,11 @@ done
 cargo nextest run --workspace --locked --no-fail-fast
 # Doc tests are not run by nextest.
 cargo test --workspace --doc --locked
+# The public crates' API docs build without a warning (broken or private
+# links, missing docs: the crates deny missing_docs).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --all-features \
+    -p larder -p larder-io -p larder-index -p larder-log -p larder-space -p larder-object \
+    -p larder-namespace -p larder-kv -p larder-fs -p larder-fuse -p larder-fsck
+# The README's examples, copied into a new cargo project outside the
+# workspace with one dependency on crates/larder, build and run.
+./scripts/readme-new-project.sh

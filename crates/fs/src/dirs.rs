@@ -47,7 +47,33 @@ impl Fs {
         Ok(self.handles.add_dir(Listing { ino, parent, snapshot, cursor: None }))
     }
 
-    /// Up to `max` entries of open directory `dh` from `offset`.
+    /// Up to `max` entries of open directory `dh` from `offset`: `.` at
+    /// offset 0, `..` at 1, then the names in byte order; pass the last
+    /// entry's [`DirEntry::next`] to continue, and an empty result means
+    /// the end. EBADF for a handle [`Fs::opendir`] did not return.
+    ///
+    /// ```
+    /// use larder_fs::{Cred, Fs, FsOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fs = Fs::create(tmp.path(), FsOptions::default())?;
+    /// let cred = Cred::root();
+    /// fs.mkdir(&cred, fs.root(), b"src", 0o755)?;
+    /// fs.symlink(&cred, fs.root(), b"latest", b"src")?;
+    /// let dh = fs.opendir(&cred, fs.root())?;
+    /// let mut names = Vec::new();
+    /// let mut offset = 0;
+    /// loop {
+    ///     let entries = fs.readdir(dh, offset, 2)?;
+    ///     let Some(last) = entries.last() else { break };
+    ///     offset = last.next;
+    ///     names.extend(entries.into_iter().map(|e| e.name));
+    /// }
+    /// fs.releasedir(dh)?;
+    /// assert_eq!(names, [&b"."[..], b"..", b"latest", b"src"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn readdir(&self, dh: u64, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
         let listing =
             self.handles.dir(dh).ok_or_else(|| FsError::posix(libc::EBADF, format!("directory handle {dh}")))?;

@@ -48,7 +48,11 @@ impl Fs {
 
     /// Creates regular file `name` in `parent` with `mode` and opens it
     /// with `flags`; with O_EXCL an existing name is EEXIST, without it the
-    /// existing object is opened (as `open(O_CREAT)` does).
+    /// existing object is opened (as `open(O_CREAT)` does). Needs write and
+    /// search permission on `parent` (else EACCES). Returns the new file's
+    /// attributes and the handle, to [`Fs::release`] when done. Buffered:
+    /// durable at the next fsync or [`Fs::sync`]. See [`Fs::create`] for
+    /// an example.
     pub fn create_file(&self, cred: &Cred, parent: u64, name: &[u8], mode: u32, flags: i32) -> Result<(Attr, u64)> {
         let (read, write) = access_mode(flags)?;
         let n = new_name(name)?;
@@ -104,7 +108,10 @@ impl Fs {
         Ok(())
     }
 
-    /// Reads up to `len` bytes at `offset` through handle `fh`.
+    /// Reads up to `len` bytes at `offset` through handle `fh` (fewer at
+    /// the end of the file). Every block read is checked against its
+    /// checksum: a mismatch is EIO, never wrong bytes. EBADF for a handle
+    /// not open for reading.
     pub fn read(&self, fh: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len.min(MAX_IO_BYTES)];
         let n = self.read_into(fh, offset, &mut buf)?;
@@ -126,7 +133,12 @@ impl Fs {
 
     /// Writes `data` at `offset` (at the end with O_APPEND) through handle
     /// `fh`; returns the bytes written. Drops setuid and setgid bits as
-    /// Linux does for unprivileged writers.
+    /// Linux does for unprivileged writers. Visible at once, durable at the
+    /// next [`Fs::fsync`] (or within the log's buffered interval); a crash
+    /// before then leaves the file as it was before the write or after it.
+    /// EBADF for a handle not open for writing, ENOSPC when the store or
+    /// the file system below is full, EFBIG past the largest file size.
+    /// See [`Fs::create`] for an example.
     pub fn write(&self, cred: &Cred, fh: u64, offset: u64, data: &[u8]) -> Result<usize> {
         let h = self.file_handle(fh)?;
         if !h.write {
@@ -152,7 +164,8 @@ impl Fs {
     }
 
     /// Makes the file behind `fh` durable with its name and every earlier
-    /// change (the log is prefix-closed, so this is one sync of it).
+    /// change (the log is prefix-closed, so this is one sync of it):
+    /// durable when it returns.
     pub fn fsync(&self, fh: u64) -> Result<()> {
         self.file_handle(fh)?;
         self.sync()

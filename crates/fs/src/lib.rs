@@ -16,6 +16,7 @@
 //! Open-file lifetimes: an object unlinked while a handle is open keeps
 //! an orphan record and its data until the last handle is released; after
 //! a crash the next open of the store frees it.
+#![deny(missing_docs)]
 
 mod attr;
 mod bulk;
@@ -99,13 +100,42 @@ impl std::fmt::Debug for Fs {
 }
 
 impl Fs {
-    /// Creates a new store in `dir` on the real file system.
+    /// Creates a new store in `dir` on the real file system (the directory
+    /// may exist but must hold no store), with an empty root directory
+    /// owned by uid 0, mode 755 (as a new file system's).
+    ///
+    /// ```
+    /// use larder_fs::{Cred, Fs, FsOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let fs = Fs::create(tmp.path(), FsOptions::default())?;
+    /// let cred = Cred::root();
+    /// let (attr, fh) = fs.create_file(&cred, fs.root(), b"notes.txt", 0o644, libc::O_RDWR)?;
+    /// assert_eq!(fs.write(&cred, fh, 0, b"first line\n")?, 11);
+    /// fs.write(&cred, fh, 11, b"second line\n")?;
+    /// fs.fsync(fh)?; // the file, its name and every earlier change are durable
+    /// assert_eq!(fs.read(fh, 0, 10)?, b"first line");
+    /// fs.release(fh)?;
+    /// fs.close()?;
+    ///
+    /// let fs = Fs::open(tmp.path(), FsOptions::default())?;
+    /// let found = fs.resolve(&cred, b"/notes.txt", true)?;
+    /// assert_eq!(found.attr.map(|a| (a.ino, a.size)), Some((attr.ino, 23)));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn create(dir: &Path, options: FsOptions) -> Result<Fs> {
         Self::create_with(Arc::new(larder_io::RealStorage::new()), dir, options)
     }
 
     /// Opens the store in `dir` on the real file system, recovering from
-    /// any crash (and freeing objects that were unlinked while open).
+    /// any crash (and freeing objects that were unlinked while open): every
+    /// change made durable (by an fsync, fsyncdir or sync that returned) is
+    /// there. Fails when `dir` holds no store
+    /// ([`larder_object::ObjectError::NotAStore`] inside [`FsError::Store`],
+    /// errno EIO), while another process has it open, or with an error
+    /// naming the file when its files fail their checks. See [`Fs::create`]
+    /// for an example.
     pub fn open(dir: &Path, options: FsOptions) -> Result<Fs> {
         Self::open_with(Arc::new(larder_io::RealStorage::new()), dir, options)
     }
@@ -136,7 +166,7 @@ impl Fs {
         larder_object::ROOT_ID
     }
 
-    /// Makes every change so far durable.
+    /// Makes every change so far durable (one log sync).
     pub fn sync(&self) -> Result<()> {
         Ok(self.store.sync()?)
     }

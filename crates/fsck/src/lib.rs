@@ -28,6 +28,7 @@
 //! snapshot with the allocator as it is now, so it is exact only on a
 //! quiescent store: space a concurrent transaction has allocated but not
 //! committed would show as leaked.
+#![deny(missing_docs)]
 
 mod blocks;
 mod error;

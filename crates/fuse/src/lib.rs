@@ -11,6 +11,7 @@
 //! symlink, link and rename answer at once, EEXIST included. When another
 //! interface in the process (the KV API) changes the store, the kernel's
 //! cached inodes and entries are invalidated (`watch`).
+#![deny(missing_docs)]
 
 mod adapter;
 mod convert;

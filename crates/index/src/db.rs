@@ -111,7 +111,32 @@ impl Index {
     /// `CURRENT`, manifest or run whose footer, meta block, filter, block
     /// index or tombstones fail their checks (data blocks are checked when
     /// read). Files no committed manifest refers to (left by a crash) are
-    /// removed once everything else has been verified.
+    /// removed once everything else has been verified. Another process
+    /// holding the lock is [`IndexError::Io`] (`Locked`); invalid options
+    /// are [`IndexError::InvalidOption`].
+    ///
+    /// What a crash keeps: the batches up to [`Index::durable_seq`] (made
+    /// durable by [`Index::flush`], [`Index::close`] or a background
+    /// flush), none after it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use larder_index::{Index, Options, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let storage = Arc::new(larder_io::RealStorage::new());
+    /// let index = Index::open(storage.clone(), tmp.path(), Options::default())?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put(b"k1", b"v1").put(b"k2", b"v2");
+    /// index.write(1, &batch)?;
+    /// index.close()?; // flushes: batch 1 is durable
+    ///
+    /// let index = Index::open(storage, tmp.path(), Options::default())?;
+    /// assert_eq!(index.durable_seq(), 1);
+    /// assert_eq!(index.get(b"k2")?, Some(b"v2".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open(storage: StorageRef, dir: &Path, options: Options) -> Result<Index> {
         options.validate()?;
         let registry = Registry::new(options.merge_operators.clone())?;
@@ -227,21 +252,49 @@ impl Index {
     }
 
     /// Applies `batch` atomically as sequence number `seq`, which must be
-    /// greater than every sequence number written before. A refused batch
-    /// changes nothing. The batch is durable once [`Index::durable_seq`]
-    /// reaches `seq` (after a flush).
+    /// greater than every sequence number written before
+    /// ([`IndexError::SequenceNotIncreasing`] if not). A refused batch
+    /// changes nothing. Readers see the whole batch as soon as this
+    /// returns. The batch is durable once [`Index::durable_seq`] reaches
+    /// `seq` (after a flush); until then a crash loses it. Keys, values and
+    /// batches over the limits are [`IndexError::TooLarge`]; a poisoned
+    /// index refuses every write with [`IndexError::Poisoned`].
     pub fn write(&self, seq: u64, batch: &WriteBatch) -> Result<()> {
         self.inner.write(seq, batch)
     }
 
-    /// The value of `key`, or None.
+    /// The value of `key`, or None. A block that fails its checksum is
+    /// [`IndexError::Corrupt`], naming the file, never wrong bytes.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let (sv, seq) = self.inner.read_view();
         self.inner.get_at(&sv, seq, key)
     }
 
-    /// Live keys between `start` and `end`, forward or backward. A seek is
-    /// a range with an unbounded end.
+    /// Live keys between `start` and `end`, forward or backward, as
+    /// `(key, value)` pairs, seeing the index as of this call. A seek is a
+    /// range with an unbounded end. An I/O or corruption error is yielded
+    /// as an `Err` item and ends the iteration.
+    ///
+    /// ```
+    /// use std::ops::Bound;
+    /// use std::sync::Arc;
+    /// use larder_index::{Index, Options, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let index = Index::open(Arc::new(larder_io::RealStorage::new()), tmp.path(), Options::default())?;
+    /// let mut batch = WriteBatch::new();
+    /// for key in ["a", "b", "c", "d"] {
+    ///     batch.put(key, key.to_uppercase());
+    /// }
+    /// index.write(1, &batch)?;
+    /// let keys = |from: Bound<&[u8]>, to: Bound<&[u8]>, forward| -> larder_index::Result<Vec<Vec<u8>>> {
+    ///     index.range(from, to, forward)?.map(|kv| kv.map(|(k, _)| k)).collect()
+    /// };
+    /// assert_eq!(keys(Bound::Included(b"b"), Bound::Excluded(b"d"), true)?, [b"b".to_vec(), b"c".to_vec()]);
+    /// assert_eq!(keys(Bound::Unbounded, Bound::Included(b"b"), false)?, [b"b".to_vec(), b"a".to_vec()]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, forward: bool) -> Result<Iter> {
         let (sv, seq) = self.inner.read_view();
         self.inner.iter_at(sv, seq, owned(start), owned(end), forward)
@@ -260,14 +313,32 @@ impl Index {
     }
 
     /// A consistent view of the index as of now; later writes stay
-    /// invisible to it. It keeps the memtables and run files it reads alive.
+    /// invisible to it. It keeps the memtables and run files it reads alive
+    /// (and merges keep the versions it sees), so drop it when done.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use larder_index::{Index, Options, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let index = Index::open(Arc::new(larder_io::RealStorage::new()), tmp.path(), Options::default())?;
+    /// index.write(1, WriteBatch::new().put(b"count", b"1"))?;
+    /// let before = index.snapshot();
+    /// index.write(2, WriteBatch::new().put(b"count", b"2").put(b"new", b"!"))?;
+    /// assert_eq!(before.get(b"count")?, Some(b"1".to_vec()));
+    /// assert_eq!(before.get(b"new")?, None);
+    /// assert_eq!(before.iter(true)?.count(), 1);
+    /// assert_eq!(index.get(b"count")?, Some(b"2".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn snapshot(&self) -> Snapshot {
         let (sv, seq) = self.inner.read_view();
         Snapshot { inner: self.inner.clone(), sv, seq }
     }
 
     /// Freezes the memtable and waits until every batch written so far is
-    /// in durable runs.
+    /// in durable runs: they are durable when it returns.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush_all()
     }

@@ -17,6 +17,7 @@
 //! Limits: keys up to [`MAX_KEY_BYTES`], values and merge operands up to
 //! [`MAX_VALUE_BYTES`], batches up to 2^32 - 1 operations; larger ones are
 //! refused with [`IndexError::TooLarge`].
+#![deny(missing_docs)]
 
 mod batch;
 mod codec;

@@ -26,6 +26,7 @@
 //! (`File::write_back`, sync_file_range) is durable once a later sync of any
 //! file returns, as that sync flushes the device cache (real backend: only
 //! where `Storage::shares_flush` says so).
+#![deny(missing_docs)]
 
 mod checked;
 pub mod codec;

@@ -51,8 +51,25 @@ impl Kv {
     }
 
     /// Applies `batch` to `bucket` in one transaction: every operation or
-    /// none. Every key is checked before anything is written; a refused
-    /// key or a conflict fails the whole batch.
+    /// none, also across a crash. Every key is checked before anything is
+    /// written; a refused key or a conflict fails the whole batch. Durable
+    /// when it returns with [`Durability::Durable`].
+    ///
+    /// ```
+    /// use larder_kv::{Durability, Kv, KvBatch, KvOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let kv = Kv::create(tmp.path(), KvOptions::default())?;
+    /// kv.create_bucket("accounts")?;
+    /// kv.put("accounts", "alice", b"100", Durability::Durable)?;
+    /// let mut batch = KvBatch::new();
+    /// batch.delete("alice").put("archive/alice", b"100".to_vec());
+    /// kv.write_batch("accounts", &batch, Durability::Durable)?;
+    /// assert_eq!(kv.get("accounts", "alice")?, None);
+    /// assert_eq!(kv.get("accounts", "archive/alice")?, Some(b"100".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn write_batch(&self, bucket: impl AsRef<[u8]>, batch: &KvBatch, durability: Durability) -> Result<()> {
         let bucket = self.bucket(bucket.as_ref())?;
         let keys = batch.ops.iter().map(|(k, _)| Key::parse(k)).collect::<Result<Vec<_>>>()?;

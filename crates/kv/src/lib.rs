@@ -13,6 +13,7 @@
 //! and everything before it is on disk; `Buffered` returns at once and is
 //! durable within the log's buffered interval (a crash loses at most a
 //! suffix of buffered changes).
+#![deny(missing_docs)]
 
 mod batch;
 mod bucket;
@@ -32,6 +33,7 @@ pub use bulk::KvCreated;
 pub use error::{KvError, Result};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};
+pub use ops::Head;
 pub use scan::{Scan, ScanEntry};
 pub use stream::{KvReader, KvWriter};
 
@@ -74,13 +76,37 @@ pub struct Kv {
 }
 
 impl Kv {
-    /// Creates a new store in `dir` on the real file system.
+    /// Creates a new store in `dir` on the real file system (the directory
+    /// may exist but must hold no store: else
+    /// [`larder_object::ObjectError::AlreadyExists`]). Everything created
+    /// is durable when it returns.
+    ///
+    /// ```
+    /// use larder_kv::{Durability, Kv, KvOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let kv = Kv::create(tmp.path(), KvOptions::default())?;
+    /// kv.create_bucket("b")?;
+    /// kv.put("b", "k", b"v", Durability::Durable)?;
+    /// kv.close()?;
+    ///
+    /// let kv = Kv::open(tmp.path(), KvOptions::default())?;
+    /// assert_eq!(kv.get("b", "k")?, Some(b"v".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn create(dir: &Path, options: KvOptions) -> Result<Kv> {
         Self::create_with(Arc::new(larder_io::RealStorage::new()), dir, options)
     }
 
     /// Opens the store in `dir` on the real file system, recovering from
-    /// any crash.
+    /// any crash: every change acknowledged durable before it is there,
+    /// and of the buffered ones a prefix. Fails with
+    /// [`larder_object::ObjectError::NotAStore`] when `dir` holds no store,
+    /// with [`larder_io::IoError::Locked`] (inside [`KvError::Object`])
+    /// while another process has it open, and with a corruption or
+    /// newer-version error naming the file when its files fail their
+    /// checks. See [`Kv::create`] for an example.
     pub fn open(dir: &Path, options: KvOptions) -> Result<Kv> {
         Self::open_with(Arc::new(larder_io::RealStorage::new()), dir, options)
     }
@@ -110,7 +136,8 @@ impl Kv {
         &self.store
     }
 
-    /// Makes every change so far durable.
+    /// Makes every change so far durable (buffered ones included): one log
+    /// sync, shared with concurrent callers.
     pub fn sync(&self) -> Result<()> {
         Ok(self.store.sync()?)
     }

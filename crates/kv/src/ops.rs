@@ -27,7 +27,36 @@ pub struct Head {
 impl Kv {
     /// Stores `value` under `key` in `bucket`, replacing any value there,
     /// creating missing directory levels; atomically (a crash leaves the
-    /// old value or the new, never a mix).
+    /// old value or the new, never a mix). With [`Durability::Durable`]
+    /// the new value is on disk when this returns; with
+    /// [`Durability::Buffered`] it is visible at once and on disk within
+    /// the log's buffered interval.
+    ///
+    /// Errors: [`NoSuchBucket`](crate::KvError::NoSuchBucket),
+    /// [`InvalidKey`](crate::KvError::InvalidKey) (the rules in
+    /// [`crate::key`]), [`KeyConflict`](crate::KvError::KeyConflict) (`a`
+    /// cannot be a key while `a/b` is one), and
+    /// [`Object`](crate::KvError::Object) for the store's failures (I/O; no
+    /// space: see [`is_no_space`](crate::KvError::is_no_space)). A failed
+    /// put changes nothing.
+    ///
+    /// ```
+    /// use larder_kv::{Durability, Kv, KvOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let kv = Kv::create(tmp.path(), KvOptions::default())?;
+    /// kv.create_bucket("photos")?;
+    /// kv.put("photos", "2026/beach.jpg", b"...", Durability::Durable)?;
+    /// kv.put("photos", "2026/beach.jpg", b"cropped", Durability::Buffered)?;
+    /// assert_eq!(kv.get("photos", "2026/beach.jpg")?, Some(b"cropped".to_vec()));
+    /// assert_eq!(kv.get("photos", "2026/lake.jpg")?, None);
+    /// // "2026" is a directory level now, not a key:
+    /// assert!(kv.put("photos", "2026", b"x", Durability::Durable).is_err());
+    /// assert!(kv.delete("photos", "2026/beach.jpg", Durability::Durable)?);
+    /// assert!(!kv.delete("photos", "2026/beach.jpg", Durability::Durable)?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put(
         &self,
         bucket: impl AsRef<[u8]>,
@@ -44,7 +73,10 @@ impl Kv {
         })
     }
 
-    /// The value under `key` in `bucket`, or `None`.
+    /// The value under `key` in `bucket`, or `None`: the latest value put,
+    /// buffered or not. Every 4 KiB block read is checked against its
+    /// checksum; a mismatch is an error naming the file, never wrong bytes.
+    /// See [`Kv::put`] for an example.
     pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let mut out = Vec::new();
         Ok(self.get_into(bucket, key, &mut out)?.then_some(out))
@@ -68,6 +100,8 @@ impl Kv {
 
     /// Removes `key` from `bucket`; returns whether it was there. Directory
     /// levels the delete leaves empty are removed (the bucket stays).
+    /// Durable when it returns with [`Durability::Durable`]. Deletes work
+    /// on a full store and give the space back.
     pub fn delete(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;

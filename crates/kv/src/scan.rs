@@ -66,7 +66,28 @@ pub struct Scan<'a> {
 
 impl Kv {
     /// The keys of `bucket` in `[start, end)` (no end: to the last), in
-    /// byte order.
+    /// byte order, each with its object and size ([`ScanEntry`]; read the
+    /// value with [`Kv::get`] or [`Kv::reader`]). An I/O or corruption
+    /// error is yielded as an `Err` item and ends the scan.
+    ///
+    /// ```
+    /// use larder_kv::{Durability, Kv, KvOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let kv = Kv::create(tmp.path(), KvOptions::default())?;
+    /// kv.create_bucket("b")?;
+    /// for key in ["a", "b/1", "b/2", "c"] {
+    ///     kv.put("b", key, key.as_bytes(), Durability::Buffered)?;
+    /// }
+    /// let keys = |scan: larder_kv::Scan| -> larder_kv::Result<Vec<Vec<u8>>> {
+    ///     scan.map(|entry| entry.map(|e| e.key)).collect()
+    /// };
+    /// assert_eq!(keys(kv.scan_range("b", b"b", Some(b"c"))?)?, [b"b/1".to_vec(), b"b/2".to_vec()]);
+    /// assert_eq!(keys(kv.scan_prefix("b", b"b/")?)?, [b"b/1".to_vec(), b"b/2".to_vec()]);
+    /// assert_eq!(keys(kv.scan_range("b", b"", None)?)?.len(), 4);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn scan_range(&self, bucket: impl AsRef<[u8]>, start: &[u8], end: Option<&[u8]>) -> Result<Scan<'_>> {
         let dir = self.bucket(bucket.as_ref())?.id;
         let mut scan = Scan { kv: self, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
@@ -75,7 +96,8 @@ impl Kv {
         Ok(scan)
     }
 
-    /// The keys of `bucket` starting with `prefix`, in byte order.
+    /// The keys of `bucket` starting with `prefix`, in byte order (see
+    /// [`Kv::scan_range`]).
     pub fn scan_prefix(&self, bucket: impl AsRef<[u8]>, prefix: &[u8]) -> Result<Scan<'_>> {
         let end = larder_object::meta::prefix_end(prefix);
         self.scan_range(bucket, prefix, end.as_deref())

@@ -25,6 +25,7 @@
 //!
 //! The byte layouts, recovery rules and crash cases are in docs/format.md,
 //! section 11.
+#![deny(missing_docs)]
 
 mod checkpoint;
 mod dependency;

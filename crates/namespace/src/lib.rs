@@ -7,6 +7,7 @@
 //! `larder_object::Transaction`), so a name and the object it names change
 //! in one intent-log record; reads outside transactions are in [`list`].
 //! The KV API and the file system are built on these.
+#![deny(missing_docs)]
 
 pub mod bulk;
 mod error;

@@ -8,6 +8,7 @@
 //! objects with u64 ids whose bytes live inline in their onode or in
 //! container extents (`Store::create_object`, `write`, `read`, `truncate`,
 //! `delete_object`, `stat`).
+#![deny(missing_docs)]
 
 mod error;
 pub mod meta;

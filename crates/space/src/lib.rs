@@ -20,6 +20,7 @@
 //! as container space minus the extents the object layer's extent map
 //! lists, and [`SpaceManager::verify`] compares a live allocator against
 //! such a list (fsck). The formats are in format.md, section 12.
+#![deny(missing_docs)]
 
 mod buddy;
 mod container;
@@ -39,7 +40,7 @@ pub use container::{file_name as container_file_name, parse_file_name as parse_c
 pub use error::{Result, SpaceError};
 pub use extent::{Extent, EXTENT_BYTES};
 pub use manager::{ReaderGuard, SpaceManager, ROOM_CHECK_EVERY, ROOM_CHECK_NEAR};
-pub use options::Options;
+pub use options::{Options, GROWTH_MAX_BYTES};
 pub use rebuild::VerifyReport;
 pub use stats::SpaceStats;
 

@@ -122,7 +122,7 @@ pub const FREE_STEP_ENTRIES: usize = 256;
 
 impl Store {
     /// Frees `object`, an orphan (it has an orphan record and no name), in
-    /// steps of at most [`FREE_STEP_ENTRIES`] extents per transaction, so a
+    /// steps of at most 256 extents per transaction, so a
     /// huge object does not make one huge record that other commits wait
     /// behind. The orphan record stays until the last step, so a crash
     /// between steps leaves an orphan that the next open finishes freeing.

@@ -68,7 +68,7 @@ impl PathEntry {
     }
 }
 
-/// A path's value from [`MetaCache::get_or_derive`], in the entry that
+/// A path's value from the metadata cache's path lookup, in the entry that
 /// can remember what it leads to (if the entry is in the cache).
 #[derive(Debug)]
 pub struct DerivedPath {
