@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use larder_kv::{Kv, ScanEntry};
 
 use crate::objects::copy;
-use crate::store::{self, shown, Address};
+use crate::store::{shown, Address};
+use crate::target::{Listed, Target};
 use crate::{progress, stats};
 
 /// Options of `larder export`.
@@ -33,9 +33,9 @@ pub(crate) struct ExportArgs {
 /// `larder export`.
 pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     let addr = Address::parse(&args.source)?;
-    let kv = store::open(&args.store)?;
+    let target = Target::open(&args.store)?;
     let ctx = || format!("listing {} in the store at {}", args.source, args.store.display());
-    let entries: Vec<ScanEntry> = kv
+    let entries: Vec<Listed> = target
         .scan_prefix(&addr.bucket, addr.key.as_bytes())
         .with_context(ctx)?
         .collect::<Result<_, _>>()
@@ -48,8 +48,8 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     let mut written = (0u64, 0u64);
     let mut vanished = 0u64;
     for (i, e) in entries.iter().enumerate() {
-        let path = target(&args.directory, &e.key)?;
-        match export_one(&kv, &addr.bucket, e, &path, args.overwrite)? {
+        let path = key_path(&args.directory, &e.key)?;
+        match export_one(&target, &addr.bucket, e, &path, args.overwrite)? {
             Some(n) => written = (written.0 + 1, written.1 + n),
             None => {
                 pb.suspend(|| eprintln!("skipped {}: deleted while exporting", shown(&e.key)));
@@ -69,13 +69,13 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         stats::per_sec(written.1 as f64 / secs.max(1e-9)),
         if vanished > 0 { format!("; {vanished} keys were deleted meanwhile") } else { String::new() }
     );
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }
 
 /// The file `key` becomes under `dir`. Keys never hold `.`, `..` or empty
 /// levels (the KV layer refuses them), but a damaged store could: checked
 /// here so no key can write outside `dir`.
-fn target(dir: &Path, key: &[u8]) -> Result<PathBuf> {
+fn key_path(dir: &Path, key: &[u8]) -> Result<PathBuf> {
     let mut path = dir.to_path_buf();
     for part in key.split(|&b| b == b'/') {
         if part.is_empty() || part == b"." || part == b".." {
@@ -87,8 +87,8 @@ fn target(dir: &Path, key: &[u8]) -> Result<PathBuf> {
 }
 
 /// Writes the value of `e` into `path`; `None` if the key is gone.
-fn export_one(kv: &Kv, bucket: &str, e: &ScanEntry, path: &Path, overwrite: bool) -> Result<Option<u64>> {
-    let Some(mut r) = kv.reader(bucket, &e.key).with_context(|| format!("reading {}", shown(&e.key)))? else {
+fn export_one(target: &Target, bucket: &str, e: &Listed, path: &Path, overwrite: bool) -> Result<Option<u64>> {
+    let Some((mut r, _)) = target.reader(bucket, &e.key).with_context(|| format!("reading {}", shown(&e.key)))? else {
         return Ok(None);
     };
     if let Some(parent) = path.parent() {
@@ -115,9 +115,9 @@ mod tests {
     #[test]
     fn keys_become_paths_inside_the_directory() {
         let dir = Path::new("/out");
-        assert_eq!(target(dir, b"a/b c/d").ok(), Some(PathBuf::from("/out/a/b c/d")));
+        assert_eq!(key_path(dir, b"a/b c/d").ok(), Some(PathBuf::from("/out/a/b c/d")));
         for bad in [&b"../x"[..], b"a/../../x", b"a//b", b"/abs", b"a/."] {
-            assert!(target(dir, bad).is_err(), "{bad:?} was accepted");
+            assert!(key_path(dir, bad).is_err(), "{bad:?} was accepted");
         }
     }
 }

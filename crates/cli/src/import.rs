@@ -11,7 +11,9 @@
 //! it and everything before it durable (commits are durable in order), and
 //! only then are its keys printed, one `durable KEY` line each: a key
 //! printed is in the store intact whatever happens to the process
-//! afterwards.
+//! afterwards. Through a server (when one serves the store), small files
+//! go in atomic batches of puts as large as one request, larger ones
+//! through streamed writers, and the batch ends with the server's sync.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -22,10 +24,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use indicatif::ProgressBar;
+use larder_client::{Client, KvOperation, Payload};
 use larder_kv::{Durability, Kv, KvBatch};
 
-use crate::objects::{copy, STREAM_ABOVE_BYTES};
+use crate::objects::copy;
 use crate::store::{self, shown};
+use crate::target::{self, Target};
 use crate::walk::{walk, Source, Walk};
 use crate::{progress, stats};
 
@@ -68,17 +72,17 @@ pub(crate) fn run(args: &ImportArgs) -> Result<()> {
     if !addr.key.is_empty() {
         bail!("{:?}: import takes a bucket name, without '/'", args.bucket);
     }
-    let kv = store::open(&args.store)?;
+    let target = Target::open(&args.store)?;
     // The store may lie inside the tree: its own files are not imported.
     let avoid = fs::metadata(&args.store).ok().map(|m| (m.dev(), m.ino()));
     let spinner = progress::spinner("walking: files found");
     let tree = walk(root, avoid, &spinner)?;
     spinner.finish_and_clear();
-    store::ensure_bucket(&kv, &addr.bucket)?;
+    target.ensure_bucket(&addr.bucket)?;
 
     let start = Instant::now();
     let pb = progress::bytes(tree.bytes);
-    let (batches, replaced) = import(&kv, &addr.bucket, &tree, args.batch, &pb).with_context(|| {
+    let (batches, replaced) = import(&target, &addr.bucket, &tree, args.batch, &pb).with_context(|| {
         format!(
             "importing {} into bucket {:?} of the store at {}; keys printed `durable` before this are stored",
             root.display(),
@@ -89,36 +93,52 @@ pub(crate) fn run(args: &ImportArgs) -> Result<()> {
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "imported {} files ({}) in {batches} durable batches in {secs:.2} s ({}), {replaced} of them replacing \
-         a key there before; skipped {} ({} symbolic links, {} special files, {} names breaking the key rules)",
+        "imported {} files ({}) in {batches} durable batches in {secs:.2} s ({}), {} a key there before; \
+         skipped {} ({} symbolic links, {} special files, {} names breaking the key rules)",
         tree.files.len(),
         stats::bytes(tree.bytes),
         stats::per_sec(tree.bytes as f64 / secs.max(1e-9)),
+        match replaced {
+            Some(n) => format!("{n} of them replacing"),
+            None => "replacing (through the server, not counted)".into(),
+        },
         tree.skipped(),
         tree.symlinks,
         tree.special,
         tree.bad_names
     );
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }
 
 /// Imports every file of `tree`; returns the number of batches and of
-/// small files that replaced a key already there.
-fn import(kv: &Kv, bucket: &str, tree: &Walk, per_batch: u64, pb: &ProgressBar) -> Result<(u64, u64)> {
+/// small files that replaced a key already there (when it is known).
+fn import(target: &Target, bucket: &str, tree: &Walk, per_batch: u64, pb: &ProgressBar) -> Result<(u64, Option<u64>)> {
     let mut batch = Batch::default();
-    let (mut number, mut replaced) = (0u64, 0u64);
+    let (mut number, mut replaced) = (0u64, Some(0u64));
+    let mut commit = |batch: Batch, number: u64| -> Result<()> {
+        let n = match target {
+            Target::Embedded(kv) => Some(commit(kv, bucket, &batch, number)?),
+            Target::Served(client) => {
+                commit_served(client, bucket, &batch, number)?;
+                None
+            }
+        };
+        print_durable(&batch, number)?;
+        replaced = replaced.zip(n).map(|(a, b)| a + b);
+        Ok(())
+    };
     for (i, src) in tree.files.iter().enumerate() {
-        let size = add(kv, bucket, src, &mut batch)?;
+        let size = add(target, bucket, src, &mut batch)?;
         pb.inc(size);
         pb.set_message(format!("{}/{} files", i + 1, tree.files.len()));
         if batch.keys.len() as u64 >= per_batch || batch.bytes >= BATCH_BYTES {
             number += 1;
-            replaced += commit(kv, bucket, std::mem::take(&mut batch), number)?;
+            commit(std::mem::take(&mut batch), number)?;
         }
     }
     if !batch.keys.is_empty() {
         number += 1;
-        replaced += commit(kv, bucket, batch, number)?;
+        commit(batch, number)?;
     }
     Ok((number, replaced))
 }
@@ -126,12 +146,13 @@ fn import(kv: &Kv, bucket: &str, tree: &Walk, per_batch: u64, pb: &ProgressBar) 
 /// Adds `src` to `batch`: its bytes into the batch, or, when large, streamed
 /// into the store now (buffered; the batch's commit makes it durable).
 /// Returns the bytes added.
-fn add(kv: &Kv, bucket: &str, src: &Source, batch: &mut Batch) -> Result<u64> {
+fn add(target: &Target, bucket: &str, src: &Source, batch: &mut Batch) -> Result<u64> {
     let mut file = File::open(&src.path).with_context(|| format!("opening {}", src.path.display()))?;
     let len = file.metadata().with_context(|| format!("reading {}", src.path.display()))?.len();
     let key = shown(&src.key);
-    let size = if len > STREAM_ABOVE_BYTES {
-        let mut w = kv.writer(bucket, &src.key, Durability::Buffered).with_context(|| format!("storing {key}"))?;
+    let size = if len > target.stream_above() {
+        let mut w =
+            target.writer(bucket, &src.key, target::Durability::Buffered).with_context(|| format!("storing {key}"))?;
         let n = copy(&mut file, &mut w).with_context(|| format!("copying {} into {key}", src.path.display()))?;
         w.finish().with_context(|| format!("storing {key}"))?;
         n
@@ -147,9 +168,9 @@ fn add(kv: &Kv, bucket: &str, src: &Source, batch: &mut Batch) -> Result<u64> {
     Ok(size)
 }
 
-/// Commits `batch` durably, then prints its keys; returns how many of its
-/// small files replaced a key already there.
-fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<u64> {
+/// Commits `batch` durably in the store opened here; returns how many of
+/// its small files replaced a key already there.
+fn commit(kv: &Kv, bucket: &str, batch: &Batch, number: u64) -> Result<u64> {
     let (first, last) = match (batch.keys.first(), batch.keys.last()) {
         (Some(f), Some(l)) => (shown(f), shown(l)),
         _ => return Ok(0),
@@ -176,7 +197,37 @@ fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<u64> {
     }
     // Everything of the batch (streamed files too) is made durable.
     kv.sync().with_context(what)?;
-    // IMPORTANT: printed only now that the commit is durable; a test kills
+    Ok(done.duplicates.len() as u64)
+}
+
+/// Commits `batch` durably through the store's server: its small files in
+/// atomic batches of puts, each as large as one request may be.
+fn commit_served(client: &Client, bucket: &str, batch: &Batch, number: u64) -> Result<()> {
+    let what = || format!("committing batch {number} through the server");
+    let limit = client.max_request_bytes();
+    let mut operations: Vec<KvOperation> = Vec::new();
+    let mut bytes = 0usize;
+    for (key, value) in &batch.small {
+        // Room for the key, the value and their lengths and tags.
+        let size = key.len() + value.len() + 16;
+        if !operations.is_empty() && bytes + size > limit {
+            client
+                .write_batch(bucket, std::mem::take(&mut operations), larder_client::Durability::Buffered)
+                .with_context(what)?;
+            bytes = 0;
+        }
+        operations.push(KvOperation::Put { key: key.clone(), value: Payload::Inline(value.clone()) });
+        bytes += size;
+    }
+    if !operations.is_empty() {
+        client.write_batch(bucket, operations, larder_client::Durability::Buffered).with_context(what)?;
+    }
+    client.sync().with_context(what)
+}
+
+/// Prints the keys of a committed batch.
+fn print_durable(batch: &Batch, number: u64) -> Result<()> {
+    // IMPORTANT: printed only once the commit is durable; a test kills
     // the import at random and holds every printed key to this promise.
     let mut text = format!("batch {number} durable: {} keys, {} bytes\n", batch.keys.len(), batch.bytes);
     for k in &batch.keys {
@@ -185,8 +236,7 @@ fn commit(kv: &Kv, bucket: &str, batch: Batch, number: u64) -> Result<u64> {
         text.push('\n');
     }
     let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing stdout")?;
-    Ok(done.duplicates.len() as u64)
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing stdout")
 }
 
 #[cfg(test)]
@@ -206,7 +256,9 @@ mod tests {
         let kv = Kv::create(&dir, larder_kv::KvOptions::default()).unwrap();
         kv.create_bucket("b").unwrap();
         let tree = walk(&src, None, &ProgressBar::hidden()).unwrap();
-        assert_eq!(import(&kv, "b", &tree, 3, &ProgressBar::hidden()).unwrap(), (3, 0), "7 files, 3 a batch");
+        let target = Target::Embedded(kv);
+        assert_eq!(import(&target, "b", &tree, 3, &ProgressBar::hidden()).unwrap(), (3, Some(0)), "7 files, 3 a batch");
+        let Target::Embedded(kv) = target else { unreachable!() };
         assert_eq!(kv.get("b", "f6").unwrap(), Some(vec![6u8; 100]));
         kv.close().unwrap();
     }
@@ -225,11 +277,13 @@ mod tests {
         let kv = Kv::create(&dir, options).unwrap();
         kv.create_bucket("b").unwrap();
         let tree = walk(&src, None, &ProgressBar::hidden()).unwrap();
-        assert_eq!(import(&kv, "b", &tree, 1000, &ProgressBar::hidden()).unwrap(), (1, 0));
+        let target = Target::Embedded(kv);
+        assert_eq!(import(&target, "b", &tree, 1000, &ProgressBar::hidden()).unwrap(), (1, Some(0)));
         for i in 0..100u8 {
             fs::write(src.join(format!("f{i}")), vec![i ^ 0xFF; 2000]).unwrap();
         }
-        assert_eq!(import(&kv, "b", &tree, 1000, &ProgressBar::hidden()).unwrap(), (1, 100), "all replaced");
+        assert_eq!(import(&target, "b", &tree, 1000, &ProgressBar::hidden()).unwrap(), (1, Some(100)), "all replaced");
+        let Target::Embedded(kv) = target else { unreachable!() };
         assert_eq!(kv.get("b", "f7").unwrap(), Some(vec![7 ^ 0xFF; 2000]));
         kv.close().unwrap();
     }

@@ -20,6 +20,7 @@ mod objects;
 mod progress;
 mod stats;
 mod store;
+mod target;
 mod walk;
 
 use std::path::PathBuf;

@@ -5,9 +5,9 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use larder_kv::{Durability, Kv, KvReader};
 
-use crate::store::{self, shown, Address};
+use crate::store::{shown, Address};
+use crate::target::{Durability, Target};
 
 /// Values above this many bytes stream through a writer rather than being
 /// held in memory whole. The KV writer's chunk size (8 MiB, not exported by
@@ -96,9 +96,9 @@ pub(crate) fn put(args: &PutArgs) -> Result<()> {
         _ => (Box::new(io::stdin().lock()), "stdin".to_string()),
     };
     let durability = if args.buffered { Durability::Buffered } else { Durability::Durable };
-    let kv = store::open(&args.store)?;
-    store::ensure_bucket(&kv, &addr.bucket)?;
-    put_from(&kv, &addr, &mut input, durability).with_context(|| {
+    let target = Target::open(&args.store)?;
+    target.ensure_bucket(&addr.bucket)?;
+    put_from(&target, &addr, &mut input, durability).with_context(|| {
         format!(
             "storing {name} as {}/{} in the store at {}",
             addr.bucket,
@@ -106,22 +106,23 @@ pub(crate) fn put(args: &PutArgs) -> Result<()> {
             args.store.display()
         )
     })?;
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }
 
 /// Stores what `input` holds under `addr`: small values in one put, larger
 /// ones streamed through a writer without holding them whole.
-fn put_from(kv: &Kv, addr: &Address, input: &mut dyn Read, durability: Durability) -> Result<()> {
+fn put_from(target: &Target, addr: &Address, input: &mut dyn Read, durability: Durability) -> Result<()> {
     let mut head = Vec::new();
     input.take(STREAM_ABOVE_BYTES + 1).read_to_end(&mut head).context("reading the value")?;
+    let key = addr.key.as_bytes();
     if head.len() as u64 <= STREAM_ABOVE_BYTES {
-        return Ok(kv.put(&addr.bucket, &addr.key, &head, durability)?);
+        return target.put(&addr.bucket, key, &head, durability);
     }
-    let mut w = kv.writer(&addr.bucket, &addr.key, durability)?;
+    let mut w = target.writer(&addr.bucket, key, durability)?;
     w.write_all(&head)?;
     drop(head);
     copy(input, &mut w)?;
-    Ok(w.finish()?)
+    w.finish()
 }
 
 /// Copies `from` into `to` in large reads (each read of a value is a
@@ -142,9 +143,11 @@ pub(crate) fn copy(from: &mut dyn Read, to: &mut dyn Write) -> Result<u64> {
 }
 
 /// A reader of the value at `addr`, or an error naming what is missing.
-pub(crate) fn reader<'a>(kv: &'a Kv, addr: &Address, dir: &Path) -> Result<KvReader<'a>> {
-    let found = kv.reader(&addr.bucket, &addr.key).with_context(|| format!("in the store at {}", dir.display()))?;
-    found.ok_or_else(|| {
+pub(crate) fn reader<'a>(target: &'a Target, addr: &Address, dir: &Path) -> Result<Box<dyn Read + 'a>> {
+    let found = target
+        .reader(&addr.bucket, addr.key.as_bytes())
+        .with_context(|| format!("in the store at {}", dir.display()))?;
+    found.map(|(r, _)| r).ok_or_else(|| {
         anyhow!(
             "no key {:?} in bucket {:?} of the store at {}; `larder ls {} {}` lists its keys",
             shown(addr.key.as_bytes()),
@@ -159,9 +162,9 @@ pub(crate) fn reader<'a>(kv: &'a Kv, addr: &Address, dir: &Path) -> Result<KvRea
 /// `larder get`.
 pub(crate) fn get(args: &GetArgs) -> Result<()> {
     let addr = Address::parse_key(&args.source)?;
-    let kv = store::open(&args.store)?;
+    let target = Target::open(&args.store)?;
     {
-        let mut r = reader(&kv, &addr, &args.store)?;
+        let mut r = reader(&target, &addr, &args.store)?;
         match &args.output {
             // The file is made only once the key is known to exist.
             Some(p) if p.as_os_str() != "-" => {
@@ -172,21 +175,21 @@ pub(crate) fn get(args: &GetArgs) -> Result<()> {
             _ => to_stdout(&mut r, &args.source)?,
         }
     }
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }
 
 /// `larder cat`.
 pub(crate) fn cat(args: &CatArgs) -> Result<()> {
     let addr = Address::parse_key(&args.source)?;
-    let kv = store::open(&args.store)?;
+    let target = Target::open(&args.store)?;
     {
-        let mut r = reader(&kv, &addr, &args.store)?;
+        let mut r = reader(&target, &addr, &args.store)?;
         to_stdout(&mut r, &args.source)?;
     }
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }
 
-fn to_stdout(r: &mut KvReader<'_>, what: &str) -> Result<()> {
+fn to_stdout(r: &mut dyn Read, what: &str) -> Result<()> {
     let mut out = io::stdout().lock();
     copy(r, &mut out).with_context(|| format!("copying {what} to stdout"))?;
     out.flush().context("writing stdout")
@@ -194,42 +197,43 @@ fn to_stdout(r: &mut KvReader<'_>, what: &str) -> Result<()> {
 
 /// `larder rm`.
 pub(crate) fn rm(args: &RmArgs) -> Result<()> {
-    let kv = store::open(&args.store)?;
+    let target = Target::open(&args.store)?;
     let d = args.store.display();
     if args.bucket {
         let bucket = &args.target;
-        kv.delete_bucket(bucket).with_context(|| format!("deleting bucket {bucket:?} of the store at {d}"))?;
+        target.delete_bucket(bucket).with_context(|| format!("deleting bucket {bucket:?} of the store at {d}"))?;
     } else {
         let addr = Address::parse_key(&args.target)?;
         let key = shown(addr.key.as_bytes());
-        let found = kv
-            .delete(&addr.bucket, &addr.key, Durability::Durable)
+        let found = target
+            .delete(&addr.bucket, addr.key.as_bytes(), Durability::Durable)
             .with_context(|| format!("deleting {key:?} from bucket {:?} of the store at {d}", addr.bucket))?;
         if !found {
             bail!("no key {key:?} in bucket {:?} of the store at {d}; nothing deleted", addr.bucket);
         }
     }
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }
 
 /// `larder ls`.
 pub(crate) fn ls(args: &LsArgs) -> Result<()> {
-    let kv = store::open(&args.store)?;
+    let target = Target::open(&args.store)?;
     let limit = args.limit.unwrap_or(usize::MAX);
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut more = false;
     match &args.target {
         None => {
-            let buckets = kv.buckets().with_context(|| format!("listing the store at {}", args.store.display()))?;
+            let buckets = target.buckets().with_context(|| format!("listing the store at {}", args.store.display()))?;
             more = buckets.len() > limit;
             for b in buckets.iter().take(limit) {
                 writeln!(out, "{}", shown(b)).context("writing stdout")?;
             }
         }
-        Some(target) => {
-            let addr = Address::parse(target)?;
-            let ctx = || format!("listing {target} in the store at {}", args.store.display());
-            for (listed, entry) in kv.scan_prefix(&addr.bucket, addr.key.as_bytes()).with_context(ctx)?.enumerate() {
+        Some(what) => {
+            let addr = Address::parse(what)?;
+            let ctx = || format!("listing {what} in the store at {}", args.store.display());
+            for (listed, entry) in target.scan_prefix(&addr.bucket, addr.key.as_bytes()).with_context(ctx)?.enumerate()
+            {
                 if listed == limit {
                     more = true;
                     break;
@@ -243,5 +247,5 @@ pub(crate) fn ls(args: &LsArgs) -> Result<()> {
     if more {
         eprintln!("(stopped at --limit {limit}; there are more)");
     }
-    store::close(kv, &args.store)
+    target.close(&args.store)
 }

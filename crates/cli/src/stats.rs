@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use larder_kv::Kv;
 
-use crate::store;
+use crate::target::Target;
 
 /// Options of `larder stats`.
 #[derive(clap::Args, Debug)]
@@ -18,9 +18,9 @@ pub(crate) struct StatsArgs {
 
 /// `larder stats`.
 pub(crate) fn run(args: &StatsArgs) -> Result<()> {
-    let kv = store::open(&args.store)?;
-    print!("{}", report(&kv).with_context(|| format!("reading the store at {}", args.store.display()))?);
-    store::close(kv, &args.store)
+    let target = Target::open(&args.store)?;
+    print!("{}", target.stats().with_context(|| format!("reading the store at {}", args.store.display()))?);
+    target.close(&args.store)
 }
 
 /// `n` bytes with a binary unit.

@@ -39,7 +39,7 @@ pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};
 pub use kv::{KvReader, KvWriter, Scan};
 pub use larder_protocol::message::{
-    Attributes, DirectoryEntry, Durability, FileKind, FsStats, KeyHead, KvOperation, ScanEntry, Timestamp,
+    Attributes, DirectoryEntry, Durability, FileKind, FsStats, KeyHead, KvOperation, Payload, ScanEntry, Timestamp,
 };
 pub use paths::{DirEntries, Metadata};
 
@@ -87,6 +87,18 @@ impl Client {
             larder_protocol::message::Response::Text(text) => Ok(text),
             other => Err(unexpected("stats", &other)),
         }
+    }
+
+    /// The largest request, in bytes, the server takes in one message
+    /// (a batch's encoded size must stay within it).
+    pub fn max_request_bytes(&self) -> usize {
+        larder_protocol::ring::max_record(self.connection.welcome().layout.request_ring_bytes) as usize
+    }
+
+    /// The largest value or write, in bytes, sent inline in one request;
+    /// larger ones go through the data area or a streamed writer.
+    pub fn max_inline_bytes(&self) -> usize {
+        self.connection.inline_request_bytes()
     }
 
     /// The socket this client is connected to.
