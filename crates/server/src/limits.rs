@@ -11,6 +11,7 @@
 /// | `max_clients` | EAGAIN, at connect |
 /// | `max_open_handles` | EMFILE |
 /// | `max_in_flight` | EAGAIN |
+/// | `max_known_objects` | ENFILE, for a lookup that would add one more |
 /// | `max_io_bytes` | a read returns at most this many bytes; a write, put or batch carrying more is EMSGSIZE |
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -26,6 +27,12 @@ pub struct Limits {
     /// Bytes of one client's data area (its zero-copy buffers). Default
     /// 16 MiB.
     pub data_area_bytes: u64,
+    /// Objects one client may name by inode number: those it reached by
+    /// a lookup, a path, or by creating them (see [`Session`]'s doc).
+    /// Default 1,048,576.
+    ///
+    /// [`Session`]: crate::Session
+    pub max_known_objects: usize,
     /// Leases one client may hold (reserved: leases are not served yet).
     /// Default 4,096.
     pub max_leases: usize,
@@ -51,6 +58,7 @@ impl Default for Limits {
             max_open_handles: 1024,
             max_in_flight: 256,
             data_area_bytes: 16 << 20,
+            max_known_objects: 1 << 20,
             max_leases: 4096,
             max_io_bytes: 16 << 20,
             max_entries: 4096,

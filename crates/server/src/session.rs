@@ -7,8 +7,19 @@
 //! handle of one kind named where another is expected is EBADF. The table
 //! is behind a lock, so requests of one client may run on several workers
 //! at once; no lock is held while a request calls the engine.
+//!
+//! Inode numbers are checked too. A process reaches a file on ext4 only
+//! through a path, with search permission on every directory of it; a
+//! client names objects by number, and could guess one. So a session
+//! accepts only the numbers it has *reached*: the root, and every object a
+//! lookup, a path resolution or a create of this session returned (each
+//! of those checked search permission on the way). Any other number is
+//! ENOENT, as for an object that does not exist. A reached object stays
+//! reachable for the session, as a file stays reachable to a process
+//! through a descriptor or a working directory inside it after its
+//! directory's mode changes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -127,6 +138,8 @@ pub struct Session {
     kv: Arc<Kv>,
     limits: Limits,
     table: Mutex<Table>,
+    /// Inode numbers the session has reached (see the module doc).
+    known: Mutex<HashSet<u64>>,
     in_flight: AtomicU32,
     counters: Counters,
     _slot: ClientSlot,
@@ -194,7 +207,9 @@ impl Session {
         clients: Arc<AtomicUsize>,
     ) -> Session {
         let kv = Arc::new(Kv::with_store(Arc::clone(fs.store()), (uid, gid)));
+        let known = Mutex::new(HashSet::from([fs.root()]));
         Session {
+            known,
             cred: Cred::new(uid, gid, groups.clone()),
             groups,
             fs,
@@ -238,6 +253,36 @@ impl Session {
     /// it to find a file's owning worker.
     pub fn handle(&self, handle: u64) -> Option<(HandleKind, u64)> {
         self.table.lock().entries.get(&handle).map(|e| (e.kind(), e.object()))
+    }
+
+    /// Whether the session has reached object `ino` (the root, or an
+    /// object a lookup, path or create of this session returned), so that
+    /// requests may name it by number.
+    pub fn knows(&self, ino: u64) -> bool {
+        self.known.lock().contains(&ino)
+    }
+
+    /// ENOENT unless the session has reached `ino`.
+    pub(crate) fn check_known(&self, ino: u64) -> Result<(), FsError> {
+        if self.knows(ino) {
+            Ok(())
+        } else {
+            Err(FsError::posix(libc::ENOENT, format!("object {ino} was not reached by a lookup of this client")))
+        }
+    }
+
+    /// Records that the session reached `ino`; ENFILE when it knows
+    /// `max_known_objects` already.
+    pub(crate) fn learn(&self, ino: u64) -> Result<(), FsError> {
+        let mut known = self.known.lock();
+        if known.len() >= self.limits.max_known_objects && !known.contains(&ino) {
+            return Err(FsError::posix(
+                libc::ENFILE,
+                format!("this client knows {} objects, the limit (max_known_objects)", known.len()),
+            ));
+        }
+        known.insert(ino);
+        Ok(())
     }
 
     /// Requests being executed now.

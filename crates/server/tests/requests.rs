@@ -107,6 +107,8 @@ fn attributes_access_statfs_and_sync() {
 
     let other = t.session(2000, 2000);
     assert_eq!(t.run(&other, R::Access { ino: ROOT, mask: libc::R_OK as u32 }), Response::Done);
+    assert_eq!(errno(t.run(&other, R::Access { ino: f, mask: 0 })), libc::ENOENT, "not reached by a lookup yet");
+    assert_eq!(ino(t.run(&other, R::Lookup { parent: ROOT, name: v("f") })), f);
     assert_eq!(errno(t.run(&other, R::Access { ino: f, mask: libc::R_OK as u32 })), libc::EACCES);
     assert_eq!(errno(t.run(&other, R::Access { ino: 999_999, mask: 0 })), libc::ENOENT);
 

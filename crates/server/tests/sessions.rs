@@ -125,6 +125,7 @@ fn closing_the_last_session_holding_an_unlinked_file_frees_it() {
     let (f, h) = (ino(created.clone()), handle(created));
     let data = vec![7u8; 256 << 10];
     t.run(&a, R::Write { handle: h, offset: 0, data: Payload::Inline(data.clone()) });
+    assert_eq!(ino(t.run(&b, R::Lookup { parent: ROOT, name: v("f") })), f);
     handle(t.run(&b, R::Open { ino: f, flags: libc::O_RDONLY }));
     assert_eq!(t.run(&b, R::Unlink { parent: ROOT, name: v("f") }), Response::Done);
     assert_eq!(t.orphans(), 1);
@@ -201,4 +202,46 @@ fn one_session_serves_several_workers_at_once() {
     assert_eq!(s.handle_count(), 0);
     assert_eq!(s.in_flight(), 0);
     t.assert_fsck_clean();
+}
+
+#[test]
+fn an_object_is_named_by_number_only_once_the_session_reached_it() {
+    let t = server_with(Limits { max_known_objects: 3, ..Limits::default() });
+    let owner = t.session(1000, 1000);
+    let other = t.session(2000, 2000);
+    let chmod = |mode| larder_protocol::message::SetAttributes { mode: Some(mode), ..Default::default() };
+    t.run(&t.session(0, 0), R::SetAttributes { ino: ROOT, set: chmod(0o777), handle: None });
+    let private = ino(t.run(&owner, R::Mkdir { parent: ROOT, name: v("private"), mode: 0o700 }));
+    let created = t.run(&owner, R::Create { parent: private, name: v("f"), mode: 0o666, flags: libc::O_RDWR });
+    let f = ino(created);
+    assert!(owner.knows(private) && owner.knows(f));
+    // The file's mode would let anyone read and write it, but the other
+    // user cannot reach it: its directory is 0700. A guessed number
+    // reaches nothing.
+    assert!(!other.knows(f));
+    for request in [
+        R::GetAttributes { ino: f },
+        R::Open { ino: f, flags: libc::O_RDWR },
+        R::Access { ino: f, mask: 0 },
+        R::SetAttributes { ino: f, set: chmod(0o600), handle: None },
+        R::GetXattr { ino: f, name: v("user.x") },
+        R::OpenDirectory { ino: private },
+        R::Lookup { parent: private, name: v("f") },
+        R::Link { ino: f, parent: ROOT, name: v("stolen") },
+        R::Unlink { parent: private, name: v("f") },
+    ] {
+        assert_eq!(errno(t.run(&other, request.clone())), libc::ENOENT, "{request:?}");
+    }
+    assert_eq!(errno(t.run(&other, R::Resolve { path: v("/private/f"), follow: true })), libc::EACCES);
+    assert_eq!(errno(t.run(&other, R::Lookup { parent: ROOT, name: v("nope") })), libc::ENOENT);
+    assert!(!other.knows(f));
+    // Once the directory lets it search, a lookup reaches the file.
+    t.run(&owner, R::SetAttributes { ino: private, set: chmod(0o711), handle: None });
+    assert_eq!(ino(t.run(&other, R::Lookup { parent: ROOT, name: v("private") })), private);
+    assert_eq!(ino(t.run(&other, R::Lookup { parent: private, name: v("f") })), f);
+    handle(t.run(&other, R::Open { ino: f, flags: libc::O_RDWR }));
+    // The root, the directory and the file: a fourth object is ENFILE.
+    t.run(&owner, R::Mknod { parent: private, name: v("g"), mode: 0o644, rdev: 0 });
+    assert_eq!(errno(t.run(&other, R::Lookup { parent: private, name: v("g") })), libc::ENFILE);
+    assert_eq!(ino(t.run(&other, R::Lookup { parent: private, name: v("f") })), f, "a known one still resolves");
 }

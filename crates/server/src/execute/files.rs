@@ -13,15 +13,19 @@ use crate::session::{Entry, HandleKind};
 
 pub(super) fn open(call: &Call<'_>, ino: u64, flags: i32) -> Outcome {
     // The slot first: a client at its limit opens (and truncates) nothing.
+    super::names::known(call, &[ino])?;
     let slot = call.session.reserve()?;
     let fs_handle = call.fs.open_file(call.cred, ino, flags)?;
     Ok(Response::Handle(slot.fill(Entry::File { fs_handle, ino })))
 }
 
 pub(super) fn create(call: &Call<'_>, parent: u64, name: &[u8], mode: u32, flags: i32) -> Outcome {
+    super::names::known(call, &[parent])?;
     let slot = call.session.reserve()?;
     let (attr, fs_handle) = call.fs.create_file(call.cred, parent, name, mode, flags)?;
     let handle = slot.fill(Entry::File { fs_handle, ino: attr.ino });
+    // Open already: a full known set does not undo the create.
+    let _ = call.session.learn(attr.ino);
     Ok(Response::Created { attributes: convert::attributes(&attr), handle })
 }
 
