@@ -198,6 +198,8 @@ impl Fs {
             if o.nlink >= LINK_MAX {
                 return Err(FsError::posix(libc::EMLINK, format!("object {ino} has {} names", o.nlink)));
             }
+            // Before the directory's check, in the kernel's order.
+            perm::check_link(&o, ino, cred)?;
             perm::check(&p, parent, cred, WRITE | EXEC)?;
             txn.link_in(parent, &name, ino)?;
             touch_dir(txn, parent)?;
