@@ -39,6 +39,7 @@ const TREE: &[(&str, bool, u32, u32)] = &[
     ("sticky", true, 0o1777, A),
     ("sticky/victim", false, 0o644, A),
     ("sticky/mine", false, 0o644, B),
+    ("sticky/adir", true, 0o755, A),
     ("ro", true, 0o555, A),
     ("bucket", true, 0o755, A),
     ("bucket/k", false, 0o644, A),
@@ -67,6 +68,14 @@ enum Op {
     /// `utimensat`: to now (`true`) or to a given time.
     Utimes(&'static str, bool),
     Mkdir(&'static str),
+    /// `symlink` with target "t".
+    Symlink(&'static str),
+    /// `link(from, to)`.
+    Link(&'static str, &'static str),
+    /// `opendir`.
+    OpenDir(&'static str),
+    /// `getxattr` of user.x (absent everywhere: ENODATA once allowed).
+    GetXattr(&'static str),
     SetXattr(&'static str),
     Truncate(&'static str),
     /// KV get of bucket/key; on the host, `open(O_RDONLY)`.
@@ -114,6 +123,17 @@ const CASES: &[(Op, i32)] = &[
     (Op::Mkdir("plain/d"), libc::EACCES),
     (Op::Mkdir("private/d"), libc::EACCES),
     (Op::Mkdir("open/d"), 0),
+    (Op::Symlink("ro/s"), libc::EACCES),
+    (Op::Symlink("open/s"), 0),
+    (Op::OpenDir("private"), libc::EACCES),
+    (Op::OpenDir("plain"), 0),
+    (Op::GetXattr("f600"), libc::EACCES),
+    (Op::GetXattr("f644"), libc::ENODATA),
+    (Op::Rmdir("sticky/adir"), libc::EPERM),
+    (Op::Link("f644", "open/l"), libc::EPERM),
+    (Op::Link("f644", "plain/l"), libc::EPERM),
+    (Op::Link("f666", "open/l"), 0),
+    (Op::Link("f666", "plain/l"), libc::EACCES),
     (Op::SetXattr("f644"), libc::EACCES),
     (Op::SetXattr("f666"), 0),
     (Op::SetXattr("plain"), libc::EACCES),
@@ -188,6 +208,8 @@ fn on_host(op: Op) -> i32 {
     let prepared = match op {
         Op::Stat(p) | Op::Open(p, _) | Op::Unlink(p) | Op::Rmdir(p) => (c(p), None),
         Op::Chmod(p, _) | Op::Chown(p, _, _) | Op::Utimes(p, _) | Op::Mkdir(p) => (c(p), None),
+        Op::Symlink(p) | Op::OpenDir(p) | Op::GetXattr(p) => (c(p), None),
+        Op::Link(from, to) => (c(from), Some(c(to))),
         Op::SetXattr(p) | Op::Truncate(p) => (c(p), None),
         Op::Rename(from, to) => (c(from), Some(c(to))),
         Op::KvGet(b, k) | Op::KvPut(b, k) | Op::KvDelete(b, k) => (c(&format!("{b}/{k}")), None),
@@ -228,6 +250,14 @@ fn host_call(op: Op, path: &std::ffi::CStr, to: Option<&std::ffi::CStr>) -> i32 
                 libc::utimensat(libc::AT_FDCWD, p, if now { std::ptr::null() } else { times.as_ptr() }, 0)
             }
             Op::Mkdir(_) => libc::mkdir(p, 0o755),
+            Op::Symlink(_) => libc::symlink(c"t".as_ptr(), p),
+            Op::Link(..) => libc::link(p, to.map_or(std::ptr::null(), |t| t.as_ptr())),
+            Op::OpenDir(_) => open(libc::O_RDONLY | libc::O_DIRECTORY),
+            Op::GetXattr(_) => {
+                let mut value = [0u8; 16];
+                let n = libc::getxattr(p, c"user.x".as_ptr(), value.as_mut_ptr().cast(), value.len());
+                n as i32
+            }
             Op::SetXattr(_) => libc::setxattr(p, c"user.x".as_ptr(), b"1".as_ptr().cast(), 1, 0),
             Op::Truncate(_) => libc::truncate(p, 1),
         }
@@ -384,6 +414,16 @@ fn request(
             let (parent, name) = parent_and_name(p)?;
             R::Mkdir { parent, name, mode: 0o755 }
         }
+        Op::Symlink(p) => {
+            let (parent, name) = parent_and_name(p)?;
+            R::Symlink { parent, name, target: v("t") }
+        }
+        Op::Link(from, to) => {
+            let (parent, name) = parent_and_name(to)?;
+            R::Link { ino: reach(from)?, parent, name }
+        }
+        Op::OpenDir(p) => R::OpenDirectory { ino: reach(p)? },
+        Op::GetXattr(p) => R::GetXattr { ino: reach(p)?, name: v("user.x") },
         Op::SetXattr(p) => {
             R::SetXattr { ino: reach(p)?, name: v("user.x"), value: v("1"), flags: XattrFlags::default() }
         }
