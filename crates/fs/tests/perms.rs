@@ -68,6 +68,31 @@ fn only_owners_link_files_they_cannot_read_and_write() {
     assert_eq!(errno(fs.link(&bob, shared.ino, closed.ino, b"l5")), libc::EACCES);
     assert_eq!(fs.link(&alice, readable.ino, open.ino, b"l6").unwrap().nlink, 2);
     assert_eq!(fs.link(&r, setuid.ino, closed.ino, b"l7").unwrap().nlink, 2);
+    // A taken name is EEXIST before any of that.
+    assert_eq!(errno(fs.link(&bob, readable.ino, closed.ino, b"l7")), libc::EEXIST);
+}
+
+#[test]
+fn a_taken_name_is_eexist_even_where_the_caller_may_not_write() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let bob = user(1001, 1001, &[]);
+    let closed = fs.mkdir(&r, fs.root(), b"closed", 0o755).unwrap();
+    let hidden = fs.mkdir(&r, fs.root(), b"hidden", 0o700).unwrap();
+    fs.mknod(&r, closed.ino, b"taken", 0o644, 0).unwrap();
+    fs.mknod(&r, hidden.ino, b"taken", 0o644, 0).unwrap();
+    // As `mkdir /usr` by a user: the name is looked up first.
+    assert_eq!(errno(fs.mkdir(&bob, closed.ino, b"taken", 0o755)), libc::EEXIST);
+    assert_eq!(errno(fs.mknod(&bob, closed.ino, b"taken", 0o644, 0)), libc::EEXIST);
+    assert_eq!(errno(fs.symlink(&bob, closed.ino, b"taken", b"t")), libc::EEXIST);
+    assert_eq!(errno(fs.mkdir(&bob, closed.ino, b"free", 0o755)), libc::EACCES);
+    // Without search permission the lookup itself is refused.
+    assert_eq!(errno(fs.mkdir(&bob, hidden.ino, b"taken", 0o755)), libc::EACCES);
+    // open(O_CREAT) of a taken name opens it, by the file's permissions.
+    let (attr, fh) = fs.create_file(&bob, closed.ino, b"taken", 0o600, libc::O_RDONLY).unwrap();
+    assert_eq!(attr.mode & 0o777, 0o644);
+    fs.release(fh).unwrap();
+    assert_eq!(errno(fs.create_file(&bob, closed.ino, b"taken", 0o600, libc::O_RDWR)), libc::EACCES);
 }
 
 #[test]
