@@ -36,6 +36,8 @@ const TREE: &[(&str, bool, u32, u32)] = &[
     ("plain/victim", false, 0o644, A),
     ("open", true, 0o777, A),
     ("open/victim", false, 0o644, A),
+    ("open/sub", true, 0o755, A),
+    ("open/subw", true, 0o777, A),
     ("sticky", true, 0o1777, A),
     ("sticky/victim", false, 0o644, A),
     ("sticky/mine", false, 0o644, B),
@@ -74,6 +76,10 @@ enum Op {
     Link(&'static str, &'static str),
     /// `opendir`.
     OpenDir(&'static str),
+    /// `removexattr` of user.x.
+    RemoveXattr(&'static str),
+    /// `access` with a mask.
+    Access(&'static str, i32),
     /// `getxattr` of user.x (absent everywhere: ENODATA once allowed).
     GetXattr(&'static str),
     SetXattr(&'static str),
@@ -99,6 +105,17 @@ const CASES: &[(Op, i32)] = &[
     (Op::Open("ro/new", libc::O_RDWR | libc::O_CREAT), libc::EACCES),
     (Op::Open("open/new", libc::O_RDWR | libc::O_CREAT), 0),
     (Op::Open("open/victim", libc::O_RDWR | libc::O_CREAT | libc::O_EXCL), libc::EEXIST),
+    (Op::Open("f644", libc::O_RDWR | libc::O_CREAT), libc::EACCES),
+    (Op::Open("f666", libc::O_RDWR | libc::O_CREAT), 0),
+    (Op::Open("sticky/victim", libc::O_RDONLY | libc::O_CREAT), 0),
+    (Op::Access("f644", libc::W_OK), libc::EACCES),
+    (Op::Access("f644", libc::R_OK), 0),
+    (Op::Access("private", libc::X_OK), libc::EACCES),
+    (Op::RemoveXattr("f644"), libc::EACCES),
+    (Op::RemoveXattr("f666"), libc::ENODATA),
+    (Op::Rename("open/sub", "sticky/sub"), libc::EACCES),
+    (Op::Rename("open/subw", "sticky/subw"), 0),
+    (Op::Rename("open/sub", "open/sub2"), 0),
     (Op::Unlink("plain/victim"), libc::EACCES),
     (Op::Unlink("open/victim"), 0),
     (Op::Unlink("sticky/victim"), libc::EPERM),
@@ -120,6 +137,10 @@ const CASES: &[(Op, i32)] = &[
     (Op::Utimes("f666", true), 0),
     (Op::Utimes("f666", false), libc::EPERM),
     (Op::Mkdir("ro/d"), libc::EACCES),
+    (Op::Mkdir("plain/victim"), libc::EEXIST),
+    (Op::Mkdir("private/f"), libc::EACCES),
+    (Op::Symlink("plain/victim"), libc::EEXIST),
+    (Op::Link("f666", "plain/victim"), libc::EEXIST),
     (Op::Mkdir("plain/d"), libc::EACCES),
     (Op::Mkdir("private/d"), libc::EACCES),
     (Op::Mkdir("open/d"), 0),
@@ -208,7 +229,7 @@ fn on_host(op: Op) -> i32 {
     let prepared = match op {
         Op::Stat(p) | Op::Open(p, _) | Op::Unlink(p) | Op::Rmdir(p) => (c(p), None),
         Op::Chmod(p, _) | Op::Chown(p, _, _) | Op::Utimes(p, _) | Op::Mkdir(p) => (c(p), None),
-        Op::Symlink(p) | Op::OpenDir(p) | Op::GetXattr(p) => (c(p), None),
+        Op::Symlink(p) | Op::OpenDir(p) | Op::GetXattr(p) | Op::RemoveXattr(p) | Op::Access(p, _) => (c(p), None),
         Op::Link(from, to) => (c(from), Some(c(to))),
         Op::SetXattr(p) | Op::Truncate(p) => (c(p), None),
         Op::Rename(from, to) => (c(from), Some(c(to))),
@@ -250,6 +271,8 @@ fn host_call(op: Op, path: &std::ffi::CStr, to: Option<&std::ffi::CStr>) -> i32 
                 libc::utimensat(libc::AT_FDCWD, p, if now { std::ptr::null() } else { times.as_ptr() }, 0)
             }
             Op::Mkdir(_) => libc::mkdir(p, 0o755),
+            Op::RemoveXattr(_) => libc::removexattr(p, c"user.x".as_ptr()),
+            Op::Access(_, mask) => libc::access(p, mask),
             Op::Symlink(_) => libc::symlink(c"t".as_ptr(), p),
             Op::Link(..) => libc::link(p, to.map_or(std::ptr::null(), |t| t.as_ptr())),
             Op::OpenDir(_) => open(libc::O_RDONLY | libc::O_DIRECTORY),
@@ -424,6 +447,8 @@ fn request(
         }
         Op::OpenDir(p) => R::OpenDirectory { ino: reach(p)? },
         Op::GetXattr(p) => R::GetXattr { ino: reach(p)?, name: v("user.x") },
+        Op::RemoveXattr(p) => R::RemoveXattr { ino: reach(p)?, name: v("user.x") },
+        Op::Access(p, mask) => R::Access { ino: reach(p)?, mask: mask as u32 },
         Op::SetXattr(p) => {
             R::SetXattr { ino: reach(p)?, name: v("user.x"), value: v("1"), flags: XattrFlags::default() }
         }
