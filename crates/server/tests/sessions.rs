@@ -245,3 +245,12 @@ fn an_object_is_named_by_number_only_once_the_session_reached_it() {
     assert_eq!(errno(t.run(&other, R::Lookup { parent: private, name: v("g") })), libc::ENFILE);
     assert_eq!(ino(t.run(&other, R::Lookup { parent: private, name: v("f") })), f, "a known one still resolves");
 }
+
+#[test]
+fn sessions_and_the_server_state_may_be_shared_between_worker_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<larder_server::Session>();
+    shared::<larder_server::ServerState>();
+    fn sendable<T: Send>() {}
+    sendable::<larder_server::InFlight<'static>>();
+}
