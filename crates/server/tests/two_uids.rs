@@ -90,6 +90,12 @@ enum Op {
     KvPut(&'static str, &'static str),
     /// KV delete; on the host, `unlink`.
     KvDelete(&'static str, &'static str),
+    /// KV scan of a bucket; on the host, `opendir`.
+    KvScan(&'static str),
+    /// Bucket creation; on the host, `mkdir` in the root.
+    CreateBucket(&'static str),
+    /// Bucket removal; on the host, `rmdir` in the root.
+    DeleteBucket(&'static str),
 }
 
 /// Every case, with the errno both must give (0: success).
@@ -172,6 +178,10 @@ const CASES: &[(Op, i32)] = &[
     (Op::KvDelete("bucket", "k"), libc::EACCES),
     (Op::KvDelete("openb", "k"), 0),
     (Op::KvDelete("privb", "k"), libc::EACCES),
+    (Op::KvScan("bucket"), 0),
+    (Op::KvScan("privb"), libc::EACCES),
+    (Op::CreateBucket("newb"), libc::EACCES),
+    (Op::DeleteBucket("ro"), libc::EACCES),
 ];
 
 #[test]
@@ -234,6 +244,7 @@ fn on_host(op: Op) -> i32 {
         Op::SetXattr(p) | Op::Truncate(p) => (c(p), None),
         Op::Rename(from, to) => (c(from), Some(c(to))),
         Op::KvGet(b, k) | Op::KvPut(b, k) | Op::KvDelete(b, k) => (c(&format!("{b}/{k}")), None),
+        Op::KvScan(b) | Op::CreateBucket(b) | Op::DeleteBucket(b) => (c(b), None),
     };
     as_user(B, || host_call(op, &prepared.0, prepared.1.as_deref()))
 }
@@ -262,7 +273,9 @@ fn host_call(op: Op, path: &std::ffi::CStr, to: Option<&std::ffi::CStr>) -> i32 
             Op::KvGet(..) => open(libc::O_RDONLY),
             Op::KvPut(..) => open(libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC),
             Op::Unlink(_) | Op::KvDelete(..) => libc::unlink(p),
-            Op::Rmdir(_) => libc::rmdir(p),
+            Op::Rmdir(_) | Op::DeleteBucket(_) => libc::rmdir(p),
+            Op::KvScan(_) => open(libc::O_RDONLY | libc::O_DIRECTORY),
+            Op::CreateBucket(_) => libc::mkdir(p, 0o755),
             Op::Rename(..) => libc::rename(p, to.map_or(std::ptr::null(), |t| t.as_ptr())),
             Op::Chmod(_, mode) => libc::chmod(p, mode),
             Op::Chown(_, uid, gid) => libc::chown(p, uid, gid),
@@ -458,5 +471,8 @@ fn request(
             R::KvPut { bucket: v(b), key: v(k), value: Payload::Inline(v("new")), durability: Durability::Buffered }
         }
         Op::KvDelete(b, k) => R::KvDelete { bucket: v(b), key: v(k), durability: Durability::Buffered },
+        Op::KvScan(b) => R::KvScan { bucket: v(b), start: Vec::new(), end: None, max_entries: 10 },
+        Op::CreateBucket(b) => R::CreateBucket { bucket: v(b) },
+        Op::DeleteBucket(b) => R::DeleteBucket { bucket: v(b) },
     })
 }
