@@ -80,6 +80,33 @@ pub(crate) struct NewObject<'a> {
     pub(crate) target: Option<&'a [u8]>,
 }
 
+/// Gives `ino` the name `name` in `parent` inside `txn`, which holds all
+/// three.
+pub(crate) fn link_in_txn(txn: &mut Transaction<'_>, cred: &Cred, ino: u64, parent: u64, name: &Name) -> Result<Attr> {
+    let p = dir_in(txn, parent)?;
+    let o = onode_in(txn, ino)?;
+    if o.kind == Kind::Directory {
+        return Err(FsError::posix(libc::EPERM, format!("object {ino} is a directory")));
+    }
+    if o.nlink == 0 {
+        return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name left")));
+    }
+    if o.nlink >= LINK_MAX {
+        return Err(FsError::posix(libc::EMLINK, format!("object {ino} has {} names", o.nlink)));
+    }
+    // In the kernel's order: the new name's lookup (search, then EEXIST),
+    // the source's protection, the directory's write.
+    perm::check(&p, parent, cred, EXEC)?;
+    if txn.lookup(parent, name)?.is_some() {
+        return Err(taken(parent, name));
+    }
+    perm::check_link(&o, ino, cred)?;
+    perm::check(&p, parent, cred, WRITE | EXEC)?;
+    txn.link_in(parent, name, ino)?;
+    touch_dir(txn, parent)?;
+    Ok(Attr::from_onode(ino, &onode_in(txn, ino)?))
+}
+
 /// EEXIST: `name` is taken in `parent`.
 fn taken(parent: u64, name: &Name) -> FsError {
     FsError::posix(libc::EEXIST, format!("{:?} in directory {parent}", shown(name.as_bytes())))
@@ -191,30 +218,9 @@ impl Fs {
             LockRequest::Name(parent, name.as_bytes().to_vec()),
             LockRequest::Exclusive(ino),
         ];
-        let (attr, _) = self.store.transact_locked(&requests, Durability::Buffered, |txn| -> Result<Attr> {
-            let p = dir_in(txn, parent)?;
-            let o = onode_in(txn, ino)?;
-            if o.kind == Kind::Directory {
-                return Err(FsError::posix(libc::EPERM, format!("object {ino} is a directory")));
-            }
-            if o.nlink == 0 {
-                return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name left")));
-            }
-            if o.nlink >= LINK_MAX {
-                return Err(FsError::posix(libc::EMLINK, format!("object {ino} has {} names", o.nlink)));
-            }
-            // In the kernel's order: the new name's lookup (search, then
-            // EEXIST), the source's protection, the directory's write.
-            perm::check(&p, parent, cred, EXEC)?;
-            if txn.lookup(parent, &name)?.is_some() {
-                return Err(taken(parent, &name));
-            }
-            perm::check_link(&o, ino, cred)?;
-            perm::check(&p, parent, cred, WRITE | EXEC)?;
-            txn.link_in(parent, &name, ino)?;
-            touch_dir(txn, parent)?;
-            Ok(Attr::from_onode(ino, &onode_in(txn, ino)?))
-        })?;
+        let (attr, _) = self
+            .store
+            .transact_locked(&requests, Durability::Buffered, |txn| link_in_txn(txn, cred, ino, parent, &name))?;
         Ok(attr)
     }
 
