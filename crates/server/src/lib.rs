@@ -29,7 +29,7 @@ use std::sync::Arc;
 use larder_fs::Fs;
 
 pub use error::{ServerError, Violation};
-pub use execute::{execute, execute_admitted};
+pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
 pub use limits::Limits;
 pub use memory::{slice_range, ClientMemory, VecMemory};
 pub use session::{HandleKind, InFlight, Session, SessionCounters};

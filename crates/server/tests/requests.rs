@@ -373,3 +373,43 @@ fn kv_writers_and_readers_work_through_handles() {
     assert_eq!(s.handle_count(), 0);
     t.assert_fsck_clean();
 }
+
+#[test]
+fn a_batch_of_metadata_requests_applies_whole_or_not_at_all() {
+    use larder_server::{execute_batch, BatchOutcome};
+    let t = server();
+    let s = t.session(0, 0);
+    let other = t.session(0, 0);
+    let d = ino(t.run(&s, R::Mkdir { parent: ROOT, name: v("d"), mode: 0o777 }));
+    let flags = RenameFlags::default();
+    let ops = vec![
+        R::Mknod { parent: d, name: v("a"), mode: 0o644, rdev: 0 },
+        R::Mkdir { parent: d, name: v("sub"), mode: 0o755 },
+        R::Rename { parent: d, name: v("a"), new_parent: d, new_name: v("b"), flags },
+        R::Symlink { parent: d, name: v("l"), target: v("b") },
+        R::Unlink { parent: d, name: v("l") },
+    ];
+    let BatchOutcome::Applied(responses) = execute_batch(&t.server, &s, ops, Durability::Durable) else { panic!() };
+    assert_eq!(responses.len(), 5);
+    let made = ino(responses[0].clone());
+    assert!(s.knows(made), "objects a batch made are reached");
+    assert_eq!(responses[2..].iter().filter(|r| **r == Response::Done).count(), 2);
+    assert_eq!(ino(t.run(&s, R::Lookup { parent: d, name: v("b") })), made);
+
+    // One refusal refuses all: the first create does not happen.
+    let refused =
+        vec![R::Mknod { parent: d, name: v("c"), mode: 0o644, rdev: 0 }, R::Rmdir { parent: d, name: v("b") }];
+    let BatchOutcome::Refused(e) = execute_batch(&t.server, &s, refused, Durability::Buffered) else { panic!() };
+    assert_eq!(errno(e), libc::ENOTDIR);
+    assert_eq!(errno(t.run(&s, R::Lookup { parent: d, name: v("c") })), libc::ENOENT);
+    // Objects the session has not reached, and requests a batch cannot
+    // hold, refuse it too.
+    let unreached = vec![R::Unlink { parent: d, name: v("b") }];
+    let BatchOutcome::Refused(e) = execute_batch(&t.server, &other, unreached, Durability::Buffered) else { panic!() };
+    assert_eq!(errno(e), libc::ENOENT);
+    let not_metadata = vec![R::Unlink { parent: d, name: v("b") }, R::Sync];
+    let BatchOutcome::Refused(e) = execute_batch(&t.server, &s, not_metadata, Durability::Buffered) else { panic!() };
+    assert_eq!(errno(e), libc::EINVAL);
+    assert_eq!(ino(t.run(&s, R::Lookup { parent: d, name: v("b") })), made);
+    t.assert_fsck_clean();
+}

@@ -4,6 +4,7 @@
 //! (`files.rs`), directories and extended attributes (`directories.rs`),
 //! the KV API (`kv.rs`, with its permission rule in `kv_access.rs`).
 
+mod batch;
 mod directories;
 mod files;
 mod kv;
@@ -14,13 +15,15 @@ use std::cell::Cell;
 
 use larder_fs::{Cred, Fs, FsError};
 use larder_kv::KvError;
-use larder_protocol::message::{Payload, Request, Response};
+use larder_protocol::message::{Durability, Payload, Request, Response};
 
 use crate::convert;
 use crate::error::Violation;
 use crate::memory::ClientMemory;
 use crate::session::{InFlight, Session};
 use crate::ServerState;
+
+pub use batch::BatchOutcome;
 
 /// Executes `request` of `session`: the response to send, or the
 /// [`Violation`] for which the session must end (a buffer slice outside
@@ -69,6 +72,51 @@ pub fn execute_admitted(
     session.count(&response, call.read.get(), call.written.get());
     drop(in_flight);
     Ok(response)
+}
+
+/// Executes `requests` of `session`, metadata operations only (`Mkdir`,
+/// `Mknod`, `Symlink`, `Link`, `Unlink`, `Rmdir`, `Rename`), as one batch
+/// committed with `durability`: each is checked as it would be alone, on
+/// the state the earlier ones left, and either all are applied or none.
+/// Counted as one request in flight.
+pub fn execute_batch(
+    server: &ServerState,
+    session: &Session,
+    requests: Vec<Request>,
+    durability: Durability,
+) -> BatchOutcome {
+    let in_flight = match session.admit() {
+        Ok(in_flight) => in_flight,
+        Err(refused) => {
+            let response = convert::errno(refused.errno(), refused.to_string());
+            session.count(&response, 0, 0);
+            return BatchOutcome::Refused(response);
+        }
+    };
+    // No request of a batch names client memory.
+    let memory = crate::memory::VecMemory::new(0);
+    let call = Call {
+        server,
+        session,
+        memory: &memory,
+        fs: server.fs(),
+        cred: session.cred(),
+        read: Cell::new(0),
+        written: Cell::new(0),
+    };
+    let outcome = match batch::apply(&call, requests, durability) {
+        Ok(responses) => BatchOutcome::Applied(responses),
+        Err(Refusal::Fs(e)) => BatchOutcome::Refused(convert::fs_error(&e)),
+        Err(Refusal::Kv(e)) => BatchOutcome::Refused(convert::kv_error(e)),
+        Err(Refusal::Violation(v)) => BatchOutcome::Refused(convert::errno(libc::EPROTO, v.to_string())),
+    };
+    let counted = match &outcome {
+        BatchOutcome::Applied(_) => Response::Done,
+        BatchOutcome::Refused(r) => r.clone(),
+    };
+    session.count(&counted, 0, 0);
+    drop(in_flight);
+    outcome
 }
 
 /// Why a request was not done.
