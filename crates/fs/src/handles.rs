@@ -58,6 +58,15 @@ impl Handles {
         self.gates[(ino % GATES as u64) as usize].lock()
     }
 
+    /// The gates of every object of `inos`, each stripe taken once and in
+    /// stripe order (so that two callers never wait on each other).
+    pub(crate) fn gates(&self, inos: impl IntoIterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = inos.into_iter().map(|ino| (ino % GATES as u64) as usize).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes.into_iter().filter_map(|i| self.gates.get(i)).map(|g| g.lock()).collect()
+    }
+
     /// Whether any file handle of `ino` is open. Call with its gate held.
     pub(crate) fn is_open(&self, ino: u64) -> bool {
         self.open.lock().get(&ino).is_some_and(|&n| n > 0)

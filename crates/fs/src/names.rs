@@ -80,6 +80,38 @@ pub(crate) struct NewObject<'a> {
     pub(crate) target: Option<&'a [u8]>,
 }
 
+/// Gives `ino` the name `name` in `parent` inside `txn`, which holds all
+/// three.
+pub(crate) fn link_in_txn(txn: &mut Transaction<'_>, cred: &Cred, ino: u64, parent: u64, name: &Name) -> Result<Attr> {
+    let p = dir_in(txn, parent)?;
+    let o = onode_in(txn, ino)?;
+    if o.kind == Kind::Directory {
+        return Err(FsError::posix(libc::EPERM, format!("object {ino} is a directory")));
+    }
+    if o.nlink == 0 {
+        return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name left")));
+    }
+    if o.nlink >= LINK_MAX {
+        return Err(FsError::posix(libc::EMLINK, format!("object {ino} has {} names", o.nlink)));
+    }
+    // In the kernel's order: the new name's lookup (search, then EEXIST),
+    // the source's protection, the directory's write.
+    perm::check(&p, parent, cred, EXEC)?;
+    if txn.lookup(parent, name)?.is_some() {
+        return Err(taken(parent, name));
+    }
+    perm::check_link(&o, ino, cred)?;
+    perm::check(&p, parent, cred, WRITE | EXEC)?;
+    txn.link_in(parent, name, ino)?;
+    touch_dir(txn, parent)?;
+    Ok(Attr::from_onode(ino, &onode_in(txn, ino)?))
+}
+
+/// EEXIST: `name` is taken in `parent`.
+fn taken(parent: u64, name: &Name) -> FsError {
+    FsError::posix(libc::EEXIST, format!("{:?} in directory {parent}", shown(name.as_bytes())))
+}
+
 /// ENOENT for object `ino`, which does not exist.
 fn missing(ino: u64) -> FsError {
     FsError::posix(libc::ENOENT, format!("object {ino}"))
@@ -186,23 +218,9 @@ impl Fs {
             LockRequest::Name(parent, name.as_bytes().to_vec()),
             LockRequest::Exclusive(ino),
         ];
-        let (attr, _) = self.store.transact_locked(&requests, Durability::Buffered, |txn| -> Result<Attr> {
-            let p = dir_in(txn, parent)?;
-            let o = onode_in(txn, ino)?;
-            if o.kind == Kind::Directory {
-                return Err(FsError::posix(libc::EPERM, format!("object {ino} is a directory")));
-            }
-            if o.nlink == 0 {
-                return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name left")));
-            }
-            if o.nlink >= LINK_MAX {
-                return Err(FsError::posix(libc::EMLINK, format!("object {ino} has {} names", o.nlink)));
-            }
-            perm::check(&p, parent, cred, WRITE | EXEC)?;
-            txn.link_in(parent, &name, ino)?;
-            touch_dir(txn, parent)?;
-            Ok(Attr::from_onode(ino, &onode_in(txn, ino)?))
-        })?;
+        let (attr, _) = self
+            .store
+            .transact_locked(&requests, Durability::Buffered, |txn| link_in_txn(txn, cred, ino, parent, &name))?;
         Ok(attr)
     }
 
@@ -406,7 +424,14 @@ pub(crate) fn make_in(
     new: &NewObject<'_>,
 ) -> Result<Attr> {
     let p = dir_in(txn, parent)?;
-    perm::check(&p, parent, cred, WRITE | EXEC)?;
+    if let Err(refused) = perm::check(&p, parent, cred, WRITE | EXEC) {
+        // Linux looks the name up before it checks write permission: a
+        // taken name is EEXIST for anyone who may search the directory.
+        if perm::allowed(&p, cred, EXEC) && txn.lookup(parent, name)?.is_some() {
+            return Err(taken(parent, name));
+        }
+        return Err(refused);
+    }
     let (mode, gid) = perm::new_owner(&p, cred, new.kind, new.mode & MODE_PERM_MASK);
     // create_in refuses a taken name (EEXIST) before allocating anything:
     // one point read of the name, not two.

@@ -79,6 +79,27 @@ pub fn check_remove(dir: &Onode, dir_ino: u64, child: &Onode, cred: &Cred) -> Re
     Ok(())
 }
 
+/// Checks that `cred` may give `o` another name, as Linux does with
+/// `fs.protected_hardlinks = 1` (the default of every major distribution,
+/// and what the kernel checks before a mount's `link` reaches the file
+/// system): the owner and the superuser may; anyone else only for a
+/// regular file that is neither setuid nor setgid-executable and that they
+/// may both read and write. Otherwise EPERM.
+pub fn check_link(o: &Onode, ino: u64, cred: &Cred) -> Result<()> {
+    let safe_source = o.kind == Kind::File
+        && o.mode & S_ISUID == 0
+        && o.mode & (S_ISGID | S_IXGRP) != (S_ISGID | S_IXGRP)
+        && allowed(o, cred, READ | WRITE);
+    if owns(o, cred) || safe_source {
+        Ok(())
+    } else {
+        Err(FsError::posix(
+            libc::EPERM,
+            format!("uid {} may not link object {ino}: it owns it not, or cannot read and write it", cred.uid),
+        ))
+    }
+}
+
 /// The mode `o` keeps after a write, truncate or chown by `cred`, if it
 /// loses setuid or setgid bits, as Linux decides for callers without
 /// CAP_FSETID (`setattr_should_drop_suidgid`): setuid always; setgid when

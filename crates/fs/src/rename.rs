@@ -24,9 +24,9 @@ pub struct RenameFlags {
 }
 
 /// A rename's plan from unlocked lookups, re-checked under the locks.
-struct Plan {
-    src: Dentry,
-    dst: Option<Dentry>,
+pub(crate) struct Plan {
+    pub(crate) src: Dentry,
+    pub(crate) dst: Option<Dentry>,
 }
 
 impl Fs {
@@ -107,7 +107,7 @@ impl Fs {
 
     /// EINVAL if directory `dir` is `target` or one of its ancestors (a
     /// move there would make a cycle). Called under the rename lock.
-    fn check_no_cycle(&self, dir: u64, target: u64) -> Result<()> {
+    pub(crate) fn check_no_cycle(&self, dir: u64, target: u64) -> Result<()> {
         let mut at = target;
         loop {
             if at == dir {
@@ -124,7 +124,7 @@ impl Fs {
 
 /// The rename inside its transaction: `Retry` if a name changed since
 /// the plan; `Done` with what an overwritten target's unlink left.
-fn rename_in(
+pub(crate) fn rename_in(
     txn: &mut Transaction<'_>,
     cred: &Cred,
     (parent, from): (u64, &Name),

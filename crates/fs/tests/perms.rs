@@ -48,6 +48,54 @@ fn a_sticky_directory_protects_other_users_names() {
 }
 
 #[test]
+fn only_owners_link_files_they_cannot_read_and_write() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let (alice, bob) = (user(1000, 1000, &[]), user(1001, 1001, &[]));
+    let open = fs.mkdir(&r, fs.root(), b"open", 0o777).unwrap();
+    let closed = fs.mkdir(&r, fs.root(), b"closed", 0o755).unwrap();
+    let readable = fs.mknod(&alice, open.ino, b"readable", 0o644, 0).unwrap();
+    let shared = fs.mknod(&alice, open.ino, b"shared", 0o666, 0).unwrap();
+    let setuid = fs.mknod(&alice, open.ino, b"setuid", 0o4666, 0).unwrap();
+    let fifo = fs.mknod(&alice, open.ino, b"fifo", libc::S_IFIFO | 0o666, 0).unwrap();
+    // fs.protected_hardlinks: not owned, not read-and-writable: EPERM,
+    // before the directory's own check (EACCES in `closed`).
+    assert_eq!(errno(fs.link(&bob, readable.ino, open.ino, b"l1")), libc::EPERM);
+    assert_eq!(errno(fs.link(&bob, readable.ino, closed.ino, b"l1")), libc::EPERM);
+    assert_eq!(errno(fs.link(&bob, setuid.ino, open.ino, b"l2")), libc::EPERM);
+    assert_eq!(errno(fs.link(&bob, fifo.ino, open.ino, b"l3")), libc::EPERM);
+    assert_eq!(fs.link(&bob, shared.ino, open.ino, b"l4").unwrap().nlink, 2);
+    assert_eq!(errno(fs.link(&bob, shared.ino, closed.ino, b"l5")), libc::EACCES);
+    assert_eq!(fs.link(&alice, readable.ino, open.ino, b"l6").unwrap().nlink, 2);
+    assert_eq!(fs.link(&r, setuid.ino, closed.ino, b"l7").unwrap().nlink, 2);
+    // A taken name is EEXIST before any of that.
+    assert_eq!(errno(fs.link(&bob, readable.ino, closed.ino, b"l7")), libc::EEXIST);
+}
+
+#[test]
+fn a_taken_name_is_eexist_even_where_the_caller_may_not_write() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let bob = user(1001, 1001, &[]);
+    let closed = fs.mkdir(&r, fs.root(), b"closed", 0o755).unwrap();
+    let hidden = fs.mkdir(&r, fs.root(), b"hidden", 0o700).unwrap();
+    fs.mknod(&r, closed.ino, b"taken", 0o644, 0).unwrap();
+    fs.mknod(&r, hidden.ino, b"taken", 0o644, 0).unwrap();
+    // As `mkdir /usr` by a user: the name is looked up first.
+    assert_eq!(errno(fs.mkdir(&bob, closed.ino, b"taken", 0o755)), libc::EEXIST);
+    assert_eq!(errno(fs.mknod(&bob, closed.ino, b"taken", 0o644, 0)), libc::EEXIST);
+    assert_eq!(errno(fs.symlink(&bob, closed.ino, b"taken", b"t")), libc::EEXIST);
+    assert_eq!(errno(fs.mkdir(&bob, closed.ino, b"free", 0o755)), libc::EACCES);
+    // Without search permission the lookup itself is refused.
+    assert_eq!(errno(fs.mkdir(&bob, hidden.ino, b"taken", 0o755)), libc::EACCES);
+    // open(O_CREAT) of a taken name opens it, by the file's permissions.
+    let (attr, fh) = fs.create_file(&bob, closed.ino, b"taken", 0o600, libc::O_RDONLY).unwrap();
+    assert_eq!(attr.mode & 0o777, 0o644);
+    fs.release(fh).unwrap();
+    assert_eq!(errno(fs.create_file(&bob, closed.ino, b"taken", 0o600, libc::O_RDWR)), libc::EACCES);
+}
+
+#[test]
 fn a_setgid_directory_passes_its_group_down() {
     let (_d, fs) = fresh();
     let r = root();

@@ -65,6 +65,18 @@ impl Key {
     }
 }
 
+/// Checks `key` against the rules, as every call taking a key does
+/// first: [`KvError::InvalidKey`] says which rule it breaks.
+pub fn check_key(key: &[u8]) -> Result<()> {
+    Key::parse(key).map(|_| ())
+}
+
+/// Checks a bucket name against the rules: [`KvError::InvalidBucket`]
+/// says which it breaks.
+pub fn check_bucket(bucket: &[u8]) -> Result<()> {
+    bucket_name(bucket).map(|_| ())
+}
+
 /// Checks a bucket name.
 pub(crate) fn bucket_name(bucket: &[u8]) -> Result<Name> {
     Name::new(bucket).map_err(|e| match e {

@@ -23,6 +23,7 @@ pub mod key;
 mod ops;
 mod plan;
 mod scan;
+pub mod stats;
 mod stream;
 
 use std::path::Path;

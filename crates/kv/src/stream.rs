@@ -6,6 +6,8 @@
 //! dropped writer leaves nothing behind: the next open frees orphans.
 
 use std::io;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use larder_namespace::NamespaceTxn;
 use larder_object::meta::{orphan_key, Kind, Orphan, OrphanReason, Timestamp};
@@ -21,11 +23,29 @@ use crate::Kv;
 /// Bytes a writer gathers before writing them to its object.
 pub const WRITER_CHUNK_BYTES: usize = 8 << 20;
 
+/// The KV store a writer works in: borrowed ([`Kv::writer`]), or shared
+/// ([`Kv::shared_writer`]) by a writer that must outlive any borrow.
+enum KvRef<'a> {
+    Borrowed(&'a Kv),
+    Shared(Arc<Kv>),
+}
+
+impl Deref for KvRef<'_> {
+    type Target = Kv;
+
+    fn deref(&self) -> &Kv {
+        match self {
+            KvRef::Borrowed(kv) => kv,
+            KvRef::Shared(kv) => kv,
+        }
+    }
+}
+
 /// Writes a value in pieces (`std::io::Write`); [`KvWriter::finish`]
 /// stores it under its key atomically. Dropped unfinished, it stores
 /// nothing.
 pub struct KvWriter<'a> {
-    kv: &'a Kv,
+    kv: KvRef<'a>,
     bucket: Bucket,
     key: Key,
     durability: Durability,
@@ -43,8 +63,30 @@ impl Kv {
         key: impl AsRef<[u8]>,
         durability: Durability,
     ) -> Result<KvWriter<'_>> {
-        let bucket = self.bucket(bucket.as_ref())?;
-        let key = Key::parse(key.as_ref())?;
+        self.start_writer(KvRef::Borrowed(self), bucket.as_ref(), key.as_ref(), durability)
+    }
+
+    /// [`Kv::writer`] holding a share of the store instead of a borrow, so
+    /// that the writer can be kept across calls (a server session keeps
+    /// one between a client's requests).
+    pub fn shared_writer(
+        self: &Arc<Self>,
+        bucket: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+        durability: Durability,
+    ) -> Result<KvWriter<'static>> {
+        self.start_writer(KvRef::Shared(Arc::clone(self)), bucket.as_ref(), key.as_ref(), durability)
+    }
+
+    fn start_writer<'a>(
+        &self,
+        kv: KvRef<'a>,
+        bucket: &[u8],
+        key: &[u8],
+        durability: Durability,
+    ) -> Result<KvWriter<'a>> {
+        let bucket = self.bucket(bucket)?;
+        let key = Key::parse(key)?;
         // Only its name: the data goes to containers, which stop at the
         // reserve themselves.
         self.store().check_room(0)?;
@@ -56,7 +98,7 @@ impl Kv {
             Ok(id)
         })?;
         Ok(KvWriter {
-            kv: self,
+            kv,
             bucket,
             key,
             durability,
@@ -74,6 +116,16 @@ impl Kv {
 }
 
 impl KvWriter<'_> {
+    /// The new value's object (unnamed until [`KvWriter::finish`]).
+    pub fn object(&self) -> u64 {
+        self.object
+    }
+
+    /// Bytes written to the value so far.
+    pub fn position(&self) -> u64 {
+        self.written + self.buf.len() as u64
+    }
+
     fn write_chunk(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());

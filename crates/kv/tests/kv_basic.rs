@@ -121,6 +121,38 @@ fn streams_write_and_read_large_values() {
 }
 
 #[test]
+fn a_shared_writer_outlives_the_borrow_it_was_made_from() {
+    let sim = SimStorage::new(15);
+    let kv = std::sync::Arc::new(common::create(&sim));
+    kv.create_bucket("b").unwrap();
+    let orphans = |kv: &larder_kv::Kv| {
+        let prefix = larder_object::meta::map_prefix(larder_object::meta::Map::Orphans);
+        kv.store().index().prefix(&prefix, true).unwrap().count()
+    };
+    // Kept in a structure that holds no borrow of `kv`.
+    let mut writers: Vec<larder_kv::KvWriter<'static>> = vec![kv.shared_writer("b", "k", Durable).unwrap()];
+    writers[0].write_all(b"hello, ").unwrap();
+    writers[0].write_all(b"world").unwrap();
+    assert_eq!(writers[0].position(), 12);
+    assert_eq!(orphans(&kv), 1, "the unfinished value is an orphan");
+    writers.remove(0).finish().unwrap();
+    assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&b"hello, world"[..]));
+    let dropped = kv.shared_writer("b", "gone", Durable).unwrap();
+    let object = dropped.object();
+    drop(dropped);
+    assert_eq!(kv.store().stat(object).unwrap(), None, "a dropped writer frees its object");
+    assert_eq!(orphans(&kv), 0);
+}
+
+#[test]
+fn keys_and_bucket_names_are_checked_without_a_store() {
+    assert!(larder_kv::key::check_key(b"a/b").is_ok());
+    assert!(matches!(larder_kv::key::check_key(b"a/../b"), Err(larder_kv::KvError::InvalidKey { .. })));
+    assert!(larder_kv::key::check_bucket(b"b").is_ok());
+    assert!(matches!(larder_kv::key::check_bucket(b"a/b"), Err(larder_kv::KvError::InvalidBucket { .. })));
+}
+
+#[test]
 fn batches_apply_all_or_nothing() {
     let sim = SimStorage::new(6);
     let kv = common::create(&sim);

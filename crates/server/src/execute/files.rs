@@ -1,0 +1,137 @@
+//! Open files: open, create, read, write, fsync, fallocate, release. Reads
+//! and writes also serve the KV API's reader and writer handles.
+
+use std::io::Write as _;
+
+use larder_fs::FsError;
+use larder_kv::KvError;
+use larder_protocol::message::{BufferSlice, Payload, Response};
+
+use super::{Call, Outcome, Refusal};
+use crate::convert;
+use crate::session::{Entry, HandleKind};
+
+pub(super) fn open(call: &Call<'_>, ino: u64, flags: i32) -> Outcome {
+    // The slot first: a client at its limit opens (and truncates) nothing.
+    super::names::known(call, &[ino])?;
+    let slot = call.session.reserve()?;
+    let fs_handle = call.fs.open_file(call.cred, ino, flags)?;
+    Ok(Response::Handle(slot.fill(Entry::File { fs_handle, ino })))
+}
+
+pub(super) fn create(call: &Call<'_>, parent: u64, name: &[u8], mode: u32, flags: i32) -> Outcome {
+    super::names::known(call, &[parent])?;
+    let slot = call.session.reserve()?;
+    let (attr, fs_handle) = call.fs.create_file(call.cred, parent, name, mode, flags)?;
+    let handle = slot.fill(Entry::File { fs_handle, ino: attr.ino });
+    // Open already: a full known set does not undo the create.
+    let _ = call.session.learn(attr.ino);
+    Ok(Response::Created { attributes: convert::attributes(&attr), handle })
+}
+
+/// Up to `length` bytes at `offset` through a file or KV reader handle.
+fn read_bytes(call: &Call<'_>, handle: u64, offset: u64, length: usize) -> Result<Vec<u8>, Refusal> {
+    let bytes = match call.session.handle(handle) {
+        Some((HandleKind::File, _)) => {
+            let (fs_handle, _) = call.session.file(handle)?;
+            call.fs.read(fs_handle, offset, length)?
+        }
+        Some((HandleKind::KvReader, object)) => {
+            let mut buf = vec![0u8; length];
+            let n = call.fs.store().read(object, offset, &mut buf).map_err(KvError::from)?;
+            buf.truncate(n);
+            buf
+        }
+        Some((kind, _)) => return Err(not_for(handle, kind, "reading").into()),
+        None => return Err(not_open(handle).into()),
+    };
+    call.count_read(bytes.len());
+    Ok(bytes)
+}
+
+pub(super) fn read(call: &Call<'_>, handle: u64, offset: u64, length: u32) -> Outcome {
+    Ok(Response::Data(read_bytes(call, handle, offset, call.io_length(u64::from(length)))?))
+}
+
+pub(super) fn read_buffer(call: &Call<'_>, handle: u64, offset: u64, into: BufferSlice) -> Outcome {
+    call.memory.check(into)?;
+    let bytes = read_bytes(call, handle, offset, call.io_length(u64::from(into.length)))?;
+    call.memory.copy_in(into, &bytes)?;
+    Ok(Response::Length(bytes.len() as u64))
+}
+
+pub(super) fn write(call: &Call<'_>, handle: u64, offset: u64, data: Payload) -> Outcome {
+    // Copied out of the client's memory before anything looks at it.
+    let data = call.payload(data)?;
+    let written = match call.session.handle(handle) {
+        Some((HandleKind::File, _)) => {
+            let (fs_handle, _) = call.session.file(handle)?;
+            call.fs.write(call.cred, fs_handle, offset, &data)?
+        }
+        Some((HandleKind::KvWriter, _)) => write_value(call, handle, offset, &data)?,
+        Some((kind, _)) => return Err(not_for(handle, kind, "writing").into()),
+        None => return Err(not_open(handle).into()),
+    };
+    call.count_written(written);
+    Ok(Response::Length(written as u64))
+}
+
+/// Appends `data` to a KV writer's value; `offset` must be where the
+/// value ends so far (a writer takes its bytes in order).
+fn write_value(call: &Call<'_>, handle: u64, offset: u64, data: &[u8]) -> Result<usize, Refusal> {
+    let shared = call.session.with_entry(handle, HandleKind::KvWriter, |e| match e {
+        Entry::Writer { writer, .. } => Some(writer.clone()),
+        _ => None,
+    })?;
+    let shared = shared.ok_or_else(|| not_open(handle))?;
+    let mut guard = shared.lock();
+    let writer = guard.as_mut().ok_or_else(|| not_open(handle))?;
+    if offset != writer.position() {
+        return Err(FsError::posix(
+            libc::EINVAL,
+            format!("a KV writer takes bytes in order: offset {offset}, but the value has {}", writer.position()),
+        )
+        .into());
+    }
+    writer.write_all(data).map_err(|e| match e.into_inner().map(|inner| inner.downcast::<KvError>()) {
+        Some(Ok(kv)) => Refusal::Kv(*kv),
+        Some(Err(other)) => Refusal::Fs(FsError::posix(libc::EIO, other.to_string())),
+        None => Refusal::Fs(FsError::posix(libc::EIO, "writing a KV value failed")),
+    })?;
+    Ok(data.len())
+}
+
+pub(super) fn fsync(call: &Call<'_>, handle: u64) -> Outcome {
+    let (fs_handle, _) = call.session.file(handle)?;
+    call.fs.fsync(fs_handle)?;
+    Ok(Response::Done)
+}
+
+pub(super) fn fallocate(call: &Call<'_>, handle: u64, offset: u64, length: u64, mode: i32) -> Outcome {
+    let (fs_handle, _) = call.session.file(handle)?;
+    call.fs.fallocate(call.cred, fs_handle, offset, length, mode)?;
+    Ok(Response::Done)
+}
+
+/// Closes a file, a KV reader, or a KV writer (which stores nothing and
+/// frees its object).
+pub(super) fn release(call: &Call<'_>, handle: u64) -> Outcome {
+    let kind = match call.session.handle(handle) {
+        Some((HandleKind::Directory, _)) => return Err(not_for(handle, HandleKind::Directory, "Release").into()),
+        Some((kind, _)) => kind,
+        None => return Err(not_open(handle).into()),
+    };
+    let entry = call.session.take(handle, kind)?;
+    call.session.release(entry)?;
+    Ok(Response::Done)
+}
+
+/// EBADF: `handle` is not open in this session.
+pub(super) fn not_open(handle: u64) -> FsError {
+    FsError::posix(libc::EBADF, format!("handle {handle} is not open in this session"))
+}
+
+/// EBADF: a handle of `kind` does not serve `what`.
+fn not_for(handle: u64, kind: HandleKind, what: &str) -> FsError {
+    FsError::posix(libc::EBADF, format!("handle {handle} ({kind:?}) is not open for {what}"))
+}

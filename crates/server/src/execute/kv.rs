@@ -1,0 +1,183 @@
+//! The KV API: each call checked by the rule of `kv_access.rs`, then made
+//! through the session's `Kv`, whose new objects and levels belong to the
+//! client's uid and gid.
+
+use std::sync::Arc;
+
+use larder_fs::{perm, FsError};
+use larder_kv::KvBatch;
+use larder_protocol::message::{BufferSlice, Durability, KeyHead, KvOperation, Payload, Response};
+use parking_lot::Mutex;
+
+use super::kv_access::{self, Change, ScanLevels};
+use super::{Call, Outcome, Refusal};
+use crate::convert;
+use crate::session::{Entry, HandleKind};
+
+pub(super) fn put(call: &Call<'_>, bucket: &[u8], key: &[u8], value: Payload, durability: Durability) -> Outcome {
+    // Copied out of the client's memory before anything looks at it.
+    let value = call.payload(value)?;
+    let path = kv_access::walk(call, bucket, key)?;
+    kv_access::check_write(call, &path, Change::Put)?;
+    call.session.kv().put(bucket, key, &value, convert::durability(durability))?;
+    call.count_written(value.len());
+    Ok(Response::Done)
+}
+
+pub(super) fn get(call: &Call<'_>, bucket: &[u8], key: &[u8], into: Option<BufferSlice>) -> Outcome {
+    if let Some(slice) = into {
+        call.memory.check(slice)?;
+    }
+    let path = kv_access::walk(call, bucket, key)?;
+    kv_access::check_read(call, &path)?;
+    let value = call.session.kv().get(bucket, key)?;
+    let (Some(slice), Some(value)) = (into, value.as_ref()) else {
+        if let Some(v) = &value {
+            call.count_read(v.len());
+        }
+        return Ok(Response::Value(value));
+    };
+    if value.len() <= slice.length as usize {
+        call.memory.copy_in(slice, value)?;
+        call.count_read(value.len());
+    }
+    Ok(Response::ValueInBuffer { length: value.len() as u64 })
+}
+
+pub(super) fn head(call: &Call<'_>, bucket: &[u8], key: &[u8]) -> Outcome {
+    kv_access::walk(call, bucket, key)?;
+    let head = call.session.kv().head(bucket, key)?;
+    Ok(Response::Head(head.map(|h| KeyHead { object: h.object, size: h.size })))
+}
+
+pub(super) fn delete(call: &Call<'_>, bucket: &[u8], key: &[u8], durability: Durability) -> Outcome {
+    let path = kv_access::walk(call, bucket, key)?;
+    kv_access::check_write(call, &path, Change::Delete)?;
+    Ok(Response::Deleted(call.session.kv().delete(bucket, key, convert::durability(durability))?))
+}
+
+pub(super) fn scan(call: &Call<'_>, bucket: &[u8], start: &[u8], end: Option<&[u8]>, max_entries: u32) -> Outcome {
+    let dir = kv_access::bucket(call, bucket)?;
+    call.fs.access(call.cred, dir, perm::READ | perm::EXEC)?;
+    let max = call.entries(max_entries);
+    let mut levels = ScanLevels::new(dir);
+    let mut entries = Vec::new();
+    let mut more = false;
+    for entry in call.session.kv().scan_range(bucket, start, end)? {
+        let entry = entry?;
+        if !levels.check(call, &entry.key)? {
+            continue;
+        }
+        if entries.len() == max {
+            more = true;
+            break;
+        }
+        entries.push(convert::scan_entry(entry));
+    }
+    Ok(Response::ScanPage { entries, more })
+}
+
+pub(super) fn write_batch(
+    call: &Call<'_>,
+    bucket: &[u8],
+    operations: Vec<KvOperation>,
+    durability: Durability,
+) -> Outcome {
+    // Every value copied out first: a bad slice anywhere ends the session
+    // before anything is checked or written.
+    let mut ops = Vec::with_capacity(operations.len());
+    let mut total = 0usize;
+    for op in operations {
+        ops.push(match op {
+            KvOperation::Put { key, value } => {
+                let value = call.payload(value)?;
+                total += value.len();
+                (key, Some(value))
+            }
+            KvOperation::Delete { key } => (key, None),
+        });
+    }
+    let max = call.session.limits().max_io_bytes;
+    if total > max as usize {
+        return Err(FsError::posix(
+            libc::EMSGSIZE,
+            format!("a batch of {total} bytes of values, above the limit (max_io_bytes) of {max}"),
+        )
+        .into());
+    }
+    // Validated op by op; any refusal refuses the whole batch.
+    let mut batch = KvBatch::new();
+    for (key, value) in &ops {
+        let path = kv_access::walk(call, bucket, key)?;
+        let change = if value.is_some() { Change::Put } else { Change::Delete };
+        kv_access::check_write(call, &path, change)?;
+        match value {
+            Some(v) => batch.put(key, v.clone()),
+            None => batch.delete(key),
+        };
+    }
+    call.session.kv().write_batch(bucket, &batch, convert::durability(durability))?;
+    call.count_written(total);
+    Ok(Response::Done)
+}
+
+pub(super) fn writer_open(call: &Call<'_>, bucket: &[u8], key: &[u8], durability: Durability) -> Outcome {
+    let path = kv_access::walk(call, bucket, key)?;
+    kv_access::check_write(call, &path, Change::Replace)?;
+    let slot = call.session.reserve()?;
+    let writer = call.session.kv().shared_writer(bucket, key, convert::durability(durability))?;
+    let object = writer.object();
+    let writer = Arc::new(Mutex::new(Some(writer)));
+    Ok(Response::Handle(slot.fill(Entry::Writer { writer, object, bucket: bucket.to_vec(), key: key.to_vec() })))
+}
+
+pub(super) fn writer_finish(call: &Call<'_>, handle: u64) -> Outcome {
+    let Entry::Writer { writer, bucket, key, .. } = call.session.take(handle, HandleKind::KvWriter)? else {
+        return Err(super::files::not_open(handle).into());
+    };
+    // Taken out: dropped unfinished (its object freed) if refused below.
+    let writer = writer.lock().take().ok_or_else(|| super::files::not_open(handle))?;
+    // Checked again: the bucket or key may have changed since the open.
+    let path = kv_access::walk(call, &bucket, &key)?;
+    kv_access::check_write(call, &path, Change::Replace)?;
+    writer.finish()?;
+    Ok(Response::Done)
+}
+
+pub(super) fn reader_open(call: &Call<'_>, bucket: &[u8], key: &[u8]) -> Outcome {
+    let path = kv_access::walk(call, bucket, key)?;
+    kv_access::check_read(call, &path)?;
+    let slot = call.session.reserve()?;
+    let Some(head) = call.session.kv().head(bucket, key)? else {
+        return Err(FsError::posix(libc::ENOENT, format!("no key {:?}", String::from_utf8_lossy(key))).into());
+    };
+    let handle = slot.fill(Entry::Reader { object: head.object });
+    Ok(Response::Opened { handle, size: head.size })
+}
+
+pub(super) fn create_bucket(call: &Call<'_>, bucket: &[u8]) -> Outcome {
+    larder_kv::key::check_bucket(bucket)?;
+    // As mkdir in the root would be.
+    call.fs.access(call.cred, call.fs.root(), perm::WRITE | perm::EXEC)?;
+    call.session.kv().create_bucket(bucket)?;
+    Ok(Response::Done)
+}
+
+pub(super) fn delete_bucket(call: &Call<'_>, bucket: &[u8]) -> Outcome {
+    let dir = kv_access::bucket(call, bucket)?;
+    // As rmdir in the root would be.
+    kv_access::check_remove(call, call.fs.root(), dir)?;
+    call.session.kv().delete_bucket(bucket)?;
+    Ok(Response::Done)
+}
+
+pub(super) fn list_buckets(call: &Call<'_>) -> Outcome {
+    // As listing the root would be.
+    call.fs.access(call.cred, call.fs.root(), perm::READ)?;
+    Ok(Response::Names(call.session.kv().buckets()?))
+}
+
+pub(super) fn stats(call: &Call<'_>) -> Outcome {
+    let text = larder_kv::stats::report(call.session.kv()).map_err(Refusal::from)?;
+    Ok(Response::Text(text))
+}

@@ -1,0 +1,257 @@
+//! The executor: one request of one session in, one response out.
+//!
+//! Each area has its file: names and attributes (`names.rs`), open files
+//! (`files.rs`), directories and extended attributes (`directories.rs`),
+//! the KV API (`kv.rs`, with its permission rule in `kv_access.rs`).
+
+mod batch;
+mod directories;
+mod files;
+mod kv;
+mod kv_access;
+mod names;
+
+use std::cell::Cell;
+
+use larder_fs::{Cred, Fs, FsError};
+use larder_kv::KvError;
+use larder_protocol::message::{Durability, Payload, Request, Response};
+
+use crate::convert;
+use crate::error::Violation;
+use crate::memory::ClientMemory;
+use crate::session::{InFlight, Session};
+use crate::ServerState;
+
+pub use batch::BatchOutcome;
+
+/// Executes `request` of `session`: the response to send, or the
+/// [`Violation`] for which the session must end (a buffer slice outside
+/// the client's data area). Refused with EAGAIN when the session has
+/// `max_in_flight` requests executing already.
+pub fn execute(
+    server: &ServerState,
+    session: &Session,
+    request: Request,
+    memory: &dyn ClientMemory,
+) -> Result<Response, Violation> {
+    match session.admit() {
+        Ok(in_flight) => execute_admitted(server, session, in_flight, request, memory),
+        Err(refused) => {
+            let response = convert::errno(refused.errno(), refused.to_string());
+            session.count(&response, 0, 0);
+            Ok(response)
+        }
+    }
+}
+
+/// [`execute`] for a request already counted in flight by
+/// [`Session::admit`]; the count ends when this returns.
+pub fn execute_admitted(
+    server: &ServerState,
+    session: &Session,
+    in_flight: InFlight<'_>,
+    request: Request,
+    memory: &dyn ClientMemory,
+) -> Result<Response, Violation> {
+    let call = Call {
+        server,
+        session,
+        memory,
+        fs: server.fs(),
+        cred: session.cred(),
+        read: Cell::new(0),
+        written: Cell::new(0),
+    };
+    let response = match dispatch(&call, request) {
+        Ok(r) => r,
+        Err(Refusal::Violation(v)) => return Err(v),
+        Err(Refusal::Fs(e)) => convert::fs_error(&e),
+        Err(Refusal::Kv(e)) => convert::kv_error(e),
+    };
+    session.count(&response, call.read.get(), call.written.get());
+    drop(in_flight);
+    Ok(response)
+}
+
+/// Executes `requests` of `session`, metadata operations only (`Mkdir`,
+/// `Mknod`, `Symlink`, `Link`, `Unlink`, `Rmdir`, `Rename`), as one batch
+/// committed with `durability`: each is checked as it would be alone, on
+/// the state the earlier ones left, and either all are applied or none.
+/// Counted as one request in flight.
+pub fn execute_batch(
+    server: &ServerState,
+    session: &Session,
+    requests: Vec<Request>,
+    durability: Durability,
+) -> BatchOutcome {
+    let in_flight = match session.admit() {
+        Ok(in_flight) => in_flight,
+        Err(refused) => {
+            let response = convert::errno(refused.errno(), refused.to_string());
+            session.count(&response, 0, 0);
+            return BatchOutcome::Refused(response);
+        }
+    };
+    // No request of a batch names client memory.
+    let memory = crate::memory::VecMemory::new(0);
+    let call = Call {
+        server,
+        session,
+        memory: &memory,
+        fs: server.fs(),
+        cred: session.cred(),
+        read: Cell::new(0),
+        written: Cell::new(0),
+    };
+    let outcome = match batch::apply(&call, requests, durability) {
+        Ok(responses) => BatchOutcome::Applied(responses),
+        Err(Refusal::Fs(e)) => BatchOutcome::Refused(convert::fs_error(&e)),
+        Err(Refusal::Kv(e)) => BatchOutcome::Refused(convert::kv_error(e)),
+        Err(Refusal::Violation(v)) => BatchOutcome::Refused(convert::errno(libc::EPROTO, v.to_string())),
+    };
+    let counted = match &outcome {
+        BatchOutcome::Applied(_) => Response::Done,
+        BatchOutcome::Refused(r) => r.clone(),
+    };
+    session.count(&counted, 0, 0);
+    drop(in_flight);
+    outcome
+}
+
+/// Why a request was not done.
+pub(crate) enum Refusal {
+    /// The client broke the protocol.
+    Violation(Violation),
+    /// A refusal or failure with the fs layer's errno.
+    Fs(FsError),
+    /// A refusal or failure of the KV layer.
+    Kv(KvError),
+}
+
+impl From<Violation> for Refusal {
+    fn from(v: Violation) -> Self {
+        Refusal::Violation(v)
+    }
+}
+
+impl From<FsError> for Refusal {
+    fn from(e: FsError) -> Self {
+        Refusal::Fs(e)
+    }
+}
+
+impl From<KvError> for Refusal {
+    fn from(e: KvError) -> Self {
+        Refusal::Kv(e)
+    }
+}
+
+/// What executing one request has at hand.
+pub(crate) struct Call<'a> {
+    pub(crate) server: &'a ServerState,
+    pub(crate) session: &'a Session,
+    pub(crate) memory: &'a dyn ClientMemory,
+    pub(crate) fs: &'a Fs,
+    pub(crate) cred: &'a Cred,
+    /// Bytes returned to the client, for the session's counters.
+    pub(crate) read: Cell<u64>,
+    /// Bytes written for the client.
+    pub(crate) written: Cell<u64>,
+}
+
+/// Results of executing.
+pub(crate) type Outcome = Result<Response, Refusal>;
+
+impl Call<'_> {
+    /// The bytes of `payload`, copied into server memory (out of the data
+    /// area for a buffer slice), at most `max_io_bytes` of them.
+    pub(crate) fn payload(&self, payload: Payload) -> Result<Vec<u8>, Refusal> {
+        let bytes = match payload {
+            Payload::Inline(bytes) => bytes,
+            Payload::Buffer(slice) => self.memory.copy_out(slice)?,
+        };
+        let max = self.session.limits().max_io_bytes;
+        if bytes.len() > max as usize {
+            return Err(FsError::posix(
+                libc::EMSGSIZE,
+                format!("{} bytes in one request, above the limit (max_io_bytes) of {max}", bytes.len()),
+            )
+            .into());
+        }
+        Ok(bytes)
+    }
+
+    /// `length` capped at `max_io_bytes`.
+    pub(crate) fn io_length(&self, length: u64) -> usize {
+        length.min(u64::from(self.session.limits().max_io_bytes)) as usize
+    }
+
+    /// `max` entries capped at `max_entries`.
+    pub(crate) fn entries(&self, max: u32) -> usize {
+        max.min(self.session.limits().max_entries) as usize
+    }
+
+    /// Counts bytes returned to the client.
+    pub(crate) fn count_read(&self, n: usize) {
+        self.read.set(self.read.get() + n as u64);
+    }
+
+    /// Counts bytes written for the client.
+    pub(crate) fn count_written(&self, n: usize) {
+        self.written.set(self.written.get() + n as u64);
+    }
+}
+
+fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
+    use Request as R;
+    match request {
+        R::Ping => Ok(Response::Pong { epoch: call.server.epoch() }),
+        R::Lookup { parent, name } => names::lookup(call, parent, &name),
+        R::GetAttributes { ino } => names::getattr(call, ino),
+        R::SetAttributes { ino, set, handle } => names::setattr(call, ino, &set, handle),
+        R::Resolve { path, follow } => names::resolve(call, &path, follow),
+        R::Mknod { parent, name, mode, rdev } => names::mknod(call, parent, &name, mode, rdev),
+        R::Mkdir { parent, name, mode } => names::mkdir(call, parent, &name, mode),
+        R::Symlink { parent, name, target } => names::symlink(call, parent, &name, &target),
+        R::Readlink { ino } => names::readlink(call, ino),
+        R::Link { ino, parent, name } => names::link(call, ino, parent, &name),
+        R::Unlink { parent, name } => names::unlink(call, parent, &name),
+        R::Rmdir { parent, name } => names::rmdir(call, parent, &name),
+        R::Rename { parent, name, new_parent, new_name, flags } => {
+            names::rename(call, (parent, &name), (new_parent, &new_name), flags)
+        }
+        R::Access { ino, mask } => names::access(call, ino, mask),
+        R::StatFs => names::statfs(call),
+        R::Sync => names::sync(call),
+        R::Open { ino, flags } => files::open(call, ino, flags),
+        R::Create { parent, name, mode, flags } => files::create(call, parent, &name, mode, flags),
+        R::Read { handle, offset, length } => files::read(call, handle, offset, length),
+        R::ReadBuffer { handle, offset, into } => files::read_buffer(call, handle, offset, into),
+        R::Write { handle, offset, data } => files::write(call, handle, offset, data),
+        R::Fsync { handle } => files::fsync(call, handle),
+        R::Fallocate { handle, offset, length, mode } => files::fallocate(call, handle, offset, length, mode),
+        R::Release { handle } => files::release(call, handle),
+        R::OpenDirectory { ino } => directories::open(call, ino),
+        R::ReadDirectory { handle, offset, max_entries } => directories::read(call, handle, offset, max_entries),
+        R::ReleaseDirectory { handle } => directories::release(call, handle),
+        R::FsyncDirectory { handle } => directories::fsync(call, handle),
+        R::GetXattr { ino, name } => directories::getxattr(call, ino, &name),
+        R::SetXattr { ino, name, value, flags } => directories::setxattr(call, ino, &name, &value, flags),
+        R::ListXattr { ino } => directories::listxattr(call, ino),
+        R::RemoveXattr { ino, name } => directories::removexattr(call, ino, &name),
+        R::KvPut { bucket, key, value, durability } => kv::put(call, &bucket, &key, value, durability),
+        R::KvGet { bucket, key, into } => kv::get(call, &bucket, &key, into),
+        R::KvHead { bucket, key } => kv::head(call, &bucket, &key),
+        R::KvDelete { bucket, key, durability } => kv::delete(call, &bucket, &key, durability),
+        R::KvScan { bucket, start, end, max_entries } => kv::scan(call, &bucket, &start, end.as_deref(), max_entries),
+        R::KvWriteBatch { bucket, operations, durability } => kv::write_batch(call, &bucket, operations, durability),
+        R::KvWriterOpen { bucket, key, durability } => kv::writer_open(call, &bucket, &key, durability),
+        R::KvWriterFinish { handle } => kv::writer_finish(call, handle),
+        R::KvReaderOpen { bucket, key } => kv::reader_open(call, &bucket, &key),
+        R::CreateBucket { bucket } => kv::create_bucket(call, &bucket),
+        R::DeleteBucket { bucket } => kv::delete_bucket(call, &bucket),
+        R::ListBuckets => kv::list_buckets(call),
+        R::Stats => kv::stats(call),
+    }
+}

@@ -1,0 +1,85 @@
+//! Larder's server (docs/server.md): the sessions of connected clients and
+//! the executor that turns each of their requests into calls of the fs and
+//! KV layers, checked against the client's credentials.
+//!
+//! The listener (not in this crate's scope) accepts a client, reads its
+//! uid, gid and groups from the kernel and opens a [`Session`] with
+//! [`ServerState::open_session`]. A worker that takes a decoded
+//! [`Request`](larder_protocol::message::Request) of that client calls
+//! [`execute`] with the client's data area as [`ClientMemory`], and sends
+//! back the [`Response`](larder_protocol::message::Response); an
+//! `Err(Violation)` ends the client's session instead. Closing the
+//! connection closes the session ([`Session::close`]), which releases all
+//! it holds.
+//!
+//! A session is `Sync`: requests of one client may execute on several
+//! workers at once.
+#![warn(missing_docs)]
+
+pub mod convert;
+mod error;
+mod execute;
+mod limits;
+mod memory;
+mod session;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use larder_fs::Fs;
+
+pub use error::{ServerError, Violation};
+pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
+pub use limits::Limits;
+pub use memory::{slice_range, ClientMemory, VecMemory};
+pub use session::{HandleKind, InFlight, Session, SessionCounters};
+
+/// What every session and worker of one server shares: the file system
+/// over the store, the epoch, the limits, and the count of clients.
+#[derive(Debug)]
+pub struct ServerState {
+    fs: Arc<Fs>,
+    limits: Limits,
+    epoch: u64,
+    clients: Arc<AtomicUsize>,
+}
+
+impl ServerState {
+    /// A server over `fs` with `limits`. `epoch` is this start's number,
+    /// different at every start (leases of an earlier one are void).
+    pub fn new(fs: Arc<Fs>, limits: Limits, epoch: u64) -> ServerState {
+        ServerState { fs, limits, epoch, clients: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// The file system.
+    pub fn fs(&self) -> &Arc<Fs> {
+        &self.fs
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// This start's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Sessions open now.
+    pub fn clients(&self) -> usize {
+        self.clients.load(Ordering::Acquire)
+    }
+
+    /// Opens the session of a client whose user, group and supplementary
+    /// groups the kernel reported (SO_PEERCRED, SO_PEERGROUPS): every
+    /// request of the session is checked against them. Refused with
+    /// [`ServerError::TooManyClients`] when `max_clients` are open.
+    pub fn open_session(&self, uid: u32, gid: u32, groups: Vec<u32>) -> Result<Session, ServerError> {
+        let max = self.limits.max_clients;
+        self.clients
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .map_err(|_| ServerError::TooManyClients { max })?;
+        Ok(Session::new(Arc::clone(&self.fs), self.limits.clone(), (uid, gid, groups), Arc::clone(&self.clients)))
+    }
+}

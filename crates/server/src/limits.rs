@@ -1,0 +1,70 @@
+//! What one client, and all of them together, may hold of the server.
+//!
+//! Every limit is checked before the request it refuses changes anything:
+//! a refused open creates no file and takes no handle.
+
+/// The server's limits (docs/server.md, "Limits"). Exceeding one gives the
+/// client an errno and changes nothing:
+///
+/// | limit | errno |
+/// |---|---|
+/// | `max_clients` | EAGAIN, at connect |
+/// | `max_open_handles` | EMFILE |
+/// | `max_in_flight` | EAGAIN |
+/// | `max_known_objects` | ENFILE, for a lookup that would add one more |
+/// | `max_io_bytes` | a read returns at most this many bytes; a write, put or batch carrying more is EMSGSIZE |
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Clients connected at once. Default 1,024.
+    pub max_clients: usize,
+    /// Handles one client may hold open at once: files, directories, KV
+    /// writers and KV readers together (like RLIMIT_NOFILE). Default
+    /// 1,024.
+    pub max_open_handles: usize,
+    /// Requests of one client being executed at once (on any worker).
+    /// Default 256.
+    pub max_in_flight: u32,
+    /// Bytes of one client's data area (its zero-copy buffers). Default
+    /// 16 MiB.
+    pub data_area_bytes: u64,
+    /// Objects one client may name by inode number: those it reached by
+    /// a lookup, a path, or by creating them (see [`Session`]'s doc).
+    /// Default 1,048,576.
+    ///
+    /// [`Session`]: crate::Session
+    pub max_known_objects: usize,
+    /// Leases one client may hold (reserved: leases are not served yet).
+    /// Default 4,096.
+    pub max_leases: usize,
+    /// Bytes one request may read or write (a read asks for fewer, a
+    /// write, put or batch carrying more is refused). Default 16 MiB.
+    pub max_io_bytes: u32,
+    /// Entries one directory listing or scan page may return (a request
+    /// asking for more gets this many). Default 4,096.
+    pub max_entries: u32,
+    /// Bytes of each request ring, and of each completion ring. Default
+    /// 256 KiB.
+    pub ring_bytes: u32,
+    /// Fewest workers. Default 1.
+    pub min_workers: u32,
+    /// Most workers: the region holds a ring pair for each. Default 4.
+    pub max_workers: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_clients: 1024,
+            max_open_handles: 1024,
+            max_in_flight: 256,
+            data_area_bytes: 16 << 20,
+            max_known_objects: 1 << 20,
+            max_leases: 4096,
+            max_io_bytes: 16 << 20,
+            max_entries: 4096,
+            ring_bytes: 256 << 10,
+            min_workers: 1,
+            max_workers: 4,
+        }
+    }
+}

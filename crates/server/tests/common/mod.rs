@@ -1,0 +1,94 @@
+//! Setup shared by the server tests: a server over a fresh store in a
+//! temporary directory, sessions of chosen users, and request helpers.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use larder_fs::{Fs, FsOptions};
+use larder_object::meta::{map_prefix, Map};
+use larder_object::CreationOptions;
+use larder_protocol::message::{Request, Response};
+use larder_server::{execute, Limits, ServerState, Session, VecMemory};
+
+/// Bytes of the test data area.
+pub const AREA: usize = 1 << 20;
+
+/// A server over a fresh store, kept with its directory.
+pub struct TestServer {
+    pub server: ServerState,
+    pub dir: tempfile::TempDir,
+}
+
+/// Small containers and log segments: a store is quick to create.
+pub fn options() -> FsOptions {
+    let creation =
+        CreationOptions { container_bytes: 4 << 20, log_segment_bytes: 1 << 20, ..CreationOptions::default() };
+    FsOptions { creation, ..FsOptions::default() }
+}
+
+/// A server with `limits` over a fresh store.
+pub fn server_with(limits: Limits) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Fs::create(&dir.path().join("store"), options()).unwrap();
+    TestServer { server: ServerState::new(Arc::new(fs), limits, 7), dir }
+}
+
+/// A server with the default limits.
+pub fn server() -> TestServer {
+    server_with(Limits::default())
+}
+
+impl TestServer {
+    /// A session of `uid`/`gid` with no supplementary groups.
+    pub fn session(&self, uid: u32, gid: u32) -> Session {
+        self.server.open_session(uid, gid, Vec::new()).unwrap()
+    }
+
+    /// Executes `request` with a fresh data area; panics on a violation.
+    pub fn run(&self, session: &Session, request: Request) -> Response {
+        self.run_in(session, request, &VecMemory::new(AREA))
+    }
+
+    /// Executes `request` with `memory` as the data area.
+    pub fn run_in(&self, session: &Session, request: Request, memory: &VecMemory) -> Response {
+        execute(&self.server, session, request, memory).unwrap()
+    }
+
+    /// Objects with an orphan record (unnamed, awaiting freeing).
+    pub fn orphans(&self) -> usize {
+        self.server.fs().store().index().prefix(&map_prefix(Map::Orphans), true).unwrap().count()
+    }
+
+    /// Panics unless fsck finds the store clean.
+    pub fn assert_fsck_clean(&self) {
+        let report = larder_fsck::check(self.server.fs().store(), &mut |_| {}).unwrap();
+        assert!(report.is_clean(), "fsck: {report:?}");
+    }
+}
+
+/// The errno of an error response; panics on anything else.
+pub fn errno(r: Response) -> i32 {
+    match r {
+        Response::Error { errno, .. } => errno,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// The handle of a `Handle` response.
+pub fn handle(r: Response) -> u64 {
+    match r {
+        Response::Handle(h) => h,
+        Response::Created { handle, .. } => handle,
+        Response::Opened { handle, .. } => handle,
+        other => panic!("expected a handle, got {other:?}"),
+    }
+}
+
+/// The inode of an `Attributes` or `Created` response.
+pub fn ino(r: Response) -> u64 {
+    match r {
+        Response::Attributes(a) => a.ino,
+        Response::Created { attributes, .. } => attributes.ino,
+        other => panic!("expected attributes, got {other:?}"),
+    }
+}
