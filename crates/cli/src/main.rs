@@ -18,6 +18,7 @@ mod init;
 mod mount;
 mod objects;
 mod progress;
+mod serve;
 mod stats;
 mod store;
 mod target;
@@ -59,6 +60,9 @@ enum Command {
     Stats(stats::StatsArgs),
     /// Mount a store as a file system (FUSE) until unmounted or signalled.
     Mount(mount::MountArgs),
+    /// Serve a store to other processes (and, with --mount, through FUSE)
+    /// until signalled; the store commands follow a store to its server.
+    Serve(serve::ServeArgs),
     /// Check the store (with --repair, first rewrite damaged redundant
     /// copies); exit 0 when clean, 1 on problems, 2 if the check could not run.
     Fsck(fsck_cmd::FsckArgs),
@@ -121,6 +125,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Export(args) => export::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Mount(args) => mount::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Bench { what: None, store } | Command::Bench { what: Some(BenchWhat::Store(store)), .. } => {
             bench_store::run(&store)
         }

@@ -16,12 +16,16 @@
 //! workers at once.
 #![warn(missing_docs)]
 
+mod clients;
 pub mod convert;
 mod error;
 mod execute;
 mod limits;
 mod memory;
+mod region_memory;
+mod server;
 mod session;
+mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,6 +36,7 @@ pub use error::{ServerError, Violation};
 pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
 pub use limits::Limits;
 pub use memory::{slice_range, ClientMemory, VecMemory};
+pub use server::{ServeError, Server, ServerOptions};
 pub use session::{HandleKind, InFlight, Session, SessionCounters};
 
 /// What every session and worker of one server shares: the file system

@@ -1,0 +1,110 @@
+//! `larder serve STORE`: one process owns the store and serves clients on
+//! a Unix socket (`STORE/larder.sock` unless `--socket`), and with
+//! `--mount DIR` the store's FUSE mount too, so KV clients, file-system
+//! clients and the mount share one live store. SIGINT or SIGTERM stops
+//! it: queued requests are refused, running ones finish, everything is
+//! made durable, the mount is unmounted and the socket removed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use larder_fs::{Fs, FsOptions};
+use larder_server::{Server, ServerOptions};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// Arguments of `larder serve`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Store directory.
+    store: PathBuf,
+    /// Where to listen (default: STORE/larder.sock, where clients and the
+    /// CLI look).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Workers, as MIN..MAX (or one number): the server starts MIN; every
+    /// client gets rings for MAX.
+    #[arg(long, default_value = "1..4")]
+    workers: String,
+    /// Also serve the store's FUSE mount on this directory.
+    #[arg(long)]
+    mount: Option<PathBuf>,
+    /// With --mount: let other users use the mount (FUSE's allow_other).
+    #[arg(long)]
+    allow_other: bool,
+}
+
+/// `MIN..MAX` or `N`.
+fn parse_workers(text: &str) -> Result<std::ops::RangeInclusive<u32>> {
+    let (min, max) = match text.split_once("..") {
+        Some((min, max)) => (min.trim(), max.trim().trim_start_matches('=')),
+        None => (text.trim(), text.trim()),
+    };
+    let min: u32 = min.parse().with_context(|| format!("--workers {text:?}: MIN is not a number"))?;
+    let max: u32 = max.parse().with_context(|| format!("--workers {text:?}: MAX is not a number"))?;
+    if min == 0 || min > max || max > 64 {
+        bail!("--workers {text:?}: need 1 <= MIN <= MAX <= 64");
+    }
+    Ok(min..=max)
+}
+
+pub(crate) fn run(args: &ServeArgs) -> Result<()> {
+    let workers = parse_workers(&args.workers)?;
+    if let Some(mount) = &args.mount {
+        if !mount.is_dir() {
+            bail!("mount point {} is not a directory; create it first", mount.display());
+        }
+    }
+    let fs = Fs::open(&args.store, FsOptions::default()).map_err(|e| match e {
+        larder_fs::FsError::Store(o) => crate::store::opening_error(&args.store, o.into()),
+        other => anyhow::Error::new(other).context(format!("opening the store at {}", args.store.display())),
+    })?;
+    let fs = Arc::new(fs);
+    let mut options = ServerOptions::for_store(&args.store).workers(workers);
+    if let Some(socket) = &args.socket {
+        options.socket = socket.clone();
+    }
+    let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
+    let server =
+        Server::start(fs.clone(), options).with_context(|| format!("serving the store at {}", args.store.display()))?;
+    let mount = match &args.mount {
+        Some(dir) => {
+            let options = larder_fuse::MountOptions { allow_other: args.allow_other, ..Default::default() };
+            Some(larder_fuse::spawn(fs.clone(), dir, &options)?)
+        }
+        None => None,
+    };
+    eprintln!(
+        "larder: serving {} on {}{}",
+        args.store.display(),
+        server.socket().display(),
+        args.mount.as_ref().map(|m| format!(", mounted on {}", m.display())).unwrap_or_default()
+    );
+    signals.forever().next();
+    if let Some(mount) = mount {
+        mount.unmount().with_context(|| "unmounting".to_string())?;
+    }
+    server.shutdown().with_context(|| format!("stopping the server of {}", args.store.display()))?;
+    match Arc::try_unwrap(fs) {
+        Ok(fs) => fs.close().with_context(|| format!("closing the store at {}", args.store.display()))?,
+        Err(fs) => fs.sync().with_context(|| format!("syncing the store at {}", args.store.display()))?,
+    }
+    eprintln!("larder: stopped serving {}; everything is durable", args.store.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_workers;
+
+    #[test]
+    fn worker_ranges_parse() {
+        assert_eq!(parse_workers("1..4").ok(), Some(1..=4));
+        assert_eq!(parse_workers("2..=3").ok(), Some(2..=3));
+        assert_eq!(parse_workers("3").ok(), Some(3..=3));
+        for bad in ["0..2", "3..2", "x", "1..65", ""] {
+            assert!(parse_workers(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! The server: options, start, the listener thread (accepts clients and
+//! notices those that hang up), the workers, and shutdown.
+
+use std::ops::RangeInclusive;
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use larder_fs::Fs;
+use larder_protocol::credentials::peer_credentials;
+use larder_protocol::doorbell::Doorbell;
+use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
+use larder_protocol::layout::Layout;
+use larder_protocol::message::Request;
+use larder_protocol::region::Region;
+use rustix::event::{poll, PollFd, PollFlags};
+
+use crate::clients::{ConnectedClient, Registry};
+use crate::session::{HandleKind, Session};
+use crate::worker::{self, WorkerStats};
+use crate::{Limits, ServerState};
+
+/// Why a server could not start or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The options are not usable.
+    #[error("server options: {0}")]
+    Options(String),
+    /// Another server listens on the socket.
+    #[error("a server already listens on {socket}; stop it first (or give --socket another path)")]
+    AlreadyServed {
+        /// The socket.
+        socket: PathBuf,
+    },
+    /// The socket could not be made.
+    #[error("listening on {socket}: {source}")]
+    Bind {
+        /// The socket.
+        socket: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A shared-memory region or the doorbell could not be made.
+    #[error("shared memory: {0}")]
+    Transport(#[source] larder_protocol::error::TransportError),
+    /// A thread could not be started.
+    #[error("starting a server thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// A client's socket failed during its handshake.
+    #[error("a client's socket: {0}")]
+    Client(#[source] std::io::Error),
+    /// A client's handshake failed.
+    #[error("a client's handshake: {0}")]
+    Handshake(#[source] larder_protocol::handshake::HandshakeError),
+    /// A client could not get a session.
+    #[error("a client's session: {0}")]
+    Session(#[source] crate::ServerError),
+    /// The store could not be synced at shutdown.
+    #[error("syncing the store at shutdown: {0}")]
+    Sync(#[source] larder_fs::FsError),
+}
+
+/// How long a connecting client has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often the listener looks at the stop flag when nothing happens.
+const LISTEN_TICK: Duration = Duration::from_millis(100);
+
+/// How a server runs.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Where to listen. Default: `STORE/larder.sock`, where clients look.
+    pub socket: PathBuf,
+    /// Limits, ring sizes and worker counts: the server runs
+    /// `min_workers` workers, and every client's region has rings for
+    /// `max_workers`.
+    pub limits: Limits,
+}
+
+impl ServerOptions {
+    /// The defaults for the store in `store`.
+    pub fn for_store(store: &Path) -> ServerOptions {
+        ServerOptions { socket: store.join(larder_protocol::SOCKET_NAME), limits: Limits::default() }
+    }
+
+    /// Sets the worker counts.
+    pub fn workers(mut self, workers: RangeInclusive<u32>) -> ServerOptions {
+        self.limits.min_workers = *workers.start();
+        self.limits.max_workers = *workers.end();
+        self
+    }
+}
+
+/// What the listener and the workers share.
+pub(crate) struct Shared {
+    pub(crate) state: ServerState,
+    pub(crate) registry: Registry,
+    pub(crate) doorbell: Doorbell,
+    pub(crate) stopping: AtomicBool,
+    pub(crate) worker_stats: Vec<WorkerStats>,
+    /// Workers running (the primary is worker 0).
+    pub(crate) workers: u32,
+    layout: Layout,
+    limits: Limits,
+    next_client: AtomicU64,
+}
+
+impl Shared {
+    /// The worker that must serve `request`, if it must be one: the
+    /// primary for every change to the namespace, the owner of the file
+    /// for a request on an open file. Others go to any worker.
+    pub(crate) fn owner_of(&self, session: &Session, request: &Request) -> Option<u32> {
+        const PRIMARY: u32 = 0;
+        match request {
+            Request::Mknod { .. }
+            | Request::Mkdir { .. }
+            | Request::Symlink { .. }
+            | Request::Link { .. }
+            | Request::Unlink { .. }
+            | Request::Rmdir { .. }
+            | Request::Rename { .. }
+            | Request::Create { .. } => Some(PRIMARY),
+            Request::Read { handle, .. }
+            | Request::ReadBuffer { handle, .. }
+            | Request::Write { handle, .. }
+            | Request::Fsync { handle }
+            | Request::Fallocate { handle, .. }
+            | Request::Release { handle } => match session.handle(*handle) {
+                Some((HandleKind::File, ino)) => Some(self.file_owner(ino)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The worker that owns file `ino`: spread over the running workers.
+    fn file_owner(&self, ino: u64) -> u32 {
+        // Fibonacci hashing: consecutive inode numbers spread evenly.
+        let spread = ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        (spread % u64::from(self.workers.max(1))) as u32
+    }
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    socket: PathBuf,
+    listener: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts serving `fs` on `options.socket`. A socket file left by a
+    /// server that died is replaced; one a live server listens on is
+    /// refused (the store's LOCK, held through `fs`, already rules that
+    /// out for the same store).
+    pub fn start(fs: Arc<Fs>, options: ServerOptions) -> Result<Server, ServeError> {
+        let (min, max) = (options.limits.min_workers, options.limits.max_workers);
+        if min == 0 || min > max {
+            return Err(ServeError::Options(format!("workers {min}..{max}: need 1 <= MIN <= MAX")));
+        }
+        let layout = Layout {
+            workers: max,
+            request_ring_bytes: options.limits.ring_bytes,
+            completion_ring_bytes: options.limits.ring_bytes,
+            data_bytes: options.limits.data_area_bytes,
+        };
+        layout.validate().map_err(|e| ServeError::Options(e.to_string()))?;
+        let listener = bind(&options.socket)?;
+        let (doorbell, doorbell_fd) = Doorbell::create(max).map_err(ServeError::Transport)?;
+        let epoch = epoch();
+        let shared = Arc::new(Shared {
+            state: ServerState::new(fs, options.limits.clone(), epoch),
+            registry: Registry::default(),
+            doorbell,
+            stopping: AtomicBool::new(false),
+            worker_stats: (0..max).map(|_| WorkerStats::default()).collect(),
+            workers: min,
+            layout,
+            limits: options.limits.clone(),
+            next_client: AtomicU64::new(1),
+        });
+        let workers = (0..min)
+            .map(|w| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("larder-worker-{w}"))
+                    .spawn(move || worker::run(shared, w))
+                    .map_err(ServeError::Thread)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let listening = shared.clone();
+        let listener = std::thread::Builder::new()
+            .name("larder-listener".into())
+            .spawn(move || listen(listening, listener, doorbell_fd))
+            .map_err(ServeError::Thread)?;
+        tracing::info!(socket = %options.socket.display(), epoch, workers = min, "serving");
+        Ok(Server { shared, socket: options.socket, listener: Some(listener), workers })
+    }
+
+    /// The server's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.shared.state.epoch()
+    }
+
+    /// Clients connected now.
+    pub fn clients(&self) -> usize {
+        self.shared.registry.len()
+    }
+
+    /// The socket it listens on.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops: no new clients; requests queued in rings are answered with
+    /// ESHUTDOWN, the one each worker is executing finishes; then the
+    /// store is synced (everything acknowledged is durable), every client
+    /// is dropped and the socket file removed.
+    pub fn shutdown(mut self) -> Result<(), ServeError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), ServeError> {
+        self.shared.stopping.store(true, Ordering::Release);
+        for w in 0..self.shared.workers {
+            let _ = self.shared.doorbell.ring(w);
+        }
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+        if let Some(listener) = self.listener.take() {
+            let _ = listener.join();
+        }
+        for client in self.shared.registry.snapshot() {
+            client.close("the server is stopping");
+        }
+        self.shared.registry.remove_closed();
+        let _ = std::fs::remove_file(&self.socket);
+        self.shared.state.fs().sync().map_err(ServeError::Sync)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !self.workers.is_empty() {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// A number that differs between any two server starts: the clock in
+/// nanoseconds, mixed with the process id.
+fn epoch() -> u64 {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    nanos ^ (u64::from(std::process::id()) << 48)
+}
+
+/// Binds the socket, replacing a stale socket file nobody listens on.
+fn bind(path: &Path) -> Result<UnixListener, ServeError> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(ServeError::AlreadyServed { socket: path.to_path_buf() });
+        }
+        std::fs::remove_file(path).map_err(|source| ServeError::Bind { socket: path.to_path_buf(), source })?;
+    }
+    let listener =
+        UnixListener::bind(path).map_err(|source| ServeError::Bind { socket: path.to_path_buf(), source })?;
+    // Anyone may connect: what a client may do is decided per request by
+    // its credentials.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .map_err(|source| ServeError::Bind { socket: path.to_path_buf(), source })?;
+    listener.set_nonblocking(true).map_err(|source| ServeError::Bind { socket: path.to_path_buf(), source })?;
+    Ok(listener)
+}
+
+/// The listener thread: accepts clients, and drops those whose socket
+/// hangs up (a client that exits or is killed), until the server stops.
+fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd::OwnedFd) {
+    while !shared.stopping.load(Ordering::Acquire) {
+        let clients = shared.registry.snapshot();
+        let mut fds = Vec::with_capacity(clients.len() + 1);
+        fds.push(PollFd::new(&listener, PollFlags::IN));
+        for client in &clients {
+            fds.push(PollFd::new(&client.stream, PollFlags::IN | PollFlags::RDHUP));
+        }
+        let timeout = rustix::event::Timespec { tv_sec: 0, tv_nsec: LISTEN_TICK.as_nanos() as i64 };
+        if poll(&mut fds, Some(&timeout)).is_err() {
+            continue;
+        }
+        let accept = !fds[0].revents().is_empty();
+        let mut gone = false;
+        for (client, fd) in clients.iter().zip(&fds[1..]) {
+            let events = fd.revents();
+            if !events.is_empty() {
+                // After the handshake a client sends nothing on its socket:
+                // readable means hung up (or misbehaving).
+                client.close(if events.contains(PollFlags::IN) && !events.contains(PollFlags::HUP) {
+                    "sent bytes on its socket after the handshake, or hung up"
+                } else {
+                    "hung up"
+                });
+                gone = true;
+            }
+        }
+        drop(fds);
+        if gone {
+            shared.registry.remove_closed();
+            ring_all(&shared);
+        }
+        if accept {
+            while let Ok((stream, _)) = listener.accept() {
+                if let Err(e) = admit(&shared, stream, &doorbell_fd) {
+                    tracing::warn!("a client was not admitted: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Wakes every worker, so that each takes a new snapshot of the clients.
+fn ring_all(shared: &Shared) {
+    for w in 0..shared.workers {
+        // Only a worker index beyond the doorbell fails, and none is.
+        let _ = shared.doorbell.ring(w);
+    }
+}
+
+/// Handshake with a new client: its credentials from the kernel, its
+/// region, the welcome.
+fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd) -> Result<(), ServeError> {
+    stream.set_nonblocking(false).map_err(ServeError::Client)?;
+    let credentials = peer_credentials(&stream).map_err(ServeError::Client)?;
+    let hello = read_hello(&stream, HELLO_TIMEOUT).map_err(ServeError::Handshake)?;
+    if !hello.is_supported() {
+        let message =
+            format!("protocol version {} is not this server's ({})", hello.version, larder_protocol::PROTOCOL_VERSION);
+        let _ = send_refusal(&stream, libc::EPROTONOSUPPORT, &message);
+        return Err(ServeError::Options(message));
+    }
+    let session = match shared.state.open_session(credentials.uid, credentials.gid, credentials.groups.clone()) {
+        Ok(session) => session,
+        Err(e) => {
+            let _ = send_refusal(&stream, e.errno(), &e.to_string());
+            return Err(ServeError::Session(e));
+        }
+    };
+    let (region, region_fd) = match Region::create(shared.layout) {
+        Ok(made) => made,
+        Err(e) => {
+            let _ = send_refusal(&stream, libc::ENOMEM, &format!("no region for the client: {e}"));
+            return Err(ServeError::Transport(e));
+        }
+    };
+    // Workers may be asleep already: the client must ring them.
+    for w in 0..shared.layout.workers {
+        if let Ok(rings) = region.server_rings(w) {
+            rings.set_sleeping(true);
+        }
+    }
+    let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
+    let welcome = Welcome {
+        epoch: shared.state.epoch(),
+        client_id: id,
+        layout: shared.layout,
+        primary_worker: 0,
+        max_open_handles: u32::try_from(shared.limits.max_open_handles).unwrap_or(u32::MAX),
+        max_in_flight: shared.limits.max_in_flight,
+    };
+    send_welcome(&stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd()).map_err(ServeError::Handshake)?;
+    stream.set_nonblocking(true).map_err(ServeError::Client)?;
+    tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
+    let client = ConnectedClient {
+        id,
+        stream,
+        region,
+        session,
+        backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
+        closed: AtomicBool::new(false),
+    };
+    shared.registry.add(Arc::new(client));
+    ring_all(shared);
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! A worker: serves its ring in every client's region.
+//!
+//! Each round takes up to `BATCH` requests from each client's request ring
+//! (so one busy client cannot starve the others), executes them, and
+//! writes each completion to the client's completion ring, or, when that
+//! is full, to the client's backlog for this worker. A client whose
+//! backlog reaches its in-flight limit is not read from until it reaps
+//! completions: the server never waits for a client. After `SPIN_ROUNDS`
+//! empty rounds the worker sleeps on its doorbell (timed), having set the
+//! sleeping flag in every ring it serves so that clients ring it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use larder_protocol::codec::{decode_request, encode_response};
+use larder_protocol::error::SendError;
+use larder_protocol::message::{Request, Response};
+use larder_protocol::region::ServerRings;
+
+use crate::clients::ConnectedClient;
+use crate::server::Shared;
+
+/// Requests taken from one client's ring per round.
+const BATCH: usize = 16;
+
+/// Empty rounds before a worker sleeps (each a pass over every ring).
+const SPIN_ROUNDS: u32 = 2_000;
+
+/// Longest sleep: the worker looks at the registry and the stop flag at
+/// least this often.
+const SLEEP: Duration = Duration::from_millis(100);
+
+/// Per-worker counters the load manager and `stats` read.
+#[derive(Default)]
+pub(crate) struct WorkerStats {
+    /// Requests executed.
+    pub(crate) requests: std::sync::atomic::AtomicU64,
+    /// Nanoseconds spent executing requests.
+    pub(crate) busy_nanos: std::sync::atomic::AtomicU64,
+    /// Requests redirected to another worker.
+    pub(crate) redirects: std::sync::atomic::AtomicU64,
+}
+
+/// Runs worker `worker` until the server stops.
+pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
+    let mut clients: Vec<Arc<ConnectedClient>> = Vec::new();
+    let mut generation = u64::MAX;
+    let mut idle_rounds = 0u32;
+    let mut record = Vec::new();
+    let mut reply = Vec::new();
+    loop {
+        let stopping = shared.stopping.load(Ordering::Acquire);
+        if shared.registry.generation() != generation {
+            generation = shared.registry.generation();
+            clients = shared.registry.snapshot();
+        }
+        let mut served = 0;
+        for client in &clients {
+            if client.is_closed() {
+                continue;
+            }
+            served += serve_client(&shared, worker, client, stopping, &mut record, &mut reply);
+        }
+        if stopping && served == 0 {
+            return;
+        }
+        if served > 0 {
+            idle_rounds = 0;
+            continue;
+        }
+        idle_rounds += 1;
+        if idle_rounds < SPIN_ROUNDS {
+            std::hint::spin_loop();
+            continue;
+        }
+        idle_rounds = 0;
+        sleep(&shared, worker, &clients);
+    }
+}
+
+/// Sleeps until a client rings, or `SLEEP` passes.
+fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
+    let Ok(seen) = shared.doorbell.seen(worker) else { return };
+    let rings: Vec<ServerRings<'_>> =
+        clients.iter().filter(|c| !c.is_closed()).filter_map(|c| c.region.server_rings(worker).ok()).collect();
+    for r in &rings {
+        r.set_sleeping(true);
+    }
+    // A request published before the flag was set was not rung for: look
+    // once more before sleeping.
+    if !rings.iter().any(ServerRings::has_request) && !shared.stopping.load(Ordering::Acquire) {
+        // A failed wait (it cannot fail on a mapped doorbell) only means
+        // the worker looks at its rings again at once.
+        let _ = shared.doorbell.wait(worker, seen, SLEEP);
+    }
+    for r in &rings {
+        r.set_sleeping(false);
+    }
+}
+
+/// Serves one client's ring for one round; returns how many requests it
+/// took.
+fn serve_client(
+    shared: &Shared,
+    worker: u32,
+    client: &ConnectedClient,
+    stopping: bool,
+    record: &mut Vec<u8>,
+    reply: &mut Vec<u8>,
+) -> usize {
+    let Ok(rings) = client.region.server_rings(worker) else { return 0 };
+    let backlog = &client.backlog[worker as usize];
+    if let Err(why) = drain_backlog(rings, backlog) {
+        client.close(&why);
+        return 0;
+    }
+    let mut taken = 0;
+    while taken < BATCH {
+        if backlog.lock().len() >= client.session.limits().max_in_flight as usize {
+            // Back-pressure: it reaps completions first.
+            break;
+        }
+        match rings.receive(record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(violation) => {
+                client.close(&format!("broke the ring protocol: {violation}"));
+                return taken;
+            }
+        }
+        taken += 1;
+        let (id, request) = match decode_request(record) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                client.close(&format!("sent a request that does not decode: {e}"));
+                return taken;
+            }
+        };
+        let response = if stopping {
+            Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() }
+        } else {
+            match answer(shared, worker, client, request) {
+                Ok(response) => response,
+                Err(why) => {
+                    client.close(&why);
+                    return taken;
+                }
+            }
+        };
+        encode_within(id, &response, rings.max_record(), reply);
+        let sent = {
+            let mut waiting = backlog.lock();
+            if waiting.is_empty() {
+                match rings.send(reply) {
+                    Ok(true) => true,
+                    Ok(false) => {
+                        waiting.push_back(std::mem::take(reply));
+                        false
+                    }
+                    Err(SendError::TooLarge { .. }) => unreachable_too_large(),
+                    Err(SendError::Violation(violation)) => {
+                        drop(waiting);
+                        client.close(&format!("broke the completion ring: {violation}"));
+                        return taken;
+                    }
+                }
+            } else {
+                waiting.push_back(std::mem::take(reply));
+                false
+            }
+        };
+        if sent {
+            // A failed wake-up leaves the client to its timed wait.
+            let _ = rings.wake_client();
+        }
+    }
+    taken
+}
+
+/// Executes one request, or redirects it to the worker that owns its file.
+/// An `Err` is a protocol violation: the client is dropped.
+fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Request) -> Result<Response, String> {
+    if let Some(owner) = shared.owner_of(&client.session, &request) {
+        if owner != worker {
+            shared.worker_stats[worker as usize].redirects.fetch_add(1, Ordering::Relaxed);
+            return Ok(Response::Redirect { worker: owner });
+        }
+    }
+    let started = Instant::now();
+    let memory = crate::region_memory::RegionMemory::new(&client.region);
+    let result = crate::execute(&shared.state, &client.session, request, &memory);
+    let stats = &shared.worker_stats[worker as usize];
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    result.map_err(|violation| format!("named memory outside its data area: {violation}"))
+}
+
+/// Encodes `response` into `out`; one too large for a ring record is
+/// replaced by an EFBIG error saying what to do instead.
+fn encode_within(id: u64, response: &Response, max_record: u32, out: &mut Vec<u8>) {
+    out.clear();
+    encode_response(id, response, out);
+    if out.len() > max_record as usize {
+        let length = out.len();
+        out.clear();
+        let refusal = Response::Error {
+            errno: libc::EFBIG,
+            message: format!(
+                "an answer of {length} bytes does not fit a ring record ({max_record} bytes): \
+                 read into a buffer, ask for fewer entries, or use a streamed reader"
+            ),
+        };
+        encode_response(id, &refusal, out);
+    }
+}
+
+/// `encode_within` keeps every completion within the ring's largest
+/// record, so the ring never refuses one as too large.
+fn unreachable_too_large() -> bool {
+    debug_assert!(false, "a completion was encoded larger than the ring's largest record");
+    false
+}
+
+/// Writes the completions waiting for room, in order, while there is room.
+fn drain_backlog(
+    rings: ServerRings<'_>,
+    backlog: &parking_lot::Mutex<std::collections::VecDeque<Vec<u8>>>,
+) -> Result<(), String> {
+    let mut waiting = backlog.lock();
+    let mut sent = false;
+    while let Some(front) = waiting.front() {
+        match rings.send(front) {
+            Ok(true) => {
+                waiting.pop_front();
+                sent = true;
+            }
+            Ok(false) => break,
+            Err(SendError::TooLarge { .. }) => {
+                waiting.pop_front();
+                unreachable_too_large();
+            }
+            Err(SendError::Violation(violation)) => return Err(format!("broke the completion ring: {violation}")),
+        }
+    }
+    if sent {
+        let _ = rings.wake_client();
+    }
+    Ok(())
+}
