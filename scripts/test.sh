@@ -18,6 +18,8 @@ for source in fuzz/fuzz_targets/*.rs; do
         exit 1
     fi
 done
-cargo nextest run --workspace --locked --no-fail-fast
+# The Python bindings (a cdylib) are tested from Python, below.
+cargo nextest run --workspace --exclude larder-python --locked --no-fail-fast
 # Doc tests are not run by nextest.
-cargo test --workspace --doc --locked
+cargo test --workspace --exclude larder-python --doc --locked
+./scripts/test-python.sh
