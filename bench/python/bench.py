@@ -20,6 +20,7 @@ Workloads, each timed alone (operations per second):
 Settings, as a careful user would choose them:
   larder        Store defaults (64 MiB memtable, block and metadata caches);
                 a bucket; put(durable=False/True); get; bucket.scan().
+  larder-meta256  the same with a 256 MiB metadata cache (meta_cache_bytes)
   larder-index  the standalone Index (64 MiB memtable and cache); no per-call
                 durability (flush() makes writes durable), so no put_durable.
   lmdb          map_size 1 GiB; buffered: sync=False, metasync=False (synced
@@ -47,8 +48,8 @@ import sys
 import threading
 import time
 
-ENGINES = ["larder", "larder-index", "lmdb", "rocksdict", "ceiling"]
-METRICS = ["put_buffered", "put_batched", "put_durable", "put_durable_8", "get", "scan"]
+ENGINES = ["larder", "larder-meta256", "larder-index", "lmdb", "rocksdict", "ceiling"]
+METRICS = ["put_buffered", "put_batched", "put_durable", "put_durable_8", "get", "scan", "peak_rss_mib"]
 THREADS = 8
 # Timed passes of gets and scans per child, after an untimed one; the
 # child reports their median.
@@ -66,10 +67,12 @@ def dataset(n, seed=23):
 
 
 class Larder:
+    META_CACHE_BYTES = None
+
     def __init__(self, path, durable):
         import larder
 
-        self.store = larder.Store(path, durable=durable)
+        self.store = larder.Store(path, durable=durable, meta_cache_bytes=self.META_CACHE_BYTES)
         self.bucket = self.store.bucket("bench", create=True)
         self.durable = durable
 
@@ -94,6 +97,13 @@ class Larder:
 
     def close(self):
         self.store.close()
+
+
+class LarderMeta256(Larder):
+    """A metadata cache of 256 MiB instead of 64: its path cache (an eighth)
+    then holds every key's path, so a get needs no per-level lookup."""
+
+    META_CACHE_BYTES = 256 << 20
 
 
 class LarderIndex:
@@ -228,7 +238,7 @@ class Ceiling:
         os.close(self.fd)
 
 
-OPENERS = {"larder": Larder, "larder-index": LarderIndex, "lmdb": Lmdb, "rocksdict": RocksDict, "ceiling": Ceiling}
+OPENERS = {"larder": Larder, "larder-meta256": LarderMeta256, "larder-index": LarderIndex, "lmdb": Lmdb, "rocksdict": RocksDict, "ceiling": Ceiling}
 
 
 def put_from_threads(db, keys, values):
@@ -250,6 +260,12 @@ def put_from_threads(db, keys, values):
         t.join()
     if errors:
         raise errors[0]
+
+
+def peak_rss_mib():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def timed(call):
@@ -274,6 +290,7 @@ def child(engine, directory, n, durable_n):
         rates["put_durable_8"] = durable_n / seconds
         db.close()
     if engine == "ceiling":
+        rates["peak_rss_mib"] = peak_rss_mib()
         return rates
 
     db = open_engine(os.path.join(directory, "buffered"), False)
@@ -307,6 +324,7 @@ def child(engine, directory, n, durable_n):
         passes.append(n / seconds)
     rates["scan"] = statistics.median(passes)
     db.close()
+    rates["peak_rss_mib"] = peak_rss_mib()
     return rates
 
 
@@ -339,23 +357,23 @@ def main():
             rates = json.loads(out.strip().splitlines()[-1])
             for metric, rate in rates.items():
                 results[engine][metric].append(rate)
-            print(f"round {round_number + 1} {engine}: " + ", ".join(f"{m} {r:,.0f}/s" for m, r in rates.items()),
+            print(f"round {round_number + 1} {engine}: " + ", ".join(f"{m} {r:,.0f}" for m, r in rates.items()),
                   file=sys.stderr)
             shutil.rmtree(directory, ignore_errors=True)
 
     median = {e: {m: statistics.median(r) for m, r in ms.items() if r} for e, ms in results.items()}
     print(f"\n{args.n} keys of 16 B, values of 100 B, {args.durable} durable puts; "
-          f"median of {args.rounds} rounds, operations per second\n")
+          f"median of {args.rounds} rounds, operations per second (peak RSS in MiB)\n")
     print("| workload | " + " | ".join(engines) + " | larder / lmdb | larder / rocksdict |")
     print("|---" * (len(engines) + 3) + "|")
     for metric in METRICS:
         cells = [f"{median[e][metric]:,.0f}" if metric in median[e] else "n/a" for e in engines]
         ratios = []
         for peer in ("lmdb", "rocksdict"):
-            if metric in median.get("larder", {}) and metric in median.get(peer, {}):
+            if metric != "peak_rss_mib" and metric in median.get("larder", {}) and metric in median.get(peer, {}):
                 ratios.append(f"{median['larder'][metric] / median[peer][metric]:.2f}x")
             else:
-                ratios.append("n/a")
+                ratios.append("")
         print(f"| {metric} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 
 
