@@ -83,3 +83,18 @@ def test_batched_changes_survive_a_reopen(store_path):
                 batch.put(f"k/{i:03}", str(i))
     with larder.Store(store_path) as s:
         assert len(list(s.bucket("b"))) == 100
+
+
+def test_a_batch_too_large_for_one_log_record_is_refused_whole(store, bucket):
+    bucket.put("keep", b"old")
+    batch = bucket.batch()
+    # Inline values travel in the batch's one log record; with 1 MiB log
+    # segments about 1.6 MB of them cannot fit.
+    for i in range(400):
+        batch.put(f"k{i:03}", b"x" * 4000)
+    batch.delete("keep")
+    assert 400 * 4000 > store.batch_budget_bytes
+    with pytest.raises(larder.TooLarge) as raised:
+        batch.commit()
+    assert "limit" in str(raised.value)
+    assert list(bucket.scan()) == [(b"keep", b"old")]
