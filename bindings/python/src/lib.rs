@@ -14,8 +14,8 @@ mod store;
 
 use pyo3::prelude::*;
 
-#[pymodule]
-fn larder(module: &Bound<'_, PyModule>) -> PyResult<()> {
+#[pymodule(name = "larder")]
+fn larder_python(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_class::<store::Store>()?;
     module.add_class::<bucket::Bucket>()?;
