@@ -18,9 +18,10 @@ for source in fuzz/fuzz_targets/*.rs; do
         exit 1
     fi
 done
-cargo nextest run --workspace --locked --no-fail-fast
+# The Python bindings (a cdylib) are tested from Python, below.
+cargo nextest run --workspace --exclude larder-python --locked --no-fail-fast
 # Doc tests are not run by nextest.
-cargo test --workspace --doc --locked
+cargo test --workspace --exclude larder-python --doc --locked
 # The public crates' API docs build without a warning (broken or private
 # links, missing docs: the crates deny missing_docs).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --all-features \
@@ -29,3 +30,4 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --all-features \
 # The README's examples, copied into a new cargo project outside the
 # workspace with one dependency on crates/larder, build and run.
 ./scripts/readme-new-project.sh
+./scripts/test-python.sh
