@@ -24,6 +24,7 @@
 //! # Ok::<(), larder_client::ClientError>(())
 //! ```
 
+mod batch;
 mod buffers;
 mod connection;
 mod error;
@@ -34,6 +35,7 @@ mod paths;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use batch::MetadataBatch;
 pub use buffers::Buffer;
 pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};

@@ -74,6 +74,11 @@ pub const MAX_TEXT_BYTES: usize = 64 << 10;
 /// operations of a batch.
 pub const MAX_LIST_ENTRIES: usize = 1 << 16;
 
+/// Most operations one `MetadataBatch` may hold (and results one
+/// `BatchApplied`): the batch is one transaction, which takes a lock per
+/// name and object it changes.
+pub const MAX_BATCH_OPERATIONS: usize = 1024;
+
 /// Bytes of the header every message starts with.
 pub const HEADER_BYTES: usize = 12;
 

@@ -450,6 +450,18 @@ pub enum Request {
     },
     /// Make every change so far durable.
     Sync,
+    /// Metadata operations applied as one transaction (Aerie's batched
+    /// journal): each is checked as it would be alone, on the state the
+    /// earlier ones leave, and either all are applied or none. Only
+    /// `Mknod`, `Mkdir`, `Symlink`, `Link`, `Unlink`, `Rmdir` and
+    /// `Rename` may be operations; the response is `BatchApplied`, or the
+    /// first refusal's error.
+    MetadataBatch {
+        /// The operations, in order.
+        operations: Vec<Request>,
+        /// When to answer.
+        durability: Durability,
+    },
 
     /// Store a value under a key.
     KvPut {
@@ -552,6 +564,22 @@ pub enum Request {
     Stats,
 }
 
+impl Request {
+    /// Whether the request may be an operation of a `MetadataBatch`.
+    pub fn is_metadata_operation(&self) -> bool {
+        matches!(
+            self,
+            Request::Mknod { .. }
+                | Request::Mkdir { .. }
+                | Request::Symlink { .. }
+                | Request::Link { .. }
+                | Request::Unlink { .. }
+                | Request::Rmdir { .. }
+                | Request::Rename { .. }
+        )
+    }
+}
+
 /// A server's answer to one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
@@ -619,6 +647,10 @@ pub enum Response {
         /// Whether keys remain after the last one.
         more: bool,
     },
+    /// A metadata batch was applied: per operation, the attributes of
+    /// the object it made or named (mknod, mkdir, symlink, link), or none
+    /// (unlink, rmdir, rename).
+    BatchApplied(Vec<Option<Attributes>>),
     /// Text for people (`Stats`).
     Text(String),
     /// This worker does not own the object: send the request to `worker`.

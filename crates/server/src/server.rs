@@ -124,7 +124,8 @@ impl Shared {
             | Request::Unlink { .. }
             | Request::Rmdir { .. }
             | Request::Rename { .. }
-            | Request::Create { .. } => Some(PRIMARY),
+            | Request::Create { .. }
+            | Request::MetadataBatch { .. } => Some(PRIMARY),
             Request::Read { handle, .. }
             | Request::ReadBuffer { handle, .. }
             | Request::Write { handle, .. }

@@ -65,7 +65,7 @@ impl<'a> Reader<'a> {
         Ok(self.array::<1>(field)?[0])
     }
 
-    fn u16(&mut self, field: &'static str) -> Result<u16, DecodeError> {
+    pub(super) fn u16(&mut self, field: &'static str) -> Result<u16, DecodeError> {
         self.array(field).map(u16::from_le_bytes)
     }
 

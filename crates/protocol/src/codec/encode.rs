@@ -80,8 +80,17 @@ impl<'a, S: Sink> Encoder<'a, S> {
         self.sink.put(&[value]);
     }
 
+    pub(super) fn u16(&mut self, value: u16) {
+        self.sink.put(&value.to_le_bytes());
+    }
+
     pub(super) fn u32(&mut self, value: u32) {
         self.sink.put(&value.to_le_bytes());
+    }
+
+    /// Records that the message breaks a rule the decoder enforces.
+    pub(super) fn refuse(&mut self, error: DecodeError) {
+        self.sink.refuse(error);
     }
 
     pub(super) fn i32(&mut self, value: i32) {

@@ -90,6 +90,7 @@ codes! {
         ListXattr = 44,
         RemoveXattr = 45,
         Sync = 46,
+        MetadataBatch = 47,
         KvPut = 64,
         KvGet = 65,
         KvHead = 66,
@@ -129,6 +130,7 @@ codes! {
         Text = 18,
         Redirect = 19,
         Error = 20,
+        BatchApplied = 21,
     }
 }
 
@@ -181,6 +183,7 @@ impl Request {
             Request::DeleteBucket { .. } => Opcode::DeleteBucket,
             Request::ListBuckets => Opcode::ListBuckets,
             Request::Stats => Opcode::Stats,
+            Request::MetadataBatch { .. } => Opcode::MetadataBatch,
         }
     }
 }
@@ -209,6 +212,7 @@ impl Response {
             Response::Text(_) => ResponseKind::Text,
             Response::Redirect { .. } => ResponseKind::Redirect,
             Response::Error { .. } => ResponseKind::Error,
+            Response::BatchApplied(_) => ResponseKind::BatchApplied,
         }
     }
 }

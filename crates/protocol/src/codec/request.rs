@@ -5,7 +5,7 @@ use super::decode::Reader;
 use super::encode::{Encoder, Sink};
 use super::error::DecodeError;
 use super::opcode::Opcode;
-use super::{MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES};
+use super::{MAX_BATCH_OPERATIONS, MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES};
 use crate::message::{KvOperation, RenameFlags, Request, SetAttributes, XattrFlags};
 
 /// `RenameFlags`' bits.
@@ -20,9 +20,29 @@ const XATTR_REPLACE: u8 = 2;
 /// delete has nothing more.
 const KV_OPERATION_MIN_BYTES: usize = 5;
 
+/// Smallest encoding of a metadata batch's operation, as the count check
+/// counts it: its opcode. (A real operation is longer, but an operation
+/// that may not be batched is refused for what it is, as the encoder's
+/// check refuses it, not as a truncation.)
+const METADATA_OPERATION_MIN_BYTES: usize = 2;
+
 pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
     match request {
         Request::Ping | Request::StatFs | Request::Sync | Request::ListBuckets | Request::Stats => {}
+        Request::MetadataBatch { operations, durability } => {
+            e.count("MetadataBatch.operations", MAX_BATCH_OPERATIONS, operations.len());
+            for operation in operations {
+                if !operation.is_metadata_operation() {
+                    e.refuse(DecodeError::OutOfRange {
+                        field: "MetadataBatch.operations",
+                        reason: "only mknod, mkdir, symlink, link, unlink, rmdir and rename may be batched",
+                    });
+                }
+                e.u16(operation.opcode().code());
+                encode(e, operation);
+            }
+            e.durability(*durability);
+        }
         Request::Lookup { parent, name } => {
             e.u64(*parent);
             e.bytes("Lookup.name", MAX_NAME_BYTES, name);
@@ -419,6 +439,35 @@ pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, Deco
         Opcode::DeleteBucket => Request::DeleteBucket { bucket: r.bytes("DeleteBucket.bucket", MAX_NAME_BYTES)? },
         Opcode::ListBuckets => Request::ListBuckets,
         Opcode::Stats => Request::Stats,
+        Opcode::MetadataBatch => {
+            let count = r.count("MetadataBatch.operations", MAX_BATCH_OPERATIONS, METADATA_OPERATION_MIN_BYTES)?;
+            let mut operations = Vec::with_capacity(count);
+            for _ in 0..count {
+                let code = r.u16("MetadataBatch.operations")?;
+                let opcode = match Opcode::from_code(code) {
+                    Some(
+                        opcode @ (Opcode::Mknod
+                        | Opcode::Mkdir
+                        | Opcode::Symlink
+                        | Opcode::Link
+                        | Opcode::Unlink
+                        | Opcode::Rmdir
+                        | Opcode::Rename),
+                    ) => opcode,
+                    // Not a metadata operation: in particular never a
+                    // batch, so decoding never nests.
+                    _ => {
+                        return Err(DecodeError::OutOfRange {
+                            field: "MetadataBatch.operations",
+                            reason: "only mknod, mkdir, symlink, link, unlink, rmdir and rename may be batched",
+                        })
+                    }
+                };
+                operations.push(decode(r, opcode)?);
+            }
+            let durability = r.durability("MetadataBatch.durability")?;
+            Request::MetadataBatch { operations, durability }
+        }
     })
 }
 

@@ -14,12 +14,24 @@ const DIRECTORY_ENTRY_MIN_BYTES: usize = 8 + 1 + 4 + 8;
 /// Smallest encoding of a name: its length.
 const NAME_MIN_BYTES: usize = 4;
 
+/// Smallest encoding of a batch's result: its option tag.
+const BATCH_RESULT_MIN_BYTES: usize = 1;
+
 /// Smallest encoding of a scan entry: key length, object, size.
 const SCAN_ENTRY_MIN_BYTES: usize = 4 + 8 + 8;
 
 pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
     match response {
         Response::Done => {}
+        Response::BatchApplied(results) => {
+            e.count("BatchApplied", super::MAX_BATCH_OPERATIONS, results.len());
+            for result in results {
+                e.option(result);
+                if let Some(attributes) = result {
+                    e.attributes(attributes);
+                }
+            }
+        }
         Response::Pong { epoch } => e.u64(*epoch),
         Response::Attributes(attributes) => e.attributes(attributes),
         Response::Resolved { parent, name, attributes } => {
@@ -101,6 +113,14 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
 pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response, DecodeError> {
     Ok(match kind {
         ResponseKind::Done => Response::Done,
+        ResponseKind::BatchApplied => {
+            let count = r.count("BatchApplied", super::MAX_BATCH_OPERATIONS, BATCH_RESULT_MIN_BYTES)?;
+            let mut results = Vec::with_capacity(count);
+            for _ in 0..count {
+                results.push(if r.option("BatchApplied.attributes")? { Some(r.attributes()?) } else { None });
+            }
+            Response::BatchApplied(results)
+        }
         ResponseKind::Pong => Response::Pong { epoch: r.u64("Pong.epoch")? },
         ResponseKind::Attributes => Response::Attributes(r.attributes()?),
         ResponseKind::Resolved => {

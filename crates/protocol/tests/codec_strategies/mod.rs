@@ -8,7 +8,9 @@
 //! rule.
 #![allow(dead_code)]
 
-use larder_protocol::codec::{MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TEXT_BYTES};
+use larder_protocol::codec::{
+    MAX_BATCH_OPERATIONS, MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TEXT_BYTES,
+};
 use larder_protocol::message::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -64,16 +66,59 @@ pub fn list<T: Clone + std::fmt::Debug + 'static>(
     filler: T,
     sizes: Sizes,
 ) -> BoxedStrategy<Vec<T>> {
+    list_up_to(element, filler, MAX_LIST_ENTRIES, sizes)
+}
+
+/// As [`list`], for a list whose limit is `limit`.
+pub fn list_up_to<T: Clone + std::fmt::Debug + 'static>(
+    element: BoxedStrategy<T>,
+    filler: T,
+    limit: usize,
+    sizes: Sizes,
+) -> BoxedStrategy<Vec<T>> {
     let few = vec(element, 0..4).boxed();
     match sizes {
         Sizes::Small => few,
-        Sizes::Limits => prop_oneof![8 => few, 1 => Just(vec![filler; MAX_LIST_ENTRIES])].boxed(),
+        Sizes::Limits => prop_oneof![8 => few, 1 => Just(vec![filler; limit])].boxed(),
         Sizes::Beyond => prop_oneof![
             8 => few,
-            1 => Just(vec![filler.clone(); MAX_LIST_ENTRIES]),
-            1 => Just(vec![filler; MAX_LIST_ENTRIES + 1]),
+            1 => Just(vec![filler.clone(); limit]),
+            1 => Just(vec![filler; limit + 1]),
         ]
         .boxed(),
+    }
+}
+
+/// An operation a metadata batch may hold; with `Beyond`, sometimes one
+/// it may not (a `Sync`), which the decoder refuses.
+pub fn metadata_operation(sizes: Sizes) -> BoxedStrategy<Request> {
+    let s = sizes;
+    let allowed = prop_oneof![
+        (any::<u64>(), name(s), any::<u32>(), any::<u64>()).prop_map(|(parent, name, mode, rdev)| Request::Mknod {
+            parent,
+            name,
+            mode,
+            rdev
+        }),
+        (any::<u64>(), name(s), any::<u32>()).prop_map(|(parent, name, mode)| Request::Mkdir { parent, name, mode }),
+        (any::<u64>(), name(s), path(s)).prop_map(|(parent, name, target)| Request::Symlink { parent, name, target }),
+        (any::<u64>(), any::<u64>(), name(s)).prop_map(|(ino, parent, name)| Request::Link { ino, parent, name }),
+        (any::<u64>(), name(s)).prop_map(|(parent, name)| Request::Unlink { parent, name }),
+        (any::<u64>(), name(s)).prop_map(|(parent, name)| Request::Rmdir { parent, name }),
+        (any::<u64>(), name(s), any::<u64>(), name(s), any::<bool>(), any::<bool>()).prop_map(
+            |(parent, name, new_parent, new_name, noreplace, exchange)| Request::Rename {
+                parent,
+                name,
+                new_parent,
+                new_name,
+                flags: RenameFlags { noreplace, exchange },
+            }
+        ),
+    ]
+    .boxed();
+    match sizes {
+        Sizes::Beyond => prop_oneof![12 => allowed, 1 => Just(Request::Sync)].boxed(),
+        _ => allowed,
     }
 }
 
@@ -273,6 +318,17 @@ pub fn request(sizes: Sizes) -> BoxedStrategy<Request> {
         name(s).prop_map(|bucket| Request::DeleteBucket { bucket }).boxed(),
         Just(Request::ListBuckets).boxed(),
         Just(Request::Stats).boxed(),
+        (
+            list_up_to(
+                metadata_operation(s),
+                Request::Unlink { parent: 1, name: b"x".to_vec() },
+                MAX_BATCH_OPERATIONS,
+                s,
+            ),
+            durability(),
+        )
+            .prop_map(|(operations, durability)| Request::MetadataBatch { operations, durability })
+            .boxed(),
     ];
     Union::new(variants).boxed()
 }
@@ -326,6 +382,9 @@ pub fn response(sizes: Sizes) -> BoxedStrategy<Response> {
         text(MAX_TEXT_BYTES, s).prop_map(Response::Text).boxed(),
         any::<u32>().prop_map(|worker| Response::Redirect { worker }).boxed(),
         (any::<i32>(), text(MAX_TEXT_BYTES, s)).prop_map(|(errno, message)| Response::Error { errno, message }).boxed(),
+        list_up_to(proptest::option::of(attributes(s)).boxed(), None, MAX_BATCH_OPERATIONS, s)
+            .prop_map(Response::BatchApplied)
+            .boxed(),
     ];
     Union::new(variants).boxed()
 }

@@ -207,6 +207,18 @@ fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
     use Request as R;
     match request {
         R::Ping => Ok(Response::Pong { epoch: call.server.epoch() }),
+        R::MetadataBatch { operations, durability } => {
+            let responses = batch::apply(call, operations, durability)?;
+            Ok(Response::BatchApplied(
+                responses
+                    .into_iter()
+                    .map(|r| match r {
+                        Response::Attributes(attributes) => Some(attributes),
+                        _ => None,
+                    })
+                    .collect(),
+            ))
+        }
         R::Lookup { parent, name } => names::lookup(call, parent, &name),
         R::GetAttributes { ino } => names::getattr(call, ino),
         R::SetAttributes { ino, set, handle } => names::setattr(call, ino, &set, handle),
