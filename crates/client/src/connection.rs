@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use larder_protocol::codec::{decode_response, encode_request};
@@ -35,9 +35,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// about the server's time for a small request.
 const SPINS: u32 = 2_000;
 
-/// Most redirects one request follows (a file migrating while the request
-/// travels may redirect it more than once).
-const MAX_REDIRECTS: usize = 8;
+/// Most redirects one request follows. A file that moves while its
+/// request travels redirects it again; only a server that never settles
+/// would redirect this often.
+const MAX_REDIRECTS: usize = 1024;
+
+/// Redirects in a row after which the client yields before following the
+/// next, letting a file that is moving land.
+const REDIRECTS_BEFORE_YIELD: usize = 8;
 
 /// Scratch buffers of one worker's ring pair.
 struct Channel {
@@ -55,6 +60,9 @@ pub(crate) struct Connection {
     channels: Vec<Mutex<Channel>>,
     /// Which worker owns the file behind a handle, as redirects said.
     handle_workers: Mutex<HashMap<u64, u32>>,
+    /// The worker that serves this client's other requests, as redirects
+    /// said (the server's load manager moves it).
+    home: AtomicU32,
     next_id: AtomicU64,
     gone: AtomicBool,
 }
@@ -76,6 +84,7 @@ impl Connection {
             welcome: connected.welcome,
             channels,
             handle_workers: Mutex::new(HashMap::new()),
+            home: AtomicU32::new(connected.welcome.primary_worker),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
         })
@@ -110,20 +119,30 @@ impl Connection {
     /// Sends `request` and returns the server's answer, following
     /// redirects. An error answer is returned as `Err(ClientError::Server)`.
     pub(crate) fn call(&self, request: &Request) -> Result<Response> {
+        let namespace = changes_namespace(request);
         let handle = handle_of(request);
-        let mut worker = match handle {
-            Some(h) => self.handle_workers.lock().get(&h).copied().unwrap_or(self.welcome.primary_worker),
-            None => self.welcome.primary_worker,
+        let home = self.home.load(Ordering::Relaxed);
+        let mut worker = if namespace {
+            self.welcome.primary_worker
+        } else {
+            handle.and_then(|h| self.handle_workers.lock().get(&h).copied()).unwrap_or(home)
         };
-        for _ in 0..MAX_REDIRECTS {
+        for redirects in 0..MAX_REDIRECTS {
+            if redirects >= REDIRECTS_BEFORE_YIELD {
+                std::thread::yield_now();
+            }
             match self.round_trip(worker, request)? {
                 Response::Redirect { worker: to } => {
                     if to as usize >= self.channels.len() {
                         return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
                     }
                     worker = to;
-                    if let Some(h) = handle {
-                        self.handle_workers.lock().insert(h, to);
+                    match handle {
+                        Some(h) => {
+                            self.handle_workers.lock().insert(h, to);
+                        }
+                        None if !namespace => self.home.store(to, Ordering::Relaxed),
+                        None => {}
                     }
                 }
                 Response::Error { errno, message } => return Err(ClientError::Server { errno, message }),
@@ -224,6 +243,23 @@ const FIELD_ROOM: usize = 16 << 10;
 fn inline_limit(ring_bytes: u32) -> usize {
     let record = larder_protocol::ring::max_record(ring_bytes) as usize;
     record.saturating_sub(FIELD_ROOM).clamp(4096, larder_protocol::codec::MAX_DATA_BYTES)
+}
+
+/// Whether the request changes the namespace: the primary worker serves
+/// those.
+fn changes_namespace(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Mknod { .. }
+            | Request::Mkdir { .. }
+            | Request::Symlink { .. }
+            | Request::Link { .. }
+            | Request::Unlink { .. }
+            | Request::Rmdir { .. }
+            | Request::Rename { .. }
+            | Request::Create { .. }
+            | Request::MetadataBatch { .. }
+    )
 }
 
 /// The handle a request works on, if it is handle-based (it goes to the

@@ -5,14 +5,15 @@
 //! keep a snapshot and take a new one only when the generation moves, so
 //! serving a request takes no lock shared between workers.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use larder_protocol::region::Region;
 use parking_lot::{Mutex, RwLock};
 
+use crate::placement::Placement;
 use crate::session::Session;
 
 /// One connected client.
@@ -30,9 +31,55 @@ pub(crate) struct ConnectedClient {
     /// Set once it is gone (hung up, or broke the protocol): workers stop
     /// taking its requests; its state goes when the last worker lets go.
     pub(crate) closed: AtomicBool,
+    /// The worker that serves its requests that are neither namespace
+    /// changes nor on an open file.
+    pub(crate) home: AtomicU32,
+    /// Its open files: handle to inode number, for placement.
+    pub(crate) files: Mutex<HashMap<u64, u64>>,
+    /// Where its files are placed; they are unplaced when it goes.
+    pub(crate) placement: Arc<Placement>,
+}
+
+impl Drop for ConnectedClient {
+    fn drop(&mut self) {
+        // No worker holds it any more: its session closes with it, and
+        // the files it held open no longer keep a placement.
+        for (_, ino) in self.files.get_mut().drain() {
+            self.placement.closed(ino);
+        }
+    }
 }
 
 impl ConnectedClient {
+    /// Its home worker.
+    pub(crate) fn home(&self) -> u32 {
+        self.home.load(Ordering::Acquire)
+    }
+
+    /// Moves its home (the load manager's call).
+    pub(crate) fn set_home(&self, worker: u32) {
+        self.home.store(worker, Ordering::Release);
+    }
+
+    /// The inode of its open file `handle`, if that is one.
+    pub(crate) fn file_of(&self, handle: u64) -> Option<u64> {
+        self.files.lock().get(&handle).copied()
+    }
+
+    /// Notes that it opened `handle` on file `ino`.
+    pub(crate) fn opened(&self, handle: u64, ino: u64) {
+        if self.files.lock().insert(handle, ino).is_none() {
+            self.placement.opened(ino, self.home());
+        }
+    }
+
+    /// Notes that it closed `handle`.
+    pub(crate) fn closed(&self, handle: u64) {
+        if let Some(ino) = self.files.lock().remove(&handle) {
+            self.placement.closed(ino);
+        }
+    }
+
     /// Marks it gone and shuts its socket, so it sees the server drop it.
     pub(crate) fn close(&self, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {

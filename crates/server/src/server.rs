@@ -1,11 +1,12 @@
 //! The server: options, start, the listener thread (accepts clients and
 //! notices those that hang up), the workers, and shutdown.
 
+use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -17,10 +18,12 @@ use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome
 use larder_protocol::layout::Layout;
 use larder_protocol::message::Request;
 use larder_protocol::region::Region;
+use parking_lot::Mutex;
 use rustix::event::{poll, PollFd, PollFlags};
 
 use crate::clients::{ConnectedClient, Registry};
-use crate::session::{HandleKind, Session};
+use crate::load::{self, LoadBoard, LoadPolicy};
+use crate::placement::{Placement, PRIMARY};
 use crate::worker::{self, WorkerStats};
 use crate::{Limits, ServerState};
 
@@ -76,16 +79,23 @@ const LISTEN_TICK: Duration = Duration::from_millis(100);
 pub struct ServerOptions {
     /// Where to listen. Default: `STORE/larder.sock`, where clients look.
     pub socket: PathBuf,
-    /// Limits, ring sizes and worker counts: the server runs
+    /// Limits, ring sizes and worker counts: the server starts
     /// `min_workers` workers, and every client's region has rings for
     /// `max_workers`.
     pub limits: Limits,
+    /// The load manager's policy; none runs the `min_workers` workers
+    /// and never moves anything. Default: [`LoadPolicy::default`].
+    pub load_policy: Option<LoadPolicy>,
 }
 
 impl ServerOptions {
     /// The defaults for the store in `store`.
     pub fn for_store(store: &Path) -> ServerOptions {
-        ServerOptions { socket: store.join(larder_protocol::SOCKET_NAME), limits: Limits::default() }
+        ServerOptions {
+            socket: store.join(larder_protocol::SOCKET_NAME),
+            limits: Limits::default(),
+            load_policy: Some(LoadPolicy::default()),
+        }
     }
 
     /// Sets the worker counts.
@@ -96,27 +106,31 @@ impl ServerOptions {
     }
 }
 
-/// What the listener and the workers share.
+/// What the listener, the workers and the load manager share.
 pub(crate) struct Shared {
     pub(crate) state: ServerState,
     pub(crate) registry: Registry,
     pub(crate) doorbell: Doorbell,
     pub(crate) stopping: AtomicBool,
     pub(crate) worker_stats: Vec<WorkerStats>,
-    /// Workers running (the primary is worker 0).
-    pub(crate) workers: u32,
+    pub(crate) placement: Arc<Placement>,
+    pub(crate) load: LoadBoard,
+    pub(crate) load_policy: LoadPolicy,
+    pub(crate) min_workers: u32,
+    /// Worker threads started (workers 0..len), joined at stop.
+    threads: Mutex<Vec<JoinHandle<()>>>,
     layout: Layout,
     limits: Limits,
     next_client: AtomicU64,
 }
 
 impl Shared {
-    /// The worker that must serve `request`, if it must be one: the
-    /// primary for every change to the namespace, the owner of the file
-    /// for a request on an open file. Others go to any worker.
-    pub(crate) fn owner_of(&self, session: &Session, request: &Request) -> Option<u32> {
-        const PRIMARY: u32 = 0;
-        match request {
+    /// The worker that must serve `request` of `client`, and the open
+    /// file it is on, if any: the primary for every change to the
+    /// namespace, the file's owner for a request on an open file, the
+    /// client's home for the rest.
+    pub(crate) fn route(&self, client: &ConnectedClient, request: &Request) -> (u32, Option<u64>) {
+        let handle = match request {
             Request::Mknod { .. }
             | Request::Mkdir { .. }
             | Request::Symlink { .. }
@@ -125,25 +139,52 @@ impl Shared {
             | Request::Rmdir { .. }
             | Request::Rename { .. }
             | Request::Create { .. }
-            | Request::MetadataBatch { .. } => Some(PRIMARY),
+            | Request::MetadataBatch { .. } => return (PRIMARY, None),
             Request::Read { handle, .. }
             | Request::ReadBuffer { handle, .. }
             | Request::Write { handle, .. }
             | Request::Fsync { handle }
             | Request::Fallocate { handle, .. }
-            | Request::Release { handle } => match session.handle(*handle) {
-                Some((HandleKind::File, ino)) => Some(self.file_owner(ino)),
-                _ => None,
-            },
+            | Request::Release { handle }
+            | Request::SetAttributes { handle: Some(handle), .. } => Some(*handle),
             _ => None,
+        };
+        if let Some(ino) = handle.and_then(|h| client.file_of(h)) {
+            if let Some(owner) = self.placement.owner(ino) {
+                return (owner, Some(ino));
+            }
         }
+        (client.home(), None)
     }
 
-    /// The worker that owns file `ino`: spread over the running workers.
-    fn file_owner(&self, ino: u64) -> u32 {
-        // Fibonacci hashing: consecutive inode numbers spread evenly.
-        let spread = ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-        (spread % u64::from(self.workers.max(1))) as u32
+    /// Starts worker `worker`'s thread unless it runs already; whether it
+    /// runs.
+    pub(crate) fn start_worker(self: &Arc<Self>, worker: u32) -> bool {
+        if worker >= self.placement.max() {
+            return false;
+        }
+        let mut threads = self.threads.lock();
+        if (worker as usize) < threads.len() {
+            return true;
+        }
+        while threads.len() <= worker as usize {
+            let w = threads.len() as u32;
+            let shared = self.clone();
+            match std::thread::Builder::new().name(format!("larder-worker-{w}")).spawn(move || worker::run(shared, w)) {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    tracing::warn!("starting worker {w}: {e}");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Wakes worker `worker` (to take moves, or a new list of clients).
+    pub(crate) fn ring(&self, worker: u32) {
+        // Only a worker index beyond the doorbell fails, and none is.
+        let _ = self.doorbell.ring(worker);
     }
 }
 
@@ -152,7 +193,8 @@ pub struct Server {
     shared: Arc<Shared>,
     socket: PathBuf,
     listener: Option<JoinHandle<()>>,
-    workers: Vec<JoinHandle<()>>,
+    manager: Option<JoinHandle<()>>,
+    stopped: bool,
 }
 
 impl Server {
@@ -181,27 +223,89 @@ impl Server {
             doorbell,
             stopping: AtomicBool::new(false),
             worker_stats: (0..max).map(|_| WorkerStats::default()).collect(),
-            workers: min,
+            placement: Arc::new(Placement::new(min, max)),
+            load: LoadBoard::new(max),
+            load_policy: options.load_policy.clone().unwrap_or_default(),
+            min_workers: min,
+            threads: Mutex::new(Vec::new()),
             layout,
             limits: options.limits.clone(),
             next_client: AtomicU64::new(1),
         });
-        let workers = (0..min)
-            .map(|w| {
-                let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("larder-worker-{w}"))
-                    .spawn(move || worker::run(shared, w))
-                    .map_err(ServeError::Thread)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        for w in 0..min {
+            if !shared.start_worker(w) {
+                shared.stopping.store(true, Ordering::Release);
+                return Err(ServeError::Thread(std::io::Error::other(format!("worker {w} did not start"))));
+            }
+        }
+        let manager = match options.load_policy {
+            Some(_) if max > min => {
+                let managing = shared.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("larder-load".into())
+                        .spawn(move || load::run(managing))
+                        .map_err(ServeError::Thread)?,
+                )
+            }
+            _ => None,
+        };
         let listening = shared.clone();
         let listener = std::thread::Builder::new()
             .name("larder-listener".into())
             .spawn(move || listen(listening, listener, doorbell_fd))
             .map_err(ServeError::Thread)?;
         tracing::info!(socket = %options.socket.display(), epoch, workers = min, "serving");
-        Ok(Server { shared, socket: options.socket, listener: Some(listener), workers })
+        Ok(Server { shared, socket: options.socket, listener: Some(listener), manager, stopped: false })
+    }
+
+    /// Workers taking work now (the load manager moves it within
+    /// `min_workers..=max_workers`).
+    pub fn active_workers(&self) -> u32 {
+        self.shared.placement.active()
+    }
+
+    /// Makes `workers` workers active, within 1 and `max_workers`, as the
+    /// load manager does: starts the threads it needs, or parks the last
+    /// workers after moving their clients and files to the others (a
+    /// parked worker only redirects what still reaches it). Returns the
+    /// workers active.
+    pub fn set_active_workers(&self, workers: u32) -> u32 {
+        load::resize(&self.shared, workers)
+    }
+
+    /// Asks the worker that owns open file `ino` to hand it to worker
+    /// `to`, as the load manager does to move a hot file; it does so
+    /// between two requests. False if the file is not placed (no client
+    /// holds it open) or `to` is not an active worker.
+    pub fn move_file(&self, ino: u64, to: u32) -> bool {
+        let placement = &self.shared.placement;
+        let Some(from) = placement.owner(ino) else { return false };
+        if !placement.is_active(to) {
+            return false;
+        }
+        placement.request_move(ino, to);
+        self.shared.ring(from);
+        true
+    }
+
+    /// The worker that owns open file `ino` now, if it is placed.
+    pub fn file_owner(&self, ino: u64) -> Option<u32> {
+        self.shared.placement.owner(ino)
+    }
+
+    /// Files placed on a worker now (those some client holds open).
+    pub fn placed_files(&self) -> usize {
+        self.shared.placement.placed_files()
+    }
+
+    /// Requests each worker executed so far, and how many it redirected.
+    pub fn worker_requests(&self) -> Vec<(u64, u64)> {
+        self.shared
+            .worker_stats
+            .iter()
+            .map(|s| (s.requests.load(Ordering::Relaxed), s.redirects.load(Ordering::Relaxed)))
+            .collect()
     }
 
     /// The server's epoch.
@@ -228,11 +332,17 @@ impl Server {
     }
 
     fn stop(&mut self) -> Result<(), ServeError> {
+        self.stopped = true;
         self.shared.stopping.store(true, Ordering::Release);
-        for w in 0..self.shared.workers {
-            let _ = self.shared.doorbell.ring(w);
+        if let Some(manager) = self.manager.take() {
+            manager.thread().unpark();
+            let _ = manager.join();
         }
-        for worker in self.workers.drain(..) {
+        let workers = std::mem::take(&mut *self.shared.threads.lock());
+        for w in 0..workers.len() as u32 {
+            self.shared.ring(w);
+        }
+        for worker in workers {
             let _ = worker.join();
         }
         if let Some(listener) = self.listener.take() {
@@ -249,7 +359,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if !self.workers.is_empty() {
+        if !self.stopped {
             let _ = self.stop();
         }
     }
@@ -326,11 +436,12 @@ fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd:
     }
 }
 
-/// Wakes every worker, so that each takes a new snapshot of the clients.
+/// Wakes every worker started, so that each takes a new snapshot of the
+/// clients.
 fn ring_all(shared: &Shared) {
-    for w in 0..shared.workers {
-        // Only a worker index beyond the doorbell fails, and none is.
-        let _ = shared.doorbell.ring(w);
+    let started = shared.threads.lock().len() as u32;
+    for w in 0..started {
+        shared.ring(w);
     }
 }
 
@@ -385,6 +496,9 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd
         session,
         backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
         closed: AtomicBool::new(false),
+        home: AtomicU32::new(shared.placement.home_for_new_client()),
+        files: Mutex::new(HashMap::new()),
+        placement: shared.placement.clone(),
     };
     shared.registry.add(Arc::new(client));
     ring_all(shared);

@@ -55,13 +55,22 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             generation = shared.registry.generation();
             clients = shared.registry.snapshot();
         }
-        let mut served = 0;
+        let mut served = shared.placement.hand_over(worker);
+        // Clients with requests waiting as the round starts: the load
+        // manager's measure of this worker's queues.
+        let pending = clients
+            .iter()
+            .filter(|c| !c.is_closed() && c.region.server_rings(worker).is_ok_and(|r| r.has_request()))
+            .count() as u64;
+        let mut requests = 0;
         for client in &clients {
             if client.is_closed() {
                 continue;
             }
-            served += serve_client(&shared, worker, client, stopping, &mut record, &mut reply);
+            requests += serve_client(&shared, worker, client, stopping, &mut record, &mut reply);
         }
+        shared.load.add_round(worker, requests as u64, pending);
+        served += requests;
         if stopping && served == 0 {
             return;
         }
@@ -70,7 +79,9 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             continue;
         }
         idle_rounds += 1;
-        if idle_rounds < SPIN_ROUNDS {
+        // A parked worker takes no new work: it sleeps at once, woken only
+        // by a client that still sends to it (and is redirected).
+        if idle_rounds < SPIN_ROUNDS && shared.placement.is_active(worker) {
             std::hint::spin_loop();
             continue;
         }
@@ -89,7 +100,10 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
     }
     // A request published before the flag was set was not rung for: look
     // once more before sleeping.
-    if !rings.iter().any(ServerRings::has_request) && !shared.stopping.load(Ordering::Acquire) {
+    if !rings.iter().any(ServerRings::has_request)
+        && !shared.stopping.load(Ordering::Acquire)
+        && !shared.placement.has_moves(worker)
+    {
         // A failed wait (it cannot fail on a mapped doorbell) only means
         // the worker looks at its rings again at once.
         let _ = shared.doorbell.wait(worker, seen, SLEEP);
@@ -178,22 +192,45 @@ fn serve_client(
     taken
 }
 
-/// Executes one request, or redirects it to the worker that owns its file.
-/// An `Err` is a protocol violation: the client is dropped.
+/// Executes one request, or redirects it to the worker that must serve
+/// it. An `Err` is a protocol violation: the client is dropped.
 fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Request) -> Result<Response, String> {
-    if let Some(owner) = shared.owner_of(&client.session, &request) {
-        if owner != worker {
-            shared.worker_stats[worker as usize].redirects.fetch_add(1, Ordering::Relaxed);
-            return Ok(Response::Redirect { worker: owner });
-        }
+    let (target, file) = shared.route(client, &request);
+    if target != worker {
+        shared.worker_stats[worker as usize].redirects.fetch_add(1, Ordering::Relaxed);
+        return Ok(Response::Redirect { worker: target });
     }
+    let opened_file = matches!(request, Request::Open { .. } | Request::Create { .. });
+    let released = match request {
+        Request::Release { handle } => Some(handle),
+        _ => None,
+    };
+    let opened_ino = match &request {
+        Request::Open { ino, .. } => Some(*ino),
+        _ => None,
+    };
     let started = Instant::now();
     let memory = crate::region_memory::RegionMemory::new(&client.region);
     let result = crate::execute(&shared.state, &client.session, request, &memory);
+    let nanos = started.elapsed().as_nanos() as u64;
     let stats = &shared.worker_stats[worker as usize];
     stats.requests.fetch_add(1, Ordering::Relaxed);
-    stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    result.map_err(|violation| format!("named memory outside its data area: {violation}"))
+    stats.busy_nanos.fetch_add(nanos, Ordering::Relaxed);
+    shared.load.add(worker, client.id, file, nanos);
+    let response = result.map_err(|violation| format!("named memory outside its data area: {violation}"))?;
+    // Keep the placement of open files in step with the client's handles.
+    if opened_file {
+        match (&response, opened_ino) {
+            (Response::Handle(handle), Some(ino)) => client.opened(*handle, ino),
+            (Response::Created { attributes, handle }, _) => client.opened(*handle, attributes.ino),
+            _ => {}
+        }
+    }
+    if let Some(handle) = released {
+        // A release ends the handle whatever its answer.
+        client.closed(handle);
+    }
+    Ok(response)
 }
 
 /// Encodes `response` into `out`; one too large for a ring record is

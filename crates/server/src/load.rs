@@ -1,0 +1,401 @@
+//! The load manager (uFS's): every window it reads how busy each worker
+//! was, and when several windows in a row agree, it adds a worker, parks
+//! one, or moves load from the busiest worker to the idlest: whole clients
+//! first (a client's requests then queue on one worker), then hot files.
+//!
+//! uFS steers by congestion (requests queued ahead of each request); Larder's
+//! workers execute synchronously, so a worker's busy share of the window is
+//! the signal: a worker busy nearly all the time has requests waiting.
+//! Decisions are in `decide`, a pure function of the measured windows, so
+//! they are tested without threads or clocks.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::server::Shared;
+
+/// How the load manager decides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadPolicy {
+    /// Length of one measuring window. Default 5 ms.
+    pub window: Duration,
+    /// Windows in a row that must agree before anything changes. Default 4.
+    pub agree: u32,
+    /// A worker busier than this share of a window is overloaded. Default 0.85.
+    pub high: f64,
+    /// Workers are parked while the total load fits in one fewer worker,
+    /// each at most this busy. Default 0.5.
+    pub low: f64,
+    /// Load moves when the busiest and the idlest worker differ by more
+    /// than this share. Default 0.4.
+    pub imbalance: f64,
+    /// A worker is congested when, on average, more than this many other
+    /// clients had requests waiting in its rings while it served one.
+    /// Default 0.5. Busy time alone misleads when the machine's cores are
+    /// oversubscribed (a worker that gets the CPU a fifth of the time is
+    /// busy a fifth of the window, however long its queues); queues do
+    /// not.
+    pub congestion: f64,
+}
+
+impl Default for LoadPolicy {
+    fn default() -> Self {
+        LoadPolicy { window: Duration::from_millis(5), agree: 4, high: 0.85, low: 0.5, imbalance: 0.4, congestion: 0.5 }
+    }
+}
+
+/// One worker's load in one window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct WindowLoad {
+    /// Nanoseconds spent executing requests.
+    pub(crate) busy: u64,
+    /// Of those, per client id: requests served at the client's home
+    /// (moving the client's home moves them).
+    pub(crate) clients: HashMap<u64, u64>,
+    /// Of those, per placed file: requests on open files, served by the
+    /// file's owner (moving the file moves them).
+    pub(crate) files: HashMap<u64, u64>,
+    /// Requests served.
+    pub(crate) requests: u64,
+    /// Summed over those, how many other clients had requests waiting.
+    pub(crate) waiting: u64,
+}
+
+impl WindowLoad {
+    /// Counts one request of `client`, on placed file `file` if any.
+    pub(crate) fn add(&mut self, client: u64, file: Option<u64>, nanos: u64) {
+        self.busy += nanos;
+        self.requests += 1;
+        match file {
+            Some(file) => *self.files.entry(file).or_default() += nanos,
+            None => *self.clients.entry(client).or_default() += nanos,
+        }
+    }
+}
+
+/// The workers' loads of the window being measured.
+pub(crate) struct LoadBoard {
+    windows: Vec<Mutex<WindowLoad>>,
+}
+
+impl LoadBoard {
+    /// A board for `workers` workers.
+    pub(crate) fn new(workers: u32) -> LoadBoard {
+        LoadBoard { windows: (0..workers).map(|_| Mutex::new(WindowLoad::default())).collect() }
+    }
+
+    /// Counts a request that worker `worker` executed.
+    pub(crate) fn add(&self, worker: u32, client: u64, file: Option<u64>, nanos: u64) {
+        if let Some(window) = self.windows.get(worker as usize) {
+            window.lock().add(client, file, nanos);
+        }
+    }
+
+    /// Counts, for a round of worker `worker` that served `served`
+    /// requests while `pending` clients had some waiting, the clients each
+    /// of them waited behind.
+    pub(crate) fn add_round(&self, worker: u32, served: u64, pending: u64) {
+        if served == 0 {
+            return;
+        }
+        if let Some(window) = self.windows.get(worker as usize) {
+            window.lock().waiting += served * pending.saturating_sub(1);
+        }
+    }
+
+    /// Ends the window: each worker's load, reset.
+    fn take(&self) -> Vec<WindowLoad> {
+        self.windows.iter().map(|w| std::mem::take(&mut *w.lock())).collect()
+    }
+}
+
+/// What the manager does after a window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Nothing.
+    Stay,
+    /// Start one more worker and give it load from `from`.
+    Add {
+        /// The busiest worker.
+        from: u32,
+    },
+    /// Park the last active worker, its clients and files moved to the others.
+    Park,
+    /// Move load from `from` to `to`.
+    Balance {
+        /// The busiest worker.
+        from: u32,
+        /// The idlest.
+        to: u32,
+    },
+}
+
+/// One worker's window, as the manager judges it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Measured {
+    /// Share of the window spent executing requests.
+    pub(crate) busy: f64,
+    /// Other clients waiting, on average, per request served.
+    pub(crate) congestion: f64,
+}
+
+impl Measured {
+    /// `load` over a window of `elapsed` nanoseconds.
+    pub(crate) fn of(load: &WindowLoad, elapsed: f64) -> Measured {
+        let congestion = if load.requests == 0 { 0.0 } else { load.waiting as f64 / load.requests as f64 };
+        Measured { busy: load.busy as f64 / elapsed.max(1.0), congestion }
+    }
+}
+
+/// What the measured window says, before agreement.
+pub(crate) fn verdict(measured: &[Measured], active: u32, min: u32, max: u32, policy: &LoadPolicy) -> Decision {
+    let active_measured = &measured[..(active as usize).min(measured.len())];
+    let busy: Vec<f64> = active_measured.iter().map(|m| m.busy).collect();
+    let overloaded = |m: &Measured| m.busy > policy.high || m.congestion > policy.congestion;
+    let Some((busiest, &top)) = busy.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)) else {
+        return Decision::Stay;
+    };
+    let (idlest, &bottom) = busy.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).unwrap_or((0, &0.0));
+    let total: f64 = busy.iter().sum();
+    if let Some((worst, _)) = active_measured
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| overloaded(m))
+        .max_by(|a, b| a.1.congestion.total_cmp(&b.1.congestion).then(a.1.busy.total_cmp(&b.1.busy)))
+    {
+        if active < max {
+            return Decision::Add { from: worst as u32 };
+        }
+    }
+    let congested = active_measured.iter().any(|m| m.congestion > policy.congestion);
+    if active > min && !congested && total < policy.low * f64::from(active - 1) {
+        return Decision::Park;
+    }
+    if top - bottom > policy.imbalance {
+        return Decision::Balance { from: busiest as u32, to: idlest as u32 };
+    }
+    Decision::Stay
+}
+
+/// Acts only on a verdict that `agree` windows in a row gave.
+#[derive(Default)]
+pub(crate) struct Agreement {
+    last: Option<Decision>,
+    count: u32,
+}
+
+impl Agreement {
+    /// The decision to act on after this window's `verdict`, if it agreed
+    /// long enough (the count starts again after acting).
+    pub(crate) fn settle(&mut self, verdict: Decision, agree: u32) -> Decision {
+        if Some(&verdict) == self.last.as_ref() {
+            self.count += 1;
+        } else {
+            self.last = Some(verdict.clone());
+            self.count = 1;
+        }
+        if verdict != Decision::Stay && self.count >= agree {
+            self.count = 0;
+            return verdict;
+        }
+        Decision::Stay
+    }
+}
+
+/// Which clients and files to move from a worker to shed `goal`
+/// nanoseconds of its window's load: whole clients first, largest that
+/// fit first, then files, hottest that fit first. Clients or files with
+/// no load in the window are never moved (moving them costs and sheds
+/// nothing).
+pub(crate) fn shed(load: &WindowLoad, goal: u64, homed_here: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    let mut remaining = goal;
+    let mut clients: Vec<(u64, u64)> =
+        homed_here.iter().filter_map(|c| load.clients.get(c).map(|&n| (*c, n))).filter(|&(_, n)| n > 0).collect();
+    clients.sort_by_key(|&(id, nanos)| (std::cmp::Reverse(nanos), id));
+    let mut moved_clients = Vec::new();
+    for (client, nanos) in clients {
+        if nanos <= remaining {
+            moved_clients.push(client);
+            remaining -= nanos;
+        }
+    }
+    let mut files: Vec<(u64, u64)> = load.files.iter().map(|(&f, &n)| (f, n)).filter(|&(_, n)| n > 0).collect();
+    files.sort_by_key(|&(id, nanos)| (std::cmp::Reverse(nanos), id));
+    let mut moved_files = Vec::new();
+    for (file, nanos) in files {
+        if remaining == 0 {
+            break;
+        }
+        if nanos <= remaining {
+            moved_files.push(file);
+            remaining -= nanos;
+        }
+    }
+    (moved_clients, moved_files)
+}
+
+/// Runs the load manager until the server stops.
+pub(crate) fn run(shared: Arc<Shared>) {
+    let policy = shared.load_policy.clone();
+    let mut agreement = Agreement::default();
+    let mut window_start = Instant::now();
+    while !shared.stopping.load(Ordering::Acquire) {
+        std::thread::park_timeout(policy.window);
+        let elapsed = window_start.elapsed().as_nanos().max(1) as f64;
+        window_start = Instant::now();
+        let loads = shared.load.take();
+        let measured: Vec<Measured> = loads.iter().map(|l| Measured::of(l, elapsed)).collect();
+        let busy: Vec<f64> = measured.iter().map(|m| m.busy).collect();
+        let active = shared.placement.active();
+        let verdict = verdict(&measured, active, shared.min_workers, shared.placement.max(), &policy);
+        let decision = agreement.settle(verdict, policy.agree);
+        act(&shared, decision, &loads, &busy, elapsed);
+    }
+}
+
+fn act(shared: &Arc<Shared>, decision: Decision, loads: &[WindowLoad], busy: &[f64], elapsed: f64) {
+    let placement = &shared.placement;
+    match decision {
+        Decision::Stay => {}
+        Decision::Add { from } => {
+            let to = placement.active();
+            if resize(shared, to + 1) == to + 1 {
+                let goal = (busy[from as usize] * elapsed / 2.0) as u64;
+                move_load(shared, &loads[from as usize], from, to, goal);
+                tracing::info!(workers = to + 1, from, "load manager: added a worker");
+            }
+        }
+        Decision::Park => {
+            let active = resize(shared, placement.active().saturating_sub(1));
+            tracing::info!(workers = active, "load manager: parked a worker");
+        }
+        Decision::Balance { from, to } => {
+            let goal = ((busy[from as usize] - busy[to as usize]) * elapsed / 2.0) as u64;
+            move_load(shared, &loads[from as usize], from, to, goal);
+        }
+    }
+}
+
+/// Makes `workers` workers active (within 1 and the most; at least the
+/// minimum is the manager's business, not this function's): starts the
+/// threads it needs, or parks the last ones, moving their clients' homes
+/// and their files to the workers that stay. Returns the workers active.
+pub(crate) fn resize(shared: &Arc<Shared>, workers: u32) -> u32 {
+    let placement = &shared.placement;
+    let workers = workers.clamp(1, placement.max());
+    let active = placement.active();
+    if workers > active {
+        let mut started = active;
+        while started < workers && shared.start_worker(started) {
+            started += 1;
+        }
+        placement.set_active(started);
+        return started;
+    }
+    placement.set_active(workers);
+    for client in shared.registry.snapshot() {
+        let home = client.home();
+        if home >= workers {
+            client.set_home(home % workers);
+        }
+    }
+    for parked in workers..active {
+        for file in placement.files_of(parked) {
+            placement.request_move(file, parked % workers);
+        }
+        shared.ring(parked);
+    }
+    workers
+}
+
+/// Moves about `goal` nanoseconds of `from`'s load to `to`.
+fn move_load(shared: &Shared, load: &WindowLoad, from: u32, to: u32, goal: u64) {
+    let clients = shared.registry.snapshot();
+    let homed: Vec<u64> = clients.iter().filter(|c| c.home() == from).map(|c| c.id).collect();
+    let (move_clients, move_files) = shed(load, goal, &homed);
+    for client in clients.iter().filter(|c| move_clients.contains(&c.id)) {
+        client.set_home(to);
+    }
+    for file in move_files {
+        shared.placement.request_move(file, to);
+    }
+    shared.ring(from);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> LoadPolicy {
+        LoadPolicy::default()
+    }
+
+    fn busy(shares: &[f64]) -> Vec<Measured> {
+        shares.iter().map(|&busy| Measured { busy, congestion: 0.0 }).collect()
+    }
+
+    #[test]
+    fn a_saturated_worker_asks_for_another() {
+        assert_eq!(verdict(&busy(&[0.95, 0.0, 0.0]), 1, 1, 3, &policy()), Decision::Add { from: 0 });
+        assert_eq!(verdict(&busy(&[0.95, 0.9, 0.95]), 3, 1, 3, &policy()), Decision::Stay, "none left to add");
+    }
+
+    #[test]
+    fn a_congested_worker_asks_for_another_however_little_cpu_it_got() {
+        let queued = [Measured { busy: 0.2, congestion: 1.5 }, Measured::default()];
+        assert_eq!(verdict(&queued, 1, 1, 2, &policy()), Decision::Add { from: 0 });
+        let load = WindowLoad { requests: 4, waiting: 6, ..WindowLoad::default() };
+        assert_eq!(Measured::of(&load, 1.0).congestion, 1.5);
+    }
+
+    #[test]
+    fn idle_workers_are_parked_down_to_the_minimum() {
+        assert_eq!(verdict(&busy(&[0.2, 0.1, 0.0]), 3, 1, 3, &policy()), Decision::Park);
+        assert_eq!(verdict(&busy(&[0.2, 0.1]), 2, 2, 3, &policy()), Decision::Stay, "at the minimum");
+        assert_eq!(verdict(&busy(&[0.6, 0.5]), 2, 1, 3, &policy()), Decision::Stay, "1.1 does not fit one at 0.5");
+        let queued = [Measured { busy: 0.1, congestion: 0.9 }, Measured::default()];
+        assert_eq!(verdict(&queued, 2, 1, 2, &policy()), Decision::Stay, "a congested worker keeps its help");
+    }
+
+    #[test]
+    fn uneven_workers_are_balanced() {
+        assert_eq!(verdict(&busy(&[0.8, 0.1]), 2, 2, 2, &policy()), Decision::Balance { from: 0, to: 1 });
+        assert_eq!(verdict(&busy(&[0.5, 0.3]), 2, 2, 2, &policy()), Decision::Stay);
+    }
+
+    #[test]
+    fn only_agreeing_windows_act() {
+        let mut a = Agreement::default();
+        let add = Decision::Add { from: 0 };
+        assert_eq!(a.settle(add.clone(), 3), Decision::Stay);
+        assert_eq!(a.settle(add.clone(), 3), Decision::Stay);
+        assert_eq!(a.settle(Decision::Park, 3), Decision::Stay, "a different verdict starts again");
+        assert_eq!(a.settle(add.clone(), 3), Decision::Stay);
+        assert_eq!(a.settle(add.clone(), 3), Decision::Stay);
+        assert_eq!(a.settle(add.clone(), 3), add);
+        assert_eq!(a.settle(add.clone(), 3), Decision::Stay, "counting starts again after acting");
+    }
+
+    #[test]
+    fn whole_clients_move_before_files() {
+        let mut load = WindowLoad::default();
+        load.add(1, None, 600);
+        load.add(2, Some(70), 300);
+        load.add(2, Some(71), 100);
+        load.add(3, None, 0);
+        // Shed 700: client 1's 600 first, then the 100 left takes file 71
+        // (file 70's 300 does not fit).
+        let (clients, files) = shed(&load, 700, &[1, 2, 3]);
+        assert_eq!((clients, files), (vec![1], vec![71]));
+        // Shed 500: client 1 does not fit, so files, hottest first.
+        let (clients, files) = shed(&load, 500, &[1, 2, 3]);
+        assert_eq!((clients, files), (vec![], vec![70, 71]));
+        // A client with no load at its home is never moved.
+        let (clients, _) = shed(&load, 10_000, &[3]);
+        assert!(clients.is_empty());
+    }
+}

@@ -1,0 +1,196 @@
+//! Workers, file migration and the load manager, through a running server
+//! and the Rust client: requests are redirected, never lost, reordered or
+//! applied twice, whatever moves meanwhile.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use larder_client::{Client, OpenOptions};
+use larder_fs::Fs;
+use larder_server::{LoadPolicy, Server, ServerOptions};
+use rand::{Rng, SeedableRng};
+
+fn served(workers: std::ops::RangeInclusive<u32>, policy: Option<LoadPolicy>) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fs = Fs::create(&store, common::options()).unwrap();
+    let mut options = ServerOptions::for_store(&store).workers(workers);
+    options.load_policy = policy;
+    (Server::start(Arc::new(fs), options).unwrap(), dir)
+}
+
+/// One record: who wrote it and its number, fixed width.
+fn record(client: usize, seq: usize) -> String {
+    format!("{client:02}:{seq:06}\n")
+}
+
+const RECORD_BYTES: usize = 10;
+
+/// Four clients write numbered records to files of their own (at fixed
+/// offsets) and to one shared file (appending), while another thread
+/// moves the open files between workers at random and changes the number
+/// of active workers. Afterwards every file holds exactly what a model of
+/// the writes says: each record once, each client's records in order.
+#[test]
+fn random_migrations_and_worker_changes_lose_reorder_and_repeat_nothing() {
+    let (server, dir) = served(1..=3, None);
+    let store = dir.path().join("store");
+    let clients = 4;
+    let records = 300;
+    let setup = Client::connect(&store).unwrap();
+    setup.create_dir("/w", 0o777).unwrap();
+    setup.write("/w/shared", b"").unwrap();
+    drop(setup);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(clients + 1));
+    let server = Arc::new(server);
+    let mover = {
+        let (server, stop, start, store) = (server.clone(), stop.clone(), start.clone(), store.clone());
+        std::thread::spawn(move || {
+            let watcher = Client::connect(&store).unwrap();
+            let shared_ino = watcher.metadata("/w/shared").unwrap().ino();
+            let mut inos = vec![shared_ino];
+            // The clients create their files before the barrier.
+            start.wait();
+            for c in 0..clients {
+                inos.push(watcher.metadata(format!("/w/own{c}")).unwrap().ino());
+            }
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            let (mut moves, mut resizes) = (0u32, 0u32);
+            while !stop.load(Ordering::Relaxed) {
+                if rng.gen_bool(0.2) {
+                    server.set_active_workers(rng.gen_range(1..=3));
+                    resizes += 1;
+                } else {
+                    let ino = inos[rng.gen_range(0..inos.len())];
+                    let to = rng.gen_range(0..server.active_workers());
+                    if server.move_file(ino, to) {
+                        moves += 1;
+                    }
+                }
+                std::thread::yield_now();
+            }
+            (moves, resizes)
+        })
+    };
+
+    let writers: Vec<_> = (0..clients)
+        .map(|c| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                let client = Client::connect(&store).unwrap();
+                let own = OpenOptions::new()
+                    .write(true)
+                    .read(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .open(&client, format!("/w/own{c}"))
+                    .unwrap();
+                let mut shared = OpenOptions::new().append(true).open(&client, "/w/shared").unwrap();
+                start.wait();
+                for seq in 0..records {
+                    let line = record(c, seq);
+                    assert_eq!(own.write_at(line.as_bytes(), (seq * RECORD_BYTES) as u64).unwrap(), RECORD_BYTES);
+                    shared.write_all(line.as_bytes()).unwrap();
+                    if seq % 50 == 49 {
+                        own.sync_all().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (moves, resizes) = mover.join().unwrap();
+    assert!(
+        moves > 10 && resizes > 2,
+        "the test moved too little to prove anything ({moves} moves, {resizes} resizes)"
+    );
+
+    let reader = Client::connect(&store).unwrap();
+    for c in 0..clients {
+        let expected: String = (0..records).map(|seq| record(c, seq)).collect();
+        let got = String::from_utf8(reader.read(format!("/w/own{c}")).unwrap()).unwrap();
+        assert_eq!(got, expected, "client {c}'s own file");
+    }
+    let shared = String::from_utf8(reader.read("/w/shared").unwrap()).unwrap();
+    assert_eq!(shared.len(), clients * records * RECORD_BYTES, "every append once");
+    let mut next = vec![0usize; clients];
+    for line in shared.lines() {
+        let (c, seq) = line.split_once(':').unwrap();
+        let (c, seq): (usize, usize) = (c.parse().unwrap(), seq.parse().unwrap());
+        assert_eq!(seq, next[c], "client {c}'s appends out of order or repeated");
+        next[c] += 1;
+    }
+    assert_eq!(next, vec![records; clients]);
+    let redirects: u64 = server.worker_requests().iter().map(|(_, r)| r).sum();
+    assert!(redirects > 0, "no request was ever redirected: migration was not exercised");
+    drop(reader);
+    Arc::into_inner(server).unwrap().shutdown().unwrap();
+}
+
+/// Waits until `condition` holds, up to `limit`; whether it did.
+fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if condition() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    condition()
+}
+
+/// Clients that keep a worker busy make the load manager start more
+/// workers and spread them; when they stop, it parks workers again down
+/// to the minimum.
+#[test]
+fn the_load_manager_adds_workers_under_load_and_parks_them_when_idle() {
+    let policy = LoadPolicy { window: Duration::from_millis(5), agree: 3, ..LoadPolicy::default() };
+    let (server, dir) = served(1..=3, Some(policy));
+    let store = dir.path().join("store");
+    assert_eq!(server.active_workers(), 1);
+    let setup = Client::connect(&store).unwrap();
+    setup.create_bucket("b").unwrap();
+    drop(setup);
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..3)
+        .map(|c| {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let client = Client::connect(&store).unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    client
+                        .put("b", format!("c{c}/k{}", n % 64), &[0u8; 512], larder_client::Durability::Buffered)
+                        .unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let grew = eventually(Duration::from_secs(20), || server.active_workers() > 1);
+    stop.store(true, Ordering::Relaxed);
+    let done: u64 = busy.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(grew, "three busy clients never made the manager add a worker ({done} puts)");
+    let per_worker = server.worker_requests();
+    assert!(
+        per_worker.iter().filter(|(requests, _)| *requests > 0).count() > 1,
+        "a worker was added but nothing moved to it: {per_worker:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || server.active_workers() == 1),
+        "idle workers were not parked: {} active",
+        server.active_workers()
+    );
+    server.shutdown().unwrap();
+}
