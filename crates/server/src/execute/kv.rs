@@ -21,7 +21,31 @@ pub(super) fn put(call: &Call<'_>, bucket: &[u8], key: &[u8], value: Payload, du
     kv_access::check_write(call, &path, Change::Put)?;
     call.session.kv().put(bucket, key, &value, convert::durability(durability))?;
     call.count_written(value.len());
+    if let Some(leaf) = path.value() {
+        drop_privileges(call, leaf.ino)?;
+    }
     Ok(Response::Done)
+}
+
+/// A put rewrote value `ino` in place: as a write through the file system
+/// does, it drops the setuid and setgid bits a caller without the
+/// privilege may not leave behind (`perm::kill_suid`).
+fn drop_privileges(call: &Call<'_>, ino: u64) -> Result<(), Refusal> {
+    let Some(onode) = call.fs.store().stat(ino).map_err(larder_kv::KvError::from)? else { return Ok(()) };
+    if let Some(mode) = perm::kill_suid(&onode, call.cred) {
+        let set = larder_fs::SetAttr { mode: Some(mode), ..larder_fs::SetAttr::default() };
+        call.fs.setattr(&larder_fs::Cred::root(), ino, &set, None)?;
+    }
+    Ok(())
+}
+
+/// Most bytes a value answered inline may have: what a completion record
+/// holds (a quarter of the ring) less room for the message's header, and
+/// never above the request limit.
+fn inline_value_limit(call: &Call<'_>) -> u64 {
+    let limits = call.session.limits();
+    let record = u64::from(larder_protocol::ring::max_record(limits.ring_bytes)).saturating_sub(4096);
+    record.min(larder_protocol::codec::MAX_DATA_BYTES as u64).min(u64::from(limits.max_io_bytes))
 }
 
 pub(super) fn get(call: &Call<'_>, bucket: &[u8], key: &[u8], into: Option<BufferSlice>) -> Outcome {
@@ -30,18 +54,39 @@ pub(super) fn get(call: &Call<'_>, bucket: &[u8], key: &[u8], into: Option<Buffe
     }
     let path = kv_access::walk(call, bucket, key)?;
     kv_access::check_read(call, &path)?;
-    let value = call.session.kv().get(bucket, key)?;
-    let (Some(slice), Some(value)) = (into, value.as_ref()) else {
-        if let Some(v) = &value {
-            call.count_read(v.len());
-        }
-        return Ok(Response::Value(value));
+    // Read through a reader, never more than the answer may carry: a
+    // value's size is the client's to choose (a sparse file of 2^45
+    // bytes included), the server's memory is not.
+    let Some(mut reader) = call.session.kv().reader(bucket, key)? else {
+        return Ok(Response::Value(None));
     };
-    if value.len() <= slice.length as usize {
-        call.memory.copy_in(slice, value)?;
-        call.count_read(value.len());
+    let size = reader.size();
+    let limit = match into {
+        Some(slice) => u64::from(slice.length),
+        None => inline_value_limit(call),
+    };
+    if size > limit {
+        return match into {
+            Some(_) => Ok(Response::ValueInBuffer { length: size }),
+            None => Err(FsError::posix(
+                libc::EFBIG,
+                format!("a value of {size} bytes, above the {limit} one answer carries: read it with a reader"),
+            )
+            .into()),
+        };
     }
-    Ok(Response::ValueInBuffer { length: value.len() as u64 })
+    let mut value = Vec::with_capacity(size as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut reader, limit), &mut value)
+        .map_err(|e| FsError::posix(e.raw_os_error().unwrap_or(libc::EIO), format!("reading the value: {e}")))?;
+    drop(reader);
+    call.count_read(value.len());
+    match into {
+        Some(slice) => {
+            call.memory.copy_in(slice, &value)?;
+            Ok(Response::ValueInBuffer { length: value.len() as u64 })
+        }
+        None => Ok(Response::Value(Some(value))),
+    }
 }
 
 pub(super) fn head(call: &Call<'_>, bucket: &[u8], key: &[u8]) -> Outcome {
@@ -83,27 +128,33 @@ pub(super) fn write_batch(
     operations: Vec<KvOperation>,
     durability: Durability,
 ) -> Outcome {
-    // Every value copied out first: a bad slice anywhere ends the session
-    // before anything is checked or written.
-    let mut ops = Vec::with_capacity(operations.len());
+    // The values' total is checked before any is copied (a batch may name
+    // the whole data area many times over); then every value is copied
+    // out: a bad slice anywhere ends the session before anything is
+    // checked or written.
+    let max = call.session.limits().max_io_bytes as usize;
     let mut total = 0usize;
-    for op in operations {
-        ops.push(match op {
-            KvOperation::Put { key, value } => {
-                let value = call.payload(value)?;
-                total += value.len();
-                (key, Some(value))
-            }
-            KvOperation::Delete { key } => (key, None),
-        });
+    for op in &operations {
+        if let KvOperation::Put { value, .. } = op {
+            total = total.saturating_add(match value {
+                Payload::Inline(bytes) => bytes.len(),
+                Payload::Buffer(slice) => slice.length as usize,
+            });
+        }
     }
-    let max = call.session.limits().max_io_bytes;
-    if total > max as usize {
+    if total > max {
         return Err(FsError::posix(
             libc::EMSGSIZE,
             format!("a batch of {total} bytes of values, above the limit (max_io_bytes) of {max}"),
         )
         .into());
+    }
+    let mut ops = Vec::with_capacity(operations.len());
+    for op in operations {
+        ops.push(match op {
+            KvOperation::Put { key, value } => (key, Some(call.payload(value)?)),
+            KvOperation::Delete { key } => (key, None),
+        });
     }
     // Validated op by op; any refusal refuses the whole batch.
     let mut batch = KvBatch::new();

@@ -109,11 +109,42 @@ pub(super) fn check_write(call: &Call<'_>, path: &KeyPath, change: Change) -> Re
     if path.blocked && change != Change::Delete {
         return Err(FsError::posix(libc::ENOTDIR, "a level of the key is a value, not a directory").into());
     }
-    if let Some(value) = path.value() {
-        match change {
-            Change::Put => call.fs.access(call.cred, value.ino, perm::WRITE)?,
-            Change::Replace | Change::Delete => check_remove(call, path.deepest(), value.ino)?,
+    match (&path.leaf, change) {
+        // A put rewrites the value's object in place: only a regular file
+        // may be written so (a symlink or device is not a value to
+        // rewrite; through the file system it would be followed or
+        // refused, never rewritten).
+        (Some(leaf), Change::Put) if leaf.kind == Kind::File => call.fs.access(call.cred, leaf.ino, perm::WRITE)?,
+        (Some(leaf), Change::Put) if leaf.kind != Kind::Directory => {
+            return Err(FsError::posix(libc::EPERM, "the key names a symbolic link or special file, not a value").into())
         }
+        // An empty level the key names gives way to the value (the KV
+        // layer removes it): a removal, under the sticky bit's rule.
+        (Some(leaf), Change::Put | Change::Replace) if leaf.kind == Kind::Directory => {
+            check_remove(call, path.deepest(), leaf.ino)?
+        }
+        (Some(leaf), Change::Replace | Change::Delete) => check_remove(call, path.deepest(), leaf.ino)?,
+        _ => {}
+    }
+    if change == Change::Delete && path.value().is_some() {
+        check_emptied_levels(call, path)?;
+    }
+    Ok(())
+}
+
+/// A delete removes the levels it empties, bottom up: each is a removal
+/// of a directory from its parent, under the sticky bit's rule. A level
+/// is emptied when the key's chain is its only entry.
+fn check_emptied_levels(call: &Call<'_>, path: &KeyPath) -> Result<(), Refusal> {
+    let store = call.fs.store();
+    // dirs[0] is the bucket, never removed by a delete.
+    for i in (1..path.dirs.len()).rev() {
+        let level = path.dirs[i];
+        let entries = store.stat(level).map_err(KvError::from)?.and_then(|o| o.dir).map_or(0, |d| d.entries);
+        if entries != 1 {
+            break;
+        }
+        check_remove(call, path.dirs[i - 1], level)?;
     }
     Ok(())
 }

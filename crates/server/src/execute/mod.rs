@@ -167,19 +167,23 @@ impl Call<'_> {
     /// The bytes of `payload`, copied into server memory (out of the data
     /// area for a buffer slice), at most `max_io_bytes` of them.
     pub(crate) fn payload(&self, payload: Payload) -> Result<Vec<u8>, Refusal> {
-        let bytes = match payload {
-            Payload::Inline(bytes) => bytes,
-            Payload::Buffer(slice) => self.memory.copy_out(slice)?,
+        let length = match &payload {
+            Payload::Inline(bytes) => bytes.len(),
+            Payload::Buffer(slice) => slice.length as usize,
         };
         let max = self.session.limits().max_io_bytes;
-        if bytes.len() > max as usize {
+        // Checked before the copy, which the limit bounds.
+        if length > max as usize {
             return Err(FsError::posix(
                 libc::EMSGSIZE,
-                format!("{} bytes in one request, above the limit (max_io_bytes) of {max}", bytes.len()),
+                format!("{length} bytes in one request, above the limit (max_io_bytes) of {max}"),
             )
             .into());
         }
-        Ok(bytes)
+        Ok(match payload {
+            Payload::Inline(bytes) => bytes,
+            Payload::Buffer(slice) => self.memory.copy_out(slice)?,
+        })
     }
 
     /// `length` capped at `max_io_bytes`.
