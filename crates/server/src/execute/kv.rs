@@ -78,7 +78,6 @@ pub(super) fn get(call: &Call<'_>, bucket: &[u8], key: &[u8], into: Option<Buffe
     let mut value = Vec::with_capacity(size as usize);
     std::io::Read::read_to_end(&mut std::io::Read::take(&mut reader, limit), &mut value)
         .map_err(|e| FsError::posix(e.raw_os_error().unwrap_or(libc::EIO), format!("reading the value: {e}")))?;
-    drop(reader);
     call.count_read(value.len());
     match into {
         Some(slice) => {
