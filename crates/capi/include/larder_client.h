@@ -18,6 +18,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+typedef struct larder_client larder_client;
+typedef struct larder_buffer larder_buffer;
+typedef struct larder_dir larder_dir;
+typedef struct larder_dirent larder_dirent;
 
 /**
  * The longest name an entry holds, in bytes (the store's NAME_MAX).
@@ -76,7 +80,7 @@
  * It belongs to the client that allocated it and keeps that client's
  * connection while it lives.
  */
-typedef struct larder_buffer larder_buffer;
+struct larder_buffer;
 
 /**
  * A connection to a Larder server (opaque). Made by `larder_connect()`,
@@ -84,7 +88,7 @@ typedef struct larder_buffer larder_buffer;
  * threads at once: every call on it is safe to make concurrently, and
  * calls of different threads go to the server side by side.
  */
-typedef struct larder_client larder_client;
+struct larder_client;
 
 /**
  * An open directory stream (opaque). Made by `larder_opendir()`, ended
@@ -92,12 +96,12 @@ typedef struct larder_client larder_client;
  * safe (each gets other entries); it keeps its client's connection while
  * open.
  */
-typedef struct larder_dir larder_dir;
+struct larder_dir;
 
 /**
  * One directory entry, as `struct dirent` holds it.
  */
-typedef struct larder_dirent {
+struct larder_dirent {
   /**
    * The entry's inode number.
    */
@@ -112,12 +116,12 @@ typedef struct larder_dirent {
    * NUL).
    */
   char name[256];
-} larder_dirent;
+};
 
 /**
  * A point in time: seconds since 1970-01-01T00:00:00Z and nanoseconds.
  */
-typedef struct larder_timespec {
+struct larder_timespec {
   /**
    * Whole seconds since the epoch (negative before it).
    */
@@ -126,12 +130,12 @@ typedef struct larder_timespec {
    * Nanoseconds, below 1,000,000,000.
    */
   uint32_t nsec;
-} larder_timespec;
+};
 
 /**
  * An object's attributes, as `struct stat` holds them.
  */
-typedef struct larder_stat {
+struct larder_stat {
   /**
    * Inode number.
    */
@@ -181,7 +185,7 @@ typedef struct larder_stat {
    * Creation.
    */
   struct larder_timespec btime;
-} larder_stat;
+};
 
 #ifdef __cplusplus
 extern "C" {
