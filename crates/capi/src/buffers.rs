@@ -21,11 +21,26 @@ pub struct LarderBuffer {
     /// from different threads take turns.
     buffer: Mutex<Buffer>,
     /// Its first byte, for the C caller to fill and read.
-    data: *mut u8,
+    data: BufferAddress,
     length: usize,
     /// [`LarderClient::identity`] of its client.
     client: u64,
 }
+
+/// The address of a buffer's bytes, as handed to C.
+#[derive(Clone, Copy)]
+struct BufferAddress(*mut u8);
+
+#[allow(unsafe_code)]
+// SAFETY: the library never reads or writes through the address; it only
+// hands it to C (`larder_buffer_data`). Moving or sharing the value between
+// threads is as safe as moving an integer.
+unsafe impl Send for BufferAddress {}
+
+#[allow(unsafe_code)]
+// SAFETY: as for `Send`: no access through a shared `BufferAddress`
+// exists.
+unsafe impl Sync for BufferAddress {}
 
 impl LarderBuffer {
     /// The buffer, for a call of `client` (EINVAL if it is another
@@ -57,7 +72,7 @@ pub unsafe extern "C" fn larder_buffer_alloc(client: *const LarderClient, size: 
         // SAFETY: the caller passes NULL or a live client.
         let client = unsafe { arguments::object(client, "client") }?;
         let mut buffer = client.client.alloc_buffer(size)?;
-        let data = buffer.as_mut_slice().as_mut_ptr();
+        let data = BufferAddress(buffer.as_mut_slice().as_mut_ptr());
         let buffer = LarderBuffer { buffer: Mutex::new(buffer), data, length: size, client: client.identity() };
         Ok(Box::into_raw(Box::new(buffer)))
     })
@@ -78,7 +93,7 @@ pub unsafe extern "C" fn larder_buffer_data(buffer: *const LarderBuffer) -> *mut
     boundary("larder_buffer_data", std::ptr::null_mut(), || {
         // SAFETY: the caller passes NULL or a live buffer.
         let buffer = unsafe { arguments::object(buffer, "buffer") }?;
-        Ok(buffer.data.cast::<c_void>())
+        Ok(buffer.data.0.cast::<c_void>())
     })
 }
 

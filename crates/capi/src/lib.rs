@@ -15,7 +15,7 @@
 //! that is not open, EINVAL for a NULL pointer, a length above SSIZE_MAX
 //! or a flag not supported, ENOTCONN once the server is gone, EIO for an
 //! internal error. `larder_last_error()` gives this thread's last failure
-//! as text. A call that succeeds leaves `errno` as it was.
+//! as text. As in libc, `errno` means something only after a failure.
 //!
 //! **Threads**: a client may be used from several threads at once; every
 //! call is safe to make concurrently and their requests go to the server
@@ -57,3 +57,12 @@ pub use kv::{
 pub use metadata::{larder_fstat, larder_lstat, larder_stat, LarderStat, LarderTimespec};
 pub use namespace::{larder_mkdir, larder_rename, larder_rmdir, larder_unlink};
 pub use status::larder_last_error;
+
+/// What the documentation promises about threads, checked by the
+/// compiler: clients, directory streams and buffers may be shared.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<LarderClient>();
+    shareable::<LarderDir>();
+    shareable::<LarderBuffer>();
+};

@@ -88,3 +88,32 @@ pub(crate) fn boundary<T>(function: &str, failed: T, body: impl FnOnce() -> Outc
 pub extern "C" fn larder_last_error() -> *const c_char {
     LAST_ERROR.try_with(|last| last.borrow().as_ptr()).unwrap_or(c"".as_ptr())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{boundary, larder_last_error, Failure};
+
+    fn message() -> String {
+        #[allow(unsafe_code)]
+        // SAFETY: larder_last_error never returns NULL, and the string
+        // lives until the next failure on this thread; it is copied here.
+        let text = unsafe { std::ffi::CStr::from_ptr(larder_last_error()) };
+        text.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_panic_is_caught_and_fails_with_eio() {
+        let got = boundary("larder_test", -1, || -> super::Outcome<i32> { panic!("boom {}", 42) });
+        assert_eq!((got, errno::errno().0), (-1, libc::EIO));
+        assert_eq!(message(), "larder_test: internal error in the library: boom 42");
+    }
+
+    #[test]
+    fn a_failure_sets_errno_and_the_message_and_a_success_returns_the_value() {
+        let got = boundary("larder_test", -1, || Err(Failure::new(libc::ENOSPC, "full\0up")));
+        assert_eq!((got, errno::errno().0), (-1, libc::ENOSPC));
+        assert_eq!(message(), "larder_test: full\\0up", "a NUL in a message is shown, not cut at");
+        assert_eq!(boundary("larder_test", -1, || Ok(7)), 7);
+        assert_eq!(message(), "larder_test: full\\0up", "a success leaves the message");
+    }
+}
