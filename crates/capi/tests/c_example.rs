@@ -2,7 +2,8 @@
 //! C compiler against include/larder_client.h and liblarder_client.so,
 //! run against a real `larder serve` on a fresh store: it must exit 0
 //! having done every step, leave what it says it leaves (read back here
-//! through the Rust client), and the stopped store must be clean.
+//! through the Rust client), and the stopped store must be clean. And
+//! every function the header declares links and loads from the library.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,16 +14,16 @@ use std::process::Command;
 
 use common::{fsck_clean, library_dir, Served};
 
-/// Compiles the example into `out`; fails clearly without a C compiler.
-fn compile_example(out: &Path) {
+/// Compiles the C file `source` into `out` against the header and the
+/// library; fails clearly without a C compiler.
+fn compile(source: &Path, out: &Path) {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = crate_dir.join("../../examples/c/larder_example.c");
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let output = Command::new(&compiler)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
         .arg("-I")
         .arg(crate_dir.join("include"))
-        .arg(&source)
+        .arg(source)
         .arg("-L")
         .arg(library_dir())
         .arg("-llarder_client")
@@ -44,7 +45,7 @@ fn compile_example(out: &Path) {
 fn the_c_example_runs_against_a_server() {
     let mut served = Served::start(false);
     let program = served.dir.path().join("larder_example");
-    compile_example(&program);
+    compile(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/larder_example.c"), &program);
 
     let output = Command::new(&program).arg(&served.store).env("LD_LIBRARY_PATH", library_dir()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -91,4 +92,55 @@ fn the_c_example_runs_against_a_server() {
 
     served.stop();
     fsck_clean(&served.store);
+}
+
+/// The functions `header` declares: each name `larder_...` followed by
+/// `(` on a line that is not a comment or a preprocessor line.
+fn declared_functions(header: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in header.lines() {
+        if line.starts_with([' ', '*', '/', '#']) {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("larder_") {
+            let tail = &rest[at..];
+            let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+            if tail[end..].starts_with('(') {
+                names.push(tail[..end].to_string());
+                break;
+            }
+            rest = &tail[end..];
+        }
+    }
+    names
+}
+
+#[test]
+fn every_function_of_the_header_links_and_loads() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let header = std::fs::read_to_string(crate_dir.join("include/larder_client.h")).unwrap();
+    let functions = declared_functions(&header);
+    let exported: usize = std::fs::read_dir(crate_dir.join("src"))
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap().matches("#[no_mangle]").count())
+        .sum();
+    assert_eq!(functions.len(), exported, "the header declares {functions:?}, the source exports {exported}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let pointers: Vec<String> = functions.iter().map(|f| format!("    (void (*)(void)){f},")).collect();
+    let program = format!(
+        "#include <stdio.h>\n#include \"larder_client.h\"\n\nint main(void)\n{{\n  void (*functions[])(void) = {{\n{}\n  }};\n  \
+         size_t n = sizeof functions / sizeof functions[0];\n  for (size_t i = 0; i < n; i++) {{\n    \
+         if (functions[i] == NULL) {{\n      return 1;\n    }}\n  }}\n  printf(\"%zu functions\\n\", n);\n  \
+         return 0;\n}}\n",
+        pointers.join("\n")
+    );
+    let source = dir.path().join("symbols.c");
+    std::fs::write(&source, program).unwrap();
+    let out = dir.path().join("symbols");
+    compile(&source, &out);
+    let run = Command::new(&out).env("LD_LIBRARY_PATH", library_dir()).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(String::from_utf8_lossy(&run.stdout), format!("{} functions\n", functions.len()));
 }
