@@ -14,9 +14,16 @@ use std::process::Command;
 
 use common::{fsck_clean, library_dir, Served};
 
+/// How a program is linked to the library.
+#[derive(Clone, Copy, Debug)]
+enum Linking {
+    Shared,
+    Static,
+}
+
 /// Compiles the C file `source` into `out` against the header and the
 /// library; fails clearly without a C compiler.
-fn compile(source: &Path, out: &Path) {
+fn compile(source: &Path, out: &Path, linking: Linking) {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let output = Command::new(&compiler)
@@ -24,9 +31,10 @@ fn compile(source: &Path, out: &Path) {
         .arg("-I")
         .arg(crate_dir.join("include"))
         .arg(source)
-        .arg("-L")
-        .arg(library_dir())
-        .arg("-llarder_client")
+        .args(match linking {
+            Linking::Shared => vec!["-L".into(), library_dir().into_os_string(), "-llarder_client".into()],
+            Linking::Static => vec![library_dir().join("liblarder_client.a").into_os_string()],
+        })
         .arg("-o")
         .arg(out)
         .output()
@@ -45,7 +53,11 @@ fn compile(source: &Path, out: &Path) {
 fn the_c_example_runs_against_a_server() {
     let mut served = Served::start(false);
     let program = served.dir.path().join("larder_example");
-    compile(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/larder_example.c"), &program);
+    compile(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c/larder_example.c"),
+        &program,
+        Linking::Shared,
+    );
 
     let output = Command::new(&program).arg(&served.store).env("LD_LIBRARY_PATH", library_dir()).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -138,9 +150,11 @@ fn every_function_of_the_header_links_and_loads() {
     );
     let source = dir.path().join("symbols.c");
     std::fs::write(&source, program).unwrap();
-    let out = dir.path().join("symbols");
-    compile(&source, &out);
-    let run = Command::new(&out).env("LD_LIBRARY_PATH", library_dir()).output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(String::from_utf8_lossy(&run.stdout), format!("{} functions\n", functions.len()));
+    for linking in [Linking::Shared, Linking::Static] {
+        let out = dir.path().join(format!("symbols-{linking:?}"));
+        compile(&source, &out, linking);
+        let run = Command::new(&out).env("LD_LIBRARY_PATH", library_dir()).output().unwrap();
+        assert!(run.status.success(), "{linking:?}: {}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(String::from_utf8_lossy(&run.stdout), format!("{} functions\n", functions.len()), "{linking:?}");
+    }
 }

@@ -43,7 +43,9 @@ pub fn larder_binary() -> PathBuf {
     BINARY
         .get_or_init(|| {
             if let Some(path) = std::env::var_os("LARDER_BIN") {
-                return PathBuf::from(path);
+                let path = PathBuf::from(path);
+                assert!(path.is_file(), "LARDER_BIN is {}, which is not a file", path.display());
+                return path;
             }
             let profile_dir = profile_dir();
             let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
