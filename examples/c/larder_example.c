@@ -263,6 +263,16 @@ int main(int argc, char **argv)
         wrong("larder_kv_get did not return the value put");
     }
     printf("kv get notes/2024/first: %s\n", got_value);
+    /* The same value again, zero-copy: put from and get into the buffer. */
+    memcpy(data, value, strlen(value));
+    CHECK(larder_kv_put_buffer(client, "notes", "2024/second", buffer, strlen(value), LARDER_BUFFERED));
+    memset(data, 0, big);
+    CHECK(larder_kv_get_buffer(client, "notes", "2024/second", buffer, &length));
+    if (length != strlen(value) || memcmp(data, value, length) != 0) {
+        wrong("larder_kv_get_buffer did not return the value put");
+    }
+    printf("kv get notes/2024/second (zero-copy): %.*s\n", (int)length, (const char *)data);
+    CHECK(larder_kv_delete(client, "notes", "2024/second", LARDER_BUFFERED));
     CHECK(larder_kv_delete(client, "notes", "2024/first", LARDER_DURABLE));
     EXPECT_ERRNO(larder_kv_get(client, "notes", "2024/first", got_value, sizeof got_value, &length), ENOENT);
     printf("kv deleted\n");

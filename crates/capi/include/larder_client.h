@@ -459,6 +459,42 @@ int larder_kv_delete(const struct larder_client *client,
                      int durability);
 
 /**
+ * Stores the first `length` bytes of `buffer` under `key` in `bucket`:
+ * the server takes them from the shared buffer, with no copy by the
+ * library. Returns 0, or -1 with errno set as for `larder_kv_put()`, and
+ * EINVAL for a length beyond the buffer or another client's buffer.
+ *
+ * # Safety
+ * `client` is NULL or a live client; `bucket` and `key` are NULL or
+ * NUL-terminated strings; `buffer` is NULL or a live buffer.
+ */
+int larder_kv_put_buffer(const struct larder_client *client,
+                         const char *bucket,
+                         const char *key,
+                         const struct larder_buffer *buffer,
+                         size_t length,
+                         int durability);
+
+/**
+ * Reads the value under `key` in `bucket` into `buffer`: the server puts
+ * it there, with no copy by the library. Sets `*length` to the value's
+ * length; if that is above the buffer's size, the value did not fit and
+ * nothing was written. Returns 0, or -1 with errno set (ENOENT for no
+ * such key or bucket, EACCES, EINVAL for NULL or another client's
+ * buffer...).
+ *
+ * # Safety
+ * `client` is NULL or a live client; `bucket` and `key` are NULL or
+ * NUL-terminated strings; `buffer` is NULL or a live buffer; `length` is
+ * NULL or writable.
+ */
+int larder_kv_get_buffer(const struct larder_client *client,
+                         const char *bucket,
+                         const char *key,
+                         const struct larder_buffer *buffer,
+                         size_t *length);
+
+/**
  * Fills `*out` with the attributes of what `path` names, following
  * symbolic links, as `stat(2)`. Returns 0, or -1 with errno set (ENOENT,
  * EACCES, ENOTDIR..., EINVAL for a NULL argument).

@@ -45,7 +45,7 @@ unsafe impl Sync for BufferAddress {}
 impl LarderBuffer {
     /// The buffer, for a call of `client` (EINVAL if it is another
     /// client's), checked to hold `count` bytes.
-    fn for_call(&self, client: &LarderClient, count: usize) -> Outcome<parking_lot::MutexGuard<'_, Buffer>> {
+    pub(crate) fn for_call(&self, client: &LarderClient, count: usize) -> Outcome<parking_lot::MutexGuard<'_, Buffer>> {
         if self.client != client.identity() {
             return Err(Failure::invalid("the buffer belongs to another client"));
         }

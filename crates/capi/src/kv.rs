@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_int, c_void};
 use client::Durability;
 
 use crate::arguments;
+use crate::buffers::LarderBuffer;
 use crate::connection::LarderClient;
 use crate::status::{boundary, Failure, Outcome};
 
@@ -176,5 +177,87 @@ pub unsafe extern "C" fn larder_kv_delete(
         } else {
             Err(Failure::new(libc::ENOENT, "no such key"))
         }
+    })
+}
+
+/// Stores the first `length` bytes of `buffer` under `key` in `bucket`:
+/// the server takes them from the shared buffer, with no copy by the
+/// library. Returns 0, or -1 with errno set as for `larder_kv_put()`, and
+/// EINVAL for a length beyond the buffer or another client's buffer.
+///
+/// # Safety
+/// `client` is NULL or a live client; `bucket` and `key` are NULL or
+/// NUL-terminated strings; `buffer` is NULL or a live buffer.
+#[allow(unsafe_code)]
+// SAFETY: `no_mangle` exports the symbol under its own name; every
+// exported name of this library starts with `larder_`, so none clashes.
+#[no_mangle]
+pub unsafe extern "C" fn larder_kv_put_buffer(
+    client: *const LarderClient,
+    bucket: *const c_char,
+    key: *const c_char,
+    buffer: *const LarderBuffer,
+    length: usize,
+    durability: c_int,
+) -> c_int {
+    boundary("larder_kv_put_buffer", -1, || {
+        // SAFETY: the caller passes NULL or a live client and buffer, and
+        // NULL or NUL-terminated strings.
+        let (client, bucket, key, buffer) = unsafe {
+            (
+                arguments::object(client, "client")?,
+                arguments::string(bucket, "bucket")?,
+                arguments::string(key, "key")?,
+                arguments::object(buffer, "buffer")?,
+            )
+        };
+        let durability = self::durability(durability)?;
+        let buffer = buffer.for_call(client, length)?;
+        client.client.put_buffer_prefix(bucket, key, &buffer, length, durability)?;
+        Ok(0)
+    })
+}
+
+/// Reads the value under `key` in `bucket` into `buffer`: the server puts
+/// it there, with no copy by the library. Sets `*length` to the value's
+/// length; if that is above the buffer's size, the value did not fit and
+/// nothing was written. Returns 0, or -1 with errno set (ENOENT for no
+/// such key or bucket, EACCES, EINVAL for NULL or another client's
+/// buffer...).
+///
+/// # Safety
+/// `client` is NULL or a live client; `bucket` and `key` are NULL or
+/// NUL-terminated strings; `buffer` is NULL or a live buffer; `length` is
+/// NULL or writable.
+#[allow(unsafe_code)]
+// SAFETY: `no_mangle` exports the symbol under its own name; every
+// exported name of this library starts with `larder_`, so none clashes.
+#[no_mangle]
+pub unsafe extern "C" fn larder_kv_get_buffer(
+    client: *const LarderClient,
+    bucket: *const c_char,
+    key: *const c_char,
+    buffer: *const LarderBuffer,
+    length: *mut usize,
+) -> c_int {
+    boundary("larder_kv_get_buffer", -1, || {
+        // SAFETY: the caller passes NULL or a live client and buffer, NULL
+        // or NUL-terminated strings, and NULL or a writable length.
+        let (client, bucket, key, buffer, length) = unsafe {
+            (
+                arguments::object(client, "client")?,
+                arguments::string(bucket, "bucket")?,
+                arguments::string(key, "key")?,
+                arguments::object(buffer, "buffer")?,
+                arguments::place(length, "length")?,
+            )
+        };
+        let mut buffer = buffer.for_call(client, 0)?;
+        let Some(found) = client.client.get_buffer(bucket, key, &mut buffer)? else {
+            return Err(Failure::new(libc::ENOENT, "no such key"));
+        };
+        *length = usize::try_from(found)
+            .map_err(|_| Failure::new(libc::EOVERFLOW, format!("a value of {found} bytes does not fit size_t")))?;
+        Ok(0)
     })
 }

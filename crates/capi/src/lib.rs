@@ -51,8 +51,8 @@ pub use directories::{
 };
 pub use files::{larder_close, larder_fsync, larder_open, larder_pread, larder_pwrite};
 pub use kv::{
-    larder_kv_create_bucket, larder_kv_delete, larder_kv_delete_bucket, larder_kv_get, larder_kv_put, LARDER_BUFFERED,
-    LARDER_DURABLE,
+    larder_kv_create_bucket, larder_kv_delete, larder_kv_delete_bucket, larder_kv_get, larder_kv_get_buffer,
+    larder_kv_put, larder_kv_put_buffer, LARDER_BUFFERED, LARDER_DURABLE,
 };
 pub use metadata::{larder_fstat, larder_lstat, larder_stat, LarderStat, LarderTimespec};
 pub use namespace::{larder_mkdir, larder_rename, larder_rmdir, larder_unlink};

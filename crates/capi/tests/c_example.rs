@@ -87,6 +87,7 @@ fn the_c_example_runs_against_a_server() {
         "refused as expected (ENOENT): larder_open: /docs/missing",
         "unlinked and removed",
         "kv get notes/2024/first: kept by the server",
+        "kv get notes/2024/second (zero-copy): kept by the server",
         "kv deleted",
         "done",
     ] {
@@ -99,6 +100,7 @@ fn the_c_example_runs_against_a_server() {
     assert_eq!(client.metadata("/from-c.txt").unwrap().mode() & 0o7777, 0o640);
     assert_eq!(client.get("notes", "from-c").unwrap().as_deref(), Some(&b"kept by the server"[..]));
     assert!(client.get("notes", "2024/first").unwrap().is_none(), "the deleted key is back");
+    assert!(client.get("notes", "2024/second").unwrap().is_none(), "the deleted key is back");
     assert!(client.metadata("/docs").unwrap_err().is_not_found(), "/docs was removed");
     drop(client);
 

@@ -560,3 +560,77 @@ fn one_client_serves_many_threads() {
     drop(api);
     served.stop();
 }
+
+#[test]
+#[allow(unsafe_code)]
+fn kv_values_through_buffers() {
+    let mut served = Served::start(true);
+    let api = Api::connect(served.socket.to_str().unwrap());
+    assert_eq!(api.create_bucket("b"), 0);
+    let (bucket, key, big_key, missing) = (c("b"), c("k"), c("big"), c("missing"));
+    let value = pattern(100_000, 9);
+    // SAFETY (all the calls below): a live client, NUL-terminated strings,
+    // live buffers whose bytes are touched only between calls, a writable
+    // length.
+    unsafe {
+        let buffer = larder_buffer_alloc(api.raw(), 200_000);
+        assert!(!buffer.is_null(), "{}", last_error());
+        let data = larder_buffer_data(buffer).cast::<u8>();
+        std::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len());
+        // The first 100,000 bytes of the 200,000-byte buffer are the value.
+        let put = larder_kv_put_buffer(api.raw(), bucket.as_ptr(), key.as_ptr(), buffer, value.len(), LARDER_DURABLE);
+        assert_eq!(put, 0, "{}", last_error());
+        let (got, length, bytes) = api.get("b", "k", value.len());
+        assert_eq!((got, length), (0, value.len()));
+        assert!(bytes == value, "the copied get returned other bytes");
+
+        std::ptr::write_bytes(data, 0, 200_000);
+        let mut length = 0usize;
+        let got = larder_kv_get_buffer(api.raw(), bucket.as_ptr(), key.as_ptr(), buffer, &mut length);
+        assert_eq!((got, length), (0, value.len()), "{}", last_error());
+        assert!(std::slice::from_raw_parts(data, value.len()) == &value[..], "the zero-copy get returned other bytes");
+
+        // A value longer than the buffer: its length, and nothing written.
+        assert_eq!(api.put("b", "big", &pattern(300_000, 4)), 0, "{}", last_error());
+        std::ptr::write_bytes(data, 0xee, 200_000);
+        let got = larder_kv_get_buffer(api.raw(), bucket.as_ptr(), big_key.as_ptr(), buffer, &mut length);
+        assert_eq!((got, length), (0, 300_000), "{}", last_error());
+        assert!(
+            std::slice::from_raw_parts(data, 200_000).iter().all(|&b| b == 0xee),
+            "a value that did not fit was written"
+        );
+
+        refused(
+            larder_kv_get_buffer(api.raw(), bucket.as_ptr(), missing.as_ptr(), buffer, &mut length),
+            -1,
+            libc::ENOENT,
+            "larder_kv_get_buffer",
+        );
+        refused(
+            larder_kv_put_buffer(api.raw(), bucket.as_ptr(), key.as_ptr(), buffer, 200_001, LARDER_DURABLE),
+            -1,
+            libc::EINVAL,
+            "larder_kv_put_buffer",
+        );
+        refused(
+            larder_kv_get_buffer(api.raw(), bucket.as_ptr(), key.as_ptr(), buffer, null_mut()),
+            -1,
+            libc::EINVAL,
+            "larder_kv_get_buffer",
+        );
+        let other = Api::connect(served.socket.to_str().unwrap());
+        refused(
+            larder_kv_put_buffer(other.raw(), bucket.as_ptr(), key.as_ptr(), buffer, 10, LARDER_DURABLE),
+            -1,
+            libc::EINVAL,
+            "larder_kv_put_buffer",
+        );
+        drop(other);
+        // The refused put changed nothing.
+        let (_, length, bytes) = api.get("b", "k", value.len());
+        assert!(length == value.len() && bytes == value);
+        assert_eq!(larder_buffer_free(buffer), 0);
+    }
+    drop(api);
+    served.stop();
+}
