@@ -3,7 +3,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-use client::OpenOptions;
+use client::{File, OpenOptions};
 
 use crate::arguments;
 use crate::connection::LarderClient;
@@ -117,8 +117,34 @@ pub unsafe extern "C" fn larder_pread(
         let (client, out) = unsafe { (arguments::object(client, "client")?, arguments::bytes_mut(buf, count, "buf")?) };
         let offset = arguments::offset(offset)?;
         let file = client.file(fd)?;
-        transfer(out.len(), |done| file.read_at(&mut out[done..], offset + done as u64))
+        read(client, &file, out, offset)
     })
+}
+
+/// Reads above this size go through a buffer of the data area: one round
+/// trip per `BUFFERED_READ_BYTES` and one copy, rather than a round trip
+/// per completion record's worth of bytes.
+const INLINE_READ_BYTES: usize = 16 << 10;
+
+/// The most one buffered read of `larder_pread` takes of the data area.
+const BUFFERED_READ_BYTES: usize = 1 << 20;
+
+/// Fills `out` from `offset`, as `larder_pread` does.
+fn read(client: &LarderClient, file: &File, out: &mut [u8], offset: u64) -> Outcome<i64> {
+    if out.len() > INLINE_READ_BYTES {
+        // The data area may be full of the program's own buffers: then the
+        // read goes inline.
+        if let Ok(mut buffer) = client.client.alloc_buffer(out.len().min(BUFFERED_READ_BYTES)) {
+            let chunk = buffer.len();
+            return transfer(out.len(), |done| {
+                let want = (out.len() - done).min(chunk);
+                let n = file.read_buffer_prefix(&mut buffer, want, offset + done as u64)?.min(want);
+                out[done..done + n].copy_from_slice(&buffer.as_slice()[..n]);
+                Ok(n)
+            });
+        }
+    }
+    transfer(out.len(), |done| file.read_at(&mut out[done..], offset + done as u64))
 }
 
 /// Writes `count` bytes of `buf` to file `fd` at `offset` (at the end for

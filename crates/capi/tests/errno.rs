@@ -535,6 +535,11 @@ fn one_client_serves_many_threads() {
                         assert!(bytes == &data[..], "{path}: other bytes came back");
                         assert_eq!(larder_buffer_free(buffer), 0);
                     }
+                    // And copied (above 16 KiB, through a buffer the
+                    // library takes from the shared data area).
+                    let mut back = vec![0u8; data.len()];
+                    assert_eq!(api.pread(fd, &mut back, 0), data.len() as i64, "{}", last_error());
+                    assert!(back == data, "{path}: other bytes came back");
                     let (ok, st) = api.fstat(fd);
                     assert_eq!((ok, st.size), (0, data.len() as u64));
                     assert_eq!(api.close(fd), 0);
@@ -631,6 +636,34 @@ fn kv_values_through_buffers() {
         assert!(length == value.len() && bytes == value);
         assert_eq!(larder_buffer_free(buffer), 0);
     }
+    drop(api);
+    served.stop();
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn large_reads_still_work_when_buffers_fill_the_data_area() {
+    let mut served = Served::start(true);
+    let api = Api::connect(served.socket.to_str().unwrap());
+    let data = pattern(300_000, 17);
+    let fd = api.open("/f", libc::O_RDWR | libc::O_CREAT, 0o644);
+    assert_eq!(api.pwrite(fd, &data, 0), data.len() as i64, "{}", last_error());
+    // SAFETY: a live client; the buffers are freed once, below.
+    let buffers: Vec<_> = unsafe {
+        std::iter::from_fn(|| Some(larder_buffer_alloc(api.raw(), 64 << 10)).filter(|b| !b.is_null()))
+            .take(10_000)
+            .collect()
+    };
+    assert_eq!(errno(), libc::ENOMEM, "the data area did not fill: {}", last_error());
+    assert!(buffers.len() >= 16, "only {} buffers of 64 KiB fit", buffers.len());
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(api.pread(fd, &mut back, 0), data.len() as i64, "{}", last_error());
+    assert!(back == data, "the read without a buffer returned other bytes");
+    for buffer in buffers {
+        // SAFETY: a buffer from larder_buffer_alloc, freed once.
+        assert_eq!(unsafe { larder_buffer_free(buffer) }, 0);
+    }
+    assert_eq!(api.close(fd), 0);
     drop(api);
     served.stop();
 }
