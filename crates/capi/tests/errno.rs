@@ -1,8 +1,9 @@
 //! The C API's errors, by calling its exported functions from Rust against
 //! a real `larder serve`: ENOENT, EEXIST, EACCES (as another user), EBADF
 //! for file numbers that are not open, EINVAL for NULL and bad arguments,
-//! ENOTEMPTY and ENOTDIR; every failure returns -1 or NULL, sets errno
-//! and a thread-local message naming the call; and one client used by
+//! ENOTEMPTY, ENOTDIR, ENOMEM, ENOTCONN after the server died; every
+//! failure returns -1 or NULL, sets errno and a thread-local message
+//! naming the call; KV values through buffers; and one client used by
 //! many threads at once.
 
 #![allow(clippy::unwrap_used)]
@@ -666,4 +667,28 @@ fn large_reads_still_work_when_buffers_fill_the_data_area() {
     assert_eq!(api.close(fd), 0);
     drop(api);
     served.stop();
+}
+
+#[test]
+fn calls_fail_with_enotconn_once_the_server_is_gone() {
+    let mut served = Served::start(true);
+    let api = Api::connect(served.socket.to_str().unwrap());
+    let fd = api.open("/f", libc::O_RDWR | libc::O_CREAT, 0o644);
+    assert_eq!(api.pwrite(fd, b"abc", 0), 3, "{}", last_error());
+    served.kill();
+    let started = std::time::Instant::now();
+    refused(api.stat("/f").0, -1, libc::ENOTCONN, "larder_stat");
+    refused(api.pwrite(fd, b"d", 3), -1, libc::ENOTCONN, "larder_pwrite");
+    refused(api.mkdir("/d", 0o755), -1, libc::ENOTCONN, "larder_mkdir");
+    // The bound is a second; a loaded machine gets some slack.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    // Closing and disconnecting still work (locally).
+    assert_eq!(api.close(fd), 0);
+    drop(api);
+    // Connecting to the dead server's socket is refused.
+    let socket = c(served.socket.to_str().unwrap());
+    #[allow(unsafe_code)]
+    // SAFETY: a NUL-terminated string.
+    let client = unsafe { larder_connect(socket.as_ptr()) };
+    refused(client, null_mut(), libc::ECONNREFUSED, "larder_connect");
 }

@@ -135,6 +135,13 @@ impl Served {
         assert!(!self.socket.exists(), "the socket {} is left after a clean stop", self.socket.display());
     }
 
+    /// Kills the server with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("the server was stopped before");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     /// The store's path as a string.
     pub fn store_str(&self) -> &str {
         self.store.to_str().unwrap()
