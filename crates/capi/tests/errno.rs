@@ -447,11 +447,14 @@ fn permissions_are_eacces() {
     let api = Api::connect(served.socket.to_str().unwrap());
     lock_down(&api, &served);
     if rustix::process::geteuid().is_root() {
-        // Root passes every permission check: run the calls in a copy of
-        // this test binary that is user 65534.
-        let output = std::process::Command::new(std::env::current_exe().unwrap())
+        // Root passes every permission check: run the calls in this test
+        // binary again as user 65534. Through /proc/self/exe, which the
+        // child reaches without search permission on the directories above
+        // the binary (a checkout under /root, say).
+        let output = std::process::Command::new("/proc/self/exe")
             .args(["--exact", "eacces_as_another_user", "--ignored", "--nocapture", "--test-threads", "1"])
             .env("LARDER_CAPI_SOCKET", &served.socket)
+            .current_dir(served.dir.path())
             .uid(65534)
             .gid(65534)
             .output()
