@@ -18,6 +18,13 @@ for source in fuzz/fuzz_targets/*.rs; do
         exit 1
     fi
 done
+# The C library's tests (crates/capi/tests) compile C against
+# liblarder_client.so and run it against `larder serve`: the larder binary
+# they use is the one the next command builds for the CLI's tests, not a
+# second build of it (with the test dependencies' features left out).
+target_dir="${CARGO_TARGET_DIR:-target}"
+case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
+export LARDER_BIN="$target_dir/debug/larder"
 # The Python bindings (a cdylib) are tested from Python, below.
 cargo nextest run --workspace --exclude larder-python --locked --no-fail-fast
 # Doc tests are not run by nextest.

@@ -135,6 +135,14 @@ impl Buffer {
     pub(crate) fn slice(&self) -> BufferSlice {
         BufferSlice { offset: self.offset, length: self.length as u32 }
     }
+
+    /// The stretch of its first `length` bytes, to name in a request.
+    pub(crate) fn prefix(&self, length: usize) -> Result<BufferSlice> {
+        match u64::try_from(length) {
+            Ok(length) if length <= self.length => Ok(BufferSlice { offset: self.offset, length: length as u32 }),
+            _ => Err(ClientError::Invalid(format!("{length} bytes of a buffer of {} bytes", self.length))),
+        }
+    }
 }
 
 impl Drop for Buffer {

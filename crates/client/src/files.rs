@@ -236,6 +236,23 @@ impl File {
         }
     }
 
+    /// Writes the first `length` bytes of `buffer` at `offset`: the
+    /// zero-copy write of part of a buffer (EINVAL past its end).
+    pub fn write_buffer_prefix(&self, buffer: &Buffer, length: usize, offset: u64) -> Result<usize> {
+        let data = Payload::Buffer(buffer.prefix(length)?);
+        self.written(Request::Write { handle: self.handle, offset, data })
+    }
+
+    /// Reads at most `length` bytes from `offset` into the start of
+    /// `buffer` (EINVAL past its end). Returns the bytes read.
+    pub fn read_buffer_prefix(&self, buffer: &mut Buffer, length: usize, offset: u64) -> Result<usize> {
+        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.prefix(length)? };
+        match self.client.connection.call(&request)? {
+            Response::Length(n) => Ok(n as usize),
+            other => Err(unexpected("read_buffer", &other)),
+        }
+    }
+
     fn written(&self, request: Request) -> Result<usize> {
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),

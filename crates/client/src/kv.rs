@@ -81,6 +81,25 @@ impl Client {
         self.done("put", request)
     }
 
+    /// Stores the first `length` bytes of `buffer` under `key`: the
+    /// zero-copy put of part of a buffer (EINVAL past its end).
+    pub fn put_buffer_prefix(
+        &self,
+        bucket: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+        buffer: &crate::Buffer,
+        length: usize,
+        durability: Durability,
+    ) -> Result<()> {
+        let request = Request::KvPut {
+            bucket: bucket.as_ref().to_vec(),
+            key: key.as_ref().to_vec(),
+            value: Payload::Buffer(buffer.prefix(length)?),
+            durability,
+        };
+        self.done("put", request)
+    }
+
     /// The value under `key`, or none.
     pub fn get(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let (bucket, key) = (bucket.as_ref(), key.as_ref());

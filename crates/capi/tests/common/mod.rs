@@ -1,0 +1,169 @@
+//! A real `larder serve` on a fresh store in a temporary directory, for
+//! the tests of the C library; and where the built library and binary are.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How long a server may take to start or to stop.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The directory this test binary was built into (`target/debug`), where
+/// cargo also puts the `larder` binary; the C library is built beside the
+/// test binary, in its `deps/`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    assert_eq!(deps.file_name().and_then(|n| n.to_str()), Some("deps"), "test binary not in a deps/ directory");
+    deps.parent().unwrap().to_path_buf()
+}
+
+/// `liblarder_client.so` as cargo built it with this test (the library is
+/// a dependency of the test, and cargo makes all its crate types).
+pub fn library_dir() -> PathBuf {
+    let dir = profile_dir().join("deps");
+    assert!(
+        dir.join("liblarder_client.so").is_file(),
+        "{} has no liblarder_client.so: build the tests with cargo",
+        dir.display()
+    );
+    dir
+}
+
+/// The `larder` binary: `LARDER_BIN` if set, else the one cargo builds
+/// into this test's profile directory (built here; a no-op when fresh).
+pub fn larder_binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("LARDER_BIN") {
+                let path = PathBuf::from(path);
+                assert!(path.is_file(), "LARDER_BIN is {}, which is not a file", path.display());
+                return path;
+            }
+            let profile_dir = profile_dir();
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") => "test",
+                Some("release") => "release",
+                other => panic!("unknown profile directory {other:?}; set LARDER_BIN to the larder binary"),
+            };
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(&cargo)
+                .args(["build", "--locked", "--profile", profile, "-p", "larder-cli", "--bin", "larder"])
+                .arg("--target-dir")
+                .arg(profile_dir.parent().unwrap())
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .unwrap_or_else(|e| panic!("running {cargo:?} to build larder: {e}"));
+            assert!(status.success(), "building the larder binary failed: {status}");
+            profile_dir.join("larder")
+        })
+        .clone()
+}
+
+/// A store in a temporary directory (traversable by every user) and the
+/// `larder serve` process serving it; killed if dropped unstopped.
+pub struct Served {
+    pub dir: tempfile::TempDir,
+    pub store: PathBuf,
+    /// Where the server listens.
+    pub socket: PathBuf,
+    child: Option<Child>,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// Initialises a store and serves it: on `STORE/larder.sock`, or with
+    /// `own_socket` on `DIR/server.sock`, which every user can reach.
+    pub fn start(own_socket: bool) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let store = dir.path().join("store");
+        let init = Command::new(larder_binary()).arg("init").arg(&store).output().unwrap();
+        assert!(init.status.success(), "larder init: {}", String::from_utf8_lossy(&init.stderr));
+        let socket = if own_socket { dir.path().join("server.sock") } else { store.join("larder.sock") };
+        let mut command = Command::new(larder_binary());
+        command.arg("serve").arg(&store).args(["--workers", "1..2"]);
+        if own_socket {
+            command.arg("--socket").arg(&socket);
+        }
+        let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let (lines, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let served = Served { dir, store, socket, child: Some(child), stderr };
+        served.wait_for_line("larder: serving");
+        served
+    }
+
+    /// Waits until the server prints a line containing `needle`; fails
+    /// with what it printed if it exits or takes too long first.
+    fn wait_for_line(&self, needle: &str) {
+        let mut seen = Vec::new();
+        loop {
+            match self.stderr.recv_timeout(PATIENCE) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(line) => seen.push(line),
+                Err(e) => panic!("larder serve: no {needle:?} ({e}); it printed: {seen:?}"),
+            }
+        }
+    }
+
+    /// Stops the server with SIGTERM and requires a clean exit (everything
+    /// durable, the socket removed).
+    pub fn stop(&mut self) {
+        let mut child = self.child.take().expect("the server was stopped before");
+        // SIGTERM to the server this test started, by its pid.
+        let pid = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        self.wait_for_line("larder: stopped serving");
+        let status = child.wait().unwrap();
+        assert!(status.success(), "larder serve exited with {status}");
+        assert!(!self.socket.exists(), "the socket {} is left after a clean stop", self.socket.display());
+    }
+
+    /// Kills the server with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("the server was stopped before");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// The store's path as a string.
+    pub fn store_str(&self) -> &str {
+        self.store.to_str().unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `larder fsck STORE` must find the store clean.
+pub fn fsck_clean(store: &Path) {
+    let out = Command::new(larder_binary()).arg("fsck").arg(store).output().unwrap();
+    assert!(
+        out.status.success(),
+        "fsck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
