@@ -131,13 +131,20 @@ impl Buffer {
         }
     }
 
-    /// The stretch to name in a request.
-    pub(crate) fn slice(&self) -> BufferSlice {
-        BufferSlice { offset: self.offset, length: self.length as u32 }
+    /// The stretch to name in a request of `client`: refused for a buffer
+    /// of another connection, whose offset means another client's memory
+    /// (and whose bytes the server would read or write where this
+    /// process holds another buffer).
+    pub(crate) fn slice(&self, client: &Client) -> Result<BufferSlice> {
+        self.prefix(client, self.length as usize)
     }
 
-    /// The stretch of its first `length` bytes, to name in a request.
-    pub(crate) fn prefix(&self, length: usize) -> Result<BufferSlice> {
+    /// The stretch of its first `length` bytes, to name in a request of
+    /// `client` (as [`Buffer::slice`]).
+    pub(crate) fn prefix(&self, client: &Client, length: usize) -> Result<BufferSlice> {
+        if !Arc::ptr_eq(&self.connection, &client.connection) {
+            return Err(ClientError::Invalid("a buffer of another connection".into()));
+        }
         match u64::try_from(length) {
             Ok(length) if length <= self.length => Ok(BufferSlice { offset: self.offset, length: length as u32 }),
             _ => Err(ClientError::Invalid(format!("{length} bytes of a buffer of {} bytes", self.length))),

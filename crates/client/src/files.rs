@@ -223,13 +223,13 @@ impl File {
 
     /// Writes the bytes of `buffer` at `offset`: the zero-copy write.
     pub fn write_buffer(&self, buffer: &Buffer, offset: u64) -> Result<usize> {
-        self.written(Request::Write { handle: self.handle, offset, data: Payload::Buffer(buffer.slice()) })
+        self.written(Request::Write { handle: self.handle, offset, data: Payload::Buffer(buffer.slice(&self.client)?) })
     }
 
     /// Reads into `buffer` from `offset`: the zero-copy read. Returns the
     /// bytes read (fewer at the end of the file).
     pub fn read_buffer(&self, buffer: &mut Buffer, offset: u64) -> Result<usize> {
-        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.slice() };
+        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.slice(&self.client)? };
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
             other => Err(unexpected("read_buffer", &other)),
@@ -239,14 +239,14 @@ impl File {
     /// Writes the first `length` bytes of `buffer` at `offset`: the
     /// zero-copy write of part of a buffer (EINVAL past its end).
     pub fn write_buffer_prefix(&self, buffer: &Buffer, length: usize, offset: u64) -> Result<usize> {
-        let data = Payload::Buffer(buffer.prefix(length)?);
+        let data = Payload::Buffer(buffer.prefix(&self.client, length)?);
         self.written(Request::Write { handle: self.handle, offset, data })
     }
 
     /// Reads at most `length` bytes from `offset` into the start of
     /// `buffer` (EINVAL past its end). Returns the bytes read.
     pub fn read_buffer_prefix(&self, buffer: &mut Buffer, length: usize, offset: u64) -> Result<usize> {
-        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.prefix(length)? };
+        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.prefix(&self.client, length)? };
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
             other => Err(unexpected("read_buffer", &other)),

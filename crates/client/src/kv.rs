@@ -53,7 +53,10 @@ impl Client {
         match self.alloc_buffer(value.len()) {
             Ok(mut buffer) => {
                 buffer.as_mut_slice().copy_from_slice(value);
-                self.done("put", Request::KvPut { bucket, key, value: Payload::Buffer(buffer.slice()), durability })
+                self.done(
+                    "put",
+                    Request::KvPut { bucket, key, value: Payload::Buffer(buffer.slice(self)?), durability },
+                )
             }
             Err(ClientError::NoBufferRoom { .. }) => {
                 let mut writer = self.writer(bucket, key, durability)?;
@@ -75,7 +78,7 @@ impl Client {
         let request = Request::KvPut {
             bucket: bucket.as_ref().to_vec(),
             key: key.as_ref().to_vec(),
-            value: Payload::Buffer(buffer.slice()),
+            value: Payload::Buffer(buffer.slice(self)?),
             durability,
         };
         self.done("put", request)
@@ -94,7 +97,7 @@ impl Client {
         let request = Request::KvPut {
             bucket: bucket.as_ref().to_vec(),
             key: key.as_ref().to_vec(),
-            value: Payload::Buffer(buffer.prefix(length)?),
+            value: Payload::Buffer(buffer.prefix(self, length)?),
             durability,
         };
         self.done("put", request)
@@ -128,8 +131,11 @@ impl Client {
         key: impl AsRef<[u8]>,
         buffer: &mut crate::Buffer,
     ) -> Result<Option<u64>> {
-        let request =
-            Request::KvGet { bucket: bucket.as_ref().to_vec(), key: key.as_ref().to_vec(), into: Some(buffer.slice()) };
+        let request = Request::KvGet {
+            bucket: bucket.as_ref().to_vec(),
+            key: key.as_ref().to_vec(),
+            into: Some(buffer.slice(self)?),
+        };
         match self.connection.call(&request) {
             Ok(Response::ValueInBuffer { length }) => Ok(Some(length)),
             Ok(Response::Value(None)) => Ok(None),

@@ -116,6 +116,8 @@ pub(crate) struct Shared {
     pub(crate) placement: Arc<Placement>,
     pub(crate) load: LoadBoard,
     pub(crate) load_policy: LoadPolicy,
+    /// Whether a load manager runs (and so whether loads are counted).
+    pub(crate) managed: bool,
     pub(crate) min_workers: u32,
     /// Worker threads started (workers 0..len), joined at stop.
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -226,6 +228,7 @@ impl Server {
             placement: Arc::new(Placement::new(min, max)),
             load: LoadBoard::new(max),
             load_policy: options.load_policy.clone().unwrap_or_default(),
+            managed: options.load_policy.is_some() && max > min,
             min_workers: min,
             threads: Mutex::new(Vec::new()),
             layout,

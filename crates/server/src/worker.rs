@@ -58,10 +58,7 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
         let mut served = shared.placement.hand_over(worker);
         // Clients with requests waiting as the round starts: the load
         // manager's measure of this worker's queues.
-        let pending = clients
-            .iter()
-            .filter(|c| !c.is_closed() && c.region.server_rings(worker).is_ok_and(|r| r.has_request()))
-            .count() as u64;
+        let pending = clients.iter().filter(|c| servable(c, worker)).count() as u64;
         let mut requests = 0;
         for client in &clients {
             if client.is_closed() {
@@ -69,7 +66,9 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             }
             requests += serve_client(&shared, worker, client, stopping, &mut record, &mut reply);
         }
-        shared.load.add_round(worker, requests as u64, pending);
+        if shared.managed {
+            shared.load.add_round(worker, requests as u64, pending);
+        }
         served += requests;
         if stopping && served == 0 {
             return;
@@ -90,23 +89,43 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
     }
 }
 
+/// Whether `client` has requests waiting that worker `worker` would take
+/// now: not one back-pressured (whose completions wait for it to reap).
+fn servable(client: &ConnectedClient, worker: u32) -> bool {
+    !client.is_closed()
+        && client.region.server_rings(worker).is_ok_and(|r| r.has_request())
+        && !back_pressured(client, worker)
+}
+
+/// Whether `client`'s completions waiting on worker `worker` reached its
+/// in-flight limit.
+fn back_pressured(client: &ConnectedClient, worker: u32) -> bool {
+    client.backlog[worker as usize].lock().len() >= client.session.limits().max_in_flight as usize
+}
+
+/// How long a worker with completions waiting for room sleeps before it
+/// looks whether their clients reaped (clients do not ring for that).
+const BACKLOG_SLEEP: Duration = Duration::from_millis(1);
+
 /// Sleeps until a client rings, or `SLEEP` passes.
 fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
     let Ok(seen) = shared.doorbell.seen(worker) else { return };
-    let rings: Vec<ServerRings<'_>> =
-        clients.iter().filter(|c| !c.is_closed()).filter_map(|c| c.region.server_rings(worker).ok()).collect();
+    let live: Vec<&Arc<ConnectedClient>> = clients.iter().filter(|c| !c.is_closed()).collect();
+    let rings: Vec<ServerRings<'_>> = live.iter().filter_map(|c| c.region.server_rings(worker).ok()).collect();
     for r in &rings {
         r.set_sleeping(true);
     }
     // A request published before the flag was set was not rung for: look
-    // once more before sleeping.
-    if !rings.iter().any(ServerRings::has_request)
+    // once more before sleeping. A back-pressured client's requests do
+    // not count: they wait for it, not for the worker.
+    if !live.iter().any(|c| servable(c, worker))
         && !shared.stopping.load(Ordering::Acquire)
         && !shared.placement.has_moves(worker)
     {
+        let backlog = live.iter().any(|c| !c.backlog[worker as usize].lock().is_empty());
         // A failed wait (it cannot fail on a mapped doorbell) only means
         // the worker looks at its rings again at once.
-        let _ = shared.doorbell.wait(worker, seen, SLEEP);
+        let _ = shared.doorbell.wait(worker, seen, if backlog { BACKLOG_SLEEP } else { SLEEP });
     }
     for r in &rings {
         r.set_sleeping(false);
@@ -131,7 +150,7 @@ fn serve_client(
     }
     let mut taken = 0;
     while taken < BATCH {
-        if backlog.lock().len() >= client.session.limits().max_in_flight as usize {
+        if back_pressured(client, worker) {
             // Back-pressure: it reaps completions first.
             break;
         }
@@ -216,7 +235,9 @@ fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Reque
     let stats = &shared.worker_stats[worker as usize];
     stats.requests.fetch_add(1, Ordering::Relaxed);
     stats.busy_nanos.fetch_add(nanos, Ordering::Relaxed);
-    shared.load.add(worker, client.id, file, nanos);
+    if shared.managed {
+        shared.load.add(worker, client.id, file, nanos);
+    }
     let response = result.map_err(|violation| format!("named memory outside its data area: {violation}"))?;
     // Keep the placement of open files in step with the client's handles.
     if opened_file {
