@@ -24,6 +24,7 @@ mod limits;
 mod memory;
 mod region_memory;
 mod server;
+mod server_stats;
 mod session;
 mod worker;
 
