@@ -49,9 +49,12 @@ fn larder_with_input(args: &[&str], input: &[u8]) -> Output {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
-    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    // A command that fails early stops reading: its output says why.
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
     let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap().unwrap();
+    feeder.join().unwrap();
     out
 }
 
