@@ -285,6 +285,18 @@ fn killed_clients_leave_the_server_as_it_was() {
     }
     if cycles >= 12 {
         assert!(killed_holding > 0, "no kill found the client holding a handle: the test tests too little");
+        // Two workers: requests on a file the other worker owns were
+        // redirected, and the section counts them.
+        let section = server_section(&monitor.stats().unwrap());
+        let redirects: u64 = ["worker 0", "worker 1"]
+            .iter()
+            .map(|w| {
+                let value = &section[*w];
+                let (_, after) = value.split_once("busy, ").unwrap_or_else(|| panic!("{w}: {value}"));
+                after.split(' ').next().unwrap().parse::<u64>().unwrap()
+            })
+            .sum();
+        assert!(redirects > 0, "no redirect counted between two workers: {section:?}");
     }
     drop(monitor);
     server.signal(Signal::TERM);
