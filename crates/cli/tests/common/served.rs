@@ -121,6 +121,16 @@ pub fn number(section: &BTreeMap<String, String>, name: &str) -> u64 {
     digits.parse().unwrap_or_else(|_| panic!("{name}: {value:?} does not start with a number"))
 }
 
+/// Fails, saying why, on a machine without /proc (these tests read the
+/// server's descriptors, mappings and memory there; Linux has it).
+pub fn require_proc() {
+    assert!(
+        Path::new("/proc/self/fd").is_dir() && Path::new("/proc/self/maps").is_file(),
+        "no /proc on this machine: the server tests read the server's descriptors, mappings and memory from \
+         /proc/PID (Linux)"
+    );
+}
+
 /// Descriptors process `pid` has open.
 pub fn descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
