@@ -19,6 +19,7 @@ mod mount;
 mod objects;
 mod progress;
 mod serve;
+mod serve_writer;
 mod stats;
 mod store;
 mod target;
@@ -84,6 +85,12 @@ enum Command {
     /// starts and once it is durable: the writer the crash-loop test kills.
     #[command(hide = true)]
     CrashWriter(crash_writer::CrashWriterArgs),
+    /// Write keys and files through a server until killed or the server
+    /// goes, printing each step before it starts and once it is durable,
+    /// and holding files, readers, writers and buffers open between steps:
+    /// the client the server's kill tests kill.
+    #[command(hide = true)]
+    ServeWriter(serve_writer::ServeWriterArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -132,6 +139,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Bench { what: Some(BenchWhat::Index(args)), .. } => bench_index::run(&args),
         Command::Index { op } => index_cmd::run(op),
         Command::CrashWriter(args) => crash_writer::run(&args),
+        Command::ServeWriter(args) => serve_writer::run(&args),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

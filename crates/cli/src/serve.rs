@@ -49,6 +49,24 @@ fn parse_workers(text: &str) -> Result<std::ops::RangeInclusive<u32>> {
     Ok(min..=max)
 }
 
+/// Refuses, saying so, when a server already answers on the store's socket
+/// or on `--socket`: its LOCK would refuse the store anyway, in words about
+/// another process rather than about the server the person can stop.
+fn refuse_if_served(args: &ServeArgs) -> Result<()> {
+    let default = larder_client::socket_of(&args.store);
+    for socket in std::iter::once(&default).chain(args.socket.as_ref()) {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            bail!(
+                "a server already serves {} on {}; stop it first (SIGTERM or SIGINT) or use that one: the store \
+                 commands go to it",
+                if socket == &default { format!("the store at {}", args.store.display()) } else { "a store".into() },
+                socket.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: &ServeArgs) -> Result<()> {
     let workers = parse_workers(&args.workers)?;
     if let Some(mount) = &args.mount {
@@ -56,6 +74,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
             bail!("mount point {} is not a directory; create it first", mount.display());
         }
     }
+    refuse_if_served(args)?;
     let fs = Fs::open(&args.store, FsOptions::default()).map_err(|e| match e {
         larder_fs::FsError::Store(o) => crate::store::opening_error(&args.store, o.into()),
         other => anyhow::Error::new(other).context(format!("opening the store at {}", args.store.display())),

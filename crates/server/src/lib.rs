@@ -26,6 +26,7 @@ mod memory;
 mod placement;
 mod region_memory;
 mod server;
+mod server_stats;
 mod session;
 mod worker;
 

@@ -183,6 +183,11 @@ impl Shared {
         true
     }
 
+    /// Worker threads started so far (active or parked).
+    pub(crate) fn started_workers(&self) -> usize {
+        self.threads.lock().len()
+    }
+
     /// Wakes worker `worker` (to take moves, or a new list of clients).
     pub(crate) fn ring(&self, worker: u32) {
         // Only a worker index beyond the doorbell fails, and none is.
@@ -490,6 +495,9 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd
         max_in_flight: shared.limits.max_in_flight,
     };
     send_welcome(&stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd()).map_err(ServeError::Handshake)?;
+    // The client has its copy; the server needs only the mapping. Closed
+    // before the client can be served, so no request sees it open.
+    drop(region_fd);
     stream.set_nonblocking(true).map_err(ServeError::Client)?;
     tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
     let client = ConnectedClient {

@@ -229,9 +229,13 @@ fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Reque
         _ => None,
     };
     let started = Instant::now();
+    let stats_asked = matches!(request, Request::Stats);
     let memory = crate::region_memory::RegionMemory::new(&client.region);
-    let result = crate::execute(&shared.state, &client.session, request, &memory);
+    let mut result = crate::execute(&shared.state, &client.session, request, &memory);
     let nanos = started.elapsed().as_nanos() as u64;
+    if let (true, Ok(Response::Text(text))) = (stats_asked, &mut result) {
+        text.push_str(&crate::server_stats::section(shared));
+    }
     let stats = &shared.worker_stats[worker as usize];
     stats.requests.fetch_add(1, Ordering::Relaxed);
     stats.busy_nanos.fetch_add(nanos, Ordering::Relaxed);
