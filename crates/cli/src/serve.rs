@@ -65,6 +65,11 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
     if let Some(socket) = &args.socket {
         options.socket = socket.clone();
     }
+    if args.mount.is_some() {
+        // The mount changes the store without the server seeing it, so
+        // no change through it could revoke a lease: grant none.
+        options.limits.lease_term = std::time::Duration::ZERO;
+    }
     let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
     let server =
         Server::start(fs.clone(), options).with_context(|| format!("serving the store at {}", args.store.display()))?;

@@ -57,11 +57,13 @@ pub(crate) struct Connection {
     handle_workers: Mutex<HashMap<u64, u32>>,
     next_id: AtomicU64,
     gone: AtomicBool,
+    /// What the client caches under leases.
+    cache: std::sync::Arc<crate::cache::Cache>,
 }
 
 impl Connection {
     /// Connects to the server listening at `socket`.
-    pub(crate) fn connect(socket: &Path) -> Result<Connection> {
+    pub(crate) fn connect(socket: &Path, leases: bool) -> Result<Connection> {
         let stream = UnixStream::connect(socket)
             .map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
         let connected = client_handshake(&stream, HANDSHAKE_TIMEOUT)
@@ -78,7 +80,26 @@ impl Connection {
             handle_workers: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
+            cache: std::sync::Arc::new(crate::cache::Cache::new(leases)),
         })
+    }
+
+    /// The lease cache.
+    pub(crate) fn cache(&self) -> &std::sync::Arc<crate::cache::Cache> {
+        &self.cache
+    }
+
+    /// Whether the server was seen gone.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
+    }
+
+    /// Rings every worker's doorbell (after acknowledging revocations, so
+    /// that a worker holding a change back looks again at once).
+    pub(crate) fn ring_all_workers(&self) {
+        for worker in 0..self.channels.len() as u32 {
+            self.ring_doorbell(worker);
+        }
     }
 
     /// The server's welcome: epoch, layout, limits.
@@ -110,6 +131,12 @@ impl Connection {
     /// Sends `request` and returns the server's answer, following
     /// redirects. An error answer is returned as `Err(ClientError::Server)`.
     pub(crate) fn call(&self, request: &Request) -> Result<Response> {
+        let answer = self.call_uncounted(request);
+        self.cache.after_own(request, &answer);
+        answer
+    }
+
+    fn call_uncounted(&self, request: &Request) -> Result<Response> {
         let handle = handle_of(request);
         let mut worker = match handle {
             Some(h) => self.handle_workers.lock().get(&h).copied().unwrap_or(self.welcome.primary_worker),
@@ -199,7 +226,7 @@ impl Connection {
     }
 
     /// Fails with `ServerGone` once the server's end of the socket is closed.
-    fn check_alive(&self) -> Result<()> {
+    pub(crate) fn check_alive(&self) -> Result<()> {
         let mut byte = [0u8; 1];
         match rustix::net::recv(&self.stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
             Ok((0, _)) => {

@@ -26,6 +26,7 @@
 
 mod batch;
 mod buffers;
+mod cache;
 mod connection;
 mod error;
 mod files;
@@ -37,6 +38,7 @@ use std::sync::Arc;
 
 pub use batch::MetadataBatch;
 pub use buffers::Buffer;
+pub use cache::CacheCounters;
 pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};
 pub use kv::{KvReader, KvWriter, Scan};
@@ -62,11 +64,34 @@ impl Client {
         Client::connect_socket(&socket_of(store))
     }
 
-    /// Connects to the server listening at `socket`.
+    /// Connects to the server listening at `socket`, caching under
+    /// leases (see [`Client::connect_socket_with`]).
     pub fn connect_socket(socket: &Path) -> Result<Client> {
-        let connection = Connection::connect(socket)?;
+        Client::connect_socket_with(socket, true)
+    }
+
+    /// Connects to the server listening at `socket`. With `leases`, the
+    /// client caches path resolutions, regular files' attributes and
+    /// pages read, and opens kept after close, under leases the server
+    /// revokes before another client's change (docs/server.md, "Leases");
+    /// a thread of the client answers revocations. Without, every call
+    /// is a round trip.
+    pub fn connect_socket_with(socket: &Path, leases: bool) -> Result<Client> {
+        let connection = Arc::new(Connection::connect(socket, leases)?);
         let area = connection.welcome().layout.data_bytes;
-        Ok(Client { connection: Arc::new(connection), buffers: Arc::new(buffers::Allocator::new(area)) })
+        if leases {
+            let (weak, cache) = (Arc::downgrade(&connection), connection.cache().clone());
+            std::thread::Builder::new()
+                .name("larder-client-leases".into())
+                .spawn(move || cache::watch(weak, cache))
+                .map_err(|source| ClientError::Thread { source })?;
+        }
+        Ok(Client { connection, buffers: Arc::new(buffers::Allocator::new(area)) })
+    }
+
+    /// What the lease cache served so far.
+    pub fn cache_counters(&self) -> CacheCounters {
+        self.connection.cache().counters()
     }
 
     /// The server's epoch: it changes every time a server starts, so a

@@ -87,8 +87,25 @@ impl Client {
         })
     }
 
-    /// The metadata of what `path` names (following symbolic links).
+    /// The metadata of what `path` names (following symbolic links). A
+    /// regular file's comes from the lease cache while the client holds
+    /// the leases on its path and on it.
     pub fn metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
+        let cache = self.connection.cache();
+        if cache.enabled() {
+            let bytes = path_bytes(path.as_ref());
+            if let Some(found) = cache.path(&self.connection, &bytes, true) {
+                if found.kind == FileKind::File {
+                    return self.metadata_of(found.ino);
+                }
+            } else {
+                let version = cache.paths_version();
+                let attributes = self.existing(path.as_ref(), true)?;
+                let found = crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind };
+                cache.insert_path(&self.connection, (&bytes, true), found, version);
+                return Ok(Metadata { attributes });
+            }
+        }
         Ok(Metadata { attributes: self.existing(path.as_ref(), true)? })
     }
 

@@ -213,7 +213,7 @@ pub enum KvOperation {
 }
 
 /// What a lease covers (`Request::Lease`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LeaseTarget {
     /// One object: its attributes, a file's bytes, and opens of it kept
     /// after close. Revoked when another client changes the object.

@@ -19,6 +19,7 @@ use larder_protocol::message::{Request, Response};
 use larder_protocol::region::ServerRings;
 
 use crate::clients::ConnectedClient;
+use crate::deferred::Deferred;
 use crate::server::Shared;
 
 /// Requests taken from one client's ring per round.
@@ -49,18 +50,19 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
     let mut idle_rounds = 0u32;
     let mut record = Vec::new();
     let mut reply = Vec::new();
+    let mut deferred: Vec<Deferred> = Vec::new();
     loop {
         let stopping = shared.stopping.load(Ordering::Acquire);
         if shared.registry.generation() != generation {
             generation = shared.registry.generation();
             clients = shared.registry.snapshot();
         }
-        let mut served = 0;
+        let mut served = crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
         for client in &clients {
             if client.is_closed() {
                 continue;
             }
-            served += serve_client(&shared, worker, client, stopping, &mut record, &mut reply);
+            served += serve_client(&shared, worker, client, stopping, &mut deferred, &mut record, &mut reply);
         }
         if stopping && served == 0 {
             return;
@@ -75,12 +77,12 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             continue;
         }
         idle_rounds = 0;
-        sleep(&shared, worker, &clients);
+        sleep(&shared, worker, &clients, crate::deferred::patience(&deferred, SLEEP));
     }
 }
 
-/// Sleeps until a client rings, or `SLEEP` passes.
-fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
+/// Sleeps until a client rings, or `timeout` passes.
+fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>], timeout: Duration) {
     let Ok(seen) = shared.doorbell.seen(worker) else { return };
     let rings: Vec<ServerRings<'_>> =
         clients.iter().filter(|c| !c.is_closed()).filter_map(|c| c.region.server_rings(worker).ok()).collect();
@@ -92,7 +94,7 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
     if !rings.iter().any(ServerRings::has_request) && !shared.stopping.load(Ordering::Acquire) {
         // A failed wait (it cannot fail on a mapped doorbell) only means
         // the worker looks at its rings again at once.
-        let _ = shared.doorbell.wait(worker, seen, SLEEP);
+        let _ = shared.doorbell.wait(worker, seen, timeout);
     }
     for r in &rings {
         r.set_sleeping(false);
@@ -104,8 +106,9 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
 fn serve_client(
     shared: &Shared,
     worker: u32,
-    client: &ConnectedClient,
+    client: &Arc<ConnectedClient>,
     stopping: bool,
+    deferred: &mut Vec<Deferred>,
     record: &mut Vec<u8>,
     reply: &mut Vec<u8>,
 ) -> usize {
@@ -119,6 +122,11 @@ fn serve_client(
     while taken < BATCH {
         if backlog.lock().len() >= client.session.limits().max_in_flight as usize {
             // Back-pressure: it reaps completions first.
+            break;
+        }
+        if deferred.iter().any(|d| Arc::ptr_eq(&d.client, client)) {
+            // Its requests on this ring stay in order behind the one
+            // waiting for a revocation.
             break;
         }
         match rings.receive(record) {
@@ -140,56 +148,100 @@ fn serve_client(
         let response = if stopping {
             Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() }
         } else {
-            match answer(shared, worker, client, request) {
-                Ok(response) => response,
+            match answer(shared, worker, client, id, request, deferred) {
+                Ok(Some(response)) => response,
+                Ok(None) => break,
                 Err(why) => {
                     client.close(&why);
                     return taken;
                 }
             }
         };
-        encode_within(id, &response, rings.max_record(), reply);
-        let sent = {
-            let mut waiting = backlog.lock();
-            if waiting.is_empty() {
-                match rings.send(reply) {
-                    Ok(true) => true,
-                    Ok(false) => {
-                        waiting.push_back(std::mem::take(reply));
-                        false
-                    }
-                    Err(SendError::TooLarge { .. }) => unreachable_too_large(),
-                    Err(SendError::Violation(violation)) => {
-                        drop(waiting);
-                        client.close(&format!("broke the completion ring: {violation}"));
-                        return taken;
-                    }
-                }
-            } else {
-                waiting.push_back(std::mem::take(reply));
-                false
-            }
-        };
-        if sent {
-            // A failed wake-up leaves the client to its timed wait.
-            let _ = rings.wake_client();
+        if !deliver(client, worker, rings, id, &response, reply) {
+            return taken;
         }
     }
     taken
 }
 
-/// Executes one request, or redirects it to the worker that owns its file.
-/// An `Err` is a protocol violation: the client is dropped.
-fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Request) -> Result<Response, String> {
+/// Sends the completion `response` to request `id`, or queues it in the
+/// client's backlog when the ring is full; false if the client broke the
+/// completion ring (it is closed).
+pub(crate) fn deliver(
+    client: &ConnectedClient,
+    worker: u32,
+    rings: ServerRings<'_>,
+    id: u64,
+    response: &Response,
+    reply: &mut Vec<u8>,
+) -> bool {
+    let backlog = &client.backlog[worker as usize];
+    encode_within(id, response, rings.max_record(), reply);
+    let sent = {
+        let mut waiting = backlog.lock();
+        if waiting.is_empty() {
+            match rings.send(reply) {
+                Ok(true) => true,
+                Ok(false) => {
+                    waiting.push_back(std::mem::take(reply));
+                    false
+                }
+                Err(SendError::TooLarge { .. }) => unreachable_too_large(),
+                Err(SendError::Violation(violation)) => {
+                    drop(waiting);
+                    client.close(&format!("broke the completion ring: {violation}"));
+                    return false;
+                }
+            }
+        } else {
+            waiting.push_back(std::mem::take(reply));
+            false
+        }
+    };
+    if sent {
+        // A failed wake-up leaves the client to its timed wait.
+        let _ = rings.wake_client();
+    }
+    true
+}
+
+/// Executes one request, or redirects it to the worker that owns its file,
+/// or defers it (`None`) until the leases it revokes are settled. An `Err`
+/// is a protocol violation: the client is dropped.
+fn answer(
+    shared: &Shared,
+    worker: u32,
+    client: &Arc<ConnectedClient>,
+    id: u64,
+    request: Request,
+    deferred: &mut Vec<Deferred>,
+) -> Result<Option<Response>, String> {
     if let Some(owner) = shared.owner_of(&client.session, &request) {
         if owner != worker {
             shared.worker_stats[worker as usize].redirects.fetch_add(1, Ordering::Relaxed);
-            return Ok(Response::Redirect { worker: owner });
+            return Ok(Some(Response::Redirect { worker: owner }));
         }
     }
+    let mut revocation = crate::execute::revocation_for(&shared.state, &client.session, &request);
+    if let Some(waiting) = revocation.take_if(|r| !r.settled()) {
+        deferred.push(Deferred { client: client.clone(), id, request, revocation: waiting });
+        return Ok(None);
+    }
+    let response = execute_now(shared, worker, client, request);
+    drop(revocation);
+    response.map(Some)
+}
+
+/// Executes a request whose revocation, if any, is settled.
+pub(crate) fn execute_now(
+    shared: &Shared,
+    worker: u32,
+    client: &ConnectedClient,
+    request: Request,
+) -> Result<Response, String> {
     let started = Instant::now();
     let memory = crate::region_memory::RegionMemory::new(&client.region);
-    let result = crate::execute(&shared.state, &client.session, request, &memory);
+    let result = crate::execute::execute_settled(&shared.state, &client.session, request, &memory);
     let stats = &shared.worker_stats[worker as usize];
     stats.requests.fetch_add(1, Ordering::Relaxed);
     stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
