@@ -422,12 +422,14 @@ impl Cache {
     }
 
     /// Drops what this client's own `request`, answered by `response`,
-    /// made stale.
-    pub(crate) fn after_own(&self, request: &Request, response: &Result<Response, crate::ClientError>) {
+    /// made stale; returns kept opens it made unusable (a change of
+    /// permissions: a later open must be checked again), to release.
+    pub(crate) fn after_own(&self, request: &Request, response: &Result<Response, crate::ClientError>) -> Vec<u64> {
         if !self.enabled {
-            return;
+            return Vec::new();
         }
         let mut state = self.state.lock();
+        let mut unusable = Vec::new();
         match request {
             Request::Write { handle, .. } | Request::Fallocate { handle, .. } => {
                 if let Some(ino) = state.handle_files.get(handle).copied() {
@@ -438,6 +440,7 @@ impl Cache {
                 state.file_changed(*ino);
                 if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
                     state.paths_changed();
+                    unusable = state.take_handles(*ino);
                 }
             }
             Request::Open { ino, flags } if flags & libc::O_TRUNC != 0 => state.file_changed(*ino),
@@ -450,6 +453,7 @@ impl Cache {
             Request::SetXattr { ino, .. } | Request::RemoveXattr { ino, .. } => {
                 state.file_changed(*ino);
                 state.paths_changed();
+                unusable = state.take_handles(*ino);
             }
             Request::Unlink { .. } | Request::Rmdir { .. } | Request::Rename { .. } | Request::MetadataBatch { .. } => {
                 state.paths_changed();
@@ -474,6 +478,7 @@ impl Cache {
             }
             _ => {}
         }
+        unusable
     }
 
     /// Drops every revoked lease and what it covered; acknowledges each.
@@ -520,13 +525,24 @@ impl State {
         }
     }
 
+    /// Takes the kept opens of `ino` out.
+    fn take_handles(&mut self, ino: u64) -> Vec<u64> {
+        let Some(file) = self.files.get_mut(&ino) else { return Vec::new() };
+        let handles: Vec<u64> = file.handles.drain(..).map(|(_, h)| h).collect();
+        self.kept_handles -= handles.len();
+        for h in &handles {
+            self.handle_files.remove(h);
+        }
+        handles
+    }
+
     fn paths_changed(&mut self) {
         self.paths.clear();
         self.paths_version += 1;
     }
 }
 
-fn release_all(connection: &Connection, handles: &[u64]) {
+pub(crate) fn release_all(connection: &Connection, handles: &[u64]) {
     for &handle in handles {
         // A failure leaves the handle to the session's end.
         let _ = connection.call(&Request::Release { handle });

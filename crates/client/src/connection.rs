@@ -132,7 +132,8 @@ impl Connection {
     /// redirects. An error answer is returned as `Err(ClientError::Server)`.
     pub(crate) fn call(&self, request: &Request) -> Result<Response> {
         let answer = self.call_uncounted(request);
-        self.cache.after_own(request, &answer);
+        let unusable = self.cache.after_own(request, &answer);
+        crate::cache::release_all(self, &unusable);
         answer
     }
 

@@ -407,3 +407,29 @@ fn a_dead_server_fails_cached_calls_and_a_new_epoch_starts_clean() {
     assert_ne!(again.epoch(), first_epoch);
     assert_eq!(read_all(&again, "/kept.txt"), b"cached");
 }
+
+#[test]
+fn a_permission_change_makes_the_next_open_a_checked_one() {
+    let (server, _dir, store) = served(long_term());
+    let client = Client::connect(&store).unwrap();
+    client.write("/guarded.txt", b"g").unwrap();
+    drop(client.open("/guarded.txt").unwrap());
+    drop(client.open("/guarded.txt").unwrap());
+    let kept = client.cache_counters().cached_opens;
+    assert!(kept >= 1);
+    // Its own chmod: the kept open is released, the next open is checked.
+    client.set_permissions("/guarded.txt", 0o600).unwrap();
+    let before = server.requests();
+    drop(client.open("/guarded.txt").unwrap());
+    assert_eq!(client.cache_counters().cached_opens, kept, "a kept open outlived a chmod");
+    assert!(server.requests() > before);
+    // Another client's chmod: revoked, the next open is checked again.
+    drop(client.open("/guarded.txt").unwrap());
+    let kept = client.cache_counters().cached_opens;
+    let other = Client::connect(&store).unwrap();
+    other.set_permissions("/guarded.txt", 0o640).unwrap();
+    let before = server.requests();
+    drop(client.open("/guarded.txt").unwrap());
+    assert_eq!(client.cache_counters().cached_opens, kept, "a kept open outlived another client's chmod");
+    assert!(server.requests() > before);
+}
