@@ -433,3 +433,49 @@ fn a_permission_change_makes_the_next_open_a_checked_one() {
     assert_eq!(client.cache_counters().cached_opens, kept, "a kept open outlived another client's chmod");
     assert!(server.requests() > before);
 }
+
+/// Sessions driven through `execute` have no lease area: their leases are
+/// only expired, and a change by another session waits for that, bounded
+/// by the term; the holder's own change waits for nothing; a session
+/// closed lets the change go at once.
+#[test]
+fn without_a_region_a_change_waits_for_expiry_only() {
+    let term = Duration::from_millis(300);
+    let t = common::server_with(Limits { lease_term: term, max_leases: 2, ..Limits::default() });
+    let holder = t.session(0, 0);
+    let writer = t.session(0, 0);
+    let created = t.run(&writer, Request::Create { parent: 1, name: b"f".to_vec(), mode: 0o644, flags: libc::O_RDWR });
+    let (ino, handle) = (common::ino(created.clone()), common::handle(created));
+    let _ = t.run(&holder, Request::Lookup { parent: 1, name: b"f".to_vec() });
+    assert!(matches!(t.run(&holder, Request::Lease { target: LeaseTarget::Object(ino) }), Response::Lease(_)));
+    assert!(matches!(t.run(&holder, Request::Lease { target: LeaseTarget::Namespace }), Response::Lease(_)));
+    assert_eq!(
+        common::errno(t.run(&holder, Request::Lease { target: LeaseTarget::Object(1) })),
+        libc::ENOLCK,
+        "a third lease over max_leases 2"
+    );
+    assert_eq!(holder.lease_count(), 2);
+    // The holder's own write does not wait.
+    let own = t.run(&holder, Request::Open { ino, flags: libc::O_RDWR });
+    let own = common::handle(own);
+    let started = Instant::now();
+    let write =
+        Request::Write { handle: own, offset: 0, data: larder_protocol::message::Payload::Inline(b"x".to_vec()) };
+    assert!(matches!(t.run(&holder, write), Response::Length(1)));
+    assert!(started.elapsed() < term / 2, "its own write waited for its own lease");
+    // Another session's write waits for the lease's expiry, at most.
+    let started = Instant::now();
+    let write = Request::Write { handle, offset: 0, data: larder_protocol::message::Payload::Inline(b"y".to_vec()) };
+    assert!(matches!(t.run(&writer, write), Response::Length(1)));
+    let waited = started.elapsed();
+    assert!(waited >= term / 4 && waited <= 2 * term, "waited {waited:?} for a lease of {term:?}");
+    assert_eq!(holder.lease_count(), 1, "the revoked lease ended; the namespace lease stays");
+    // A closed session's leases go with it: the next change does not wait.
+    assert!(matches!(t.run(&holder, Request::Lease { target: LeaseTarget::Object(ino) }), Response::Lease(_)));
+    holder.close().unwrap();
+    assert_eq!(t.server.leases_held(), 0);
+    let started = Instant::now();
+    let write = Request::Write { handle, offset: 0, data: larder_protocol::message::Payload::Inline(b"z".to_vec()) };
+    assert!(matches!(t.run(&writer, write), Response::Length(1)));
+    assert!(started.elapsed() < term / 2);
+}
