@@ -479,3 +479,49 @@ fn without_a_region_a_change_waits_for_expiry_only() {
     assert!(matches!(t.run(&writer, write), Response::Length(1)));
     assert!(started.elapsed() < term / 2);
 }
+
+/// A writer and two caching readers at once: once a write has returned,
+/// no reader reads an older value (each reader reads the floor the writer
+/// published before its read, and must see at least that).
+#[test]
+fn no_reader_reads_a_value_older_than_a_returned_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (_server, _dir, store) = served(long_term());
+    let writer = Client::connect(&store).unwrap();
+    writer.write("/counter", &0u64.to_le_bytes()).unwrap();
+    let returned = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, returned, done) = (store.clone(), returned.clone(), done.clone());
+            std::thread::spawn(move || {
+                let client = Client::connect(&store).unwrap();
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let floor = returned.load(Ordering::Acquire);
+                    let file = client.open("/counter").unwrap();
+                    let mut bytes = [0u8; 8];
+                    assert_eq!(file.read_at(&mut bytes, 0).unwrap(), 8);
+                    let seen = u64::from_le_bytes(bytes);
+                    assert!(seen >= floor, "read {seen} after write {floor} had returned");
+                    reads += 1;
+                }
+                (reads, client.cache_counters().cached_reads)
+            })
+        })
+        .collect();
+    let file = OpenOptions::new().write(true).open(&writer, "/counter").unwrap();
+    for value in 1..=300u64 {
+        file.write_at(&value.to_le_bytes(), 0).unwrap();
+        returned.store(value, Ordering::Release);
+        if value % 30 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    done.store(true, Ordering::Release);
+    for reader in readers {
+        let (reads, cached) = reader.join().unwrap();
+        println!("reader: {reads} reads, {cached} from the cache");
+        assert!(reads > 0);
+    }
+}
