@@ -525,3 +525,45 @@ fn no_reader_reads_a_value_older_than_a_returned_write() {
         assert!(reads > 0);
     }
 }
+
+/// The lease area's contract for a client written by hand: a revocation
+/// shows in the slot's notice word; acknowledging the sequence lets the
+/// writer go at once, acknowledging anything else counts for nothing.
+#[test]
+fn a_hand_written_client_answers_through_the_lease_area() {
+    let term = Duration::from_secs(3);
+    let (server, _dir, store) = served(Limits { lease_term: term, ..Limits::default() });
+    let writer = Client::connect(&store).unwrap();
+    writer.write("/hand.txt", b"one").unwrap();
+    let file = OpenOptions::new().write(true).open(&writer, "/hand.txt").unwrap();
+    let mut raw = SilentClient::connect(server.socket());
+    for honest in [true, false] {
+        let grant = raw.lease_on("/hand.txt");
+        let area = raw.connected.region.leases();
+        let started = Instant::now();
+        let writing = std::thread::scope(|scope| {
+            let writing = scope.spawn(|| {
+                file.write_at(b"two", 0).unwrap();
+                started.elapsed()
+            });
+            eventually("the notice", || area.revoked(grant.slot, grant.sequence));
+            if honest {
+                area.acknowledge(grant.slot, grant.sequence);
+            } else {
+                area.acknowledge(grant.slot, grant.sequence.wrapping_add(7));
+            }
+            server_doorbell_rings(&raw);
+            writing.join().unwrap()
+        });
+        if honest {
+            assert!(writing < term / 2, "an acknowledged revocation held the writer {writing:?}");
+        } else {
+            assert!(writing >= term / 2 && writing <= 2 * term, "a false acknowledgement: {writing:?}");
+        }
+    }
+}
+
+/// Rings worker 0's doorbell, as a client does after acknowledging.
+fn server_doorbell_rings(raw: &SilentClient) {
+    raw.connected.doorbell.ring(0).unwrap();
+}
