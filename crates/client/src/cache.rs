@@ -24,7 +24,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use larder_protocol::lease::LeaseArea;
-use larder_protocol::message::{Attributes, FileKind, LeaseGrant, LeaseTarget, Request, Response};
+use larder_protocol::message::{Attributes, DirectoryEntry, FileKind, LeaseGrant, LeaseTarget, Request, Response};
 use parking_lot::Mutex;
 
 use crate::connection::Connection;
@@ -80,6 +80,8 @@ struct FileCache {
     pages: HashMap<u64, Vec<u8>>,
     /// Opens kept after close: their access class and handle.
     handles: Vec<(i32, u64)>,
+    /// A directory's whole listing.
+    entries: Option<Arc<Vec<DirectoryEntry>>>,
     version: u64,
 }
 
@@ -105,6 +107,8 @@ pub struct CacheCounters {
     pub cached_reads: u64,
     /// Attributes served from the cache.
     pub cached_attributes: u64,
+    /// Directory listings served from the cache.
+    pub cached_listings: u64,
     /// Leases dropped because the server revoked them.
     pub revocations: u64,
 }
@@ -116,6 +120,7 @@ pub(crate) struct Cache {
     cached_opens: AtomicU64,
     cached_reads: AtomicU64,
     cached_attributes: AtomicU64,
+    cached_listings: AtomicU64,
     revocations: AtomicU64,
 }
 
@@ -136,6 +141,7 @@ impl Cache {
             cached_opens: AtomicU64::new(0),
             cached_reads: AtomicU64::new(0),
             cached_attributes: AtomicU64::new(0),
+            cached_listings: AtomicU64::new(0),
             revocations: AtomicU64::new(0),
         }
     }
@@ -149,6 +155,7 @@ impl Cache {
             cached_opens: self.cached_opens.load(Ordering::Relaxed),
             cached_reads: self.cached_reads.load(Ordering::Relaxed),
             cached_attributes: self.cached_attributes.load(Ordering::Relaxed),
+            cached_listings: self.cached_listings.load(Ordering::Relaxed),
             revocations: self.revocations.load(Ordering::Relaxed),
         }
     }
@@ -208,6 +215,7 @@ impl Cache {
                 file.lease = lease;
                 file.attributes = None;
                 file.pages.clear();
+                file.entries = None;
                 dropped = file.handles.drain(..).map(|(_, h)| h).collect();
                 file.version += 1;
             }
@@ -215,7 +223,14 @@ impl Cache {
                 state.next_version += 1;
                 state.files.insert(
                     ino,
-                    FileCache { lease, attributes: None, pages: HashMap::new(), handles: Vec::new(), version },
+                    FileCache {
+                        lease,
+                        attributes: None,
+                        pages: HashMap::new(),
+                        handles: Vec::new(),
+                        entries: None,
+                        version,
+                    },
                 );
             }
         }
@@ -360,6 +375,35 @@ impl Cache {
         }
     }
 
+    /// The cached listing of directory `ino`, if its lease holds.
+    pub(crate) fn listing(&self, connection: &Connection, ino: u64) -> Option<Arc<Vec<DirectoryEntry>>> {
+        if !self.enabled || connection.is_gone() {
+            return None;
+        }
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        let entries = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?.entries.clone()?;
+        self.cached_listings.fetch_add(1, Ordering::Relaxed);
+        Some(entries)
+    }
+
+    /// Caches the whole listing of directory `ino` fetched since `version`.
+    pub(crate) fn insert_listing(
+        &self,
+        connection: &Connection,
+        ino: u64,
+        version: u64,
+        entries: Arc<Vec<DirectoryEntry>>,
+    ) {
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        if let Some(file) = state.files.get_mut(&ino) {
+            if file.version == version && file.lease.valid(&area, Instant::now()) {
+                file.entries = Some(entries);
+            }
+        }
+    }
+
     /// Serves a read of `out.len()` bytes at `offset` of `ino` from cached
     /// pages, if they cover it (up to the file's end) and the lease holds.
     pub(crate) fn read(&self, connection: &Connection, ino: u64, offset: u64, out: &mut [u8]) -> Option<usize> {
@@ -448,8 +492,15 @@ impl Cache {
                 if let Ok(Response::Created { attributes, .. }) = response {
                     state.file_changed(attributes.ino);
                 }
+                state.listings_changed();
             }
-            Request::Link { ino, .. } => state.file_changed(*ino),
+            Request::Link { ino, .. } => {
+                state.file_changed(*ino);
+                state.listings_changed();
+            }
+            Request::Mknod { .. } | Request::Mkdir { .. } | Request::Symlink { .. } | Request::CreateBucket { .. } => {
+                state.listings_changed();
+            }
             Request::SetXattr { ino, .. } | Request::RemoveXattr { ino, .. } => {
                 state.file_changed(*ino);
                 state.paths_changed();
@@ -459,6 +510,7 @@ impl Cache {
                 state.paths_changed();
                 for file in state.files.values_mut() {
                     file.attributes = None;
+                    file.entries = None;
                     file.version += 1;
                 }
             }
@@ -521,6 +573,16 @@ impl State {
         if let Some(file) = self.files.get_mut(&ino) {
             file.attributes = None;
             file.pages.clear();
+            file.entries = None;
+            file.version += 1;
+        }
+    }
+
+    /// Drops every cached listing (the client changed a directory); a
+    /// listing being fetched meanwhile is not cached.
+    fn listings_changed(&mut self) {
+        for file in self.files.values_mut() {
+            file.entries = None;
             file.version += 1;
         }
     }

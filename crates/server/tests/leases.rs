@@ -567,3 +567,44 @@ fn a_hand_written_client_answers_through_the_lease_area() {
 fn server_doorbell_rings(raw: &SilentClient) {
     raw.connected.doorbell.ring(0).unwrap();
 }
+
+fn names(client: &Client, path: &str) -> Vec<String> {
+    let mut names: Vec<String> =
+        client.read_dir(path).unwrap().map(|e| String::from_utf8(e.unwrap().name).unwrap()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_listing_is_cached_under_the_directory_lease_and_changes_show_at_once() {
+    let (server, _dir, store) = served(long_term());
+    let reader = Client::connect(&store).unwrap();
+    let writer = Client::connect(&store).unwrap();
+    writer.create_dir("/d", 0o755).unwrap();
+    writer.write("/d/a", b"a").unwrap();
+    assert_eq!(names(&reader, "/d"), ["a"]);
+    let before = server.requests();
+    for _ in 0..50 {
+        assert_eq!(names(&reader, "/d"), ["a"]);
+    }
+    assert_eq!(server.requests(), before, "cached listings reached the server");
+    assert!(reader.cache_counters().cached_listings >= 50);
+    writer.write("/d/b", b"b").unwrap();
+    assert_eq!(names(&reader, "/d"), ["a", "b"]);
+    writer.rename("/d/a", "/d/c").unwrap();
+    assert_eq!(names(&reader, "/d"), ["b", "c"]);
+    writer.remove_file("/d/b").unwrap();
+    assert_eq!(names(&reader, "/d"), ["c"]);
+    writer.create_dir("/d/sub", 0o755).unwrap();
+    assert_eq!(names(&reader, "/d"), ["c", "sub"]);
+    writer.create_bucket("kv").unwrap();
+    writer.put("kv", "x", b"1", Durability::Buffered).unwrap();
+    assert_eq!(names(&reader, "/kv"), ["x"]);
+    writer.put("kv", "y", b"2", Durability::Buffered).unwrap();
+    assert_eq!(names(&reader, "/kv"), ["x", "y"]);
+    // The reader's own changes show in its own listings too.
+    reader.write("/d/mine", b"m").unwrap();
+    assert_eq!(names(&reader, "/d"), ["c", "mine", "sub"]);
+    reader.remove_file("/d/mine").unwrap();
+    assert_eq!(names(&reader, "/d"), ["c", "sub"]);
+}
