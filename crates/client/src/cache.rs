@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use larder_protocol::lease::LeaseArea;
 use larder_protocol::message::{Attributes, DirectoryEntry, FileKind, LeaseGrant, LeaseTarget, Request, Response};
+use larder_protocol::region::Region;
 use parking_lot::Mutex;
 
 use crate::connection::Connection;
@@ -613,26 +614,27 @@ pub(crate) fn release_all(connection: &Connection, handles: &[u64]) {
 }
 
 /// The watcher: answers revocations while the client lives, whether or
-/// not it makes calls.
-pub(crate) fn watch(connection: Weak<Connection>, cache: Arc<Cache>) {
+/// not it makes calls. It holds the region, not the connection, while it
+/// waits, so a dropped client closes its socket at once; the watcher ends
+/// at its next look.
+pub(crate) fn watch(connection: Weak<Connection>, cache: Arc<Cache>, region: Arc<Region>) {
+    let area = region.leases();
     loop {
-        let Some(live) = connection.upgrade() else { return };
-        let area = live.region().leases();
         let seen = area.seen();
         let (any, handles) = cache.drop_revoked(&area);
-        if any {
-            live.ring_all_workers();
-            release_all(&live, &handles);
-        }
-        if live.is_gone() {
-            return;
+        {
+            let Some(live) = connection.upgrade() else { return };
+            if any {
+                live.ring_all_workers();
+                release_all(&live, &handles);
+            }
+            if live.is_gone() || (!any && live.check_alive().is_err()) {
+                return;
+            }
         }
         if !any {
             // A failed wait only means looking again at once.
             let _ = area.wait(seen, WATCH_SLICE);
-            if live.check_alive().is_err() {
-                return;
-            }
         }
     }
 }

@@ -49,7 +49,9 @@ struct Channel {
 pub(crate) struct Connection {
     socket: PathBuf,
     stream: UnixStream,
-    region: Region,
+    /// Shared with the lease thread, which waits on the lease area
+    /// without keeping the connection open.
+    region: std::sync::Arc<Region>,
     doorbell: Doorbell,
     welcome: Welcome,
     channels: Vec<Mutex<Channel>>,
@@ -73,7 +75,7 @@ impl Connection {
         Ok(Connection {
             socket: socket.to_path_buf(),
             stream,
-            region: connected.region,
+            region: std::sync::Arc::new(connected.region),
             doorbell: connected.doorbell,
             welcome: connected.welcome,
             channels,
@@ -126,6 +128,11 @@ impl Connection {
     /// The region, for the data area.
     pub(crate) fn region(&self) -> &Region {
         &self.region
+    }
+
+    /// The region, to share.
+    pub(crate) fn shared_region(&self) -> std::sync::Arc<Region> {
+        self.region.clone()
     }
 
     /// Sends `request` and returns the server's answer, following

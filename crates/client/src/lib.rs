@@ -80,10 +80,11 @@ impl Client {
         let connection = Arc::new(Connection::connect(socket, leases)?);
         let area = connection.welcome().layout.data_bytes;
         if leases {
-            let (weak, cache) = (Arc::downgrade(&connection), connection.cache().clone());
+            let (weak, cache, region) =
+                (Arc::downgrade(&connection), connection.cache().clone(), connection.shared_region());
             std::thread::Builder::new()
                 .name("larder-client-leases".into())
-                .spawn(move || cache::watch(weak, cache))
+                .spawn(move || cache::watch(weak, cache, region))
                 .map_err(|source| ClientError::Thread { source })?;
         }
         Ok(Client { connection, buffers: Arc::new(buffers::Allocator::new(area)) })

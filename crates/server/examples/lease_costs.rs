@@ -1,8 +1,9 @@
 //! What leases save, measured through the Rust client against a server in
 //! this process (run with `cargo run --release -p larder-server --example
 //! lease_costs`): an open and close of a file, a 4 KiB read and a stat,
-//! each with the client's lease cache and without it, and a round trip
-//! that does nothing for scale. Prints nanoseconds per call.
+//! each with the client's lease cache and without it, the same by system
+//! calls on the host's file system, and a round trip that does nothing,
+//! for scale. Prints nanoseconds per call.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -43,6 +44,16 @@ fn main() {
         let stat = per_call(|| assert_eq!(file.metadata().unwrap().len(), 64 << 10));
         println!("{name:<9} open+close {open:>8.0} ns   4 KiB read {read:>8.0} ns   stat {stat:>8.0} ns");
     }
+    // The host's file system, by system calls, for scale (the temporary
+    // directory's file system: ext4 where it is one).
+    let host = dir.path().join("host-file");
+    std::fs::write(&host, vec![1u8; 64 << 10]).unwrap();
+    let open = per_call(|| drop(std::fs::File::open(&host).unwrap()));
+    let file = std::fs::File::open(&host).unwrap();
+    let mut page = vec![0u8; 4096];
+    let read = per_call(|| assert_eq!(std::os::unix::fs::FileExt::read_at(&file, &mut page, 8192).unwrap(), 4096));
+    let stat = per_call(|| assert_eq!(file.metadata().unwrap().len(), 64 << 10));
+    println!("host fs   open+close {open:>8.0} ns   4 KiB read {read:>8.0} ns   stat {stat:>8.0} ns");
     let requests = server.requests();
     println!("server requests executed: {requests}");
 }

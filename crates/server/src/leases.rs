@@ -377,3 +377,71 @@ impl Drop for Revocation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn errno(e: FsError) -> i32 {
+        e.errno()
+    }
+
+    #[test]
+    fn grants_renew_limit_and_reclaim_expired_slots() {
+        let table = LeaseTable::new(Duration::from_millis(40));
+        let holder = table.holder(1);
+        let first = table.grant(&holder, LeaseTarget::Object(5)).unwrap();
+        assert_eq!((first.slot, first.sequence), (0, 1));
+        assert_eq!(table.grant(&holder, LeaseTarget::Object(5)).unwrap(), first, "a renewal keeps slot and sequence");
+        assert_eq!(errno(table.grant(&holder, LeaseTarget::Object(6)).unwrap_err()), libc::ENOLCK);
+        // Once the lease's term has run out its slot is reclaimed for the
+        // next lease, with a new sequence.
+        let expiry = Instant::now() + Duration::from_millis(40);
+        while Instant::now() <= expiry {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let second = table.grant(&holder, LeaseTarget::Object(6)).unwrap();
+        assert_eq!((second.slot, second.sequence), (0, 2));
+        assert_eq!(table.held(), 1);
+        table.close(&holder);
+        assert_eq!(table.held(), 0);
+        assert_eq!(holder.live(), 0);
+    }
+
+    #[test]
+    fn a_revocation_blocks_grants_until_dropped_and_spares_the_writer() {
+        let table = LeaseTable::new(Duration::from_secs(60));
+        let (reader, writer) = (table.holder(8), table.holder(8));
+        table.grant(&reader, LeaseTarget::Object(9)).unwrap();
+        table.grant(&writer, LeaseTarget::Object(9)).unwrap();
+        let mut revocation = table.begin(&writer, Scope::Targets(vec![LeaseTarget::Object(9)]));
+        assert!(!revocation.settled(), "the reader has not answered and its lease has not expired");
+        assert_eq!(errno(table.grant(&reader, LeaseTarget::Object(9)).unwrap_err()), libc::EAGAIN);
+        assert_eq!(errno(table.grant(&holder_of(&table), LeaseTarget::Object(9)).unwrap_err()), libc::EAGAIN);
+        assert!(table.grant(&reader, LeaseTarget::Object(10)).is_ok(), "other targets are not blocked");
+        // The reader goes away: settled; its lease is gone, the writer's stays.
+        table.close(&reader);
+        assert!(revocation.settled());
+        assert_eq!(writer.live(), 1);
+        drop(revocation);
+        assert!(table.grant(&holder_of(&table), LeaseTarget::Object(9)).is_ok());
+        // Everything blocks every grant.
+        let everything = table.begin(&writer, Scope::Everything);
+        assert_eq!(errno(table.grant(&holder_of(&table), LeaseTarget::Namespace).unwrap_err()), libc::EAGAIN);
+        drop(everything);
+        assert!(table.grant(&holder_of(&table), LeaseTarget::Namespace).is_ok());
+    }
+
+    fn holder_of(table: &LeaseTable) -> Arc<LeaseHolder> {
+        table.holder(8)
+    }
+
+    #[test]
+    fn a_zero_term_grants_nothing() {
+        let table = LeaseTable::new(Duration::ZERO);
+        let holder = table.holder(8);
+        assert_eq!(errno(table.grant(&holder, LeaseTarget::Namespace).unwrap_err()), libc::EOPNOTSUPP);
+    }
+}
