@@ -268,7 +268,7 @@ impl SilentClient {
 
 #[test]
 fn a_client_that_never_answers_delays_a_writer_by_at_most_two_terms_and_blocks_nobody_else() {
-    let term = Duration::from_millis(400);
+    let term = Duration::from_secs(1);
     let (server, _dir, store) = served(Limits { lease_term: term, ..Limits::default() });
     let writer = Client::connect(&store).unwrap();
     writer.write("/contended.txt", b"before").unwrap();
@@ -440,7 +440,7 @@ fn a_permission_change_makes_the_next_open_a_checked_one() {
 /// closed lets the change go at once.
 #[test]
 fn without_a_region_a_change_waits_for_expiry_only() {
-    let term = Duration::from_millis(300);
+    let term = Duration::from_millis(500);
     let t = common::server_with(Limits { lease_term: term, max_leases: 2, ..Limits::default() });
     let holder = t.session(0, 0);
     let writer = t.session(0, 0);
