@@ -159,7 +159,8 @@ impl Client {
             }
         };
         self.connection.cache().opened(handle, ino);
-        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append, class })
+        let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
+        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append, class, readable })
     }
 
     /// Opens `ino` with `flags`; when the session's handles run out, the
@@ -210,7 +211,16 @@ impl Client {
             None => self.open_ino(found.ino, class)?,
         };
         cache.opened(handle, found.ino);
-        Ok(Some(File { client: self.clone(), handle, ino: found.ino, position: 0, append, class: Some(class) }))
+        let readable = class & libc::O_ACCMODE != libc::O_WRONLY;
+        Ok(Some(File {
+            client: self.clone(),
+            handle,
+            ino: found.ino,
+            position: 0,
+            append,
+            class: Some(class),
+            readable,
+        }))
     }
 
     /// A whole file's bytes.
@@ -243,6 +253,8 @@ pub struct File {
     append: bool,
     /// The access class of its open, if the cache may keep it after close.
     class: Option<i32>,
+    /// Whether it is open for reading.
+    readable: bool,
 }
 
 impl File {
@@ -254,11 +266,14 @@ impl File {
     /// Reads up to `out.len()` bytes at `offset`; 0 at the end.
     pub fn read_at(&self, out: &mut [u8], offset: u64) -> Result<usize> {
         let cache = self.client.connection.cache();
-        if let Some(n) = cache.read(&self.client.connection, self.ino, offset, out) {
-            return Ok(n);
-        }
-        if let Some(version) = cache.file_version(&self.client.connection, self.ino) {
-            return self.read_pages(out, offset, version);
+        // A handle not open for reading gets the server's EBADF.
+        if self.readable {
+            if let Some(n) = cache.read(&self.client.connection, self.ino, offset, out) {
+                return Ok(n);
+            }
+            if let Some(version) = cache.file_version(&self.client.connection, self.ino) {
+                return self.read_pages(out, offset, version);
+            }
         }
         let length = out.len().min(self.client.connection.inline_response_bytes()) as u32;
         match self.client.connection.call(&Request::Read { handle: self.handle, offset, length })? {
@@ -277,7 +292,11 @@ impl File {
         let page = crate::cache::PAGE as u64;
         let start = offset / page * page;
         let end = (offset + out.len() as u64).next_multiple_of(page);
-        let limit = (self.client.connection.inline_response_bytes() as u64 / page * page).max(page);
+        // A leasing server answers up to FULL_READ_BYTES in full unless the
+        // file ends, so a shorter answer marks the end.
+        let full = u64::from(larder_protocol::lease::FULL_READ_BYTES);
+        let limit = (self.client.connection.inline_response_bytes() as u64).min(full) / page * page;
+        let limit = limit.max(page);
         let length = (end - start).min(limit) as u32;
         let bytes = match self.client.connection.call(&Request::Read { handle: self.handle, offset: start, length })? {
             Response::Data(bytes) => bytes,

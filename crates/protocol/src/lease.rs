@@ -24,6 +24,11 @@ use crate::futex;
 use crate::layout::{LEASE_FUTEX_OFFSET, LEASE_SLOTS_OFFSET, LEASE_SLOT_BYTES, MAX_LEASE_SLOTS};
 use crate::mapping::Mapping;
 
+/// A server that grants leases answers a read of up to this many bytes in
+/// full unless the file ends first, so a client that caches pages may take
+/// a shorter answer for the file's end.
+pub const FULL_READ_BYTES: u32 = 64 << 10;
+
 /// The lease area of one region.
 #[derive(Clone, Copy)]
 pub struct LeaseArea<'a> {

@@ -43,7 +43,9 @@ pub struct Limits {
     /// is also changed by other means (a FUSE mount). Default 1 second.
     pub lease_term: std::time::Duration,
     /// Bytes one request may read or write (a read asks for fewer, a
-    /// write, put or batch carrying more is refused). Default 16 MiB.
+    /// write, put or batch carrying more is refused). At least 64 KiB when
+    /// leases are granted (a caching client takes a shorter read of up to
+    /// that for the file's end). Default 16 MiB.
     pub max_io_bytes: u32,
     /// Entries one directory listing or scan page may return (a request
     /// asking for more gets this many). Default 4,096.

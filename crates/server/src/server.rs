@@ -172,6 +172,14 @@ impl Server {
             data_bytes: options.limits.data_area_bytes,
         };
         layout.validate().map_err(|e| ServeError::Options(e.to_string()))?;
+        let lease_read = larder_protocol::lease::FULL_READ_BYTES;
+        if !options.limits.lease_term.is_zero() && options.limits.max_io_bytes < lease_read {
+            return Err(ServeError::Options(format!(
+                "max_io_bytes {}: a server that grants leases must answer reads of {lease_read} bytes in full \
+                 (or set lease_term to 0)",
+                options.limits.max_io_bytes
+            )));
+        }
         let max_leases = options.limits.max_leases;
         if max_leases > larder_protocol::layout::MAX_LEASE_SLOTS as usize {
             return Err(ServeError::Options(format!(

@@ -608,3 +608,37 @@ fn a_listing_is_cached_under_the_directory_lease_and_changes_show_at_once() {
     reader.remove_file("/d/mine").unwrap();
     assert_eq!(names(&reader, "/d"), ["c", "sub"]);
 }
+
+#[test]
+fn a_write_only_open_reads_nothing_from_the_cache() {
+    let (_server, _dir, store) = served(long_term());
+    let client = Client::connect(&store).unwrap();
+    client.write("/wo.txt", b"secret bytes").unwrap();
+    assert_eq!(read_all(&client, "/wo.txt"), b"secret bytes");
+    let file = OpenOptions::new().write(true).open(&client, "/wo.txt").unwrap();
+    let mut out = [0u8; 6];
+    assert_eq!(file.read_at(&mut out, 0).unwrap_err().errno(), libc::EBADF);
+}
+
+#[test]
+fn a_server_that_grants_leases_refuses_a_small_read_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fs = Arc::new(Fs::create(&store, common::options()).unwrap());
+    let small = Limits { max_io_bytes: 4096, ..Limits::default() };
+    let refused =
+        Server::start(fs.clone(), ServerOptions { limits: small.clone(), ..ServerOptions::for_store(&store) });
+    assert!(refused.is_err());
+    let without_leases = Limits { lease_term: Duration::ZERO, ..small };
+    let server =
+        Server::start(fs, ServerOptions { limits: without_leases, ..ServerOptions::for_store(&store) }).unwrap();
+    let client = Client::connect(&store).unwrap();
+    let file = client.create("/n.txt").unwrap();
+    for at in (0..10_000u64).step_by(2_500) {
+        assert_eq!(file.write_at(&[3u8; 2_500], at).unwrap(), 2_500);
+    }
+    drop(file);
+    assert_eq!(read_all(&client, "/n.txt"), vec![3u8; 10_000]);
+    assert_eq!(client.cache_counters().cached_reads, 0);
+    drop(server);
+}
