@@ -9,6 +9,14 @@
 //! plus zero-copy buffers ([`Client::alloc_buffer`], [`File::write_buffer`],
 //! [`File::read_buffer`]) that the server reads and fills in place.
 //!
+//! Under leases (the default; [`Client::connect_socket_with`] turns them
+//! off) the client keeps what it read and the opens it closed: an open of
+//! a regular file it opened before, a read of pages it read, a stat of it
+//! and a listing of a directory it listed are served without a round
+//! trip, until the server revokes the lease before another client's
+//! change (a thread of the client answers at once) or its term runs out.
+//! What another client changed is seen as soon as that change returned.
+//!
 //! The server checks every request against the credentials the kernel gave
 //! it for this process (SO_PEERCRED), with the rules of a local file
 //! system, so an operation through a client fails with the errno ext4 would
