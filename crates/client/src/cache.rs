@@ -1,8 +1,8 @@
-//! What the client caches under leases (docs/server.md, "Leases"): path
-//! resolutions under the namespace lease; per regular file under its
-//! object lease, its attributes, the 4 KiB pages read, and opens kept
-//! after close (handle leases), reused by a later open of the same access
-//! class without a round trip.
+//! What the client caches under leases (docs/server.md, "Leases"): per
+//! directory under its object lease, the lookups of its entries made and
+//! its listing; per regular file under its object lease, its attributes,
+//! the 4 KiB pages read, and opens kept after close (handle leases),
+//! reused by a later open of the same access class without a round trip.
 //!
 //! A lease is used only while it is valid: before its term, counted from
 //! when the request for it was sent, has run out, and while its slot's
@@ -12,7 +12,7 @@
 //! is using it then), acknowledges, rings the workers and releases the
 //! opens the lease kept. A call that fetched something from the server
 //! inserts it only if the lease is still valid and nothing this client
-//! changed meanwhile (a version per file and one for paths).
+//! changed meanwhile (a version per object).
 //!
 //! The client's own changes revoke nothing of its own on the server: it
 //! drops what they make stale itself, after each answer
@@ -42,8 +42,8 @@ const MAX_FILES: usize = 1024;
 /// Opens kept after close at most, over all files.
 const MAX_KEPT_HANDLES: usize = 256;
 
-/// Path resolutions cached at most.
-const MAX_PATHS: usize = 16_384;
+/// Lookups cached per directory at most.
+const MAX_LOOKUPS: usize = 4096;
 
 /// How long the watcher sleeps between checks that the client is still
 /// in use.
@@ -67,7 +67,7 @@ impl Lease {
     }
 }
 
-/// A cached path resolution: what open needs.
+/// A cached lookup: what a path walk and open need.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CachedPath {
     pub(crate) ino: u64,
@@ -83,14 +83,15 @@ struct FileCache {
     handles: Vec<(i32, u64)>,
     /// A directory's whole listing.
     entries: Option<Arc<Vec<DirectoryEntry>>>,
+    /// A directory's entries looked up: name to object.
+    lookups: HashMap<Vec<u8>, CachedPath>,
     version: u64,
 }
 
 #[derive(Default)]
 struct State {
-    namespace: Option<Lease>,
-    paths: HashMap<(Vec<u8>, bool), CachedPath>,
-    paths_version: u64,
+    /// The root directory's object (it never changes).
+    root: Option<u64>,
     files: HashMap<u64, FileCache>,
     /// Versions of files without a cache entry, bumped by own changes.
     next_version: u64,
@@ -172,26 +173,6 @@ impl Cache {
         }
     }
 
-    /// Makes sure the namespace lease is valid; false if it cannot be.
-    fn namespace_lease(&self, connection: &Connection) -> bool {
-        let area = connection.region().leases();
-        {
-            let state = self.state.lock();
-            if state.namespace.is_some_and(|l| l.valid(&area, Instant::now())) {
-                return true;
-            }
-        }
-        let Some(lease) = Cache::take_lease(connection, LeaseTarget::Namespace) else { return false };
-        let mut state = self.state.lock();
-        let same = state.namespace.is_some_and(|old| old.slot == lease.slot && old.sequence == lease.sequence);
-        if !same {
-            state.paths.clear();
-            state.paths_version += 1;
-        }
-        state.namespace = Some(lease);
-        lease.valid(&area, Instant::now())
-    }
-
     /// Makes sure the lease on file `ino` is valid; false if it cannot be.
     fn file_lease(&self, connection: &Connection, ino: u64) -> bool {
         let area = connection.region().leases();
@@ -217,6 +198,7 @@ impl Cache {
                 file.attributes = None;
                 file.pages.clear();
                 file.entries = None;
+                file.lookups.clear();
                 dropped = file.handles.drain(..).map(|(_, h)| h).collect();
                 file.version += 1;
             }
@@ -230,6 +212,7 @@ impl Cache {
                         pages: HashMap::new(),
                         handles: Vec::new(),
                         entries: None,
+                        lookups: HashMap::new(),
                         version,
                     },
                 );
@@ -244,33 +227,47 @@ impl Cache {
         lease.valid(&area, Instant::now())
     }
 
-    /// The cached resolution of `path`, if the namespace lease holds.
-    pub(crate) fn path(&self, connection: &Connection, path: &[u8], follow: bool) -> Option<CachedPath> {
-        if !self.enabled || connection.is_gone() || !self.namespace_lease(connection) {
+    /// The root directory's object, once known.
+    pub(crate) fn root(&self) -> Option<u64> {
+        self.state.lock().root
+    }
+
+    /// Records the root directory's object.
+    pub(crate) fn set_root(&self, ino: u64) {
+        self.state.lock().root = Some(ino);
+    }
+
+    /// The cached lookup of `name` in directory `dir`, if the directory's
+    /// lease holds.
+    pub(crate) fn lookup(&self, connection: &Connection, dir: u64, name: &[u8]) -> Option<CachedPath> {
+        if !self.enabled || connection.is_gone() || !self.file_lease(connection, dir) {
             return None;
         }
-        self.state.lock().paths.get(&(path.to_vec(), follow)).copied()
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, Instant::now()))?;
+        file.lookups.get(name).copied()
     }
 
-    /// The paths version, read before a resolution is asked for.
-    pub(crate) fn paths_version(&self) -> u64 {
-        self.state.lock().paths_version
-    }
-
-    /// Caches a resolution fetched since `version`, if still valid.
-    pub(crate) fn insert_path(&self, connection: &Connection, key: (&[u8], bool), found: CachedPath, version: u64) {
-        if !self.enabled {
-            return;
-        }
+    /// Caches the lookup of `name` in `dir` fetched since `version`.
+    pub(crate) fn insert_lookup(
+        &self,
+        connection: &Connection,
+        dir: u64,
+        version: u64,
+        name: &[u8],
+        found: CachedPath,
+    ) {
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        if state.paths_version != version || !state.namespace.is_some_and(|l| l.valid(&area, Instant::now())) {
-            return;
+        if let Some(file) = state.files.get_mut(&dir) {
+            if file.version == version && file.lease.valid(&area, Instant::now()) {
+                if file.lookups.len() >= MAX_LOOKUPS {
+                    file.lookups.clear();
+                }
+                file.lookups.insert(name.to_vec(), found);
+            }
         }
-        if state.paths.len() >= MAX_PATHS {
-            state.paths.clear();
-        }
-        state.paths.insert((key.0.to_vec(), key.1), found);
     }
 
     /// A kept open of `ino` in `class`, taken out of the cache, if the
@@ -539,13 +536,6 @@ impl Cache {
     fn drop_revoked(&self, area: &LeaseArea<'_>) -> (bool, Vec<u64>) {
         let mut state = self.state.lock();
         let mut any = false;
-        if let Some(lease) = state.namespace.filter(|l| area.revoked(l.slot, l.sequence)) {
-            state.namespace = None;
-            state.paths_changed();
-            area.acknowledge(lease.slot, lease.sequence);
-            self.revocations.fetch_add(1, Ordering::Relaxed);
-            any = true;
-        }
         let revoked: Vec<u64> = state
             .files
             .iter()
@@ -575,6 +565,7 @@ impl State {
             file.attributes = None;
             file.pages.clear();
             file.entries = None;
+            file.lookups.clear();
             file.version += 1;
         }
     }
@@ -599,9 +590,14 @@ impl State {
         handles
     }
 
+    /// Drops every cached lookup (the client removed or renamed a name,
+    /// or changed permissions); a lookup being fetched meanwhile is not
+    /// cached.
     fn paths_changed(&mut self) {
-        self.paths.clear();
-        self.paths_version += 1;
+        for file in self.files.values_mut() {
+            file.lookups.clear();
+            file.version += 1;
+        }
     }
 }
 

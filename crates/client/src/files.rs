@@ -182,7 +182,7 @@ impl Client {
     }
 
     /// An open of an existing regular file served from the lease cache:
-    /// the path's resolution under the namespace lease, a kept open of
+    /// the path walked under its directories' leases, a kept open of
     /// the file under its lease, or one fresh open (`None` when the path
     /// does not resolve to a regular file through the cache: the caller
     /// opens it uncached).
@@ -191,16 +191,12 @@ impl Client {
         if !cache.enabled() {
             return Ok(None);
         }
-        let bytes = crate::paths::path_bytes(path);
-        let found = match cache.path(&self.connection, &bytes, true) {
+        let found = match self.walk(path)? {
             Some(found) => found,
             None => {
-                let version = cache.paths_version();
                 let resolved = self.resolve(path, true)?;
                 let Some(attributes) = resolved.attributes else { return Ok(None) };
-                let found = crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind };
-                cache.insert_path(&self.connection, (&bytes, true), found, version);
-                found
+                crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind }
             }
         };
         if found.kind != larder_protocol::message::FileKind::File {

@@ -40,6 +40,7 @@ mod error;
 mod files;
 mod kv;
 mod paths;
+mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -90,42 +90,23 @@ impl Client {
         })
     }
 
-    /// The object `path` names, following a final symbolic link: from the
-    /// path cache under the namespace lease, or resolved (and cached).
+    /// The object `path` names, following a final symbolic link: walked
+    /// through the lease cache, or resolved by the server.
     pub(crate) fn existing_cached(&self, path: &Path) -> Result<crate::cache::CachedPath> {
-        let cache = self.connection.cache();
-        if !cache.enabled() {
-            let attributes = self.existing(path, true)?;
-            return Ok(crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind });
-        }
-        let bytes = path_bytes(path);
-        if let Some(found) = cache.path(&self.connection, &bytes, true) {
+        if let Some(found) = self.walk(path)? {
             return Ok(found);
         }
-        let version = cache.paths_version();
         let attributes = self.existing(path, true)?;
-        let found = crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind };
-        cache.insert_path(&self.connection, (&bytes, true), found, version);
-        Ok(found)
+        Ok(crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind })
     }
 
     /// The metadata of what `path` names (following symbolic links). A
     /// regular file's comes from the lease cache while the client holds
-    /// the leases on its path and on it.
+    /// the leases on its directories and on it.
     pub fn metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
-        let cache = self.connection.cache();
-        if cache.enabled() {
-            let bytes = path_bytes(path.as_ref());
-            if let Some(found) = cache.path(&self.connection, &bytes, true) {
-                if found.kind == FileKind::File {
-                    return self.metadata_of(found.ino);
-                }
-            } else {
-                let version = cache.paths_version();
-                let attributes = self.existing(path.as_ref(), true)?;
-                let found = crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind };
-                cache.insert_path(&self.connection, (&bytes, true), found, version);
-                return Ok(Metadata { attributes });
+        if let Some(found) = self.walk(path.as_ref())? {
+            if found.kind == FileKind::File {
+                return self.metadata_of(found.ino);
             }
         }
         Ok(Metadata { attributes: self.existing(path.as_ref(), true)? })

@@ -331,7 +331,7 @@ fn leases_go_with_a_client_that_disconnects() {
     for i in 0..5 {
         assert_eq!(read_all(&reader, &format!("/f{i}")), b"bytes");
     }
-    assert!(server.leases_held() >= 6, "five files and the namespace: {}", server.leases_held());
+    assert!(server.leases_held() >= 6, "five files and the root directory: {}", server.leases_held());
     drop(reader);
     eventually("the reader's leases dropped", || server.leases_held() == 0);
     // A write needs no wait for a client that is gone.
@@ -641,4 +641,28 @@ fn a_server_that_grants_leases_refuses_a_small_read_limit() {
     assert_eq!(read_all(&client, "/n.txt"), vec![3u8; 10_000]);
     assert_eq!(client.cache_counters().cached_reads, 0);
     drop(server);
+}
+
+#[test]
+fn a_change_in_one_directory_spares_the_lookups_of_others() {
+    let (server, _dir, store) = served(long_term());
+    let reader = Client::connect(&store).unwrap();
+    let writer = Client::connect(&store).unwrap();
+    for dir in ["/x", "/y"] {
+        writer.create_dir(dir, 0o755).unwrap();
+        writer.write(format!("{dir}/f"), b"f").unwrap();
+        assert_eq!(read_all(&reader, &format!("{dir}/f")), b"f");
+    }
+    writer.write("/x/new", b"n").unwrap();
+    let before = server.requests();
+    assert_eq!(read_all(&reader, "/y/f"), b"f");
+    assert_eq!(server.requests(), before, "a create in /x revoked what /y's lease covers");
+    // /x's lease was revoked: its lookups are asked for again, and right.
+    assert_eq!(read_all(&reader, "/x/new"), b"n");
+    assert!(server.requests() > before);
+    // A rename of a directory revokes its parent's lease: the old path is
+    // gone at once, the new one resolves.
+    writer.rename("/y", "/z").unwrap();
+    assert!(reader.open("/y/f").err().unwrap().is_not_found());
+    assert_eq!(read_all(&reader, "/z/f"), b"f");
 }
