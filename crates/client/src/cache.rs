@@ -177,10 +177,20 @@ impl Cache {
     fn file_lease(&self, connection: &Connection, ino: u64) -> bool {
         let area = connection.region().leases();
         {
-            let state = self.state.lock();
+            let mut state = self.state.lock();
             match state.files.get(&ino) {
                 Some(file) if file.lease.valid(&area, Instant::now()) => return true,
-                None if state.files.len() >= MAX_FILES => return false,
+                None if state.files.len() >= MAX_FILES => {
+                    // Objects whose leases ran out make room; their kept
+                    // opens are released.
+                    let evicted = state.evict_expired(Instant::now());
+                    let full = state.files.len() >= MAX_FILES;
+                    drop(state);
+                    release_all(connection, &evicted);
+                    if full {
+                        return false;
+                    }
+                }
                 _ => {}
             }
         }
@@ -325,16 +335,7 @@ impl Cache {
 
     /// Takes every kept open out (to release them when handles run out).
     pub(crate) fn take_kept_handles(&self) -> Vec<u64> {
-        let mut state = self.state.lock();
-        let mut out = Vec::new();
-        for file in state.files.values_mut() {
-            out.extend(file.handles.drain(..).map(|(_, h)| h));
-        }
-        state.kept_handles = 0;
-        for h in &out {
-            state.handle_files.remove(h);
-        }
-        out
+        self.state.lock().take_all_handles()
     }
 
     /// Cached attributes of file `ino`, if its lease holds.
@@ -505,6 +506,16 @@ impl Cache {
                 unusable = state.take_handles(*ino);
             }
             Request::Unlink { .. } | Request::Rmdir { .. } | Request::Rename { .. } | Request::MetadataBatch { .. } => {
+                // Opens kept of a name removed or replaced would keep the
+                // file alive after the application closed it.
+                unusable = match request {
+                    Request::Unlink { parent, name } => state.take_handles_named(&[(*parent, name)]),
+                    Request::Rename { new_parent, new_name, .. } => {
+                        state.take_handles_named(&[(*new_parent, new_name)])
+                    }
+                    Request::Rmdir { .. } => Vec::new(),
+                    _ => state.take_all_handles(),
+                };
                 state.paths_changed();
                 for file in state.files.values_mut() {
                     file.attributes = None;
@@ -577,6 +588,49 @@ impl State {
             file.entries = None;
             file.version += 1;
         }
+    }
+
+    /// Forgets every object whose lease has run out; returns their kept
+    /// opens, to release.
+    fn evict_expired(&mut self, now: Instant) -> Vec<u64> {
+        let expired: Vec<u64> = self.files.iter().filter(|(_, f)| f.lease.expiry <= now).map(|(i, _)| *i).collect();
+        let mut handles = Vec::new();
+        for ino in expired {
+            if let Some(file) = self.files.remove(&ino) {
+                handles.extend(file.handles.iter().map(|(_, h)| *h));
+            }
+        }
+        self.kept_handles -= handles.len();
+        for h in &handles {
+            self.handle_files.remove(h);
+        }
+        handles
+    }
+
+    /// Takes out the kept opens of the objects `names` name (as cached
+    /// lookups say), or every kept open when one is not known.
+    fn take_handles_named(&mut self, names: &[(u64, &Vec<u8>)]) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (dir, name) in names {
+            match self.files.get(dir).and_then(|d| d.lookups.get(name.as_slice())).copied() {
+                Some(found) => out.extend(self.take_handles(found.ino)),
+                None => return self.take_all_handles(),
+            }
+        }
+        out
+    }
+
+    /// Takes out every kept open.
+    fn take_all_handles(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for file in self.files.values_mut() {
+            out.extend(file.handles.drain(..).map(|(_, h)| h));
+        }
+        self.kept_handles = 0;
+        for h in &out {
+            self.handle_files.remove(h);
+        }
+        out
     }
 
     /// Takes the kept opens of `ino` out.

@@ -666,3 +666,33 @@ fn a_change_in_one_directory_spares_the_lookups_of_others() {
     assert!(reader.open("/y/f").err().unwrap().is_not_found());
     assert_eq!(read_all(&reader, "/z/f"), b"f");
 }
+
+/// Objects with an orphan record: unlinked, kept alive by an open handle.
+fn orphans(fs: &Fs) -> usize {
+    use larder_object::meta::{map_prefix, Map};
+    fs.store().index().prefix(&map_prefix(Map::Orphans), true).unwrap().count()
+}
+
+#[test]
+fn a_kept_open_does_not_keep_an_unlinked_file_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fs = Arc::new(Fs::create(&store, common::options()).unwrap());
+    let _server =
+        Server::start(fs.clone(), ServerOptions { limits: long_term(), ..ServerOptions::for_store(&store) }).unwrap();
+    let client = Client::connect(&store).unwrap();
+    let other = Client::connect(&store).unwrap();
+    for (remover, name) in [(&client, "/mine.txt"), (&other, "/theirs.txt"), (&client, "/replaced.txt")] {
+        client.write(name, &[1u8; 5000]).unwrap();
+        drop(client.open(name).unwrap());
+        drop(client.open(name).unwrap());
+        assert!(client.cache_counters().cached_opens > 0);
+        if name == "/replaced.txt" {
+            client.write("/new.txt", b"new").unwrap();
+            remover.rename("/new.txt", name).unwrap();
+        } else {
+            remover.remove_file(name).unwrap();
+        }
+        eventually("the removed file freed", || orphans(&fs) == 0);
+    }
+}
