@@ -528,6 +528,8 @@ impl Cache {
             | Request::KvWriteBatch { .. }
             | Request::KvWriterFinish { .. }
             | Request::DeleteBucket { .. } => {
+                // A put or delete may replace or remove any value's name.
+                unusable = state.take_all_handles();
                 state.paths_changed();
                 let inos: Vec<u64> = state.files.keys().copied().collect();
                 for ino in inos {
