@@ -33,6 +33,11 @@ pub(crate) struct ServeArgs {
     /// With --mount: let other users use the mount (FUSE's allow_other).
     #[arg(long)]
     allow_other: bool,
+    /// How long a client's lease lasts, in milliseconds: a client that
+    /// does not answer a revocation delays another's change by at most
+    /// this. 0 grants no leases (so does --mount).
+    #[arg(long, default_value_t = 1000)]
+    lease_term_ms: u64,
 }
 
 /// `MIN..MAX` or `N`.
@@ -83,6 +88,12 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
     let mut options = ServerOptions::for_store(&args.store).workers(workers);
     if let Some(socket) = &args.socket {
         options.socket = socket.clone();
+    }
+    options.limits.lease_term = std::time::Duration::from_millis(args.lease_term_ms);
+    if args.mount.is_some() {
+        // The mount changes the store without the server seeing it, so
+        // no change through it could revoke a lease: grant none.
+        options.limits.lease_term = std::time::Duration::ZERO;
     }
     let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
     let server =

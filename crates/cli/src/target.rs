@@ -74,7 +74,9 @@ impl Target {
     /// The server serving `dir` if there is one, else the store opened here.
     pub(crate) fn open(dir: &Path) -> Result<Target> {
         if larder_client::socket_of(dir).exists() {
-            match Client::connect(dir) {
+            // A command reads each thing once: leases would only add
+            // round trips.
+            match Client::connect_socket_with(&larder_client::socket_of(dir), false) {
                 Ok(client) => return Ok(Target::Served(client)),
                 // A socket file nobody listens on: a server that died.
                 // Opening the store here recovers it.

@@ -54,7 +54,9 @@ struct Channel {
 pub(crate) struct Connection {
     socket: PathBuf,
     stream: UnixStream,
-    region: Region,
+    /// Shared with the lease thread, which waits on the lease area
+    /// without keeping the connection open.
+    region: std::sync::Arc<Region>,
     doorbell: Doorbell,
     welcome: Welcome,
     channels: Vec<Mutex<Channel>>,
@@ -65,11 +67,13 @@ pub(crate) struct Connection {
     home: AtomicU32,
     next_id: AtomicU64,
     gone: AtomicBool,
+    /// What the client caches under leases.
+    cache: std::sync::Arc<crate::cache::Cache>,
 }
 
 impl Connection {
     /// Connects to the server listening at `socket`.
-    pub(crate) fn connect(socket: &Path) -> Result<Connection> {
+    pub(crate) fn connect(socket: &Path, leases: bool) -> Result<Connection> {
         let stream = UnixStream::connect(socket)
             .map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
         let connected = client_handshake(&stream, HANDSHAKE_TIMEOUT)
@@ -79,7 +83,7 @@ impl Connection {
         Ok(Connection {
             socket: socket.to_path_buf(),
             stream,
-            region: connected.region,
+            region: std::sync::Arc::new(connected.region),
             doorbell: connected.doorbell,
             welcome: connected.welcome,
             channels,
@@ -87,7 +91,26 @@ impl Connection {
             home: AtomicU32::new(connected.welcome.primary_worker),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
+            cache: std::sync::Arc::new(crate::cache::Cache::new(leases)),
         })
+    }
+
+    /// The lease cache.
+    pub(crate) fn cache(&self) -> &std::sync::Arc<crate::cache::Cache> {
+        &self.cache
+    }
+
+    /// Whether the server was seen gone.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
+    }
+
+    /// Rings every worker's doorbell (after acknowledging revocations, so
+    /// that a worker holding a change back looks again at once).
+    pub(crate) fn ring_all_workers(&self) {
+        for worker in 0..self.channels.len() as u32 {
+            self.ring_doorbell(worker);
+        }
     }
 
     /// The server's welcome: epoch, layout, limits.
@@ -116,9 +139,21 @@ impl Connection {
         &self.region
     }
 
+    /// The region, to share.
+    pub(crate) fn shared_region(&self) -> std::sync::Arc<Region> {
+        self.region.clone()
+    }
+
     /// Sends `request` and returns the server's answer, following
     /// redirects. An error answer is returned as `Err(ClientError::Server)`.
     pub(crate) fn call(&self, request: &Request) -> Result<Response> {
+        let answer = self.call_uncounted(request);
+        let unusable = self.cache.after_own(request, &answer);
+        crate::cache::release_all(self, &unusable);
+        answer
+    }
+
+    fn call_uncounted(&self, request: &Request) -> Result<Response> {
         let namespace = changes_namespace(request);
         let handle = handle_of(request);
         let home = self.home.load(Ordering::Relaxed);
@@ -218,7 +253,7 @@ impl Connection {
     }
 
     /// Fails with `ServerGone` once the server's end of the socket is closed.
-    fn check_alive(&self) -> Result<()> {
+    pub(crate) fn check_alive(&self) -> Result<()> {
         let mut byte = [0u8; 1];
         match rustix::net::recv(&self.stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
             Ok((0, _)) => {

@@ -48,6 +48,12 @@ pub enum ClientError {
     /// A local argument was refused before anything was sent.
     #[error("{0}")]
     Invalid(String),
+    /// The thread that answers lease revocations could not be started.
+    #[error("starting the client's lease thread: {source}")]
+    Thread {
+        /// Why.
+        source: io::Error,
+    },
     /// The data area has no room for a buffer of this size.
     #[error("no room for a buffer of {wanted} bytes in the {area} byte data area")]
     NoBufferRoom {

@@ -131,15 +131,18 @@ impl Client {
             return Err(ClientError::Invalid("truncate needs write access".into()));
         }
         let flags = options.flags();
+        let class = crate::cache::open_class(flags);
+        if let (Some(class), false) = (class, options.create || options.create_new) {
+            if let Some(file) = self.open_cached(path, class, options.append)? {
+                return Ok(file);
+            }
+        }
         let resolved = self.resolve(path, true)?;
         let (handle, ino) = match resolved.attributes {
             Some(_) if options.create_new => {
                 return Err(ClientError::Server { errno: libc::EEXIST, message: format!("{} exists", path.display()) })
             }
-            Some(attributes) => match self.connection.call(&Request::Open { ino: attributes.ino, flags })? {
-                Response::Handle(handle) => (handle, attributes.ino),
-                other => return Err(unexpected("open", &other)),
-            },
+            Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino),
             None if options.create || options.create_new => {
                 let request =
                     Request::Create { parent: resolved.parent, name: resolved.name, mode: options.mode, flags };
@@ -155,7 +158,65 @@ impl Client {
                 })
             }
         };
-        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append })
+        self.connection.cache().opened(handle, ino);
+        let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
+        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append, class, readable })
+    }
+
+    /// Opens `ino` with `flags`; when the session's handles run out, the
+    /// opens kept by the cache are released and the open tried again.
+    fn open_ino(&self, ino: u64, flags: i32) -> Result<u64> {
+        let open = || match self.connection.call(&Request::Open { ino, flags })? {
+            Response::Handle(handle) => Ok(handle),
+            other => Err(unexpected("open", &other)),
+        };
+        match open() {
+            Err(e) if e.errno() == libc::EMFILE => {
+                for handle in self.connection.cache().take_kept_handles() {
+                    self.release(handle)?;
+                }
+                open()
+            }
+            answer => answer,
+        }
+    }
+
+    /// An open of an existing regular file served from the lease cache:
+    /// the path walked under its directories' leases, a kept open of
+    /// the file under its lease, or one fresh open (`None` when the path
+    /// does not resolve to a regular file through the cache: the caller
+    /// opens it uncached).
+    fn open_cached(&self, path: &Path, class: i32, append: bool) -> Result<Option<File>> {
+        let cache = self.connection.cache();
+        if !cache.enabled() {
+            return Ok(None);
+        }
+        let found = match self.walk(path)? {
+            Some(found) => found,
+            None => {
+                let resolved = self.resolve(path, true)?;
+                let Some(attributes) = resolved.attributes else { return Ok(None) };
+                crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind }
+            }
+        };
+        if found.kind != larder_protocol::message::FileKind::File {
+            return Ok(None);
+        }
+        let handle = match cache.take_handle(&self.connection, found.ino, class) {
+            Some(handle) => handle,
+            None => self.open_ino(found.ino, class)?,
+        };
+        cache.opened(handle, found.ino);
+        let readable = class & libc::O_ACCMODE != libc::O_WRONLY;
+        Ok(Some(File {
+            client: self.clone(),
+            handle,
+            ino: found.ino,
+            position: 0,
+            append,
+            class: Some(class),
+            readable,
+        }))
     }
 
     /// A whole file's bytes.
@@ -186,6 +247,10 @@ pub struct File {
     ino: u64,
     position: u64,
     append: bool,
+    /// The access class of its open, if the cache may keep it after close.
+    class: Option<i32>,
+    /// Whether it is open for reading.
+    readable: bool,
 }
 
 impl File {
@@ -196,6 +261,16 @@ impl File {
 
     /// Reads up to `out.len()` bytes at `offset`; 0 at the end.
     pub fn read_at(&self, out: &mut [u8], offset: u64) -> Result<usize> {
+        let cache = self.client.connection.cache();
+        // A handle not open for reading gets the server's EBADF.
+        if self.readable {
+            if let Some(n) = cache.read(&self.client.connection, self.ino, offset, out) {
+                return Ok(n);
+            }
+            if let Some(version) = cache.file_version(&self.client.connection, self.ino) {
+                return self.read_pages(out, offset, version);
+            }
+        }
         let length = out.len().min(self.client.connection.inline_response_bytes()) as u32;
         match self.client.connection.call(&Request::Read { handle: self.handle, offset, length })? {
             Response::Data(bytes) => {
@@ -205,6 +280,30 @@ impl File {
             }
             other => Err(unexpected("read", &other)),
         }
+    }
+
+    /// A read of the whole pages around `offset..offset + out.len()`,
+    /// cached under the file's lease as of `version`.
+    fn read_pages(&self, out: &mut [u8], offset: u64, version: u64) -> Result<usize> {
+        let page = crate::cache::PAGE as u64;
+        let start = offset / page * page;
+        let end = (offset + out.len() as u64).next_multiple_of(page);
+        // A leasing server answers up to FULL_READ_BYTES in full unless the
+        // file ends, so a shorter answer marks the end.
+        let full = u64::from(larder_protocol::lease::FULL_READ_BYTES);
+        let limit = (self.client.connection.inline_response_bytes() as u64).min(full) / page * page;
+        let limit = limit.max(page);
+        let length = (end - start).min(limit) as u32;
+        let bytes = match self.client.connection.call(&Request::Read { handle: self.handle, offset: start, length })? {
+            Response::Data(bytes) => bytes,
+            other => return Err(unexpected("read", &other)),
+        };
+        let cache = self.client.connection.cache();
+        cache.insert_pages(&self.client.connection, self.ino, version, start, length as usize, &bytes);
+        let skip = ((offset - start) as usize).min(bytes.len());
+        let n = (bytes.len() - skip).min(out.len());
+        out[..n].copy_from_slice(&bytes[skip..skip + n]);
+        Ok(n)
     }
 
     /// Writes `data` at `offset` (at the end, for a file opened to
@@ -267,8 +366,7 @@ impl File {
 
     /// The file's metadata.
     pub fn metadata(&self) -> Result<Metadata> {
-        let attributes = self.client.attributes("getattr", Request::GetAttributes { ino: self.ino })?;
-        Ok(Metadata { attributes })
+        self.client.metadata_of(self.ino)
     }
 
     /// Cuts or extends the file to `size` bytes.
@@ -327,8 +425,30 @@ impl io::Seek for File {
     }
 }
 
+impl Client {
+    /// The metadata of object `ino`: from the lease cache for a regular
+    /// file under its lease, else asked for (and cached).
+    pub(crate) fn metadata_of(&self, ino: u64) -> Result<Metadata> {
+        let cache = self.connection.cache();
+        if let Some(attributes) = cache.attributes(&self.connection, ino) {
+            return Ok(Metadata { attributes });
+        }
+        let version = cache.file_version(&self.connection, ino);
+        let attributes = self.attributes("getattr", Request::GetAttributes { ino })?;
+        if let Some(version) = version {
+            cache.insert_attributes(&self.connection, version, &attributes);
+        }
+        Ok(Metadata { attributes })
+    }
+}
+
 impl Drop for File {
     fn drop(&mut self) {
+        if let Some(class) = self.class {
+            if self.client.connection.cache().keep_handle(&self.client.connection, self.ino, class, self.handle) {
+                return;
+            }
+        }
         let _ = self.client.release(self.handle);
     }
 }

@@ -9,6 +9,14 @@
 //! plus zero-copy buffers ([`Client::alloc_buffer`], [`File::write_buffer`],
 //! [`File::read_buffer`]) that the server reads and fills in place.
 //!
+//! Under leases (the default; [`Client::connect_socket_with`] turns them
+//! off) the client keeps what it read and the opens it closed: an open of
+//! a regular file it opened before, a read of pages it read, a stat of it
+//! and a listing of a directory it listed are served without a round
+//! trip, until the server revokes the lease before another client's
+//! change (a thread of the client answers at once) or its term runs out.
+//! What another client changed is seen as soon as that change returned.
+//!
 //! The server checks every request against the credentials the kernel gave
 //! it for this process (SO_PEERCRED), with the rules of a local file
 //! system, so an operation through a client fails with the errno ext4 would
@@ -26,17 +34,20 @@
 
 mod batch;
 mod buffers;
+mod cache;
 mod connection;
 mod error;
 mod files;
 mod kv;
 mod paths;
+mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use batch::MetadataBatch;
 pub use buffers::Buffer;
+pub use cache::CacheCounters;
 pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};
 pub use kv::{KvReader, KvWriter, Scan};
@@ -62,11 +73,35 @@ impl Client {
         Client::connect_socket(&socket_of(store))
     }
 
-    /// Connects to the server listening at `socket`.
+    /// Connects to the server listening at `socket`, caching under
+    /// leases (see [`Client::connect_socket_with`]).
     pub fn connect_socket(socket: &Path) -> Result<Client> {
-        let connection = Connection::connect(socket)?;
+        Client::connect_socket_with(socket, true)
+    }
+
+    /// Connects to the server listening at `socket`. With `leases`, the
+    /// client caches path resolutions, regular files' attributes and
+    /// pages read, and opens kept after close, under leases the server
+    /// revokes before another client's change (docs/server.md, "Leases");
+    /// a thread of the client answers revocations. Without, every call
+    /// is a round trip.
+    pub fn connect_socket_with(socket: &Path, leases: bool) -> Result<Client> {
+        let connection = Arc::new(Connection::connect(socket, leases)?);
         let area = connection.welcome().layout.data_bytes;
-        Ok(Client { connection: Arc::new(connection), buffers: Arc::new(buffers::Allocator::new(area)) })
+        if leases {
+            let (weak, cache, region) =
+                (Arc::downgrade(&connection), connection.cache().clone(), connection.shared_region());
+            std::thread::Builder::new()
+                .name("larder-client-leases".into())
+                .spawn(move || cache::watch(weak, cache, region))
+                .map_err(|source| ClientError::Thread { source })?;
+        }
+        Ok(Client { connection, buffers: Arc::new(buffers::Allocator::new(area)) })
+    }
+
+    /// What the lease cache served so far.
+    pub fn cache_counters(&self) -> CacheCounters {
+        self.connection.cache().counters()
     }
 
     /// The server's epoch: it changes every time a server starts, so a

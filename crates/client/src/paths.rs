@@ -14,6 +14,9 @@ use crate::{unexpected, Client};
 /// Entries one directory listing request asks for.
 const LISTING_PAGE: u32 = 512;
 
+/// Longest listing the lease cache keeps.
+const MAX_CACHED_ENTRIES: usize = 16_384;
+
 /// An object's metadata, as `std::fs::Metadata` gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metadata {
@@ -87,8 +90,25 @@ impl Client {
         })
     }
 
-    /// The metadata of what `path` names (following symbolic links).
+    /// The object `path` names, following a final symbolic link: walked
+    /// through the lease cache, or resolved by the server.
+    pub(crate) fn existing_cached(&self, path: &Path) -> Result<crate::cache::CachedPath> {
+        if let Some(found) = self.walk(path)? {
+            return Ok(found);
+        }
+        let attributes = self.existing(path, true)?;
+        Ok(crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind })
+    }
+
+    /// The metadata of what `path` names (following symbolic links). A
+    /// regular file's comes from the lease cache while the client holds
+    /// the leases on its directories and on it.
     pub fn metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
+        if let Some(found) = self.walk(path.as_ref())? {
+            if found.kind == FileKind::File {
+                return self.metadata_of(found.ino);
+            }
+        }
         Ok(Metadata { attributes: self.existing(path.as_ref(), true)? })
     }
 
@@ -181,13 +201,47 @@ impl Client {
     /// The entries of a directory (without `.` and `..`), fetched a page
     /// at a time.
     pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<DirEntries> {
-        let dir = self.existing(path.as_ref(), true)?;
-        match self.connection.call(&Request::OpenDirectory { ino: dir.ino })? {
-            Response::Handle(handle) => {
-                Ok(DirEntries { client: self.clone(), handle, offset: Some(0), page: Vec::new().into_iter() })
-            }
-            other => Err(unexpected("opendir", &other)),
+        let cache = self.connection.cache();
+        let ino = self.existing_cached(path.as_ref())?.ino;
+        if let Some(entries) = cache.listing(&self.connection, ino) {
+            return Ok(DirEntries {
+                client: self.clone(),
+                handle: None,
+                offset: None,
+                page: Vec::clone(&entries).into_iter(),
+            });
         }
+        let version = cache.file_version(&self.connection, ino);
+        let handle = match self.connection.call(&Request::OpenDirectory { ino })? {
+            Response::Handle(handle) => handle,
+            other => return Err(unexpected("opendir", &other)),
+        };
+        let mut listing =
+            DirEntries { client: self.clone(), handle: Some(handle), offset: Some(0), page: Vec::new().into_iter() };
+        let Some(version) = version else { return Ok(listing) };
+        // Under a lease the whole listing is read now and kept, unless it
+        // is too long to keep: then the rest comes page by page.
+        let mut entries = Vec::new();
+        while let Some(offset) = listing.offset {
+            if entries.len() >= MAX_CACHED_ENTRIES {
+                listing.page = entries.into_iter();
+                return Ok(listing);
+            }
+            match self.connection.call(&Request::ReadDirectory { handle, offset, max_entries: LISTING_PAGE })? {
+                Response::Entries(page) => {
+                    listing.offset = page.last().map(|e| e.next);
+                    entries.extend(page);
+                }
+                other => return Err(unexpected("readdir", &other)),
+            }
+        }
+        if let Some(handle) = listing.handle.take() {
+            self.done("releasedir", Request::ReleaseDirectory { handle })?;
+        }
+        let entries = std::sync::Arc::new(entries);
+        cache.insert_listing(&self.connection, ino, version, entries.clone());
+        listing.page = Vec::clone(&entries).into_iter();
+        Ok(listing)
     }
 
     /// Makes every change so far durable.
@@ -214,7 +268,8 @@ impl Client {
 /// A directory's entries, in order (`.` and `..` left out).
 pub struct DirEntries {
     client: Client,
-    handle: u64,
+    /// The open directory, while pages remain to read from it.
+    handle: Option<u64>,
     /// Where the next page starts; none at the end.
     offset: Option<u64>,
     page: std::vec::IntoIter<DirectoryEntry>,
@@ -231,7 +286,8 @@ impl Iterator for DirEntries {
                 }
             }
             let offset = self.offset?;
-            let request = Request::ReadDirectory { handle: self.handle, offset, max_entries: LISTING_PAGE };
+            let handle = self.handle?;
+            let request = Request::ReadDirectory { handle, offset, max_entries: LISTING_PAGE };
             match self.client.connection.call(&request) {
                 Ok(Response::Entries(entries)) => {
                     self.offset = entries.last().map(|e| e.next);
@@ -252,6 +308,8 @@ impl Iterator for DirEntries {
 
 impl Drop for DirEntries {
     fn drop(&mut self) {
-        let _ = self.client.done("releasedir", Request::ReleaseDirectory { handle: self.handle });
+        if let Some(handle) = self.handle {
+            let _ = self.client.done("releasedir", Request::ReleaseDirectory { handle });
+        }
     }
 }

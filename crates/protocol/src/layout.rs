@@ -1,6 +1,7 @@
 //! Where everything lies in a client's region (`docs/format.md`, "Server
 //! protocol"): a header page, then each worker's request and completion
-//! rings, then the data area, page-aligned.
+//! rings, then the data area, page-aligned, then the lease area (a futex
+//! word and one slot per lease, through which the server revokes leases).
 //!
 //! Every ring has a control block of four cache lines (producer position,
 //! consumer position, the consumer's sleeping flag, the futex word), so
@@ -35,6 +36,20 @@ pub const MAX_DATA_BYTES: u64 = 64 << 30;
 pub const REGION_MAGIC: [u8; 8] = *b"LARDRGN1";
 /// Bytes of an encoded layout (in the header page and the welcome).
 pub const ENCODED_LAYOUT_BYTES: usize = 24;
+/// Lease slots in every region's lease area: a client holds at most this
+/// many leases (the server's `max_leases` may not exceed it).
+pub const MAX_LEASE_SLOTS: u32 = 4096;
+/// Bytes of one lease slot: the server's revocation notice (`u32`, the
+/// revoked lease's sequence) and the client's acknowledgement (`u32`).
+pub const LEASE_SLOT_BYTES: u32 = 8;
+/// Offset, in the lease area, of the notice futex word (its own cache
+/// line); the slots follow on the next line.
+pub const LEASE_FUTEX_OFFSET: u32 = 0;
+/// Offset of the first lease slot in the lease area.
+pub const LEASE_SLOTS_OFFSET: u32 = CACHE_LINE_BYTES;
+/// Bytes of the lease area at the end of the region, page-aligned.
+pub const LEASE_AREA_BYTES: u64 =
+    (LEASE_SLOTS_OFFSET as u64 + MAX_LEASE_SLOTS as u64 * LEASE_SLOT_BYTES as u64).next_multiple_of(PAGE_BYTES);
 
 /// The shape of a client's region: how many workers' ring pairs, how big
 /// the rings are, and how big the data area is.
@@ -105,9 +120,15 @@ impl Layout {
         (HEADER_BYTES + u64::from(self.workers) * self.worker_stride()).next_multiple_of(PAGE_BYTES)
     }
 
+    /// Offset of the lease area (revocation notices): right after the
+    /// data area.
+    pub fn lease_offset(&self) -> u64 {
+        self.data_offset() + self.data_bytes
+    }
+
     /// Bytes of the whole region (the memfd's size).
     pub fn region_bytes(&self) -> u64 {
-        self.data_offset() + self.data_bytes
+        self.lease_offset() + LEASE_AREA_BYTES
     }
 
     /// The layout's 24 bytes, little-endian: workers, request ring bytes,
@@ -180,7 +201,13 @@ mod tests {
         }
         assert!(l.data_offset() >= end);
         assert_eq!(l.data_offset() % PAGE_BYTES, 0);
-        assert_eq!(l.region_bytes(), l.data_offset() + 3 * PAGE_BYTES);
+        assert_eq!(l.lease_offset(), l.data_offset() + 3 * PAGE_BYTES);
+        assert_eq!(l.region_bytes(), l.lease_offset() + LEASE_AREA_BYTES);
+        assert_eq!(LEASE_AREA_BYTES % PAGE_BYTES, 0);
+        assert!(
+            u64::from(LEASE_SLOTS_OFFSET) + u64::from(MAX_LEASE_SLOTS) * u64::from(LEASE_SLOT_BYTES)
+                <= LEASE_AREA_BYTES
+        );
         let offsets = [PRODUCER_POSITION_OFFSET, CONSUMER_POSITION_OFFSET, SLEEPING_OFFSET, FUTEX_OFFSET];
         for pair in offsets.windows(2) {
             assert_eq!(pair[1] - pair[0], CACHE_LINE_BYTES);

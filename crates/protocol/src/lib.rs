@@ -20,13 +20,14 @@ pub mod futex;
 pub mod fuzzing;
 pub mod handshake;
 pub mod layout;
+pub mod lease;
 mod mapping;
 pub mod message;
 pub mod region;
 pub mod ring;
 
 /// Version of the protocol: the handshake refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Name of the server's socket in a store's directory, where clients (and
 /// the CLI) look for a server serving that store.

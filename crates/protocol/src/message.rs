@@ -212,11 +212,43 @@ pub enum KvOperation {
     },
 }
 
+/// What a lease covers (`Request::Lease`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaseTarget {
+    /// One object: its attributes, a file's bytes, and opens of it kept
+    /// after close. Revoked when another client changes the object.
+    Object(u64),
+    /// Every path resolution of the client (a hierarchical lease on the
+    /// root): revoked when another client removes or renames a name, or
+    /// changes a directory's permissions.
+    Namespace,
+}
+
+/// A lease the server granted (or renewed): valid until the client sees
+/// its sequence in its slot's notice word, or `term_nanos` after the
+/// client sent the request, whichever comes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseGrant {
+    /// The slot of the client's lease area.
+    pub slot: u32,
+    /// The lease's sequence number in that slot (never 0).
+    pub sequence: u32,
+    /// How long the lease lasts, in nanoseconds.
+    pub term_nanos: u64,
+}
+
 /// A request from a client. Its request id travels in the message header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// Answer at once (measures a round trip; checks the server is there).
     Ping,
+    /// Take, or renew, a lease; the response is `Lease`, or ENOLCK when
+    /// the client holds `max_leases`, or EAGAIN while another client's
+    /// change revokes leases on the target.
+    Lease {
+        /// What the lease covers.
+        target: LeaseTarget,
+    },
 
     /// Look a name up in a directory.
     Lookup {
@@ -653,6 +685,8 @@ pub enum Response {
     BatchApplied(Vec<Option<Attributes>>),
     /// Text for people (`Stats`).
     Text(String),
+    /// A lease granted or renewed.
+    Lease(LeaseGrant),
     /// This worker does not own the object: send the request to `worker`.
     Redirect {
         /// The owning worker.

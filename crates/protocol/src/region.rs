@@ -132,6 +132,11 @@ impl Region {
         DataArea { map: &self.map, offset: self.layout.data_offset() as usize, bytes: self.layout.data_bytes }
     }
 
+    /// The lease area: revocation notices and their acknowledgements.
+    pub fn leases(&self) -> crate::lease::LeaseArea<'_> {
+        crate::lease::LeaseArea::new(&self.map, self.layout.lease_offset())
+    }
+
     /// Bytes of the whole mapping.
     pub fn len(&self) -> u64 {
         self.map.len() as u64

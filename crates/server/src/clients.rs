@@ -22,8 +22,9 @@ pub(crate) struct ConnectedClient {
     pub(crate) id: u64,
     /// Its socket: open while it is connected; shut down to drop it.
     pub(crate) stream: UnixStream,
-    /// Its region: rings and data area.
-    pub(crate) region: Region,
+    /// Its region: rings, data area and lease area (shared with its
+    /// session's lease holder, which writes revocation notices there).
+    pub(crate) region: Arc<Region>,
     /// Its credentials, handles and limits.
     pub(crate) session: Session,
     /// Per worker, encoded completions waiting for room in its ring.

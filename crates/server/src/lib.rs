@@ -17,9 +17,12 @@
 #![warn(missing_docs)]
 
 mod clients;
+mod conflicts;
 pub mod convert;
+mod deferred;
 mod error;
 mod execute;
+mod leases;
 mod limits;
 mod load;
 mod memory;
@@ -48,6 +51,7 @@ pub use session::{HandleKind, InFlight, Session, SessionCounters};
 #[derive(Debug)]
 pub struct ServerState {
     fs: Arc<Fs>,
+    leases: Arc<leases::LeaseTable>,
     limits: Limits,
     epoch: u64,
     clients: Arc<AtomicUsize>,
@@ -57,7 +61,8 @@ impl ServerState {
     /// A server over `fs` with `limits`. `epoch` is this start's number,
     /// different at every start (leases of an earlier one are void).
     pub fn new(fs: Arc<Fs>, limits: Limits, epoch: u64) -> ServerState {
-        ServerState { fs, limits, epoch, clients: Arc::new(AtomicUsize::new(0)) }
+        let leases = leases::LeaseTable::new(limits.lease_term);
+        ServerState { fs, leases, limits, epoch, clients: Arc::new(AtomicUsize::new(0)) }
     }
 
     /// The file system.
@@ -68,6 +73,16 @@ impl ServerState {
     /// The limits.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The leases of every session.
+    pub(crate) fn leases(&self) -> &Arc<leases::LeaseTable> {
+        &self.leases
+    }
+
+    /// Leases held by all sessions together.
+    pub fn leases_held(&self) -> usize {
+        self.leases.held()
     }
 
     /// This start's epoch.
@@ -89,6 +104,9 @@ impl ServerState {
         self.clients
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
             .map_err(|_| ServerError::TooManyClients { max })?;
-        Ok(Session::new(Arc::clone(&self.fs), self.limits.clone(), (uid, gid, groups), Arc::clone(&self.clients)))
+        let mut session =
+            Session::new(Arc::clone(&self.fs), self.limits.clone(), (uid, gid, groups), Arc::clone(&self.clients));
+        session.hold_leases(Arc::clone(&self.leases));
+        Ok(session)
     }
 }

@@ -12,6 +12,7 @@
 /// | `max_open_handles` | EMFILE |
 /// | `max_in_flight` | EAGAIN |
 /// | `max_known_objects` | ENFILE, for a lookup that would add one more |
+/// | `max_leases` | ENOLCK, for a lease that would be one more |
 /// | `max_io_bytes` | a read returns at most this many bytes; a write, put or batch carrying more is EMSGSIZE |
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -33,11 +34,18 @@ pub struct Limits {
     ///
     /// [`Session`]: crate::Session
     pub max_known_objects: usize,
-    /// Leases one client may hold (reserved: leases are not served yet).
-    /// Default 4,096.
+    /// Leases one client may hold at once; one more is ENOLCK. At most
+    /// 4,096 (the slots of a region's lease area). Default 4,096.
     pub max_leases: usize,
+    /// How long a lease lasts from its grant or renewal: a client that
+    /// does not answer a revocation delays the conflicting change by at
+    /// most this. Zero grants no leases (EOPNOTSUPP), as when the store
+    /// is also changed by other means (a FUSE mount). Default 1 second.
+    pub lease_term: std::time::Duration,
     /// Bytes one request may read or write (a read asks for fewer, a
-    /// write, put or batch carrying more is refused). Default 16 MiB.
+    /// write, put or batch carrying more is refused). At least 64 KiB when
+    /// leases are granted (a caching client takes a shorter read of up to
+    /// that for the file's end). Default 16 MiB.
     pub max_io_bytes: u32,
     /// Entries one directory listing or scan page may return (a request
     /// asking for more gets this many). Default 4,096.
@@ -60,6 +68,7 @@ impl Default for Limits {
             data_area_bytes: 16 << 20,
             max_known_objects: 1 << 20,
             max_leases: 4096,
+            lease_term: std::time::Duration::from_secs(1),
             max_io_bytes: 16 << 20,
             max_entries: 4096,
             ring_bytes: 256 << 10,

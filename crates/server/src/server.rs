@@ -221,6 +221,21 @@ impl Server {
             data_bytes: options.limits.data_area_bytes,
         };
         layout.validate().map_err(|e| ServeError::Options(e.to_string()))?;
+        let lease_read = larder_protocol::lease::FULL_READ_BYTES;
+        if !options.limits.lease_term.is_zero() && options.limits.max_io_bytes < lease_read {
+            return Err(ServeError::Options(format!(
+                "max_io_bytes {}: a server that grants leases must answer reads of {lease_read} bytes in full \
+                 (or set lease_term to 0)",
+                options.limits.max_io_bytes
+            )));
+        }
+        let max_leases = options.limits.max_leases;
+        if max_leases > larder_protocol::layout::MAX_LEASE_SLOTS as usize {
+            return Err(ServeError::Options(format!(
+                "max_leases {max_leases}: a region has {} lease slots",
+                larder_protocol::layout::MAX_LEASE_SLOTS
+            )));
+        }
         let listener = bind(&options.socket)?;
         let (doorbell, doorbell_fd) = Doorbell::create(max).map_err(ServeError::Transport)?;
         let epoch = epoch();
@@ -324,6 +339,17 @@ impl Server {
     /// Clients connected now.
     pub fn clients(&self) -> usize {
         self.shared.registry.len()
+    }
+
+    /// Requests executed so far by all workers (a cached call of a
+    /// client executes none).
+    pub fn requests(&self) -> u64 {
+        self.shared.worker_stats.iter().map(|s| s.requests.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Leases held now by all clients together.
+    pub fn leases_held(&self) -> usize {
+        self.shared.state.leases_held()
     }
 
     /// The socket it listens on.
@@ -473,7 +499,7 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd
         }
     };
     let (region, region_fd) = match Region::create(shared.layout) {
-        Ok(made) => made,
+        Ok((region, fd)) => (Arc::new(region), fd),
         Err(e) => {
             let _ = send_refusal(&stream, libc::ENOMEM, &format!("no region for the client: {e}"));
             return Err(ServeError::Transport(e));
@@ -484,6 +510,9 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd
         if let Ok(rings) = region.server_rings(w) {
             rings.set_sleeping(true);
         }
+    }
+    if let Some(holder) = session.lease_holder() {
+        holder.attach(region.clone());
     }
     let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
     let welcome = Welcome {

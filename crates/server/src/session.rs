@@ -142,6 +142,9 @@ pub struct Session {
     known: Mutex<HashSet<u64>>,
     in_flight: AtomicU32,
     counters: Counters,
+    /// Its leases, and the table they are in (none for a session made
+    /// without a server state).
+    leases: Option<(Arc<crate::leases::LeaseTable>, Arc<crate::leases::LeaseHolder>)>,
     _slot: ClientSlot,
 }
 
@@ -218,8 +221,25 @@ impl Session {
             table: Mutex::new(Table::default()),
             in_flight: AtomicU32::new(0),
             counters: Counters::default(),
+            leases: None,
             _slot: ClientSlot(clients),
         }
+    }
+
+    /// Makes the session a holder of leases in `table`.
+    pub(crate) fn hold_leases(&mut self, table: Arc<crate::leases::LeaseTable>) {
+        let holder = table.holder(self.limits.max_leases);
+        self.leases = Some((table, holder));
+    }
+
+    /// Its lease holder.
+    pub(crate) fn lease_holder(&self) -> Option<&Arc<crate::leases::LeaseHolder>> {
+        self.leases.as_ref().map(|(_, holder)| holder)
+    }
+
+    /// Leases the session holds now.
+    pub fn lease_count(&self) -> usize {
+        self.lease_holder().map_or(0, |h| h.live())
     }
 
     /// The client's credentials, against which every request is checked.
@@ -401,6 +421,9 @@ impl Session {
 
     /// Releases every handle; the first failure and how many failed.
     fn release_all(&self) -> Result<(), ServerError> {
+        if let Some((table, holder)) = &self.leases {
+            table.close(holder);
+        }
         let entries: Vec<Entry> = self.table.lock().entries.drain().map(|(_, e)| e).collect();
         let mut first = None;
         let mut failed = 0;

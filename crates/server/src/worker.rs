@@ -19,6 +19,7 @@ use larder_protocol::message::{Request, Response};
 use larder_protocol::region::ServerRings;
 
 use crate::clients::ConnectedClient;
+use crate::deferred::Deferred;
 use crate::server::Shared;
 
 /// Requests taken from one client's ring per round.
@@ -49,6 +50,8 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
     let mut idle_rounds = 0u32;
     let mut record = Vec::new();
     let mut reply = Vec::new();
+    // Requests waiting for the leases they revoke to be settled.
+    let mut deferred: Vec<Deferred> = Vec::new();
     loop {
         let stopping = shared.stopping.load(Ordering::Acquire);
         if shared.registry.generation() != generation {
@@ -56,6 +59,7 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             clients = shared.registry.snapshot();
         }
         let mut served = shared.placement.hand_over(worker);
+        served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
         // Clients with requests waiting as the round starts: the load
         // manager's measure of this worker's queues.
         let pending = clients.iter().filter(|c| servable(c, worker)).count() as u64;
@@ -64,7 +68,7 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             if client.is_closed() {
                 continue;
             }
-            requests += serve_client(&shared, worker, client, stopping, &mut record, &mut reply);
+            requests += serve_client(&shared, worker, client, stopping, &mut deferred, &mut record, &mut reply);
         }
         if shared.managed {
             shared.load.add_round(worker, requests as u64, pending);
@@ -85,7 +89,7 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             continue;
         }
         idle_rounds = 0;
-        sleep(&shared, worker, &clients);
+        sleep(&shared, worker, &clients, crate::deferred::patience(&deferred, SLEEP));
     }
 }
 
@@ -107,8 +111,8 @@ fn back_pressured(client: &ConnectedClient, worker: u32) -> bool {
 /// looks whether their clients reaped (clients do not ring for that).
 const BACKLOG_SLEEP: Duration = Duration::from_millis(1);
 
-/// Sleeps until a client rings, or `SLEEP` passes.
-fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
+/// Sleeps until a client rings, or `timeout` passes.
+fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>], timeout: Duration) {
     let Ok(seen) = shared.doorbell.seen(worker) else { return };
     let live: Vec<&Arc<ConnectedClient>> = clients.iter().filter(|c| !c.is_closed()).collect();
     let rings: Vec<ServerRings<'_>> = live.iter().filter_map(|c| c.region.server_rings(worker).ok()).collect();
@@ -125,7 +129,7 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
         let backlog = live.iter().any(|c| !c.backlog[worker as usize].lock().is_empty());
         // A failed wait (it cannot fail on a mapped doorbell) only means
         // the worker looks at its rings again at once.
-        let _ = shared.doorbell.wait(worker, seen, if backlog { BACKLOG_SLEEP } else { SLEEP });
+        let _ = shared.doorbell.wait(worker, seen, if backlog { timeout.min(BACKLOG_SLEEP) } else { timeout });
     }
     for r in &rings {
         r.set_sleeping(false);
@@ -137,8 +141,9 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>]) {
 fn serve_client(
     shared: &Shared,
     worker: u32,
-    client: &ConnectedClient,
+    client: &Arc<ConnectedClient>,
     stopping: bool,
+    deferred: &mut Vec<Deferred>,
     record: &mut Vec<u8>,
     reply: &mut Vec<u8>,
 ) -> usize {
@@ -152,6 +157,11 @@ fn serve_client(
     while taken < BATCH {
         if back_pressured(client, worker) {
             // Back-pressure: it reaps completions first.
+            break;
+        }
+        if deferred.iter().any(|d| Arc::ptr_eq(&d.client, client)) {
+            // Its requests on this ring stay in order behind the one
+            // waiting for a revocation.
             break;
         }
         match rings.receive(record) {
@@ -173,52 +183,99 @@ fn serve_client(
         let response = if stopping {
             Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() }
         } else {
-            match answer(shared, worker, client, request) {
-                Ok(response) => response,
+            match answer(shared, worker, client, id, request, deferred) {
+                Ok(Some(response)) => response,
+                Ok(None) => break,
                 Err(why) => {
                     client.close(&why);
                     return taken;
                 }
             }
         };
-        encode_within(id, &response, rings.max_record(), reply);
-        let sent = {
-            let mut waiting = backlog.lock();
-            if waiting.is_empty() {
-                match rings.send(reply) {
-                    Ok(true) => true,
-                    Ok(false) => {
-                        waiting.push_back(std::mem::take(reply));
-                        false
-                    }
-                    Err(SendError::TooLarge { .. }) => unreachable_too_large(),
-                    Err(SendError::Violation(violation)) => {
-                        drop(waiting);
-                        client.close(&format!("broke the completion ring: {violation}"));
-                        return taken;
-                    }
-                }
-            } else {
-                waiting.push_back(std::mem::take(reply));
-                false
-            }
-        };
-        if sent {
-            // A failed wake-up leaves the client to its timed wait.
-            let _ = rings.wake_client();
+        if !deliver(client, worker, rings, id, &response, reply) {
+            return taken;
         }
     }
     taken
 }
 
+/// Sends the completion `response` to request `id`, or queues it in the
+/// client's backlog when the ring is full; false if the client broke the
+/// completion ring (it is closed).
+pub(crate) fn deliver(
+    client: &ConnectedClient,
+    worker: u32,
+    rings: ServerRings<'_>,
+    id: u64,
+    response: &Response,
+    reply: &mut Vec<u8>,
+) -> bool {
+    let backlog = &client.backlog[worker as usize];
+    encode_within(id, response, rings.max_record(), reply);
+    let sent = {
+        let mut waiting = backlog.lock();
+        if waiting.is_empty() {
+            match rings.send(reply) {
+                Ok(true) => true,
+                Ok(false) => {
+                    waiting.push_back(std::mem::take(reply));
+                    false
+                }
+                Err(SendError::TooLarge { .. }) => unreachable_too_large(),
+                Err(SendError::Violation(violation)) => {
+                    drop(waiting);
+                    client.close(&format!("broke the completion ring: {violation}"));
+                    return false;
+                }
+            }
+        } else {
+            waiting.push_back(std::mem::take(reply));
+            false
+        }
+    };
+    if sent {
+        // A failed wake-up leaves the client to its timed wait.
+        let _ = rings.wake_client();
+    }
+    true
+}
+
 /// Executes one request, or redirects it to the worker that must serve
-/// it. An `Err` is a protocol violation: the client is dropped.
-fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Request) -> Result<Response, String> {
-    let (target, file) = shared.route(client, &request);
+/// it, or defers it (`None`) until the leases it revokes are settled. An
+/// `Err` is a protocol violation: the client is dropped.
+fn answer(
+    shared: &Shared,
+    worker: u32,
+    client: &Arc<ConnectedClient>,
+    id: u64,
+    request: Request,
+    deferred: &mut Vec<Deferred>,
+) -> Result<Option<Response>, String> {
+    let (target, _) = shared.route(client, &request);
     if target != worker {
         shared.worker_stats[worker as usize].redirects.fetch_add(1, Ordering::Relaxed);
-        return Ok(Response::Redirect { worker: target });
+        return Ok(Some(Response::Redirect { worker: target }));
     }
+    let mut revocation = crate::execute::revocation_for(&shared.state, &client.session, &request);
+    if let Some(waiting) = revocation.take_if(|r| !r.settled()) {
+        deferred.push(Deferred { client: client.clone(), id, request, revocation: waiting });
+        return Ok(None);
+    }
+    let response = execute_now(shared, worker, client, request);
+    drop(revocation);
+    response.map(Some)
+}
+
+/// Executes a request that this worker serves and whose revocation, if
+/// any, is settled; keeps the counters, the load and the placement of
+/// open files in step.
+pub(crate) fn execute_now(
+    shared: &Shared,
+    worker: u32,
+    client: &ConnectedClient,
+    request: Request,
+) -> Result<Response, String> {
+    let (_, file) = shared.route(client, &request);
     let opened_file = matches!(request, Request::Open { .. } | Request::Create { .. });
     let released = match request {
         Request::Release { handle } => Some(handle),
@@ -228,10 +285,10 @@ fn answer(shared: &Shared, worker: u32, client: &ConnectedClient, request: Reque
         Request::Open { ino, .. } => Some(*ino),
         _ => None,
     };
-    let started = Instant::now();
     let stats_asked = matches!(request, Request::Stats);
+    let started = Instant::now();
     let memory = crate::region_memory::RegionMemory::new(&client.region);
-    let mut result = crate::execute(&shared.state, &client.session, request, &memory);
+    let mut result = crate::execute::execute_settled(&shared.state, &client.session, request, &memory);
     let nanos = started.elapsed().as_nanos() as u64;
     if let (true, Ok(Response::Text(text))) = (stats_asked, &mut result) {
         text.push_str(&crate::server_stats::section(shared));

@@ -59,6 +59,7 @@ codes! {
     /// 63 the file system, 64 and up the key-value store.
     Opcode of "Request" {
         Ping = 1,
+        Lease = 2,
         Lookup = 16,
         GetAttributes = 17,
         SetAttributes = 18,
@@ -131,6 +132,7 @@ codes! {
         Redirect = 19,
         Error = 20,
         BatchApplied = 21,
+        Lease = 22,
     }
 }
 
@@ -139,6 +141,7 @@ impl Request {
     pub fn opcode(&self) -> Opcode {
         match self {
             Request::Ping => Opcode::Ping,
+            Request::Lease { .. } => Opcode::Lease,
             Request::Lookup { .. } => Opcode::Lookup,
             Request::GetAttributes { .. } => Opcode::GetAttributes,
             Request::SetAttributes { .. } => Opcode::SetAttributes,
@@ -213,6 +216,7 @@ impl Response {
             Response::Redirect { .. } => ResponseKind::Redirect,
             Response::Error { .. } => ResponseKind::Error,
             Response::BatchApplied(_) => ResponseKind::BatchApplied,
+            Response::Lease(_) => ResponseKind::Lease,
         }
     }
 }

@@ -6,7 +6,11 @@ use super::encode::{Encoder, Sink};
 use super::error::DecodeError;
 use super::opcode::Opcode;
 use super::{MAX_BATCH_OPERATIONS, MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES};
-use crate::message::{KvOperation, RenameFlags, Request, SetAttributes, XattrFlags};
+use crate::message::{KvOperation, LeaseTarget, RenameFlags, Request, SetAttributes, XattrFlags};
+
+/// `LeaseTarget`'s tags.
+const LEASE_OBJECT: u8 = 0;
+const LEASE_NAMESPACE: u8 = 1;
 
 /// `RenameFlags`' bits.
 const RENAME_NOREPLACE: u8 = 1;
@@ -29,6 +33,13 @@ const METADATA_OPERATION_MIN_BYTES: usize = 2;
 pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
     match request {
         Request::Ping | Request::StatFs | Request::Sync | Request::ListBuckets | Request::Stats => {}
+        Request::Lease { target } => match target {
+            LeaseTarget::Object(ino) => {
+                e.u8(LEASE_OBJECT);
+                e.u64(*ino);
+            }
+            LeaseTarget::Namespace => e.u8(LEASE_NAMESPACE),
+        },
         Request::MetadataBatch { operations, durability } => {
             e.count("MetadataBatch.operations", MAX_BATCH_OPERATIONS, operations.len());
             for operation in operations {
@@ -274,6 +285,13 @@ fn flag_bits(r: &mut Reader<'_>, field: &'static str, known: u8) -> Result<u8, D
 pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, DecodeError> {
     Ok(match opcode {
         Opcode::Ping => Request::Ping,
+        Opcode::Lease => Request::Lease {
+            target: match r.u8("Lease.target")? {
+                LEASE_OBJECT => LeaseTarget::Object(r.u64("Lease.ino")?),
+                LEASE_NAMESPACE => LeaseTarget::Namespace,
+                tag => return Err(DecodeError::UnknownTag { field: "Lease.target", tag }),
+            },
+        },
         Opcode::Lookup => {
             Request::Lookup { parent: r.u64("Lookup.parent")?, name: r.bytes("Lookup.name", MAX_NAME_BYTES)? }
         }

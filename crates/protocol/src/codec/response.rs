@@ -6,7 +6,7 @@ use super::encode::{Encoder, Sink};
 use super::error::DecodeError;
 use super::opcode::ResponseKind;
 use super::{MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TEXT_BYTES};
-use crate::message::{DirectoryEntry, FsStats, KeyHead, Response, ScanEntry};
+use crate::message::{DirectoryEntry, FsStats, KeyHead, LeaseGrant, Response, ScanEntry};
 
 /// Smallest encoding of a directory entry: ino, kind, name length, next.
 const DIRECTORY_ENTRY_MIN_BYTES: usize = 8 + 1 + 4 + 8;
@@ -33,6 +33,11 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
             }
         }
         Response::Pong { epoch } => e.u64(*epoch),
+        Response::Lease(grant) => {
+            e.u32(grant.slot);
+            e.u32(grant.sequence);
+            e.u64(grant.term_nanos);
+        }
         Response::Attributes(attributes) => e.attributes(attributes),
         Response::Resolved { parent, name, attributes } => {
             e.u64(*parent);
@@ -122,6 +127,11 @@ pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response,
             Response::BatchApplied(results)
         }
         ResponseKind::Pong => Response::Pong { epoch: r.u64("Pong.epoch")? },
+        ResponseKind::Lease => Response::Lease(LeaseGrant {
+            slot: r.u32("Lease.slot")?,
+            sequence: r.u32("Lease.sequence")?,
+            term_nanos: r.u64("Lease.term_nanos")?,
+        }),
         ResponseKind::Attributes => Response::Attributes(r.attributes()?),
         ResponseKind::Resolved => {
             let parent = r.u64("Resolved.parent")?;

@@ -225,6 +225,9 @@ pub fn request(sizes: Sizes) -> BoxedStrategy<Request> {
     let s = sizes;
     let variants: Vec<BoxedStrategy<Request>> = vec![
         Just(Request::Ping).boxed(),
+        prop_oneof![any::<u64>().prop_map(LeaseTarget::Object), Just(LeaseTarget::Namespace)]
+            .prop_map(|target| Request::Lease { target })
+            .boxed(),
         (any::<u64>(), name(s)).prop_map(|(parent, name)| Request::Lookup { parent, name }).boxed(),
         any::<u64>().prop_map(|ino| Request::GetAttributes { ino }).boxed(),
         (any::<u64>(), set_attributes(s), proptest::option::of(any::<u64>()))
@@ -384,6 +387,9 @@ pub fn response(sizes: Sizes) -> BoxedStrategy<Response> {
         (any::<i32>(), text(MAX_TEXT_BYTES, s)).prop_map(|(errno, message)| Response::Error { errno, message }).boxed(),
         list_up_to(proptest::option::of(attributes(s)).boxed(), None, MAX_BATCH_OPERATIONS, s)
             .prop_map(Response::BatchApplied)
+            .boxed(),
+        (any::<u32>(), any::<u32>(), any::<u64>())
+            .prop_map(|(slot, sequence, term_nanos)| Response::Lease(LeaseGrant { slot, sequence, term_nanos }))
             .boxed(),
     ];
     Union::new(variants).boxed()

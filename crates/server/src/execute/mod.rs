@@ -46,8 +46,62 @@ pub fn execute(
 }
 
 /// [`execute`] for a request already counted in flight by
-/// [`Session::admit`]; the count ends when this returns.
+/// [`Session::admit`]; the count ends when this returns. A request that
+/// changes what other sessions' leases cover revokes them first, waiting
+/// until each is acknowledged or has expired (at most one lease term);
+/// the server's workers instead defer such a request and go on serving
+/// others ([`revocation_for`], [`execute_revoked`]).
 pub fn execute_admitted(
+    server: &ServerState,
+    session: &Session,
+    in_flight: InFlight<'_>,
+    request: Request,
+    memory: &dyn ClientMemory,
+) -> Result<Response, Violation> {
+    let mut revocation = revocation_for(server, session, &request);
+    if let Some(revocation) = revocation.as_mut() {
+        revocation.wait();
+    }
+    let response = execute_revoked(server, session, in_flight, request, memory);
+    drop(revocation);
+    response
+}
+
+/// Begins revoking what `request` of `session` changes, if anything
+/// (`crate::conflicts`). Execute the request once the revocation is
+/// settled, and drop it after.
+pub(crate) fn revocation_for(
+    server: &ServerState,
+    session: &Session,
+    request: &Request,
+) -> Option<crate::leases::Revocation> {
+    let holder = session.lease_holder()?;
+    match crate::conflicts::scope(server.fs(), session, request) {
+        crate::leases::Scope::Nothing => None,
+        scope => Some(server.leases().begin(holder, scope)),
+    }
+}
+
+/// [`execute`] for a request whose revocation (if it needs one) is
+/// settled: refused with EAGAIN at `max_in_flight`.
+pub(crate) fn execute_settled(
+    server: &ServerState,
+    session: &Session,
+    request: Request,
+    memory: &dyn ClientMemory,
+) -> Result<Response, Violation> {
+    match session.admit() {
+        Ok(in_flight) => execute_revoked(server, session, in_flight, request, memory),
+        Err(refused) => {
+            let response = convert::errno(refused.errno(), refused.to_string());
+            session.count(&response, 0, 0);
+            Ok(response)
+        }
+    }
+}
+
+/// Executes a request whose revocation (if it needs one) is settled.
+pub(crate) fn execute_revoked(
     server: &ServerState,
     session: &Session,
     in_flight: InFlight<'_>,
@@ -93,6 +147,15 @@ pub fn execute_batch(
             return BatchOutcome::Refused(response);
         }
     };
+    let mut revocation = session.lease_holder().and_then(|holder| {
+        match crate::conflicts::scope_of_all(server.fs(), session, &requests) {
+            crate::leases::Scope::Nothing => None,
+            scope => Some(server.leases().begin(holder, scope)),
+        }
+    });
+    if let Some(revocation) = revocation.as_mut() {
+        revocation.wait();
+    }
     // No request of a batch names client memory.
     let memory = crate::memory::VecMemory::new(0);
     let call = Call {
@@ -207,10 +270,23 @@ impl Call<'_> {
     }
 }
 
+/// Grants or renews a lease: on an object the session reached, or on the
+/// namespace.
+fn lease(call: &Call<'_>, target: larder_protocol::message::LeaseTarget) -> Outcome {
+    if let larder_protocol::message::LeaseTarget::Object(ino) = target {
+        call.session.check_known(ino)?;
+    }
+    let Some(holder) = call.session.lease_holder() else {
+        return Err(FsError::posix(libc::EOPNOTSUPP, "this session holds no leases").into());
+    };
+    Ok(Response::Lease(call.server.leases().grant(holder, target)?))
+}
+
 fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
     use Request as R;
     match request {
         R::Ping => Ok(Response::Pong { epoch: call.server.epoch() }),
+        R::Lease { target } => lease(call, target),
         R::MetadataBatch { operations, durability } => {
             let responses = batch::apply(call, operations, durability)?;
             Ok(Response::BatchApplied(

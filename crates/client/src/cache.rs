@@ -1,0 +1,692 @@
+//! What the client caches under leases (docs/server.md, "Leases"): per
+//! directory under its object lease, the lookups of its entries made and
+//! its listing; per regular file under its object lease, its attributes,
+//! the 4 KiB pages read, and opens kept after close (handle leases),
+//! reused by a later open of the same access class without a round trip.
+//!
+//! A lease is used only while it is valid: before its term, counted from
+//! when the request for it was sent, has run out, and while its slot's
+//! notice word does not hold its sequence. The watcher thread
+//! ([`watch`]) sleeps on the lease area's futex; when the server revokes a
+//! lease it drops what the lease covered under the cache lock (so no call
+//! is using it then), acknowledges, rings the workers and releases the
+//! opens the lease kept. A call that fetched something from the server
+//! inserts it only if the lease is still valid and nothing this client
+//! changed meanwhile (a version per object).
+//!
+//! The client's own changes revoke nothing of its own on the server: it
+//! drops what they make stale itself, after each answer
+//! ([`Cache::after_own`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use larder_protocol::lease::LeaseArea;
+use larder_protocol::message::{Attributes, DirectoryEntry, FileKind, LeaseGrant, LeaseTarget, Request, Response};
+use larder_protocol::region::Region;
+use parking_lot::Mutex;
+
+use crate::connection::Connection;
+
+/// Bytes of a cached page.
+pub(crate) const PAGE: usize = 4096;
+
+/// Pages cached per file at most (1 MiB).
+const MAX_PAGES: usize = 256;
+
+/// Files cached at once at most.
+const MAX_FILES: usize = 1024;
+
+/// Opens kept after close at most, over all files.
+const MAX_KEPT_HANDLES: usize = 256;
+
+/// Lookups cached per directory at most.
+const MAX_LOOKUPS: usize = 4096;
+
+/// How long the watcher sleeps between checks that the client is still
+/// in use.
+const WATCH_SLICE: Duration = Duration::from_millis(100);
+
+/// A lease as the client sees it.
+#[derive(Clone, Copy, Debug)]
+struct Lease {
+    slot: u32,
+    sequence: u32,
+    expiry: Instant,
+}
+
+impl Lease {
+    fn of(grant: LeaseGrant, sent: Instant) -> Lease {
+        Lease { slot: grant.slot, sequence: grant.sequence, expiry: sent + Duration::from_nanos(grant.term_nanos) }
+    }
+
+    fn valid(&self, area: &LeaseArea<'_>, now: Instant) -> bool {
+        now < self.expiry && !area.revoked(self.slot, self.sequence)
+    }
+}
+
+/// A cached lookup: what a path walk and open need.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CachedPath {
+    pub(crate) ino: u64,
+    pub(crate) kind: FileKind,
+}
+
+struct FileCache {
+    lease: Lease,
+    attributes: Option<Attributes>,
+    /// Page index to bytes: a full page, or a short one ending the file.
+    pages: HashMap<u64, Vec<u8>>,
+    /// Opens kept after close: their access class and handle.
+    handles: Vec<(i32, u64)>,
+    /// A directory's whole listing.
+    entries: Option<Arc<Vec<DirectoryEntry>>>,
+    /// A directory's entries looked up: name to object.
+    lookups: HashMap<Vec<u8>, CachedPath>,
+    version: u64,
+}
+
+#[derive(Default)]
+struct State {
+    /// The root directory's object (it never changes).
+    root: Option<u64>,
+    files: HashMap<u64, FileCache>,
+    /// Versions of files without a cache entry, bumped by own changes.
+    next_version: u64,
+    /// Which file an open handle of this client is on.
+    handle_files: HashMap<u64, u64>,
+    kept_handles: usize,
+}
+
+/// Counters of the cache, for tests and measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Opens served from a kept open, without a round trip.
+    pub cached_opens: u64,
+    /// Reads served from cached pages.
+    pub cached_reads: u64,
+    /// Attributes served from the cache.
+    pub cached_attributes: u64,
+    /// Directory listings served from the cache.
+    pub cached_listings: u64,
+    /// Leases dropped because the server revoked them.
+    pub revocations: u64,
+}
+
+/// The cache of one connection.
+pub(crate) struct Cache {
+    enabled: bool,
+    state: Mutex<State>,
+    cached_opens: AtomicU64,
+    cached_reads: AtomicU64,
+    cached_attributes: AtomicU64,
+    cached_listings: AtomicU64,
+    revocations: AtomicU64,
+}
+
+/// The access class of `open(2)` flags whose opens may be kept and
+/// reused, if they may: no truncate, no exclusive create.
+pub(crate) fn open_class(flags: i32) -> Option<i32> {
+    if flags & (libc::O_TRUNC | libc::O_EXCL) != 0 {
+        return None;
+    }
+    Some(flags & (libc::O_ACCMODE | libc::O_APPEND))
+}
+
+impl Cache {
+    pub(crate) fn new(enabled: bool) -> Cache {
+        Cache {
+            enabled,
+            state: Mutex::new(State { next_version: 1, ..State::default() }),
+            cached_opens: AtomicU64::new(0),
+            cached_reads: AtomicU64::new(0),
+            cached_attributes: AtomicU64::new(0),
+            cached_listings: AtomicU64::new(0),
+            revocations: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub(crate) fn counters(&self) -> CacheCounters {
+        CacheCounters {
+            cached_opens: self.cached_opens.load(Ordering::Relaxed),
+            cached_reads: self.cached_reads.load(Ordering::Relaxed),
+            cached_attributes: self.cached_attributes.load(Ordering::Relaxed),
+            cached_listings: self.cached_listings.load(Ordering::Relaxed),
+            revocations: self.revocations.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Asks for (or renews) a lease on `target`; `None` when the server
+    /// refuses (busy, at the limit, leases off) or the connection fails:
+    /// the caller goes on uncached.
+    fn take_lease(connection: &Connection, target: LeaseTarget) -> Option<Lease> {
+        let sent = Instant::now();
+        match connection.call(&Request::Lease { target }) {
+            Ok(Response::Lease(grant)) => Some(Lease::of(grant, sent)),
+            _ => None,
+        }
+    }
+
+    /// Makes sure the lease on file `ino` is valid; false if it cannot be.
+    fn file_lease(&self, connection: &Connection, ino: u64) -> bool {
+        let area = connection.region().leases();
+        {
+            let mut state = self.state.lock();
+            match state.files.get(&ino) {
+                Some(file) if file.lease.valid(&area, Instant::now()) => return true,
+                None if state.files.len() >= MAX_FILES => {
+                    // Objects whose leases ran out make room; their kept
+                    // opens are released.
+                    let evicted = state.evict_expired(Instant::now());
+                    let full = state.files.len() >= MAX_FILES;
+                    drop(state);
+                    release_all(connection, &evicted);
+                    if full {
+                        return false;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(lease) = Cache::take_lease(connection, LeaseTarget::Object(ino)) else { return false };
+        let mut state = self.state.lock();
+        let version = state.next_version;
+        let mut dropped = Vec::new();
+        match state.files.get_mut(&ino) {
+            Some(file) if file.lease.slot == lease.slot && file.lease.sequence == lease.sequence => {
+                file.lease = lease;
+            }
+            Some(file) => {
+                // Another lease: nothing cached under the old one stays.
+                file.lease = lease;
+                file.attributes = None;
+                file.pages.clear();
+                file.entries = None;
+                file.lookups.clear();
+                dropped = file.handles.drain(..).map(|(_, h)| h).collect();
+                file.version += 1;
+            }
+            None => {
+                state.next_version += 1;
+                state.files.insert(
+                    ino,
+                    FileCache {
+                        lease,
+                        attributes: None,
+                        pages: HashMap::new(),
+                        handles: Vec::new(),
+                        entries: None,
+                        lookups: HashMap::new(),
+                        version,
+                    },
+                );
+            }
+        }
+        state.kept_handles -= dropped.len();
+        for h in &dropped {
+            state.handle_files.remove(h);
+        }
+        drop(state);
+        release_all(connection, &dropped);
+        lease.valid(&area, Instant::now())
+    }
+
+    /// The root directory's object, once known.
+    pub(crate) fn root(&self) -> Option<u64> {
+        self.state.lock().root
+    }
+
+    /// Records the root directory's object.
+    pub(crate) fn set_root(&self, ino: u64) {
+        self.state.lock().root = Some(ino);
+    }
+
+    /// The cached lookup of `name` in directory `dir`, if the directory's
+    /// lease holds.
+    pub(crate) fn lookup(&self, connection: &Connection, dir: u64, name: &[u8]) -> Option<CachedPath> {
+        if !self.enabled || connection.is_gone() || !self.file_lease(connection, dir) {
+            return None;
+        }
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, Instant::now()))?;
+        file.lookups.get(name).copied()
+    }
+
+    /// Caches the lookup of `name` in `dir` fetched since `version`.
+    pub(crate) fn insert_lookup(
+        &self,
+        connection: &Connection,
+        dir: u64,
+        version: u64,
+        name: &[u8],
+        found: CachedPath,
+    ) {
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        if let Some(file) = state.files.get_mut(&dir) {
+            if file.version == version && file.lease.valid(&area, Instant::now()) {
+                if file.lookups.len() >= MAX_LOOKUPS {
+                    file.lookups.clear();
+                }
+                file.lookups.insert(name.to_vec(), found);
+            }
+        }
+    }
+
+    /// A kept open of `ino` in `class`, taken out of the cache, if the
+    /// file's lease holds.
+    pub(crate) fn take_handle(&self, connection: &Connection, ino: u64, class: i32) -> Option<u64> {
+        if !self.enabled || connection.is_gone() || !self.file_lease(connection, ino) {
+            return None;
+        }
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        let file = state.files.get_mut(&ino)?;
+        if !file.lease.valid(&area, Instant::now()) {
+            return None;
+        }
+        let at = file.handles.iter().position(|(c, _)| *c == class)?;
+        let (_, handle) = file.handles.swap_remove(at);
+        state.kept_handles -= 1;
+        self.cached_opens.fetch_add(1, Ordering::Relaxed);
+        Some(handle)
+    }
+
+    /// Records that `handle` is open on `ino`.
+    pub(crate) fn opened(&self, handle: u64, ino: u64) {
+        if self.enabled {
+            self.state.lock().handle_files.insert(handle, ino);
+        }
+    }
+
+    /// Keeps a closed open for reuse if the file's lease holds; false if
+    /// the caller must release it.
+    pub(crate) fn keep_handle(&self, connection: &Connection, ino: u64, class: i32, handle: u64) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        if state.kept_handles >= MAX_KEPT_HANDLES {
+            state.handle_files.remove(&handle);
+            return false;
+        }
+        let kept = match state.files.get_mut(&ino) {
+            Some(file) if file.lease.valid(&area, Instant::now()) => {
+                file.handles.push((class, handle));
+                true
+            }
+            _ => false,
+        };
+        if kept {
+            state.kept_handles += 1;
+        } else {
+            state.handle_files.remove(&handle);
+        }
+        kept
+    }
+
+    /// Takes every kept open out (to release them when handles run out).
+    pub(crate) fn take_kept_handles(&self) -> Vec<u64> {
+        self.state.lock().take_all_handles()
+    }
+
+    /// Cached attributes of file `ino`, if its lease holds.
+    pub(crate) fn attributes(&self, connection: &Connection, ino: u64) -> Option<Attributes> {
+        if !self.enabled || connection.is_gone() {
+            return None;
+        }
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        let file = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?;
+        let attributes = file.attributes.clone()?;
+        self.cached_attributes.fetch_add(1, Ordering::Relaxed);
+        Some(attributes)
+    }
+
+    /// The version of file `ino` before fetching something of it, with its
+    /// lease made valid; `None` when it cannot be cached.
+    pub(crate) fn file_version(&self, connection: &Connection, ino: u64) -> Option<u64> {
+        if !self.enabled || !self.file_lease(connection, ino) {
+            return None;
+        }
+        self.state.lock().files.get(&ino).map(|f| f.version)
+    }
+
+    /// Caches attributes of a regular file fetched since `version`.
+    pub(crate) fn insert_attributes(&self, connection: &Connection, version: u64, attributes: &Attributes) {
+        if attributes.kind != FileKind::File {
+            return;
+        }
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        if let Some(file) = state.files.get_mut(&attributes.ino) {
+            if file.version == version && file.lease.valid(&area, Instant::now()) {
+                file.attributes = Some(attributes.clone());
+            }
+        }
+    }
+
+    /// The cached listing of directory `ino`, if its lease holds.
+    pub(crate) fn listing(&self, connection: &Connection, ino: u64) -> Option<Arc<Vec<DirectoryEntry>>> {
+        if !self.enabled || connection.is_gone() {
+            return None;
+        }
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        let entries = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?.entries.clone()?;
+        self.cached_listings.fetch_add(1, Ordering::Relaxed);
+        Some(entries)
+    }
+
+    /// Caches the whole listing of directory `ino` fetched since `version`.
+    pub(crate) fn insert_listing(
+        &self,
+        connection: &Connection,
+        ino: u64,
+        version: u64,
+        entries: Arc<Vec<DirectoryEntry>>,
+    ) {
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        if let Some(file) = state.files.get_mut(&ino) {
+            if file.version == version && file.lease.valid(&area, Instant::now()) {
+                file.entries = Some(entries);
+            }
+        }
+    }
+
+    /// Serves a read of `out.len()` bytes at `offset` of `ino` from cached
+    /// pages, if they cover it (up to the file's end) and the lease holds.
+    pub(crate) fn read(&self, connection: &Connection, ino: u64, offset: u64, out: &mut [u8]) -> Option<usize> {
+        if !self.enabled || connection.is_gone() {
+            return None;
+        }
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        let file = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?;
+        let mut done = 0;
+        while done < out.len() {
+            let at = offset + done as u64;
+            let page = file.pages.get(&(at / PAGE as u64))?;
+            let within = (at % PAGE as u64) as usize;
+            if within >= page.len() {
+                break; // the file ends in this page
+            }
+            let n = (page.len() - within).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&page[within..within + n]);
+            done += n;
+            if page.len() < PAGE {
+                break;
+            }
+        }
+        self.cached_reads.fetch_add(1, Ordering::Relaxed);
+        Some(done)
+    }
+
+    /// Caches `bytes` read at page-aligned `start` of `ino`, fetched since
+    /// `version`; `asked` bytes were asked for, so a shorter answer ends
+    /// the file.
+    pub(crate) fn insert_pages(
+        &self,
+        connection: &Connection,
+        ino: u64,
+        version: u64,
+        start: u64,
+        asked: usize,
+        bytes: &[u8],
+    ) {
+        let area = connection.region().leases();
+        let mut state = self.state.lock();
+        let Some(file) = state.files.get_mut(&ino) else { return };
+        if file.version != version || !file.lease.valid(&area, Instant::now()) {
+            return;
+        }
+        let first = start / PAGE as u64;
+        let pages = asked.div_ceil(PAGE);
+        for i in 0..pages {
+            if file.pages.len() >= MAX_PAGES {
+                break;
+            }
+            let from = (i * PAGE).min(bytes.len());
+            let to = ((i + 1) * PAGE).min(bytes.len());
+            file.pages.insert(first + i as u64, bytes[from..to].to_vec());
+            if to - from < PAGE {
+                break;
+            }
+        }
+    }
+
+    /// Drops what this client's own `request`, answered by `response`,
+    /// made stale; returns kept opens it made unusable (a change of
+    /// permissions: a later open must be checked again), to release.
+    pub(crate) fn after_own(&self, request: &Request, response: &Result<Response, crate::ClientError>) -> Vec<u64> {
+        if !self.enabled {
+            return Vec::new();
+        }
+        let mut state = self.state.lock();
+        let mut unusable = Vec::new();
+        match request {
+            Request::Write { handle, .. } | Request::Fallocate { handle, .. } => {
+                if let Some(ino) = state.handle_files.get(handle).copied() {
+                    state.file_changed(ino);
+                }
+            }
+            Request::SetAttributes { ino, set, .. } => {
+                state.file_changed(*ino);
+                if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+                    state.paths_changed();
+                    unusable = state.take_handles(*ino);
+                }
+            }
+            Request::Open { ino, flags } if flags & libc::O_TRUNC != 0 => state.file_changed(*ino),
+            Request::Create { .. } => {
+                if let Ok(Response::Created { attributes, .. }) = response {
+                    state.file_changed(attributes.ino);
+                }
+                state.listings_changed();
+            }
+            Request::Link { ino, .. } => {
+                state.file_changed(*ino);
+                state.listings_changed();
+            }
+            Request::Mknod { .. } | Request::Mkdir { .. } | Request::Symlink { .. } | Request::CreateBucket { .. } => {
+                state.listings_changed();
+            }
+            Request::SetXattr { ino, .. } | Request::RemoveXattr { ino, .. } => {
+                state.file_changed(*ino);
+                state.paths_changed();
+                unusable = state.take_handles(*ino);
+            }
+            Request::Unlink { .. } | Request::Rmdir { .. } | Request::Rename { .. } | Request::MetadataBatch { .. } => {
+                // Opens kept of a name removed or replaced would keep the
+                // file alive after the application closed it.
+                unusable = match request {
+                    Request::Unlink { parent, name } => state.take_handles_named(&[(*parent, name)]),
+                    Request::Rename { new_parent, new_name, .. } => {
+                        state.take_handles_named(&[(*new_parent, new_name)])
+                    }
+                    Request::Rmdir { .. } => Vec::new(),
+                    _ => state.take_all_handles(),
+                };
+                state.paths_changed();
+                for file in state.files.values_mut() {
+                    file.attributes = None;
+                    file.entries = None;
+                    file.version += 1;
+                }
+            }
+            Request::KvPut { .. }
+            | Request::KvDelete { .. }
+            | Request::KvWriteBatch { .. }
+            | Request::KvWriterFinish { .. }
+            | Request::DeleteBucket { .. } => {
+                // A put or delete may replace or remove any value's name.
+                unusable = state.take_all_handles();
+                state.paths_changed();
+                let inos: Vec<u64> = state.files.keys().copied().collect();
+                for ino in inos {
+                    state.file_changed(ino);
+                }
+            }
+            Request::Release { handle } => {
+                state.handle_files.remove(handle);
+            }
+            _ => {}
+        }
+        unusable
+    }
+
+    /// Drops every revoked lease and what it covered; acknowledges each.
+    /// Returns whether any was, and the kept opens to release.
+    fn drop_revoked(&self, area: &LeaseArea<'_>) -> (bool, Vec<u64>) {
+        let mut state = self.state.lock();
+        let mut any = false;
+        let revoked: Vec<u64> = state
+            .files
+            .iter()
+            .filter(|(_, f)| area.revoked(f.lease.slot, f.lease.sequence))
+            .map(|(ino, _)| *ino)
+            .collect();
+        let mut handles = Vec::new();
+        for ino in revoked {
+            if let Some(file) = state.files.remove(&ino) {
+                area.acknowledge(file.lease.slot, file.lease.sequence);
+                handles.extend(file.handles.iter().map(|(_, h)| *h));
+                self.revocations.fetch_add(1, Ordering::Relaxed);
+                any = true;
+            }
+        }
+        state.kept_handles -= handles.len();
+        for h in &handles {
+            state.handle_files.remove(h);
+        }
+        (any, handles)
+    }
+}
+
+impl State {
+    fn file_changed(&mut self, ino: u64) {
+        if let Some(file) = self.files.get_mut(&ino) {
+            file.attributes = None;
+            file.pages.clear();
+            file.entries = None;
+            file.lookups.clear();
+            file.version += 1;
+        }
+    }
+
+    /// Drops every cached listing (the client changed a directory); a
+    /// listing being fetched meanwhile is not cached.
+    fn listings_changed(&mut self) {
+        for file in self.files.values_mut() {
+            file.entries = None;
+            file.version += 1;
+        }
+    }
+
+    /// Forgets every object whose lease has run out; returns their kept
+    /// opens, to release.
+    fn evict_expired(&mut self, now: Instant) -> Vec<u64> {
+        let expired: Vec<u64> = self.files.iter().filter(|(_, f)| f.lease.expiry <= now).map(|(i, _)| *i).collect();
+        let mut handles = Vec::new();
+        for ino in expired {
+            if let Some(file) = self.files.remove(&ino) {
+                handles.extend(file.handles.iter().map(|(_, h)| *h));
+            }
+        }
+        self.kept_handles -= handles.len();
+        for h in &handles {
+            self.handle_files.remove(h);
+        }
+        handles
+    }
+
+    /// Takes out the kept opens of the objects `names` name (as cached
+    /// lookups say), or every kept open when one is not known.
+    fn take_handles_named(&mut self, names: &[(u64, &Vec<u8>)]) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (dir, name) in names {
+            match self.files.get(dir).and_then(|d| d.lookups.get(name.as_slice())).copied() {
+                Some(found) => out.extend(self.take_handles(found.ino)),
+                None => return self.take_all_handles(),
+            }
+        }
+        out
+    }
+
+    /// Takes out every kept open.
+    fn take_all_handles(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for file in self.files.values_mut() {
+            out.extend(file.handles.drain(..).map(|(_, h)| h));
+        }
+        self.kept_handles = 0;
+        for h in &out {
+            self.handle_files.remove(h);
+        }
+        out
+    }
+
+    /// Takes the kept opens of `ino` out.
+    fn take_handles(&mut self, ino: u64) -> Vec<u64> {
+        let Some(file) = self.files.get_mut(&ino) else { return Vec::new() };
+        let handles: Vec<u64> = file.handles.drain(..).map(|(_, h)| h).collect();
+        self.kept_handles -= handles.len();
+        for h in &handles {
+            self.handle_files.remove(h);
+        }
+        handles
+    }
+
+    /// Drops every cached lookup (the client removed or renamed a name,
+    /// or changed permissions); a lookup being fetched meanwhile is not
+    /// cached.
+    fn paths_changed(&mut self) {
+        for file in self.files.values_mut() {
+            file.lookups.clear();
+            file.version += 1;
+        }
+    }
+}
+
+pub(crate) fn release_all(connection: &Connection, handles: &[u64]) {
+    for &handle in handles {
+        // A failure leaves the handle to the session's end.
+        let _ = connection.call(&Request::Release { handle });
+        connection.forget_handle(handle);
+    }
+}
+
+/// The watcher: answers revocations while the client lives, whether or
+/// not it makes calls. It holds the region, not the connection, while it
+/// waits, so a dropped client closes its socket at once; the watcher ends
+/// at its next look.
+pub(crate) fn watch(connection: Weak<Connection>, cache: Arc<Cache>, region: Arc<Region>) {
+    let area = region.leases();
+    loop {
+        let seen = area.seen();
+        let (any, handles) = cache.drop_revoked(&area);
+        {
+            let Some(live) = connection.upgrade() else { return };
+            if any {
+                live.ring_all_workers();
+                release_all(&live, &handles);
+            }
+            if live.is_gone() || (!any && live.check_alive().is_err()) {
+                return;
+            }
+        }
+        if !any {
+            // A failed wait only means looking again at once.
+            let _ = area.wait(seen, WATCH_SLICE);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Which leases a request must revoke before it executes
+//! (docs/server.md, "Leases": the conflict table).
+//!
+//! An object lease covers the object's attributes, a file's bytes and
+//! opens of it kept after close; the namespace lease covers path
+//! resolutions. So a request revokes:
+//!
+//! - `Object(ino)` when it changes the object: a write, fallocate or
+//!   setattr of it, an open or create with O_TRUNC, a link to it, an
+//!   unlink, rmdir or rename of a name of it or over it, an extended
+//!   attribute set or removed;
+//! - `Object(dir)` of every directory whose entries it changes (its size,
+//!   times and link count change): create, mknod, mkdir, symlink, link,
+//!   unlink, rmdir, rename, a bucket made;
+//! - `Namespace` when it may change how an existing path resolves: unlink,
+//!   rmdir, rename, a setattr of mode, owner or group on a directory, an
+//!   extended attribute set or removed (ACLs), a metadata batch;
+//! - everything: a KV put, delete, batch, writer finish or bucket removal
+//!   (a put rewrites a value's object in place, a delete removes names).
+//!
+//! A name is looked up before the change to find its object; a rename
+//! racing with the change can make that the wrong object, whose client
+//! keeps cached bytes that are still the object's (its paths are revoked
+//! through the namespace).
+
+use larder_fs::{Cred, Fs, Kind};
+use larder_protocol::message::{LeaseTarget, Request};
+
+use crate::leases::Scope;
+use crate::session::{HandleKind, Session};
+
+/// What `request` of `session` revokes.
+pub(crate) fn scope(fs: &Fs, session: &Session, request: &Request) -> Scope {
+    scope_of_all(fs, session, std::slice::from_ref(request))
+}
+
+/// What `requests` of `session` revoke together (a batch's operations).
+pub(crate) fn scope_of_all(fs: &Fs, session: &Session, requests: &[Request]) -> Scope {
+    use LeaseTarget::{Namespace, Object};
+    let mut targets = Vec::new();
+    for request in requests {
+        if !collect(fs, session, request, &mut targets) {
+            return Scope::Everything;
+        }
+    }
+    if targets.is_empty() {
+        Scope::Nothing
+    } else {
+        targets.sort_by_key(|t| match t {
+            Namespace => (0, 0),
+            Object(ino) => (1, *ino),
+        });
+        targets.dedup();
+        Scope::Targets(targets)
+    }
+}
+
+/// The object a name names now, if any.
+fn named(fs: &Fs, parent: u64, name: &[u8]) -> Option<u64> {
+    fs.lookup(&Cred::root(), parent, name).ok().map(|attr| attr.ino)
+}
+
+/// Adds `request`'s targets to `out`; false when it revokes everything.
+fn collect(fs: &Fs, session: &Session, request: &Request, out: &mut Vec<LeaseTarget>) -> bool {
+    use LeaseTarget::{Namespace, Object};
+    const O_TRUNC: i32 = libc::O_TRUNC;
+    match request {
+        Request::Write { handle, .. } | Request::Fallocate { handle, .. } => {
+            if let Some((HandleKind::File, ino)) = session.handle(*handle) {
+                out.push(Object(ino));
+            }
+        }
+        Request::SetAttributes { ino, set, .. } => {
+            out.push(Object(*ino));
+            if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+                let directory = fs.getattr(*ino).map(|a| a.kind == Kind::Directory).unwrap_or(true);
+                if directory {
+                    out.push(Namespace);
+                }
+            }
+        }
+        Request::Open { ino, flags } if flags & O_TRUNC != 0 => out.push(Object(*ino)),
+        Request::Create { parent, name, flags, .. } => {
+            out.push(Object(*parent));
+            if flags & O_TRUNC != 0 {
+                out.extend(named(fs, *parent, name).map(Object));
+            }
+        }
+        Request::Mknod { parent, .. } | Request::Mkdir { parent, .. } | Request::Symlink { parent, .. } => {
+            out.push(Object(*parent));
+        }
+        Request::Link { ino, parent, .. } => {
+            out.push(Object(*ino));
+            out.push(Object(*parent));
+        }
+        Request::Unlink { parent, name } | Request::Rmdir { parent, name } => {
+            out.push(Namespace);
+            out.push(Object(*parent));
+            out.extend(named(fs, *parent, name).map(Object));
+        }
+        Request::Rename { parent, name, new_parent, new_name, .. } => {
+            out.push(Namespace);
+            out.push(Object(*parent));
+            out.push(Object(*new_parent));
+            out.extend(named(fs, *parent, name).map(Object));
+            out.extend(named(fs, *new_parent, new_name).map(Object));
+        }
+        Request::SetXattr { ino, .. } | Request::RemoveXattr { ino, .. } => {
+            out.push(Namespace);
+            out.push(Object(*ino));
+        }
+        Request::MetadataBatch { operations, .. } => {
+            out.push(Namespace);
+            for operation in operations {
+                if !collect(fs, session, operation, out) {
+                    return false;
+                }
+            }
+        }
+        Request::CreateBucket { .. } => out.push(Object(fs.root())),
+        Request::KvPut { .. }
+        | Request::KvDelete { .. }
+        | Request::KvWriteBatch { .. }
+        | Request::KvWriterFinish { .. }
+        | Request::DeleteBucket { .. } => return false,
+        _ => {}
+    }
+    true
+}
