@@ -31,6 +31,9 @@ struct Owner {
     handles: u32,
 }
 
+/// A file to hand over, and to whom.
+type Move = (u64, u32);
+
 /// Placement of clients and files on workers.
 pub(crate) struct Placement {
     /// Workers that take work: 0..active. Workers at or above it are
@@ -40,7 +43,7 @@ pub(crate) struct Placement {
     max: u32,
     files: RwLock<HashMap<u64, Owner>>,
     /// Per worker: files to hand over, and to whom.
-    mailboxes: Vec<Mutex<Vec<(u64, u32)>>>,
+    mailboxes: Vec<Mutex<Vec<Move>>>,
     /// Where the next client's home goes.
     next_home: AtomicU32,
 }
@@ -120,12 +123,18 @@ impl Placement {
     }
 
     /// Runs in worker `worker`'s thread between requests: hands over the
-    /// files it was asked to move. Returns how many moved.
-    pub(crate) fn hand_over(&self, worker: u32) -> usize {
-        let moves = std::mem::take(&mut *self.mailboxes[worker as usize].lock());
-        if moves.is_empty() {
+    /// files it was asked to move, except those in `held` (a request on
+    /// them waits in this worker, and must run before another worker runs
+    /// the next): their moves stay in the mailbox. Returns how many moved.
+    pub(crate) fn hand_over(&self, worker: u32, held: &[u64]) -> usize {
+        let mut mailbox = self.mailboxes[worker as usize].lock();
+        if mailbox.is_empty() {
             return 0;
         }
+        let (kept, moves): (Vec<Move>, Vec<Move>) =
+            std::mem::take(&mut *mailbox).into_iter().partition(|(ino, _)| held.contains(ino));
+        *mailbox = kept;
+        drop(mailbox);
         let mut files = self.files.write();
         let mut moved = 0;
         for (ino, to) in moves {
@@ -177,13 +186,15 @@ mod tests {
         p.opened(7, 0);
         p.request_move(7, 1);
         assert_eq!(p.owner(7), Some(0), "asked, not yet handed over");
-        assert_eq!(p.hand_over(1), 0, "only the owner hands over");
-        assert_eq!(p.hand_over(0), 1);
+        assert_eq!(p.hand_over(1, &[]), 0, "only the owner hands over");
+        assert_eq!(p.hand_over(0, &[7]), 0, "a file with a request waiting in its owner stays");
+        assert_eq!(p.owner(7), Some(0));
+        assert_eq!(p.hand_over(0, &[]), 1, "and moves once that request ran");
         assert_eq!(p.owner(7), Some(1));
         // A stale move (the file moved on, or closed) is ignored.
         p.request_move(7, 2);
         p.closed(7);
-        assert_eq!(p.hand_over(1), 0);
+        assert_eq!(p.hand_over(1, &[]), 0);
         assert_eq!(p.owner(7), None);
     }
 

@@ -58,7 +58,10 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             generation = shared.registry.generation();
             clients = shared.registry.snapshot();
         }
-        let mut served = shared.placement.hand_over(worker);
+        // Files with a request deferred here are not handed over until it
+        // has run, so no other worker runs that file's next request first.
+        let held: Vec<u64> = deferred.iter().filter_map(|d| deferred_file(shared.as_ref(), d)).collect();
+        let mut served = shared.placement.hand_over(worker, &held);
         served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
         // Clients with requests waiting as the round starts: the load
         // manager's measure of this worker's queues.
@@ -110,6 +113,11 @@ fn back_pressured(client: &ConnectedClient, worker: u32) -> bool {
 /// How long a worker with completions waiting for room sleeps before it
 /// looks whether their clients reaped (clients do not ring for that).
 const BACKLOG_SLEEP: Duration = Duration::from_millis(1);
+
+/// The open file a deferred request is on, if any.
+fn deferred_file(shared: &Shared, deferred: &Deferred) -> Option<u64> {
+    shared.route(&deferred.client, &deferred.request).1
+}
 
 /// Sleeps until a client rings, or `timeout` passes.
 fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>], timeout: Duration) {
