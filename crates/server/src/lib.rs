@@ -16,6 +16,7 @@
 //! workers at once.
 #![warn(missing_docs)]
 
+mod client_count;
 mod clients;
 pub mod convert;
 mod error;
@@ -27,8 +28,10 @@ mod server;
 mod session;
 mod worker;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+use client_count::ClientCount;
 
 use larder_fs::Fs;
 
@@ -46,14 +49,14 @@ pub struct ServerState {
     fs: Arc<Fs>,
     limits: Limits,
     epoch: u64,
-    clients: Arc<AtomicUsize>,
+    clients: Arc<ClientCount>,
 }
 
 impl ServerState {
     /// A server over `fs` with `limits`. `epoch` is this start's number,
     /// different at every start (leases of an earlier one are void).
     pub fn new(fs: Arc<Fs>, limits: Limits, epoch: u64) -> ServerState {
-        ServerState { fs, limits, epoch, clients: Arc::new(AtomicUsize::new(0)) }
+        ServerState { fs, limits, epoch, clients: Arc::new(ClientCount::default()) }
     }
 
     /// The file system.
@@ -71,9 +74,16 @@ impl ServerState {
         self.epoch
     }
 
-    /// Sessions open now.
+    /// Sessions open now. A session counts until it is dropped, after
+    /// it released every handle it held.
     pub fn clients(&self) -> usize {
-        self.clients.load(Ordering::Acquire)
+        self.clients.get()
+    }
+
+    /// Waits until at most `n` sessions are open, or `timeout` passes;
+    /// returns whether they are.
+    pub fn wait_for_clients(&self, n: usize, timeout: Duration) -> bool {
+        self.clients.wait_at_most(n, timeout)
     }
 
     /// Opens the session of a client whose user, group and supplementary
@@ -82,9 +92,9 @@ impl ServerState {
     /// [`ServerError::TooManyClients`] when `max_clients` are open.
     pub fn open_session(&self, uid: u32, gid: u32, groups: Vec<u32>) -> Result<Session, ServerError> {
         let max = self.limits.max_clients;
-        self.clients
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .map_err(|_| ServerError::TooManyClients { max })?;
+        if !self.clients.try_add(max) {
+            return Err(ServerError::TooManyClients { max });
+        }
         Ok(Session::new(Arc::clone(&self.fs), self.limits.clone(), (uid, gid, groups), Arc::clone(&self.clients)))
     }
 }

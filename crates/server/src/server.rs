@@ -208,9 +208,17 @@ impl Server {
         self.shared.state.epoch()
     }
 
-    /// Clients connected now.
+    /// Clients whose sessions are open: connected, or gone and not yet
+    /// reclaimed (their handles released, their unlinked-but-open files
+    /// and unfinished KV values freed).
     pub fn clients(&self) -> usize {
-        self.shared.registry.len()
+        self.shared.state.clients()
+    }
+
+    /// Waits until at most `n` clients' sessions are open (those gone are
+    /// reclaimed), or `timeout` passes; returns whether they are.
+    pub fn wait_for_clients(&self, n: usize, timeout: Duration) -> bool {
+        self.shared.state.wait_for_clients(n, timeout)
     }
 
     /// The socket it listens on.
