@@ -131,8 +131,9 @@ impl Buffer {
         }
     }
 
-    /// The stretch to name in a request.
-    pub(crate) fn slice(&self) -> BufferSlice {
+    /// The stretch of the data area it is, as a request names it (a
+    /// batch operation's value, [`Payload::Buffer`](crate::Payload)).
+    pub fn slice(&self) -> BufferSlice {
         BufferSlice { offset: self.offset, length: self.length as u32 }
     }
 }
