@@ -39,7 +39,7 @@ pub use error::{ServerError, Violation};
 pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
 pub use limits::Limits;
 pub use memory::{slice_range, ClientMemory, VecMemory};
-pub use server::{ServeError, Server, ServerOptions};
+pub use server::{ServeError, Server, ServerOptions, WorkerCounters};
 pub use session::{HandleKind, InFlight, Session, SessionCounters};
 
 /// What every session and worker of one server shares: the file system

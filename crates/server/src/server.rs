@@ -96,6 +96,18 @@ impl ServerOptions {
     }
 }
 
+/// One worker's counters, as of one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerCounters {
+    /// Requests it executed.
+    pub requests: u64,
+    /// Nanoseconds it spent executing them.
+    pub busy_nanos: u64,
+    /// Requests it answered with a redirect to the worker owning their
+    /// file.
+    pub redirects: u64,
+}
+
 /// What the listener and the workers share.
 pub(crate) struct Shared {
     pub(crate) state: ServerState,
@@ -219,6 +231,18 @@ impl Server {
     /// reclaimed), or `timeout` passes; returns whether they are.
     pub fn wait_for_clients(&self, n: usize, timeout: Duration) -> bool {
         self.shared.state.wait_for_clients(n, timeout)
+    }
+
+    /// Each running worker's counters so far (the primary first).
+    pub fn worker_counters(&self) -> Vec<WorkerCounters> {
+        self.shared.worker_stats[..self.shared.workers as usize]
+            .iter()
+            .map(|stats| WorkerCounters {
+                requests: stats.requests.load(Ordering::Relaxed),
+                busy_nanos: stats.busy_nanos.load(Ordering::Relaxed),
+                redirects: stats.redirects.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// The socket it listens on.

@@ -190,6 +190,17 @@ impl Raw {
         response
     }
 
+    /// Sends `request` to the primary and follows redirects.
+    pub fn call_owner(&mut self, request: &Request) -> Response {
+        let mut worker = self.welcome.primary_worker;
+        loop {
+            match self.call(worker, request) {
+                Response::Redirect { worker: to } => worker = to,
+                other => return other,
+            }
+        }
+    }
+
     /// Whether the server hung up this client's socket within `timeout`.
     pub fn dropped_within(&self, timeout: Duration) -> bool {
         self.stream.set_read_timeout(Some(timeout)).unwrap();
