@@ -21,6 +21,7 @@ mod clients;
 pub mod convert;
 mod error;
 mod execute;
+mod handshakes;
 mod limits;
 mod memory;
 mod region_memory;

@@ -2,7 +2,6 @@
 //! notices those that hang up), the workers, and shutdown.
 
 use std::ops::RangeInclusive;
-use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,15 +10,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use larder_fs::Fs;
-use larder_protocol::credentials::peer_credentials;
 use larder_protocol::doorbell::Doorbell;
-use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
 use larder_protocol::layout::Layout;
 use larder_protocol::message::Request;
-use larder_protocol::region::Region;
 use rustix::event::{poll, PollFd, PollFlags};
 
-use crate::clients::{ConnectedClient, Registry};
+use crate::clients::Registry;
+use crate::handshakes::Handshakes;
 use crate::session::{HandleKind, Session};
 use crate::worker::{self, WorkerStats};
 use crate::{Limits, ServerState};
@@ -64,9 +61,6 @@ pub enum ServeError {
     #[error("syncing the store at shutdown: {0}")]
     Sync(#[source] larder_fs::FsError),
 }
-
-/// How long a connecting client has to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often the listener looks at the stop flag when nothing happens.
 const LISTEN_TICK: Duration = Duration::from_millis(100);
@@ -117,9 +111,9 @@ pub(crate) struct Shared {
     pub(crate) worker_stats: Vec<WorkerStats>,
     /// Workers running (the primary is worker 0).
     pub(crate) workers: u32,
-    layout: Layout,
-    limits: Limits,
-    next_client: AtomicU64,
+    pub(crate) layout: Layout,
+    pub(crate) limits: Limits,
+    pub(crate) next_client: AtomicU64,
 }
 
 impl Shared {
@@ -316,10 +310,14 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 /// The listener thread: accepts clients, and drops those whose socket
 /// hangs up (a client that exits or is killed), until the server stops.
 fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd::OwnedFd) {
+    let mut handshakes = Handshakes::new(doorbell_fd);
     while !shared.stopping.load(Ordering::Acquire) {
         let clients = shared.registry.snapshot();
         let mut fds = Vec::with_capacity(clients.len() + 1);
-        fds.push(PollFd::new(&listener, PollFlags::IN));
+        // With no room for another handshake, new connections wait in the
+        // socket's backlog (the tick looks again).
+        let listening = if handshakes.has_room() { PollFlags::IN } else { PollFlags::empty() };
+        fds.push(PollFd::new(&listener, listening));
         for client in &clients {
             fds.push(PollFd::new(&client.stream, PollFlags::IN | PollFlags::RDHUP));
         }
@@ -348,76 +346,19 @@ fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd:
             ring_all(&shared);
         }
         if accept {
-            while let Ok((stream, _)) = listener.accept() {
-                if let Err(e) = admit(&shared, stream, &doorbell_fd) {
-                    tracing::warn!("a client was not admitted: {e}");
-                }
+            while handshakes.has_room() {
+                let Ok((stream, _)) = listener.accept() else { break };
+                handshakes.start(&shared, stream);
             }
         }
     }
+    handshakes.stop();
 }
 
 /// Wakes every worker, so that each takes a new snapshot of the clients.
-fn ring_all(shared: &Shared) {
+pub(crate) fn ring_all(shared: &Shared) {
     for w in 0..shared.workers {
         // Only a worker index beyond the doorbell fails, and none is.
         let _ = shared.doorbell.ring(w);
     }
-}
-
-/// Handshake with a new client: its credentials from the kernel, its
-/// region, the welcome.
-fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd) -> Result<(), ServeError> {
-    stream.set_nonblocking(false).map_err(ServeError::Client)?;
-    let credentials = peer_credentials(&stream).map_err(ServeError::Client)?;
-    let hello = read_hello(&stream, HELLO_TIMEOUT).map_err(ServeError::Handshake)?;
-    if !hello.is_supported() {
-        let message =
-            format!("protocol version {} is not this server's ({})", hello.version, larder_protocol::PROTOCOL_VERSION);
-        let _ = send_refusal(&stream, libc::EPROTONOSUPPORT, &message);
-        return Err(ServeError::Options(message));
-    }
-    let session = match shared.state.open_session(credentials.uid, credentials.gid, credentials.groups.clone()) {
-        Ok(session) => session,
-        Err(e) => {
-            let _ = send_refusal(&stream, e.errno(), &e.to_string());
-            return Err(ServeError::Session(e));
-        }
-    };
-    let (region, region_fd) = match Region::create(shared.layout) {
-        Ok(made) => made,
-        Err(e) => {
-            let _ = send_refusal(&stream, libc::ENOMEM, &format!("no region for the client: {e}"));
-            return Err(ServeError::Transport(e));
-        }
-    };
-    // Workers may be asleep already: the client must ring them.
-    for w in 0..shared.layout.workers {
-        if let Ok(rings) = region.server_rings(w) {
-            rings.set_sleeping(true);
-        }
-    }
-    let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
-    let welcome = Welcome {
-        epoch: shared.state.epoch(),
-        client_id: id,
-        layout: shared.layout,
-        primary_worker: 0,
-        max_open_handles: u32::try_from(shared.limits.max_open_handles).unwrap_or(u32::MAX),
-        max_in_flight: shared.limits.max_in_flight,
-    };
-    send_welcome(&stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd()).map_err(ServeError::Handshake)?;
-    stream.set_nonblocking(true).map_err(ServeError::Client)?;
-    tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
-    let client = ConnectedClient {
-        id,
-        stream,
-        region,
-        session,
-        backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
-        closed: AtomicBool::new(false),
-    };
-    shared.registry.add(Arc::new(client));
-    ring_all(shared);
-    Ok(())
 }

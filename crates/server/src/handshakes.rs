@@ -1,0 +1,141 @@
+//! Handshakes with connecting clients, each on a thread of its own, so
+//! that a client slow to say hello (or silent) holds up neither the
+//! listener nor anyone else connecting: the listener accepts and hands
+//! the socket over at once.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use larder_protocol::credentials::peer_credentials;
+use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
+use larder_protocol::region::Region;
+
+use crate::clients::ConnectedClient;
+use crate::server::{ring_all, ServeError, Shared};
+
+/// How long a connecting client has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Handshakes under way at once; past this the listener leaves new
+/// connections in the socket's backlog until one ends (each ends within
+/// `HELLO_TIMEOUT` of its start, or at once when the server stops).
+pub(crate) const MAX_HANDSHAKES: usize = 64;
+
+/// One handshake under way: its thread, and the socket, to cut it short
+/// when the server stops.
+struct Pending {
+    stream: UnixStream,
+    thread: JoinHandle<()>,
+}
+
+/// The handshakes under way.
+pub(crate) struct Handshakes {
+    pending: Vec<Pending>,
+    doorbell_fd: Arc<OwnedFd>,
+}
+
+impl Handshakes {
+    /// None yet; `doorbell_fd` goes to every client admitted.
+    pub(crate) fn new(doorbell_fd: OwnedFd) -> Handshakes {
+        Handshakes { pending: Vec::new(), doorbell_fd: Arc::new(doorbell_fd) }
+    }
+
+    /// Whether another handshake may start (those that ended are let go).
+    pub(crate) fn has_room(&mut self) -> bool {
+        self.pending.retain(|p| !p.thread.is_finished());
+        self.pending.len() < MAX_HANDSHAKES
+    }
+
+    /// Starts the handshake with a client that just connected.
+    pub(crate) fn start(&mut self, shared: &Arc<Shared>, stream: UnixStream) {
+        let kept = match stream.try_clone() {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::warn!("a client was not admitted: its socket: {e}");
+                return;
+            }
+        };
+        let (shared, doorbell_fd) = (shared.clone(), self.doorbell_fd.clone());
+        let spawned = std::thread::Builder::new().name("larder-handshake".into()).spawn(move || {
+            if let Err(e) = admit(&shared, stream, &doorbell_fd) {
+                tracing::warn!("a client was not admitted: {e}");
+            }
+        });
+        match spawned {
+            Ok(thread) => self.pending.push(Pending { stream: kept, thread }),
+            Err(e) => tracing::warn!("a client was not admitted: no thread for its handshake: {e}"),
+        }
+    }
+
+    /// Cuts every handshake under way short and waits for its thread: a
+    /// client admitted meanwhile is in the registry when this returns.
+    pub(crate) fn stop(self) {
+        for pending in &self.pending {
+            let _ = pending.stream.shutdown(std::net::Shutdown::Both);
+        }
+        for pending in self.pending {
+            let _ = pending.thread.join();
+        }
+    }
+}
+
+/// Handshake with a new client: its credentials from the kernel, its
+/// region, the welcome.
+fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &OwnedFd) -> Result<(), ServeError> {
+    stream.set_nonblocking(false).map_err(ServeError::Client)?;
+    let credentials = peer_credentials(&stream).map_err(ServeError::Client)?;
+    let hello = read_hello(&stream, HELLO_TIMEOUT).map_err(ServeError::Handshake)?;
+    if !hello.is_supported() {
+        let message =
+            format!("protocol version {} is not this server's ({})", hello.version, larder_protocol::PROTOCOL_VERSION);
+        let _ = send_refusal(&stream, libc::EPROTONOSUPPORT, &message);
+        return Err(ServeError::Options(message));
+    }
+    let session = match shared.state.open_session(credentials.uid, credentials.gid, credentials.groups.clone()) {
+        Ok(session) => session,
+        Err(e) => {
+            let _ = send_refusal(&stream, e.errno(), &e.to_string());
+            return Err(ServeError::Session(e));
+        }
+    };
+    let (region, region_fd) = match Region::create(shared.layout) {
+        Ok(made) => made,
+        Err(e) => {
+            let _ = send_refusal(&stream, libc::ENOMEM, &format!("no region for the client: {e}"));
+            return Err(ServeError::Transport(e));
+        }
+    };
+    // Workers may be asleep already: the client must ring them.
+    for w in 0..shared.layout.workers {
+        if let Ok(rings) = region.server_rings(w) {
+            rings.set_sleeping(true);
+        }
+    }
+    let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
+    let welcome = Welcome {
+        epoch: shared.state.epoch(),
+        client_id: id,
+        layout: shared.layout,
+        primary_worker: 0,
+        max_open_handles: u32::try_from(shared.limits.max_open_handles).unwrap_or(u32::MAX),
+        max_in_flight: shared.limits.max_in_flight,
+    };
+    send_welcome(&stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd()).map_err(ServeError::Handshake)?;
+    stream.set_nonblocking(true).map_err(ServeError::Client)?;
+    tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
+    let client = ConnectedClient {
+        id,
+        stream,
+        region,
+        session,
+        backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
+        closed: AtomicBool::new(false),
+    };
+    shared.registry.add(Arc::new(client));
+    ring_all(shared);
+    Ok(())
+}
