@@ -36,7 +36,8 @@ pub fn fs_options() -> FsOptions {
 /// A running server over a fresh store, kept with its directory.
 pub struct Served {
     pub server: Option<Server>,
-    pub fs: Arc<Fs>,
+    /// None while the store is being reopened.
+    pub fs: Option<Arc<Fs>>,
     pub store: PathBuf,
     pub dir: tempfile::TempDir,
 }
@@ -53,7 +54,7 @@ pub fn serve_with(limits: Limits) -> Served {
     let fs = Arc::new(Fs::create(&store, fs_options()).unwrap());
     let options = ServerOptions { limits, ..ServerOptions::for_store(&store) };
     let server = Server::start(fs.clone(), options).unwrap();
-    Served { server: Some(server), fs, store, dir }
+    Served { server: Some(server), fs: Some(fs), store, dir }
 }
 
 /// A server with one worker.
@@ -96,9 +97,30 @@ impl Served {
         self.server.take().unwrap().shutdown().unwrap();
     }
 
+    /// The file system the server serves.
+    pub fn fs(&self) -> &Arc<Fs> {
+        self.fs.as_ref().unwrap()
+    }
+
+    /// Stops the server if it runs, closes the store and opens it again
+    /// (recovering it), then serves it with `limits`.
+    pub fn restart(&mut self, limits: Limits) {
+        if self.server.is_some() {
+            self.shutdown();
+        }
+        let Ok(fs) = Arc::try_unwrap(self.fs.take().unwrap()) else {
+            panic!("the stopped server still holds the store")
+        };
+        fs.close().unwrap();
+        let fs = Arc::new(Fs::open(&self.store, fs_options()).unwrap());
+        let options = ServerOptions { limits, ..ServerOptions::for_store(&self.store) };
+        self.server = Some(Server::start(fs.clone(), options).unwrap());
+        self.fs = Some(fs);
+    }
+
     /// Objects with an orphan record (unnamed, awaiting freeing).
     pub fn orphans(&self) -> usize {
-        self.fs.store().index().prefix(&map_prefix(Map::Orphans), true).unwrap().count()
+        self.fs().store().index().prefix(&map_prefix(Map::Orphans), true).unwrap().count()
     }
 
     /// Stops the server if it runs, then panics unless fsck finds the
@@ -107,7 +129,7 @@ impl Served {
         if self.server.is_some() {
             self.shutdown();
         }
-        let report = larder_fsck::check(self.fs.store(), &mut |_| {}).unwrap();
+        let report = larder_fsck::check(self.fs().store(), &mut |_| {}).unwrap();
         assert!(report.is_clean(), "fsck: {report:?}");
     }
 }

@@ -1,0 +1,182 @@
+//! Clients and servers that go away: a client gone with files, an
+//! unlinked-but-open file, KV writers and readers and a directory open is
+//! reclaimed whole; a server that stops makes every client call fail
+//! (ESHUTDOWN or ServerGone) within a second, never hang, with everything
+//! acknowledged durable; a new server on the store has a new epoch and
+//! clients reconnect.
+#![allow(clippy::unwrap_used)]
+
+mod serving;
+
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use larder_client::{Client, ClientError, Durability};
+use larder_protocol::message::{Payload, Request as R, Response};
+use serving::{limits, pattern, serve, serve_with, PATIENCE};
+
+const ROOT: u64 = 1;
+
+fn handle(response: Response) -> u64 {
+    match response {
+        Response::Handle(h) | Response::Created { handle: h, .. } | Response::Opened { handle: h, .. } => h,
+        other => panic!("expected a handle, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_gone_client_is_reclaimed_whole() {
+    let mut t = serve_with(limits(2..=2));
+    let good = t.client();
+    good.create_bucket("b").unwrap();
+    good.put("b", "read", b"being read", Durability::Buffered).unwrap();
+    let mut raw = t.raw();
+    // A file written and left open.
+    let kept =
+        handle(raw.call_owner(&R::Create { parent: ROOT, name: b"kept".to_vec(), mode: 0o644, flags: libc::O_RDWR }));
+    let write = R::Write { handle: kept, offset: 0, data: Payload::Inline(b"kept".to_vec()) };
+    assert_eq!(raw.call_owner(&write), Response::Length(4));
+    // A file unlinked while open: an orphan until released.
+    let gone =
+        handle(raw.call_owner(&R::Create { parent: ROOT, name: b"gone".to_vec(), mode: 0o644, flags: libc::O_RDWR }));
+    let write = R::Write { handle: gone, offset: 0, data: Payload::Inline(pattern(40_000, 1)) };
+    assert_eq!(raw.call_owner(&write), Response::Length(40_000));
+    assert_eq!(raw.call_owner(&R::Unlink { parent: ROOT, name: b"gone".to_vec() }), Response::Done);
+    // An unfinished KV writer, a reader and a directory handle.
+    let writer = handle(raw.call_owner(&R::KvWriterOpen {
+        bucket: b"b".to_vec(),
+        key: b"unfinished".to_vec(),
+        durability: Durability::Buffered,
+    }));
+    let write = R::Write { handle: writer, offset: 0, data: Payload::Inline(pattern(50_000, 2)) };
+    assert_eq!(raw.call_owner(&write), Response::Length(50_000));
+    handle(raw.call_owner(&R::KvReaderOpen { bucket: b"b".to_vec(), key: b"read".to_vec() }));
+    handle(raw.call_owner(&R::OpenDirectory { ino: ROOT }));
+    // And a request left in its ring.
+    let id = raw.id();
+    raw.send_as(0, id, &R::Ping);
+    assert!(t.orphans() >= 2, "the unlinked file and the writer's value: {}", t.orphans());
+    assert_eq!(t.server().clients(), 2);
+
+    drop(raw);
+    t.wait_for_clients(1);
+    assert_eq!(t.server().clients(), 1);
+    assert_eq!(t.orphans(), 0, "the unlinked file and the unfinished value are freed");
+    assert_eq!(good.get("b", "unfinished").unwrap(), None);
+    assert_eq!(good.read("/kept").unwrap(), b"kept");
+    assert!(good.metadata("/gone").is_err());
+    drop(good);
+    t.wait_for_clients(0);
+    t.assert_fsck_clean();
+}
+
+/// Whether `e` is what a call gets from a server that is stopping or gone.
+fn stopped(e: &ClientError) -> bool {
+    matches!(e, ClientError::ServerGone) || e.errno() == libc::ESHUTDOWN
+}
+
+#[test]
+fn a_stopped_server_fails_calls_quickly_and_a_new_one_takes_over() {
+    let mut t = serve();
+    let c = t.client();
+    c.create_bucket("b").unwrap();
+    c.put("b", "k", b"before", Durability::Buffered).unwrap();
+    let file = c.create("/f").unwrap();
+    let epoch = c.epoch();
+    assert_eq!(c.ping().unwrap(), epoch);
+    t.shutdown();
+
+    let started = Instant::now();
+    assert!(matches!(c.ping(), Err(ClientError::ServerGone)));
+    assert!(started.elapsed() < Duration::from_secs(1), "noticed after {:?}", started.elapsed());
+    assert!(matches!(file.write_at(b"x", 0), Err(ClientError::ServerGone)));
+    assert!(matches!(c.get("b", "k"), Err(ClientError::ServerGone)));
+    drop(file);
+
+    // A new server on the same store: a new epoch, the data, and the
+    // old client stays gone while a new one connects.
+    t.restart(limits(1..=1));
+    let again = Client::connect(&t.store).unwrap();
+    assert_ne!(again.epoch(), epoch);
+    assert_eq!(again.ping().unwrap(), again.epoch());
+    assert_eq!(again.get("b", "k").unwrap().as_deref(), Some(&b"before"[..]));
+    assert!(matches!(c.ping(), Err(ClientError::ServerGone)), "an old connection does not come back");
+}
+
+#[test]
+fn calls_during_shutdown_end_with_eshutdown_or_server_gone_and_acknowledged_puts_last() {
+    let mut t = serve_with(limits(2..=2));
+    let setup = t.client();
+    setup.create_bucket("b").unwrap();
+    drop(setup);
+    const THREADS: usize = 4;
+    let started = Arc::new(Barrier::new(THREADS + 1));
+    let (results, outcomes) = mpsc::channel();
+    for thread in 0..THREADS {
+        let c = t.client();
+        let (started, results) = (started.clone(), results.clone());
+        std::thread::spawn(move || {
+            let mut acknowledged = 0u32;
+            let error = loop {
+                let key = format!("t{thread}/{acknowledged}");
+                match c.put("b", &key, &value(acknowledged), Durability::Buffered) {
+                    Ok(()) => acknowledged += 1,
+                    Err(e) => break e,
+                }
+                if acknowledged == 20 {
+                    started.wait();
+                }
+            };
+            let _ = results.send((thread, acknowledged, error));
+        });
+    }
+    started.wait();
+    t.shutdown();
+    let mut acknowledged = [0u32; THREADS];
+    for _ in 0..THREADS {
+        let (thread, count, error) = outcomes.recv_timeout(PATIENCE).expect("a call hung after the shutdown");
+        assert!(stopped(&error), "thread {thread}: {error}");
+        assert!(count >= 20);
+        acknowledged[thread] = count;
+    }
+    // Every acknowledged put is in the store, synced at shutdown.
+    t.restart(limits(1..=1));
+    let c = t.client();
+    for (thread, &count) in acknowledged.iter().enumerate() {
+        for n in 0..count {
+            let key = format!("t{thread}/{n}");
+            assert_eq!(c.get("b", &key).unwrap(), Some(value(n)), "{key}");
+        }
+    }
+    drop(c);
+    t.wait_for_clients(0);
+    t.assert_fsck_clean();
+}
+
+/// The value of the `n`th put of a thread.
+fn value(n: u32) -> Vec<u8> {
+    pattern(100 + (n as usize % 5000), u64::from(n))
+}
+
+#[test]
+fn a_client_waiting_when_the_server_is_dropped_gets_server_gone() {
+    let t = serve();
+    let c = t.client();
+    let waiting = c.clone();
+    let (done, outcome) = mpsc::channel();
+    // Calls in a loop on one thread while the server is dropped on this
+    // one: each ends, the last with an error.
+    std::thread::spawn(move || {
+        let error = loop {
+            if let Err(e) = waiting.ping() {
+                break e;
+            }
+        };
+        let _ = done.send(error);
+    });
+    assert_eq!(c.ping().unwrap(), c.epoch());
+    drop(t);
+    let error = outcome.recv_timeout(PATIENCE).expect("a call hung after the server was dropped");
+    assert!(stopped(&error), "{error}");
+}
