@@ -183,3 +183,28 @@ fn zero_copy_puts_and_gets() {
     assert_eq!(whole.len(), 4 << 20);
     assert_eq!(c.alloc_buffer(1).err().map(|e| e.errno()), Some(libc::ENOMEM));
 }
+
+#[test]
+fn a_batch_sees_the_state_its_earlier_operations_left() {
+    let t = serve();
+    let c = t.client();
+    c.create_bucket("b").unwrap();
+    c.put("b", "a", b"a value", D).unwrap();
+    c.put("b", "x/y", b"deep value", D).unwrap();
+    let put = |key: &str| KvOperation::Put { key: key.as_bytes().to_vec(), value: Payload::Inline(b"v".to_vec()) };
+    let delete = |key: &str| KvOperation::Delete { key: key.as_bytes().to_vec() };
+    // As the embedded KV batch: the value "a" is deleted, then "a" is a
+    // level of "a/c"; and "x/y" likewise, two levels down.
+    c.write_batch("b", vec![delete("a"), put("a/c"), delete("x/y"), put("x/y/z/w")], D).unwrap();
+    assert_eq!(c.get("b", "a/c").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(c.get("b", "x/y/z/w").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(c.get("b", "a").unwrap(), None);
+    // A put under a value nothing in the batch deletes is still refused,
+    // whole, and so is one under a value deleted only after it.
+    c.put("b", "v", b"value", D).unwrap();
+    assert_eq!(errno(c.write_batch("b", vec![put("p"), put("v/under")], D)), libc::ENOTDIR);
+    assert_eq!(errno(c.write_batch("b", vec![put("v/under"), delete("v")], D)), libc::ENOTDIR);
+    assert_eq!(errno(c.write_batch("b", vec![delete("v"), put("v"), put("v/under")], D)), libc::ENOTDIR);
+    assert_eq!(c.get("b", "p").unwrap(), None);
+    assert_eq!(c.get("b", "v").unwrap().as_deref(), Some(&b"value"[..]));
+}

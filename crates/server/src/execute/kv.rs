@@ -2,6 +2,7 @@
 //! through the session's `Kv`, whose new objects and levels belong to the
 //! client's uid and gid.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use larder_fs::{perm, FsError};
@@ -107,13 +108,26 @@ pub(super) fn write_batch(
     }
     // Validated op by op; any refusal refuses the whole batch.
     let mut batch = KvBatch::new();
+    // Keys deleted by the operations so far: the KV batch applies each
+    // operation to the state the earlier ones left, so a put under a value
+    // an earlier operation deleted is not blocked by it.
+    let mut deleted: HashSet<&[u8]> = HashSet::new();
     for (key, value) in &ops {
-        let path = kv_access::walk(call, bucket, key)?;
+        let mut path = kv_access::walk(call, bucket, key)?;
+        if path.blocked && value.is_some() && deleted.contains(kv_access::blocking_value(key, &path)) {
+            path.blocked = false;
+        }
         let change = if value.is_some() { Change::Put } else { Change::Delete };
         kv_access::check_write(call, &path, change)?;
         match value {
-            Some(v) => batch.put(key, v.clone()),
-            None => batch.delete(key),
+            Some(v) => {
+                deleted.remove(key.as_slice());
+                batch.put(key, v.clone())
+            }
+            None => {
+                deleted.insert(key);
+                batch.delete(key)
+            }
         };
     }
     call.session.kv().write_batch(bucket, &batch, convert::durability(durability))?;
