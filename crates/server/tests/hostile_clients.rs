@@ -390,7 +390,10 @@ fn clients_that_never_say_hello_do_not_block_others() {
     let newcomer = t.client();
     assert_served(&newcomer, "newcomer");
     let took = started.elapsed();
-    assert!(took < Duration::from_millis(500), "a client waited {took:?} behind silent ones");
+    assert!(
+        took < Duration::from_millis(900),
+        "a client waited {took:?} behind silent ones (each may hold a handshake 1 s)"
+    );
     assert_served(&good, "good");
     drop(silent);
 }
