@@ -179,3 +179,18 @@ fn an_unlinked_open_file_lives_until_closed() {
     let mut t = t;
     t.assert_fsck_clean();
 }
+
+#[test]
+fn listings_of_long_names_fit_their_pages() {
+    let t = serve();
+    let c = t.client();
+    c.create_dir("/long", 0o755).unwrap();
+    // 600 names of 250 bytes: a page of 512 of them is 134 KB, more than
+    // a completion ring record (64 KiB).
+    let name = |i: usize| format!("{i:04}{}", "n".repeat(246));
+    for i in 0..600 {
+        c.write(format!("/long/{}", name(i)), &[]).unwrap();
+    }
+    let listed = names(&c, "/long");
+    assert_eq!(listed, (0..600).map(name).collect::<Vec<_>>());
+}

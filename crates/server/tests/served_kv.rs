@@ -208,3 +208,23 @@ fn a_batch_sees_the_state_its_earlier_operations_left() {
     assert_eq!(c.get("b", "p").unwrap(), None);
     assert_eq!(c.get("b", "v").unwrap().as_deref(), Some(&b"value"[..]));
 }
+
+#[test]
+fn scans_of_long_keys_fit_their_pages() {
+    let t = serve();
+    let c = t.client();
+    c.create_bucket("b").unwrap();
+    // 1,100 keys of 963 bytes (four levels): a page of 1,024 of them is
+    // 1 MB, far more than a completion ring record (64 KiB).
+    let key =
+        |i: usize| format!("{}/{}/{}/{i:04}{}", "l".repeat(240), "m".repeat(240), "n".repeat(240), "k".repeat(236));
+    for chunk in (0..1100).collect::<Vec<_>>().chunks(50) {
+        let operations = chunk
+            .iter()
+            .map(|&i| KvOperation::Put { key: key(i).into_bytes(), value: Payload::Inline(vec![i as u8]) })
+            .collect();
+        c.write_batch("b", operations, D).unwrap();
+    }
+    let scanned: Vec<Vec<u8>> = c.scan("b", b"", None).map(|e| e.unwrap().key).collect();
+    assert_eq!(scanned, (0..1100).map(|i| key(i).into_bytes()).collect::<Vec<_>>());
+}

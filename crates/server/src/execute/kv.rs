@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use larder_fs::{perm, FsError};
 use larder_kv::KvBatch;
+use larder_protocol::codec::{scan_entry_bytes, LISTING_BASE_BYTES};
 use larder_protocol::message::{BufferSlice, Durability, KeyHead, KvOperation, Payload, Response};
 use parking_lot::Mutex;
 
@@ -64,16 +65,22 @@ pub(super) fn scan(call: &Call<'_>, bucket: &[u8], start: &[u8], end: Option<&[u
     let mut levels = ScanLevels::new(dir);
     let mut entries = Vec::new();
     let mut more = false;
+    // As many as `max` and one ring record allow (at least one: a key
+    // longer than a record is refused as too large when the answer is
+    // sent).
+    let (budget, mut used) = (call.listing_bytes(), LISTING_BASE_BYTES);
     for entry in call.session.kv().scan_range(bucket, start, end)? {
         let entry = entry?;
         if !levels.check(call, &entry.key)? {
             continue;
         }
-        if entries.len() == max {
+        let entry = convert::scan_entry(entry);
+        used += scan_entry_bytes(&entry);
+        if entries.len() == max || (used > budget && !entries.is_empty()) {
             more = true;
             break;
         }
-        entries.push(convert::scan_entry(entry));
+        entries.push(entry);
     }
     Ok(Response::ScanPage { entries, more })
 }

@@ -192,6 +192,14 @@ impl Call<'_> {
         max.min(self.session.limits().max_entries) as usize
     }
 
+    /// Bytes a listing's answer may take: one completion ring record, so
+    /// that a page of long names or keys is cut short rather than refused
+    /// as too large (the client asks for the next page from where it
+    /// ends).
+    pub(crate) fn listing_bytes(&self) -> usize {
+        larder_protocol::ring::max_record(self.session.limits().ring_bytes) as usize
+    }
+
     /// Counts bytes returned to the client.
     pub(crate) fn count_read(&self, n: usize) {
         self.read.set(self.read.get() + n as u64);
