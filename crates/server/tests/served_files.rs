@@ -194,3 +194,31 @@ fn listings_of_long_names_fit_their_pages() {
     let listed = names(&c, "/long");
     assert_eq!(listed, (0..600).map(name).collect::<Vec<_>>());
 }
+
+#[test]
+fn the_smallest_rings_serve_every_call() {
+    // Rings of 4 KiB: a record holds 1 KiB, so reads, writes and values
+    // go in small pieces or through buffers.
+    let t = serving::serve_with(larder_server::Limits { ring_bytes: 4096, ..serving::limits(1..=1) });
+    let c = t.client();
+    let data = pattern(10_000, 4);
+    c.write("/f", &data).unwrap();
+    assert!(c.read("/f").unwrap() == data);
+    let f = c.open("/f").unwrap();
+    let mut some = vec![0u8; 3000];
+    let n = f.read_at(&mut some, 100).unwrap();
+    assert!(n > 0 && some[..n] == data[100..100 + n]);
+    drop(f);
+    c.create_bucket("b").unwrap();
+    for len in [0, 700, 3000, 20_000] {
+        let value = pattern(len, len as u64);
+        c.put("b", format!("k{len}"), &value, larder_client::Durability::Buffered).unwrap();
+        assert!(c.get("b", format!("k{len}")).unwrap() == Some(value), "a value of {len} bytes");
+    }
+    let mut w = c.writer("b", "streamed", larder_client::Durability::Buffered).unwrap();
+    w.write_all(&data).unwrap();
+    w.finish().unwrap();
+    assert!(c.get("b", "streamed").unwrap() == Some(data));
+    assert_eq!(c.scan("b", b"", None).count(), 5);
+    assert_eq!(names(&c, "/"), vec!["b".to_string(), "f".to_string()]);
+}
