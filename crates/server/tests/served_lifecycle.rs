@@ -180,3 +180,38 @@ fn a_client_waiting_when_the_server_is_dropped_gets_server_gone() {
     let error = outcome.recv_timeout(PATIENCE).expect("a call hung after the server was dropped");
     assert!(stopped(&error), "{error}");
 }
+
+#[test]
+fn a_shutdown_does_not_wait_for_a_silent_connection() {
+    let mut t = serve();
+    let silent = std::os::unix::net::UnixStream::connect(t.socket()).unwrap();
+    // The handshake thread holds it: make sure it is under way.
+    let c = t.client();
+    assert_eq!(c.ping().unwrap(), c.epoch());
+    let started = Instant::now();
+    t.shutdown();
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(700), "the shutdown took {took:?}");
+    drop(silent);
+}
+
+#[test]
+fn clients_past_max_clients_are_refused_until_one_goes() {
+    let t = serve_with(larder_server::Limits { max_clients: 2, ..limits(1..=1) });
+    let (a, b) = (t.client(), t.client());
+    match Client::connect_socket(&t.socket()) {
+        Err(ClientError::Handshake {
+            source: larder_protocol::handshake::HandshakeError::Refused { errno, .. },
+            ..
+        }) => {
+            assert_eq!(errno, libc::EAGAIN)
+        }
+        Err(other) => panic!("refused with {other}"),
+        Ok(_) => panic!("a third client was admitted"),
+    }
+    assert_eq!(a.ping().unwrap(), b.ping().unwrap());
+    drop(a);
+    t.wait_for_clients(1);
+    let c = t.client();
+    assert_eq!(c.ping().unwrap(), c.epoch());
+}
