@@ -3,16 +3,17 @@
 //! listener nor anyone else connecting: the listener accepts and hands
 //! the socket over at once.
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use larder_protocol::credentials::peer_credentials;
 use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
 use larder_protocol::region::Region;
+use parking_lot::{Condvar, Mutex};
 
 use crate::clients::ConnectedClient;
 use crate::server::{ring_all, ServeError, Shared};
@@ -25,29 +26,39 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 /// `HELLO_TIMEOUT` of its start, or at once when the server stops).
 pub(crate) const MAX_HANDSHAKES: usize = 64;
 
-/// One handshake under way: its thread, and the socket, to cut it short
-/// when the server stops.
+/// The sockets of the handshakes under way (each a clone of its
+/// thread's, to cut it short when the server stops), by number. A thread
+/// takes its entry out when it ends, so nothing of a finished handshake
+/// outlives it.
+#[derive(Default)]
 struct Pending {
-    stream: UnixStream,
-    thread: JoinHandle<()>,
+    streams: Mutex<HashMap<u64, UnixStream>>,
+    ended: Condvar,
+}
+
+impl Pending {
+    fn end(&self, number: u64) {
+        self.streams.lock().remove(&number);
+        self.ended.notify_all();
+    }
 }
 
 /// The handshakes under way.
 pub(crate) struct Handshakes {
-    pending: Vec<Pending>,
+    pending: Arc<Pending>,
     doorbell_fd: Arc<OwnedFd>,
+    next: u64,
 }
 
 impl Handshakes {
     /// None yet; `doorbell_fd` goes to every client admitted.
     pub(crate) fn new(doorbell_fd: OwnedFd) -> Handshakes {
-        Handshakes { pending: Vec::new(), doorbell_fd: Arc::new(doorbell_fd) }
+        Handshakes { pending: Arc::default(), doorbell_fd: Arc::new(doorbell_fd), next: 0 }
     }
 
-    /// Whether another handshake may start (those that ended are let go).
-    pub(crate) fn has_room(&mut self) -> bool {
-        self.pending.retain(|p| !p.thread.is_finished());
-        self.pending.len() < MAX_HANDSHAKES
+    /// Whether another handshake may start.
+    pub(crate) fn has_room(&self) -> bool {
+        self.pending.streams.lock().len() < MAX_HANDSHAKES
     }
 
     /// Starts the handshake with a client that just connected.
@@ -59,26 +70,37 @@ impl Handshakes {
                 return;
             }
         };
-        let (shared, doorbell_fd) = (shared.clone(), self.doorbell_fd.clone());
+        self.next += 1;
+        let number = self.next;
+        self.pending.streams.lock().insert(number, kept);
+        let (shared, doorbell_fd, pending) = (shared.clone(), self.doorbell_fd.clone(), self.pending.clone());
         let spawned = std::thread::Builder::new().name("larder-handshake".into()).spawn(move || {
             if let Err(e) = admit(&shared, stream, &doorbell_fd) {
                 tracing::warn!("a client was not admitted: {e}");
             }
+            pending.end(number);
         });
-        match spawned {
-            Ok(thread) => self.pending.push(Pending { stream: kept, thread }),
-            Err(e) => tracing::warn!("a client was not admitted: no thread for its handshake: {e}"),
+        if let Err(e) = spawned {
+            tracing::warn!("a client was not admitted: no thread for its handshake: {e}");
+            self.pending.end(number);
         }
     }
 
-    /// Cuts every handshake under way short and waits for its thread: a
+    /// Cuts every handshake under way short and waits for it to end: a
     /// client admitted meanwhile is in the registry when this returns.
     pub(crate) fn stop(self) {
-        for pending in &self.pending {
-            let _ = pending.stream.shutdown(std::net::Shutdown::Both);
+        let mut streams = self.pending.streams.lock();
+        for stream in streams.values() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
         }
-        for pending in self.pending {
-            let _ = pending.thread.join();
+        // Each ends at once on its cut socket; the bound only keeps a
+        // stuck one from holding the shutdown forever.
+        let deadline = std::time::Instant::now() + 2 * HELLO_TIMEOUT;
+        while !streams.is_empty() {
+            if self.pending.ended.wait_until(&mut streams, deadline).timed_out() {
+                tracing::warn!(pending = streams.len(), "handshakes still under way at shutdown");
+                break;
+            }
         }
     }
 }

@@ -215,3 +215,68 @@ fn clients_past_max_clients_are_refused_until_one_goes() {
     let c = t.client();
     assert_eq!(c.ping().unwrap(), c.epoch());
 }
+
+/// This process's sockets and shared-memory descriptors (server and
+/// clients alike), and its handshake threads: what a client's coming and
+/// going makes and must give back. (The store's files are left out: it
+/// opens containers as data first reaches them.)
+fn descriptors_and_threads() -> (usize, usize) {
+    let sockets = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter(|link| {
+            let link = link.to_string_lossy();
+            link.starts_with("socket:") || link.starts_with("/memfd:")
+        })
+        .count();
+    let handshakes = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("comm")).ok())
+        .filter(|name| name.starts_with("larder-handshak"))
+        .count();
+    (sockets, handshakes)
+}
+
+/// `descriptors_and_threads` once no handshake thread runs: a thread
+/// ends a little after its client is admitted or refused (the region's
+/// descriptor and its socket go with it), and nothing signals that, so
+/// this looks until it has (a leaked thread never gets there).
+fn settled() -> (usize, usize) {
+    let deadline = Instant::now() + PATIENCE;
+    while descriptors_and_threads().1 > 0 && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    descriptors_and_threads()
+}
+
+#[test]
+fn descriptors_and_threads_return_to_their_baseline() {
+    let t = serve_with(limits(2..=2));
+    let good = t.client();
+    serving::assert_served(&good, "warm-up");
+    let baseline = settled();
+    for round in 0..30 {
+        // A client with a file and a buffer, one that breaks the protocol,
+        // and one that never says hello.
+        let c = t.client();
+        let f = c.create(format!("/f{round}")).unwrap();
+        let mut buffer = c.alloc_buffer(100_000).unwrap();
+        buffer.as_mut_slice().fill(round as u8);
+        f.write_buffer(&buffer, 0).unwrap();
+        drop((f, buffer, c));
+        let raw = t.raw();
+        raw.set_word(raw.request_control(0), 4);
+        raw.ring(0);
+        assert!(raw.dropped_within(PATIENCE));
+        drop(raw);
+        drop(std::os::unix::net::UnixStream::connect(t.socket()).unwrap());
+    }
+    // The listener takes connections in order: once a client that came
+    // last is admitted, every silent one before it has its handshake.
+    let last = t.client();
+    assert_eq!(last.ping().unwrap(), last.epoch());
+    drop(last);
+    t.wait_for_clients(1);
+    assert_eq!(settled(), baseline, "descriptors and threads after 90 clients came and went");
+    assert_eq!(good.read("/f29").unwrap(), vec![29u8; 100_000]);
+}
