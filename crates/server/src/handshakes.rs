@@ -159,5 +159,6 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &OwnedFd) -> Result<(
     };
     shared.registry.add(Arc::new(client));
     ring_all(shared);
+    shared.wake_listener();
     Ok(())
 }

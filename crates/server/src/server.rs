@@ -1,6 +1,7 @@
 //! The server: options, start, the listener thread (accepts clients and
 //! notices those that hang up), the workers, and shutdown.
 
+use std::io::{Read, Write};
 use std::ops::RangeInclusive;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -45,6 +46,9 @@ pub enum ServeError {
     /// A shared-memory region or the doorbell could not be made.
     #[error("shared memory: {0}")]
     Transport(#[source] larder_protocol::error::TransportError),
+    /// The listener's wake-up channel could not be made.
+    #[error("the listener's wake-up channel: {0}")]
+    Wakeup(#[source] std::io::Error),
     /// A thread could not be started.
     #[error("starting a server thread: {0}")]
     Thread(#[source] std::io::Error),
@@ -114,6 +118,16 @@ pub(crate) struct Shared {
     pub(crate) layout: Layout,
     pub(crate) limits: Limits,
     pub(crate) next_client: AtomicU64,
+    /// Written to wake the listener (a client was added, or the server
+    /// stops), so it polls the clients as they are now at once.
+    listener_wake: UnixStream,
+}
+
+impl Shared {
+    /// Wakes the listener. A full channel already holds a wake-up.
+    pub(crate) fn wake_listener(&self) {
+        let _ = (&self.listener_wake).write(&[1]);
+    }
 }
 
 impl Shared {
@@ -180,6 +194,10 @@ impl Server {
         let listener = bind(&options.socket)?;
         let (doorbell, doorbell_fd) = Doorbell::create(max).map_err(ServeError::Transport)?;
         let epoch = epoch();
+        let (listener_wake, wakeups) = UnixStream::pair().map_err(ServeError::Wakeup)?;
+        for end in [&listener_wake, &wakeups] {
+            end.set_nonblocking(true).map_err(ServeError::Wakeup)?;
+        }
         let shared = Arc::new(Shared {
             state: ServerState::new(fs, options.limits.clone(), epoch),
             registry: Registry::default(),
@@ -190,6 +208,7 @@ impl Server {
             layout,
             limits: options.limits.clone(),
             next_client: AtomicU64::new(1),
+            listener_wake,
         });
         let workers = (0..min)
             .map(|w| {
@@ -203,7 +222,7 @@ impl Server {
         let listening = shared.clone();
         let listener = std::thread::Builder::new()
             .name("larder-listener".into())
-            .spawn(move || listen(listening, listener, doorbell_fd))
+            .spawn(move || listen(listening, listener, wakeups, doorbell_fd))
             .map_err(ServeError::Thread)?;
         tracing::info!(socket = %options.socket.display(), epoch, workers = min, "serving");
         Ok(Server { shared, socket: options.socket, listener: Some(listener), workers })
@@ -254,6 +273,7 @@ impl Server {
 
     fn stop(&mut self) -> Result<(), ServeError> {
         self.shared.stopping.store(true, Ordering::Release);
+        self.shared.wake_listener();
         for w in 0..self.shared.workers {
             let _ = self.shared.doorbell.ring(w);
         }
@@ -309,15 +329,16 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 
 /// The listener thread: accepts clients, and drops those whose socket
 /// hangs up (a client that exits or is killed), until the server stops.
-fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd::OwnedFd) {
+fn listen(shared: Arc<Shared>, listener: UnixListener, wakeups: UnixStream, doorbell_fd: std::os::fd::OwnedFd) {
     let mut handshakes = Handshakes::new(doorbell_fd);
     while !shared.stopping.load(Ordering::Acquire) {
         let clients = shared.registry.snapshot();
-        let mut fds = Vec::with_capacity(clients.len() + 1);
+        let mut fds = Vec::with_capacity(clients.len() + 2);
         // With no room for another handshake, new connections wait in the
         // socket's backlog (the tick looks again).
         let listening = if handshakes.has_room() { PollFlags::IN } else { PollFlags::empty() };
         fds.push(PollFd::new(&listener, listening));
+        fds.push(PollFd::new(&wakeups, PollFlags::IN));
         for client in &clients {
             fds.push(PollFd::new(&client.stream, PollFlags::IN | PollFlags::RDHUP));
         }
@@ -326,8 +347,13 @@ fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd:
             continue;
         }
         let accept = !fds[0].revents().is_empty();
+        if !fds[1].revents().is_empty() {
+            // Woken: the loop takes a new snapshot.
+            let mut drained = [0u8; 64];
+            while matches!((&wakeups).read(&mut drained), Ok(n) if n > 0) {}
+        }
         let mut gone = false;
-        for (client, fd) in clients.iter().zip(&fds[1..]) {
+        for (client, fd) in clients.iter().zip(&fds[2..]) {
             let events = fd.revents();
             if !events.is_empty() {
                 // After the handshake a client sends nothing on its socket:
