@@ -289,3 +289,32 @@ fn descriptors_and_threads_return_to_their_baseline() {
     );
     assert_eq!(good.read("/f29").unwrap(), vec![29u8; 100_000]);
 }
+
+#[test]
+fn requests_queued_at_a_shutdown_are_all_answered_in_order() {
+    let mut t = serve_with(limits(2..=2));
+    let mut raw = t.raw();
+    // Published without ringing: the workers find them when the stop
+    // wakes them, or earlier on their own.
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        let id = raw.id();
+        let mut record = Vec::new();
+        larder_protocol::codec::encode_request(id, &R::Ping, &mut record);
+        assert!(raw.region.client_rings(0).unwrap().send(&record).unwrap());
+        ids.push(id);
+    }
+    t.shutdown();
+    assert!(raw.dropped_within(PATIENCE), "the stopped server hung up");
+    let (mut pongs, mut refused) = (0, 0);
+    for id in ids {
+        let (got, response) = raw.receive(0, Duration::from_millis(1)).expect("a queued request was not answered");
+        assert_eq!(got, id, "answered in order");
+        match response {
+            Response::Pong { .. } => pongs += 1,
+            Response::Error { errno: libc::ESHUTDOWN, .. } => refused += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(pongs + refused, 200);
+}
