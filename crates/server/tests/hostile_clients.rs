@@ -354,9 +354,21 @@ fn a_client_that_never_reaps_does_not_stop_others() {
         }
         sent.push(id);
     }
-    // The other client, on the same worker, is served all the while.
-    for round in 0..100 {
-        assert_served(&good, &format!("round {round}"));
+    // The other client, on the same worker, is served all the while (on
+    // a thread, so that a server that waited for the liar fails the test
+    // rather than hanging it).
+    let (done, finished) = std::sync::mpsc::channel();
+    let served = good.clone();
+    std::thread::spawn(move || {
+        for round in 0..100 {
+            assert_served(&served, &format!("round {round}"));
+        }
+        let _ = done.send(());
+    });
+    if finished.recv_timeout(PATIENCE).is_err() {
+        // A server stuck on the liar could not be stopped either.
+        std::mem::forget(t);
+        panic!("the other client was not served while the liar did not reap");
     }
     assert!(!raw.dropped_within(Duration::from_millis(1)), "slow is not hostile");
     // Every completion comes, in order, once reaped.
