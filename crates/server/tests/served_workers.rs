@@ -104,3 +104,35 @@ fn four_clients_over_three_workers_see_correct_data() {
     t.wait_for_clients(0);
     t.assert_fsck_clean();
 }
+
+#[test]
+fn one_client_shared_by_threads_over_two_workers() {
+    let mut t = serve_with(limits(2..=2));
+    let c = t.client();
+    c.create_bucket("b").unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let c = c.clone();
+            scope.spawn(move || {
+                let file =
+                    OpenOptions::new().read(true).write(true).create(true).open(&c, format!("/s{thread}")).unwrap();
+                for round in 0..50usize {
+                    let value = pattern(round * 97 % 30_000, (thread * 100 + round) as u64);
+                    c.put("b", format!("t{thread}/{round}"), &value, Durability::Buffered).unwrap();
+                    file.write_at(&value, 0).unwrap();
+                    assert!(c.get("b", format!("t{thread}/{round}")).unwrap() == Some(value.clone()));
+                    let mut back = vec![0u8; value.len()];
+                    let mut read = 0;
+                    while read < back.len() {
+                        read += file.read_at(&mut back[read..], read as u64).unwrap();
+                    }
+                    assert!(back == value, "thread {thread} round {round}");
+                }
+            });
+        }
+    });
+    assert_eq!(c.scan("b", b"", None).count(), 200);
+    drop(c);
+    t.wait_for_clients(0);
+    t.assert_fsck_clean();
+}
