@@ -86,7 +86,7 @@ fn garbage_in_ring_slots_and_positions_drops_the_client() {
 fn garbage_in_words_the_server_does_not_trust_changes_nothing() {
     let t = serve();
     let good = t.client();
-    let mut raw = t.raw();
+    let raw = t.raw();
     // The sleeping flags and futex words are hints: garbage there costs
     // the liar a wake-up at most.
     let request = raw.request_control(0);
@@ -118,7 +118,7 @@ fn lying_completion_consumer_positions() {
     let t = serve();
     let good = t.client();
     // Ahead of what the server produced: a violation.
-    let mut raw = t.raw();
+    let raw = t.raw();
     assert!(matches!(raw.call(0, &R::Ping), Response::Pong { .. }));
     let consumer = raw.completion_control(0) + u64::from(CONSUMER_POSITION_OFFSET);
     raw.set_word(consumer, 1 << 20);
@@ -129,7 +129,7 @@ fn lying_completion_consumer_positions() {
     // Behind by a whole ring: the ring looks full, the server keeps the
     // completion back (the client is slow, not hostile) and serves
     // others; when the position is right again the completion comes.
-    let mut raw = t.raw();
+    let raw = t.raw();
     assert!(matches!(raw.call(0, &R::Ping), Response::Pong { .. }));
     let produced = raw.word(raw.completion_control(0));
     let ring_bytes = raw.welcome.layout.completion_ring_bytes;
@@ -176,7 +176,7 @@ fn malformed_records_drop_the_client() {
 fn a_record_crossing_the_ring_end_drops_the_client() {
     let t = serve();
     let good = t.client();
-    let mut raw = t.raw();
+    let raw = t.raw();
     let ring = raw.welcome.layout.request_ring(0);
     // Move the ring's positions near its end with real requests (puts to
     // a bucket that does not exist: ENOENT).
@@ -204,7 +204,7 @@ fn a_slot_rewritten_after_publication_is_seen_whole_or_refused() {
     good.create_bucket("b").unwrap();
     let (mut applied, mut dropped) = (0, 0);
     for round in 0..16 {
-        let mut raw = t.raw();
+        let raw = t.raw();
         let ring = raw.welcome.layout.request_ring(0);
         let key = format!("k{round}");
         let value = pattern(30_000, round);
@@ -270,7 +270,7 @@ fn buffer_slices_outside_the_data_area_drop_the_client() {
             R::ReadBuffer { handle: 1, offset: 0, into: slice },
         ];
         for request in requests {
-            let mut raw = t.raw();
+            let raw = t.raw();
             // A file open as handle 1, so a handle is no excuse.
             let created = raw.call(
                 0,
@@ -293,7 +293,7 @@ fn unknown_and_reused_handles_and_inodes_are_errors_not_harm() {
     good.write("/secret", b"theirs").unwrap();
     let theirs = good.metadata("/secret").unwrap().ino();
     let kept = good.open("/secret").unwrap();
-    let mut raw = t.raw();
+    let raw = t.raw();
     let errno = |r: Response| match r {
         Response::Error { errno, .. } => errno,
         other => panic!("expected an error, got {other:?}"),
@@ -320,7 +320,7 @@ fn unknown_and_reused_handles_and_inodes_are_errors_not_harm() {
 #[test]
 fn replayed_request_ids_are_new_requests() {
     let t = serve();
-    let mut raw = t.raw();
+    let raw = t.raw();
     let create = R::Create { parent: ROOT, name: b"once".to_vec(), mode: 0o644, flags: libc::O_RDWR | libc::O_EXCL };
     for expected in [None, Some(libc::EEXIST)] {
         assert!(raw.send_as(0, 5, &create));
@@ -343,7 +343,7 @@ fn replayed_request_ids_are_new_requests() {
 fn a_client_that_never_reaps_does_not_stop_others() {
     let t = serve_with(larder_server::Limits { max_in_flight: 16, ..limits(1..=1) });
     let good = t.client();
-    let mut raw = t.raw();
+    let raw = t.raw();
     // Ping until the request ring is full: the server takes requests
     // until the completion ring and the client's backlog are full.
     let mut sent = Vec::new();
@@ -424,7 +424,7 @@ fn many_clients_come_and_go() {
                     drop(c);
                     // Gone with a file open and, every other round, a
                     // request left in its ring.
-                    let mut raw = t.raw();
+                    let raw = t.raw();
                     let name = format!("t{thread}r{round}").into_bytes();
                     let create = R::Create { parent: ROOT, name, mode: 0o644, flags: libc::O_RDWR };
                     let Response::Created { handle, .. } = raw.call(0, &create) else { panic!("create") };
@@ -450,4 +450,45 @@ fn many_clients_come_and_go() {
         }
     }
     assert_served(&good, "good");
+}
+
+#[test]
+fn a_buffer_changed_while_the_server_copies_it_stores_what_was_checksummed() {
+    let mut t = serve();
+    let good = t.client();
+    good.create_bucket("b").unwrap();
+    let raw = t.raw();
+    const LEN: u32 = 256 << 10;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // Rewrites the buffer without pause while the puts copy it.
+        let (region, stop) = (&raw.region, &stop);
+        scope.spawn(move || {
+            let (a, b) = (vec![0xAAu8; LEN as usize], vec![0x55u8; LEN as usize]);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                region.data().copy_in(0, &a).unwrap();
+                region.data().copy_in(0, &b).unwrap();
+            }
+        });
+        for n in 0..20 {
+            let put = R::KvPut {
+                bucket: b"b".to_vec(),
+                key: format!("k{n}").into_bytes(),
+                value: Payload::Buffer(BufferSlice { offset: 0, length: LEN }),
+                durability: Durability::Buffered,
+            };
+            assert_eq!(raw.call(0, &put), Response::Done);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    // Each value reads back (its checksums cover what was stored) and
+    // holds only bytes the area held: zeros at first, then the client's.
+    for n in 0..20 {
+        let value = good.get("b", format!("k{n}")).unwrap().unwrap();
+        assert_eq!(value.len(), LEN as usize);
+        assert!(value.iter().all(|&b| b == 0 || b == 0xAA || b == 0x55), "value {n}");
+    }
+    drop((raw, good));
+    t.wait_for_clients(0);
+    t.assert_fsck_clean();
 }

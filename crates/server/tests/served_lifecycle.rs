@@ -31,7 +31,7 @@ fn a_gone_client_is_reclaimed_whole() {
     let good = t.client();
     good.create_bucket("b").unwrap();
     good.put("b", "read", b"being read", Durability::Buffered).unwrap();
-    let mut raw = t.raw();
+    let raw = t.raw();
     // A file written and left open.
     let kept =
         handle(raw.call_owner(&R::Create { parent: ROOT, name: b"kept".to_vec(), mode: 0o644, flags: libc::O_RDWR }));
@@ -293,7 +293,7 @@ fn descriptors_and_threads_return_to_their_baseline() {
 #[test]
 fn requests_queued_at_a_shutdown_are_all_answered_in_order() {
     let mut t = serve_with(limits(2..=2));
-    let mut raw = t.raw();
+    let raw = t.raw();
     // Published without ringing: the workers find them when the stop
     // wakes them, or earlier on their own.
     let mut ids = Vec::new();

@@ -141,8 +141,8 @@ pub struct Raw {
     pub region: Region,
     pub doorbell: Doorbell,
     pub welcome: Welcome,
-    next_id: u64,
-    record: Vec<u8>,
+    next_id: std::cell::Cell<u64>,
+    record: std::cell::RefCell<Vec<u8>>,
 }
 
 impl Raw {
@@ -155,19 +155,19 @@ impl Raw {
             region: connected.region,
             doorbell: connected.doorbell,
             welcome: connected.welcome,
-            next_id: 1,
-            record: Vec::new(),
+            next_id: std::cell::Cell::new(1),
+            record: std::cell::RefCell::new(Vec::new()),
         }
     }
 
     /// A fresh request id.
-    pub fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
+    pub fn id(&self) -> u64 {
+        self.next_id.set(self.next_id.get() + 1);
+        self.next_id.get()
     }
 
     /// Sends `request` with id `id` to `worker`; false if the ring is full.
-    pub fn send_as(&mut self, worker: u32, id: u64, request: &Request) -> bool {
+    pub fn send_as(&self, worker: u32, id: u64, request: &Request) -> bool {
         let mut record = Vec::new();
         encode_request(id, request, &mut record);
         self.send_record(worker, &record)
@@ -189,12 +189,13 @@ impl Raw {
     }
 
     /// The next completion from `worker`, waiting at most `timeout`.
-    pub fn receive(&mut self, worker: u32, timeout: Duration) -> Option<(u64, Response)> {
+    pub fn receive(&self, worker: u32, timeout: Duration) -> Option<(u64, Response)> {
         let rings = self.region.client_rings(worker).unwrap();
         let deadline = Instant::now() + timeout;
+        let mut record = self.record.borrow_mut();
         loop {
-            if rings.receive(&mut self.record).unwrap() {
-                return Some(decode_response(&self.record).unwrap());
+            if rings.receive(&mut record).unwrap() {
+                return Some(decode_response(&record).unwrap());
             }
             let left = deadline.checked_duration_since(Instant::now())?;
             match rings.wait_for_completion(1000, left.min(Duration::from_millis(50))).unwrap() {
@@ -204,7 +205,7 @@ impl Raw {
     }
 
     /// Sends `request` to `worker` and returns its answer.
-    pub fn call(&mut self, worker: u32, request: &Request) -> Response {
+    pub fn call(&self, worker: u32, request: &Request) -> Response {
         let id = self.id();
         assert!(self.send_as(worker, id, request), "the request ring is full");
         let (got, response) = self.receive(worker, PATIENCE).expect("no answer");
@@ -213,7 +214,7 @@ impl Raw {
     }
 
     /// Sends `request` to the primary and follows redirects.
-    pub fn call_owner(&mut self, request: &Request) -> Response {
+    pub fn call_owner(&self, request: &Request) -> Response {
         let mut worker = self.welcome.primary_worker;
         loop {
             match self.call(worker, request) {
