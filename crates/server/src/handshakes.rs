@@ -146,19 +146,29 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &OwnedFd) -> Result<(
         max_open_handles: u32::try_from(shared.limits.max_open_handles).unwrap_or(u32::MAX),
         max_in_flight: shared.limits.max_in_flight,
     };
-    send_welcome(&stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd()).map_err(ServeError::Handshake)?;
-    stream.set_nonblocking(true).map_err(ServeError::Client)?;
-    tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
-    let client = ConnectedClient {
+    // Known to the workers before it is welcomed: every request a
+    // welcomed client publishes is in a ring some worker serves (until the
+    // workers stop, after which it is told the server is gone).
+    let client = Arc::new(ConnectedClient {
         id,
         stream,
         region,
         session,
         backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
         closed: AtomicBool::new(false),
-    };
-    shared.registry.add(Arc::new(client));
+    });
+    shared.registry.add(client.clone());
     ring_all(shared);
+    let welcomed = send_welcome(&client.stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd())
+        .map_err(ServeError::Handshake)
+        .and_then(|()| client.stream.set_nonblocking(true).map_err(ServeError::Client));
+    if let Err(e) = welcomed {
+        client.close("its welcome could not be sent");
+        shared.registry.remove_closed();
+        ring_all(shared);
+        return Err(e);
+    }
+    tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
     shared.wake_listener();
     Ok(())
 }
