@@ -393,8 +393,9 @@ fn bytes_on_the_socket_after_the_handshake_drop_the_client() {
 fn clients_that_never_say_hello_do_not_block_others() {
     let t = serve();
     let good = t.client();
-    // Silent, and half a hello.
-    let mut silent: Vec<UnixStream> = (0..3).map(|_| UnixStream::connect(t.socket()).unwrap()).collect();
+    // Silent, and half a hello: each would hold a listener that shook
+    // hands itself for its 1 s hello timeout, 8 s in all.
+    let mut silent: Vec<UnixStream> = (0..7).map(|_| UnixStream::connect(t.socket()).unwrap()).collect();
     let half = UnixStream::connect(t.socket()).unwrap();
     (&half).write_all(b"LRDH").unwrap();
     silent.push(half);
@@ -402,10 +403,7 @@ fn clients_that_never_say_hello_do_not_block_others() {
     let newcomer = t.client();
     assert_served(&newcomer, "newcomer");
     let took = started.elapsed();
-    assert!(
-        took < Duration::from_millis(900),
-        "a client waited {took:?} behind silent ones (each may hold a handshake 1 s)"
-    );
+    assert!(took < Duration::from_secs(3), "a client waited {took:?} behind silent ones");
     assert_served(&good, "good");
     drop(silent);
 }
