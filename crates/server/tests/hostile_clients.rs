@@ -490,3 +490,39 @@ fn a_buffer_changed_while_the_server_copies_it_stores_what_was_checksummed() {
     t.wait_for_clients(0);
     t.assert_fsck_clean();
 }
+
+#[test]
+fn a_client_that_floods_its_ring_does_not_starve_others() {
+    let t = serve();
+    let good = t.client();
+    let raw = t.raw();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (done, finished) = std::sync::mpsc::channel();
+    let raw = std::thread::scope(|scope| {
+        let stop = &stop;
+        // Keeps its ring full of requests and reaps as fast as it can.
+        let flooder = scope.spawn(move || {
+            let mut answered = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while raw.send_as(0, raw.id(), &R::StatFs) {}
+                while raw.receive(0, Duration::ZERO).is_some() {
+                    answered += 1;
+                }
+            }
+            assert!(answered > 0);
+            raw
+        });
+        let served = good.clone();
+        scope.spawn(move || {
+            for round in 0..100 {
+                assert_served(&served, &format!("round {round}"));
+            }
+            let _ = done.send(());
+        });
+        let outcome = finished.recv_timeout(PATIENCE);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(outcome.is_ok(), "the other client was starved");
+        flooder.join().unwrap()
+    });
+    assert!(!raw.dropped_within(Duration::from_millis(1)), "busy is not hostile");
+}
