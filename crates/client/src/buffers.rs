@@ -135,13 +135,13 @@ impl Buffer {
     /// of another connection, whose offset means another client's memory
     /// (and whose bytes the server would read or write where this
     /// process holds another buffer).
-    pub(crate) fn slice(&self, client: &Client) -> Result<BufferSlice> {
-        self.prefix(client, self.length as usize)
+    pub(crate) fn checked_slice(&self, client: &Client) -> Result<BufferSlice> {
+        self.checked_prefix(client, self.length as usize)
     }
 
     /// The stretch of its first `length` bytes, to name in a request of
-    /// `client` (as [`Buffer::slice`]).
-    pub(crate) fn prefix(&self, client: &Client, length: usize) -> Result<BufferSlice> {
+    /// `client` (as [`Buffer::checked_slice`]).
+    pub(crate) fn checked_prefix(&self, client: &Client, length: usize) -> Result<BufferSlice> {
         if !Arc::ptr_eq(&self.connection, &client.connection) {
             return Err(ClientError::Invalid("a buffer of another connection".into()));
         }
@@ -149,6 +149,12 @@ impl Buffer {
             Ok(length) if length <= self.length => Ok(BufferSlice { offset: self.offset, length: length as u32 }),
             _ => Err(ClientError::Invalid(format!("{length} bytes of a buffer of {} bytes", self.length))),
         }
+    }
+
+    /// The stretch of the data area it is, as a request names it (a
+    /// batch operation's value, [`Payload::Buffer`](crate::Payload)).
+    pub fn slice(&self) -> BufferSlice {
+        BufferSlice { offset: self.offset, length: self.length as u32 }
     }
 }
 

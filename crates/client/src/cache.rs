@@ -507,12 +507,13 @@ impl Cache {
             }
             Request::Unlink { .. } | Request::Rmdir { .. } | Request::Rename { .. } | Request::MetadataBatch { .. } => {
                 // Opens kept of a name removed or replaced would keep the
-                // file alive after the application closed it.
+                // file alive after the application closed it; and an open
+                // closed later must not be kept either: the file's lease is
+                // forgotten here (the server grants none on an object left
+                // without a name).
                 unusable = match request {
-                    Request::Unlink { parent, name } => state.take_handles_named(&[(*parent, name)]),
-                    Request::Rename { new_parent, new_name, .. } => {
-                        state.take_handles_named(&[(*new_parent, new_name)])
-                    }
+                    Request::Unlink { parent, name } => state.forget_named(&[(*parent, name)]),
+                    Request::Rename { new_parent, new_name, .. } => state.forget_named(&[(*new_parent, new_name)]),
                     Request::Rmdir { .. } => Vec::new(),
                     _ => state.take_all_handles(),
                 };
@@ -609,17 +610,29 @@ impl State {
         handles
     }
 
-    /// Takes out the kept opens of the objects `names` name (as cached
-    /// lookups say), or every kept open when one is not known.
-    fn take_handles_named(&mut self, names: &[(u64, &Vec<u8>)]) -> Vec<u64> {
-        let mut out = Vec::new();
+    /// Forgets the objects `names` name (as cached lookups say), lease and
+    /// all, or every object when one is not known; returns their kept
+    /// opens, to release.
+    fn forget_named(&mut self, names: &[(u64, &Vec<u8>)]) -> Vec<u64> {
+        let mut found = Vec::new();
         for (dir, name) in names {
             match self.files.get(dir).and_then(|d| d.lookups.get(name.as_slice())).copied() {
-                Some(found) => out.extend(self.take_handles(found.ino)),
-                None => return self.take_all_handles(),
+                Some(named) => found.push(named.ino),
+                None => {
+                    let all: Vec<u64> = self.files.keys().copied().collect();
+                    return all.into_iter().flat_map(|ino| self.forget(ino)).collect();
+                }
             }
         }
-        out
+        found.into_iter().flat_map(|ino| self.forget(ino)).collect()
+    }
+
+    /// Drops object `ino` from the cache, lease and all; returns its kept
+    /// opens, to release.
+    fn forget(&mut self, ino: u64) -> Vec<u64> {
+        let handles = self.take_handles(ino);
+        self.files.remove(&ino);
+        handles
     }
 
     /// Takes out every kept open.

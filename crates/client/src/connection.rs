@@ -274,10 +274,13 @@ impl Connection {
 /// header and other fields (a name or key, offsets).
 const FIELD_ROOM: usize = 16 << 10;
 
-/// Data bytes that fit a message in a ring of `ring_bytes`.
+/// Data bytes that fit a message in a ring of `ring_bytes`: a record less
+/// room for the other fields, and in a ring too small for that room a
+/// quarter of a record (a key or path longer than the rest of the record
+/// is refused before it is sent).
 fn inline_limit(ring_bytes: u32) -> usize {
     let record = larder_protocol::ring::max_record(ring_bytes) as usize;
-    record.saturating_sub(FIELD_ROOM).clamp(4096, larder_protocol::codec::MAX_DATA_BYTES)
+    record.saturating_sub(FIELD_ROOM).max(record / 4).min(larder_protocol::codec::MAX_DATA_BYTES)
 }
 
 /// Whether the request changes the namespace: the primary worker serves
@@ -310,5 +313,20 @@ fn handle_of(request: &Request) -> Option<u64> {
         | Request::KvWriterFinish { handle } => Some(*handle),
         Request::SetAttributes { handle, .. } => *handle,
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inline_limit;
+
+    #[test]
+    fn inline_data_leaves_room_in_a_record() {
+        assert_eq!(inline_limit(256 << 10), (64 << 10) - (16 << 10), "the default rings");
+        assert_eq!(inline_limit(4096), 256, "the smallest: a quarter of a 1 KiB record");
+        assert_eq!(inline_limit(16 << 20), larder_protocol::codec::MAX_DATA_BYTES, "at most what a message carries");
+        for shift in 12..=24 {
+            assert!(inline_limit(1 << shift) < larder_protocol::ring::max_record(1 << shift) as usize);
+        }
     }
 }

@@ -267,7 +267,10 @@ impl File {
             if let Some(n) = cache.read(&self.client.connection, self.ino, offset, out) {
                 return Ok(n);
             }
-            if let Some(version) = cache.file_version(&self.client.connection, self.ino) {
+            // Pages are cached only when a whole one fits an answer (rings
+            // of a few KiB carry less).
+            let pages_fit = self.client.connection.inline_response_bytes() >= crate::cache::PAGE;
+            if let Some(version) = cache.file_version(&self.client.connection, self.ino).filter(|_| pages_fit) {
                 return self.read_pages(out, offset, version);
             }
         }
@@ -291,8 +294,8 @@ impl File {
         // A leasing server answers up to FULL_READ_BYTES in full unless the
         // file ends, so a shorter answer marks the end.
         let full = u64::from(larder_protocol::lease::FULL_READ_BYTES);
-        let limit = (self.client.connection.inline_response_bytes() as u64).min(full) / page * page;
-        let limit = limit.max(page);
+        // At least one page: `read_at` caches only when one fits.
+        let limit = ((self.client.connection.inline_response_bytes() as u64).min(full) / page * page).max(page);
         let length = (end - start).min(limit) as u32;
         let bytes = match self.client.connection.call(&Request::Read { handle: self.handle, offset: start, length })? {
             Response::Data(bytes) => bytes,
@@ -322,13 +325,17 @@ impl File {
 
     /// Writes the bytes of `buffer` at `offset`: the zero-copy write.
     pub fn write_buffer(&self, buffer: &Buffer, offset: u64) -> Result<usize> {
-        self.written(Request::Write { handle: self.handle, offset, data: Payload::Buffer(buffer.slice(&self.client)?) })
+        self.written(Request::Write {
+            handle: self.handle,
+            offset,
+            data: Payload::Buffer(buffer.checked_slice(&self.client)?),
+        })
     }
 
     /// Reads into `buffer` from `offset`: the zero-copy read. Returns the
     /// bytes read (fewer at the end of the file).
     pub fn read_buffer(&self, buffer: &mut Buffer, offset: u64) -> Result<usize> {
-        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.slice(&self.client)? };
+        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.checked_slice(&self.client)? };
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
             other => Err(unexpected("read_buffer", &other)),
@@ -338,14 +345,15 @@ impl File {
     /// Writes the first `length` bytes of `buffer` at `offset`: the
     /// zero-copy write of part of a buffer (EINVAL past its end).
     pub fn write_buffer_prefix(&self, buffer: &Buffer, length: usize, offset: u64) -> Result<usize> {
-        let data = Payload::Buffer(buffer.prefix(&self.client, length)?);
+        let data = Payload::Buffer(buffer.checked_prefix(&self.client, length)?);
         self.written(Request::Write { handle: self.handle, offset, data })
     }
 
     /// Reads at most `length` bytes from `offset` into the start of
     /// `buffer` (EINVAL past its end). Returns the bytes read.
     pub fn read_buffer_prefix(&self, buffer: &mut Buffer, length: usize, offset: u64) -> Result<usize> {
-        let request = Request::ReadBuffer { handle: self.handle, offset, into: buffer.prefix(&self.client, length)? };
+        let request =
+            Request::ReadBuffer { handle: self.handle, offset, into: buffer.checked_prefix(&self.client, length)? };
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
             other => Err(unexpected("read_buffer", &other)),

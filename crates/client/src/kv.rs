@@ -55,7 +55,7 @@ impl Client {
                 buffer.as_mut_slice().copy_from_slice(value);
                 self.done(
                     "put",
-                    Request::KvPut { bucket, key, value: Payload::Buffer(buffer.slice(self)?), durability },
+                    Request::KvPut { bucket, key, value: Payload::Buffer(buffer.checked_slice(self)?), durability },
                 )
             }
             Err(ClientError::NoBufferRoom { .. }) => {
@@ -78,7 +78,7 @@ impl Client {
         let request = Request::KvPut {
             bucket: bucket.as_ref().to_vec(),
             key: key.as_ref().to_vec(),
-            value: Payload::Buffer(buffer.slice(self)?),
+            value: Payload::Buffer(buffer.checked_slice(self)?),
             durability,
         };
         self.done("put", request)
@@ -97,7 +97,7 @@ impl Client {
         let request = Request::KvPut {
             bucket: bucket.as_ref().to_vec(),
             key: key.as_ref().to_vec(),
-            value: Payload::Buffer(buffer.prefix(self, length)?),
+            value: Payload::Buffer(buffer.checked_prefix(self, length)?),
             durability,
         };
         self.done("put", request)
@@ -134,7 +134,7 @@ impl Client {
         let request = Request::KvGet {
             bucket: bucket.as_ref().to_vec(),
             key: key.as_ref().to_vec(),
-            into: Some(buffer.slice(self)?),
+            into: Some(buffer.checked_slice(self)?),
         };
         match self.connection.call(&request) {
             Ok(Response::ValueInBuffer { length }) => Ok(Some(length)),

@@ -52,7 +52,8 @@ pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};
 pub use kv::{KvReader, KvWriter, Scan};
 pub use larder_protocol::message::{
-    Attributes, DirectoryEntry, Durability, FileKind, FsStats, KeyHead, KvOperation, Payload, ScanEntry, Timestamp,
+    Attributes, BufferSlice, DirectoryEntry, Durability, FileKind, FsStats, KeyHead, KvOperation, Payload, ScanEntry,
+    Timestamp,
 };
 pub use paths::{DirEntries, Metadata};
 

@@ -160,8 +160,11 @@ impl KvWriter<'_> {
                 txn.link_in(dir, key.leaf(), object).map_err(TxnError::from)?;
                 Ok(old)
             });
+        // Refused (a key conflict, a level in the way): the value is
+        // still an orphan nobody names, and drop frees it.
+        let removed = removed?;
         self.finished = true;
-        if let Some(old) = removed? {
+        if let Some(old) = removed {
             self.kv.after_delete(old)?;
         }
         Ok(())

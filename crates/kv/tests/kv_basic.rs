@@ -145,6 +145,23 @@ fn a_shared_writer_outlives_the_borrow_it_was_made_from() {
 }
 
 #[test]
+fn a_writer_whose_finish_is_refused_frees_its_value() {
+    let sim = SimStorage::new(16);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    kv.put("b", "a/b", b"under a", Durable).unwrap();
+    let mut w = kv.writer("b", "a", Durable).unwrap();
+    w.write_all(&[7; 5000]).unwrap();
+    let object = w.object();
+    assert!(matches!(w.finish(), Err(KvError::KeyConflict { .. })), "a is a level");
+    assert_eq!(kv.store().stat(object).unwrap(), None, "the refused value's object is freed");
+    let prefix = larder_object::meta::map_prefix(larder_object::meta::Map::Orphans);
+    assert_eq!(kv.store().index().prefix(&prefix, true).unwrap().count(), 0, "no orphan left");
+    kv.delete("b", "a/b", Durable).unwrap();
+    assert!(kv.store().used_extents().unwrap().is_empty());
+}
+
+#[test]
 fn keys_and_bucket_names_are_checked_without_a_store() {
     assert!(larder_kv::key::check_key(b"a/b").is_ok());
     assert!(matches!(larder_kv::key::check_key(b"a/../b"), Err(larder_kv::KvError::InvalidKey { .. })));

@@ -82,6 +82,22 @@ pub const MAX_BATCH_OPERATIONS: usize = 1024;
 /// Bytes of the header every message starts with.
 pub const HEADER_BYTES: usize = 12;
 
+/// Bytes of an `Entries` or `ScanPage` answer with no entries, at most:
+/// the header, the count and (a scan page's) `more` flag. A server that
+/// fills a listing to fit one ring record adds
+/// [`directory_entry_bytes`] or [`scan_entry_bytes`] per entry to this.
+pub const LISTING_BASE_BYTES: usize = HEADER_BYTES + 4 + 1;
+
+/// Bytes `entry` adds to an encoded `Entries` answer.
+pub fn directory_entry_bytes(entry: &crate::message::DirectoryEntry) -> usize {
+    response::DIRECTORY_ENTRY_MIN_BYTES + entry.name.len()
+}
+
+/// Bytes `entry` adds to an encoded `ScanPage` answer.
+pub fn scan_entry_bytes(entry: &crate::message::ScanEntry) -> usize {
+    response::SCAN_ENTRY_MIN_BYTES + entry.key.len()
+}
+
 /// Appends the encoding of `request` with `request_id` to `out`.
 pub fn encode_request(request_id: u64, request: &Request, out: &mut Vec<u8>) {
     let mut encoder = Encoder::new(out);

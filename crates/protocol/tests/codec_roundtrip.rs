@@ -13,8 +13,9 @@ use std::collections::BTreeSet;
 
 use codec_strategies::{request, response, Sizes};
 use larder_protocol::codec::{
-    check_request, check_response, decode_request, decode_response, encode_request, encode_response, fuzzing,
-    opcode_of, request_id_of, DecodeError, Opcode, ResponseKind, MAX_MESSAGE_BYTES, MAX_NAME_BYTES,
+    check_request, check_response, decode_request, decode_response, directory_entry_bytes, encode_request,
+    encode_response, fuzzing, opcode_of, request_id_of, scan_entry_bytes, DecodeError, Opcode, ResponseKind,
+    LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES,
 };
 use larder_protocol::message::{Request, Response};
 use proptest::prelude::*;
@@ -35,6 +36,18 @@ fn encoded_response(request_id: u64, response: &Response) -> Vec<u8> {
 
 proptest! {
     #![proptest_config(Config { cases: 512, ..Config::default() })]
+
+    #[test]
+    fn listing_sizes_are_what_a_server_budgets(response in response(Sizes::Small)) {
+        // A server fills a listing to fit a ring record by these sizes: a
+        // scan page's is exact, a directory listing's one byte over.
+        let budget = match &response {
+            Response::Entries(entries) => LISTING_BASE_BYTES - 1 + entries.iter().map(directory_entry_bytes).sum::<usize>(),
+            Response::ScanPage { entries, .. } => LISTING_BASE_BYTES + entries.iter().map(scan_entry_bytes).sum::<usize>(),
+            _ => return Ok(()),
+        };
+        prop_assert_eq!(encoded_response(1, &response).len(), budget);
+    }
 
     #[test]
     fn request_round_trips_exactly_when_checked(request_id in any::<u64>(), request in request(Sizes::Beyond)) {

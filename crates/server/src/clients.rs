@@ -126,11 +126,6 @@ impl Registry {
         self.clients.read().clone()
     }
 
-    /// How many clients are connected.
-    pub(crate) fn len(&self) -> usize {
-        self.clients.read().len()
-    }
-
     /// Moves whenever a client comes or goes.
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)

@@ -16,12 +16,14 @@
 //! workers at once.
 #![warn(missing_docs)]
 
+mod client_count;
 mod clients;
 mod conflicts;
 pub mod convert;
 mod deferred;
 mod error;
 mod execute;
+mod handshakes;
 mod leases;
 mod limits;
 mod load;
@@ -33,8 +35,10 @@ mod server_stats;
 mod session;
 mod worker;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+
+use client_count::ClientCount;
 
 use larder_fs::Fs;
 
@@ -43,7 +47,7 @@ pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
 pub use limits::Limits;
 pub use load::LoadPolicy;
 pub use memory::{slice_range, ClientMemory, VecMemory};
-pub use server::{ServeError, Server, ServerOptions};
+pub use server::{ServeError, Server, ServerOptions, WorkerCounters};
 pub use session::{HandleKind, InFlight, Session, SessionCounters};
 
 /// What every session and worker of one server shares: the file system
@@ -54,7 +58,7 @@ pub struct ServerState {
     leases: Arc<leases::LeaseTable>,
     limits: Limits,
     epoch: u64,
-    clients: Arc<AtomicUsize>,
+    clients: Arc<ClientCount>,
 }
 
 impl ServerState {
@@ -62,7 +66,7 @@ impl ServerState {
     /// different at every start (leases of an earlier one are void).
     pub fn new(fs: Arc<Fs>, limits: Limits, epoch: u64) -> ServerState {
         let leases = leases::LeaseTable::new(limits.lease_term);
-        ServerState { fs, leases, limits, epoch, clients: Arc::new(AtomicUsize::new(0)) }
+        ServerState { fs, leases, limits, epoch, clients: Arc::new(ClientCount::default()) }
     }
 
     /// The file system.
@@ -90,9 +94,16 @@ impl ServerState {
         self.epoch
     }
 
-    /// Sessions open now.
+    /// Sessions open now. A session counts until it is dropped, after
+    /// it released every handle it held.
     pub fn clients(&self) -> usize {
-        self.clients.load(Ordering::Acquire)
+        self.clients.get()
+    }
+
+    /// Waits until at most `n` sessions are open, or `timeout` passes;
+    /// returns whether they are.
+    pub fn wait_for_clients(&self, n: usize, timeout: Duration) -> bool {
+        self.clients.wait_at_most(n, timeout)
     }
 
     /// Opens the session of a client whose user, group and supplementary
@@ -101,9 +112,9 @@ impl ServerState {
     /// [`ServerError::TooManyClients`] when `max_clients` are open.
     pub fn open_session(&self, uid: u32, gid: u32, groups: Vec<u32>) -> Result<Session, ServerError> {
         let max = self.limits.max_clients;
-        self.clients
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .map_err(|_| ServerError::TooManyClients { max })?;
+        if !self.clients.try_add(max) {
+            return Err(ServerError::TooManyClients { max });
+        }
         let mut session =
             Session::new(Arc::clone(&self.fs), self.limits.clone(), (uid, gid, groups), Arc::clone(&self.clients));
         session.hold_leases(Arc::clone(&self.leases));

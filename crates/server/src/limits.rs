@@ -48,7 +48,8 @@ pub struct Limits {
     /// that for the file's end). Default 16 MiB.
     pub max_io_bytes: u32,
     /// Entries one directory listing or scan page may return (a request
-    /// asking for more gets this many). Default 4,096.
+    /// asking for more gets this many; fewer when more would not fit one
+    /// completion ring record). Default 4,096.
     pub max_entries: u32,
     /// Bytes of each request ring, and of each completion ring. Default
     /// 256 KiB.

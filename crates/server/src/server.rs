@@ -1,27 +1,24 @@
 //! The server: options, start, the listener thread (accepts clients and
 //! notices those that hang up), the workers, and shutdown.
 
-use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::ops::RangeInclusive;
-use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use larder_fs::Fs;
-use larder_protocol::credentials::peer_credentials;
 use larder_protocol::doorbell::Doorbell;
-use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
 use larder_protocol::layout::Layout;
 use larder_protocol::message::Request;
-use larder_protocol::region::Region;
 use parking_lot::Mutex;
 use rustix::event::{poll, PollFd, PollFlags};
 
 use crate::clients::{ConnectedClient, Registry};
+use crate::handshakes::Handshakes;
 use crate::load::{self, LoadBoard, LoadPolicy};
 use crate::placement::{Placement, PRIMARY};
 use crate::worker::{self, WorkerStats};
@@ -57,6 +54,9 @@ pub enum ServeError {
     /// A client's socket failed during its handshake.
     #[error("a client's socket: {0}")]
     Client(#[source] std::io::Error),
+    /// The listener's wake-up channel could not be made.
+    #[error("the listener's wake-up channel: {0}")]
+    Wakeup(#[source] std::io::Error),
     /// A client's handshake failed.
     #[error("a client's handshake: {0}")]
     Handshake(#[source] larder_protocol::handshake::HandshakeError),
@@ -67,9 +67,6 @@ pub enum ServeError {
     #[error("syncing the store at shutdown: {0}")]
     Sync(#[source] larder_fs::FsError),
 }
-
-/// How long a connecting client has to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often the listener looks at the stop flag when nothing happens.
 const LISTEN_TICK: Duration = Duration::from_millis(100);
@@ -106,6 +103,18 @@ impl ServerOptions {
     }
 }
 
+/// One worker's counters, as of one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerCounters {
+    /// Requests it executed.
+    pub requests: u64,
+    /// Nanoseconds it spent executing them.
+    pub busy_nanos: u64,
+    /// Requests it answered with a redirect to the worker owning their
+    /// file.
+    pub redirects: u64,
+}
+
 /// What the listener, the workers and the load manager share.
 pub(crate) struct Shared {
     pub(crate) state: ServerState,
@@ -121,12 +130,20 @@ pub(crate) struct Shared {
     pub(crate) min_workers: u32,
     /// Worker threads started (workers 0..len), joined at stop.
     threads: Mutex<Vec<JoinHandle<()>>>,
-    layout: Layout,
-    limits: Limits,
-    next_client: AtomicU64,
+    pub(crate) layout: Layout,
+    pub(crate) limits: Limits,
+    pub(crate) next_client: AtomicU64,
+    /// Written to wake the listener (a client was added, or the server
+    /// stops), so it polls the clients as they are now at once.
+    listener_wake: UnixStream,
 }
 
 impl Shared {
+    /// Wakes the listener. A full channel already holds a wake-up.
+    pub(crate) fn wake_listener(&self) {
+        let _ = (&self.listener_wake).write(&[1]);
+    }
+
     /// The worker that must serve `request` of `client`, and the open
     /// file it is on, if any: the primary for every change to the
     /// namespace, the file's owner for a request on an open file, the
@@ -239,6 +256,10 @@ impl Server {
         let listener = bind(&options.socket)?;
         let (doorbell, doorbell_fd) = Doorbell::create(max).map_err(ServeError::Transport)?;
         let epoch = epoch();
+        let (listener_wake, wakeups) = UnixStream::pair().map_err(ServeError::Wakeup)?;
+        for end in [&listener_wake, &wakeups] {
+            end.set_nonblocking(true).map_err(ServeError::Wakeup)?;
+        }
         let shared = Arc::new(Shared {
             state: ServerState::new(fs, options.limits.clone(), epoch),
             registry: Registry::default(),
@@ -254,6 +275,7 @@ impl Server {
             layout,
             limits: options.limits.clone(),
             next_client: AtomicU64::new(1),
+            listener_wake,
         });
         for w in 0..min {
             if !shared.start_worker(w) {
@@ -276,7 +298,7 @@ impl Server {
         let listening = shared.clone();
         let listener = std::thread::Builder::new()
             .name("larder-listener".into())
-            .spawn(move || listen(listening, listener, doorbell_fd))
+            .spawn(move || listen(listening, listener, wakeups, doorbell_fd))
             .map_err(ServeError::Thread)?;
         tracing::info!(socket = %options.socket.display(), epoch, workers = min, "serving");
         Ok(Server { shared, socket: options.socket, listener: Some(listener), manager, stopped: false })
@@ -338,7 +360,26 @@ impl Server {
 
     /// Clients connected now.
     pub fn clients(&self) -> usize {
-        self.shared.registry.len()
+        self.shared.state.clients()
+    }
+
+    /// Waits until at most `n` clients' sessions are open (those gone are
+    /// reclaimed), or `timeout` passes; returns whether they are.
+    pub fn wait_for_clients(&self, n: usize, timeout: Duration) -> bool {
+        self.shared.state.wait_for_clients(n, timeout)
+    }
+
+    /// Each started worker's counters so far (the primary first; parked
+    /// workers included).
+    pub fn worker_counters(&self) -> Vec<WorkerCounters> {
+        self.shared.worker_stats[..self.shared.started_workers()]
+            .iter()
+            .map(|stats| WorkerCounters {
+                requests: stats.requests.load(Ordering::Relaxed),
+                busy_nanos: stats.busy_nanos.load(Ordering::Relaxed),
+                redirects: stats.redirects.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// Requests executed so far by all workers (a cached call of a
@@ -368,6 +409,7 @@ impl Server {
     fn stop(&mut self) -> Result<(), ServeError> {
         self.stopped = true;
         self.shared.stopping.store(true, Ordering::Release);
+        self.shared.wake_listener();
         if let Some(manager) = self.manager.take() {
             manager.thread().unpark();
             let _ = manager.join();
@@ -428,11 +470,16 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 
 /// The listener thread: accepts clients, and drops those whose socket
 /// hangs up (a client that exits or is killed), until the server stops.
-fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd::OwnedFd) {
+fn listen(shared: Arc<Shared>, listener: UnixListener, wakeups: UnixStream, doorbell_fd: std::os::fd::OwnedFd) {
+    let mut handshakes = Handshakes::new(doorbell_fd);
     while !shared.stopping.load(Ordering::Acquire) {
         let clients = shared.registry.snapshot();
-        let mut fds = Vec::with_capacity(clients.len() + 1);
-        fds.push(PollFd::new(&listener, PollFlags::IN));
+        let mut fds = Vec::with_capacity(clients.len() + 2);
+        // With no room for another handshake, new connections wait in the
+        // socket's backlog (the tick looks again).
+        let listening = if handshakes.has_room() { PollFlags::IN } else { PollFlags::empty() };
+        fds.push(PollFd::new(&listener, listening));
+        fds.push(PollFd::new(&wakeups, PollFlags::IN));
         for client in &clients {
             fds.push(PollFd::new(&client.stream, PollFlags::IN | PollFlags::RDHUP));
         }
@@ -441,8 +488,13 @@ fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd:
             continue;
         }
         let accept = !fds[0].revents().is_empty();
+        if !fds[1].revents().is_empty() {
+            // Woken: the loop takes a new snapshot.
+            let mut drained = [0u8; 64];
+            while matches!((&wakeups).read(&mut drained), Ok(n) if n > 0) {}
+        }
         let mut gone = false;
-        for (client, fd) in clients.iter().zip(&fds[1..]) {
+        for (client, fd) in clients.iter().zip(&fds[2..]) {
             let events = fd.revents();
             if !events.is_empty() {
                 // After the handshake a client sends nothing on its socket:
@@ -461,86 +513,20 @@ fn listen(shared: Arc<Shared>, listener: UnixListener, doorbell_fd: std::os::fd:
             ring_all(&shared);
         }
         if accept {
-            while let Ok((stream, _)) = listener.accept() {
-                if let Err(e) = admit(&shared, stream, &doorbell_fd) {
-                    tracing::warn!("a client was not admitted: {e}");
-                }
+            while handshakes.has_room() {
+                let Ok((stream, _)) = listener.accept() else { break };
+                handshakes.start(&shared, stream);
             }
         }
     }
+    handshakes.stop();
 }
 
 /// Wakes every worker started, so that each takes a new snapshot of the
 /// clients.
-fn ring_all(shared: &Shared) {
+pub(crate) fn ring_all(shared: &Shared) {
     let started = shared.threads.lock().len() as u32;
     for w in 0..started {
         shared.ring(w);
     }
-}
-
-/// Handshake with a new client: its credentials from the kernel, its
-/// region, the welcome.
-fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &std::os::fd::OwnedFd) -> Result<(), ServeError> {
-    stream.set_nonblocking(false).map_err(ServeError::Client)?;
-    let credentials = peer_credentials(&stream).map_err(ServeError::Client)?;
-    let hello = read_hello(&stream, HELLO_TIMEOUT).map_err(ServeError::Handshake)?;
-    if !hello.is_supported() {
-        let message =
-            format!("protocol version {} is not this server's ({})", hello.version, larder_protocol::PROTOCOL_VERSION);
-        let _ = send_refusal(&stream, libc::EPROTONOSUPPORT, &message);
-        return Err(ServeError::Options(message));
-    }
-    let session = match shared.state.open_session(credentials.uid, credentials.gid, credentials.groups.clone()) {
-        Ok(session) => session,
-        Err(e) => {
-            let _ = send_refusal(&stream, e.errno(), &e.to_string());
-            return Err(ServeError::Session(e));
-        }
-    };
-    let (region, region_fd) = match Region::create(shared.layout) {
-        Ok((region, fd)) => (Arc::new(region), fd),
-        Err(e) => {
-            let _ = send_refusal(&stream, libc::ENOMEM, &format!("no region for the client: {e}"));
-            return Err(ServeError::Transport(e));
-        }
-    };
-    // Workers may be asleep already: the client must ring them.
-    for w in 0..shared.layout.workers {
-        if let Ok(rings) = region.server_rings(w) {
-            rings.set_sleeping(true);
-        }
-    }
-    if let Some(holder) = session.lease_holder() {
-        holder.attach(region.clone());
-    }
-    let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
-    let welcome = Welcome {
-        epoch: shared.state.epoch(),
-        client_id: id,
-        layout: shared.layout,
-        primary_worker: 0,
-        max_open_handles: u32::try_from(shared.limits.max_open_handles).unwrap_or(u32::MAX),
-        max_in_flight: shared.limits.max_in_flight,
-    };
-    send_welcome(&stream, &welcome, region_fd.as_fd(), doorbell_fd.as_fd()).map_err(ServeError::Handshake)?;
-    // The client has its copy; the server needs only the mapping. Closed
-    // before the client can be served, so no request sees it open.
-    drop(region_fd);
-    stream.set_nonblocking(true).map_err(ServeError::Client)?;
-    tracing::info!(client = id, pid = credentials.pid, uid = credentials.uid, "client connected");
-    let client = ConnectedClient {
-        id,
-        stream,
-        region,
-        session,
-        backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
-        closed: AtomicBool::new(false),
-        home: AtomicU32::new(shared.placement.home_for_new_client()),
-        files: Mutex::new(HashMap::new()),
-        placement: shared.placement.clone(),
-    };
-    shared.registry.add(Arc::new(client));
-    ring_all(shared);
-    Ok(())
 }

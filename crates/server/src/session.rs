@@ -20,7 +20,7 @@
 //! directory's mode changes.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use larder_fs::{Cred, Fs, FsError};
@@ -28,6 +28,7 @@ use larder_kv::{Kv, KvWriter};
 use larder_protocol::message::Response;
 use parking_lot::Mutex;
 
+use crate::client_count::ClientCount;
 use crate::error::ServerError;
 use crate::limits::Limits;
 
@@ -120,11 +121,11 @@ struct Counters {
 }
 
 /// Counts a session among the server's clients while it lives.
-struct ClientSlot(Arc<AtomicUsize>);
+struct ClientSlot(Arc<ClientCount>);
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.remove();
     }
 }
 
@@ -207,7 +208,7 @@ impl Session {
         fs: Arc<Fs>,
         limits: Limits,
         (uid, gid, groups): (u32, u32, Vec<u32>),
-        clients: Arc<AtomicUsize>,
+        clients: Arc<ClientCount>,
     ) -> Session {
         let kv = Arc::new(Kv::with_store(Arc::clone(fs.store()), (uid, gid)));
         let known = Mutex::new(HashSet::from([fs.root()]));

@@ -311,11 +311,25 @@ fn kv_batches_apply_whole_or_not_at_all() {
     assert_eq!(t.run(&s, R::KvGet { bucket: v("b"), key: v("x/b"), into: None }), Response::Value(Some(v("buffered"))));
     // A refused operation refuses the batch: nothing of it happens.
     let refused = vec![
+        KvOperation::Delete { key: v("x/b") },
+        KvOperation::Put { key: v("a/under"), value: Payload::Inline(v("2")) },
+    ];
+    assert_eq!(errno(t.run(&s, batch(refused))), libc::ENOTDIR);
+    assert_eq!(t.run(&s, R::KvGet { bucket: v("b"), key: v("a"), into: None }), Response::Value(Some(v("1"))));
+    assert_eq!(t.run(&s, R::KvGet { bucket: v("b"), key: v("x/b"), into: None }), Response::Value(Some(v("buffered"))));
+    // As in the embedded API, each operation sees what the earlier ones
+    // left: a value deleted may become a level.
+    let relevel = vec![
         KvOperation::Delete { key: v("a") },
         KvOperation::Put { key: v("a/under"), value: Payload::Inline(v("2")) },
     ];
-    assert_ne!(t.run(&s, batch(refused)), Response::Done);
-    assert_eq!(t.run(&s, R::KvGet { bucket: v("b"), key: v("a"), into: None }), Response::Value(Some(v("1"))));
+    assert_eq!(t.run(&s, batch(relevel)), Response::Done);
+    assert_eq!(t.run(&s, R::KvGet { bucket: v("b"), key: v("a/under"), into: None }), Response::Value(Some(v("2"))));
+    let restore = vec![
+        KvOperation::Delete { key: v("a/under") },
+        KvOperation::Put { key: v("a"), value: Payload::Inline(v("1")) },
+    ];
+    assert_eq!(t.run(&s, batch(restore)), Response::Done);
     let bad_key = vec![KvOperation::Delete { key: v("a") }, KvOperation::Delete { key: v("/") }];
     assert_eq!(errno(t.run(&s, batch(bad_key))), libc::EINVAL);
     assert_eq!(t.run(&s, R::KvGet { bucket: v("b"), key: v("a"), into: None }), Response::Value(Some(v("1"))));

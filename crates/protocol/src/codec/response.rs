@@ -9,7 +9,7 @@ use super::{MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES, MA
 use crate::message::{DirectoryEntry, FsStats, KeyHead, LeaseGrant, Response, ScanEntry};
 
 /// Smallest encoding of a directory entry: ino, kind, name length, next.
-const DIRECTORY_ENTRY_MIN_BYTES: usize = 8 + 1 + 4 + 8;
+pub(super) const DIRECTORY_ENTRY_MIN_BYTES: usize = 8 + 1 + 4 + 8;
 
 /// Smallest encoding of a name: its length.
 const NAME_MIN_BYTES: usize = 4;
@@ -18,7 +18,7 @@ const NAME_MIN_BYTES: usize = 4;
 const BATCH_RESULT_MIN_BYTES: usize = 1;
 
 /// Smallest encoding of a scan entry: key length, object, size.
-const SCAN_ENTRY_MIN_BYTES: usize = 4 + 8 + 8;
+pub(super) const SCAN_ENTRY_MIN_BYTES: usize = 4 + 8 + 8;
 
 pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
     match response {

@@ -1,5 +1,6 @@
 //! Directory handles and extended attributes.
 
+use larder_protocol::codec::{directory_entry_bytes, LISTING_BASE_BYTES};
 use larder_protocol::message::{Response, XattrFlags};
 
 use super::{Call, Outcome};
@@ -17,7 +18,20 @@ pub(super) fn open(call: &Call<'_>, ino: u64) -> Outcome {
 pub(super) fn read(call: &Call<'_>, handle: u64, offset: u64, max_entries: u32) -> Outcome {
     let fs_handle = call.session.directory(handle)?;
     let entries = call.fs.readdir(fs_handle, offset, call.entries(max_entries))?;
-    Ok(Response::Entries(entries.into_iter().map(convert::directory_entry).collect()))
+    // As many as fit one ring record (at least one: a name longer than a
+    // record is refused as too large when the answer is sent).
+    let budget = call.listing_bytes();
+    let mut used = LISTING_BASE_BYTES;
+    let mut page = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let entry = convert::directory_entry(entry);
+        used += directory_entry_bytes(&entry);
+        if used > budget && !page.is_empty() {
+            break;
+        }
+        page.push(entry);
+    }
+    Ok(Response::Entries(page))
 }
 
 pub(super) fn release(call: &Call<'_>, handle: u64) -> Outcome {

@@ -2,10 +2,12 @@
 //! through the session's `Kv`, whose new objects and levels belong to the
 //! client's uid and gid.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use larder_fs::{perm, FsError};
 use larder_kv::KvBatch;
+use larder_protocol::codec::{scan_entry_bytes, LISTING_BASE_BYTES};
 use larder_protocol::message::{BufferSlice, Durability, KeyHead, KvOperation, Payload, Response};
 use parking_lot::Mutex;
 
@@ -107,16 +109,22 @@ pub(super) fn scan(call: &Call<'_>, bucket: &[u8], start: &[u8], end: Option<&[u
     let mut levels = ScanLevels::new(dir);
     let mut entries = Vec::new();
     let mut more = false;
+    // As many as `max` and one ring record allow (at least one: a key
+    // longer than a record is refused as too large when the answer is
+    // sent).
+    let (budget, mut used) = (call.listing_bytes(), LISTING_BASE_BYTES);
     for entry in call.session.kv().scan_range(bucket, start, end)? {
         let entry = entry?;
         if !levels.check(call, &entry.key)? {
             continue;
         }
-        if entries.len() == max {
+        let entry = convert::scan_entry(entry);
+        used += scan_entry_bytes(&entry);
+        if entries.len() == max || (used > budget && !entries.is_empty()) {
             more = true;
             break;
         }
-        entries.push(convert::scan_entry(entry));
+        entries.push(entry);
     }
     Ok(Response::ScanPage { entries, more })
 }
@@ -157,13 +165,26 @@ pub(super) fn write_batch(
     }
     // Validated op by op; any refusal refuses the whole batch.
     let mut batch = KvBatch::new();
+    // Keys deleted by the operations so far: the KV batch applies each
+    // operation to the state the earlier ones left, so a put under a value
+    // an earlier operation deleted is not blocked by it.
+    let mut deleted: HashSet<&[u8]> = HashSet::new();
     for (key, value) in &ops {
-        let path = kv_access::walk(call, bucket, key)?;
+        let mut path = kv_access::walk(call, bucket, key)?;
+        if path.blocked && value.is_some() && deleted.contains(kv_access::blocking_value(key, &path)) {
+            path.blocked = false;
+        }
         let change = if value.is_some() { Change::Put } else { Change::Delete };
         kv_access::check_write(call, &path, change)?;
         match value {
-            Some(v) => batch.put(key, v.clone()),
-            None => batch.delete(key),
+            Some(v) => {
+                deleted.remove(key.as_slice());
+                batch.put(key, v.clone())
+            }
+            None => {
+                deleted.insert(key);
+                batch.delete(key)
+            }
         };
     }
     call.session.kv().write_batch(bucket, &batch, convert::durability(durability))?;

@@ -90,6 +90,23 @@ pub(super) fn walk(call: &Call<'_>, bucket_name: &[u8], key: &[u8]) -> Result<Ke
     Ok(path)
 }
 
+/// The level of `key` that is a value, when `path` (its walk) is
+/// blocked: the walk stopped there, one level below its last directory.
+pub(super) fn blocking_value<'k>(key: &'k [u8], path: &KeyPath) -> &'k [u8] {
+    // `dirs` holds the bucket and the levels above the blocking one.
+    let levels = path.dirs.len();
+    let mut slashes = 0;
+    for (at, &byte) in key.iter().enumerate() {
+        if byte == b'/' {
+            slashes += 1;
+            if slashes == levels {
+                return &key[..at];
+            }
+        }
+    }
+    key
+}
+
 /// A read of the value (get, reader): read permission on its object.
 pub(super) fn check_read(call: &Call<'_>, path: &KeyPath) -> Result<(), Refusal> {
     if let Some(value) = path.value() {

@@ -259,6 +259,14 @@ impl Call<'_> {
         max.min(self.session.limits().max_entries) as usize
     }
 
+    /// Bytes a listing's answer may take: one completion ring record, so
+    /// that a page of long names or keys is cut short rather than refused
+    /// as too large (the client asks for the next page from where it
+    /// ends).
+    pub(crate) fn listing_bytes(&self) -> usize {
+        larder_protocol::ring::max_record(self.session.limits().ring_bytes) as usize
+    }
+
     /// Counts bytes returned to the client.
     pub(crate) fn count_read(&self, n: usize) {
         self.read.set(self.read.get() + n as u64);
@@ -275,6 +283,13 @@ impl Call<'_> {
 fn lease(call: &Call<'_>, target: larder_protocol::message::LeaseTarget) -> Outcome {
     if let larder_protocol::message::LeaseTarget::Object(ino) = target {
         call.session.check_known(ino)?;
+        // No lease on an object without a name: a client would keep its
+        // opens after close under it, and an unlinked file lives until its
+        // last handle is released (ESTALE, as NFS answers for a removed
+        // file; the client goes on uncached).
+        if call.fs.getattr(ino)?.nlink == 0 {
+            return Err(FsError::posix(libc::ESTALE, format!("object {ino} has no name left")).into());
+        }
     }
     let Some(holder) = call.session.lease_holder() else {
         return Err(FsError::posix(libc::EOPNOTSUPP, "this session holds no leases").into());
