@@ -21,8 +21,11 @@ const FORBIDDEN: &[&str] = &[
 
 // `fuse` reads /proc/PID/status of the processes making requests (their
 // groups), and its tests use the mount through std::fs: neither is store
-// I/O.
-const EXEMPT_CRATES: &[&str] = &["io", "cli", "fuse"];
+// I/O. `protocol` maps memfds, `server` makes and removes its socket file,
+// `client` and `capi` are clients (a client's `OpenOptions` is its own
+// type) and never see the store's files: the server reaches the store only
+// through `larder-fs`.
+const EXEMPT_CRATES: &[&str] = &["io", "cli", "fuse", "protocol", "server", "client", "capi"];
 
 /// `(line number, pattern)` for each forbidden use in `text`.
 fn violations(text: &str) -> Vec<(usize, &'static str)> {
