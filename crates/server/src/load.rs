@@ -316,7 +316,13 @@ pub(crate) fn resize(shared: &Arc<Shared>, workers: u32) -> u32 {
 fn move_load(shared: &Shared, load: &WindowLoad, from: u32, to: u32, goal: u64) {
     let clients = shared.registry.snapshot();
     let homed: Vec<u64> = clients.iter().filter(|c| c.home() == from).map(|c| c.id).collect();
-    let (move_clients, move_files) = shed(load, goal, &homed);
+    let (mut move_clients, move_files) = shed(load, goal, &homed);
+    if move_clients.is_empty() && move_files.is_empty() {
+        // The last window measured too little to choose by (a worker the
+        // machine hardly scheduled is congested, not busy): half of the
+        // clients at home there go, by count.
+        move_clients = every_other(&homed);
+    }
     for client in clients.iter().filter(|c| move_clients.contains(&c.id)) {
         client.set_home(to);
     }
@@ -324,6 +330,12 @@ fn move_load(shared: &Shared, load: &WindowLoad, from: u32, to: u32, goal: u64) 
         shared.placement.request_move(file, to);
     }
     shared.ring(from);
+}
+
+/// Every other one of `ids` (the second, the fourth...): half, rounded
+/// down, so a worker with one client keeps it.
+fn every_other(ids: &[u64]) -> Vec<u64> {
+    ids.iter().skip(1).step_by(2).copied().collect()
 }
 
 #[cfg(test)]
@@ -378,6 +390,12 @@ mod tests {
         assert_eq!(a.settle(add.clone(), 3), Decision::Stay);
         assert_eq!(a.settle(add.clone(), 3), add);
         assert_eq!(a.settle(add.clone(), 3), Decision::Stay, "counting starts again after acting");
+    }
+
+    #[test]
+    fn with_nothing_measured_half_the_clients_move() {
+        assert_eq!(every_other(&[4, 5, 6, 7, 8]), [5, 7]);
+        assert!(every_other(&[4]).is_empty(), "a lone client stays");
     }
 
     #[test]
