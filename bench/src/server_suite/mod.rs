@@ -64,6 +64,12 @@ pub struct ServerArgs {
     /// Size of each run's file system image, GiB (sparse).
     #[arg(long, default_value_t = 4)]
     image_gib: u64,
+    /// Operations to time, comma-separated [default: all]: read4k-seq,
+    /// read4k-rand, read16k-seq, read16k-rand, write4k-seq, write4k-rand,
+    /// write16k-seq, write16k-rand, append16k, stat, open-close, listdir,
+    /// create, rename, unlink, append16k-zc.
+    #[arg(long, default_value = "")]
+    ops: String,
     /// Seed of the random offsets and names.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -80,6 +86,8 @@ pub struct ServerSpec {
     counts: Counts,
     seed: u64,
     larder: PathBuf,
+    /// The operations to time (all when empty).
+    ops: Vec<String>,
 }
 
 /// What one child measured.
@@ -107,6 +115,12 @@ pub fn run(args: &ServerArgs) -> Result<()> {
     if peers.iter().any(|p| p == "served") && !larder.is_file() {
         bail!("no larder binary at {} (cargo build --release -p larder-cli, or --larder PATH)", larder.display());
     }
+    let wanted: Vec<String> = args.ops.split(',').map(|o| o.trim().to_string()).filter(|o| !o.is_empty()).collect();
+    for o in &wanted {
+        if !OPS.contains(&o.as_str()) {
+            bail!("unknown operation {o:?}: {}", OPS.join(", "));
+        }
+    }
     std::fs::create_dir_all(&args.dir)?;
     let info = RunInfo::collect(&args.dir);
     let load_before = load_average();
@@ -126,6 +140,7 @@ pub fn run(args: &ServerArgs) -> Result<()> {
                 counts,
                 seed: args.seed,
                 larder: larder.clone(),
+                ops: wanted.clone(),
             };
             let r: Result<ServerResult, String> =
                 crate::spawn_child("server-child", &spec, Some(Duration::from_secs(args.child_timeout_secs)));
@@ -163,13 +178,13 @@ pub fn run_child(spec: &str) -> Result<()> {
         "ext4" => {
             let base = spec.dir.join("bench");
             std::fs::create_dir(&base)?;
-            ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed)?
+            ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed, &spec.ops)?
         }
         "fuse0" | "fuse" => through_mount(&spec)?,
         "embedded" => {
             let fs = larder_fs::Fs::create(&spec.dir.join("store"), larder_fs::FsOptions::default())?;
             let target = Embedded::new(fs, "bench")?;
-            let timings = ops::run(&target, spec.counts, spec.seed)?;
+            let timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
             target.fs.close()?;
             timings
         }
@@ -191,7 +206,7 @@ fn through_mount(spec: &ServerSpec) -> Result<Vec<Timed>> {
     let run = || -> Result<Vec<Timed>> {
         let base = mnt.join("bench");
         std::fs::create_dir(&base)?;
-        ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed)
+        ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed, &spec.ops)
     };
     let timings = run();
     mounted.unmount()?;
@@ -234,8 +249,10 @@ fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
     );
     let client = connect(&socket, Duration::from_secs(30))?;
     let target = Served::new(client, "bench")?;
-    let mut timings = ops::run(&target, spec.counts, spec.seed)?;
-    timings.push(ops::zero_copy_append(&target, spec.counts)?);
+    let mut timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
+    if spec.ops.is_empty() || spec.ops.iter().any(|o| o == "append16k-zc") {
+        timings.push(ops::zero_copy_append(&target, spec.counts)?);
+    }
     drop(target);
     drop(process);
     Ok(timings)
