@@ -76,6 +76,26 @@ pub struct ServerArgs {
     /// A child still running after this many seconds is killed.
     #[arg(long, default_value_t = 600)]
     child_timeout_secs: u64,
+    /// Pins the client to one CPU and the serving side to another, as
+    /// CLIENT,SERVER (uFS gives workers cores of their own): the calling
+    /// thread on CLIENT; the server process, the FUSE mount's threads and
+    /// the embedded store's background threads on SERVER.
+    #[arg(long, value_parser = parse_pin)]
+    pin: Option<(usize, usize)>,
+}
+
+fn parse_pin(text: &str) -> Result<(usize, usize), String> {
+    let (client, server) = text.split_once(',').ok_or("--pin CLIENT,SERVER (two CPU numbers)")?;
+    let cpu = |t: &str| t.trim().parse::<usize>().map_err(|e| format!("--pin {text:?}: {e}"));
+    Ok((cpu(client)?, cpu(server)?))
+}
+
+/// Runs this thread (and the threads and processes it starts from now on)
+/// on `cpu` only.
+fn pin_to(cpu: usize) -> Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).with_context(|| format!("pinning to CPU {cpu}"))
 }
 
 /// What one child does.
@@ -88,6 +108,8 @@ pub struct ServerSpec {
     larder: PathBuf,
     /// The operations to time (all when empty).
     ops: Vec<String>,
+    /// CPUs of the client and of the serving side.
+    pin: Option<(usize, usize)>,
 }
 
 /// What one child measured.
@@ -141,6 +163,7 @@ pub fn run(args: &ServerArgs) -> Result<()> {
                 seed: args.seed,
                 larder: larder.clone(),
                 ops: wanted.clone(),
+                pin: args.pin,
             };
             let r: Result<ServerResult, String> =
                 crate::spawn_child("server-child", &spec, Some(Duration::from_secs(args.child_timeout_secs)));
@@ -174,16 +197,22 @@ fn load_average() -> String {
 /// The child: runs one peer's operations and prints a JSON line.
 pub fn run_child(spec: &str) -> Result<()> {
     let spec: ServerSpec = serde_json::from_str(spec)?;
+    if let Some((_, server)) = spec.pin {
+        // Threads and processes the set-up starts serve: they stay there.
+        pin_to(server)?;
+    }
     let timings = match spec.peer.as_str() {
         "ext4" => {
             let base = spec.dir.join("bench");
             std::fs::create_dir(&base)?;
+            client_side(&spec)?;
             ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed, &spec.ops)?
         }
         "fuse0" | "fuse" => through_mount(&spec)?,
         "embedded" => {
             let fs = larder_fs::Fs::create(&spec.dir.join("store"), larder_fs::FsOptions::default())?;
             let target = Embedded::new(fs, "bench")?;
+            client_side(&spec)?;
             let timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
             target.fs.close()?;
             timings
@@ -196,6 +225,15 @@ pub fn run_child(spec: &str) -> Result<()> {
     Ok(())
 }
 
+/// With `--pin`, moves this thread (the one that runs the operations) to
+/// the client's CPU.
+fn client_side(spec: &ServerSpec) -> Result<()> {
+    match spec.pin {
+        Some((client, _)) => pin_to(client),
+        None => Ok(()),
+    }
+}
+
 fn through_mount(spec: &ServerSpec) -> Result<Vec<Timed>> {
     let ttl = if spec.peer == "fuse0" { Duration::ZERO } else { larder_fuse::MountOptions::default().entry_timeout };
     let mnt = spec.dir.join("mnt");
@@ -206,6 +244,7 @@ fn through_mount(spec: &ServerSpec) -> Result<Vec<Timed>> {
     let run = || -> Result<Vec<Timed>> {
         let base = mnt.join("bench");
         std::fs::create_dir(&base)?;
+        client_side(spec)?;
         ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed, &spec.ops)
     };
     let timings = run();
@@ -249,6 +288,7 @@ fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
     );
     let client = connect(&socket, Duration::from_secs(30))?;
     let target = Served::new(client, "bench")?;
+    client_side(spec)?;
     let mut timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
     if spec.ops.is_empty() || spec.ops.iter().any(|o| o == "append16k-zc") {
         timings.push(ops::zero_copy_append(&target, spec.counts)?);
@@ -357,6 +397,16 @@ fn render(
     let _ = writeln!(o, "\n## Server: single operations — {}\n", info.date());
     info.write_header(&mut o);
     let _ = writeln!(o, "- Load average (1, 5, 15 min): {} before the rounds, {} after", load.0, load.1);
+    let _ = writeln!(
+        o,
+        "- CPUs: {}",
+        match args.pin {
+            Some((client, server)) => format!(
+                "pinned: the client's thread on CPU {client}; the server process, the FUSE mount's threads and the embedded store's background threads on CPU {server}"
+            ),
+            None => "not pinned (the scheduler places client and server)".to_string(),
+        }
+    );
     let _ = writeln!(
         o,
         "- Operations per run: {} reads and {} writes of each kind (a {} MiB file, written whole and read once first: cached), \
