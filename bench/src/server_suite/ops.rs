@@ -112,10 +112,10 @@ pub fn run<T: Target>(t: &T, counts: Counts, seed: u64, wanted: &[String]) -> Re
     let mut random = Random::new(seed);
     let io = ["read", "write", "append16k"];
     if OPS.iter().any(|op| want(op) && io.iter().any(|p| op.starts_with(p))) {
-        io_ops(t, counts, &mut random, &mut timings)?;
+        io_ops(t, counts, &mut random, &want, &mut timings)?;
     }
     if want("stat") || want("open-close") || want("listdir") {
-        directory_ops(t, counts, &mut random, &mut timings)?;
+        directory_ops(t, counts, &mut random, &want, &mut timings)?;
     }
     if want("create") || want("rename") || want("unlink") {
         namespace_ops(t, counts, &mut timings)?;
@@ -125,7 +125,13 @@ pub fn run<T: Target>(t: &T, counts: Counts, seed: u64, wanted: &[String]) -> Re
 }
 
 /// Reads, writes and appends of a cached file.
-fn io_ops<T: Target>(t: &T, counts: Counts, random: &mut Random, out: &mut Vec<Timed>) -> Result<()> {
+fn io_ops<T: Target>(
+    t: &T,
+    counts: Counts,
+    random: &mut Random,
+    want: &dyn Fn(&str) -> bool,
+    out: &mut Vec<Timed>,
+) -> Result<()> {
     // The cached file: written whole, then read whole once.
     let rw = t.mkdir("rw")?;
     let data = t.open_file(&rw, &name("data", 0)?, false)?;
@@ -147,6 +153,9 @@ fn io_ops<T: Target>(t: &T, counts: Counts, random: &mut Random, out: &mut Vec<T
                 .map(|i| if sequential { i % blocks } else { random.below(blocks) } * size as u64)
                 .collect();
             let op = format!("read{kb}k-{}", if sequential { "seq" } else { "rand" });
+            if !want(&op) {
+                continue;
+            }
             out.push(timed(&op, counts.io, |i| {
                 if t.read_at(&data, &mut buf[..size], offsets[i])? != size {
                     bail!("{op}: a short read at {}", offsets[i]);
@@ -163,6 +172,9 @@ fn io_ops<T: Target>(t: &T, counts: Counts, random: &mut Random, out: &mut Vec<T
                 .map(|i| if sequential { i % blocks } else { random.below(blocks) } * size as u64)
                 .collect();
             let op = format!("write{kb}k-{}", if sequential { "seq" } else { "rand" });
+            if !want(&op) {
+                continue;
+            }
             out.push(timed(&op, counts.io, |i| {
                 if t.write_at(&data, &bytes[..size], offsets[i])? != size {
                     bail!("{op}: a short write at {}", offsets[i]);
@@ -172,37 +184,50 @@ fn io_ops<T: Target>(t: &T, counts: Counts, random: &mut Random, out: &mut Vec<T
         }
     }
     drop(data);
-    let log = t.open_file(&rw, &name("log", 0)?, true)?;
-    out.push(timed("append16k", counts.appends, |_| {
-        if t.write_at(&log, &bytes, 0)? != bytes.len() {
-            bail!("append16k: a short append");
-        }
-        Ok(())
-    })?);
-    drop(log);
+    if want("append16k") {
+        let log = t.open_file(&rw, &name("log", 0)?, true)?;
+        out.push(timed("append16k", counts.appends, |_| {
+            if t.write_at(&log, &bytes, 0)? != bytes.len() {
+                bail!("append16k: a short append");
+            }
+            Ok(())
+        })?);
+    }
     Ok(())
 }
 
 /// Stats, opens and listings in a directory of 1,000 empty files.
-fn directory_ops<T: Target>(t: &T, counts: Counts, random: &mut Random, out: &mut Vec<Timed>) -> Result<()> {
+fn directory_ops<T: Target>(
+    t: &T,
+    counts: Counts,
+    random: &mut Random,
+    want: &dyn Fn(&str) -> bool,
+    out: &mut Vec<Timed>,
+) -> Result<()> {
     let st = t.mkdir("st")?;
     let names: Vec<CString> = (0..DIRECTORY_FILES as u64).map(|i| name("f", i)).collect::<Result<_>>()?;
     for n in &names {
         t.create(&st, n)?;
     }
     let picks: Vec<usize> = (0..counts.meta).map(|_| random.below(DIRECTORY_FILES as u64) as usize).collect();
-    out.push(timed("stat", counts.meta, |i| {
-        std::hint::black_box(t.stat(&st, &names[picks[i]])?);
-        Ok(())
-    })?);
-    out.push(timed("open-close", counts.meta, |i| t.open_close(&st, &names[picks[i]]))?);
-    out.push(timed("listdir", counts.listings, |_| {
-        let n = t.list(&st)?;
-        if n != DIRECTORY_FILES {
-            bail!("listdir: {n} entries, {DIRECTORY_FILES} expected");
-        }
-        Ok(())
-    })?);
+    if want("stat") {
+        out.push(timed("stat", counts.meta, |i| {
+            std::hint::black_box(t.stat(&st, &names[picks[i]])?);
+            Ok(())
+        })?);
+    }
+    if want("open-close") {
+        out.push(timed("open-close", counts.meta, |i| t.open_close(&st, &names[picks[i]]))?);
+    }
+    if want("listdir") {
+        out.push(timed("listdir", counts.listings, |_| {
+            let n = t.list(&st)?;
+            if n != DIRECTORY_FILES {
+                bail!("listdir: {n} entries, {DIRECTORY_FILES} expected");
+            }
+            Ok(())
+        })?);
+    }
     Ok(())
 }
 
