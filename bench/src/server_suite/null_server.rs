@@ -397,3 +397,66 @@ impl NullState {
         Response::Entries(entries)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::{Duration, Instant};
+
+    use larder_client::{Client, OpenOptions};
+
+    /// Starts a do-nothing server on a socket of its own (its thread
+    /// lives as long as the test process) and connects to it; the socket's
+    /// directory is removed once connected.
+    fn connected(name: &str) -> Client {
+        let dir: PathBuf = std::env::temp_dir().join(format!("larder-bench-null-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let socket = dir.join("null.sock");
+        let serving = socket.clone();
+        std::thread::spawn(move || super::run(&serving));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match Client::connect_socket(&socket) {
+                Ok(client) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return client;
+                }
+                Err(e) if Instant::now() > deadline => panic!("the do-nothing server never answered: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    #[test]
+    fn answers_every_call_of_the_suite_as_the_client_expects() {
+        let client = connected("calls");
+        client.create_dir("/d", 0o755).expect("mkdir");
+        for i in 0..600 {
+            OpenOptions::new().write(true).create_new(true).open(&client, format!("/d/f{i:04}")).expect("create");
+        }
+        // A create of a name that exists fails as on a file system.
+        let again = OpenOptions::new().write(true).create_new(true).open(&client, "/d/f0000");
+        assert_eq!(again.err().map(|e| e.errno()), Some(libc::EEXIST));
+        assert!(client.metadata("/d/f0007").expect("stat").is_file());
+        assert_eq!(client.metadata("/d/nothing").err().map(|e| e.errno()), Some(libc::ENOENT));
+        // Two pages of 512 and the end of the listing.
+        let names: Vec<Vec<u8>> = client.read_dir("/d").expect("opendir").map(|e| e.expect("entry").name).collect();
+        assert_eq!(names.len(), 600);
+        assert_eq!(names.first().map(|n| &n[..]), Some(&b"f0000"[..]));
+        client.rename("/d/f0001", "/d/g0001").expect("rename");
+        assert_eq!(client.metadata("/d/f0001").err().map(|e| e.errno()), Some(libc::ENOENT));
+        client.remove_file("/d/g0001").expect("unlink");
+        assert_eq!(client.read_dir("/d").expect("opendir").count(), 599);
+        drop(client.open("/d/f0002").expect("open"));
+        let mut options = OpenOptions::new();
+        let file = options.read(true).write(true).create(true).append(true).open(&client, "/d/log").expect("open");
+        let mut out = vec![1u8; 16 << 10];
+        assert_eq!(file.read_at(&mut out, 4096).expect("read"), out.len());
+        assert!(out.iter().all(|&b| b == 0));
+        assert_eq!(file.write_at(&out[..4096], 0).expect("write"), 4096);
+        let mut buffer = client.alloc_buffer(16 << 10).expect("a buffer");
+        buffer.as_mut_slice().fill(7);
+        assert_eq!(file.write_buffer(&buffer, 0).expect("zero-copy write"), 16 << 10);
+        assert_eq!(client.ping().expect("ping"), 1);
+    }
+}
