@@ -91,15 +91,15 @@ pub struct FsArgs {
 
 /// A freshly made, loop-mounted file system, unmounted and removed when
 /// dropped.
-struct FreshFs {
+pub(crate) struct FreshFs {
     image: PathBuf,
-    mnt: PathBuf,
+    pub(crate) mnt: PathBuf,
     /// The loop device it is mounted from.
     device: String,
 }
 
 impl FreshFs {
-    fn make(dir: &Path, fstype: &str, gib: u64) -> Result<FreshFs> {
+    pub(crate) fn make(dir: &Path, fstype: &str, gib: u64) -> Result<FreshFs> {
         std::fs::create_dir_all(dir)?;
         let image = dir.join("fs.img");
         let mnt = dir.join("mnt");

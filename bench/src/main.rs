@@ -20,6 +20,8 @@ mod fs_suite;
 mod null_fuse;
 mod objects;
 mod report;
+#[cfg(feature = "larder-server")]
+mod server_suite;
 mod sys;
 mod workload;
 
@@ -127,6 +129,24 @@ enum Sub {
         #[arg(long)]
         spec: String,
     },
+    /// The server suite: single operations through ext4, the FUSE mount,
+    /// Larder embedded, `larder serve` and a do-nothing server.
+    #[cfg(feature = "larder-server")]
+    Server(server_suite::ServerArgs),
+    /// Runs one peer of the server suite and prints a JSON line (used by the parent).
+    #[cfg(feature = "larder-server")]
+    #[command(hide = true)]
+    ServerChild {
+        #[arg(long)]
+        spec: String,
+    },
+    /// The do-nothing server of the server suite (runs until killed).
+    #[cfg(feature = "larder-server")]
+    #[command(hide = true)]
+    ServerNull {
+        #[arg(long)]
+        socket: PathBuf,
+    },
     /// Runs one engine on one workload and prints a JSON line (used by the parent).
     #[command(hide = true)]
     Child {
@@ -166,6 +186,12 @@ fn main() -> Result<()> {
         Some(Sub::Fs(args)) => fs_suite::run(&args),
         #[cfg(feature = "larder-fs")]
         Some(Sub::FsChild { spec }) => fs_suite::run_child(&spec),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::Server(args)) => server_suite::run(&args),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::ServerChild { spec }) => server_suite::run_child(&spec),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::ServerNull { socket }) => server_suite::run_null_server(&socket),
         Some(Sub::Index(args)) => run_index(&args),
         None => run_index(&cli.index),
     }
