@@ -154,7 +154,7 @@ impl Connection {
     }
 
     fn call_uncounted(&self, request: &Request) -> Result<Response> {
-        let namespace = changes_namespace(request);
+        let namespace = request.changes_namespace();
         let handle = handle_of(request);
         let home = self.home.load(Ordering::Relaxed);
         let mut worker = if namespace {
@@ -281,23 +281,6 @@ const FIELD_ROOM: usize = 16 << 10;
 fn inline_limit(ring_bytes: u32) -> usize {
     let record = larder_protocol::ring::max_record(ring_bytes) as usize;
     record.saturating_sub(FIELD_ROOM).max(record / 4).min(larder_protocol::codec::MAX_DATA_BYTES)
-}
-
-/// Whether the request changes the namespace: the primary worker serves
-/// those.
-fn changes_namespace(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::Mknod { .. }
-            | Request::Mkdir { .. }
-            | Request::Symlink { .. }
-            | Request::Link { .. }
-            | Request::Unlink { .. }
-            | Request::Rmdir { .. }
-            | Request::Rename { .. }
-            | Request::Create { .. }
-            | Request::MetadataBatch { .. }
-    )
 }
 
 /// The handle a request works on, if it is handle-based (it goes to the

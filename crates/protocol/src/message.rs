@@ -610,6 +610,13 @@ impl Request {
                 | Request::Rename { .. }
         )
     }
+
+    /// Whether the request changes the namespace (a metadata operation, a
+    /// create, a batch of them): the server's primary worker serves those
+    /// (docs/server.md, "Workers").
+    pub fn changes_namespace(&self) -> bool {
+        self.is_metadata_operation() || matches!(self, Request::Create { .. } | Request::MetadataBatch { .. })
+    }
 }
 
 /// A server's answer to one request.

@@ -149,16 +149,10 @@ impl Shared {
     /// namespace, the file's owner for a request on an open file, the
     /// client's home for the rest.
     pub(crate) fn route(&self, client: &ConnectedClient, request: &Request) -> (u32, Option<u64>) {
+        if request.changes_namespace() {
+            return (PRIMARY, None);
+        }
         let handle = match request {
-            Request::Mknod { .. }
-            | Request::Mkdir { .. }
-            | Request::Symlink { .. }
-            | Request::Link { .. }
-            | Request::Unlink { .. }
-            | Request::Rmdir { .. }
-            | Request::Rename { .. }
-            | Request::Create { .. }
-            | Request::MetadataBatch { .. } => return (PRIMARY, None),
             Request::Read { handle, .. }
             | Request::ReadBuffer { handle, .. }
             | Request::Write { handle, .. }

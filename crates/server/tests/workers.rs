@@ -178,15 +178,18 @@ fn the_load_manager_adds_workers_under_load_and_parks_them_when_idle() {
             })
         })
         .collect();
+    // Grown, and the load spread: requests executed by more than one
+    // worker (the load goes on until then: a worker is added before
+    // clients move to it).
     let grew = eventually(Duration::from_secs(20), || server.active_workers() > 1);
+    let spread = grew
+        && eventually(Duration::from_secs(20), || {
+            server.worker_requests().iter().filter(|(requests, _)| *requests > 0).count() > 1
+        });
     stop.store(true, Ordering::Relaxed);
     let done: u64 = busy.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(grew, "three busy clients never made the manager add a worker ({done} puts)");
-    let per_worker = server.worker_requests();
-    assert!(
-        per_worker.iter().filter(|(requests, _)| *requests > 0).count() > 1,
-        "a worker was added but nothing moved to it: {per_worker:?}"
-    );
+    assert!(spread, "a worker was added but nothing moved to it: {:?}", server.worker_requests());
     assert!(
         eventually(Duration::from_secs(20), || server.active_workers() == 1),
         "idle workers were not parked: {} active",
