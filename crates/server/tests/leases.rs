@@ -485,15 +485,18 @@ fn without_a_region_a_change_waits_for_expiry_only() {
 /// published before its read, and must see at least that).
 #[test]
 fn no_reader_reads_a_value_older_than_a_returned_write() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     let (_server, _dir, store) = served(long_term());
     let writer = Client::connect(&store).unwrap();
     writer.write("/counter", &0u64.to_le_bytes()).unwrap();
     let returned = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
+    // Readers that have read once: the writes start when both have, so
+    // on a loaded machine they do not all land before a reader runs.
+    let reading = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let (store, returned, done) = (store.clone(), returned.clone(), done.clone());
+            let (store, returned, done, reading) = (store.clone(), returned.clone(), done.clone(), reading.clone());
             std::thread::spawn(move || {
                 let client = Client::connect(&store).unwrap();
                 let mut reads = 0u64;
@@ -505,11 +508,15 @@ fn no_reader_reads_a_value_older_than_a_returned_write() {
                     let seen = u64::from_le_bytes(bytes);
                     assert!(seen >= floor, "read {seen} after write {floor} had returned");
                     reads += 1;
+                    if reads == 1 {
+                        reading.fetch_add(1, Ordering::AcqRel);
+                    }
                 }
                 (reads, client.cache_counters().cached_reads)
             })
         })
         .collect();
+    eventually("both readers read", || reading.load(Ordering::Acquire) == 2);
     let file = OpenOptions::new().write(true).open(&writer, "/counter").unwrap();
     for value in 1..=300u64 {
         file.write_at(&value.to_le_bytes(), 0).unwrap();
