@@ -200,6 +200,25 @@ impl Cache {
         }
         let Some(lease) = Cache::take_lease(connection, LeaseTarget::Object(ino)) else { return false };
         let mut state = self.state.lock();
+        if !lease.valid(&area, Instant::now()) {
+            // Revoked (or ended) before this thread got here: another thread
+            // may have taken the same lease, used and answered it, and hold
+            // a later one of the file now, which this must not replace.
+            let mut dropped = Vec::new();
+            let held =
+                state.files.get(&ino).is_some_and(|f| f.lease.slot == lease.slot && f.lease.sequence == lease.sequence);
+            if held {
+                dropped = self.drop_one(&mut state, &area, ino);
+            } else {
+                area.acknowledge(lease.slot, lease.sequence);
+            }
+            drop(state);
+            if area.revoked(lease.slot, lease.sequence) {
+                connection.ring_all_workers();
+            }
+            release_all(connection, &dropped);
+            return false;
+        }
         let mut dropped = state.install(&area, ino, lease);
         // A lease revoked before its grant got here: the watcher may have
         // looked at the notices before the entry existed, and would answer
