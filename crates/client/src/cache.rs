@@ -210,7 +210,7 @@ impl Cache {
             if held {
                 dropped = self.drop_one(&mut state, &area, ino);
             } else {
-                area.acknowledge(lease.slot, lease.sequence);
+                answer(&area, lease.slot, lease.sequence);
             }
             drop(state);
             if area.revoked(lease.slot, lease.sequence) {
@@ -568,7 +568,7 @@ impl Cache {
     /// the revocation; returns its kept opens, to release.
     fn drop_one(&self, state: &mut State, area: &LeaseArea<'_>, ino: u64) -> Vec<u64> {
         let Some(file) = state.files.remove(&ino) else { return Vec::new() };
-        area.acknowledge(file.lease.slot, file.lease.sequence);
+        answer(area, file.lease.slot, file.lease.sequence);
         self.revocations.fetch_add(1, Ordering::Relaxed);
         let handles: Vec<u64> = file.handles.iter().map(|(_, h)| *h).collect();
         state.kept_handles -= handles.len();
@@ -595,7 +595,7 @@ impl State {
             Some(file) => {
                 // Another lease: nothing cached under the old one stays.
                 if area.revoked(file.lease.slot, file.lease.sequence) {
-                    area.acknowledge(file.lease.slot, file.lease.sequence);
+                    answer(area, file.lease.slot, file.lease.sequence);
                 }
                 file.lease = lease;
                 file.attributes = None;
@@ -718,6 +718,15 @@ impl State {
             file.lookups.clear();
             file.version = version;
         }
+    }
+}
+
+/// Acknowledges the revocation of lease `sequence` of `slot` if it is the
+/// one the slot's notice holds (the one the server waits for): an earlier
+/// lease's acknowledgement would overwrite a later one's.
+fn answer(area: &LeaseArea<'_>, slot: u32, sequence: u32) {
+    if area.notice_is(slot, sequence) {
+        area.acknowledge(slot, sequence);
     }
 }
 

@@ -89,13 +89,17 @@ impl<'a> LeaseArea<'a> {
         })
     }
 
+    /// Client: whether the notice of `slot` holds `sequence` itself: the
+    /// revocation the server waits for. Only that one is acknowledged: an
+    /// earlier lease's acknowledgement would overwrite a later one's.
+    pub fn notice_is(&self, slot: u32, sequence: u32) -> bool {
+        self.slot_word(slot, 0).is_some_and(|word| word.load(Ordering::SeqCst) == sequence)
+    }
+
     /// Client: says the revocation of lease `sequence` of `slot` is done
-    /// (nothing it let the client cache is used any more). Only the
-    /// slot's current notice is acknowledged: an earlier lease's
-    /// acknowledgement would overwrite a later one the server waits for.
+    /// (nothing it let the client cache is used any more).
     pub fn acknowledge(&self, slot: u32, sequence: u32) {
-        let current = self.slot_word(slot, 0).is_some_and(|word| word.load(Ordering::SeqCst) == sequence);
-        if let (true, Some(word)) = (current, self.slot_word(slot, 4)) {
+        if let Some(word) = self.slot_word(slot, 4) {
             word.store(sequence, Ordering::SeqCst);
         }
     }
@@ -142,9 +146,7 @@ mod tests {
         // and its acknowledgement does not overwrite the later one's.
         area.notify(5, 2);
         assert!(area.revoked(5, 1) && area.revoked(5, 2) && !area.revoked(5, 3));
-        area.acknowledge(5, 2);
-        area.acknowledge(5, 1);
-        assert!(area.acknowledged(5, 2), "an earlier lease's acknowledgement changes nothing");
+        assert!(area.notice_is(5, 2) && !area.notice_is(5, 1), "only the later one is waited for");
         // Sequences wrap past u32::MAX to 1.
         area.notify(7, 1);
         assert!(area.revoked(7, u32::MAX) && !area.revoked(7, 2));
