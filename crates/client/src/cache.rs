@@ -93,7 +93,11 @@ struct State {
     /// The root directory's object (it never changes).
     root: Option<u64>,
     files: HashMap<u64, FileCache>,
-    /// Versions of files without a cache entry, bumped by own changes.
+    /// The next version to hand out. Every version a file's entry takes
+    /// (when made, when its lease is replaced, when the client changes
+    /// it) comes from here, so a version is never handed out twice: a
+    /// fetch that began under one entry is never cached into a later one
+    /// of the same file that happened to count to the same number.
     next_version: u64,
     /// Which file an open handle of this client is on.
     handle_files: HashMap<u64, u64>,
@@ -196,43 +200,39 @@ impl Cache {
         }
         let Some(lease) = Cache::take_lease(connection, LeaseTarget::Object(ino)) else { return false };
         let mut state = self.state.lock();
-        let version = state.next_version;
-        let mut dropped = Vec::new();
-        match state.files.get_mut(&ino) {
-            Some(file) if file.lease.slot == lease.slot && file.lease.sequence == lease.sequence => {
-                file.lease = lease;
+        if !lease.valid(&area, Instant::now()) {
+            // Revoked (or ended) before this thread got here: another thread
+            // may have taken the same lease, used and answered it, and hold
+            // a later one of the file now, which this must not replace.
+            let mut dropped = Vec::new();
+            let held =
+                state.files.get(&ino).is_some_and(|f| f.lease.slot == lease.slot && f.lease.sequence == lease.sequence);
+            if held {
+                dropped = self.drop_one(&mut state, &area, ino);
+            } else {
+                answer(&area, lease.slot, lease.sequence);
             }
-            Some(file) => {
-                // Another lease: nothing cached under the old one stays.
-                file.lease = lease;
-                file.attributes = None;
-                file.pages.clear();
-                file.entries = None;
-                file.lookups.clear();
-                dropped = file.handles.drain(..).map(|(_, h)| h).collect();
-                file.version += 1;
+            drop(state);
+            if area.revoked(lease.slot, lease.sequence) {
+                connection.ring_all_workers();
             }
-            None => {
-                state.next_version += 1;
-                state.files.insert(
-                    ino,
-                    FileCache {
-                        lease,
-                        attributes: None,
-                        pages: HashMap::new(),
-                        handles: Vec::new(),
-                        entries: None,
-                        lookups: HashMap::new(),
-                        version,
-                    },
-                );
-            }
+            release_all(connection, &dropped);
+            return false;
         }
-        state.kept_handles -= dropped.len();
-        for h in &dropped {
-            state.handle_files.remove(h);
+        let mut dropped = state.install(&area, ino, lease);
+        // A lease revoked before its grant got here: the watcher may have
+        // looked at the notices before the entry existed, and would answer
+        // only at its next look (up to WATCH_SLICE later) while the writer
+        // waits. The entry is dropped and the revocation answered now, as
+        // the watcher would.
+        let revoked_already = area.revoked(lease.slot, lease.sequence);
+        if revoked_already {
+            dropped.extend(self.drop_one(&mut state, &area, ino));
         }
         drop(state);
+        if revoked_already {
+            connection.ring_all_workers();
+        }
         release_all(connection, &dropped);
         lease.valid(&area, Instant::now())
     }
@@ -518,10 +518,11 @@ impl Cache {
                     _ => state.take_all_handles(),
                 };
                 state.paths_changed();
+                let version = state.new_version();
                 for file in state.files.values_mut() {
                     file.attributes = None;
                     file.entries = None;
-                    file.version += 1;
+                    file.version = version;
                 }
             }
             Request::KvPut { .. }
@@ -558,38 +559,100 @@ impl Cache {
             .collect();
         let mut handles = Vec::new();
         for ino in revoked {
-            if let Some(file) = state.files.remove(&ino) {
-                area.acknowledge(file.lease.slot, file.lease.sequence);
-                handles.extend(file.handles.iter().map(|(_, h)| *h));
-                self.revocations.fetch_add(1, Ordering::Relaxed);
-                any = true;
-            }
+            handles.extend(self.drop_one(&mut state, area, ino));
+            any = true;
         }
+        (any, handles)
+    }
+
+    /// Drops file `ino`'s entry, whose lease was revoked, and acknowledges
+    /// the revocation; returns its kept opens, to release.
+    fn drop_one(&self, state: &mut State, area: &LeaseArea<'_>, ino: u64) -> Vec<u64> {
+        let Some(file) = state.files.remove(&ino) else { return Vec::new() };
+        answer(area, file.lease.slot, file.lease.sequence);
+        self.revocations.fetch_add(1, Ordering::Relaxed);
+        let handles: Vec<u64> = file.handles.iter().map(|(_, h)| *h).collect();
         state.kept_handles -= handles.len();
         for h in &handles {
             state.handle_files.remove(h);
         }
-        (any, handles)
+        handles
     }
 }
 
 impl State {
+    /// Puts `lease`, just granted or renewed, on file `ino`'s entry (made
+    /// if missing). A renewal keeps what the entry holds; another lease
+    /// empties it, and its old lease, if revoked, is acknowledged here
+    /// (nothing of it is left to drop). Returns the kept opens taken out,
+    /// to release.
+    fn install(&mut self, area: &LeaseArea<'_>, ino: u64, lease: Lease) -> Vec<u64> {
+        let version = self.new_version();
+        let mut dropped = Vec::new();
+        match self.files.get_mut(&ino) {
+            Some(file) if file.lease.slot == lease.slot && file.lease.sequence == lease.sequence => {
+                file.lease = lease;
+            }
+            Some(file) => {
+                // Another lease: nothing cached under the old one stays.
+                if area.revoked(file.lease.slot, file.lease.sequence) {
+                    answer(area, file.lease.slot, file.lease.sequence);
+                }
+                file.lease = lease;
+                file.attributes = None;
+                file.pages.clear();
+                file.entries = None;
+                file.lookups.clear();
+                dropped = file.handles.drain(..).map(|(_, h)| h).collect();
+                file.version = version;
+            }
+            None => {
+                self.files.insert(
+                    ino,
+                    FileCache {
+                        lease,
+                        attributes: None,
+                        pages: HashMap::new(),
+                        handles: Vec::new(),
+                        entries: None,
+                        lookups: HashMap::new(),
+                        version,
+                    },
+                );
+            }
+        }
+        self.kept_handles -= dropped.len();
+        for h in &dropped {
+            self.handle_files.remove(h);
+        }
+        dropped
+    }
+
+    /// A version never handed out before.
+    fn new_version(&mut self) -> u64 {
+        let version = self.next_version;
+        self.next_version += 1;
+        version
+    }
+
     fn file_changed(&mut self, ino: u64) {
+        let version = self.new_version();
         if let Some(file) = self.files.get_mut(&ino) {
             file.attributes = None;
             file.pages.clear();
             file.entries = None;
             file.lookups.clear();
-            file.version += 1;
+            file.version = version;
         }
     }
 
     /// Drops every cached listing (the client changed a directory); a
     /// listing being fetched meanwhile is not cached.
     fn listings_changed(&mut self) {
+        let version = self.new_version();
         for file in self.files.values_mut() {
             file.entries = None;
-            file.version += 1;
+            file.version = version;
         }
     }
 
@@ -663,10 +726,20 @@ impl State {
     /// or changed permissions); a lookup being fetched meanwhile is not
     /// cached.
     fn paths_changed(&mut self) {
+        let version = self.new_version();
         for file in self.files.values_mut() {
             file.lookups.clear();
-            file.version += 1;
+            file.version = version;
         }
+    }
+}
+
+/// Acknowledges the revocation of lease `sequence` of `slot` if it is the
+/// one the slot's notice holds (the one the server waits for): an earlier
+/// lease's acknowledgement would overwrite a later one's.
+fn answer(area: &LeaseArea<'_>, slot: u32, sequence: u32) {
+    if area.notice_is(slot, sequence) {
+        area.acknowledge(slot, sequence);
     }
 }
 
@@ -701,5 +774,76 @@ pub(crate) fn watch(connection: Weak<Connection>, cache: Arc<Cache>, region: Arc
             // A failed wait only means looking again at once.
             let _ = area.wait(seen, WATCH_SLICE);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use larder_protocol::layout::{Layout, PAGE_BYTES};
+
+    use super::*;
+
+    fn lease(slot: u32, sequence: u32) -> Lease {
+        Lease { slot, sequence, expiry: Instant::now() + Duration::from_secs(60) }
+    }
+
+    /// A fetch records its file's version before it asks the server and
+    /// caches the answer only if the version is unchanged. Whatever
+    /// happens to the entry meanwhile (the client's own change, the lease
+    /// revoked and the entry dropped, a new lease and entry), the entry
+    /// never shows that version again.
+    #[test]
+    fn an_entry_never_takes_a_version_it_or_an_earlier_one_had() {
+        let layout =
+            Layout { workers: 1, request_ring_bytes: 4096, completion_ring_bytes: 4096, data_bytes: PAGE_BYTES };
+        let region = Region::anonymous(layout).unwrap();
+        let area = region.leases();
+        let mut state = State { next_version: 1, ..State::default() };
+        let mut seen = Vec::new();
+        let version = |state: &State| state.files.get(&7).map(|f| f.version).unwrap();
+        state.install(&area, 7, lease(0, 1));
+        seen.push(version(&state));
+        // The client's own write, then the revocation drops the entry.
+        state.file_changed(7);
+        seen.push(version(&state));
+        state.files.remove(&7);
+        // A new lease: a new entry.
+        state.install(&area, 7, lease(0, 2));
+        assert!(!seen.contains(&version(&state)), "a new entry reused version {}", version(&state));
+        seen.push(version(&state));
+        // Changes of every entry's lookups or listings, then another lease
+        // on the same entry.
+        state.paths_changed();
+        seen.push(version(&state));
+        state.listings_changed();
+        seen.push(version(&state));
+        state.install(&area, 7, lease(1, 1));
+        assert!(!seen.contains(&version(&state)), "a replaced lease reused version {}", version(&state));
+        seen.push(version(&state));
+        state.files.remove(&7);
+        state.install(&area, 7, lease(1, 2));
+        assert!(!seen.contains(&version(&state)), "a new entry reused version {}", version(&state));
+    }
+
+    /// An entry's lease replaced while its old lease was revoked and not
+    /// yet answered: the old one is acknowledged, so its writer does not
+    /// wait for it to expire.
+    #[test]
+    fn a_replaced_revoked_lease_is_acknowledged() {
+        let layout =
+            Layout { workers: 1, request_ring_bytes: 4096, completion_ring_bytes: 4096, data_bytes: PAGE_BYTES };
+        let region = Region::anonymous(layout).unwrap();
+        let area = region.leases();
+        let mut state = State { next_version: 1, ..State::default() };
+        state.install(&area, 7, lease(3, 1));
+        state.files.get_mut(&7).unwrap().pages.insert(0, vec![1; 8]);
+        area.notify(3, 1);
+        state.install(&area, 7, lease(4, 1));
+        assert!(area.acknowledged(3, 1));
+        let file = state.files.get(&7).unwrap();
+        assert!(file.pages.is_empty(), "nothing cached under the old lease stays");
+        assert_eq!((file.lease.slot, file.lease.sequence), (4, 1));
     }
 }

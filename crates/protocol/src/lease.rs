@@ -75,10 +75,25 @@ impl<'a> LeaseArea<'a> {
         self.slot_word(slot, 4).is_some_and(|word| word.load(Ordering::SeqCst) == sequence)
     }
 
-    /// Client: whether lease `sequence` of `slot` was revoked (a slot
-    /// beyond the area counts as revoked).
+    /// Client: whether lease `sequence` of `slot` was revoked, or has
+    /// ended: the notice holds its sequence or a later one (the server
+    /// grants a later lease in a slot only once the earlier one ended, so
+    /// a grant answered before a revocation and read after a later lease
+    /// of the slot was revoked is not taken for a live one). A slot beyond
+    /// the area counts as revoked.
     pub fn revoked(&self, slot: u32, sequence: u32) -> bool {
-        self.slot_word(slot, 0).is_none_or(|word| word.load(Ordering::SeqCst) == sequence)
+        self.slot_word(slot, 0).is_none_or(|word| {
+            let notice = word.load(Ordering::SeqCst);
+            // Sequences wrap (0 is skipped): "later" is within half the range.
+            notice != 0 && notice.wrapping_sub(sequence) < 1 << 31
+        })
+    }
+
+    /// Client: whether the notice of `slot` holds `sequence` itself: the
+    /// revocation the server waits for. Only that one is acknowledged: an
+    /// earlier lease's acknowledgement would overwrite a later one's.
+    pub fn notice_is(&self, slot: u32, sequence: u32) -> bool {
+        self.slot_word(slot, 0).is_some_and(|word| word.load(Ordering::SeqCst) == sequence)
     }
 
     /// Client: says the revocation of lease `sequence` of `slot` is done
@@ -127,6 +142,14 @@ mod tests {
         area.acknowledge(5, 1);
         assert!(area.acknowledged(5, 1));
         assert!(!area.acknowledged(5, 2));
+        // A later lease of the slot revoked: the earlier one is over too,
+        // and its acknowledgement does not overwrite the later one's.
+        area.notify(5, 2);
+        assert!(area.revoked(5, 1) && area.revoked(5, 2) && !area.revoked(5, 3));
+        assert!(area.notice_is(5, 2) && !area.notice_is(5, 1), "only the later one is waited for");
+        // Sequences wrap past u32::MAX to 1.
+        area.notify(7, 1);
+        assert!(area.revoked(7, u32::MAX) && !area.revoked(7, 2));
         assert!(area.revoked(MAX_LEASE_SLOTS, 1), "a slot beyond the area is never valid");
         assert!(!area.acknowledged(MAX_LEASE_SLOTS, 0));
         // The last slot lies inside the region.
