@@ -152,13 +152,21 @@ impl Fs {
             }
             let gates = self.handles.gates(plan.victims.iter().copied());
             let open: HashSet<u64> = plan.victims.iter().copied().filter(|&v| self.handles.is_open(v)).collect();
-            let (step, _) = self.store.transact_locked(&plan.requests, durability, |txn| {
-                apply_in(txn, cred, ops, &names, &open, &plan.moves)
-            })?;
+            // A retry aborts the transaction: operations applied before the
+            // one that found the state changed must not commit (the batch
+            // would then find its own creates on the next attempt).
+            let outcome = self.store.transact_locked(&plan.requests, durability, |txn| {
+                match apply_in(txn, cred, ops, &names, &open, &plan.moves) {
+                    Ok(Step::Done(applied)) => Ok(applied),
+                    Ok(Step::Retry) => Err(Abort::Retry),
+                    Err(e) => Err(Abort::Refused(e)),
+                }
+            });
             drop(gates);
-            match step {
-                Step::Retry => continue,
-                Step::Done((done, unlinked)) => {
+            match outcome {
+                Err(Abort::Retry) => continue,
+                Err(Abort::Refused(e)) => return Err(e),
+                Ok(((done, unlinked), _)) => {
                     for u in unlinked.into_iter().filter(|u| u.orphaned && !open.contains(&u.child)) {
                         self.store.free_orphan(u.child, Durability::Buffered)?;
                     }
@@ -317,6 +325,19 @@ fn apply_in(
         }
     }
     Ok(Step::Done((done, unlinked)))
+}
+
+/// Why a batch's transaction was abandoned: a refusal, or a state changed
+/// since the plan (planned again).
+enum Abort {
+    Refused(FsError),
+    Retry,
+}
+
+impl From<larder_object::ObjectError> for Abort {
+    fn from(e: larder_object::ObjectError) -> Abort {
+        Abort::Refused(e.into())
+    }
 }
 
 /// What `mknod` with `mode` and `rdev` makes.
