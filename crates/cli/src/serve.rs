@@ -96,8 +96,8 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
         options.limits.lease_term = std::time::Duration::ZERO;
     }
     let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
-    let server =
-        Server::start(fs.clone(), options).with_context(|| format!("serving the store at {}", args.store.display()))?;
+    // The mount first: the server answers a client only once the mount's
+    // kernel was told to drop its copies of what the client changed.
     let mount = match &args.mount {
         Some(dir) => {
             let options = larder_fuse::MountOptions { allow_other: args.allow_other, ..Default::default() };
@@ -105,6 +105,9 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
         }
         None => None,
     };
+    options.before_answer = mount.as_ref().map(|m| larder_server::AnswerHook(m.invalidation_barrier()));
+    let server =
+        Server::start(fs.clone(), options).with_context(|| format!("serving the store at {}", args.store.display()))?;
     eprintln!(
         "larder: serving {} on {}{}",
         args.store.display(),

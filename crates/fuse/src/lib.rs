@@ -97,6 +97,17 @@ pub struct Mounted {
 }
 
 impl Mounted {
+    /// A function that returns once the kernel was told to drop its copies
+    /// of everything other interfaces changed so far (waiting at most a
+    /// second). A server sharing the store calls it before answering a
+    /// request that changed the store, so that what its client changed is
+    /// what the mount shows once the client has its answer, whatever the
+    /// mount's cache timeouts.
+    pub fn invalidation_barrier(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let progress = self._watch.progress();
+        Arc::new(move || progress.settle())
+    }
+
     /// Unmounts and waits for the serving threads (which sync the store).
     pub fn unmount(self) -> Result<(), MountError> {
         let Mounted { session, path, _watch } = self;

@@ -12,9 +12,13 @@
 use std::cell::Cell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use fuser::{INodeNo, Notifier};
 use larder_fs::Fs;
@@ -35,11 +39,41 @@ pub(crate) fn serving() {
 pub(crate) struct Watcher {
     fs: Arc<Fs>,
     thread: Option<JoinHandle<()>>,
+    progress: Arc<Progress>,
+}
+
+/// How far the invalidation thread got: batches queued and done.
+#[derive(Default)]
+pub(crate) struct Progress {
+    queued: AtomicU64,
+    done: Mutex<u64>,
+    advanced: Condvar,
+}
+
+/// Longest wait for the kernel to take invalidations (it takes them at
+/// once unless a request of the mount holds the inode).
+const SETTLE_LIMIT: Duration = Duration::from_secs(1);
+
+impl Progress {
+    /// Waits until every invalidation queued so far was given to the
+    /// kernel (at most `SETTLE_LIMIT`).
+    pub(crate) fn settle(&self) {
+        let target = self.queued.load(Ordering::Acquire);
+        let deadline = Instant::now() + SETTLE_LIMIT;
+        let mut done = self.done.lock();
+        while *done < target {
+            if self.advanced.wait_until(&mut done, deadline).timed_out() {
+                return;
+            }
+        }
+    }
 }
 
 impl Watcher {
     pub(crate) fn start(fs: Arc<Fs>, notifier: Notifier) -> std::io::Result<Watcher> {
         let (tx, rx) = mpsc::channel::<Vec<MetaChange>>();
+        let progress = Arc::new(Progress::default());
+        let advancing = progress.clone();
         let thread = std::thread::Builder::new().name("larder-fuse-inval".into()).spawn(move || {
             for changes in rx {
                 for c in changes {
@@ -49,18 +83,28 @@ impl Watcher {
                         MetaChange::Entry { dir, name } => notifier.inval_entry(INodeNo(*dir), OsStr::from_bytes(name)),
                     };
                 }
+                *advancing.done.lock() += 1;
+                advancing.advanced.notify_all();
             }
         })?;
+        let queued = progress.clone();
         let tx = std::sync::Mutex::new(tx);
         fs.store().set_change_observer(Some(Arc::new(move |changes: &[MetaChange]| {
             if SERVING.with(|s| s.get()) {
                 return;
             }
             if let Ok(tx) = tx.lock() {
-                let _ = tx.send(changes.to_vec());
+                if tx.send(changes.to_vec()).is_ok() {
+                    queued.queued.fetch_add(1, Ordering::AcqRel);
+                }
             }
         })));
-        Ok(Watcher { fs, thread: Some(thread) })
+        Ok(Watcher { fs, thread: Some(thread), progress })
+    }
+
+    /// Its progress, to wait on.
+    pub(crate) fn progress(&self) -> Arc<Progress> {
+        self.progress.clone()
     }
 }
 

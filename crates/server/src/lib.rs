@@ -47,7 +47,7 @@ pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
 pub use limits::Limits;
 pub use load::LoadPolicy;
 pub use memory::{slice_range, ClientMemory, VecMemory};
-pub use server::{ServeError, Server, ServerOptions, WorkerCounters};
+pub use server::{AnswerHook, ServeError, Server, ServerOptions, WorkerCounters};
 pub use session::{HandleKind, InFlight, Session, SessionCounters};
 
 /// What every session and worker of one server shares: the file system

@@ -83,6 +83,21 @@ pub struct ServerOptions {
     /// The load manager's policy; none runs the `min_workers` workers
     /// and never moves anything. Default: [`LoadPolicy::default`].
     pub load_policy: Option<LoadPolicy>,
+    /// Run after each request, before its answer is sent: a FUSE mount of
+    /// the same store (`larder_fuse::Mounted::invalidation_barrier`) waits
+    /// there until the kernel dropped its copies of what the request
+    /// changed. Default none.
+    pub before_answer: Option<AnswerHook>,
+}
+
+/// A function run before each answer (see [`ServerOptions::before_answer`]).
+#[derive(Clone)]
+pub struct AnswerHook(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for AnswerHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnswerHook")
+    }
 }
 
 impl ServerOptions {
@@ -92,6 +107,7 @@ impl ServerOptions {
             socket: store.join(larder_protocol::SOCKET_NAME),
             limits: Limits::default(),
             load_policy: Some(LoadPolicy::default()),
+            before_answer: None,
         }
     }
 
@@ -127,6 +143,8 @@ pub(crate) struct Shared {
     pub(crate) load_policy: LoadPolicy,
     /// Whether a load manager runs (and so whether loads are counted).
     pub(crate) managed: bool,
+    /// Run before each answer.
+    pub(crate) before_answer: Option<AnswerHook>,
     pub(crate) min_workers: u32,
     /// Worker threads started (workers 0..len), joined at stop.
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -264,6 +282,7 @@ impl Server {
             load: LoadBoard::new(max),
             load_policy: options.load_policy.clone().unwrap_or_default(),
             managed: options.load_policy.is_some() && max > min,
+            before_answer: options.before_answer.clone(),
             min_workers: min,
             threads: Mutex::new(Vec::new()),
             layout,

@@ -308,6 +308,9 @@ pub(crate) fn execute_now(
         shared.load.add(worker, client.id, file, nanos);
     }
     let response = result.map_err(|violation| format!("named memory outside its data area: {violation}"))?;
+    if let Some(hook) = &shared.before_answer {
+        (hook.0)();
+    }
     // Keep the placement of open files in step with the client's handles.
     if opened_file {
         match (&response, opened_ino) {
