@@ -217,10 +217,19 @@ fn a_failed_sync_in_the_spares_thread_poisons_the_store() {
     );
 }
 
-/// Durable puts of log-filling values until one is refused; returns the
-/// acknowledged ones added to `acked`.
-fn put_until_refused(kv: &Kv, acked: &mut Acked, limit: usize) {
+/// Durable puts of log-filling values until one is refused, adding the
+/// acknowledged ones to `acked`. Once the injected panic has fired, the
+/// puts stop until the store reports the poison (the panicking thread
+/// records it as it unwinds, which a busy machine may delay behind many
+/// fast puts), then one more put must be refused.
+fn put_until_refused(kv: &Kv, acked: &mut Acked, storage: &PanickingStorage, limit: usize) {
     for i in 0..limit {
+        if storage.fired() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while kv.store().health().poisoned.is_none() && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+        }
         let key = format!("fill{i}");
         let v = value(i, 1500);
         match kv.put(BUCKET, &key, &v, Durability::Durable) {
@@ -239,7 +248,7 @@ fn a_panic_in_the_checkpointer_poisons_the_store() {
     // Index flushes run inline in the checkpointer's thread.
     let storage = PanickingStorage::new(Arc::new(sim.clone()), "larder-checkpoint", Call::Write, "/store/index/");
     let (kv, mut acked) = start(Arc::new(storage.clone()), options(true, false, false));
-    put_until_refused(&kv, &mut acked, 5000);
+    put_until_refused(&kv, &mut acked, &storage, 5000);
     assert!(storage.fired());
     check_poisoned(kv, &sim, &acked, &["larder-checkpoint panicked", "injected panic"], Some("larder-checkpoint"));
 }
