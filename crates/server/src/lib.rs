@@ -1,10 +1,12 @@
-//! Larder's server (docs/server.md): the sessions of connected clients and
-//! the executor that turns each of their requests into calls of the fs and
-//! KV layers, checked against the client's credentials.
+//! Larder's server (docs/server.md): [`Server`] listens on a store's
+//! socket, hands each client a region of rings, and runs the workers and
+//! the load manager; the sessions of connected clients and the executor
+//! turn each request into calls of the fs and KV layers, checked against
+//! the client's credentials.
 //!
-//! The listener (not in this crate's scope) accepts a client, reads its
-//! uid, gid and groups from the kernel and opens a [`Session`] with
-//! [`ServerState::open_session`]. A worker that takes a decoded
+//! The listener accepts a client, reads its uid, gid and groups from the
+//! kernel and opens a [`Session`] with [`ServerState::open_session`]
+//! (on a handshake thread of its own). A worker that takes a decoded
 //! [`Request`](larder_protocol::message::Request) of that client calls
 //! [`execute`] with the client's data area as [`ClientMemory`], and sends
 //! back the [`Response`](larder_protocol::message::Response); an

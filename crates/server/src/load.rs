@@ -3,11 +3,12 @@
 //! one, or moves load from the busiest worker to the idlest: whole clients
 //! first (a client's requests then queue on one worker), then hot files.
 //!
-//! uFS steers by congestion (requests queued ahead of each request); Larder's
-//! workers execute synchronously, so a worker's busy share of the window is
-//! the signal: a worker busy nearly all the time has requests waiting.
-//! Decisions are in `decide`, a pure function of the measured windows, so
-//! they are tested without threads or clocks.
+//! Two signals per worker: its busy share of the window, and uFS's
+//! congestion (other clients waiting per request served), which still
+//! shows queues when the machine's cores are oversubscribed and busy time
+//! does not. Decisions are in `verdict`, `Agreement` and `shed`, pure
+//! functions of the measured windows, so they are tested without threads
+//! or clocks.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -1,6 +1,6 @@
 //! The client's data area, as the executor sees it: slices it copies
-//! from and into. The listener implements [`ClientMemory`] over the
-//! shared memory it mapped; tests use [`VecMemory`].
+//! from and into. The workers use [`ClientMemory`] over each client's
+//! shared region (`region_memory.rs`); tests use [`VecMemory`].
 
 use larder_protocol::message::BufferSlice;
 use parking_lot::Mutex;
