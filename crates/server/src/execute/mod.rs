@@ -50,7 +50,7 @@ pub fn execute(
 /// changes what other sessions' leases cover revokes them first, waiting
 /// until each is acknowledged or has expired (at most one lease term);
 /// the server's workers instead defer such a request and go on serving
-/// others ([`revocation_for`], [`execute_revoked`]).
+/// others (`revocation_for`, `execute_revoked`).
 pub fn execute_admitted(
     server: &ServerState,
     session: &Session,
