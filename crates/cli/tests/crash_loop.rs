@@ -31,6 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use common::steps::{steps, Effects};
 use common::{fsck_clean, fuse_available, is_mounted, larder, Mount};
 use larder_kv::{Kv, KvOptions};
 
@@ -154,44 +155,6 @@ fn kill_and_drain(child: &mut Child, lines: &Receiver<String>, mut got: Vec<Stri
     child.wait().unwrap();
     got.extend(lines.iter());
     got
-}
-
-/// A step of a writer: its effects, in its own words.
-type Effects = Vec<String>;
-
-/// Steps acknowledged, in order per thread, and each thread's step begun
-/// and not acknowledged.
-struct Steps {
-    acked: Vec<(u64, Effects)>,
-    pending: Vec<(u64, Effects)>,
-}
-
-/// Reads `crash-writer` lines into the steps they promise.
-fn steps(lines: &[String]) -> Steps {
-    let mut begun: BTreeMap<(u64, u64), Effects> = BTreeMap::new();
-    let mut acked_ids = BTreeSet::new();
-    for l in lines {
-        let mut words = l.split(' ');
-        let (kind, t, step) = (words.next().unwrap(), words.next().unwrap(), words.next().unwrap());
-        let id = (t.parse().unwrap(), step.parse().unwrap());
-        match kind {
-            "begin" => assert!(begun.insert(id, words.map(str::to_string).collect()).is_none(), "{l}"),
-            "ack" => assert!(begun.contains_key(&id) && acked_ids.insert(id), "ack without begin: {l}"),
-            other => panic!("unexpected line {other}: {l}"),
-        }
-    }
-    let (mut acked, mut pending) = (Vec::new(), Vec::new());
-    let mut open_threads = BTreeSet::new();
-    for (id, effects) in begun {
-        if acked_ids.contains(&id) {
-            assert!(!open_threads.contains(&id.0), "thread {} began a step before its last was acknowledged", id.0);
-            acked.push((id.0, effects));
-        } else {
-            assert!(open_threads.insert(id.0), "thread {} has two steps in flight", id.0);
-            pending.push((id.0, effects));
-        }
-    }
-    Steps { acked, pending }
 }
 
 /// Splits an effect `kind:a:b:...` into its kind and fields.

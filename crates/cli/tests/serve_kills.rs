@@ -30,6 +30,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use common::steps::Effects;
 use common::{fsck_clean, larder};
 use crash_pattern::{pattern, Rng};
 use larder_client::Client;
@@ -320,36 +321,12 @@ fn killed_clients_leave_the_server_as_it_was() {
     fsck_clean(&store);
 }
 
-/// A step of a writer: its effects.
-type Effects = Vec<String>;
-
 /// The steps acknowledged, in order, and those begun and not acknowledged
 /// (at most one per thread).
 fn steps(lines: &[String]) -> (Vec<Effects>, Vec<Effects>) {
-    let mut begun: BTreeMap<(u64, u64), Effects> = BTreeMap::new();
-    let mut acked = BTreeSet::new();
-    for l in lines {
-        let mut words = l.split(' ');
-        let (kind, t, step) = (words.next().unwrap(), words.next().unwrap(), words.next().unwrap());
-        let id: (u64, u64) = (t.parse().unwrap(), step.parse().unwrap());
-        match kind {
-            "begin" => assert!(begun.insert(id, words.map(str::to_string).collect()).is_none(), "{l}"),
-            "ack" => assert!(begun.contains_key(&id) && acked.insert(id), "ack without begin: {l}"),
-            other => panic!("unexpected line {other}: {l}"),
-        }
-    }
-    let (mut done, mut pending) = (Vec::new(), Vec::new());
-    let mut open = BTreeSet::new();
-    for (id, effects) in begun {
-        if acked.contains(&id) {
-            assert!(!open.contains(&id.0), "thread {} began a step before its last was acknowledged", id.0);
-            done.push(effects);
-        } else {
-            assert!(open.insert(id.0), "thread {} has two steps in flight", id.0);
-            pending.push(effects);
-        }
-    }
-    (done, pending)
+    let steps = common::steps::steps(lines);
+    let effects = |s: Vec<(u64, Effects)>| s.into_iter().map(|(_, e)| e).collect();
+    (effects(steps.acked), effects(steps.pending))
 }
 
 /// The store as the writer sees it: `kv:KEY` and `file:PATH` to bytes.

@@ -3,6 +3,8 @@
 //! steps that must succeed, and fsck.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod steps;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
