@@ -158,6 +158,22 @@ impl Heap {
         self.root
     }
 
+    /// The id of the heap's `objects/` directory.
+    pub fn objects_dir_id(&self) -> u64 {
+        self.objects_dir
+    }
+
+    /// The id of the heap's `names/` directory.
+    pub fn names_dir_id(&self) -> u64 {
+        self.names_dir
+    }
+
+    /// Every object of this heap, in id order.
+    pub fn objects(&self) -> Result<Vec<crate::ObjectId>> {
+        let all = self.store.heap_objects()?;
+        Ok(all.into_iter().filter(|(_, r)| r.heap == self.root).map(|(id, _)| crate::ObjectId(id)).collect())
+    }
+
     /// Refuses unless the caller may change the heap (write its root).
     pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
         let onode = self.store.stat(self.root)?.ok_or_else(|| crate::error::not_found("the heap's root"))?;
