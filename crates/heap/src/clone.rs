@@ -14,6 +14,10 @@ use crate::heap::OBJECT_MODE;
 use crate::limits::{MAX_CLONE_OBJECTS, POINTER_BYTES};
 use crate::{Heap, ObjectId, PPtr};
 
+/// Bytes one copy adds to its transaction, about: onode, object record,
+/// `objects/` entry and directory count, and room for allocator records.
+const COPY_RECORD_BYTES: u64 = 512;
+
 /// An object to copy, as read.
 struct Source {
     id: u64,
@@ -147,7 +151,7 @@ impl Heap {
         }
         locks.extend(sources.iter().map(|s| LockRequest::Shared(s.id)));
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
-        self.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
+        let create = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
             for ((source, &id), name) in sources.iter().zip(new_ids).zip(&names) {
                 let record = HeapObject { heap: self.root, durable_size: 0, ..source.record };
                 txn.create_heap_object(id, source.bytes.len() as u64, owner, &record)?;
@@ -166,7 +170,15 @@ impl Heap {
                 }
             }
             Ok(())
-        })?;
+        };
+        // One transaction either way: a log record when it fits one, else
+        // an index run of its own (atomic too, and durable at once).
+        let estimate: u64 = sources.len() as u64 * COPY_RECORD_BYTES;
+        if estimate <= larder_namespace::bulk::record_budget(&self.store) {
+            self.store.transact_locked(&locks, Durability::Buffered, create)?;
+        } else {
+            self.store.transact_as_run(&locks, create)?;
+        }
         Ok(())
     }
 

@@ -8,6 +8,10 @@ use larder_io::MapAccess;
 use larder_object::{Durability, LockRequest};
 
 use crate::error::Result;
+
+/// Bytes an object's durable-size update adds to a log record, about (key,
+/// value and the batch's framing).
+const RECORD_BYTES: u64 = 64;
 use crate::Heap;
 
 impl Heap {
@@ -70,20 +74,34 @@ impl Heap {
         self.remove_freed_files()
     }
 
-    /// Step 4 of `sync`: one durable transaction raising the durable size
-    /// of each object synced (skipping objects freed meanwhile).
+    /// Step 4 of `sync`: durable transactions raising the durable size of
+    /// each object synced (skipping objects freed meanwhile), in records
+    /// small enough for the log: every one but the last buffered, the last
+    /// durable, so all are durable when it returns (the log is ordered).
     fn commit_durable_sizes(&self, sizes: &BTreeMap<u64, u64>) -> Result<()> {
-        let locks: Vec<LockRequest> = sizes.keys().map(|&id| LockRequest::Exclusive(id)).collect();
-        self.store.transact_locked(&locks, Durability::Durable, |txn| -> Result<()> {
-            for (&id, &size) in sizes {
-                let Some(mut record) = txn.heap_object(id)? else { continue };
-                if record.durable_size < size {
-                    record.durable_size = size;
-                    txn.put_heap_object(id, &record)?;
+        let per_record = (larder_namespace::bulk::record_budget(&self.store) / RECORD_BYTES).max(1) as usize;
+        let ids: Vec<u64> = sizes.keys().copied().collect();
+        let chunks: Vec<&[u64]> = ids.chunks(per_record).collect();
+        if chunks.is_empty() {
+            // Nothing to record: the log's sync still makes every earlier
+            // transaction durable.
+            return Ok(self.store.sync()?);
+        }
+        for (i, chunk) in chunks.iter().enumerate() {
+            let durability = if i + 1 == chunks.len() { Durability::Durable } else { Durability::Buffered };
+            let locks: Vec<LockRequest> = chunk.iter().map(|&id| LockRequest::Exclusive(id)).collect();
+            self.store.transact_locked(&locks, durability, |txn| -> Result<()> {
+                for id in chunk.iter() {
+                    let Some(mut record) = txn.heap_object(*id)? else { continue };
+                    let size = sizes[id];
+                    if record.durable_size < size {
+                        record.durable_size = size;
+                        txn.put_heap_object(*id, &record)?;
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
+        }
         Ok(())
     }
 

@@ -231,3 +231,37 @@ fn copy_is_one_object_with_the_same_bytes_and_type() {
     assert_eq!(x, y, "a copy keeps pointers as they are");
     assert_eq!(h.type_of(c).unwrap(), Some(t));
 }
+
+#[test]
+fn sync_and_clone_of_many_objects_fit_the_log() {
+    // The test store's log segments are 64 KiB: 1,500 objects' durable
+    // sizes or 200 copies do not fit one record.
+    let sim = SimStorage::new(11);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let t = h.alloc_type(&[0]).unwrap();
+    let mut chain = Vec::new();
+    for _ in 0..200 {
+        chain.push(h.alloc(32).unwrap());
+    }
+    for pair in chain.windows(2) {
+        h.write_at(pair[0], 0, &PPtr::<()>::new(pair[1].0, 0, 0).to_bytes()).unwrap();
+        h.attach_type(pair[0], t).unwrap();
+    }
+    for _ in 0..1300 {
+        h.alloc(8).unwrap();
+    }
+    h.sync().unwrap();
+    let before = store.list_heap_files().unwrap().0.len();
+    let copy = h.clone(chain[0]).unwrap();
+    assert_eq!(store.list_heap_files().unwrap().0.len(), before + 200);
+    let mut raw = [0u8; 24];
+    h.read_at(copy, 0, &mut raw).unwrap();
+    assert!(!chain.iter().any(|o| o.0 == PPtr::<()>::from_bytes(&raw).object), "rewritten to a copy");
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    assert_eq!(store.list_heap_files().unwrap().0.len(), before + 200);
+    assert!(store.heap_objects().unwrap().iter().all(|(_, r)| r.durable_size > 0), "every durable size recorded");
+}
