@@ -174,18 +174,41 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Width of the whole picture, px.
-const WIDTH: f64 = 960.0;
-/// Left edge of the bars (the engine names are right-aligned before it).
-const BAR_LEFT: f64 = 150.0;
 /// The longest bar: an operation's largest figure.
 pub const BAR_MAX: f64 = 420.0;
 /// Height of a bar's row, px.
 const ROW: f64 = 20.0;
 /// Height of an operation's heading, px.
 const HEADING: f64 = 26.0;
-/// Height of the title block, px.
-const TITLE: f64 = 58.0;
+/// Height of a line of the title and of the subtitle, px.
+const TITLE_LINE: f64 = 19.0;
+const SUBTITLE_LINE: f64 = 15.0;
+/// Rough advance of a character at 12 px (labels) and 15 px (title) in a
+/// sans-serif font: enough to keep text inside the picture.
+const CHAR_WIDTH: f64 = 7.0;
+const TITLE_CHAR_WIDTH: f64 = 8.5;
+/// Narrowest picture, px.
+const MIN_WIDTH: f64 = 760.0;
+
+/// `text` cut at spaces into lines of at most `width` characters (a word
+/// longer than that gets a line of its own).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
 
 /// XML text with `&`, `<`, `>`, `"` and `'` escaped (safe in text and in
 /// attribute values).
@@ -217,31 +240,63 @@ fn figure(value: f64) -> String {
     }
 }
 
+/// The label after a bar: the figure, and for a peer Larder's ratio to it.
+fn bar_label(operation: &Operation, v: &Value) -> String {
+    let mut label = format!("{} {}", figure(v.value), operation.unit);
+    if v.engine != operation.subject {
+        match operation.ratio_against(v.value) {
+            Some(r) => {
+                let _ = write!(label, " — {} ÷ {}: {r:.2}x", operation.subject, v.engine);
+            }
+            None => label.push_str(" — no ratio"),
+        }
+    }
+    label
+}
+
 /// The SVG of `results` (call [`ChartResults::validate`] first: figures
 /// that are not finite are drawn as empty bars).
 pub fn render_svg(results: &ChartResults) -> String {
+    let chars = |t: &str| t.chars().count() as f64;
+    let longest_engine =
+        results.operations.iter().flat_map(|o| &o.values).map(|v| chars(&v.engine)).fold(6.0, f64::max);
+    let bar_left = 16.0 + longest_engine * CHAR_WIDTH;
+    let longest_label = results
+        .operations
+        .iter()
+        .flat_map(|o| o.values.iter().map(move |v| chars(&bar_label(o, v))))
+        .fold(0.0, f64::max);
+    let width = (bar_left + BAR_MAX + 12.0 + longest_label * CHAR_WIDTH).max(MIN_WIDTH).ceil();
+    let title = format!("{} — commit {}, {}", results.title, results.commit, results.date);
+    let title_lines = wrap(&title, ((width - 20.0) / TITLE_CHAR_WIDTH) as usize);
+    let subtitle = format!(
+        "Median of the rounds. Blue: Larder. Each label: the figure, then Larder's ratio to that engine \
+         (above 1: Larder better). {}",
+        if results.source.is_empty() { results.command.clone() } else { format!("Figures from {}", results.source) }
+    );
+    let subtitle_lines = wrap(&subtitle, ((width - 20.0) / (CHAR_WIDTH * 0.85)) as usize);
+    let top = 8.0 + title_lines.len() as f64 * TITLE_LINE + subtitle_lines.len() as f64 * SUBTITLE_LINE;
     let rows: usize = results.operations.iter().map(|o| o.values.len()).sum();
-    let height = TITLE + results.operations.len() as f64 * HEADING + rows as f64 * ROW + 16.0;
+    let height = (top + results.operations.len() as f64 * HEADING + rows as f64 * ROW + 16.0).ceil();
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
     );
-    let title = format!("{} — commit {}, {}", results.title, results.commit, results.date);
     let _ = writeln!(o, "<title>{}</title>", escape(&title));
-    let _ = writeln!(o, "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height}\" fill=\"#ffffff\"/>");
-    let _ = writeln!(o, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>", escape(&title));
-    let subtitle = if results.source.is_empty() {
-        format!(
-            "median of the rounds; blue: Larder; label: figure, then Larder ÷ that engine (above 1: Larder better). {}",
-            results.command
-        )
-    } else {
-        format!("median of the rounds; blue: Larder; label: figure, then Larder ÷ that engine (above 1: Larder better). Figures from {}", results.source)
-    };
-    let _ = writeln!(o, "<text x=\"10\" y=\"42\" font-size=\"11\" fill=\"#4a5568\">{}</text>", escape(&subtitle));
-    let mut y = TITLE;
+    let _ = writeln!(o, "<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"#ffffff\"/>");
+    let mut y = 4.0;
+    for line in &title_lines {
+        y += TITLE_LINE;
+        let _ =
+            writeln!(o, "<text x=\"10\" y=\"{y:.1}\" font-size=\"15\" font-weight=\"bold\">{}</text>", escape(line));
+    }
+    for line in &subtitle_lines {
+        y += SUBTITLE_LINE;
+        let _ = writeln!(o, "<text x=\"10\" y=\"{y:.1}\" font-size=\"11\" fill=\"#4a5568\">{}</text>", escape(line));
+    }
+    let mut y = top;
     for operation in &results.operations {
         let heading = format!(
             "{} ({}{})",
@@ -257,36 +312,26 @@ pub fn render_svg(results: &ChartResults) -> String {
         ordered.extend(operation.values.iter().filter(|v| v.engine != operation.subject));
         for v in ordered {
             let length = if max > 0.0 && v.value.is_finite() { v.value / max * BAR_MAX } else { 0.0 };
-            let subject = v.engine == operation.subject;
-            let fill = if subject { "#2b6cb0" } else { "#a0aec0" };
+            let fill = if v.engine == operation.subject { "#2b6cb0" } else { "#a0aec0" };
             let _ = writeln!(
                 o,
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-                BAR_LEFT - 6.0,
+                bar_left - 6.0,
                 y + 14.0,
                 escape(&v.engine)
             );
             let _ = writeln!(
                 o,
-                "<rect class=\"bar\" x=\"{BAR_LEFT}\" y=\"{:.1}\" width=\"{length:.3}\" height=\"{:.1}\" fill=\"{fill}\"/>",
+                "<rect class=\"bar\" x=\"{bar_left:.1}\" y=\"{:.1}\" width=\"{length:.3}\" height=\"{:.1}\" fill=\"{fill}\"/>",
                 y + 3.0,
                 ROW - 6.0
             );
-            let mut label = format!("{} {}", figure(v.value), operation.unit);
-            if !subject {
-                match operation.ratio_against(v.value) {
-                    Some(r) => {
-                        let _ = write!(label, " — {} ÷ {}: {r:.2}x", operation.subject, v.engine);
-                    }
-                    None => label.push_str(" — no ratio"),
-                }
-            }
             let _ = writeln!(
                 o,
                 "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                BAR_LEFT + length + 6.0,
+                bar_left + length + 6.0,
                 y + 14.0,
-                escape(&label)
+                escape(&bar_label(operation, v))
             );
             y += ROW;
         }

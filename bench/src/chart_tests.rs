@@ -228,3 +228,20 @@ fn write_outputs_writes_the_report_results_and_chart() {
     assert_eq!(svg, render_svg(&sample()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn long_titles_wrap_and_the_picture_widens_for_long_labels() {
+    assert_eq!(wrap("aa bb cc", 5), vec!["aa bb", "cc"]);
+    assert_eq!(wrap("abcdefgh ij", 4), vec!["abcdefgh", "ij"]);
+    let mut results = sample();
+    results.title = "word ".repeat(60);
+    let svg = render_svg(&results);
+    assert!(svg.matches("font-size=\"15\"").count() >= 2, "{svg}");
+    let width = |svg: &str| -> f64 {
+        let start = svg.find("width=\"").map_or(0, |i| i + 7);
+        svg[start..].split('"').next().and_then(|w| w.parse().ok()).unwrap_or(0.0)
+    };
+    let narrow = width(&svg);
+    results.operations[0].values[1].engine = "an engine with a very long name indeed".repeat(3);
+    assert!(width(&render_svg(&results)) > narrow);
+}
