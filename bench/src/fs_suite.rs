@@ -629,3 +629,7 @@ fn mix_through_mount(spec: &FsSpec, personality: &str) -> Result<(u64, f64)> {
     drop(mounted);
     Ok(r)
 }
+
+#[cfg(test)]
+#[path = "fs_suite_tests.rs"]
+mod tests;

@@ -492,3 +492,7 @@ pub fn chart_results(plan: &Plan, info: &RunInfo, results: &Results) -> crate::c
         operations,
     }
 }
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

@@ -524,3 +524,7 @@ fn render(
     }
     o
 }
+
+#[cfg(test)]
+#[path = "chart_tests.rs"]
+mod tests;
