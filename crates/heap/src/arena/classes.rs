@@ -70,12 +70,12 @@ pub fn class_for(size: u64, align: u64) -> Option<usize> {
     if size == 0 || size > MAX_SMALL_BYTES {
         return None;
     }
-    let class = usize::from(CLASS_BY_GRANULE[((size + 15) / 16) as usize]);
+    let class = usize::from(CLASS_BY_GRANULE[size.div_ceil(16) as usize]);
     if align <= 16 {
         return Some(class);
     }
     // Class 4096 is a multiple of every alignment up to 4096, so this finds one.
-    CLASS_BYTES[class..].iter().position(|&bytes| u64::from(bytes) % align == 0).map(|i| class + i)
+    CLASS_BYTES[class..].iter().position(|&bytes| u64::from(bytes).is_multiple_of(align)).map(|i| class + i)
 }
 
 /// Slots of a span of `class`.
@@ -108,7 +108,7 @@ mod tests {
                 let class = class_for(size, align).unwrap_or(usize::MAX);
                 let expected = CLASS_BYTES
                     .iter()
-                    .position(|&b| u64::from(b) >= size && u64::from(b) % align.max(16) == 0)
+                    .position(|&b| u64::from(b) >= size && u64::from(b).is_multiple_of(align.max(16)))
                     .unwrap_or(usize::MAX);
                 assert_eq!(class, expected, "size {size} align {align}");
             }

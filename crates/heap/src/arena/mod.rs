@@ -12,9 +12,13 @@
 //!   slot is a few word operations, and a counter per live slot (its
 //!   generation). Each class keeps an intrusive list of its spans with free
 //!   slots; a span that a free makes non-full goes to the list's head, so
-//!   nearly full spans are refilled first and the others get a chance to
-//!   empty. A free finds its span through a hash map from page to span.
-//!   Nothing on these paths allocates.
+//!   nearly full spans are refilled first. (Keeping these spans ordered by
+//!   address and always filling the lowest, so that the upper ones drain,
+//!   was measured too: on random 16 B - 4 KiB blocks it gave the same
+//!   claimed/requested ratio, 1.13x with about 50,000 live blocks and 1.20x
+//!   with 20,000, at one and a half to two times the cost per operation, so
+//!   the O(1) list stays.) A free finds its span through a hash map from
+//!   page to span. Nothing on these paths allocates, except making a span.
 //! - **Large blocks** (above 4 KiB) are runs of whole pages.
 //! - **Free page runs** are the claimed ranges minus spans and large
 //!   blocks: never stored, rebuilt at load, best fit by (length, offset),
@@ -23,11 +27,12 @@
 //!   class, so the slack is at most 64 KiB) so that a block allocated and
 //!   freed in a loop does not create and dissolve a span each time.
 //! - **Growth**: when no free run fits, the arena asks its owner for
-//!   `max(needed, 64 KiB, claimed / 16)` bytes, rounded to pages. Growing
-//!   by a sixteenth keeps the number of grows logarithmic in the arena's
-//!   size while the unused tail stays under about 6% of it (a claimed/8
-//!   step left up to 12.5%, too much of the 1.25x budget of claimed over
-//!   live bytes).
+//!   `max(needed, 64 KiB, claimed / 32)` bytes, rounded to pages. Growing
+//!   by a thirty-second keeps the number of grows logarithmic in the
+//!   arena's size (about 160 to reach 120 MiB) while the unused tail stays
+//!   near 3% of it; a claimed/8 step left up to 12.5% unused, too much of
+//!   the 1.25x budget of claimed over live bytes (20,000 live blocks of
+//!   16 B - 4 KiB peaked at 1.20x with claimed/16, 1.18x with claimed/32).
 //! - **Generations**: a block's generation differs from every earlier
 //!   generation of a block at the same offset, whatever the pages were used
 //!   for in between. The arena keeps `next_generation` (persisted, starting
@@ -75,7 +80,7 @@ pub const MAX_BLOCK_BYTES: u64 = 1 << 40;
 pub const MIN_GROW_BYTES: u64 = 64 << 10;
 
 /// The arena grows by at least its claimed bytes divided by this.
-pub const GROW_DIVISOR: u64 = 16;
+pub const GROW_DIVISOR: u64 = 32;
 
 /// The owner's callback that grows the object by at least the bytes asked
 /// (a multiple of [`PAGE_BYTES`]) and returns the page-aligned offset where
@@ -280,7 +285,7 @@ impl Arena {
         }
         let request = len.max(MIN_GROW_BYTES).max((self.claimed_bytes / GROW_DIVISOR).next_multiple_of(PAGE_BYTES));
         let start = grow(request).map_err(ArenaError::Grow)?;
-        if start % PAGE_BYTES != 0 || !self.claimed.add(start, request) {
+        if !start.is_multiple_of(PAGE_BYTES) || !self.claimed.add(start, request) {
             return Err(ArenaError::BadGrow { offset: start, len: request });
         }
         self.claimed_bytes += request;
@@ -443,6 +448,12 @@ impl Arena {
     /// (for `len` 0: whether `offset` is one).
     pub fn is_claimed(&self, offset: u64, len: u64) -> bool {
         self.claimed.touches(offset, len)
+    }
+
+    /// Claimed bytes in free page runs, neither in a span nor a large
+    /// block (O(runs): for statistics and tests).
+    pub fn free_run_bytes(&self) -> u64 {
+        self.free_runs.iter().map(|(_, len)| len).sum()
     }
 
     /// The claimed ranges `(offset, len)`, ascending.

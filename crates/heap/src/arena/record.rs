@@ -143,7 +143,7 @@ fn decode_header(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
         return Err(corrupt("header reserved bytes are not zero"));
     }
     let count = u32_at(bytes, 4) as usize;
-    if (bytes.len() - HEADER_FIXED - CRC_BYTES) / 16 != count || (bytes.len() - HEADER_FIXED - CRC_BYTES) % 16 != 0 {
+    if bytes.len() - HEADER_FIXED - CRC_BYTES != 16 * count {
         return Err(corrupt("header length does not match its range count"));
     }
     let next_generation = u64_at(bytes, 8);
@@ -155,7 +155,7 @@ fn decode_header(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
     for i in 0..count {
         let at = HEADER_FIXED + 16 * i;
         let (start, len) = (u64_at(bytes, at), u64_at(bytes, at + 8));
-        if start % PAGE_BYTES != 0 || len % PAGE_BYTES != 0 || len == 0 {
+        if !start.is_multiple_of(PAGE_BYTES) || !len.is_multiple_of(PAGE_BYTES) || len == 0 {
             return Err(corrupt("claimed range is not whole pages"));
         }
         let Some(end) = start.checked_add(len) else { return Err(corrupt("claimed range wraps around")) };
@@ -186,7 +186,7 @@ fn decode_span(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
     if offset != key {
         return Err(corrupt("span offset differs from its key"));
     }
-    if offset % PAGE_BYTES != 0 || offset.checked_add(SPAN_BYTES).is_none() {
+    if !offset.is_multiple_of(PAGE_BYTES) || offset.checked_add(SPAN_BYTES).is_none() {
         return Err(corrupt("span offset is not page-aligned or the span wraps around"));
     }
     if base == 0 || base.checked_add(u64::from(u32::MAX) + 1).is_none() {
@@ -198,7 +198,7 @@ fn decode_span(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
         return Err(corrupt("span record shorter than its bitmap"));
     }
     let bitmap = &bytes[SPAN_FIXED..SPAN_FIXED + bitmap_bytes];
-    if slots % 8 != 0 && bitmap[bitmap_bytes - 1] >> (slots % 8) != 0 {
+    if !slots.is_multiple_of(8) && bitmap[bitmap_bytes - 1] >> (slots % 8) != 0 {
         return Err(corrupt("span bitmap marks slots past the span's end"));
     }
     let live = bitmap.iter().map(|b| b.count_ones() as usize).sum::<usize>();
@@ -232,7 +232,7 @@ fn decode_large(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
         return Err(corrupt("large-block offset differs from its key"));
     }
     let fits = pages.checked_mul(PAGE_BYTES).and_then(|len| offset.checked_add(len)).is_some();
-    if offset % PAGE_BYTES != 0 || pages == 0 || !fits {
+    if !offset.is_multiple_of(PAGE_BYTES) || pages == 0 || !fits {
         return Err(corrupt("large block is not page-aligned, empty, or wraps around"));
     }
     if generation == 0 {

@@ -49,7 +49,7 @@ impl Span {
         let slots = classes::slots(class);
         let words = (slots as usize).div_ceil(64);
         let mut used = vec![0u64; words].into_boxed_slice();
-        if slots % 64 != 0 {
+        if !slots.is_multiple_of(64) {
             used[words - 1] = !0u64 << (slots % 64);
         }
         Span {
