@@ -18,6 +18,7 @@
 //! [`Heap::deref`] and safe copies [`Heap::read_at`] / [`Heap::write_at`].
 #![deny(missing_docs)]
 
+pub mod arena;
 mod arena_glue;
 mod attach;
 mod clone;
