@@ -154,11 +154,14 @@ impl Heap {
             return Err(HeapError::Shrunk { object: id, file_len, durable });
         }
         let region = self.store.map_heap_file(id, reserve_for(file_len), access)?;
+        // The allocator of this heap may have grown the file past the
+        // committed size (committed at the next sync).
+        let size = if self.has_arena(id) { onode.size.max(file_len) } else { onode.size };
         let attached = Arc::new(Attached {
             id,
             region: RwLock::new(Arc::new(region)),
             retired: Mutex::new(Vec::new()),
-            size: AtomicU64::new(onode.size),
+            size: AtomicU64::new(size),
             access,
         });
         let attached = self.attached.write().entry(id).or_insert(attached).clone();

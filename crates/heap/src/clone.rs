@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use larder_io::write_all_at;
 use larder_namespace::NamespaceTxn;
-use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, HeapObject, MetaKey};
+use larder_object::meta::{heap_span_key, HeapObject};
 use larder_object::{Durability, LockRequest};
 
 use crate::error::{HeapError, Result};
@@ -153,7 +153,11 @@ impl Heap {
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
         let create = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
             for ((source, &id), name) in sources.iter().zip(new_ids).zip(&names) {
-                let record = HeapObject { heap: self.root, durable_size: 0, ..source.record };
+                let spans = self.span_records_now(source.id)?;
+                let mut record = HeapObject { heap: self.root, durable_size: 0, ..source.record };
+                if !spans.is_empty() {
+                    record.flags |= larder_object::meta::HEAP_OBJECT_ARENA;
+                }
                 txn.create_heap_object(id, source.bytes.len() as u64, owner, &record)?;
                 {
                     let mut pending = self.pending.lock();
@@ -163,9 +167,7 @@ impl Heap {
                 let file = self.store.open_heap_file(id, true)?;
                 write_all_at(&*file, &source.bytes, 0)?;
                 txn.link_in(self.objects_dir, name, id)?;
-                let prefix = heap_span_prefix(source.id);
-                let end = prefix_end(&prefix).unwrap_or_default();
-                for (key, value) in self.span_records(txn, source.id, &prefix, &end)? {
+                for (key, value) in spans {
                     txn.put(&heap_span_key(id, key), &value);
                 }
             }
@@ -180,23 +182,5 @@ impl Heap {
             self.store.transact_as_run(&locks, create)?;
         }
         Ok(())
-    }
-
-    /// The arena records of `object` to copy: (span key, value).
-    fn span_records(
-        &self,
-        txn: &larder_object::Transaction<'_>,
-        object: u64,
-        prefix: &[u8],
-        end: &[u8],
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        let _ = object;
-        let mut out = Vec::new();
-        for (k, v) in txn.scan(prefix, end, true, usize::MAX)? {
-            if let MetaKey::HeapSpan { span, .. } = MetaKey::decode(&k)? {
-                out.push((span, v));
-            }
-        }
-        Ok(out)
     }
 }

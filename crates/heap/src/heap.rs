@@ -29,6 +29,11 @@ pub(crate) struct Pending {
     pub(crate) dir_changed: bool,
     /// Freed objects whose file goes once the free (at this LSN) is durable.
     pub(crate) removals: Vec<(u64, u64)>,
+    /// Objects whose allocator changed: its dirty records are written.
+    pub(crate) arenas: BTreeSet<u64>,
+    /// Objects whose allocator's dirty records were taken by a transaction
+    /// that failed: all their records are written again.
+    pub(crate) rewrite: BTreeSet<u64>,
 }
 
 /// An open heap: named objects mapped into memory, persistent pointers,
@@ -45,6 +50,9 @@ pub struct Heap {
     pub(crate) credentials: Credentials,
     pub(crate) attached: RwLock<HashMap<u64, Arc<Attached>>>,
     pub(crate) pending: Mutex<Pending>,
+    /// Each object's allocator, loaded on first use and kept while the
+    /// heap is open (its changes wait for `sync`).
+    pub(crate) arenas: Mutex<HashMap<u64, Arc<Mutex<crate::arena::Arena>>>>,
     /// One sync at a time: each commits the durable sizes it measured.
     pub(crate) sync_lock: Mutex<()>,
 }
@@ -144,6 +152,7 @@ impl Heap {
             credentials,
             attached: RwLock::new(HashMap::new()),
             pending: Mutex::new(Pending::default()),
+            arenas: Mutex::new(HashMap::new()),
             sync_lock: Mutex::new(()),
         })
     }

@@ -125,21 +125,39 @@ impl Heap {
         if attached.access != MapAccess::ReadWrite {
             return Err(HeapError::PermissionDenied { what: format!("grow object {id}") });
         }
-        self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
-            let mut onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
-            if new_size < onode.size {
-                return Err(invalid(format!("object {id} has {} bytes; objects never shrink", onode.size)));
-            }
-            if new_size == onode.size {
-                return Ok(());
-            }
-            self.store.extend_heap_file(id, new_size)?;
-            self.pending.lock().files.insert(id);
-            onode.size = new_size;
-            onode.generation = onode.generation.wrapping_add(1);
-            txn.put_onode(id, &onode)?;
-            Ok(())
-        })?;
+        // The allocator's changes go with the new size: a span it claimed
+        // below `new_size` must be committed with it, or a crash would
+        // leave those pages neither user bytes nor the allocator's. Its lock
+        // is held throughout, so `alloc_in` cannot grow the object meanwhile.
+        let arena = self.arena(id)?;
+        let mut arena = arena.lock();
+        let staged = Some(self.stage_locked(id, &mut arena));
+        let grown =
+            self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
+                let mut onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
+                let mut record = txn.heap_object(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
+                let current = onode.size.max(attached.size());
+                if new_size < current {
+                    return Err(invalid(format!("object {id} has {current} bytes; objects never shrink")));
+                }
+                self.store.extend_heap_file(id, new_size)?;
+                self.pending.lock().files.insert(id);
+                onode.size = new_size;
+                onode.generation = onode.generation.wrapping_add(1);
+                txn.put_onode(id, &onode)?;
+                if let Some(staged) = &staged {
+                    self.write_staged(txn, id, staged)?;
+                    if staged.claimed && !record.has_arena() {
+                        record.flags |= larder_object::meta::HEAP_OBJECT_ARENA;
+                        txn.put_heap_object(id, &record)?;
+                    }
+                }
+                Ok(())
+            });
+        if let Err(e) = grown {
+            self.restage_arenas([id]);
+            return Err(e);
+        }
         attached.grown(self, new_size)
     }
 
@@ -180,6 +198,7 @@ impl Heap {
             match self.free_once(id, &names) {
                 Ok(lsn) => {
                     self.attached.write().remove(&id);
+                    self.drop_arena(id);
                     let mut pending = self.pending.lock();
                     pending.files.remove(&id);
                     pending.removals.push((lsn, id));
