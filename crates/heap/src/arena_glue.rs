@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use larder_io::MapAccess;
 use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, MetaKey};
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use parking_lot::Mutex;
 
 use larder_object::Transaction;
@@ -23,6 +25,37 @@ use crate::{Heap, ObjectId, PPtr};
 
 /// Bytes of a page: spans are whole pages.
 const PAGE: u64 = 4096;
+
+/// An object's allocator, with what `sync` must write of it.
+pub(crate) struct ArenaSlot {
+    pub(crate) arena: Mutex<Arena>,
+    /// Changed since its records were last taken (set under the lock).
+    pub(crate) dirty: AtomicBool,
+    /// A transaction that took its records failed: write them all.
+    pub(crate) rewrite: AtomicBool,
+}
+
+/// Hashes object ids by one multiplication: ids are distinct integers, and
+/// SipHash on every `alloc_in` cost more than the allocator itself.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by object id.
+pub(crate) type IdMap<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// Allocator records taken for a transaction.
 pub(crate) struct Staged {
@@ -59,13 +92,15 @@ fn arena_error(object: u64, e: ArenaError) -> HeapError {
 impl Heap {
     /// The allocator of object `id`, loaded from its records if this heap
     /// has not used it yet.
-    pub(crate) fn arena(&self, id: u64) -> Result<Arc<Mutex<Arena>>> {
-        if let Some(a) = self.arenas.lock().get(&id) {
+    pub(crate) fn arena(&self, id: u64) -> Result<Arc<ArenaSlot>> {
+        if let Some(a) = self.arenas.read().get(&id) {
             return Ok(a.clone());
         }
         let records = self.span_records_in_index(id)?;
         let arena = Arena::load(records.iter().map(|(k, v)| (*k, v.as_slice()))).map_err(|e| arena_error(id, e))?;
-        Ok(self.arenas.lock().entry(id).or_insert_with(|| Arc::new(Mutex::new(arena))).clone())
+        let slot =
+            ArenaSlot { arena: Mutex::new(arena), dirty: AtomicBool::new(false), rewrite: AtomicBool::new(false) };
+        Ok(self.arenas.write().entry(id).or_insert_with(|| Arc::new(slot)).clone())
     }
 
     /// The allocator records of `id` as committed: (span key, value).
@@ -89,8 +124,8 @@ impl Heap {
 
     /// The allocator records of `id` as they are now (in memory if loaded).
     pub(crate) fn span_records_now(&self, id: u64) -> Result<Vec<(u64, Vec<u8>)>> {
-        match self.arenas.lock().get(&id) {
-            Some(a) => Ok(a.lock().all_records()),
+        match self.arenas.read().get(&id) {
+            Some(a) => Ok(a.arena.lock().all_records()),
             None => self.span_records_in_index(id),
         }
     }
@@ -112,8 +147,8 @@ impl Heap {
         if attached.access != MapAccess::ReadWrite {
             return Err(HeapError::PermissionDenied { what: format!("allocate in object {id}") });
         }
-        let arena = self.arena(id)?;
-        let mut arena = arena.lock();
+        let slot = self.arena(id)?;
+        let mut arena = slot.arena.lock();
         let mut grow = |needed: u64| -> std::result::Result<u64, Box<dyn std::error::Error + Send + Sync>> {
             let current = attached.size();
             let offset = current.div_ceil(PAGE) * PAGE;
@@ -125,7 +160,7 @@ impl Heap {
             Ok(offset)
         };
         let block = arena.alloc(size, align, &mut grow).map_err(|e| arena_error(id, e))?;
-        self.pending.lock().arenas.insert(id);
+        slot.dirty.store(true, Ordering::Release);
         Ok(PPtr::new(id, block.offset, block.generation))
     }
 
@@ -137,10 +172,11 @@ impl Heap {
         if attached.access != MapAccess::ReadWrite {
             return Err(HeapError::PermissionDenied { what: format!("free in object {id}") });
         }
-        let arena = self.arena(id)?;
+        let slot = self.arena(id)?;
         let stale = HeapError::Stale { object: id, offset: pointer.offset, generation: pointer.generation };
-        arena.lock().free(pointer.offset, pointer.generation).map_err(|_| stale)?;
-        self.pending.lock().arenas.insert(id);
+        let mut arena = slot.arena.lock();
+        arena.free(pointer.offset, pointer.generation).map_err(|_| stale)?;
+        slot.dirty.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -148,8 +184,8 @@ impl Heap {
     /// `generation`: generation 0 is user bytes, which must lie outside
     /// every span the allocator claimed.
     pub(crate) fn arena_check(&self, object: u64, offset: u64, len: u64, generation: u64) -> Result<Check> {
-        let arena = self.arena(object)?;
-        let arena = arena.lock();
+        let slot = self.arena(object)?;
+        let arena = slot.arena.lock();
         Ok(match generation {
             0 if arena.is_claimed(offset, len) => Check::Stale,
             0 => Check::Live,
@@ -166,18 +202,15 @@ impl Heap {
     /// allocator. If that transaction fails, the caller calls
     /// [`Heap::restage_arenas`].
     pub(crate) fn take_arena_records(&self, id: u64) -> Option<Staged> {
-        let arena = self.arenas.lock().get(&id).cloned()?;
-        let mut arena = arena.lock();
-        Some(self.stage_locked(id, &mut arena))
+        let slot = self.arenas.read().get(&id).cloned()?;
+        let mut arena = slot.arena.lock();
+        Some(Heap::stage_locked(&slot, &mut arena))
     }
 
     /// [`Heap::take_arena_records`] of an allocator the caller has locked.
-    pub(crate) fn stage_locked(&self, id: u64, arena: &mut Arena) -> Staged {
-        let rewrite = {
-            let mut pending = self.pending.lock();
-            pending.arenas.remove(&id);
-            pending.rewrite.remove(&id)
-        };
+    pub(crate) fn stage_locked(slot: &ArenaSlot, arena: &mut Arena) -> Staged {
+        slot.dirty.store(false, Ordering::Release);
+        let rewrite = slot.rewrite.swap(false, Ordering::AcqRel);
         let dirty = arena.take_dirty_records();
         let records =
             if rewrite { arena.all_records().into_iter().map(|(k, v)| (k, Some(v))).collect() } else { dirty };
@@ -207,24 +240,28 @@ impl Heap {
     /// Marks `ids`' allocators to be written whole by the next transaction
     /// that stages them (the one that took their dirty records failed).
     pub(crate) fn restage_arenas(&self, ids: impl IntoIterator<Item = u64>) {
-        let mut pending = self.pending.lock();
+        let arenas = self.arenas.read();
         for id in ids {
-            pending.rewrite.insert(id);
-            pending.arenas.insert(id);
+            if let Some(slot) = arenas.get(&id) {
+                slot.rewrite.store(true, Ordering::Release);
+                slot.dirty.store(true, Ordering::Release);
+            }
         }
     }
 
     /// Forgets the allocator of a freed object.
     pub(crate) fn drop_arena(&self, id: u64) {
-        self.arenas.lock().remove(&id);
-        let mut pending = self.pending.lock();
-        pending.arenas.remove(&id);
-        pending.rewrite.remove(&id);
+        self.arenas.write().remove(&id);
     }
 
     /// Whether this heap holds the allocator of `id` (so its in-memory size
     /// may be ahead of the committed one).
     pub(crate) fn has_arena(&self, id: u64) -> bool {
-        self.arenas.lock().contains_key(&id)
+        self.arenas.read().contains_key(&id)
+    }
+
+    /// Objects whose allocator changed since its records were last taken.
+    pub(crate) fn dirty_arenas(&self) -> Vec<u64> {
+        self.arenas.read().iter().filter(|(_, s)| s.dirty.load(Ordering::Acquire)).map(|(id, _)| *id).collect()
     }
 }

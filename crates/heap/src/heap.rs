@@ -1,7 +1,7 @@
 //! `Heap`: opening a heap (a directory of the store's namespace holding
 //! `objects/` and `names/`, docs/heap.md) and the state an open heap keeps.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use larder_namespace::{list, NamespaceTxn};
@@ -10,6 +10,7 @@ use larder_object::meta::{heap_root_key, HeapRoot, Kind, Name, Onode};
 use larder_object::{Durability, LockRequest, Store, Transaction, ROOT_ID};
 use parking_lot::{Mutex, RwLock};
 
+use crate::arena_glue::{ArenaSlot, IdMap};
 use crate::attach::Attached;
 use crate::credentials::Credentials;
 use crate::error::{HeapError, Result};
@@ -29,11 +30,6 @@ pub(crate) struct Pending {
     pub(crate) dir_changed: bool,
     /// Freed objects whose file goes once the free (at this LSN) is durable.
     pub(crate) removals: Vec<(u64, u64)>,
-    /// Objects whose allocator changed: its dirty records are written.
-    pub(crate) arenas: BTreeSet<u64>,
-    /// Objects whose allocator's dirty records were taken by a transaction
-    /// that failed: all their records are written again.
-    pub(crate) rewrite: BTreeSet<u64>,
 }
 
 /// An open heap: named objects mapped into memory, persistent pointers,
@@ -48,11 +44,11 @@ pub struct Heap {
     pub(crate) objects_dir: u64,
     pub(crate) names_dir: u64,
     pub(crate) credentials: Credentials,
-    pub(crate) attached: RwLock<HashMap<u64, Arc<Attached>>>,
+    pub(crate) attached: RwLock<IdMap<Arc<Attached>>>,
     pub(crate) pending: Mutex<Pending>,
     /// Each object's allocator, loaded on first use and kept while the
     /// heap is open (its changes wait for `sync`).
-    pub(crate) arenas: Mutex<HashMap<u64, Arc<Mutex<crate::arena::Arena>>>>,
+    pub(crate) arenas: RwLock<IdMap<Arc<ArenaSlot>>>,
     /// One sync at a time: each commits the durable sizes it measured.
     pub(crate) sync_lock: Mutex<()>,
 }
@@ -150,9 +146,9 @@ impl Heap {
             objects_dir,
             names_dir,
             credentials,
-            attached: RwLock::new(HashMap::new()),
+            attached: RwLock::new(IdMap::default()),
             pending: Mutex::new(Pending::default()),
-            arenas: Mutex::new(HashMap::new()),
+            arenas: RwLock::new(IdMap::default()),
             sync_lock: Mutex::new(()),
         })
     }

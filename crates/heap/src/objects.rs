@@ -129,9 +129,9 @@ impl Heap {
         // below `new_size` must be committed with it, or a crash would
         // leave those pages neither user bytes nor the allocator's. Its lock
         // is held throughout, so `alloc_in` cannot grow the object meanwhile.
-        let arena = self.arena(id)?;
-        let mut arena = arena.lock();
-        let staged = Some(self.stage_locked(id, &mut arena));
+        let slot = self.arena(id)?;
+        let mut arena = slot.arena.lock();
+        let staged = Some(Heap::stage_locked(&slot, &mut arena));
         let grown =
             self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
                 let mut onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;

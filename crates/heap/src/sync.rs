@@ -29,11 +29,11 @@ impl Heap {
         let _one = self.sync_lock.lock();
         let (mut ids, dir_changed) = {
             let mut pending = self.pending.lock();
-            let mut ids = std::mem::take(&mut pending.files);
-            ids.extend(pending.arenas.iter().copied());
+            let ids = std::mem::take(&mut pending.files);
             let dir_changed = std::mem::take(&mut pending.dir_changed);
             (ids, dir_changed)
         };
+        ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.attached.read().values().cloned().collect();
         ids.extend(attached.iter().filter(|a| a.access == MapAccess::ReadWrite).map(|a| a.id));
         // Sizes are read before the bytes are written back: what is synced
