@@ -106,9 +106,10 @@ struct Large {
     generation: u64,
 }
 
-/// Hashes page numbers by one multiplication (Fibonacci hashing): page
-/// numbers are distinct integers, so this spreads them as well as SipHash
-/// at a fraction of the cost on the free path.
+/// Hashes page numbers by one multiplication (Fibonacci hashing). The keys
+/// are page numbers the arena picks itself, so SipHash's defence against
+/// chosen keys buys nothing here; the multiplication made random
+/// alloc/free a few percent faster (44 against 45-58 ns per operation).
 #[derive(Default)]
 struct PageHasher(u64);
 
