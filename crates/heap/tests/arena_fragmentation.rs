@@ -24,7 +24,7 @@ impl Object {
 }
 
 /// Runs `ops` random operations over a live set of about `target` blocks
-/// of 16 B - 4 KiB, and returns the worst claimed/requested ratio seen
+/// of 16 B - 4 KiB (reloading the arena from its records halfway), and returns the worst claimed/requested ratio seen
 /// once the live set reached its target, and the arena.
 fn steady_state(seed: u64, target: usize, ops: usize, verify_every: usize) -> (f64, Arena, Object) {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -51,6 +51,13 @@ fn steady_state(seed: u64, target: usize, ops: usize, verify_every: usize) -> (f
         }
         if op > ops / 4 {
             worst = worst.max(arena.claimed_bytes() as f64 / requested as f64);
+        }
+        if op == ops / 2 {
+            // Halfway, carry on with an arena loaded from the records.
+            let records = arena.all_records();
+            let loaded = Arena::load(records.iter().map(|(k, v)| (*k, &v[..]))).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(loaded.live(), arena.live());
+            arena = loaded;
         }
         if verify_every != 0 && op % verify_every == 0 {
             arena.verify().unwrap_or_else(|e| panic!("after op {op}: {e}"));
