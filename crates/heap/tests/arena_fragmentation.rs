@@ -23,12 +23,20 @@ impl Object {
     }
 }
 
+/// The arena after a sync: its first reservation durable (the records are
+/// not kept; these tests reload from `all_records`).
+fn synced(mut arena: Arena) -> Arena {
+    arena.take_dirty_records();
+    arena.records_durable();
+    arena
+}
+
 /// Runs `ops` random operations over a live set of about `target` blocks
 /// of 16 B - 4 KiB (reloading the arena from its records halfway), and returns the worst claimed/requested ratio seen
 /// once the live set reached its target, and the arena.
 fn steady_state(seed: u64, target: usize, ops: usize, verify_every: usize) -> (f64, Arena, Object) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut arena = Arena::new();
+    let mut arena = synced(Arena::new());
     let mut object = Object { size: 4096, grows: 0 };
     let mut live: Vec<(Block, u64)> = Vec::with_capacity(target * 2);
     let mut requested = 0u64;
@@ -57,7 +65,7 @@ fn steady_state(seed: u64, target: usize, ops: usize, verify_every: usize) -> (f
             let records = arena.all_records();
             let loaded = Arena::load(records.iter().map(|(k, v)| (*k, &v[..]))).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(loaded.live(), arena.live());
-            arena = loaded;
+            arena = synced(loaded);
         }
         if verify_every != 0 && op % verify_every == 0 {
             arena.verify().unwrap_or_else(|e| panic!("after op {op}: {e}"));
@@ -92,7 +100,7 @@ fn ten_million_random_alloc_free_ops() {
     let mut rng = StdRng::seed_from_u64(7);
     let sizes: Vec<u64> = (0..ops).map(|_| rng.gen_range(16..=4096)).collect();
     let choices: Vec<u32> = (0..ops).map(|_| rng.gen()).collect();
-    let mut arena = Arena::new();
+    let mut arena = synced(Arena::new());
     let mut object = Object { size: 0, grows: 0 };
     let mut grow = |n| object.grow(n);
     let target = 100_000;

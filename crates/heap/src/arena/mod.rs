@@ -9,8 +9,8 @@
 //! - **Small blocks** (up to 4 KiB) come from 64 KiB *spans*, one size
 //!   class per span (48 classes, at most 12.5% apart: `classes`). A span
 //!   has an occupancy bitmap searched from a low-water word, so taking a
-//!   slot is a few word operations, and a counter per live slot (its
-//!   generation). Each class keeps an intrusive list of its spans with free
+//!   slot is a few word operations, and the generation of each live slot.
+//!   Each class keeps an intrusive list of its spans with free
 //!   slots; a span that a free makes non-full goes to the list's head, so
 //!   nearly full spans are refilled first. (Keeping these spans ordered by
 //!   address and always filling the lowest, so that the upper ones drain,
@@ -33,20 +33,31 @@
 //!   near 3% of it; a claimed/8 step left up to 12.5% unused, too much of
 //!   the 1.25x budget of claimed over live bytes (20,000 live blocks of
 //!   16 B - 4 KiB peaked at 1.20x with claimed/16, 1.18x with claimed/32).
-//! - **Generations**: a block's generation differs from every earlier
-//!   generation of a block at the same offset, whatever the pages were used
-//!   for in between. The arena keeps `next_generation` (persisted, starting
-//!   at 1; 0 means user bytes). A new span takes it as its base and issues
-//!   `base + 1, base + 2, ...` (`span`); dissolving a span raises
-//!   `next_generation` above every generation the span issued; a large
-//!   block takes `next_generation` and increments it. So any block placed
-//!   on pages that held something else gets a generation above all the
-//!   earlier ones there.
+//! - **Generations** are unique in the arena: every block handed out takes
+//!   `next_generation` and increments it (0 is never issued: it means user
+//!   bytes). So a block's generation differs from every earlier one at the
+//!   same offset, whatever the pages held in between, and a slot keeps its
+//!   block's full 64-bit generation (8 bytes of memory and record per live
+//!   slot).
+//! - **Generations survive crashes**: a block handed out after the last
+//!   `sync` is lost in a crash, but a pointer to it may already be in the
+//!   object's bytes (the kernel writes mapped pages back when it likes),
+//!   so a generation must never be issued again even if the arena's state
+//!   was not persisted. The header persists a *reservation*: every
+//!   generation issued is below it. [`Arena::load`] restarts
+//!   `next_generation` at the reservation, above anything issued before a
+//!   crash, and the arena issues generations only below a reservation that
+//!   is durable: [`Arena::take_dirty_records`] writes a new one
+//!   (`next_generation` + [`GENERATION_LEASE`]) when half of the old one is
+//!   used, and [`Arena::records_durable`] says it is on disk. Past it (and
+//!   right after `new` or `load`), `alloc` returns [`ArenaError::NeedsSync`]:
+//!   the owner syncs and retries, once per `GENERATION_LEASE`
+//!   allocations and once per load.
 //!
 //! # Persistence
 //!
 //! One record per span and per large block, keyed by offset, and a header
-//! (key [`HEADER_KEY`]: `next_generation` and the claimed ranges); the
+//! (key [`HEADER_KEY`]: the generation reservation and the claimed ranges); the
 //! formats are in docs/format.md, section 18, "Arena records". Changes mark
 //! records dirty in O(1); [`Arena::take_dirty_records`] encodes them.
 //! [`Arena::load`] refuses damaged records and inconsistent sets.
@@ -81,6 +92,11 @@ pub const MIN_GROW_BYTES: u64 = 64 << 10;
 
 /// The arena grows by at least its claimed bytes divided by this.
 pub const GROW_DIVISOR: u64 = 32;
+
+/// Generations a header reservation covers beyond `next_generation` when
+/// it is written (2^36: about 45 minutes of allocation at 40 ns each
+/// between two syncs; a load skips at most this many).
+pub const GENERATION_LEASE: u64 = 1 << 36;
 
 /// The owner's callback that grows the object by at least the bytes asked
 /// (a multiple of [`PAGE_BYTES`]) and returns the page-aligned offset where
@@ -131,7 +147,12 @@ type PageMap = HashMap<u64, u32, BuildHasherDefault<PageHasher>>;
 
 /// The allocation state of one heap object's arena.
 pub struct Arena {
+    /// The generation the next block gets.
     next_generation: u64,
+    /// Generations below this are covered by a durable reservation.
+    durable_limit: u64,
+    /// The reservation in records taken but not yet reported durable.
+    pending_limit: Option<u64>,
     claimed: Claimed,
     claimed_bytes: u64,
     free_runs: FreeRuns,
@@ -174,6 +195,8 @@ impl Arena {
     pub fn new() -> Arena {
         Arena {
             next_generation: 1,
+            durable_limit: 1,
+            pending_limit: None,
             claimed: Claimed::default(),
             claimed_bytes: 0,
             free_runs: FreeRuns::default(),
@@ -210,6 +233,13 @@ impl Arena {
         if size > MAX_BLOCK_BYTES {
             return Err(ArenaError::TooLarge { size });
         }
+        if self.next_generation >= self.durable_limit {
+            return Err(if self.durable_limit == u64::MAX {
+                ArenaError::GenerationsExhausted
+            } else {
+                ArenaError::NeedsSync
+            });
+        }
         match classes::class_for(size, align) {
             Some(class) => self.alloc_small(class, grow),
             None => self.alloc_large(size.div_ceil(PAGE_BYTES), grow),
@@ -222,14 +252,16 @@ impl Arena {
         if id == NONE {
             id = self.new_span(class, grow)?;
         }
+        let generation = self.next_generation;
+        self.next_generation += 1;
         let span = &mut self.spans[id as usize];
-        let (slot, generation) = span.take_slot();
+        let slot = span.take_slot(generation);
         let block = Block { offset: span.slot_offset(slot), len: u64::from(span.slot_bytes), generation };
         if !span.dirty {
             span.dirty = true;
             self.dirty_keys.push(span.offset);
         }
-        if !span.can_take() {
+        if span.is_full() {
             self.unlink(id);
         }
         if self.empty_span == Some(id) {
@@ -241,12 +273,8 @@ impl Arena {
     }
 
     fn new_span(&mut self, class: usize, grow: &mut Grow<'_>) -> Result<u32, ArenaError> {
-        let base = self.next_generation;
-        if base.checked_add(u64::from(u32::MAX) + 1).is_none() {
-            return Err(ArenaError::GenerationsExhausted);
-        }
         let offset = self.take_pages(SPAN_BYTES, grow)?;
-        let span = Span::new(offset, class, base);
+        let span = Span::new(offset, class);
         let id = match self.dead_spans.pop() {
             Some(id) => {
                 self.spans[id as usize] = span;
@@ -265,12 +293,10 @@ impl Arena {
     }
 
     fn alloc_large(&mut self, pages: u64, grow: &mut Grow<'_>) -> Result<Block, ArenaError> {
-        let generation = self.next_generation;
-        let Some(next_generation) = generation.checked_add(1) else { return Err(ArenaError::GenerationsExhausted) };
         let len = pages * PAGE_BYTES;
         let offset = self.take_pages(len, grow)?;
-        self.next_generation = next_generation;
-        self.header_dirty = true;
+        let generation = self.next_generation;
+        self.next_generation += 1;
         self.large.insert(offset, Large { pages, generation });
         self.mark_dirty(offset);
         self.live_bytes += len;
@@ -311,8 +337,8 @@ impl Arena {
                 span.dirty = true;
                 self.dirty_keys.push(span.offset);
             }
-            let (listed, can_take, empty) = (span.listed, span.can_take(), span.live == 0);
-            if !listed && can_take {
+            let (listed, empty) = (span.listed, span.live == 0);
+            if !listed {
                 self.link(id);
             }
             if empty {
@@ -337,13 +363,8 @@ impl Arena {
     }
 
     /// Keeps the span that just emptied as the arena's one spare empty
-    /// span, dissolving the previous spare; an exhausted span is dissolved
-    /// at once.
+    /// span, dissolving the previous spare.
     fn span_emptied(&mut self, id: u32) {
-        if self.spans[id as usize].is_exhausted() {
-            self.dissolve(id);
-            return;
-        }
         if let Some(previous) = self.empty_span.replace(id) {
             if previous != id && self.spans[previous as usize].live == 0 {
                 self.dissolve(previous);
@@ -357,8 +378,6 @@ impl Arena {
             self.unlink(id);
         }
         let span = std::mem::replace(&mut self.spans[id as usize], Span::dead());
-        self.next_generation = self.next_generation.max(span.generation_after());
-        self.header_dirty = true;
         for page in 0..classes::SPAN_PAGES {
             self.span_pages.remove(&(span.offset / PAGE_BYTES + page));
         }
@@ -401,7 +420,10 @@ impl Arena {
 
     /// Records changed since the last call: `(key, Some(bytes))` to write,
     /// `(key, None)` to delete, in key order (the header, if changed, is
-    /// last). Write them all in one transaction.
+    /// last). Write them all in one transaction, and once it is durable
+    /// call [`Arena::records_durable`]. The header is included whenever
+    /// the claimed ranges changed or the generation reservation is half
+    /// used; it then reserves [`GENERATION_LEASE`] generations ahead.
     pub fn take_dirty_records(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
         let mut keys = std::mem::take(&mut self.dirty_keys);
         keys.sort_unstable();
@@ -413,10 +435,22 @@ impl Arena {
             }
             out.push((key, self.record_at(key)));
         }
-        if std::mem::take(&mut self.header_dirty) {
+        let reserved = self.durable_limit.max(self.pending_limit.unwrap_or(0));
+        let reservation_low = self.next_generation.saturating_add(GENERATION_LEASE / 2) > reserved;
+        if std::mem::take(&mut self.header_dirty) || reservation_low {
+            self.pending_limit = Some(reserved.max(self.next_generation.saturating_add(GENERATION_LEASE)));
             out.push((HEADER_KEY, Some(self.header_record())));
         }
         out
+    }
+
+    /// Tells the arena that every record taken by
+    /// [`Arena::take_dirty_records`] so far is durable, so it may issue the
+    /// generations their header reserved.
+    pub fn records_durable(&mut self) {
+        if let Some(limit) = self.pending_limit.take() {
+            self.durable_limit = self.durable_limit.max(limit);
+        }
     }
 
     /// Every record of the arena, in key order (the header last).
@@ -462,9 +496,15 @@ impl Arena {
         self.claimed.ranges()
     }
 
-    /// The next generation a large block or new span gets.
+    /// The generation the next block gets.
     pub fn next_generation(&self) -> u64 {
         self.next_generation
+    }
+
+    /// The generation reservation the arena's header records: above every
+    /// generation issued.
+    pub fn reserved_generation(&self) -> u64 {
+        self.durable_limit.max(self.pending_limit.unwrap_or(0)).max(self.next_generation)
     }
 
     /// Every live block, in offset order (for fsck and tests: O(slots)).
@@ -513,17 +553,26 @@ impl Arena {
         for (id, span) in live_spans() {
             bytes += u64::from(span.live) * u64::from(span.slot_bytes);
             blocks += u64::from(span.live);
-            if span.listed != span.can_take() {
-                return Err(format!("span at {} listed {} but can take {}", span.offset, span.listed, span.can_take()));
+            if span.listed == span.is_full() {
+                return Err(format!("span at {} listed {} but full {}", span.offset, span.listed, span.is_full()));
+            }
+            if let Some(&generation) = span.generations().iter().find(|&&g| g >= self.next_generation) {
+                return Err(format!("span at {} has generation {generation}, not below the next", span.offset));
             }
             for page in 0..classes::SPAN_PAGES {
                 if self.span_pages.get(&(span.offset / PAGE_BYTES + page)) != Some(&(id as u32)) {
                     return Err(format!("span at {} is missing from the page map", span.offset));
                 }
             }
-            if span.base > self.next_generation {
-                return Err(format!("span at {} has base {} above the next generation", span.offset, span.base));
-            }
+        }
+        if let Some((offset, _)) = self.large.iter().find(|(_, l)| l.generation >= self.next_generation) {
+            return Err(format!("large block at {offset} has a generation not below the next"));
+        }
+        if self.next_generation > self.durable_limit {
+            return Err(format!(
+                "issued generations up to {} beyond the durable {}",
+                self.next_generation, self.durable_limit
+            ));
         }
         bytes += self.large.values().map(|l| l.pages * PAGE_BYTES).sum::<u64>();
         blocks += self.large.len() as u64;
@@ -547,20 +596,14 @@ impl Arena {
     fn record_at(&self, key: u64) -> Option<Vec<u8>> {
         if let Some(id) = self.span_at(key) {
             let span = &self.spans[id as usize];
-            return Some(record::encode_span(
-                span.offset,
-                usize::from(span.class),
-                span.base,
-                span.issued,
-                span.counters(),
-            ));
+            return Some(record::encode_span(span.offset, usize::from(span.class), span.generations()));
         }
         let large = self.large.get(&key)?;
         Some(record::encode_large(key, large.pages, large.generation))
     }
 
     fn header_record(&self) -> Vec<u8> {
-        Record::Header { next_generation: self.next_generation, claimed: self.claimed.ranges().to_vec() }.encode()
+        Record::Header { reserved: self.reserved_generation(), claimed: self.claimed.ranges().to_vec() }.encode()
     }
 
     fn mark_dirty(&mut self, key: u64) {
