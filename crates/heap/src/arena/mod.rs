@@ -66,9 +66,11 @@ mod classes;
 mod error;
 pub mod fuzzing;
 mod load;
+mod persist;
 mod record;
 mod runs;
 mod span;
+mod verify;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -77,7 +79,6 @@ pub use classes::{CLASS_BYTES, CLASS_COUNT, MAX_SMALL_BYTES, PAGE_BYTES, SPAN_BY
 pub use error::{ArenaError, GrowError};
 pub use record::{HEADER_KEY, RECORD_VERSION};
 
-use record::Record;
 use runs::{Claimed, FreeRuns};
 use span::{Span, NONE};
 
@@ -418,52 +419,6 @@ impl Arena {
         }
     }
 
-    /// Records changed since the last call: `(key, Some(bytes))` to write,
-    /// `(key, None)` to delete, in key order (the header, if changed, is
-    /// last). Write them all in one transaction, and once it is durable
-    /// call [`Arena::records_durable`]. The header is included whenever
-    /// the claimed ranges changed or the generation reservation is half
-    /// used; it then reserves [`GENERATION_LEASE`] generations ahead.
-    pub fn take_dirty_records(&mut self) -> Vec<(u64, Option<Vec<u8>>)> {
-        let mut keys = std::mem::take(&mut self.dirty_keys);
-        keys.sort_unstable();
-        keys.dedup();
-        let mut out = Vec::with_capacity(keys.len() + 1);
-        for key in keys {
-            if let Some(id) = self.span_at(key) {
-                self.spans[id as usize].dirty = false;
-            }
-            out.push((key, self.record_at(key)));
-        }
-        let reserved = self.durable_limit.max(self.pending_limit.unwrap_or(0));
-        let reservation_low = self.next_generation.saturating_add(GENERATION_LEASE / 2) > reserved;
-        if std::mem::take(&mut self.header_dirty) || reservation_low {
-            self.pending_limit = Some(reserved.max(self.next_generation.saturating_add(GENERATION_LEASE)));
-            out.push((HEADER_KEY, Some(self.header_record())));
-        }
-        out
-    }
-
-    /// Tells the arena that every record taken by
-    /// [`Arena::take_dirty_records`] so far is durable, so it may issue the
-    /// generations their header reserved.
-    pub fn records_durable(&mut self) {
-        if let Some(limit) = self.pending_limit.take() {
-            self.durable_limit = self.durable_limit.max(limit);
-        }
-    }
-
-    /// Every record of the arena, in key order (the header last).
-    pub fn all_records(&self) -> Vec<(u64, Vec<u8>)> {
-        let mut keys: Vec<u64> =
-            self.spans.iter().filter(|s| s.slots != 0).map(|s| s.offset).chain(self.large.keys().copied()).collect();
-        keys.sort_unstable();
-        let mut out: Vec<(u64, Vec<u8>)> =
-            keys.into_iter().filter_map(|key| self.record_at(key).map(|bytes| (key, bytes))).collect();
-        out.push((HEADER_KEY, self.header_record()));
-        out
-    }
-
     /// Bytes of the live blocks (their class sizes or whole pages).
     pub fn live_bytes(&self) -> u64 {
         self.live_bytes
@@ -505,115 +460,6 @@ impl Arena {
     /// generation issued.
     pub fn reserved_generation(&self) -> u64 {
         self.durable_limit.max(self.pending_limit.unwrap_or(0)).max(self.next_generation)
-    }
-
-    /// Every live block, in offset order (for fsck and tests: O(slots)).
-    pub fn live(&self) -> Vec<Block> {
-        let mut out: Vec<Block> = self
-            .large
-            .iter()
-            .map(|(&offset, l)| Block { offset, len: l.pages * PAGE_BYTES, generation: l.generation })
-            .collect();
-        for span in self.spans.iter().filter(|s| s.slots != 0) {
-            for slot in 0..span.slots {
-                if let Some(generation) = span.generation(slot) {
-                    out.push(Block { offset: span.slot_offset(slot), len: u64::from(span.slot_bytes), generation });
-                }
-            }
-        }
-        out.sort_unstable_by_key(|b| b.offset);
-        out
-    }
-
-    /// Checks the arena's internal consistency (for tests and fsck): free
-    /// runs, spans and large blocks tile the claimed ranges exactly, and
-    /// the counts and class lists agree with the spans.
-    pub fn verify(&self) -> Result<(), String> {
-        let live_spans = || self.spans.iter().enumerate().filter(|(_, s)| s.slots != 0);
-        let mut pieces: Vec<(u64, u64, &str)> = self.free_runs.iter().map(|(o, l)| (o, l, "free run")).collect();
-        pieces.extend(live_spans().map(|(_, s)| (s.offset, SPAN_BYTES, "span")));
-        pieces.extend(self.large.iter().map(|(&o, l)| (o, l.pages * PAGE_BYTES, "large block")));
-        pieces.sort_unstable();
-        let mut covered = 0;
-        for (i, &(offset, len, what)) in pieces.iter().enumerate() {
-            if !self.claimed.contains(offset, len) {
-                return Err(format!("{what} at {offset}+{len} is outside the claimed ranges"));
-            }
-            if let Some(&(next, _, other)) = pieces.get(i + 1) {
-                if offset + len > next {
-                    return Err(format!("{what} at {offset}+{len} overlaps {other} at {next}"));
-                }
-            }
-            covered += len;
-        }
-        if covered != self.claimed_bytes {
-            return Err(format!("pieces cover {covered} of {} claimed bytes", self.claimed_bytes));
-        }
-        let (mut bytes, mut blocks) = (0, 0);
-        for (id, span) in live_spans() {
-            bytes += u64::from(span.live) * u64::from(span.slot_bytes);
-            blocks += u64::from(span.live);
-            if span.listed == span.is_full() {
-                return Err(format!("span at {} listed {} but full {}", span.offset, span.listed, span.is_full()));
-            }
-            if let Some(&generation) = span.generations().iter().find(|&&g| g >= self.next_generation) {
-                return Err(format!("span at {} has generation {generation}, not below the next", span.offset));
-            }
-            for page in 0..classes::SPAN_PAGES {
-                if self.span_pages.get(&(span.offset / PAGE_BYTES + page)) != Some(&(id as u32)) {
-                    return Err(format!("span at {} is missing from the page map", span.offset));
-                }
-            }
-        }
-        if let Some((offset, _)) = self.large.iter().find(|(_, l)| l.generation >= self.next_generation) {
-            return Err(format!("large block at {offset} has a generation not below the next"));
-        }
-        if self.next_generation > self.durable_limit {
-            return Err(format!(
-                "issued generations up to {} beyond the durable {}",
-                self.next_generation, self.durable_limit
-            ));
-        }
-        bytes += self.large.values().map(|l| l.pages * PAGE_BYTES).sum::<u64>();
-        blocks += self.large.len() as u64;
-        if (bytes, blocks) != (self.live_bytes, self.live_blocks) {
-            return Err(format!(
-                "counted {bytes} bytes in {blocks} blocks, kept {} in {}",
-                self.live_bytes, self.live_blocks
-            ));
-        }
-        if self.span_pages.len() as u64 != live_spans().count() as u64 * classes::SPAN_PAGES {
-            return Err("the page map has pages of no span".to_string());
-        }
-        Ok(())
-    }
-
-    fn span_at(&self, key: u64) -> Option<u32> {
-        let &id = self.span_pages.get(&(key / PAGE_BYTES))?;
-        (self.spans[id as usize].offset == key).then_some(id)
-    }
-
-    fn record_at(&self, key: u64) -> Option<Vec<u8>> {
-        if let Some(id) = self.span_at(key) {
-            let span = &self.spans[id as usize];
-            return Some(record::encode_span(span.offset, usize::from(span.class), span.generations()));
-        }
-        let large = self.large.get(&key)?;
-        Some(record::encode_large(key, large.pages, large.generation))
-    }
-
-    fn header_record(&self) -> Vec<u8> {
-        Record::Header { reserved: self.reserved_generation(), claimed: self.claimed.ranges().to_vec() }.encode()
-    }
-
-    fn mark_dirty(&mut self, key: u64) {
-        self.dirty_keys.push(key);
-        // Large blocks allocated and freed between two takes each add a key;
-        // fold repeats so the list stays proportional to the records.
-        if self.dirty_keys.len() > 1024 && self.dirty_keys.len() > 2 * (self.spans.len() + self.large.len()) {
-            self.dirty_keys.sort_unstable();
-            self.dirty_keys.dedup();
-        }
     }
 
     /// Puts span `id` at the head of its class's list.
