@@ -159,7 +159,17 @@ impl Heap {
             attached.grown(self, new_size).map_err(Box::new)?;
             Ok(offset)
         };
-        let block = arena.alloc(size, align, &mut grow).map_err(|e| arena_error(id, e))?;
+        let block = match arena.alloc(size, align, &mut grow) {
+            Ok(block) => block,
+            // The allocator's generations must be reserved durably first
+            // (after a load, and once per 2^36 blocks): commit its records
+            // now and retry once.
+            Err(ArenaError::NeedsSync) => {
+                self.persist_arena(id, &slot, &mut arena)?;
+                arena.alloc(size, align, &mut grow).map_err(|e| arena_error(id, e))?
+            }
+            Err(e) => return Err(arena_error(id, e)),
+        };
         slot.dirty.store(true, Ordering::Release);
         Ok(PPtr::new(id, block.offset, block.generation))
     }
@@ -216,6 +226,25 @@ impl Heap {
             if rewrite { arena.all_records().into_iter().map(|(k, v)| (k, Some(v))).collect() } else { dirty };
         let claimed_end = arena.claimed_ranges().iter().map(|&(start, len)| start + len).max().unwrap_or(0);
         Staged { records, rewrite, claimed: arena.claimed_bytes() > 0, claimed_end }
+    }
+
+    /// Commits the records of the allocator of `id` (locked by the caller)
+    /// durably, with the object's size covering what it claimed, and tells
+    /// it they are durable.
+    pub(crate) fn persist_arena(&self, id: u64, slot: &ArenaSlot, arena: &mut Arena) -> Result<()> {
+        let staged = Heap::stage_locked(slot, arena);
+        let committed = self.store.transact_locked(
+            &[larder_object::LockRequest::Exclusive(id)],
+            larder_object::Durability::Durable,
+            |txn| self.record_synced(txn, id, 0, Some(&staged)),
+        );
+        if let Err(e) = committed {
+            slot.rewrite.store(true, Ordering::Release);
+            slot.dirty.store(true, Ordering::Release);
+            return Err(e);
+        }
+        arena.records_durable();
+        Ok(())
     }
 
     /// Writes records taken by [`Heap::take_arena_records`] for `id` (held

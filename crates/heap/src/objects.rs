@@ -158,6 +158,7 @@ impl Heap {
             self.restage_arenas([id]);
             return Err(e);
         }
+        arena.records_durable();
         attached.grown(self, new_size)
     }
 

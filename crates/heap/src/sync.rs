@@ -132,12 +132,21 @@ impl Heap {
         if result.is_err() {
             let lost = chunks[done..].iter().flat_map(|(ids, _)| ids.iter().copied());
             self.restage_arenas(lost.filter(|id| staged.contains_key(id)));
+        } else {
+            // Every record taken so far is durable: taken here, or by a
+            // grow or an allocator's own sync, which commit durably under
+            // the allocator's lock.
+            for id in staged.keys() {
+                if let Some(slot) = self.arenas.read().get(id).cloned() {
+                    slot.arena.lock().records_durable();
+                }
+            }
         }
         result
     }
 
     /// One object's part of `commit_synced`.
-    fn record_synced(
+    pub(crate) fn record_synced(
         &self,
         txn: &mut larder_object::Transaction<'_>,
         id: u64,
