@@ -35,7 +35,16 @@ impl Heap {
         };
         ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.attached.read().values().cloned().collect();
-        ids.extend(attached.iter().filter(|a| a.access == MapAccess::ReadWrite).map(|a| a.id));
+        // Files whose data or length changed outside a real mapping are
+        // synced; a real mapping's msync(MS_SYNC) makes its bytes durable
+        // itself (an emulated region's flush only writes them).
+        let mut to_sync = ids.clone();
+        for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
+            ids.insert(a.id);
+            if a.region().is_emulated() {
+                to_sync.insert(a.id);
+            }
+        }
         // Sizes are read before the bytes are written back: what is synced
         // covers at least them. An attached object may be ahead of its
         // onode (allocator growth, committed here).
@@ -50,8 +59,8 @@ impl Heap {
             for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
                 a.flush()?;
             }
-            for &id in sizes.keys() {
-                match self.store.open_heap_file(id, true) {
+            for id in sizes.keys().filter(|id| to_sync.contains(id)) {
+                match self.store.open_heap_file(*id, true) {
                     Ok(file) => file.sync_data()?,
                     // Freed meanwhile: nothing to keep.
                     Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {}
