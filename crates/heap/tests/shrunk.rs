@@ -42,3 +42,32 @@ fn a_file_shrunk_outside_larder_is_refused_at_attach() {
     h.read_at(other, 0, &mut buf).unwrap();
     assert_eq!(&buf, b"still fine");
 }
+
+#[test]
+fn growing_past_the_reservation_maps_anew_and_keeps_the_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = real_store(dir.path());
+    let h = heap(&store);
+    let a = h.alloc(16).unwrap();
+    h.write_at(a, 0, b"first sixteen b.").unwrap();
+    let before = h.pointer(a).unwrap();
+    // The reservation is 1 GiB for a small object: this outgrows it.
+    let big = larder_heap::limits::MIN_RESERVE_BYTES + 8192;
+    h.grow(a, big).unwrap();
+    let after = h.pointer(a).unwrap();
+    assert_ne!(before, after, "a new mapping at a new base");
+    let mut buf = [0u8; 16];
+    h.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"first sixteen b.");
+    h.write_at(a, big - 4, b"tail").unwrap();
+    h.sync().unwrap();
+    let mut tail = [0u8; 4];
+    h.read_at(a, big - 4, &mut tail).unwrap();
+    assert_eq!(&tail, b"tail");
+    // The old mapping stays valid memory until the object is closed.
+    #[allow(unsafe_code)]
+    // SAFETY: the retired mapping of a is kept while a is attached; it maps
+    // the same file, so it shows the same first byte.
+    let first = unsafe { before.read_volatile() };
+    assert_eq!(first, b'f');
+}
