@@ -93,14 +93,14 @@ impl Heap {
     /// The allocator of object `id`, loaded from its records if this heap
     /// has not used it yet.
     pub(crate) fn arena(&self, id: u64) -> Result<Arc<ArenaSlot>> {
-        if let Some(a) = self.arenas.read().get(&id) {
+        if let Some(a) = self.shared.arenas.read().get(&id) {
             return Ok(a.clone());
         }
         let records = self.span_records_in_index(id)?;
         let arena = Arena::load(records.iter().map(|(k, v)| (*k, v.as_slice()))).map_err(|e| arena_error(id, e))?;
         let slot =
             ArenaSlot { arena: Mutex::new(arena), dirty: AtomicBool::new(false), rewrite: AtomicBool::new(false) };
-        Ok(self.arenas.write().entry(id).or_insert_with(|| Arc::new(slot)).clone())
+        Ok(self.shared.arenas.write().entry(id).or_insert_with(|| Arc::new(slot)).clone())
     }
 
     /// The allocator records of `id` as committed: (span key, value).
@@ -108,7 +108,7 @@ impl Heap {
         let prefix = heap_span_prefix(id);
         let end = prefix_end(&prefix).unwrap_or_default();
         let mut out = Vec::new();
-        let range = self.store.index().range(
+        let range = self.shared.store.index().range(
             std::ops::Bound::Included(&prefix[..]),
             std::ops::Bound::Excluded(&end[..]),
             true,
@@ -124,7 +124,7 @@ impl Heap {
 
     /// The allocator records of `id` as they are now (in memory if loaded).
     pub(crate) fn span_records_now(&self, id: u64) -> Result<Vec<(u64, Vec<u8>)>> {
-        match self.arenas.read().get(&id) {
+        match self.shared.arenas.read().get(&id) {
             Some(a) => Ok(a.arena.lock().all_records()),
             None => self.span_records_in_index(id),
         }
@@ -154,8 +154,8 @@ impl Heap {
             let offset = current.div_ceil(PAGE) * PAGE;
             let added = needed.div_ceil(PAGE).checked_mul(PAGE).ok_or("growth overflows")?;
             let new_size = offset.checked_add(added).filter(|s| *s <= MAX_OBJECT_BYTES).ok_or("object too large")?;
-            self.store.extend_heap_file(id, new_size).map_err(Box::new)?;
-            self.pending.lock().files.insert(id);
+            self.shared.store.extend_heap_file(id, new_size).map_err(Box::new)?;
+            self.shared.pending.lock().files.insert(id);
             attached.grown(self, new_size).map_err(Box::new)?;
             Ok(offset)
         };
@@ -212,7 +212,7 @@ impl Heap {
     /// allocator. If that transaction fails, the caller calls
     /// [`Heap::restage_arenas`].
     pub(crate) fn take_arena_records(&self, id: u64) -> Option<Staged> {
-        let slot = self.arenas.read().get(&id).cloned()?;
+        let slot = self.shared.arenas.read().get(&id).cloned()?;
         let mut arena = slot.arena.lock();
         Some(Heap::stage_locked(&slot, &mut arena))
     }
@@ -233,7 +233,7 @@ impl Heap {
     /// it they are durable.
     pub(crate) fn persist_arena(&self, id: u64, slot: &ArenaSlot, arena: &mut Arena) -> Result<()> {
         let staged = Heap::stage_locked(slot, arena);
-        let committed = self.store.transact_locked(
+        let committed = self.shared.store.transact_locked(
             &[larder_object::LockRequest::Exclusive(id)],
             larder_object::Durability::Durable,
             |txn| self.record_synced(txn, id, 0, Some(&staged)),
@@ -269,7 +269,7 @@ impl Heap {
     /// Marks `ids`' allocators to be written whole by the next transaction
     /// that stages them (the one that took their dirty records failed).
     pub(crate) fn restage_arenas(&self, ids: impl IntoIterator<Item = u64>) {
-        let arenas = self.arenas.read();
+        let arenas = self.shared.arenas.read();
         for id in ids {
             if let Some(slot) = arenas.get(&id) {
                 slot.rewrite.store(true, Ordering::Release);
@@ -280,17 +280,17 @@ impl Heap {
 
     /// Forgets the allocator of a freed object.
     pub(crate) fn drop_arena(&self, id: u64) {
-        self.arenas.write().remove(&id);
+        self.shared.arenas.write().remove(&id);
     }
 
     /// Whether this heap holds the allocator of `id` (so its in-memory size
     /// may be ahead of the committed one).
     pub(crate) fn has_arena(&self, id: u64) -> bool {
-        self.arenas.read().contains_key(&id)
+        self.shared.arenas.read().contains_key(&id)
     }
 
     /// Objects whose allocator changed since its records were last taken.
     pub(crate) fn dirty_arenas(&self) -> Vec<u64> {
-        self.arenas.read().iter().filter(|(_, s)| s.dirty.load(Ordering::Acquire)).map(|(id, _)| *id).collect()
+        self.shared.arenas.read().iter().filter(|(_, s)| s.dirty.load(Ordering::Acquire)).map(|(id, _)| *id).collect()
     }
 }

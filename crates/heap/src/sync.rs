@@ -3,6 +3,7 @@
 //! the last `sync` is there.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use larder_io::MapAccess;
 use larder_object::meta::HEAP_OBJECT_ARENA;
@@ -26,15 +27,15 @@ impl Heap {
     /// every earlier transaction with it). Files of freed objects are then
     /// removed, their frees being durable.
     pub fn sync(&self) -> Result<()> {
-        let _one = self.sync_lock.lock();
+        let _one = self.shared.sync_lock.lock();
         let (mut ids, dir_changed) = {
-            let mut pending = self.pending.lock();
+            let mut pending = self.shared.pending.lock();
             let ids = std::mem::take(&mut pending.files);
             let dir_changed = std::mem::take(&mut pending.dir_changed);
             (ids, dir_changed)
         };
         ids.extend(self.dirty_arenas());
-        let attached: Vec<_> = self.attached.read().values().cloned().collect();
+        let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
         // Files whose data or length changed outside a real mapping are
         // synced; a real mapping's msync(MS_SYNC) makes its bytes durable
         // itself (an emulated region's flush only writes them).
@@ -50,8 +51,8 @@ impl Heap {
         // onode (allocator growth, committed here).
         let mut sizes: BTreeMap<u64, u64> = BTreeMap::new();
         for &id in &ids {
-            if let Some(onode) = self.store.stat(id)? {
-                let in_memory = self.attached.read().get(&id).map_or(0, |a| a.size());
+            if let Some(onode) = self.shared.store.stat(id)? {
+                let in_memory = self.shared.attached.read().get(&id).map_or(0, |a| a.size());
                 sizes.insert(id, onode.size.max(in_memory));
             }
         }
@@ -60,7 +61,7 @@ impl Heap {
                 a.flush()?;
             }
             for id in sizes.keys().filter(|id| to_sync.contains(id)) {
-                match self.store.open_heap_file(*id, true) {
+                match self.shared.store.open_heap_file(*id, true) {
                     Ok(file) => file.sync_data()?,
                     // Freed meanwhile: nothing to keep.
                     Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {}
@@ -68,12 +69,12 @@ impl Heap {
                 }
             }
             if dir_changed {
-                self.store.sync_heap_dir()?;
+                self.shared.store.sync_heap_dir()?;
             }
             self.commit_synced(&sizes)
         })();
         if let Err(e) = synced {
-            let mut pending = self.pending.lock();
+            let mut pending = self.shared.pending.lock();
             pending.files.extend(ids.iter().copied());
             pending.dir_changed |= dir_changed;
             return Err(e);
@@ -92,7 +93,7 @@ impl Heap {
     fn commit_synced(&self, sizes: &BTreeMap<u64, u64>) -> Result<()> {
         if sizes.is_empty() {
             // The log's sync still makes every earlier transaction durable.
-            return Ok(self.store.sync()?);
+            return Ok(self.shared.store.sync()?);
         }
         let mut staged: BTreeMap<u64, Staged> = BTreeMap::new();
         for &id in sizes.keys() {
@@ -100,7 +101,7 @@ impl Heap {
                 staged.insert(id, s);
             }
         }
-        let budget = larder_namespace::bulk::record_budget(&self.store);
+        let budget = larder_namespace::bulk::record_budget(&self.shared.store);
         let mut chunks: Vec<(Vec<u64>, u64)> = vec![(Vec::new(), 0)];
         for &id in sizes.keys() {
             let cost = RECORD_BYTES + staged.get(&id).map_or(0, Staged::bytes);
@@ -123,18 +124,18 @@ impl Heap {
                     Ok(())
                 };
                 if *bytes > budget {
-                    self.store.transact_as_run(&locks, commit)?;
+                    self.shared.store.transact_as_run(&locks, commit)?;
                 } else {
                     let last = i + 1 == chunks.len();
                     let durability = if last { Durability::Durable } else { Durability::Buffered };
-                    self.store.transact_locked(&locks, durability, commit)?;
+                    self.shared.store.transact_locked(&locks, durability, commit)?;
                 }
                 done = i + 1;
             }
             if chunks.last().is_some_and(|(_, bytes)| *bytes > budget) {
                 // The last chunk was a run: the earlier buffered ones still
                 // need the log's sync.
-                self.store.sync()?;
+                self.shared.store.sync()?;
             }
             Ok(())
         })();
@@ -146,7 +147,7 @@ impl Heap {
             // grow or an allocator's own sync, which commit durably under
             // the allocator's lock.
             for id in staged.keys() {
-                if let Some(slot) = self.arenas.read().get(id).cloned() {
+                if let Some(slot) = self.shared.arenas.read().get(id).cloned() {
                     slot.arena.lock().records_durable();
                 }
             }
@@ -188,9 +189,9 @@ impl Heap {
     /// Removes the files of freed objects whose free is durable, and makes
     /// the removals durable.
     fn remove_freed_files(&self) -> Result<()> {
-        let durable = self.store.durable_lsn();
+        let durable = self.shared.store.durable_lsn();
         let ready: Vec<(u64, u64)> = {
-            let mut pending = self.pending.lock();
+            let mut pending = self.shared.pending.lock();
             let (ready, later) = pending.removals.drain(..).partition(|(lsn, _)| *lsn <= durable);
             pending.removals = later;
             ready
@@ -199,20 +200,23 @@ impl Heap {
             return Ok(());
         }
         for (_, id) in &ready {
-            self.store.remove_heap_file(*id)?;
+            self.shared.store.remove_heap_file(*id)?;
         }
-        self.store.sync_heap_dir()?;
+        self.shared.store.sync_heap_dir()?;
         Ok(())
     }
 
-    /// Syncs the heap and unmaps every object (PSHFS's mfclose). Dropping a
-    /// heap without closing it unmaps without syncing: what was not synced
-    /// may be lost in a crash.
+    /// Syncs the heap and, if this is its last handle in the process,
+    /// unmaps every object (PSHFS's mfclose). Dropping a heap without
+    /// closing it unmaps without syncing: what was not synced may be lost in
+    /// a crash.
     pub fn close(self) -> Result<()> {
         self.sync()?;
-        let ids: Vec<u64> = self.attached.read().keys().copied().collect();
-        for id in ids {
-            self.detach(id)?;
+        // Other handles of this heap in the process keep its mappings.
+        if Arc::strong_count(&self.shared) == 1 {
+            // The sync wrote back and synced every writable mapping.
+            self.shared.attached.write().clear();
+            self.shared.readers.write().clear();
         }
         Ok(())
     }

@@ -362,3 +362,26 @@ fn read_only_users_cannot_allocate_inside() {
     assert!(matches!(reader.free_in(p), Err(HeapError::PermissionDenied { .. })));
     reader.deref(p).unwrap();
 }
+
+#[test]
+fn handles_of_one_heap_share_mappings_and_allocators() {
+    let sim = SimStorage::new(15);
+    let store = sim_store(&sim);
+    let one = Heap::open(&store, "/shared", Credentials::root()).unwrap();
+    let two = Heap::open(&store, "/shared", Credentials::root()).unwrap();
+    let a = one.alloc(32).unwrap();
+    one.write_at(a, 0, b"seen by both").unwrap();
+    let mut buf = [0u8; 12];
+    two.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"seen by both", "one mapping per object, even on the simulation");
+    let p = one.alloc_in(a, 100, 8).unwrap();
+    let q = two.alloc_in(a, 100, 8).unwrap();
+    assert!(p.offset + 100 <= q.offset || q.offset + 100 <= p.offset, "one allocator: blocks never overlap");
+    two.free_in(p).unwrap();
+    assert!(matches!(one.deref(p), Err(HeapError::Stale { .. })));
+    // Closing one handle keeps the other's mappings.
+    let base = two.pointer(a).unwrap();
+    one.close().unwrap();
+    assert_eq!(two.pointer(a).unwrap(), base);
+    two.deref(q).unwrap();
+}
