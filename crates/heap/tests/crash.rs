@@ -204,13 +204,35 @@ fn check_stage(h: &Heap, stage: usize, what: &str) {
 /// Runs the workload on a new machine armed by `arm`, crashes it in
 /// `mode`, recovers and checks.
 fn crash_run(seed: u64, mode: CrashMode, arm: impl FnOnce(&SimStorage), what: &str) {
+    crash_twice(seed, mode, arm, None, what)
+}
+
+/// As `crash_run`, and with `recovery` = (j, mode) the first recovery
+/// crashes too, after its j-th namespace operation or sync.
+fn crash_twice(
+    seed: u64,
+    mode: CrashMode,
+    arm: impl FnOnce(&SimStorage),
+    recovery: Option<(u64, CrashMode)>,
+    what: &str,
+) {
     let sim = SimStorage::new(seed);
     sim.set_unordered_dir_ops(true);
     let store = sim_store(&sim);
     arm(&sim);
     let stage = workload(&store);
     drop(store);
-    let image = sim.crash_with(mode);
+    let mut image = sim.crash_with(mode);
+    if let Some((j, second)) = recovery {
+        image.crash_after_namespace_ops(j);
+        // May fail at the crash: what it left is recovered below.
+        drop(larder_object::Store::open(
+            common::storage(&image),
+            std::path::Path::new(common::DIR),
+            common::deterministic(),
+        ));
+        image = image.crash_with(second);
+    }
     let store = reopen_sim(&image);
     let h = open(&store).unwrap();
     let what = format!("{what} ({mode:?}), stage {stage}");
@@ -266,5 +288,23 @@ fn crash_at_every_namespace_operation() {
     for k in 1..=names {
         let seed = 20_000 + k;
         crash_run(seed, CrashMode::Random, |sim| sim.crash_after_namespace_ops(k), &format!("crash after name op {k}"));
+    }
+}
+
+#[test]
+fn crash_during_recovery() {
+    let (writes, _, _) = probe();
+    for k in (0..=writes).step_by(3) {
+        for j in 1..=4 {
+            let seed = 30_000 + 10 * k + j;
+            let mode = MODES[(j % 3) as usize];
+            crash_twice(
+                seed,
+                CrashMode::Random,
+                |sim| sim.crash_after_writes(k),
+                Some((j, mode)),
+                &format!("crash after write {k}, then after namespace op {j} of the recovery"),
+            );
+        }
     }
 }
