@@ -72,6 +72,12 @@ pub struct Heap {
     pub(crate) credentials: Credentials,
 }
 
+// Any number of threads may share a heap.
+const _: fn() = || {
+    fn shared_between_threads<T: Send + Sync>() {}
+    shared_between_threads::<Heap>();
+};
+
 impl std::fmt::Debug for Heap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Heap").field("root", &self.shared.root).field("uid", &self.credentials.uid).finish()

@@ -385,3 +385,24 @@ fn handles_of_one_heap_share_mappings_and_allocators() {
     assert_eq!(two.pointer(a).unwrap(), base);
     two.deref(q).unwrap();
 }
+
+#[test]
+fn a_persistent_pointer_is_24_bytes_object_offset_generation() {
+    assert_eq!(std::mem::size_of::<PPtr<u64>>(), 24);
+    assert_eq!(std::mem::align_of::<PPtr<u64>>(), 8);
+    assert_eq!(std::mem::offset_of!(PPtr<u8>, object), 0);
+    assert_eq!(std::mem::offset_of!(PPtr<u8>, offset), 8);
+    assert_eq!(std::mem::offset_of!(PPtr<u8>, generation), 16);
+    let p = PPtr::<u8>::new(0x0102, 0x0304, 0x0506);
+    let bytes = p.to_bytes();
+    assert_eq!(&bytes[..2], &[0x02, 0x01]);
+    assert_eq!(&bytes[8..10], &[0x04, 0x03]);
+    assert_eq!(&bytes[16..18], &[0x06, 0x05]);
+    assert_eq!(PPtr::<u8>::from_bytes(&bytes), p);
+    assert!(PPtr::<u8>::NULL.is_null() && PPtr::<u8>::from_bytes(&[0; 24]).is_null());
+    // In memory it is the same bytes (little-endian machines only).
+    #[allow(unsafe_code)]
+    // SAFETY: PPtr is repr(C) of three u64s: 24 initialised bytes.
+    let raw: [u8; 24] = unsafe { std::mem::transmute(p) };
+    assert_eq!(raw, bytes);
+}
