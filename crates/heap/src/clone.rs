@@ -26,6 +26,9 @@ struct Source {
     bytes: Vec<u8>,
     /// Offsets of its non-null pointers (deep copies only).
     pointers: Vec<u64>,
+    /// Its allocator's records as they were just before its bytes were
+    /// read (so the bytes cover every range they claim).
+    spans: Vec<(u64, Vec<u8>)>,
 }
 
 impl Heap {
@@ -49,6 +52,7 @@ impl Heap {
     /// Reads object `id` for copying; with `deep`, its pointers too.
     fn read_source(&self, id: u64, deep: bool) -> Result<Source> {
         let attached = self.attach(id)?;
+        let spans = self.span_records_now(id)?;
         let record =
             self.shared.store.heap_object(id)?.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
         let mut bytes = vec![0u8; usize::try_from(attached.size()).map_err(|_| crate::error::invalid("too large"))?];
@@ -68,7 +72,7 @@ impl Heap {
                 }
             }
         }
-        Ok(Source { id, record, bytes, pointers })
+        Ok(Source { id, record, bytes, pointers, spans })
     }
 
     /// The pointer stored at `offset` of `source`.
@@ -154,7 +158,7 @@ impl Heap {
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
         let create = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
             for ((source, &id), name) in sources.iter().zip(new_ids).zip(&names) {
-                let spans = self.span_records_now(source.id)?;
+                let spans = &source.spans;
                 let mut record = HeapObject { heap: self.shared.root, durable_size: 0, ..source.record };
                 if !spans.is_empty() {
                     record.flags |= larder_object::meta::HEAP_OBJECT_ARENA;
@@ -169,14 +173,15 @@ impl Heap {
                 write_all_at(&*file, &source.bytes, 0)?;
                 txn.link_in(self.shared.objects_dir, name, id)?;
                 for (key, value) in spans {
-                    txn.put(&heap_span_key(id, key), &value);
+                    txn.put(&heap_span_key(id, *key), value);
                 }
             }
             Ok(())
         };
         // One transaction either way: a log record when it fits one, else
         // an index run of its own (atomic too, and durable at once).
-        let estimate: u64 = sources.len() as u64 * COPY_RECORD_BYTES;
+        let span_bytes: u64 = sources.iter().flat_map(|s| &s.spans).map(|(_, v)| 32 + v.len() as u64).sum();
+        let estimate = sources.len() as u64 * COPY_RECORD_BYTES + span_bytes;
         if estimate <= larder_namespace::bulk::record_budget(&self.shared.store) {
             self.shared.store.transact_locked(&locks, Durability::Buffered, create)?;
         } else {

@@ -406,3 +406,42 @@ fn a_persistent_pointer_is_24_bytes_object_offset_generation() {
     let raw: [u8; 24] = unsafe { std::mem::transmute(p) };
     assert_eq!(raw, bytes);
 }
+
+#[test]
+fn a_copy_carries_its_blocks_and_their_generations() {
+    let sim = SimStorage::new(16);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(8).unwrap();
+    let blocks: Vec<PPtr<u8>> = (0..50).map(|i| h.alloc_in(a, 40 + i * 90, 8).unwrap()).collect();
+    for (i, p) in blocks.iter().enumerate() {
+        h.write_at(a, p.offset, &[i as u8 + 1; 40]).unwrap();
+    }
+    h.free_in(blocks[7]).unwrap();
+    let c = h.copy(a).unwrap();
+    assert_eq!(h.size(c).unwrap(), h.size(a).unwrap());
+    for (i, p) in blocks.iter().enumerate() {
+        let q = PPtr::<u8>::new(c.0, p.offset, p.generation);
+        if i == 7 {
+            assert!(matches!(h.deref(q), Err(HeapError::Stale { .. })));
+            continue;
+        }
+        h.deref(q).unwrap();
+        let mut buf = [0u8; 40];
+        h.read_at(c, p.offset, &mut buf).unwrap();
+        assert_eq!(buf, [i as u8 + 1; 40]);
+    }
+    // The copy's allocator is its own: freeing there leaves the original's.
+    h.free_in(PPtr::<u8>::new(c.0, blocks[0].offset, blocks[0].generation)).unwrap();
+    h.deref(blocks[0]).unwrap();
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    h.deref(PPtr::<u8>::new(c.0, blocks[1].offset, blocks[1].generation)).unwrap();
+    assert!(matches!(
+        h.deref(PPtr::<u8>::new(c.0, blocks[0].offset, blocks[0].generation)),
+        Err(HeapError::Stale { .. })
+    ));
+}
