@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "heap_fixture/mod.rs"]
+mod heap_fixture;
 
 use std::path::Path;
 
@@ -158,4 +160,38 @@ fn a_durable_write_survives_a_crash_and_a_lost_growth_is_cut_back() {
     let store = reopen(&image);
     assert_eq!(store.stat(id).unwrap().unwrap().size, 5005);
     assert_eq!(file_bytes(&store, id).len(), 5005, "file cut back to the committed size");
+}
+
+#[test]
+fn free_removes_entries_names_records_onode_and_then_the_file() {
+    use larder_object::meta::{dentry_key, heap_name_key, Name};
+    let sim = SimStorage::new(14);
+    let store = new_store(&sim);
+    let heap = heap_fixture::create_heap(&store, larder_object::ROOT_ID, "heap");
+    let other = heap_fixture::create_heap(&store, larder_object::ROOT_ID, "other");
+    let id = heap_fixture::add_object(&store, &heap, b"bytes", &["a", "b"]);
+    let kept = heap_fixture::add_object(&store, &heap, b"kept", &["c"]);
+    assert_eq!(store.heap_names(id).unwrap(), vec![Name::new("a").unwrap(), Name::new("b").unwrap()]);
+    assert_eq!(store.heap_roots().unwrap().len(), 2);
+    assert_eq!(store.read_to_end(id).unwrap().unwrap(), b"bytes");
+
+    let err = store.free_heap_object(other.root, id, Durability::Durable).unwrap_err();
+    assert!(matches!(err, ObjectError::NotInHeap { .. }), "{err}");
+    assert!(store.free_heap_object(heap.root, heap.names_dir, Durability::Durable).is_err());
+    assert!(store.stat(id).unwrap().is_some(), "a refused free changes nothing");
+
+    let freed = store.free_heap_object(heap.root, id, Durability::Durable).unwrap();
+    assert_eq!(freed.names.len(), 2);
+    assert!(store.stat(id).unwrap().is_none());
+    assert_eq!(store.heap_object(id).unwrap(), None);
+    assert!(store.heap_names(id).unwrap().is_empty());
+    for (dir, name) in [(heap.names_dir, "a"), (heap.names_dir, "b"), (heap.objects_dir, &*id.to_string())] {
+        assert_eq!(store.index().get(&dentry_key(dir, &Name::new(name).unwrap())).unwrap(), None, "{name}");
+    }
+    assert_eq!(store.index().get(&heap_name_key(id, &Name::new("a").unwrap())).unwrap(), None);
+    assert_eq!(store.stat(heap.names_dir).unwrap().unwrap().dir.unwrap().entries, 1);
+    assert_eq!(store.stat(heap.objects_dir).unwrap().unwrap().dir.unwrap().entries, 1);
+    assert_eq!(store.list_heap_files().unwrap().0, vec![kept], "the file went after the durable free");
+    assert_eq!(store.read_to_end(kept).unwrap().unwrap(), b"kept");
+    common::assert_consistent(&store, "after a free");
 }

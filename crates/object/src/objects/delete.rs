@@ -2,8 +2,8 @@
 //! one block (a truncate cutting inside a block rewrites that block, so its
 //! tail reads as zeros), and free what they drop at the commit's LSN.
 
-use super::heap_data::{heap_file, truncate_heap};
 use super::fmap::{overlapping, punch, read_range, spill_inline, write_blocks};
+use super::heap_data::{heap_file, truncate_heap};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::{ObjectError, Result};
 use std::ops::Bound;

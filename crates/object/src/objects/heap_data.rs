@@ -24,7 +24,14 @@ use crate::txn::Transaction;
 /// size `size`) from `offset` into `out`; the caller keeps the range
 /// inside the size. A file shorter than the range (shrunk outside Larder)
 /// is [`ObjectError::Corrupt`], never zeros made up.
-pub(crate) fn read_heap_into(store: &Store, object: u64, file: u64, size: u64, offset: u64, out: &mut [u8]) -> Result<()> {
+pub(crate) fn read_heap_into(
+    store: &Store,
+    object: u64,
+    file: u64,
+    size: u64,
+    offset: u64,
+    out: &mut [u8],
+) -> Result<()> {
     if out.is_empty() {
         return Ok(());
     }
@@ -78,7 +85,13 @@ pub(crate) fn write_heap(
 
 /// Sets heap object `object`'s size to `size`: growing extends its file
 /// with zeros; shrinking is refused ([`ObjectError::HeapShrink`]).
-pub(crate) fn truncate_heap(txn: &mut Transaction<'_>, object: u64, mut onode: Onode, file: u64, size: u64) -> Result<()> {
+pub(crate) fn truncate_heap(
+    txn: &mut Transaction<'_>,
+    object: u64,
+    mut onode: Onode,
+    file: u64,
+    size: u64,
+) -> Result<()> {
     if size < onode.size {
         return Err(ObjectError::HeapShrink { object, size: onode.size, asked: size });
     }

@@ -119,9 +119,11 @@ impl Store {
     /// [`Durability::Durable`] its file is then removed and the removal
     /// synced; a buffered free leaves the file to the next open.
     pub fn free_heap_object(&self, heap_root: u64, object: u64, durability: Durability) -> Result<FreedHeapObject> {
-        let root = self
-            .heap_root(heap_root)?
-            .ok_or(ObjectError::NotInHeap { object, heap: heap_root, what: "no heap has this root directory" })?;
+        let root = self.heap_root(heap_root)?.ok_or(ObjectError::NotInHeap {
+            object,
+            heap: heap_root,
+            what: "no heap has this root directory",
+        })?;
         let locks = [
             LockRequest::Exclusive(root.objects_dir),
             LockRequest::Exclusive(root.names_dir),

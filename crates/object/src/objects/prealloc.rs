@@ -17,8 +17,8 @@ use larder_io::write_all_at;
 use larder_log::Dependency;
 use larder_space::Extent;
 
-use super::heap_data::{heap_file, preallocate_heap};
 use super::fmap::{overlapping, spill_inline, Mapped};
+use super::heap_data::{heap_file, preallocate_heap};
 use super::{align_down, align_up, data_onode, to_usize};
 use crate::error::{ObjectError, Result};
 use crate::meta::extent_map::MAX_ENTRY_EXTENT_BYTES;

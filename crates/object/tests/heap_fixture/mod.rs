@@ -7,9 +7,8 @@
 //! record each). Shared by path (`#[path]`) from those crates' tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use larder_object::meta::{
-    heap_name_key, heap_root_key, Dentry, DirDelta, HeapObject, HeapRoot, Kind, Name, FLAG_HEAP,
-};
+use larder_object::meta::onode::FLAG_HEAP;
+use larder_object::meta::{heap_name_key, heap_root_key, Dentry, DirDelta, HeapObject, HeapRoot, Kind, Name};
 use larder_object::{Durability, Store, Transaction};
 
 /// A heap's directories.
