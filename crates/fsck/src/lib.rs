@@ -32,6 +32,7 @@
 
 mod blocks;
 mod error;
+mod heap;
 mod model;
 mod namespace;
 mod problem;
@@ -98,6 +99,9 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
     scan::run(&snapshot, &mut visitor, progress)?;
     let mut model = std::mem::take(&mut visitor.model);
     namespace::check(&model, &mut problems, &mut skipped);
+    let mut warnings = Vec::new();
+    heap::check(store, &snapshot, &model, &mut problems, &mut warnings, &mut skipped)?;
+    model.counts.heaps = model.heap_roots.len() as u64;
 
     let fmap_complete = model.complete(&[Map::Fmap]);
     let extents = std::mem::take(&mut model.extents);
@@ -113,6 +117,7 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
     Ok(Report {
         problems: problems.list,
         problems_dropped: problems.dropped,
+        warnings,
         counts: model.counts,
         skipped: skipped.into_iter().collect(),
         seq: snapshot.seq(),

@@ -64,14 +64,27 @@ impl<'a> Visitor<'a> {
         let decoded = match *key {
             MetaKey::HeapRoot { root } => {
                 self.check_id(key, "heap root id", root);
-                HeapRoot::decode(value).map(drop).map_err(|e| e.to_string())
+                HeapRoot::decode(value)
+                    .map(|r| {
+                        self.model.heap_roots.insert(root, r);
+                    })
+                    .map_err(|e| e.to_string())
             }
             MetaKey::HeapObject { object } => {
                 self.check_id(key, "object id", object);
-                HeapObject::decode(value).map(drop).map_err(|e| e.to_string())
+                HeapObject::decode(value)
+                    .map(|r| {
+                        self.model.heap_objects.insert(object, r);
+                    })
+                    .map_err(|e| e.to_string())
             }
-            MetaKey::HeapName { object, .. } => {
+            MetaKey::HeapName { object, ref name } => {
                 self.check_id(key, "object id", object);
+                // Object records sort before name records: all are known.
+                if !self.model.heap_objects.contains_key(&object) {
+                    self.problems.push(Problem::HeapNameWithoutObject { object, name: name.clone() });
+                }
+                self.model.heap_names.push((object, name.clone()));
                 if value.is_empty() {
                     Ok(())
                 } else {
@@ -82,8 +95,13 @@ impl<'a> Visitor<'a> {
                 self.check_id(key, "type id", type_id);
                 HeapType::decode(value).map(drop).map_err(|e| e.to_string())
             }
-            MetaKey::HeapSpan { object, .. } => {
+            MetaKey::HeapSpan { object, span } => {
                 self.check_id(key, "object id", object);
+                // The span's value is the arena's encoding, whose decoder
+                // lives in the heap crate: here only its owner is checked.
+                if !self.model.heap_objects.contains_key(&object) {
+                    self.problems.push(Problem::HeapSpanWithoutObject { object, span });
+                }
                 Ok(())
             }
             _ => Ok(()),
