@@ -97,6 +97,7 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
 
     let mut visitor = visit::Visitor::new(limits, containers, &mut problems);
     scan::run(&snapshot, &mut visitor, progress)?;
+    visitor.finish_arena();
     let mut model = std::mem::take(&mut visitor.model);
     namespace::check(&model, &mut problems, &mut skipped);
     let mut warnings = Vec::new();

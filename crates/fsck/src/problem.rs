@@ -428,6 +428,15 @@ pub enum Problem {
         /// The span's offset.
         span: u64,
     },
+    /// Heaps: a heap object's arena records do not load as the heap
+    /// loads them, the arena they make is inconsistent, or it claims
+    /// bytes past the object's size.
+    HeapArenaBroken {
+        /// The object.
+        object: u64,
+        /// What is wrong.
+        what: String,
+    },
     /// Heaps (a warning, not damage): a file in `heap/` that belongs to no
     /// heap object (a create whose transaction was lost, a free whose
     /// removal did not happen): the next open of the store removes it.
@@ -589,6 +598,7 @@ impl fmt::Display for Problem {
             HeapSpanWithoutObject { object, span } => {
                 write!(f, "arena record of object {object} at {span}: the object has no heap object record")
             }
+            HeapArenaBroken { object, what } => write!(f, "arena of heap object {object}: {what}"),
             HeapStrayFile { path } => write!(
                 f,
                 "{} belongs to no heap object (the next open of the store removes it)",

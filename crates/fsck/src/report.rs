@@ -96,6 +96,8 @@ pub struct Counts {
     pub heap_objects: u64,
     /// Heaps (heap root records).
     pub heaps: u64,
+    /// Heap objects whose arena records were decoded and checked.
+    pub heap_arenas: u64,
     /// Dentries (dmap keys).
     pub dentries: u64,
     /// Extent map entries (fmap keys).
@@ -156,7 +158,7 @@ impl fmt::Display for Report {
         let c = &self.counts;
         write!(
             f,
-            "{} problems; {} keys, {} objects ({} directories, {} heap objects in {} heaps), {} dentries, \
+            "{} problems; {} keys, {} objects ({} directories, {} heap objects in {} heaps, {} arenas), {} dentries, \
              {} fmap entries, {} xattrs, {} orphans, {} bytes referenced, {} blocks verified",
             self.problems.len() as u64 + self.problems_dropped,
             c.keys,
@@ -164,6 +166,7 @@ impl fmt::Display for Report {
             c.directories,
             c.heap_objects,
             c.heaps,
+            c.heap_arenas,
             c.dentries,
             c.fmap_entries,
             c.xattrs,

@@ -36,6 +36,7 @@ fn the_fixture_is_clean_and_counted() {
         directories: 3,
         heap_objects: 0,
         heaps: 0,
+        heap_arenas: 0,
         dentries: 6,
         fmap_entries: entries.len() as u64,
         xattrs: 1,

@@ -231,7 +231,6 @@ fn heap_roots_name_flagged_directories_and_records_name_live_objects() {
     commit(&s.store, |b| {
         b.put(heap_name_key(dead, &name("n")), []);
         b.put(heap_span_key(dead, 4096), [1u8, 2, 3]);
-        b.put(heap_span_key(s.a, 4096), [1u8, 2, 3]);
     });
     assert_only(
         &fsck(&s.store),
@@ -239,5 +238,86 @@ fn heap_roots_name_flagged_directories_and_records_name_live_objects() {
             Problem::HeapNameWithoutObject { object: dead, name: name("n") },
             Problem::HeapSpanWithoutObject { object: dead, span: 4096 },
         ],
+    );
+}
+
+/// The records of a real arena in an object of `size` bytes (grown as the
+/// arena asks), with blocks allocated and some freed; and the new size.
+fn arena_records(mut size: u64) -> (Vec<(u64, Vec<u8>)>, u64) {
+    use larder_heap::arena::{Arena, ArenaError, GrowError};
+    let mut grow = |n: u64| -> Result<u64, GrowError> {
+        let start = size.next_multiple_of(4096);
+        size = start + n;
+        Ok(start)
+    };
+    let mut arena = Arena::new();
+    assert!(matches!(arena.alloc(16, 16, &mut grow), Err(ArenaError::NeedsSync)));
+    arena.take_dirty_records();
+    arena.records_durable();
+    let blocks: Vec<_> = [16u64, 100, 1000, 4096, 9000, 20, 300]
+        .iter()
+        .map(|&bytes| arena.alloc(bytes, 16, &mut grow).unwrap())
+        .collect();
+    arena.free(blocks[1].offset, blocks[1].generation).unwrap();
+    let records = arena.all_records();
+    (records, size)
+}
+
+#[test]
+fn arena_records_are_decoded_and_checked_against_the_object() {
+    let s = setup(47);
+    let (records, size) = arena_records(5000);
+    assert!(records.len() >= 3, "a header, spans and a large block");
+    s.store.truncate(s.a, size, larder_object::Durability::Durable).unwrap();
+    let put_all = |records: &[(u64, Vec<u8>)]| {
+        commit(&s.store, |b| {
+            for (key, value) in records {
+                b.put(heap_span_key(s.a, *key), value);
+            }
+        });
+    };
+    put_all(&records);
+    let r = fsck(&s.store);
+    assert_only(&r, &[]);
+    assert_eq!(r.counts.heap_arenas, 1);
+
+    // A damaged record (its crc32c no longer matches).
+    let mut damaged = records.clone();
+    let last = damaged[0].1.len() - 1;
+    damaged[0].1[last] ^= 0xFF;
+    put_all(&damaged);
+    let r = fsck(&s.store);
+    assert_eq!(r.problems.len(), 1, "{r}");
+    assert!(matches!(&r.problems[0], Problem::HeapArenaBroken { object, .. } if *object == s.a), "{r}");
+
+    // An inconsistent set: a record moved under another arena key (an
+    // offset outside the claimed ranges, and not the record's own).
+    put_all(&records);
+    let (key, value) = records.iter().find(|(k, _)| *k != larder_heap::arena::HEADER_KEY).unwrap().clone();
+    commit(&s.store, |b| {
+        b.delete(heap_span_key(s.a, key));
+        b.put(heap_span_key(s.a, key + 4096 * 1000), value);
+    });
+    let r = fsck(&s.store);
+    assert_eq!(r.problems.len(), 1, "{r}");
+    assert!(matches!(&r.problems[0], Problem::HeapArenaBroken { .. }), "{r}");
+
+    // Claimed ranges past the object's size.
+    let (records, size_b) = arena_records(3);
+    commit(&s.store, |b| {
+        b.delete(heap_span_key(s.a, key + 4096 * 1000));
+        for (key, value) in &records {
+            b.put(heap_span_key(s.b, *key), value);
+        }
+    });
+    put_all(&arena_records(5000).0);
+    let r = fsck(&s.store);
+    let past = "past the object's size 3";
+    assert!(size_b > 3);
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| matches!(p, Problem::HeapArenaBroken { object, what } if *object == s.b && what.contains(past))),
+        "{r}"
     );
 }

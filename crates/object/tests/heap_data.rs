@@ -30,8 +30,10 @@ fn reopen(sim: &SimStorage) -> Store {
 
 /// A heap object of `size` bytes, durable, its file synced.
 fn create(store: &Store, size: u64) -> u64 {
-    let (id, _) =
-        store.transact(&[], Durability::Durable, |txn| txn.create_heap_object(size, 0o644, 0, 0, &record())).unwrap();
+    let id = store.allocate_object_id().unwrap();
+    store
+        .transact(&[id], Durability::Durable, |txn| txn.create_heap_object(id, size, (0o644, 0, 0), &record()))
+        .unwrap();
     store.open_heap_file(id, true).unwrap().sync_data().unwrap();
     store.sync_heap_dir().unwrap();
     id

@@ -65,9 +65,10 @@ pub fn create_heap(store: &Store, parent: u64, name: &str) -> TestHeap {
 /// durable; returns its id.
 pub fn add_object(store: &Store, heap: &TestHeap, data: &[u8], names: &[&str]) -> u64 {
     let record = HeapObject { heap: heap.root, type_id: 0, durable_size: data.len() as u64, flags: 0 };
-    let (id, _) = store
-        .transact(&[heap.objects_dir, heap.names_dir], Durability::Buffered, |txn| {
-            let id = txn.create_heap_object(data.len() as u64, 0o644, 0, 0, &record)?;
+    let id = store.allocate_object_id().unwrap();
+    store
+        .transact(&[heap.objects_dir, heap.names_dir, id], Durability::Buffered, |txn| {
+            txn.create_heap_object(id, data.len() as u64, (0o644, 0, 0), &record)?;
             let mut onode = txn.onode(id)?.unwrap();
             onode.nlink = 1 + names.len() as u32;
             txn.put_onode(id, &onode)?;
@@ -76,7 +77,7 @@ pub fn add_object(store: &Store, heap: &TestHeap, data: &[u8], names: &[&str]) -
                 link(txn, heap.names_dir, name, id, Kind::File);
                 txn.put(&heap_name_key(id, &Name::new(*name).unwrap()), &[]);
             }
-            Ok(id)
+            Ok(())
         })
         .unwrap();
     let file = store.open_heap_file(id, true).unwrap();
