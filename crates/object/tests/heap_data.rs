@@ -197,3 +197,32 @@ fn free_removes_entries_names_records_onode_and_then_the_file() {
     assert_eq!(store.read_to_end(kept).unwrap().unwrap(), b"kept");
     common::assert_consistent(&store, "after a free");
 }
+
+#[test]
+fn free_runs_under_the_heaps_own_finer_locks() {
+    use larder_object::meta::Name;
+    use larder_object::LockRequest;
+    let sim = SimStorage::new(15);
+    let store = new_store(&sim);
+    let heap = heap_fixture::create_heap(&store, larder_object::ROOT_ID, "heap");
+    let id = heap_fixture::add_object(&store, &heap, b"x", &["a", "b"]);
+    // The locks the heap crate's free takes: the object, both directories
+    // shared, and each name it removes.
+    let mut locks = vec![
+        LockRequest::Exclusive(id),
+        LockRequest::Shared(heap.objects_dir),
+        LockRequest::Name(heap.objects_dir, id.to_string().into_bytes()),
+        LockRequest::Shared(heap.names_dir),
+        LockRequest::Name(heap.names_dir, b"a".to_vec()),
+    ];
+    // Without the lock of one name, the free is refused and changes nothing.
+    let err = store.transact_locked(&locks, Durability::Buffered, |txn| txn.free_heap_object(heap.root, id));
+    assert!(matches!(err, Err(ObjectError::NameNotLocked { .. })), "{err:?}");
+    assert_eq!(store.heap_names(id).unwrap().len(), 2);
+    locks.push(LockRequest::Name(heap.names_dir, b"b".to_vec()));
+    let (freed, _) =
+        store.transact_locked(&locks, Durability::Durable, |txn| txn.free_heap_object(heap.root, id)).unwrap();
+    assert_eq!(freed.names, vec![Name::new("a").unwrap(), Name::new("b").unwrap()]);
+    assert!(store.stat(id).unwrap().is_none());
+    assert_eq!(store.stat(heap.names_dir).unwrap().unwrap().dir.unwrap().entries, 0);
+}
