@@ -11,10 +11,15 @@ use larder_object::meta::{DataLocation, Onode};
 
 use crate::error::{FsError, Result};
 
+/// Whether `o` is a heap's directory (flagged `FLAG_HEAP`).
+pub(crate) fn is_heap_directory(o: &Onode) -> bool {
+    o.flags & FLAG_HEAP != 0
+}
+
 /// EPERM when directory `dir` (its onode `o`) belongs to a heap: `what`
 /// (create, unlink, rename...) would change its entries.
 pub(crate) fn refuse_in_heap(o: &Onode, dir: u64, what: &str) -> Result<()> {
-    if o.flags & FLAG_HEAP != 0 {
+    if is_heap_directory(o) {
         return Err(FsError::posix(
             libc::EPERM,
             format!(

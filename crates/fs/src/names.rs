@@ -13,7 +13,7 @@ use larder_object::{Durability, LockRequest, Transaction};
 use crate::attr::{Attr, SetAttr, SetTime};
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
-use crate::heap::{refuse_heap_link, refuse_in_heap};
+use crate::heap::{is_heap_directory, refuse_heap_link, refuse_in_heap};
 use crate::perm::{self, EXEC, S_ISGID, S_ISUID, WRITE};
 use crate::{Fs, LINK_MAX, NAME_MAX, PATH_MAX};
 
@@ -429,6 +429,11 @@ pub(crate) fn make_in(
     new: &NewObject<'_>,
 ) -> Result<Attr> {
     let p = dir_in(txn, parent)?;
+    if is_heap_directory(&p) && txn.lookup(parent, name)?.is_some() {
+        // A name that exists is EEXIST, as anywhere: open(O_CREAT) then
+        // opens the heap object, which is allowed.
+        return Err(taken(parent, name));
+    }
     refuse_in_heap(&p, parent, "create")?;
     if let Err(refused) = perm::check(&p, parent, cred, WRITE | EXEC) {
         // Linux looks the name up before it checks write permission: a

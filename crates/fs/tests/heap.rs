@@ -118,6 +118,27 @@ fn namespace_changes_in_heap_directories_are_eperm_and_change_nothing() {
 }
 
 #[test]
+fn open_with_o_creat_of_an_existing_heap_name_opens_it() {
+    let (_dir, fs, heap, id) = setup();
+    let r = root();
+    let (attr, fh) = fs.create_file(&r, heap.names_dir, b"greeting", 0o644, libc::O_RDWR).unwrap();
+    assert_eq!(attr.ino, id);
+    assert_eq!(fs.read(fh, 0, 5).unwrap(), b"hello");
+    fs.release(fh).unwrap();
+    assert_eq!(
+        errno(fs.create_file(&r, heap.names_dir, b"greeting", 0o644, libc::O_RDWR | libc::O_EXCL)),
+        libc::EEXIST
+    );
+    assert_eq!(
+        errno(fs.create_file(&r, heap.names_dir, b"greeting", 0o644, libc::O_RDWR | libc::O_TRUNC)),
+        libc::EPERM
+    );
+    assert_eq!(errno(fs.mkdir(&r, heap.names_dir, b"greeting", 0o755)), libc::EEXIST);
+    assert_eq!(errno(fs.create_file(&r, heap.names_dir, b"absent", 0o644, libc::O_RDWR)), libc::EPERM);
+    assert_eq!(fs.getattr(id).unwrap().size, 12);
+}
+
+#[test]
 fn heap_objects_never_shrink_but_attributes_change() {
     let (_dir, fs, heap, id) = setup();
     let r = root();
