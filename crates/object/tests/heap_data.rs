@@ -154,6 +154,15 @@ fn a_durable_write_survives_a_crash_and_a_lost_growth_is_cut_back() {
 
     // A buffered growth never synced: its record is lost with the crash,
     // and the file (whose growth may have reached the disk) is cut back.
+    // A buffered write made durable by a later sync (as fsync does).
+    store.write(id, 10, b"synced", Durability::Buffered).unwrap();
+    store.sync().unwrap();
+    let image = after.crash_with(CrashMode::DropAllPending);
+    drop(store);
+    let store = reopen(&image);
+    assert_eq!(&store.read_to_end(id).unwrap().unwrap()[10..16], b"synced", "the sync made the file's bytes durable");
+    let after = image;
+
     // (No background sync in these stores: the record stays buffered.)
     store.write(id, 9000, b"lost", Durability::Buffered).unwrap();
     store.open_heap_file(id, true).unwrap().sync_data().unwrap();
