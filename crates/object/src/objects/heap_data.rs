@@ -11,7 +11,7 @@
 //! after a crash a part of it may be there. Heap objects never shrink, so
 //! a truncate below the size is refused.
 
-use larder_io::{read_exact_at, write_all_at};
+use larder_io::{read_exact_at, write_all_at, IoError};
 use larder_log::Dependency;
 
 use super::touch_data;
@@ -36,20 +36,18 @@ pub(crate) fn read_heap_into(
         return Ok(());
     }
     let handle = store.open_heap_file(file, false)?;
-    let end = offset + out.len() as u64;
-    let len = handle.len()?;
-    if len < end {
-        return Err(ObjectError::Corrupt {
-            path: handle.path().to_path_buf(),
-            offset: len,
+    match read_exact_at(&*handle, out, offset) {
+        Ok(()) => Ok(()),
+        // No stat of the file first: a short read says it is short.
+        Err(IoError::UnexpectedEof { path, offset: at }) => Err(ObjectError::Corrupt {
+            path,
+            offset: at,
             what: format!(
-                "heap object {object}'s file is {len} bytes, shorter than its size {size} \
-                 (shrunk outside Larder); run fsck"
+                "heap object {object}'s file ends at {at}, before its size {size} (shrunk outside Larder); run fsck"
             ),
-        });
+        }),
+        Err(e) => Err(e.into()),
     }
-    read_exact_at(&*handle, out, offset)?;
-    Ok(())
 }
 
 /// Whether `onode` is a heap object's, and its file id.
