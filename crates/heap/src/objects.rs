@@ -244,12 +244,11 @@ impl Heap {
                 if txn.get(&heap_name_key(id, name))?.is_none() {
                     return Err(FreeFailure::NamesChanged);
                 }
-                txn.unlink(self.shared.names_dir, name, id, false).map_err(|e| failed(e.into()))?;
-                txn.delete(&heap_name_key(id, name));
             }
-            // The last link: the namespace deletes the object, and with it
-            // its heap records (object record, names, arena spans).
-            txn.unlink(self.shared.objects_dir, &entry, id, false).map_err(|e| failed(e.into()))?;
+            // The names are the ones locked: the object layer's free (the
+            // one `larder heap rm` runs too) drops them, the `objects/`
+            // entry, the records and the onode.
+            txn.free_heap_object(self.shared.root, id)?;
             Ok(())
         })?;
         Ok(lsn)
