@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::os::fd::OwnedFd;
+
 use larder_protocol::codec::{decode_response, encode_request};
+use larder_protocol::descriptor::{receive_descriptor, DescriptorError};
 use larder_protocol::doorbell::Doorbell;
 use larder_protocol::error::SendError;
 use larder_protocol::futex::Wake;
@@ -27,6 +30,11 @@ use crate::error::{ClientError, Result};
 /// How long one wait for a completion lasts before the client checks that
 /// the server is still there: a dead server is noticed within this.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// How long a descriptor frame may take to arrive once its attach was
+/// answered (it is sent before the answer, so it is there already unless
+/// the server broke).
+const DESCRIPTOR_WAIT: Duration = Duration::from_secs(5);
 
 /// How long the handshake may take before the client gives up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,6 +77,14 @@ pub(crate) struct Connection {
     gone: AtomicBool,
     /// What the client caches under leases.
     cache: std::sync::Arc<crate::cache::Cache>,
+    /// Descriptors taken from the socket whose attach has not claimed
+    /// them yet, by tag; held while reading the socket, so one thread
+    /// reads at a time.
+    descriptors: Mutex<HashMap<u64, OwnedFd>>,
+    /// Descriptor frames taken from the socket (each attach tells the
+    /// server, which bounds those in flight).
+    descriptors_received: AtomicU64,
+    next_tag: AtomicU64,
 }
 
 impl Connection {
@@ -92,6 +108,9 @@ impl Connection {
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
             cache: std::sync::Arc::new(crate::cache::Cache::new(leases)),
+            descriptors: Mutex::new(HashMap::new()),
+            descriptors_received: AtomicU64::new(0),
+            next_tag: AtomicU64::new(1),
         })
     }
 
@@ -250,6 +269,40 @@ impl Connection {
         // doorbell was sized for; a failed wake-up only delays the worker
         // until its timed sleep ends.
         let _ = self.doorbell.ring(worker);
+    }
+
+    /// A tag for an attach, unique on this connection.
+    pub(crate) fn next_descriptor_tag(&self) -> u64 {
+        self.next_tag.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Descriptor frames taken from the socket so far.
+    pub(crate) fn descriptors_received(&self) -> u64 {
+        self.descriptors_received.load(Ordering::Acquire)
+    }
+
+    /// The descriptor the server sent for the attach tagged `tag`. The
+    /// server sends the frame before it answers, so once the answer came
+    /// the frame is in the socket; frames of other threads' attaches read
+    /// on the way are kept for them.
+    pub(crate) fn take_descriptor(&self, tag: u64) -> Result<OwnedFd> {
+        let mut stash = self.descriptors.lock();
+        loop {
+            if let Some(fd) = stash.remove(&tag) {
+                return Ok(fd);
+            }
+            match receive_descriptor(&self.stream, DESCRIPTOR_WAIT) {
+                Ok((got, fd)) => {
+                    self.descriptors_received.fetch_add(1, Ordering::AcqRel);
+                    stash.insert(got, fd);
+                }
+                Err(DescriptorError::Closed) => {
+                    self.gone.store(true, Ordering::Relaxed);
+                    return Err(ClientError::ServerGone);
+                }
+                Err(e) => return Err(ClientError::Protocol(format!("the descriptor of attach {tag}: {e}"))),
+            }
+        }
     }
 
     /// Fails with `ServerGone` once the server's end of the socket is closed.

@@ -123,7 +123,27 @@ fn collect(fs: &Fs, session: &Session, request: &Request, out: &mut Vec<LeaseTar
         | Request::KvWriteBatch { .. }
         | Request::KvWriterFinish { .. }
         | Request::DeleteBucket { .. } => return false,
+        // A heap changes its `objects/` and `names/` directories and its
+        // objects' sizes (coarse, as a put: every lease).
+        Request::HeapOpen { .. } => return false,
+        Request::Heap { operation, .. } if heap_changes_names(operation) => return false,
         _ => {}
     }
     true
+}
+
+/// Whether a heap operation changes a heap's directories or an object's
+/// attributes.
+fn heap_changes_names(operation: &larder_protocol::message::HeapOperation) -> bool {
+    use larder_protocol::message::HeapOperation as H;
+    matches!(
+        operation,
+        H::Alloc { .. }
+            | H::AddName { .. }
+            | H::Free { .. }
+            | H::Copy { .. }
+            | H::Clone { .. }
+            | H::AttachType { .. }
+            | H::Grow { .. }
+    )
 }
