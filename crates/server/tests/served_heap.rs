@@ -454,3 +454,36 @@ fn grow_keeps_the_base_and_another_client_sees_the_growth() {
     heap_a.close().unwrap();
     heap_b.close().unwrap();
 }
+
+#[test]
+fn threads_of_one_client_attach_at_once_and_each_gets_its_descriptor() {
+    let t = serve_with(limits(1..=2));
+    let client = t.client();
+    let heap = std::sync::Arc::new(client.heap("/threads").unwrap());
+    let threads: Vec<_> = (0..4u8)
+        .map(|thread| {
+            let heap = heap.clone();
+            std::thread::spawn(move || {
+                for round in 0..40u8 {
+                    let size = 64 + u64::from(thread) * 4096 + u64::from(round);
+                    let object = heap.alloc(size).unwrap();
+                    let bytes = vec![thread ^ round; size as usize];
+                    heap.write_at(object, 0, &bytes).unwrap();
+                    heap.close_object(object).unwrap();
+                    // Attached again: the descriptor must be this object's
+                    // file (its size and bytes), whatever other threads'
+                    // frames came first.
+                    heap.get(object).unwrap();
+                    assert_eq!(heap.size(object).unwrap(), size);
+                    let mut back = vec![0u8; size as usize];
+                    heap.read_at(object, 0, &mut back).unwrap();
+                    assert_eq!(back, bytes, "thread {thread} round {round}: another object's bytes");
+                    heap.free(object).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
