@@ -271,6 +271,18 @@ impl Connection {
         let _ = self.doorbell.ring(worker);
     }
 
+    /// Whether the server shut its end of the socket (seen even with
+    /// unread bytes before the end).
+    fn peer_hung_up(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.stream, PollFlags::RDHUP)];
+        let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+        match poll(&mut fds, Some(&now)) {
+            Ok(n) if n > 0 => fds[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR),
+            _ => false,
+        }
+    }
+
     /// A tag for an attach, unique on this connection.
     pub(crate) fn next_descriptor_tag(&self) -> u64 {
         self.next_tag.fetch_add(1, Ordering::Relaxed)
@@ -310,6 +322,12 @@ impl Connection {
         let mut byte = [0u8; 1];
         match rustix::net::recv(&self.stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
             Ok((0, _)) => {
+                self.gone.store(true, Ordering::Relaxed);
+                Err(ClientError::ServerGone)
+            }
+            // Descriptor frames waiting: the peer may still have hung up
+            // behind them.
+            Ok(_) if self.peer_hung_up() => {
                 self.gone.store(true, Ordering::Relaxed);
                 Err(ClientError::ServerGone)
             }
