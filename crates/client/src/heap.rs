@@ -54,6 +54,18 @@ pub struct RemoteHeap {
     connection: Arc<Connection>,
     handle: u64,
     attached: RwLock<HashMap<u64, Arc<Attached>>>,
+    /// Closed on the server by `close`.
+    closed: bool,
+}
+
+impl Drop for RemoteHeap {
+    fn drop(&mut self) {
+        if !self.closed {
+            // The server's handle is freed; a server that is gone has
+            // nothing to free.
+            let _ = self.connection.call(&Request::HeapClose { heap: self.handle, sync: false });
+        }
+    }
 }
 
 impl std::fmt::Debug for RemoteHeap {
@@ -70,7 +82,9 @@ impl RemoteHeap {
     /// Opens the heap at `path` on the server (PSHFS's mfdopen).
     pub(crate) fn open(connection: Arc<Connection>, path: &str) -> Result<RemoteHeap> {
         match connection.call(&Request::HeapOpen { path: path.as_bytes().to_vec() })? {
-            Response::Handle(handle) => Ok(RemoteHeap { connection, handle, attached: RwLock::new(HashMap::new()) }),
+            Response::Handle(handle) => {
+                Ok(RemoteHeap { connection, handle, attached: RwLock::new(HashMap::new()), closed: false })
+            }
             other => Err(unexpected("HeapOpen", other)),
         }
     }
@@ -290,10 +304,12 @@ impl RemoteHeap {
     }
 
     /// Syncs and closes the heap on the server and unmaps every object
-    /// (mfclose).
-    pub fn close(self) -> Result<()> {
+    /// (mfclose). Dropping a heap without closing it closes it on the
+    /// server without syncing, as an embedded heap dropped.
+    pub fn close(mut self) -> Result<()> {
         self.attached.write().clear();
-        match self.connection.call(&Request::HeapClose { heap: self.handle })? {
+        self.closed = true;
+        match self.connection.call(&Request::HeapClose { heap: self.handle, sync: true })? {
             Response::Done => Ok(()),
             other => Err(unexpected("HeapClose", other)),
         }

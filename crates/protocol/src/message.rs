@@ -721,10 +721,13 @@ pub enum Request {
         /// What to do.
         operation: HeapOperation,
     },
-    /// Sync and close an open heap: `Done`.
+    /// Close an open heap, synced first if `sync` (mfclose), else as a
+    /// heap dropped without closing: `Done`.
     HeapClose {
         /// The heap's handle.
         heap: u64,
+        /// Whether to sync it first.
+        sync: bool,
     },
 }
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use larder_client::{Client, ClientError, HeapPointer, RemoteHeap};
 use larder_protocol::descriptor::receive_descriptor;
 use larder_protocol::message::{HeapOperation, Request, Response};
+use larder_server::Limits;
 use serving::{limits, serve, serve_with, PATIENCE};
 
 const CHILD_ENV: &str = "LARDER_HEAP_CHILD";
@@ -486,4 +487,25 @@ fn threads_of_one_client_attach_at_once_and_each_gets_its_descriptor() {
     for thread in threads {
         thread.join().unwrap();
     }
+}
+
+#[test]
+fn a_dropped_heap_is_closed_on_the_server() {
+    let t = serve_with(Limits { max_open_heaps: 2, ..limits(1..=1) });
+    let client = t.client();
+    // More opens than the limit, each dropped or closed before the next.
+    for round in 0..5 {
+        let heap = client.heap("/dropped").unwrap();
+        let object = heap.alloc(16).unwrap();
+        heap.add_name(object, &format!("o{round}")).unwrap();
+        if round % 2 == 0 {
+            drop(heap);
+        } else {
+            heap.close().unwrap();
+        }
+    }
+    let a = client.heap("/dropped").unwrap();
+    let b = client.heap("/dropped").unwrap();
+    assert_eq!(client.heap("/dropped").unwrap_err().errno(), libc::EMFILE);
+    assert_eq!(a.names(b.get_by_name("o4").unwrap()).unwrap(), vec!["o4".to_string()]);
 }

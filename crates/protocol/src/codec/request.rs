@@ -232,7 +232,10 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
             e.u64(*heap);
             super::heap::encode_operation(e, operation);
         }
-        Request::HeapClose { heap } => e.u64(*heap),
+        Request::HeapClose { heap, sync } => {
+            e.u64(*heap);
+            e.bool(*sync);
+        }
         Request::DeleteBucket { bucket } => e.bytes("DeleteBucket.bucket", MAX_NAME_BYTES, bucket),
     }
 }
@@ -464,7 +467,7 @@ pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, Deco
         Opcode::ListBuckets => Request::ListBuckets,
         Opcode::HeapOpen => Request::HeapOpen { path: r.bytes("HeapOpen.path", MAX_PATH_BYTES)? },
         Opcode::Heap => Request::Heap { heap: r.u64("Heap.heap")?, operation: super::heap::decode_operation(r)? },
-        Opcode::HeapClose => Request::HeapClose { heap: r.u64("HeapClose.heap")? },
+        Opcode::HeapClose => Request::HeapClose { heap: r.u64("HeapClose.heap")?, sync: r.bool("HeapClose.sync")? },
         Opcode::Stats => Request::Stats,
         Opcode::MetadataBatch => {
             let count = r.count("MetadataBatch.operations", MAX_BATCH_OPERATIONS, METADATA_OPERATION_MIN_BYTES)?;

@@ -334,7 +334,7 @@ pub fn request(sizes: Sizes) -> BoxedStrategy<Request> {
             .boxed(),
         path(s).prop_map(|path| Request::HeapOpen { path }).boxed(),
         (any::<u64>(), heap_operation(s)).prop_map(|(heap, operation)| Request::Heap { heap, operation }).boxed(),
-        any::<u64>().prop_map(|heap| Request::HeapClose { heap }).boxed(),
+        (any::<u64>(), any::<bool>()).prop_map(|(heap, sync)| Request::HeapClose { heap, sync }).boxed(),
     ];
     Union::new(variants).boxed()
 }

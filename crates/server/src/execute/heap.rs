@@ -54,10 +54,12 @@ pub(super) fn open(call: &Call<'_>, path: &[u8]) -> Outcome {
     }
 }
 
-/// `HeapClose`: syncs the heap and drops it from the session.
-pub(super) fn close(call: &Call<'_>, handle: u64) -> Outcome {
+/// `HeapClose`: drops the heap from the session, synced first if asked.
+pub(super) fn close(call: &Call<'_>, handle: u64, sync: bool) -> Outcome {
     let heap = call.session.heaps().remove(handle)?;
-    heap_result(heap.sync())?;
+    if sync {
+        heap_result(heap.sync())?;
+    }
     Ok(Response::Done)
 }
 

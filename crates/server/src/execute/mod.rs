@@ -363,6 +363,6 @@ fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
         R::Stats => kv::stats(call),
         R::HeapOpen { path } => heap::open(call, &path),
         R::Heap { heap, operation } => heap::operation(call, heap, operation),
-        R::HeapClose { heap } => heap::close(call, heap),
+        R::HeapClose { heap, sync } => heap::close(call, heap, sync),
     }
 }
