@@ -474,7 +474,9 @@ fn threads_of_one_client_attach_at_once_and_each_gets_its_descriptor() {
                     // Attached again: the descriptor must be this object's
                     // file (its size and bytes), whatever other threads'
                     // frames came first.
-                    heap.get(object).unwrap();
+                    if let Err(e) = heap.get(object) {
+                        panic!("thread {thread} round {round}: attaching {object} again: {e:?} (errno {})", e.errno());
+                    }
                     assert_eq!(heap.size(object).unwrap(), size);
                     let mut back = vec![0u8; size as usize];
                     heap.read_at(object, 0, &mut back).unwrap();
@@ -508,4 +510,44 @@ fn a_dropped_heap_is_closed_on_the_server() {
     let b = client.heap("/dropped").unwrap();
     assert_eq!(client.heap("/dropped").unwrap_err().errno(), libc::EMFILE);
     assert_eq!(a.names(b.get_by_name("o4").unwrap()).unwrap(), vec!["o4".to_string()]);
+}
+
+/// The names in a directory, as a client lists them.
+fn listing(client: &Client, path: &str) -> Vec<String> {
+    let mut names: Vec<String> =
+        client.read_dir(path).unwrap().map(|e| String::from_utf8(e.unwrap().name).unwrap()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn heap_changes_revoke_what_other_clients_cached() {
+    let t = serve();
+    let a = t.client();
+    let b = t.client();
+    let heap = a.heap("/leased").unwrap();
+    let first = heap.alloc(100).unwrap();
+    heap.add_name(first, "first").unwrap();
+    // B lists the heap's directories and stats the object twice: the
+    // second time from its cache, under leases.
+    for _ in 0..2 {
+        assert_eq!(listing(&b, "/leased/names"), vec!["first".to_string()]);
+        assert_eq!(listing(&b, "/leased/objects"), vec![first.to_string()]);
+        assert_eq!(b.metadata(format!("/leased/objects/{first}")).unwrap().len(), 100);
+    }
+    let cached = b.cache_counters();
+    assert!(cached.cached_listings >= 2 && cached.cached_attributes >= 1, "B cached nothing: {cached:?}");
+    // Each change through the heap is seen by B's next call.
+    let second = heap.alloc(10).unwrap();
+    let mut objects = vec![first.to_string(), second.to_string()];
+    objects.sort();
+    assert_eq!(listing(&b, "/leased/objects"), objects);
+    heap.add_name(second, "second").unwrap();
+    assert_eq!(listing(&b, "/leased/names"), vec!["first".to_string(), "second".to_string()]);
+    heap.grow(first, 5000).unwrap();
+    assert_eq!(b.metadata(format!("/leased/objects/{first}")).unwrap().len(), 5000);
+    heap.free(first).unwrap();
+    assert_eq!(listing(&b, "/leased/names"), vec!["second".to_string()]);
+    assert_eq!(listing(&b, "/leased/objects"), vec![second.to_string()]);
+    assert!(b.metadata(format!("/leased/objects/{first}")).is_err());
 }
