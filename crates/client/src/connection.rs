@@ -78,8 +78,8 @@ pub(crate) struct Connection {
     /// What the client caches under leases.
     cache: std::sync::Arc<crate::cache::Cache>,
     /// Descriptors taken from the socket whose attach has not claimed
-    /// them yet, by tag; held while reading the socket, so one thread
-    /// reads at a time.
+    /// them (an attach abandoned midway), by tag; held through each
+    /// attach, so one attach at a time reads the socket.
     descriptors: Mutex<HashMap<u64, OwnedFd>>,
     /// Descriptor frames taken from the socket (each attach tells the
     /// server, which bounds those in flight).
@@ -283,25 +283,26 @@ impl Connection {
         }
     }
 
-    /// A tag for an attach, unique on this connection.
-    pub(crate) fn next_descriptor_tag(&self) -> u64 {
-        self.next_tag.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Descriptor frames taken from the socket so far.
-    pub(crate) fn descriptors_received(&self) -> u64 {
-        self.descriptors_received.load(Ordering::Acquire)
-    }
-
-    /// The descriptor the server sent for the attach tagged `tag`. The
-    /// server sends the frame before it answers, so once the answer came
-    /// the frame is in the socket; frames of other threads' attaches read
-    /// on the way are kept for them.
-    pub(crate) fn take_descriptor(&self, tag: u64) -> Result<OwnedFd> {
+    /// Sends the attach request `build(tag, received)` makes, and returns
+    /// its answer with the descriptor the server sent for it (none for an
+    /// answer that is not `HeapAttached`). One attach of this connection
+    /// at a time, reading the socket meanwhile: `received`, the frames
+    /// taken so far, is then exact when the server reads it, so the
+    /// server's bound on frames in flight never counts this client's own
+    /// attaches waiting their turn. The server sends a frame before its
+    /// answer, so once the answer came the frame is in the socket; a frame
+    /// of an abandoned attach read on the way is kept by tag.
+    pub(crate) fn attach(&self, build: impl FnOnce(u64, u64) -> Request) -> Result<(Response, Option<OwnedFd>)> {
         let mut stash = self.descriptors.lock();
+        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        let received = self.descriptors_received.load(Ordering::Acquire);
+        let response = self.call(&build(tag, received))?;
+        if !matches!(response, Response::HeapAttached { .. }) {
+            return Ok((response, None));
+        }
         loop {
             if let Some(fd) = stash.remove(&tag) {
-                return Ok(fd);
+                return Ok((response, Some(fd)));
             }
             match receive_descriptor(&self.stream, DESCRIPTOR_WAIT) {
                 Ok((got, fd)) => {

@@ -344,14 +344,18 @@ impl RemoteHeap {
     /// The object's file, mapped with a reservation for at least
     /// `at_least` bytes; its size and whether it is writable.
     fn map_anew(&self, object: u64, at_least: u64) -> Result<(u64, bool, Mapping)> {
-        let tag = self.connection.next_descriptor_tag();
-        let received = self.connection.descriptors_received();
-        let operation = HeapOperation::Attach { object, write: true, tag, received };
-        let (size, writable) = match self.call(operation)? {
+        let heap = self.handle;
+        let (response, descriptor) = self.connection.attach(|tag, received| Request::Heap {
+            heap,
+            operation: HeapOperation::Attach { object, write: true, tag, received },
+        })?;
+        let (size, writable) = match response {
             Response::HeapAttached { object: got, size, writable } if got == object => (size, writable),
             other => return Err(unexpected("Heap.Attach", other)),
         };
-        let file = std::fs::File::from(self.connection.take_descriptor(tag)?);
+        let descriptor =
+            descriptor.ok_or_else(|| ClientError::Protocol(format!("no descriptor came for object {object}")))?;
+        let file = std::fs::File::from(descriptor);
         // The server checked the file; checked again here, since mapping a
         // file shorter than the object would fault (SIGBUS) on its tail.
         let file_len =
