@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::os::fd::OwnedFd;
+
 use larder_protocol::codec::{decode_response, encode_request};
+use larder_protocol::descriptor::{receive_descriptor, DescriptorError};
 use larder_protocol::doorbell::Doorbell;
 use larder_protocol::error::SendError;
 use larder_protocol::futex::Wake;
@@ -27,6 +30,11 @@ use crate::error::{ClientError, Result};
 /// How long one wait for a completion lasts before the client checks that
 /// the server is still there: a dead server is noticed within this.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// How long a descriptor frame may take to arrive once its attach was
+/// answered (it is sent before the answer, so it is there already unless
+/// the server broke).
+const DESCRIPTOR_WAIT: Duration = Duration::from_secs(5);
 
 /// How long the handshake may take before the client gives up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,6 +77,14 @@ pub(crate) struct Connection {
     gone: AtomicBool,
     /// What the client caches under leases.
     cache: std::sync::Arc<crate::cache::Cache>,
+    /// Descriptors taken from the socket whose attach has not claimed
+    /// them (an attach abandoned midway), by tag; held through each
+    /// attach, so one attach at a time reads the socket.
+    descriptors: Mutex<HashMap<u64, OwnedFd>>,
+    /// Descriptor frames taken from the socket (each attach tells the
+    /// server, which bounds those in flight).
+    descriptors_received: AtomicU64,
+    next_tag: AtomicU64,
 }
 
 impl Connection {
@@ -92,6 +108,9 @@ impl Connection {
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
             cache: std::sync::Arc::new(crate::cache::Cache::new(leases)),
+            descriptors: Mutex::new(HashMap::new()),
+            descriptors_received: AtomicU64::new(0),
+            next_tag: AtomicU64::new(1),
         })
     }
 
@@ -252,11 +271,64 @@ impl Connection {
         let _ = self.doorbell.ring(worker);
     }
 
+    /// Whether the server shut its end of the socket (seen even with
+    /// unread bytes before the end).
+    fn peer_hung_up(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.stream, PollFlags::RDHUP)];
+        let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+        match poll(&mut fds, Some(&now)) {
+            Ok(n) if n > 0 => fds[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR),
+            _ => false,
+        }
+    }
+
+    /// Sends the attach request `build(tag, received)` makes, and returns
+    /// its answer with the descriptor the server sent for it (none for an
+    /// answer that is not `HeapAttached`). One attach of this connection
+    /// at a time, reading the socket meanwhile: `received`, the frames
+    /// taken so far, is then exact when the server reads it, so the
+    /// server's bound on frames in flight never counts this client's own
+    /// attaches waiting their turn. The server sends a frame before its
+    /// answer, so once the answer came the frame is in the socket; a frame
+    /// of an abandoned attach read on the way is kept by tag.
+    pub(crate) fn attach(&self, build: impl FnOnce(u64, u64) -> Request) -> Result<(Response, Option<OwnedFd>)> {
+        let mut stash = self.descriptors.lock();
+        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        let received = self.descriptors_received.load(Ordering::Acquire);
+        let response = self.call(&build(tag, received))?;
+        if !matches!(response, Response::HeapAttached { .. }) {
+            return Ok((response, None));
+        }
+        loop {
+            if let Some(fd) = stash.remove(&tag) {
+                return Ok((response, Some(fd)));
+            }
+            match receive_descriptor(&self.stream, DESCRIPTOR_WAIT) {
+                Ok((got, fd)) => {
+                    self.descriptors_received.fetch_add(1, Ordering::AcqRel);
+                    stash.insert(got, fd);
+                }
+                Err(DescriptorError::Closed) => {
+                    self.gone.store(true, Ordering::Relaxed);
+                    return Err(ClientError::ServerGone);
+                }
+                Err(e) => return Err(ClientError::Protocol(format!("the descriptor of attach {tag}: {e}"))),
+            }
+        }
+    }
+
     /// Fails with `ServerGone` once the server's end of the socket is closed.
     pub(crate) fn check_alive(&self) -> Result<()> {
         let mut byte = [0u8; 1];
         match rustix::net::recv(&self.stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
             Ok((0, _)) => {
+                self.gone.store(true, Ordering::Relaxed);
+                Err(ClientError::ServerGone)
+            }
+            // Descriptor frames waiting: the peer may still have hung up
+            // behind them.
+            Ok(_) if self.peer_hung_up() => {
                 self.gone.store(true, Ordering::Relaxed);
                 Err(ClientError::ServerGone)
             }

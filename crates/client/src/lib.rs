@@ -38,6 +38,8 @@ mod cache;
 mod connection;
 mod error;
 mod files;
+mod heap;
+mod heap_mapping;
 mod kv;
 mod paths;
 mod walk;
@@ -50,7 +52,9 @@ pub use buffers::Buffer;
 pub use cache::CacheCounters;
 pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};
+pub use heap::RemoteHeap;
 pub use kv::{KvReader, KvWriter, Scan};
+pub use larder_protocol::message::HeapPointer;
 pub use larder_protocol::message::{
     Attributes, BufferSlice, DirectoryEntry, Durability, FileKind, FsStats, KeyHead, KvOperation, Payload, ScanEntry,
     Timestamp,
@@ -109,6 +113,12 @@ impl Client {
     /// client that reconnects can tell its leases and handles are void.
     pub fn epoch(&self) -> u64 {
         self.connection.welcome().epoch
+    }
+
+    /// Opens the heap at `path` on the server (created if absent, as this
+    /// process's credentials allow): PSHFS's mfdopen, served.
+    pub fn heap(&self, path: &str) -> Result<RemoteHeap> {
+        RemoteHeap::open(self.connection.clone(), path)
     }
 
     /// A round trip that does nothing; returns the server's epoch.

@@ -36,6 +36,29 @@ impl Heap {
         Ok(address.cast::<T>())
     }
 
+    /// The checks of [`Heap::deref`] short of the address, without mapping
+    /// the object: `pointer` is not null, its object is a live object of
+    /// this heap, `len` bytes at its offset lie inside the object, and its
+    /// generation is live. A served client asks this before it uses a
+    /// pointer into an object it mapped itself.
+    pub fn check<T>(&self, pointer: PPtr<T>, len: u64) -> Result<()> {
+        if pointer.is_null() {
+            return Err(HeapError::BadPointer { object: 0, offset: pointer.offset, reason: "null".to_string() });
+        }
+        let id = pointer.object;
+        let missing = || crate::error::not_found(format!("object {id}"));
+        let record = self.store.heap_object(id)?.ok_or_else(missing)?;
+        if record.heap != self.root {
+            return Err(missing());
+        }
+        let size = self.store.stat(id)?.ok_or_else(missing)?.size;
+        match pointer.offset.checked_add(len) {
+            Some(end) if end <= size => {}
+            _ => return Err(HeapError::OutOfBounds { object: id, offset: pointer.offset, len, size }),
+        }
+        self.check_generation(id, pointer.offset, len, pointer.generation)
+    }
+
     /// Checks a pointer's generation against the object's allocator: 0 is
     /// user bytes (not inside a span the allocator claimed); any other is a
     /// block the allocator handed out and has not taken back.

@@ -36,6 +36,7 @@ mod decode;
 mod encode;
 mod error;
 pub mod fuzzing;
+mod heap;
 mod opcode;
 mod request;
 mod response;
@@ -78,6 +79,9 @@ pub const MAX_LIST_ENTRIES: usize = 1 << 16;
 /// `BatchApplied`): the batch is one transaction, which takes a lock per
 /// name and object it changes.
 pub const MAX_BATCH_OPERATIONS: usize = 1024;
+
+/// Most pointer offsets one heap type may list (`larder_heap`'s limit).
+pub const MAX_HEAP_TYPE_OFFSETS: usize = 4096;
 
 /// Bytes of the header every message starts with.
 pub const HEADER_BYTES: usize = 12;

@@ -77,3 +77,18 @@ pub fn handshake(data: &[u8]) -> bool {
         Err(_) => false,
     }
 }
+
+/// Decodes `data` as a descriptor frame (`crate::descriptor`). An accepted
+/// frame must encode back to the same bytes.
+///
+/// # Panics
+/// If an accepted frame does not round-trip.
+pub fn descriptor_frame(data: &[u8]) -> bool {
+    match crate::descriptor::decode_frame(data) {
+        Ok(tag) => {
+            assert_eq!(&crate::descriptor::encode_frame(tag)[..], data, "an accepted frame does not re-encode");
+            true
+        }
+        Err(_) => false,
+    }
+}

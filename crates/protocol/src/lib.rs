@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod credentials;
+pub mod descriptor;
 pub mod doorbell;
 pub mod error;
 pub mod futex;
@@ -27,7 +28,7 @@ pub mod region;
 pub mod ring;
 
 /// Version of the protocol: the handshake refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Name of the server's socket in a store's directory, where clients (and
 /// the CLI) look for a server serving that store.

@@ -237,6 +237,119 @@ pub struct LeaseGrant {
     pub term_nanos: u64,
 }
 
+/// A persistent pointer of a served heap: the same 24 bytes as
+/// `larder_heap::PPtr` (`repr(C)`, object, offset, generation), so a
+/// pointer stored in an object by one process reads as the same pointer in
+/// another, embedded or served.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HeapPointer {
+    /// The object (0: the null pointer).
+    pub object: u64,
+    /// Byte offset inside the object.
+    pub offset: u64,
+    /// 0 for user bytes, else an `alloc_in` block's generation.
+    pub generation: u64,
+}
+
+/// One operation on a heap the session opened (`Request::Heap`). Each is
+/// the `larder_heap::Heap` call of the same name, executed by the server
+/// with the client's credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeapOperation {
+    /// Allocate an object of `size` zero bytes: `HeapObject`.
+    Alloc {
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// Attach an object: `HeapAttached`, and the object's file descriptor
+    /// follows on the client's socket in a descriptor frame carrying `tag`
+    /// (read-write only when `write` and the client's uid may write the
+    /// object, else read-only).
+    Attach {
+        /// The object.
+        object: u64,
+        /// Whether the client wants to write through its mapping.
+        write: bool,
+        /// The client's number for this attach, echoed in the frame.
+        tag: u64,
+        /// Descriptor frames the client has taken from its socket so far
+        /// on this connection (the server bounds those in flight).
+        received: u64,
+    },
+    /// An object's size now: `Length`.
+    Size {
+        /// The object.
+        object: u64,
+    },
+    /// The object a name names: `HeapObject`, or ENOENT.
+    GetByName {
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// Name an object, if the name is free (else EEXIST): `Done`.
+    AddName {
+        /// The object.
+        object: u64,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// An object's names, in byte order: `Names`.
+    Names {
+        /// The object.
+        object: u64,
+    },
+    /// Free an object and drop all its names: `Done`.
+    Free {
+        /// The object.
+        object: u64,
+    },
+    /// Copy an object's bytes and type into a new object: `HeapObject`.
+    Copy {
+        /// The object.
+        object: u64,
+    },
+    /// Deep-copy the objects reachable through typed pointers: `HeapObject`.
+    Clone {
+        /// The root object.
+        object: u64,
+    },
+    /// Make a type from the offsets of its pointer fields: `HeapType`.
+    AllocType {
+        /// The offsets of `HeapPointer` fields.
+        offsets: Vec<u64>,
+    },
+    /// Give an object a type: `Done`.
+    AttachType {
+        /// The object.
+        object: u64,
+        /// The type.
+        type_id: u64,
+    },
+    /// An object's type, if it has one: `HeapType`.
+    TypeOf {
+        /// The object.
+        object: u64,
+    },
+    /// Grow an object to `size` bytes (never shrink): `Done`.
+    Grow {
+        /// The object.
+        object: u64,
+        /// Its new size.
+        size: u64,
+    },
+    /// The dereference check: `length` bytes at the pointer lie inside its
+    /// object and its generation is live: `Done`, or ESTALE, ERANGE, ENOENT.
+    Check {
+        /// The pointer.
+        pointer: HeapPointer,
+        /// Bytes the caller will use at it.
+        length: u64,
+    },
+    /// Make the heap's mapped bytes and metadata durable: `Done`.
+    Sync,
+}
+
 /// A request from a client. Its request id travels in the message header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -594,6 +707,28 @@ pub enum Request {
     ListBuckets,
     /// The store's counters, as `larder stats` prints them.
     Stats,
+
+    /// Open the heap at `path` (created if absent, as the client's
+    /// credentials allow): a `Handle` naming it in this session.
+    HeapOpen {
+        /// The heap's path in the store's namespace.
+        path: Vec<u8>,
+    },
+    /// One operation on an open heap.
+    Heap {
+        /// The heap's handle.
+        heap: u64,
+        /// What to do.
+        operation: HeapOperation,
+    },
+    /// Close an open heap, synced first if `sync` (mfclose), else as a
+    /// heap dropped without closing: `Done`.
+    HeapClose {
+        /// The heap's handle.
+        heap: u64,
+        /// Whether to sync it first.
+        sync: bool,
+    },
 }
 
 impl Request {
@@ -615,7 +750,15 @@ impl Request {
     /// create, a batch of them): the server's primary worker serves those
     /// (docs/server.md, "Workers").
     pub fn changes_namespace(&self) -> bool {
-        self.is_metadata_operation() || matches!(self, Request::Create { .. } | Request::MetadataBatch { .. })
+        self.is_metadata_operation()
+            || matches!(
+                self,
+                Request::Create { .. }
+                    | Request::MetadataBatch { .. }
+                    | Request::HeapOpen { .. }
+                    | Request::Heap { .. }
+                    | Request::HeapClose { .. }
+            )
     }
 }
 
@@ -699,6 +842,19 @@ pub enum Response {
         /// The owning worker.
         worker: u32,
     },
+    /// A heap object's id.
+    HeapObject(u64),
+    /// An attached heap object: its descriptor follows on the socket.
+    HeapAttached {
+        /// The object.
+        object: u64,
+        /// Its size in bytes now.
+        size: u64,
+        /// Whether the descriptor was opened read-write.
+        writable: bool,
+    },
+    /// A heap type's id, or none (an object without a type).
+    HeapType(Option<u64>),
     /// The request failed.
     Error {
         /// The errno value (as the fs layer reports it).

@@ -147,6 +147,29 @@ fn requests() -> Vec<Request> {
         Request::DeleteBucket { bucket: name("scratch") },
         Request::ListBuckets,
         Request::Stats,
+        Request::HeapOpen { path: name("/heaps/locate") },
+        Request::Heap { heap: 1, operation: HeapOperation::Alloc { size: 4096 } },
+        Request::Heap { heap: 1, operation: HeapOperation::Attach { object: 77, write: true, tag: 5, received: 4 } },
+        Request::Heap { heap: 1, operation: HeapOperation::Size { object: 77 } },
+        Request::Heap { heap: 1, operation: HeapOperation::GetByName { name: name("index") } },
+        Request::Heap { heap: 1, operation: HeapOperation::AddName { object: 77, name: name("index") } },
+        Request::Heap { heap: 1, operation: HeapOperation::Names { object: 77 } },
+        Request::Heap { heap: 1, operation: HeapOperation::Free { object: 77 } },
+        Request::Heap { heap: 1, operation: HeapOperation::Copy { object: 77 } },
+        Request::Heap { heap: 1, operation: HeapOperation::Clone { object: 77 } },
+        Request::Heap { heap: 1, operation: HeapOperation::AllocType { offsets: vec![0, 24, 48] } },
+        Request::Heap { heap: 1, operation: HeapOperation::AttachType { object: 77, type_id: 78 } },
+        Request::Heap { heap: 1, operation: HeapOperation::TypeOf { object: 77 } },
+        Request::Heap { heap: 1, operation: HeapOperation::Grow { object: 77, size: 8192 } },
+        Request::Heap {
+            heap: 1,
+            operation: HeapOperation::Check {
+                pointer: HeapPointer { object: 77, offset: 64, generation: 3 },
+                length: 24,
+            },
+        },
+        Request::Heap { heap: 1, operation: HeapOperation::Sync },
+        Request::HeapClose { heap: 1, sync: true },
         Request::MetadataBatch {
             operations: vec![
                 Request::Mkdir { parent: 1, name: name("inbox"), mode: 0o700 },
@@ -208,6 +231,10 @@ fn responses() -> Vec<Response> {
         Response::Error { errno: 2, message: "no such file or directory: notes.txt".into() },
         Response::BatchApplied(vec![Some(file_attributes()), None, None]),
         Response::Lease(LeaseGrant { slot: 17, sequence: 3, term_nanos: 1_000_000_000 }),
+        Response::HeapObject(77),
+        Response::HeapAttached { object: 77, size: 4096, writable: true },
+        Response::HeapType(Some(78)),
+        Response::HeapType(None),
     ]
 }
 
@@ -280,10 +307,10 @@ fn replay(decode: fn(&[u8]) -> bool, seeds: &[Vec<u8>], seed: u64) -> usize {
 /// Damaged requests that still decode: the stretches a bit flip or an
 /// overwrite can change without breaking a rule (ids, offsets, modes,
 /// byte-string contents).
-const PINNED_REQUESTS: usize = 5036;
+const PINNED_REQUESTS: usize = 5100;
 
 /// Damaged responses that still decode.
-const PINNED_RESPONSES: usize = 5558;
+const PINNED_RESPONSES: usize = 5455;
 
 #[test]
 fn request_decoder_replay() {

@@ -123,7 +123,51 @@ fn collect(fs: &Fs, session: &Session, request: &Request, out: &mut Vec<LeaseTar
         | Request::KvWriteBatch { .. }
         | Request::KvWriterFinish { .. }
         | Request::DeleteBucket { .. } => return false,
+        // Opening may create the heap's directories: rare, so coarse.
+        Request::HeapOpen { .. } => return false,
+        Request::Heap { heap, operation } => {
+            // A heap handle that is not open answers EBADF and changes
+            // nothing.
+            if let Ok(heap) = session.heaps().get(*heap) {
+                heap_targets(&heap, operation, out);
+            }
+        }
         _ => {}
     }
     true
+}
+
+/// What a heap operation changes: its `objects/` directory (alloc, copy,
+/// clone, free), its `names/` directory (add_name, free), the object (its
+/// size or type, or it goes), and for a free every path resolution (names
+/// are removed, as an unlink's).
+fn heap_targets(
+    heap: &larder_heap::Heap,
+    operation: &larder_protocol::message::HeapOperation,
+    out: &mut Vec<LeaseTarget>,
+) {
+    use larder_protocol::message::HeapOperation as H;
+    use LeaseTarget::{Namespace, Object};
+    match operation {
+        H::Alloc { .. } | H::Copy { .. } | H::Clone { .. } => out.push(Object(heap.objects_dir_id())),
+        H::AddName { object, .. } => {
+            out.push(Object(heap.names_dir_id()));
+            out.push(Object(*object));
+        }
+        H::Free { object } => {
+            out.push(Namespace);
+            out.push(Object(heap.objects_dir_id()));
+            out.push(Object(heap.names_dir_id()));
+            out.push(Object(*object));
+        }
+        H::Grow { object, .. } | H::AttachType { object, .. } => out.push(Object(*object)),
+        H::Attach { .. }
+        | H::Size { .. }
+        | H::GetByName { .. }
+        | H::Names { .. }
+        | H::AllocType { .. }
+        | H::TypeOf { .. }
+        | H::Check { .. }
+        | H::Sync => {}
+    }
 }

@@ -124,6 +124,13 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &OwnedFd) -> Result<(
             return Err(ServeError::Session(e));
         }
     };
+    match stream.try_clone() {
+        Ok(socket) => session.set_descriptor_socket(socket),
+        Err(e) => {
+            let _ = send_refusal(&stream, libc::EMFILE, &format!("no descriptor for the client's socket: {e}"));
+            return Err(ServeError::Client(e));
+        }
+    }
     let (region, region_fd) = match Region::create(shared.layout) {
         Ok((region, fd)) => (Arc::new(region), fd),
         Err(e) => {

@@ -26,6 +26,7 @@ mod deferred;
 mod error;
 mod execute;
 mod handshakes;
+mod heaps;
 mod leases;
 mod limits;
 mod load;

@@ -13,6 +13,8 @@
 /// | `max_in_flight` | EAGAIN |
 /// | `max_known_objects` | ENFILE, for a lookup that would add one more |
 /// | `max_leases` | ENOLCK, for a lease that would be one more |
+/// | `max_open_heaps` | EMFILE, for a `HeapOpen` that would be one more |
+/// | `max_heap_descriptors_in_flight` | EAGAIN, for an attach while that many descriptors were sent and not taken |
 /// | `max_io_bytes` | a read returns at most this many bytes; a write, put or batch carrying more is EMSGSIZE |
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -54,6 +56,12 @@ pub struct Limits {
     /// Bytes of each request ring, and of each completion ring. Default
     /// 256 KiB.
     pub ring_bytes: u32,
+    /// Heaps one client may have open at once (`HeapOpen`). Default 64.
+    pub max_open_heaps: usize,
+    /// Descriptors of attached heap objects the server sent one client
+    /// that the client has not yet taken from its socket (it says how many
+    /// it took in each attach). Default 64.
+    pub max_heap_descriptors_in_flight: u64,
     /// Fewest workers. Default 1.
     pub min_workers: u32,
     /// Most workers: the region holds a ring pair for each. Default 4.
@@ -73,6 +81,8 @@ impl Default for Limits {
             max_io_bytes: 16 << 20,
             max_entries: 4096,
             ring_bytes: 256 << 10,
+            max_open_heaps: 64,
+            max_heap_descriptors_in_flight: 64,
             min_workers: 1,
             max_workers: 4,
         }

@@ -146,6 +146,8 @@ pub struct Session {
     /// Its leases, and the table they are in (none for a session made
     /// without a server state).
     leases: Option<(Arc<crate::leases::LeaseTable>, Arc<crate::leases::LeaseHolder>)>,
+    /// The heaps it opened and its descriptor socket.
+    heaps: crate::heaps::SessionHeaps,
     _slot: ClientSlot,
 }
 
@@ -223,6 +225,7 @@ impl Session {
             in_flight: AtomicU32::new(0),
             counters: Counters::default(),
             leases: None,
+            heaps: crate::heaps::SessionHeaps::default(),
             _slot: ClientSlot(clients),
         }
     }
@@ -231,6 +234,22 @@ impl Session {
     pub(crate) fn hold_leases(&mut self, table: Arc<crate::leases::LeaseTable>) {
         let holder = table.holder(self.limits.max_leases);
         self.leases = Some((table, holder));
+    }
+
+    /// Its heaps.
+    pub(crate) fn heaps(&self) -> &crate::heaps::SessionHeaps {
+        &self.heaps
+    }
+
+    /// Heaps it has open.
+    pub fn open_heaps(&self) -> usize {
+        self.heaps.count()
+    }
+
+    /// Gives the session the client's socket (a duplicate), on which heap
+    /// attaches send their descriptors.
+    pub fn set_descriptor_socket(&self, socket: std::os::unix::net::UnixStream) {
+        self.heaps.set_socket(socket);
     }
 
     /// Its lease holder.
@@ -425,6 +444,7 @@ impl Session {
         if let Some((table, holder)) = &self.leases {
             table.close(holder);
         }
+        self.heaps.release_all();
         let entries: Vec<Entry> = self.table.lock().entries.drain().map(|(_, e)| e).collect();
         let mut first = None;
         let mut failed = 0;

@@ -56,7 +56,7 @@ macro_rules! codes {
 
 codes! {
     /// Which request a message holds. Groups: 1 the server itself, 16 to
-    /// 63 the file system, 64 and up the key-value store.
+    /// 63 the file system, 64 to 95 the key-value store, 96 and up the heap.
     Opcode of "Request" {
         Ping = 1,
         Lease = 2,
@@ -105,6 +105,9 @@ codes! {
         DeleteBucket = 74,
         ListBuckets = 75,
         Stats = 76,
+        HeapOpen = 96,
+        Heap = 97,
+        HeapClose = 98,
     }
 }
 
@@ -133,6 +136,9 @@ codes! {
         Error = 20,
         BatchApplied = 21,
         Lease = 22,
+        HeapObject = 23,
+        HeapAttached = 24,
+        HeapType = 25,
     }
 }
 
@@ -187,6 +193,9 @@ impl Request {
             Request::ListBuckets => Opcode::ListBuckets,
             Request::Stats => Opcode::Stats,
             Request::MetadataBatch { .. } => Opcode::MetadataBatch,
+            Request::HeapOpen { .. } => Opcode::HeapOpen,
+            Request::Heap { .. } => Opcode::Heap,
+            Request::HeapClose { .. } => Opcode::HeapClose,
         }
     }
 }
@@ -217,6 +226,9 @@ impl Response {
             Response::Error { .. } => ResponseKind::Error,
             Response::BatchApplied(_) => ResponseKind::BatchApplied,
             Response::Lease(_) => ResponseKind::Lease,
+            Response::HeapObject(_) => ResponseKind::HeapObject,
+            Response::HeapAttached { .. } => ResponseKind::HeapAttached,
+            Response::HeapType(_) => ResponseKind::HeapType,
         }
     }
 }

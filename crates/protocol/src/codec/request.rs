@@ -227,6 +227,15 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
             e.bytes("KvReaderOpen.key", MAX_PATH_BYTES, key);
         }
         Request::CreateBucket { bucket } => e.bytes("CreateBucket.bucket", MAX_NAME_BYTES, bucket),
+        Request::HeapOpen { path } => e.bytes("HeapOpen.path", MAX_PATH_BYTES, path),
+        Request::Heap { heap, operation } => {
+            e.u64(*heap);
+            super::heap::encode_operation(e, operation);
+        }
+        Request::HeapClose { heap, sync } => {
+            e.u64(*heap);
+            e.bool(*sync);
+        }
         Request::DeleteBucket { bucket } => e.bytes("DeleteBucket.bucket", MAX_NAME_BYTES, bucket),
     }
 }
@@ -456,6 +465,9 @@ pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, Deco
         Opcode::CreateBucket => Request::CreateBucket { bucket: r.bytes("CreateBucket.bucket", MAX_NAME_BYTES)? },
         Opcode::DeleteBucket => Request::DeleteBucket { bucket: r.bytes("DeleteBucket.bucket", MAX_NAME_BYTES)? },
         Opcode::ListBuckets => Request::ListBuckets,
+        Opcode::HeapOpen => Request::HeapOpen { path: r.bytes("HeapOpen.path", MAX_PATH_BYTES)? },
+        Opcode::Heap => Request::Heap { heap: r.u64("Heap.heap")?, operation: super::heap::decode_operation(r)? },
+        Opcode::HeapClose => Request::HeapClose { heap: r.u64("HeapClose.heap")?, sync: r.bool("HeapClose.sync")? },
         Opcode::Stats => Request::Stats,
         Opcode::MetadataBatch => {
             let count = r.count("MetadataBatch.operations", MAX_BATCH_OPERATIONS, METADATA_OPERATION_MIN_BYTES)?;

@@ -108,6 +108,18 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
         }
         Response::Text(text) => e.text("Text", MAX_TEXT_BYTES, text),
         Response::Redirect { worker } => e.u32(*worker),
+        Response::HeapObject(object) => e.u64(*object),
+        Response::HeapAttached { object, size, writable } => {
+            e.u64(*object);
+            e.u64(*size);
+            e.bool(*writable);
+        }
+        Response::HeapType(type_id) => {
+            e.option(type_id);
+            if let Some(type_id) = type_id {
+                e.u64(*type_id);
+            }
+        }
         Response::Error { errno, message } => {
             e.i32(*errno);
             e.text("Error.message", MAX_TEXT_BYTES, message);
@@ -198,6 +210,15 @@ pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response,
         }
         ResponseKind::Text => Response::Text(r.text("Text", MAX_TEXT_BYTES)?),
         ResponseKind::Redirect => Response::Redirect { worker: r.u32("Redirect.worker")? },
+        ResponseKind::HeapObject => Response::HeapObject(r.u64("HeapObject")?),
+        ResponseKind::HeapAttached => Response::HeapAttached {
+            object: r.u64("HeapAttached.object")?,
+            size: r.u64("HeapAttached.size")?,
+            writable: r.bool("HeapAttached.writable")?,
+        },
+        ResponseKind::HeapType => {
+            Response::HeapType(if r.option("HeapType")? { Some(r.u64("HeapType.type_id")?) } else { None })
+        }
         ResponseKind::Error => {
             Response::Error { errno: r.i32("Error.errno")?, message: r.text("Error.message", MAX_TEXT_BYTES)? }
         }

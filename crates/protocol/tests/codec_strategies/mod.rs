@@ -332,8 +332,41 @@ pub fn request(sizes: Sizes) -> BoxedStrategy<Request> {
         )
             .prop_map(|(operations, durability)| Request::MetadataBatch { operations, durability })
             .boxed(),
+        path(s).prop_map(|path| Request::HeapOpen { path }).boxed(),
+        (any::<u64>(), heap_operation(s)).prop_map(|(heap, operation)| Request::Heap { heap, operation }).boxed(),
+        (any::<u64>(), any::<bool>()).prop_map(|(heap, sync)| Request::HeapClose { heap, sync }).boxed(),
     ];
     Union::new(variants).boxed()
+}
+
+/// Every heap operation.
+pub fn heap_operation(s: Sizes) -> BoxedStrategy<HeapOperation> {
+    use HeapOperation as H;
+    let pointer = (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(object, offset, generation)| HeapPointer {
+        object,
+        offset,
+        generation,
+    });
+    prop_oneof![
+        any::<u64>().prop_map(|size| H::Alloc { size }),
+        (any::<u64>(), any::<bool>(), any::<u64>(), any::<u64>())
+            .prop_map(|(object, write, tag, received)| H::Attach { object, write, tag, received }),
+        any::<u64>().prop_map(|object| H::Size { object }),
+        name(s).prop_map(|name| H::GetByName { name }),
+        (any::<u64>(), name(s)).prop_map(|(object, name)| H::AddName { object, name }),
+        any::<u64>().prop_map(|object| H::Names { object }),
+        any::<u64>().prop_map(|object| H::Free { object }),
+        any::<u64>().prop_map(|object| H::Copy { object }),
+        any::<u64>().prop_map(|object| H::Clone { object }),
+        list_up_to(any::<u64>().boxed(), 0, larder_protocol::codec::MAX_HEAP_TYPE_OFFSETS, s)
+            .prop_map(|offsets| H::AllocType { offsets }),
+        (any::<u64>(), any::<u64>()).prop_map(|(object, type_id)| H::AttachType { object, type_id }),
+        any::<u64>().prop_map(|object| H::TypeOf { object }),
+        (any::<u64>(), any::<u64>()).prop_map(|(object, size)| H::Grow { object, size }),
+        (pointer, any::<u64>()).prop_map(|(pointer, length)| H::Check { pointer, length }),
+        Just(H::Sync),
+    ]
+    .boxed()
 }
 
 /// Every response variant, each equally likely.
@@ -391,6 +424,11 @@ pub fn response(sizes: Sizes) -> BoxedStrategy<Response> {
         (any::<u32>(), any::<u32>(), any::<u64>())
             .prop_map(|(slot, sequence, term_nanos)| Response::Lease(LeaseGrant { slot, sequence, term_nanos }))
             .boxed(),
+        any::<u64>().prop_map(Response::HeapObject).boxed(),
+        (any::<u64>(), any::<u64>(), any::<bool>())
+            .prop_map(|(object, size, writable)| Response::HeapAttached { object, size, writable })
+            .boxed(),
+        proptest::option::of(any::<u64>()).prop_map(Response::HeapType).boxed(),
     ];
     Union::new(variants).boxed()
 }

@@ -7,6 +7,7 @@
 mod batch;
 mod directories;
 mod files;
+mod heap;
 mod kv;
 mod kv_access;
 mod names;
@@ -360,5 +361,8 @@ fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
         R::DeleteBucket { bucket } => kv::delete_bucket(call, &bucket),
         R::ListBuckets => kv::list_buckets(call),
         R::Stats => kv::stats(call),
+        R::HeapOpen { path } => heap::open(call, &path),
+        R::Heap { heap, operation } => heap::operation(call, heap, operation),
+        R::HeapClose { heap, sync } => heap::close(call, heap, sync),
     }
 }
