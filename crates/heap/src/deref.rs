@@ -47,11 +47,11 @@ impl Heap {
         }
         let id = pointer.object;
         let missing = || crate::error::not_found(format!("object {id}"));
-        let record = self.store.heap_object(id)?.ok_or_else(missing)?;
-        if record.heap != self.root {
+        let record = self.store().heap_object(id)?.ok_or_else(missing)?;
+        if record.heap != self.shared.root {
             return Err(missing());
         }
-        let size = self.store.stat(id)?.ok_or_else(missing)?.size;
+        let size = self.store().stat(id)?.ok_or_else(missing)?.size;
         match pointer.offset.checked_add(len) {
             Some(end) if end <= size => {}
             _ => return Err(HeapError::OutOfBounds { object: id, offset: pointer.offset, len, size }),
