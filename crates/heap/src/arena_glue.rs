@@ -278,6 +278,14 @@ impl Heap {
         }
     }
 
+    /// Where the last range this heap's allocator of `id` claimed ends (0
+    /// if it has none loaded): the object's file is at least that long.
+    pub(crate) fn arena_claimed_end(&self, id: u64) -> u64 {
+        let Some(slot) = self.shared.arenas.read().get(&id).cloned() else { return 0 };
+        let arena = slot.arena.lock();
+        arena.claimed_ranges().last().map_or(0, |&(start, len)| start + len)
+    }
+
     /// Forgets the allocator of a freed object.
     pub(crate) fn drop_arena(&self, id: u64) {
         self.shared.arenas.write().remove(&id);

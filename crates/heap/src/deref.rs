@@ -51,7 +51,10 @@ impl Heap {
         if record.heap != self.shared.root {
             return Err(missing());
         }
-        let size = self.store().stat(id)?.ok_or_else(missing)?.size;
+        let committed = self.store().stat(id)?.ok_or_else(missing)?.size;
+        // The allocator of this heap may have grown the object past the
+        // committed size (committed at the next sync), as `attach` counts.
+        let size = committed.max(self.arena_claimed_end(id));
         match pointer.offset.checked_add(len) {
             Some(end) if end <= size => {}
             _ => return Err(HeapError::OutOfBounds { object: id, offset: pointer.offset, len, size }),

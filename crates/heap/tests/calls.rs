@@ -326,6 +326,30 @@ fn alloc_in_blocks_live_through_sync_and_go_stale_when_freed() {
 }
 
 #[test]
+fn check_counts_the_allocators_growth_before_sync() {
+    let sim = SimStorage::new(14);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(64).unwrap();
+    h.sync().unwrap();
+    // Blocks past the committed 64 bytes: the object's size in the store
+    // is committed at the next sync, the check must count them already.
+    let blocks: Vec<PPtr<u8>> = (0..20).map(|_| h.alloc_in(a, 3000, 8).unwrap()).collect();
+    assert_eq!(store.stat(a.0).unwrap().unwrap().size, 64, "the store's size waits for sync");
+    let size = h.size(a).unwrap();
+    h.close_object(a).unwrap();
+    for p in &blocks {
+        h.check(*p, 3000).unwrap();
+    }
+    let end = blocks.iter().map(|p| p.offset + 3000).max().unwrap();
+    assert!(size >= end, "the object ({size} bytes) does not cover its blocks (end {end})");
+    let past = PPtr::<u8>::new(a.0, size, 0);
+    assert!(matches!(h.check(past, 1), Err(HeapError::OutOfBounds { .. })), "past the object");
+    h.free_in(blocks[0]).unwrap();
+    assert!(matches!(h.check(blocks[0], 1), Err(HeapError::Stale { .. })));
+}
+
+#[test]
 fn grow_after_alloc_in_keeps_both() {
     let sim = SimStorage::new(13);
     let store = sim_store(&sim);
