@@ -348,6 +348,23 @@ pub enum HeapOperation {
     },
     /// Make the heap's mapped bytes and metadata durable: `Done`.
     Sync,
+    /// Allocate a block of `size` bytes aligned to `align` inside an
+    /// object the client may write (growing it when the object's allocator
+    /// needs room): `HeapBlock`, or EACCES, EINVAL, ENOENT.
+    AllocIn {
+        /// The object.
+        object: u64,
+        /// The block's size in bytes (at least 1).
+        size: u64,
+        /// Its alignment: a power of two up to 4096.
+        align: u64,
+    },
+    /// Free a block `AllocIn` handed out: `Done`, or ESTALE for a pointer
+    /// that names no live block, EACCES, ENOENT.
+    FreeIn {
+        /// The block's pointer, as `HeapBlock` gave it.
+        pointer: HeapPointer,
+    },
 }
 
 /// A request from a client. Its request id travels in the message header.
@@ -855,6 +872,15 @@ pub enum Response {
     },
     /// A heap type's id, or none (an object without a type).
     HeapType(Option<u64>),
+    /// A block `AllocIn` allocated: its pointer, and the size of its
+    /// object now (the allocator may have grown it), so a client takes in
+    /// the growth without asking again.
+    HeapBlock {
+        /// The block.
+        pointer: HeapPointer,
+        /// Its object's size in bytes now.
+        object_size: u64,
+    },
     /// The request failed.
     Error {
         /// The errno value (as the fs layer reports it).

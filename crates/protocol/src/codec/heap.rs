@@ -24,6 +24,8 @@ const TYPE_OF: u8 = 12;
 const GROW: u8 = 13;
 const CHECK: u8 = 14;
 const SYNC: u8 = 15;
+const ALLOC_IN: u8 = 16;
+const FREE_IN: u8 = 17;
 
 /// Bytes of one type offset.
 const OFFSET_BYTES: usize = 8;
@@ -100,6 +102,18 @@ pub(super) fn encode_operation<S: Sink>(e: &mut Encoder<'_, S>, operation: &Heap
             e.u64(*length);
         }
         H::Sync => e.u8(SYNC),
+        H::AllocIn { object, size, align } => {
+            e.u8(ALLOC_IN);
+            e.u64(*object);
+            e.u64(*size);
+            e.u64(*align);
+        }
+        H::FreeIn { pointer } => {
+            e.u8(FREE_IN);
+            e.u64(pointer.object);
+            e.u64(pointer.offset);
+            e.u64(pointer.generation);
+        }
     }
 }
 
@@ -144,6 +158,18 @@ pub(super) fn decode_operation(r: &mut Reader<'_>) -> Result<HeapOperation, Deco
             length: r.u64("Heap.Check.length")?,
         },
         SYNC => H::Sync,
+        ALLOC_IN => H::AllocIn {
+            object: r.u64("Heap.AllocIn.object")?,
+            size: r.u64("Heap.AllocIn.size")?,
+            align: r.u64("Heap.AllocIn.align")?,
+        },
+        FREE_IN => H::FreeIn {
+            pointer: HeapPointer {
+                object: r.u64("Heap.FreeIn.object")?,
+                offset: r.u64("Heap.FreeIn.offset")?,
+                generation: r.u64("Heap.FreeIn.generation")?,
+            },
+        },
         tag => return Err(DecodeError::UnknownTag { field: "Heap.operation", tag }),
     })
 }

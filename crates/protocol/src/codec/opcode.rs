@@ -139,6 +139,7 @@ codes! {
         HeapObject = 23,
         HeapAttached = 24,
         HeapType = 25,
+        HeapBlock = 26,
     }
 }
 
@@ -229,6 +230,7 @@ impl Response {
             Response::HeapObject(_) => ResponseKind::HeapObject,
             Response::HeapAttached { .. } => ResponseKind::HeapAttached,
             Response::HeapType(_) => ResponseKind::HeapType,
+            Response::HeapBlock { .. } => ResponseKind::HeapBlock,
         }
     }
 }

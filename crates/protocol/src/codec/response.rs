@@ -6,7 +6,7 @@ use super::encode::{Encoder, Sink};
 use super::error::DecodeError;
 use super::opcode::ResponseKind;
 use super::{MAX_DATA_BYTES, MAX_LIST_ENTRIES, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_TEXT_BYTES};
-use crate::message::{DirectoryEntry, FsStats, KeyHead, LeaseGrant, Response, ScanEntry};
+use crate::message::{DirectoryEntry, FsStats, HeapPointer, KeyHead, LeaseGrant, Response, ScanEntry};
 
 /// Smallest encoding of a directory entry: ino, kind, name length, next.
 pub(super) const DIRECTORY_ENTRY_MIN_BYTES: usize = 8 + 1 + 4 + 8;
@@ -120,6 +120,12 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
                 e.u64(*type_id);
             }
         }
+        Response::HeapBlock { pointer, object_size } => {
+            e.u64(pointer.object);
+            e.u64(pointer.offset);
+            e.u64(pointer.generation);
+            e.u64(*object_size);
+        }
         Response::Error { errno, message } => {
             e.i32(*errno);
             e.text("Error.message", MAX_TEXT_BYTES, message);
@@ -219,6 +225,14 @@ pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response,
         ResponseKind::HeapType => {
             Response::HeapType(if r.option("HeapType")? { Some(r.u64("HeapType.type_id")?) } else { None })
         }
+        ResponseKind::HeapBlock => Response::HeapBlock {
+            pointer: HeapPointer {
+                object: r.u64("HeapBlock.object")?,
+                offset: r.u64("HeapBlock.offset")?,
+                generation: r.u64("HeapBlock.generation")?,
+            },
+            object_size: r.u64("HeapBlock.object_size")?,
+        },
         ResponseKind::Error => {
             Response::Error { errno: r.i32("Error.errno")?, message: r.text("Error.message", MAX_TEXT_BYTES)? }
         }

@@ -363,8 +363,10 @@ pub fn heap_operation(s: Sizes) -> BoxedStrategy<HeapOperation> {
         (any::<u64>(), any::<u64>()).prop_map(|(object, type_id)| H::AttachType { object, type_id }),
         any::<u64>().prop_map(|object| H::TypeOf { object }),
         (any::<u64>(), any::<u64>()).prop_map(|(object, size)| H::Grow { object, size }),
-        (pointer, any::<u64>()).prop_map(|(pointer, length)| H::Check { pointer, length }),
+        (pointer.clone(), any::<u64>()).prop_map(|(pointer, length)| H::Check { pointer, length }),
         Just(H::Sync),
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(object, size, align)| H::AllocIn { object, size, align }),
+        pointer.prop_map(|pointer| H::FreeIn { pointer }),
     ]
     .boxed()
 }
@@ -429,6 +431,12 @@ pub fn response(sizes: Sizes) -> BoxedStrategy<Response> {
             .prop_map(|(object, size, writable)| Response::HeapAttached { object, size, writable })
             .boxed(),
         proptest::option::of(any::<u64>()).prop_map(Response::HeapType).boxed(),
+        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(object, offset, generation, object_size)| Response::HeapBlock {
+                pointer: HeapPointer { object, offset, generation },
+                object_size,
+            })
+            .boxed(),
     ];
     Union::new(variants).boxed()
 }
