@@ -268,6 +268,42 @@ impl RemoteHeap {
         }
     }
 
+    /// Allocates a block of `size` bytes aligned to `align` (a power of
+    /// two up to 4096) inside `object`, which this client must be allowed
+    /// to write (else EACCES). The server's allocator may grow the object:
+    /// its mapping here takes the growth in (in place inside the
+    /// reservation, mapped anew past it), and the object is mapped if it
+    /// was not, so `pointer` and `deref` reach the block at once. The block
+    /// is durable at the next `sync`.
+    pub fn alloc_in(&self, object: u64, size: u64, align: u64) -> Result<HeapPointer> {
+        let (pointer, object_size) = match self.call(HeapOperation::AllocIn { object, size, align })? {
+            Response::HeapBlock { pointer, object_size } => (pointer, object_size),
+            other => return Err(unexpected("Heap.AllocIn", other)),
+        };
+        let block_end = pointer.offset.checked_add(size);
+        if pointer.object != object || block_end.is_none_or(|end| end > object_size) {
+            return Err(ClientError::Protocol(format!(
+                "the server placed a {size}-byte block for object {object} at {pointer:?}, \
+                 outside the object's {object_size} bytes"
+            )));
+        }
+        let known = self.attached.read().get(&object).cloned();
+        match known {
+            Some(attached) => self.grown(object, &attached, object_size)?,
+            None => {
+                self.attach(object)?;
+            }
+        }
+        Ok(pointer)
+    }
+
+    /// Frees a block `alloc_in` handed out: every process's `deref` of it
+    /// is ESTALE from then on. A pointer that names no live block is
+    /// ESTALE too.
+    pub fn free_in(&self, pointer: HeapPointer) -> Result<()> {
+        self.done("Heap.FreeIn", HeapOperation::FreeIn { pointer })
+    }
+
     /// The address `pointer` names here: a whole `T` at its offset inside
     /// the mapped object and aligned (checked here), its object live and
     /// its generation live (the server's check). Maps the object if needed.
@@ -288,7 +324,13 @@ impl RemoteHeap {
             self.attach(pointer.object)?;
         }
         let attached = self.attached(pointer.object)?;
-        attached.check(pointer.object, pointer.offset, len)?;
+        if attached.check(pointer.object, pointer.offset, len).is_err() {
+            // The server found the bytes inside the object: it grew since
+            // this process looked (another client's `alloc_in` or `grow`).
+            let size = self.server_size(pointer.object)?;
+            self.grown(pointer.object, &attached, size)?;
+            attached.check(pointer.object, pointer.offset, len)?;
+        }
         let base = attached.mapping.read().base();
         #[allow(unsafe_code)]
         // SAFETY: `offset + size_of::<T>()` is inside the object (checked),

@@ -160,7 +160,10 @@ fn heap_targets(
             out.push(Object(heap.names_dir_id()));
             out.push(Object(*object));
         }
-        H::Grow { object, .. } | H::AttachType { object, .. } => out.push(Object(*object)),
+        // A block allocation may grow the object; its size as the fs sees
+        // it changes at the heap's next sync, its bytes at once.
+        H::Grow { object, .. } | H::AttachType { object, .. } | H::AllocIn { object, .. } => out.push(Object(*object)),
+        H::FreeIn { pointer } => out.push(Object(pointer.object)),
         H::Attach { .. }
         | H::Size { .. }
         | H::GetByName { .. }

@@ -551,3 +551,236 @@ fn heap_changes_revoke_what_other_clients_cached() {
     assert_eq!(listing(&b, "/leased/objects"), vec![second.to_string()]);
     assert!(b.metadata(format!("/leased/objects/{first}")).is_err());
 }
+
+/// Blocks the `alloc_in` tests allocate, and the (size, alignment) of
+/// each: sizes from 16 bytes to a few pages, so the object's allocator
+/// grows the object several times.
+const BLOCKS: usize = 48;
+
+fn block_shape(i: usize) -> (u64, u64) {
+    let sizes = [16u64, 24, 100, 512, 1000, 4096, 7000];
+    let aligns = [1u64, 8, 16, 64, 4096];
+    (sizes[i % sizes.len()], aligns[i % aligns.len()])
+}
+
+/// The bytes of block `i` of `size`: its index and a pattern, so a block
+/// read at the wrong place or overwritten by a neighbour shows.
+fn block_bytes(i: usize, size: u64) -> Vec<u8> {
+    (0..size).map(|at| (i as u64 * 131 + at * 7 + at / 251) as u8).collect()
+}
+
+/// The table of block pointers the owner keeps at the start of the
+/// object's user bytes: a pointer to a block of `BLOCKS` pointers.
+fn block_table(heap: &RemoteHeap, object: u64) -> Vec<HeapPointer> {
+    let start = HeapPointer { object, offset: 0, generation: 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: `deref` checked that a whole aligned HeapPointer lies inside
+    // the mapped object; the owner wrote it before this process started.
+    let table = unsafe { std::ptr::read(heap.deref::<HeapPointer>(start).unwrap()) };
+    #[allow(unsafe_code)]
+    // SAFETY: as above, for the table block of BLOCKS pointers.
+    unsafe {
+        std::ptr::read(heap.deref::<[HeapPointer; BLOCKS]>(table).unwrap()).to_vec()
+    }
+}
+
+/// Reads block `i` through this process's mapping, after `deref` checked
+/// its pointer.
+fn read_block(heap: &RemoteHeap, pointer: HeapPointer, i: usize) -> Vec<u8> {
+    let (size, _) = block_shape(i);
+    let address = heap.deref::<u8>(pointer).unwrap();
+    #[allow(unsafe_code)]
+    // SAFETY: the object is mapped, and its first byte too.
+    let expected = unsafe { heap.pointer(pointer.object).unwrap().add(pointer.offset as usize) };
+    assert_eq!(address, expected, "block {i}: deref's address is not the mapping's");
+    let mut bytes = vec![0u8; size as usize];
+    heap.read_at(pointer.object, pointer.offset, &mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn alloc_in_blocks_are_shared_between_processes_and_free_in_makes_them_stale() {
+    if let Some(role) = role() {
+        let client = child_client();
+        let heap = client.heap("/blocks").unwrap();
+        let object = heap.get(heap.get_by_name("blocks").unwrap()).unwrap();
+        let table = block_table(&heap, object);
+        for (i, pointer) in table.iter().enumerate() {
+            let freed = role == "after-free" && i % 2 == 0;
+            if freed {
+                assert_eq!(heap.deref::<u8>(*pointer).unwrap_err().errno(), libc::ESTALE, "block {i} was freed");
+            } else {
+                assert_eq!(read_block(&heap, *pointer, i), block_bytes(i, block_shape(i).0), "block {i}");
+            }
+        }
+        println!("{role}: {} blocks checked", table.len());
+        return;
+    }
+    let t = serve();
+    let owner_client = t.client();
+    let other_client = t.client();
+    let heap = owner_client.heap("/blocks").unwrap();
+    let other = other_client.heap("/blocks").unwrap();
+    let object = heap.alloc(64).unwrap();
+    heap.add_name(object, "blocks").unwrap();
+    let base = heap.pointer(object).unwrap();
+    // Mapped by another client before the allocator grows the object.
+    other.get(object).unwrap();
+    assert_eq!(other.size(object).unwrap(), 64);
+
+    let mut pointers = Vec::new();
+    for i in 0..BLOCKS {
+        let (size, align) = block_shape(i);
+        let pointer = heap.alloc_in(object, size, align).unwrap();
+        assert_eq!(pointer.object, object);
+        assert!(pointer.offset.is_multiple_of(align), "block {i} at {} is not {align}-aligned", pointer.offset);
+        assert!(pointer.offset >= 64, "block {i} overlaps the object's user bytes");
+        assert_ne!(pointer.generation, 0, "a block's pointer carries its generation");
+        let bytes = block_bytes(i, size);
+        let address = heap.deref::<u8>(pointer).unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: the block's `size` bytes lie inside the object (the
+        // server placed them there and this mapping took in the growth),
+        // mapped writable; `deref` checked its first byte.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), address, bytes.len());
+        }
+        pointers.push(pointer);
+    }
+    assert_eq!(heap.pointer(object).unwrap(), base, "growth inside the reservation moved the base");
+    let grown = heap.size(object).unwrap();
+    let end = pointers.iter().enumerate().map(|(i, p)| p.offset + block_shape(i).0).max().unwrap();
+    assert!(grown >= end, "the object ({grown} bytes) does not cover its last block (ends at {end})");
+    // Blocks do not overlap: each still holds its own bytes.
+    for (i, pointer) in pointers.iter().enumerate() {
+        assert_eq!(read_block(&heap, *pointer, i), block_bytes(i, block_shape(i).0), "block {i} was overwritten");
+    }
+    let table = heap.alloc_in(object, (BLOCKS * 24) as u64, 8).unwrap();
+    #[allow(unsafe_code)]
+    // SAFETY: `deref` checked both places: the table block holds BLOCKS
+    // pointers, the user bytes at 0 hold one; both are mapped writable.
+    unsafe {
+        let slots = heap.deref::<[HeapPointer; BLOCKS]>(table).unwrap();
+        std::ptr::write(slots, pointers.clone().try_into().unwrap());
+        std::ptr::write(heap.deref::<HeapPointer>(HeapPointer { object, offset: 0, generation: 0 }).unwrap(), table);
+    }
+
+    // The other client mapped the object at 64 bytes: its deref takes in
+    // the growth.
+    assert_eq!(block_table(&other, object), pointers);
+    for (i, pointer) in pointers.iter().enumerate() {
+        assert_eq!(read_block(&other, *pointer, i), block_bytes(i, block_shape(i).0), "block {i} seen by the other");
+    }
+    // Another process, with nothing mapped: the same pointers, the same bytes.
+    let test = "alloc_in_blocks_are_shared_between_processes_and_free_in_makes_them_stale";
+    let out = finished(child(test, "before-free", &t.socket(), 0, None), "the first reading process");
+    assert!(out.contains(&format!("before-free: {BLOCKS} blocks checked")), "the reader did not check: {out}");
+
+    // Free every other block: stale for every client, the rest untouched.
+    for pointer in pointers.iter().step_by(2) {
+        heap.free_in(*pointer).unwrap();
+    }
+    for (i, pointer) in pointers.iter().enumerate() {
+        for (who, h) in [("owner", &heap), ("other", &other)] {
+            if i % 2 == 0 {
+                assert_eq!(h.deref::<u8>(*pointer).unwrap_err().errno(), libc::ESTALE, "{who}: freed block {i}");
+            } else {
+                assert_eq!(read_block(h, *pointer, i), block_bytes(i, block_shape(i).0), "{who}: block {i}");
+            }
+        }
+    }
+    let out = finished(child(test, "after-free", &t.socket(), 0, None), "the second reading process");
+    assert!(out.contains(&format!("after-free: {BLOCKS} blocks checked")), "the reader did not check: {out}");
+
+    // Bad pointers to free_in are errors, and the session goes on.
+    assert_eq!(heap.free_in(pointers[0]).unwrap_err().errno(), libc::ESTALE, "a double free");
+    let wrong_generation = HeapPointer { generation: pointers[1].generation + 1000, ..pointers[1] };
+    assert_eq!(heap.free_in(wrong_generation).unwrap_err().errno(), libc::ESTALE);
+    let user_bytes = HeapPointer { object, offset: 0, generation: 0 };
+    assert_eq!(heap.free_in(user_bytes).unwrap_err().errno(), libc::ESTALE);
+    let past_end = HeapPointer { offset: u64::MAX - 7, ..pointers[1] };
+    assert_eq!(heap.free_in(past_end).unwrap_err().errno(), libc::ESTALE);
+    let no_object = HeapPointer { object: object + 1_000_000, ..pointers[1] };
+    assert_eq!(heap.free_in(no_object).unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(heap.free_in(HeapPointer::default()).unwrap_err().errno(), libc::ENOENT);
+    // Bad allocations too.
+    assert_eq!(heap.alloc_in(object, 0, 8).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(heap.alloc_in(object, 16, 3).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(heap.alloc_in(object, 16, 8192).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(heap.alloc_in(object + 1_000_000, 16, 8).unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(read_block(&heap, pointers[1], 1), block_bytes(1, block_shape(1).0));
+    heap.free_in(pointers[1]).unwrap();
+    assert_eq!(other.deref::<u8>(pointers[1]).unwrap_err().errno(), libc::ESTALE);
+
+    // Logged by the server: after a sync the store's size covers the
+    // blocks, and the file holds their bytes.
+    heap.sync().unwrap();
+    let committed = owner_client.metadata(format!("/blocks/objects/{object}")).unwrap().len();
+    assert!(committed >= end, "committed size {committed} does not cover the blocks (end {end})");
+    let file = std::fs::read(t.store.join("heap").join(object.to_string())).unwrap();
+    let last = BLOCKS - 1;
+    let at = pointers[last].offset as usize;
+    assert_eq!(&file[at..at + block_shape(last).0 as usize], &block_bytes(last, block_shape(last).0)[..]);
+}
+
+#[test]
+fn a_reader_may_not_alloc_in_or_free_in() {
+    if role().is_some() {
+        let client = child_client();
+        let heap = client.heap("/guarded-blocks").unwrap();
+        let object = heap.get(heap.get_by_name("shared").unwrap()).unwrap();
+        assert!(!heap.is_writable(object).unwrap());
+        let table = block_table(&heap, object);
+        // It reads the blocks...
+        for (i, pointer) in table.iter().enumerate() {
+            assert_eq!(read_block(&heap, *pointer, i), block_bytes(i, block_shape(i).0), "block {i}");
+        }
+        // ...and may neither allocate nor free: the object stays as it is.
+        let size = heap.size(object).unwrap();
+        assert_eq!(heap.alloc_in(object, 16, 8).unwrap_err().errno(), libc::EACCES);
+        assert_eq!(heap.alloc_in(object, 8192, 4096).unwrap_err().errno(), libc::EACCES);
+        assert_eq!(heap.free_in(table[0]).unwrap_err().errno(), libc::EACCES);
+        heap.get(object).unwrap();
+        assert_eq!(heap.size(object).unwrap(), size);
+        assert_eq!(read_block(&heap, table[0], 0), block_bytes(0, block_shape(0).0), "block 0 after the refusals");
+        println!("read-only block checks done");
+        return;
+    }
+    if rustix::process::geteuid().as_raw() != 0 {
+        assert!(std::env::var("LARDER_SKIP_ROOT").is_ok(), "needs root (to run a reader as another uid)");
+        return;
+    }
+    let t = serve();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let client = t.client();
+    let heap = client.heap("/guarded-blocks").unwrap();
+    let object = heap.alloc(64).unwrap();
+    heap.add_name(object, "shared").unwrap();
+    let mut pointers = Vec::new();
+    for i in 0..BLOCKS {
+        let (size, align) = block_shape(i);
+        let pointer = heap.alloc_in(object, size, align).unwrap();
+        heap.write_at(object, pointer.offset, &block_bytes(i, size)).unwrap();
+        pointers.push(pointer);
+    }
+    let table = heap.alloc_in(object, (BLOCKS * 24) as u64, 8).unwrap();
+    let table_bytes: Vec<u8> =
+        pointers.iter().flat_map(|p| [p.object, p.offset, p.generation]).flat_map(u64::to_le_bytes).collect();
+    heap.write_at(object, table.offset, &table_bytes).unwrap();
+    let start: Vec<u8> =
+        [table.object, table.offset, table.generation].into_iter().flat_map(u64::to_le_bytes).collect();
+    heap.write_at(object, 0, &start).unwrap();
+    let size = heap.size(object).unwrap();
+
+    let test = "a_reader_may_not_alloc_in_or_free_in";
+    let out = finished(child(test, "reader", &t.socket(), 0, Some(READER_UID)), "the reader");
+    assert!(out.contains("read-only block checks done"), "the reader did not run its checks: {out}");
+    // Nothing it tried changed the object: every block is live, the size
+    // is the same.
+    assert_eq!(heap.get(object).unwrap(), object);
+    assert_eq!(heap.size(object).unwrap(), size);
+    for (i, pointer) in pointers.iter().enumerate() {
+        assert_eq!(read_block(&heap, *pointer, i), block_bytes(i, block_shape(i).0), "block {i}");
+    }
+}

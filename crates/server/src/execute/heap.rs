@@ -122,6 +122,22 @@ pub(super) fn operation(call: &Call<'_>, handle: u64, operation: HeapOperation) 
             heap_result(heap.sync())?;
             Ok(Response::Done)
         }
+        H::AllocIn { object, size, align } => {
+            let id = ObjectId(object);
+            // `alloc_in` maps the object: its size (the allocator may have
+            // grown it) is read before it is unmapped again.
+            let allocated = heap.alloc_in(id, size, align).and_then(|block| Ok((block, heap.size(id)?)));
+            unmap(&heap, &[object]);
+            let (block, object_size) = heap_result(allocated)?;
+            let pointer = HeapPointer { object: block.object, offset: block.offset, generation: block.generation };
+            Ok(Response::HeapBlock { pointer, object_size })
+        }
+        H::FreeIn { pointer } => {
+            let freed = heap_result(heap.free_in(pptr(pointer)));
+            unmap(&heap, &[pointer.object]);
+            freed?;
+            Ok(Response::Done)
+        }
     }
 }
 
