@@ -784,3 +784,44 @@ fn a_reader_may_not_alloc_in_or_free_in() {
         assert_eq!(read_block(&heap, *pointer, i), block_bytes(i, block_shape(i).0), "block {i}");
     }
 }
+
+#[test]
+fn threads_of_one_client_alloc_in_one_object_at_once() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 150;
+    let t = serve_with(limits(1..=2));
+    let client = t.client();
+    let heap = std::sync::Arc::new(client.heap("/thread-blocks").unwrap());
+    let object = heap.alloc(64).unwrap();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let heap = heap.clone();
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                for round in 0..PER_THREAD {
+                    let i = thread * PER_THREAD + round;
+                    let (size, align) = block_shape(i);
+                    // Each thread's allocations may grow the object while
+                    // the others write theirs through the same mapping.
+                    let pointer = heap.alloc_in(object, size, align).unwrap();
+                    heap.write_at(object, pointer.offset, &block_bytes(i, size)).unwrap();
+                    if round % 3 == 0 {
+                        heap.free_in(pointer).unwrap();
+                    } else {
+                        mine.push((i, pointer));
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut live: Vec<(usize, HeapPointer)> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    live.sort_by_key(|(_, p)| p.offset);
+    for pair in live.windows(2) {
+        let ((i, a), (j, b)) = (pair[0], pair[1]);
+        assert!(a.offset + block_shape(i).0 <= b.offset, "blocks {i} and {j} overlap: {a:?} {b:?}");
+    }
+    for (i, pointer) in &live {
+        assert_eq!(read_block(&heap, *pointer, *i), block_bytes(*i, block_shape(*i).0), "block {i}");
+    }
+}
