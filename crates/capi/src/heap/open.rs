@@ -104,3 +104,17 @@ impl Drop for OpenHeap {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::split_heap_path;
+
+    #[test]
+    fn a_heap_path_follows_the_last_colon_slash() {
+        assert_eq!(split_heap_path("/srv/store"), ("/srv/store", "/heap"));
+        assert_eq!(split_heap_path("/srv/store:/apps/heap"), ("/srv/store", "/apps/heap"));
+        assert_eq!(split_heap_path("/a:b/store:/h"), ("/a:b/store", "/h"));
+        assert_eq!(split_heap_path("rel/store:x"), ("rel/store:x", "/heap"));
+        assert_eq!(split_heap_path(":/h"), (":/h", "/heap"), "a store needs a directory");
+    }
+}

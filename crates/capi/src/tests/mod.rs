@@ -7,3 +7,4 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 mod errno;
+mod heap;
