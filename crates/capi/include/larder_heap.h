@@ -252,6 +252,23 @@ int64_t larder_mfsize(const struct larder_mfobj *object);
 int larder_mfsync(void);
 
 /**
+ * Allocates a block of `size` bytes aligned to `align` (a power of two
+ * up to 4096) inside the attached object, for small objects that PSHFS
+ * would have given a page each; the object grows by whole pages when its
+ * allocator needs room. Returns the block's persistent pointer (its
+ * generation set, so `larder_mfderef` refuses it once freed), or the
+ * null pointer with errno set (EINVAL: a size of 0, a bad alignment).
+ * Durable at the next `larder_mfsync`.
+ */
+struct larder_nptr larder_mfalloc_in(const struct larder_mfobj *object, size_t size, size_t align);
+
+/**
+ * Frees a block `larder_mfalloc_in` handed out. Returns 0, or -1 with
+ * errno set (ESTALE: no live block there, freed already; EINVAL: null).
+ */
+int larder_mffree_in(struct larder_nptr nptr);
+
+/**
  * The errno of this thread's last failed call of the library (heap or
  * client), or 0 if none has failed. Unlike `errno`, no later libc call
  * changes it; a successful call leaves it too.
@@ -385,6 +402,19 @@ int64_t larder_heap_size(const struct larder_heap *heap, const struct larder_mfo
  * `larder_mfsync` on `heap`.
  */
 int larder_heap_sync(const struct larder_heap *heap);
+
+/**
+ * `larder_mfalloc_in` on `heap`.
+ */
+struct larder_nptr larder_heap_alloc_in(const struct larder_heap *heap,
+                                        const struct larder_mfobj *object,
+                                        size_t size,
+                                        size_t align);
+
+/**
+ * `larder_mffree_in` on `heap`.
+ */
+int larder_heap_free_in(const struct larder_heap *heap, struct larder_nptr nptr);
 
 #ifdef __cplusplus
 }  // extern "C"

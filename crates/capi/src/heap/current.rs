@@ -298,3 +298,28 @@ pub extern "C" fn larder_mfsize(object: *const LarderMfobj) -> i64 {
 pub extern "C" fn larder_mfsync() -> c_int {
     boundary("larder_mfsync", -1, || operations::sync(current()?.as_ref()))
 }
+
+/// Allocates a block of `size` bytes aligned to `align` (a power of two
+/// up to 4096) inside the attached object, for small objects that PSHFS
+/// would have given a page each; the object grows by whole pages when its
+/// allocator needs room. Returns the block's persistent pointer (its
+/// generation set, so `larder_mfderef` refuses it once freed), or the
+/// null pointer with errno set (EINVAL: a size of 0, a bad alignment).
+/// Durable at the next `larder_mfsync`.
+#[allow(unsafe_code)]
+// SAFETY: `no_mangle` exports the symbol under its own name; every
+// exported name of this library starts with `larder_`, so none clashes.
+#[no_mangle]
+pub extern "C" fn larder_mfalloc_in(object: *const LarderMfobj, size: usize, align: usize) -> LarderNptr {
+    boundary("larder_mfalloc_in", NULL_NPTR, || operations::alloc_in(current()?.as_ref(), object, size, align))
+}
+
+/// Frees a block `larder_mfalloc_in` handed out. Returns 0, or -1 with
+/// errno set (ESTALE: no live block there, freed already; EINVAL: null).
+#[allow(unsafe_code)]
+// SAFETY: `no_mangle` exports the symbol under its own name; every
+// exported name of this library starts with `larder_`, so none clashes.
+#[no_mangle]
+pub extern "C" fn larder_mffree_in(nptr: LarderNptr) -> c_int {
+    boundary("larder_mffree_in", -1, || operations::free_in(current()?.as_ref(), nptr))
+}

@@ -271,3 +271,26 @@ pub extern "C" fn larder_heap_size(heap: *const LarderHeap, object: *const Larde
 pub extern "C" fn larder_heap_sync(heap: *const LarderHeap) -> c_int {
     boundary("larder_heap_sync", -1, || operations::sync(handle(heap)?.as_ref()))
 }
+
+/// `larder_mfalloc_in` on `heap`.
+#[allow(unsafe_code)]
+// SAFETY: `no_mangle` exports the symbol under its own name; every
+// exported name of this library starts with `larder_`, so none clashes.
+#[no_mangle]
+pub extern "C" fn larder_heap_alloc_in(
+    heap: *const LarderHeap,
+    object: *const LarderMfobj,
+    size: usize,
+    align: usize,
+) -> LarderNptr {
+    boundary("larder_heap_alloc_in", NULL_NPTR, || operations::alloc_in(handle(heap)?.as_ref(), object, size, align))
+}
+
+/// `larder_mffree_in` on `heap`.
+#[allow(unsafe_code)]
+// SAFETY: `no_mangle` exports the symbol under its own name; every
+// exported name of this library starts with `larder_`, so none clashes.
+#[no_mangle]
+pub extern "C" fn larder_heap_free_in(heap: *const LarderHeap, nptr: LarderNptr) -> c_int {
+    boundary("larder_heap_free_in", -1, || operations::free_in(handle(heap)?.as_ref(), nptr))
+}

@@ -30,17 +30,17 @@ mod operations;
 mod stores;
 
 pub use current::{
-    larder_mfaddname, larder_mfalloc, larder_mfalloctype, larder_mfclone, larder_mfclose, larder_mfcloseobj,
-    larder_mfcopy, larder_mfderef, larder_mfdopen, larder_mfdopen_create, larder_mfdreference, larder_mffreeobj,
-    larder_mfgetobj, larder_mfgetobjbyname, larder_mfgrow, larder_mfnptr, larder_mfsize, larder_mfsync,
-    larder_mftypeatt,
+    larder_mfaddname, larder_mfalloc, larder_mfalloc_in, larder_mfalloctype, larder_mfclone, larder_mfclose,
+    larder_mfcloseobj, larder_mfcopy, larder_mfderef, larder_mfdopen, larder_mfdopen_create, larder_mfdreference,
+    larder_mffree_in, larder_mffreeobj, larder_mfgetobj, larder_mfgetobjbyname, larder_mfgrow, larder_mfnptr,
+    larder_mfsize, larder_mfsync, larder_mftypeatt,
 };
 pub use errors::{larder_mferrno, larder_mferror};
 pub use handles::{
-    larder_heap_addname, larder_heap_alloc, larder_heap_alloctype, larder_heap_clone, larder_heap_close,
-    larder_heap_closeobj, larder_heap_copy, larder_heap_deref, larder_heap_dreference, larder_heap_freeobj,
-    larder_heap_getobj, larder_heap_getobjbyname, larder_heap_grow, larder_heap_nptr, larder_heap_open,
-    larder_heap_size, larder_heap_sync, larder_heap_typeatt,
+    larder_heap_addname, larder_heap_alloc, larder_heap_alloc_in, larder_heap_alloctype, larder_heap_clone,
+    larder_heap_close, larder_heap_closeobj, larder_heap_copy, larder_heap_deref, larder_heap_dreference,
+    larder_heap_free_in, larder_heap_freeobj, larder_heap_getobj, larder_heap_getobjbyname, larder_heap_grow,
+    larder_heap_nptr, larder_heap_open, larder_heap_size, larder_heap_sync, larder_heap_typeatt,
 };
 
 /// A persistent pointer (PSHFS's `nptr`): an object, a byte offset in it

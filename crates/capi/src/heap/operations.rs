@@ -165,6 +165,27 @@ pub(crate) fn deref(open: &OpenHeap, nptr: LarderNptr) -> Outcome<*mut c_void> {
     open.with(|heap, _| Ok(heap.deref(pptr(nptr))?.cast::<c_void>()))
 }
 
+/// A block of `size` bytes aligned to `align` inside the object, from
+/// its allocator.
+pub(crate) fn alloc_in(open: &OpenHeap, object: *const LarderMfobj, size: usize, align: usize) -> Outcome<LarderNptr> {
+    open.with(|heap, handed| {
+        let id = handed.lock().open(object)?;
+        let block = heap.alloc_in(ObjectId(id), size64(size), size64(align))?;
+        Ok(LarderNptr { object: block.object, offset: block.offset, generation: block.generation })
+    })
+}
+
+/// Frees a block `alloc_in` handed out.
+pub(crate) fn free_in(open: &OpenHeap, nptr: LarderNptr) -> Outcome<c_int> {
+    if nptr.object == 0 {
+        return Err(Failure::invalid("the nptr is null (object 0)"));
+    }
+    open.with(|heap, _| {
+        heap.free_in(pptr(nptr))?;
+        Ok(0)
+    })
+}
+
 /// A type's offsets from C: `count` of them at `offsets` (NULL only with
 /// a count of 0), at most the heap's limit.
 ///

@@ -183,3 +183,49 @@ fn close_waits_for_calls_in_flight_and_later_calls_fail_with_ebadf() {
     let heap = open(&dir, "/closing");
     assert_eq!(larder_heap_close(heap.get()), 0);
 }
+
+#[test]
+fn threads_allocate_blocks_in_one_object_without_overlap_or_reuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let heap = open(&dir, "/blocks");
+    let object = Shared(larder_heap_alloc(heap.get(), 64));
+    assert!(!object.get().is_null());
+    std::thread::scope(|s| {
+        for thread in 0..4u8 {
+            s.spawn(move || {
+                let mut live: Vec<(LarderNptr, usize)> = Vec::new();
+                for round in 0..300usize {
+                    let size = 16 + (round * 37 + thread as usize * 11) % 500;
+                    let block = larder_heap_alloc_in(heap.get(), object.get(), size, 8);
+                    assert_ne!(block.object, 0, "larder_heap_alloc_in: {}", errno::errno());
+                    let bytes = larder_heap_deref(heap.get(), block).cast::<u8>();
+                    assert!(!bytes.is_null());
+                    #[allow(unsafe_code)]
+                    // SAFETY: the allocator handed this thread `size` bytes
+                    // there; the object's mapping keeps its base as it grows.
+                    unsafe {
+                        std::ptr::write_bytes(bytes, thread + 1, size)
+                    };
+                    live.push((block, size));
+                    if round % 3 == 2 {
+                        let (freed, _) = live.remove(round % live.len());
+                        assert_eq!(larder_heap_free_in(heap.get(), freed), 0);
+                        assert!(larder_heap_deref(heap.get(), freed).is_null());
+                        assert_eq!(errno::errno().0, libc::ESTALE, "a freed block's pointer");
+                    }
+                }
+                // Every live block still holds this thread's bytes: no
+                // other thread's block overlapped it.
+                for (block, size) in live {
+                    let bytes = larder_heap_deref(heap.get(), block).cast::<u8>();
+                    #[allow(unsafe_code)]
+                    // SAFETY: as above, a live block of `size` bytes.
+                    let read = unsafe { std::slice::from_raw_parts(bytes, size) };
+                    assert!(read.iter().all(|&b| b == thread + 1), "block {block:?} was overwritten");
+                }
+            });
+        }
+    });
+    assert_eq!(larder_heap_sync(heap.get()), 0);
+    assert_eq!(larder_heap_close(heap.get()), 0);
+}

@@ -153,6 +153,58 @@ int main(int argc, char **argv)
     expect(larder_mfclone(node) == NULL, EFAULT, "cloning a pointer to a freed object");
     check(larder_mfaddname(other, "taken") == 0, "the freed object's name is free again");
 
+    /* Blocks inside an object: a list of 100 nodes, half freed. */
+    typedef struct {
+        larder_nptr next;
+        uint64_t value;
+    } list_node;
+    larder_mfobj *arena = larder_mfalloc(64);
+    check(arena != NULL, "larder_mfalloc of an arena");
+    expect(is_null(larder_mfalloc_in(arena, 0, 8)), EINVAL, "a block of 0 bytes");
+    expect(is_null(larder_mfalloc_in(arena, 16, 3)), EINVAL, "an alignment that is not a power of two");
+    expect(is_null(larder_mfalloc_in(arena, 16, 8192)), EINVAL, "an alignment above a page");
+    expect(is_null(larder_mfalloc_in(NULL, 16, 8)), EINVAL, "larder_mfalloc_in(NULL, ...)");
+    larder_nptr blocks[100];
+    larder_nptr head = {0, 0, 0};
+    for (int i = 0; i < 100; i++) {
+        blocks[i] = larder_mfalloc_in(arena, sizeof(list_node) + (size_t)(i % 7) * 40, 16);
+        check(!is_null(blocks[i]), "larder_mfalloc_in");
+        check(blocks[i].object == arena->nptr.object && blocks[i].generation != 0, "a block's pointer");
+        check(blocks[i].offset % 16 == 0 && blocks[i].offset >= 64, "a block's alignment, past the user bytes");
+        list_node *n = larder_mfderef(blocks[i]);
+        check(n != NULL, "larder_mfderef of a block");
+        n->next = head;
+        n->value = (uint64_t)i;
+        head = blocks[i];
+    }
+    for (int i = 0; i < 100; i += 2) {
+        list_node *n = larder_mfderef(blocks[i]);
+        check(n != NULL, "a block before its free");
+        if (i + 1 < 100) {
+            list_node *up = larder_mfderef(blocks[i + 1]);
+            check(up != NULL, "the block pointing at it");
+            up->next = n->next;
+        }
+        check(larder_mffree_in(blocks[i]) == 0, "larder_mffree_in");
+        expect(larder_mfderef(blocks[i]) == NULL, ESTALE, "larder_mfderef of a freed block");
+        expect(larder_mffree_in(blocks[i]) == -1, ESTALE, "freeing a block twice");
+    }
+    int seen = 0;
+    for (larder_nptr at = head; !is_null(at); seen++) {
+        list_node *n = larder_mfderef(at);
+        check(n != NULL && n->value == (uint64_t)(99 - 2 * seen), "walking the list of live blocks");
+        at = n->next;
+    }
+    check(seen == 50, "fifty blocks are left");
+    larder_nptr zero = {0, 0, 0};
+    expect(larder_mffree_in(zero) == -1, EINVAL, "larder_mffree_in of the null pointer");
+    larder_nptr user = {arena->nptr.object, 0, 0};
+    expect(larder_mffree_in(user) == -1, ESTALE, "larder_mffree_in of the object's own bytes");
+    check(larder_mfcloseobj(arena) == 0, "closing the arena object");
+    expect(is_null(larder_mfalloc_in(arena, 16, 8)), EBADF, "larder_mfalloc_in in a closed object");
+    check(larder_mfgetobj(head) == arena, "attaching the arena again");
+    check(((list_node *)larder_mfderef(head))->value == 99, "its blocks after a close");
+
     /* Many heaps: handles beside the current heap, on the same store. */
     expect(larder_heap_open(store, "/other", 2) == NULL, EINVAL, "unknown flags");
     expect(larder_heap_open(NULL, NULL, 0) == NULL, EINVAL, "larder_heap_open(NULL, ...)");
