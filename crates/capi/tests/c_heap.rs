@@ -81,12 +81,15 @@ fn the_papers_tree_program_runs_and_its_tree_persists_across_processes() {
 }
 
 #[test]
-fn the_heap_calls_fail_as_documented_from_c() {
+fn the_heap_calls_fail_as_documented_from_c_and_blocks_persist() {
     let dir = tempfile::tempdir().unwrap();
     let program = build(dir.path(), "crates/capi/tests/c/heap_errors.c", Linking::Shared);
     let store = dir.path().join("store");
     let stdout = run(&program, &[store.to_str().unwrap()]);
     assert!(stdout.contains("heap_errors: done"), "{stdout}");
+    // The blocks it left, in a new process.
+    let listed = run(&program, &["--list", store.to_str().unwrap()]);
+    assert!(listed.contains("list: 50 blocks"), "{listed}");
     fsck_clean(&store);
 }
 

@@ -5,6 +5,8 @@
  * Exits 1 at the first call that does otherwise.
  *
  *   ./heap_errors STORE_DIR        the errors of an embedded heap
+ *   ./heap_errors --list STORE     then, in a new process: the blocks left
+ *                                  by the first run are there
  *   ./heap_errors --served STORE   a store `larder serve` serves: ENOTSUP
  */
 
@@ -16,6 +18,12 @@
 #include "larder_heap.h"
 
 static int failures;
+
+/* A node of the list of blocks the test builds with larder_mfalloc_in. */
+typedef struct {
+    larder_nptr next;
+    uint64_t value;
+} list_node;
 
 /* Checks that the call just made failed with `expected`: `failed` says it
  * returned its failure value. */
@@ -42,6 +50,29 @@ static int is_null(larder_nptr p)
     return p.object == 0 && p.offset == 0 && p.generation == 0;
 }
 
+/* In a new process: the list of blocks heap_errors left is there, and
+ * its freed blocks stayed freed. */
+static int walk_list(const char *store)
+{
+    check(larder_mfdopen(store) == 0, "larder_mfdopen");
+    larder_mfobj *arena = larder_mfgetobjbyname("list");
+    check(arena != NULL, "the list's object by name");
+    larder_nptr at = *(larder_nptr *)larder_mfdreference(arena);
+    larder_nptr first = at;
+    int seen = 0;
+    for (; !is_null(at); seen++) {
+        list_node *node = larder_mfderef(at);
+        check(node != NULL && node->value == (uint64_t)(99 - 2 * seen), "a block's value in a new process");
+        at = node->next;
+    }
+    check(seen == 50, "fifty blocks in a new process");
+    check(larder_mffree_in(first) == 0, "freeing a block in a new process");
+    expect(larder_mfderef(first) == NULL, ESTALE, "the block freed in a new process");
+    check(larder_mfclose() == 0, "larder_mfclose");
+    printf("list: 50 blocks\n");
+    return failures == 0 ? 0 : 1;
+}
+
 static int served(const char *store)
 {
     expect(larder_mfdopen(store) == -1, ENOTSUP, "larder_mfdopen of a served store");
@@ -56,8 +87,11 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--served") == 0) {
         return served(argv[2]);
     }
+    if (argc == 3 && strcmp(argv[1], "--list") == 0) {
+        return walk_list(argv[2]);
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: %s STORE_DIR | --served STORE_DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s STORE_DIR | --list STORE_DIR | --served STORE_DIR\n", argv[0]);
         return 2;
     }
     const char *store = argv[1];
@@ -154,10 +188,6 @@ int main(int argc, char **argv)
     check(larder_mfaddname(other, "taken") == 0, "the freed object's name is free again");
 
     /* Blocks inside an object: a list of 100 nodes, half freed. */
-    typedef struct {
-        larder_nptr next;
-        uint64_t value;
-    } list_node;
     larder_mfobj *arena = larder_mfalloc(64);
     check(arena != NULL, "larder_mfalloc of an arena");
     expect(is_null(larder_mfalloc_in(arena, 0, 8)), EINVAL, "a block of 0 bytes");
@@ -196,6 +226,10 @@ int main(int argc, char **argv)
         at = n->next;
     }
     check(seen == 50, "fifty blocks are left");
+    /* The list's head in the object's own bytes, for `--list` to walk in
+     * another process. */
+    *(larder_nptr *)larder_mfdreference(arena) = head;
+    check(larder_mfaddname(arena, "list") == 0, "naming the list's object");
     larder_nptr zero = {0, 0, 0};
     expect(larder_mffree_in(zero) == -1, EINVAL, "larder_mffree_in of the null pointer");
     larder_nptr user = {arena->nptr.object, 0, 0};
