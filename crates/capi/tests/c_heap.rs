@@ -90,6 +90,16 @@ fn the_heap_calls_fail_as_documented_from_c_and_blocks_persist() {
     // The blocks it left, in a new process.
     let listed = run(&program, &["--list", store.to_str().unwrap()]);
     assert!(listed.contains("list: 50 blocks"), "{listed}");
+    // Held by this process (embedded, no server): EBUSY for the program.
+    let held = larder_object::Store::open(
+        std::sync::Arc::new(larder_io::RealStorage::new()),
+        &store,
+        larder_object::StoreOptions::default(),
+    )
+    .unwrap();
+    let busy = run(&program, &["--busy", store.to_str().unwrap()]);
+    assert!(busy.contains("busy: refused with EBUSY"), "{busy}");
+    held.close().unwrap();
     fsck_clean(&store);
 }
 

@@ -7,6 +7,7 @@
  *   ./heap_errors STORE_DIR        the errors of an embedded heap
  *   ./heap_errors --list STORE     then, in a new process: the blocks left
  *                                  by the first run are there
+ *   ./heap_errors --busy STORE     a store another process holds: EBUSY
  *   ./heap_errors --served STORE   a store `larder serve` serves: ENOTSUP
  */
 
@@ -73,6 +74,15 @@ static int walk_list(const char *store)
     return failures == 0 ? 0 : 1;
 }
 
+/* A store another process has open (and no server answers for). */
+static int busy(const char *store)
+{
+    expect(larder_mfdopen(store) == -1, EBUSY, "larder_mfdopen of a store another process holds");
+    expect(larder_heap_open(store, NULL, 0) == NULL, EBUSY, "larder_heap_open of a store another process holds");
+    printf("busy: refused with EBUSY\n");
+    return failures == 0 ? 0 : 1;
+}
+
 static int served(const char *store)
 {
     expect(larder_mfdopen(store) == -1, ENOTSUP, "larder_mfdopen of a served store");
@@ -87,11 +97,14 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--served") == 0) {
         return served(argv[2]);
     }
+    if (argc == 3 && strcmp(argv[1], "--busy") == 0) {
+        return busy(argv[2]);
+    }
     if (argc == 3 && strcmp(argv[1], "--list") == 0) {
         return walk_list(argv[2]);
     }
     if (argc != 2) {
-        fprintf(stderr, "usage: %s STORE_DIR | --list STORE_DIR | --served STORE_DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s STORE_DIR | --list|--busy|--served STORE_DIR\n", argv[0]);
         return 2;
     }
     const char *store = argv[1];
