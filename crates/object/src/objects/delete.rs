@@ -3,6 +3,7 @@
 //! tail reads as zeros), and free what they drop at the commit's LSN.
 
 use super::fmap::{overlapping, punch, read_range, spill_inline, write_blocks};
+use super::heap_data::{heap_file, truncate_heap};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::{ObjectError, Result};
 use std::ops::Bound;
@@ -37,6 +38,9 @@ impl Store {
 
 pub(crate) fn truncate_in(txn: &mut Transaction<'_>, object: u64, size: u64) -> Result<()> {
     let mut onode = data_onode(txn, object)?;
+    if let Some(file) = heap_file(&onode) {
+        return truncate_heap(txn, object, onode, file, size);
+    }
     let old = onode.size;
     let inline_max = u64::from(txn.limits().inline_max_bytes);
     match &mut onode.location {
@@ -54,7 +58,8 @@ pub(crate) fn truncate_in(txn: &mut Transaction<'_>, object: u64, size: u64) -> 
             onode.location = DataLocation::Inline(bytes);
         }
         DataLocation::Extents if size < old => shrink(txn, object, &onode, size)?,
-        // Growing: bytes past the old size are already zeros.
+        // Growing: bytes past the old size are already zeros (a heap
+        // object took its own path above).
         DataLocation::Extents | DataLocation::OwnFile { .. } => {}
     }
     onode.size = size;
