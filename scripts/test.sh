@@ -19,7 +19,7 @@ for source in fuzz/fuzz_targets/*.rs; do
     fi
 done
 # The C library's tests (crates/capi/tests) compile C against
-# liblarder_client.so and run it against `larder serve`: the larder binary
+# liblarder.so and run it against `larder serve`: the larder binary
 # they use is the one the next command builds for the CLI's tests, not a
 # second build of it (with the test dependencies' features left out).
 target_dir="${CARGO_TARGET_DIR:-target}"

@@ -1,10 +1,10 @@
 /*
  * larder_example.c: a C program using a Larder store through its server,
- * with liblarder_client.so.
+ * with liblarder.so.
  *
  *   larder init /tmp/store && larder serve /tmp/store &
  *   cc -Wall -Wextra -Werror -std=c11 -I crates/capi/include \
- *      examples/c/larder_example.c -L target/debug -llarder_client \
+ *      examples/c/larder_example.c -L target/debug -llarder \
  *      -o larder_example
  *   LD_LIBRARY_PATH=target/debug ./larder_example /tmp/store
  *

@@ -1,5 +1,5 @@
 /*
- * larder_client.h: Larder's C client library (liblarder_client.so).
+ * larder_client.h: Larder's C client library (liblarder.so).
  *
  * A client connects to the server of a store (`larder serve STORE`) and
  * uses its files and KV buckets. Calls that fail return -1 (or NULL) and

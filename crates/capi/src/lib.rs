@@ -1,5 +1,7 @@
-//! Larder's C client library, `liblarder_client.so` (and `.a`), over the
-//! Rust client `larder-client`; its header is `include/larder_client.h`.
+//! Larder's C library, `liblarder.so` (and `.a`): the client API over the
+//! Rust client `larder-client` (header `include/larder_client.h`) and the
+//! persistent heap over `larder-heap` (header `include/larder_heap.h`,
+//! module `heap`).
 //!
 //! A C program connects to the server of a store (`larder serve STORE`)
 //! with `larder_connect`, then calls the file API (`larder_open`,
@@ -35,10 +37,13 @@ mod buffers;
 mod connection;
 mod directories;
 mod files;
+mod heap;
 mod kv;
 mod metadata;
 mod namespace;
 mod status;
+#[cfg(test)]
+mod tests;
 
 pub use buffers::{
     larder_buffer_alloc, larder_buffer_data, larder_buffer_free, larder_buffer_len, larder_pread_buffer,
@@ -50,6 +55,7 @@ pub use directories::{
     LARDER_DT_DIR, LARDER_DT_FIFO, LARDER_DT_LNK, LARDER_DT_REG, LARDER_DT_SOCK, LARDER_NAME_MAX,
 };
 pub use files::{larder_close, larder_fsync, larder_open, larder_pread, larder_pwrite};
+pub use heap::*;
 pub use kv::{
     larder_kv_create_bucket, larder_kv_delete, larder_kv_delete_bucket, larder_kv_get, larder_kv_get_buffer,
     larder_kv_put, larder_kv_put_buffer, LARDER_BUFFERED, LARDER_DURABLE,

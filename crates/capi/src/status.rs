@@ -1,7 +1,7 @@
 //! How a call reports failure to C: `errno` and a thread-local message,
 //! and the boundary that keeps a panic from crossing into C.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -39,6 +39,14 @@ pub(crate) type Outcome<T> = Result<T, Failure>;
 thread_local! {
     /// The message of this thread's last failed call.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The errno of this thread's last failed call, kept apart from
+    /// `errno`, which any later libc call may change.
+    static LAST_ERRNO: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The errno of this thread's last failed call, or 0 if none has failed.
+pub(crate) fn last_errno() -> i32 {
+    LAST_ERRNO.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Records `failure` of the call `function` for this thread: sets errno
@@ -50,6 +58,7 @@ fn record(function: &str, failure: Failure) {
     let text = CString::new(text).unwrap_or_default();
     // During the thread's teardown the message is lost; errno is not.
     let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = text);
+    let _ = LAST_ERRNO.try_with(|last| last.set(failure.errno));
     errno::set_errno(errno::Errno(failure.errno));
 }
 

@@ -1,9 +1,10 @@
 //! The C example, examples/c/larder_example.c, compiled with the system's
-//! C compiler against include/larder_client.h and liblarder_client.so,
+//! C compiler against include/larder_client.h and liblarder.so,
 //! run against a real `larder serve` on a fresh store: it must exit 0
 //! having done every step, leave what it says it leaves (read back here
 //! through the Rust client), and the stopped store must be clean. And
-//! every function the header declares links and loads from the library.
+//! every function either header (larder_client.h, larder_heap.h) declares
+//! links and loads from the library, shared and static.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,42 +13,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{fsck_clean, library_dir, Served};
-
-/// How a program is linked to the library.
-#[derive(Clone, Copy, Debug)]
-enum Linking {
-    Shared,
-    Static,
-}
-
-/// Compiles the C file `source` into `out` against the header and the
-/// library; fails clearly without a C compiler.
-fn compile(source: &Path, out: &Path, linking: Linking) {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let output = Command::new(&compiler)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
-        .arg("-I")
-        .arg(crate_dir.join("include"))
-        .arg(source)
-        .args(match linking {
-            Linking::Shared => vec!["-L".into(), library_dir().into_os_string(), "-llarder_client".into()],
-            Linking::Static => vec![library_dir().join("liblarder_client.a").into_os_string()],
-        })
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("no C compiler: running `{compiler}` failed ({e}); install gcc (scripts/setup.sh does) or set CC")
-        });
-    assert!(
-        output.status.success(),
-        "compiling {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use common::{compile, fsck_clean, library_dir, Linking, Served};
 
 #[test]
 fn the_c_example_runs_against_a_server() {
@@ -130,21 +96,30 @@ fn declared_functions(header: &str) -> Vec<String> {
     names
 }
 
-#[test]
-fn every_function_of_the_header_links_and_loads() {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let header = std::fs::read_to_string(crate_dir.join("include/larder_client.h")).unwrap();
-    let functions = declared_functions(&header);
-    let exported: usize = std::fs::read_dir(crate_dir.join("src"))
+/// The `#[no_mangle]` functions of the files directly in `dir`.
+fn exported_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
         .unwrap()
-        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap().matches("#[no_mangle]").count())
-        .sum();
-    assert_eq!(functions.len(), exported, "the header declares {functions:?}, the source exports {exported}");
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .map(|path| std::fs::read_to_string(path).unwrap().matches("#[no_mangle]").count())
+        .sum()
+}
+
+/// Every function `header` declares is exported by the sources in
+/// `sources` (as many), and a C program taking each one's address links
+/// with the shared and with the static library and runs.
+fn every_function_links_and_loads(header: &str, sources: &str) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(crate_dir.join("include").join(header)).unwrap();
+    let functions = declared_functions(&text);
+    let exported = exported_in(&crate_dir.join(sources));
+    assert_eq!(functions.len(), exported, "{header} declares {functions:?}, {sources} exports {exported}");
 
     let dir = tempfile::tempdir().unwrap();
     let pointers: Vec<String> = functions.iter().map(|f| format!("    (void (*)(void)){f},")).collect();
     let program = format!(
-        "#include <stdio.h>\n#include \"larder_client.h\"\n\nint main(void)\n{{\n  void (*functions[])(void) = {{\n{}\n  }};\n  \
+        "#include <stdio.h>\n#include \"{header}\"\n\nint main(void)\n{{\n  void (*functions[])(void) = {{\n{}\n  }};\n  \
          size_t n = sizeof functions / sizeof functions[0];\n  for (size_t i = 0; i < n; i++) {{\n    \
          if (functions[i] == NULL) {{\n      return 1;\n    }}\n  }}\n  printf(\"%zu functions\\n\", n);\n  \
          return 0;\n}}\n",
@@ -159,4 +134,14 @@ fn every_function_of_the_header_links_and_loads() {
         assert!(run.status.success(), "{linking:?}: {}", String::from_utf8_lossy(&run.stderr));
         assert_eq!(String::from_utf8_lossy(&run.stdout), format!("{} functions\n", functions.len()), "{linking:?}");
     }
+}
+
+#[test]
+fn every_function_of_the_client_header_links_and_loads() {
+    every_function_links_and_loads("larder_client.h", "src");
+}
+
+#[test]
+fn every_function_of_the_heap_header_links_and_loads() {
+    every_function_links_and_loads("larder_heap.h", "src/heap");
 }

@@ -24,16 +24,44 @@ pub fn profile_dir() -> PathBuf {
     deps.parent().unwrap().to_path_buf()
 }
 
-/// `liblarder_client.so` as cargo built it with this test (the library is
-/// a dependency of the test, and cargo makes all its crate types).
+/// The cargo profile this test was built with, from its directory.
+fn profile() -> &'static str {
+    match profile_dir().file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "test",
+        Some("release") => "release",
+        other => panic!("unknown profile directory {other:?}"),
+    }
+}
+
+/// Builds `args` (a package and target) with cargo, in this test's
+/// profile and target directory: a no-op when it is fresh.
+fn cargo_build(args: &[&str]) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--locked", "--profile", profile()])
+        .args(args)
+        .arg("--target-dir")
+        .arg(profile_dir().parent().unwrap())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("running {cargo:?} to build {args:?}: {e}"));
+    assert!(status.success(), "building {args:?} failed: {status}");
+}
+
+/// Where `liblarder.so` and `liblarder.a` are, built now from the current
+/// source. Cargo does not build them for the tests: the crate has no rlib
+/// for a test to link, so nothing makes the library a test's dependency.
 pub fn library_dir() -> PathBuf {
-    let dir = profile_dir().join("deps");
-    assert!(
-        dir.join("liblarder_client.so").is_file(),
-        "{} has no liblarder_client.so: build the tests with cargo",
-        dir.display()
-    );
-    dir
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            cargo_build(&["-p", "larder-capi", "--lib"]);
+            let dir = profile_dir().join("deps");
+            assert!(dir.join("liblarder.so").is_file(), "{} has no liblarder.so after the build", dir.display());
+            assert!(dir.join("liblarder.a").is_file(), "{} has no liblarder.a after the build", dir.display());
+            dir
+        })
+        .clone()
 }
 
 /// The `larder` binary: `LARDER_BIN` if set, else the one cargo builds
@@ -47,22 +75,8 @@ pub fn larder_binary() -> PathBuf {
                 assert!(path.is_file(), "LARDER_BIN is {}, which is not a file", path.display());
                 return path;
             }
-            let profile_dir = profile_dir();
-            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-                Some("debug") => "test",
-                Some("release") => "release",
-                other => panic!("unknown profile directory {other:?}; set LARDER_BIN to the larder binary"),
-            };
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(&cargo)
-                .args(["build", "--locked", "--profile", profile, "-p", "larder-cli", "--bin", "larder"])
-                .arg("--target-dir")
-                .arg(profile_dir.parent().unwrap())
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .unwrap_or_else(|e| panic!("running {cargo:?} to build larder: {e}"));
-            assert!(status.success(), "building the larder binary failed: {status}");
-            profile_dir.join("larder")
+            cargo_build(&["-p", "larder-cli", "--bin", "larder"]);
+            profile_dir().join("larder")
         })
         .clone()
 }
@@ -165,5 +179,40 @@ pub fn fsck_clean(store: &Path) {
         "fsck: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// How a program is linked to the library.
+#[derive(Clone, Copy, Debug)]
+pub enum Linking {
+    Shared,
+    Static,
+}
+
+/// Compiles the C file `source` into `out` against the header and the
+/// library; fails clearly without a C compiler.
+pub fn compile(source: &Path, out: &Path, linking: Linking) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let output = Command::new(&compiler)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg(source)
+        .args(match linking {
+            Linking::Shared => vec!["-L".into(), library_dir().into_os_string(), "-llarder".into()],
+            Linking::Static => vec![library_dir().join("liblarder.a").into_os_string()],
+        })
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("no C compiler: running `{compiler}` failed ({e}); install gcc (scripts/setup.sh does) or set CC")
+        });
+    assert!(
+        output.status.success(),
+        "compiling {} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&output.stderr)
     );
 }

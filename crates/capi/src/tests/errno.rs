@@ -6,16 +6,12 @@
 //! naming the call; KV values through buffers; and one client used by
 //! many threads at once.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::ffi::{c_int, CStr, CString};
 use std::os::unix::process::CommandExt;
 use std::ptr::{null, null_mut};
 
-use common::Served;
-use larder_client::*;
+use super::common::Served;
+use crate::*;
 
 /// A client through the C API, closed when dropped; safe wrappers over
 /// the calls the tests make with valid arguments.
@@ -452,7 +448,14 @@ fn permissions_are_eacces() {
         // child reaches without search permission on the directories above
         // the binary (a checkout under /root, say).
         let output = std::process::Command::new("/proc/self/exe")
-            .args(["--exact", "eacces_as_another_user", "--ignored", "--nocapture", "--test-threads", "1"])
+            .args([
+                "--exact",
+                "tests::errno::eacces_as_another_user",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
             .env("LARDER_CAPI_SOCKET", &served.socket)
             .current_dir(served.dir.path())
             .uid(65534)
