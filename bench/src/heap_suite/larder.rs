@@ -155,15 +155,16 @@ fn search(heap: &Heap, obj: ObjectId, name: &str) -> Result<(u64, u64)> {
 /// searches, then fresh processes that open the store, attach the table by
 /// name and search one name each.
 pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase>)> {
+    let paths = inputs.paths()?;
     let (store, heap) = create(&spec.dir)?;
     let start = Instant::now();
-    let obj = build_table(&heap, &inputs.paths)?;
+    let obj = build_table(&heap, &paths)?;
     heap.sync()?;
     let build_secs = start.elapsed().as_secs_f64();
     let db_bytes = std::fs::metadata(spec.dir.join("store/heap").join(obj.to_string())).map(|m| m.len() as f64);
     let build = phase(
         "build",
-        inputs.paths.len() as u64,
+        paths.len() as u64,
         build_secs,
         crate::sys::status_kib("VmHWM"),
         &[("db_bytes", db_bytes.unwrap_or(f64::NAN))],
@@ -179,7 +180,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         checksum = checksum.wrapping_add(c);
     }
     let secs = start.elapsed().as_secs_f64();
-    inputs.check("larder", &inputs.names, matches, checksum)?;
+    inputs.check("larder", matches, checksum)?;
     let warm = phase(
         "search",
         inputs.names.len() as u64,
@@ -192,16 +193,18 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     drop(store);
     let exe = std::env::current_exe()?;
     let store_dir = spec.dir.to_string_lossy().into_owned();
-    let (mut secs, mut inner, mut matches, mut checksum) = (0.0, 0.0, 0u64, 0u64);
+    let (mut secs, mut inner, mut matches, mut checksum, mut rss) = (0.0, 0.0, 0u64, 0u64, 0u64);
     for name in &inputs.fresh_names {
         let ran = super::child::run_program(&exe, &["heap-search", "--dir", &store_dir, "--name", name])?;
         let v = super::child::json_line(&ran.stdout)?;
         secs += ran.secs;
         inner += super::child::field(&v, "secs")?;
+        // Its own peak: this process's children inherit its peak memory at spawn.
+        rss = rss.max(super::child::field(&v, "vmhwm_kib")? as u64);
         matches += super::child::field(&v, "matches")? as u64;
         checksum = checksum.wrapping_add(v.get("checksum").and_then(|c| c.as_u64()).unwrap_or(0));
     }
-    inputs.check("larder (fresh processes)", &inputs.fresh_names, matches, checksum)?;
+    inputs.check_fresh("larder (fresh processes)", matches, checksum)?;
     let fresh = phase(
         "fresh-search",
         inputs.fresh_names.len() as u64,
@@ -224,7 +227,8 @@ pub fn fresh_search(dir: &Path, name: &str) -> Result<()> {
     let (matches, checksum) = search(&heap, obj, name)?;
     heap.close_object(obj)?;
     let secs = start.elapsed().as_secs_f64();
-    println!("{{\"secs\":{secs:.9},\"matches\":{matches},\"checksum\":{checksum}}}");
+    let rss = crate::sys::status_kib("VmHWM");
+    println!("{{\"secs\":{secs:.9},\"matches\":{matches},\"checksum\":{checksum},\"vmhwm_kib\":{rss}}}");
     Ok(())
 }
 

@@ -177,6 +177,8 @@ pub struct HeapSpec {
     pub dir: PathBuf,
     /// Directory of the peer programs.
     pub peers: PathBuf,
+    /// Locate: the directory of the inputs the parent prepared for the tree.
+    pub inputs: PathBuf,
     /// Seed of everything drawn.
     pub seed: u64,
     /// Locate: entries of the tree.
@@ -306,6 +308,7 @@ impl Plan {
             case: String::new(),
             dir: PathBuf::new(),
             peers: a.peers.clone(),
+            inputs: PathBuf::new(),
             seed: a.seed,
             tree: 0,
             searches: a.searches.unwrap_or(q(10, 100)),
@@ -341,7 +344,7 @@ impl Plan {
     }
 
     /// The cases of a workload: (label, spec without engine and dir).
-    fn cases(&self, w: Workload) -> Vec<(String, HeapSpec)> {
+    fn cases(&self, w: Workload, base_dir: &Path) -> Vec<(String, HeapSpec)> {
         let with = |case: String, f: &dyn Fn(&mut HeapSpec)| {
             let mut s = self.base.clone();
             s.workload = w;
@@ -350,7 +353,16 @@ impl Plan {
             (case, s)
         };
         match w {
-            Workload::Locate => self.trees.iter().map(|&n| with(format!("{n}"), &|s| s.tree = n)).collect(),
+            Workload::Locate => self
+                .trees
+                .iter()
+                .map(|&n| {
+                    with(format!("{n}"), &|s| {
+                        s.tree = n;
+                        s.inputs = inputs_dir(base_dir, n);
+                    })
+                })
+                .collect(),
             Workload::Micro => vec![with("micro".to_string(), &|_| {})],
             Workload::Alloc => vec![
                 with("threads=1".to_string(), &|s| s.threads = 1),
@@ -364,6 +376,11 @@ impl Plan {
             ],
         }
     }
+}
+
+/// Where the inputs of the locate tree of `tree` entries are kept for the run.
+fn inputs_dir(base: &Path, tree: u64) -> PathBuf {
+    base.join(format!("locate-inputs-{tree}"))
 }
 
 /// Whether `engine` runs `case` of `w` (the durable allocator case has its
@@ -392,6 +409,12 @@ pub fn run(args: &HeapArgs) -> Result<()> {
         None => None,
     };
     let info = crate::report::RunInfo::collect(&args.dir);
+    if plan.workloads.contains(&Workload::Locate) {
+        for &tree in &plan.trees {
+            let b = &plan.base;
+            locate::Inputs::prepare(&inputs_dir(&args.dir, tree), tree, b.searches, b.fresh_searches, b.seed)?;
+        }
+    }
     let mut results = Results::new();
     for round in 0..plan.runs {
         let mut order = plan.engines.clone();
@@ -401,13 +424,16 @@ pub fn run(args: &HeapArgs) -> Result<()> {
         }
         eprintln!("round {}/{}: {}", round + 1, plan.runs, order.join(", "));
         for &w in &plan.workloads {
-            for (case, spec) in plan.cases(w) {
+            for (case, spec) in plan.cases(w, &args.dir) {
                 for engine in order.iter().filter(|e| runs_case(w, &case, e)) {
                     let r = run_one(&args.dir, &plan, round, engine, &spec, raw.as_mut());
                     results.entry((w, case.clone(), engine.clone())).or_default().push(r);
                 }
             }
         }
+    }
+    for &tree in &plan.trees {
+        let _ = std::fs::remove_dir_all(inputs_dir(&args.dir, tree));
     }
     // Leave --dir as found if we made it and it is empty now.
     let _ = std::fs::remove_dir(&args.dir);
