@@ -35,6 +35,11 @@ const ATTACH_NAME: &str = "attach-1k";
 /// Buckets per entry of the locate table (a power of two at least this).
 const LOAD: u64 = 1;
 
+/// This process's uid and gid, as the heap checks them.
+fn credentials() -> larder_heap::Credentials {
+    larder_heap::Credentials::user(rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw())
+}
+
 fn storage() -> StorageRef {
     CheckedStorage::new(Arc::new(RealStorage::new())).storage_ref()
 }
@@ -44,7 +49,7 @@ fn create(dir: &Path) -> Result<(Arc<Store>, Heap)> {
     let store = Store::create(storage(), &dir.join("store"), CreationOptions::default(), StoreOptions::default())
         .context("creating the store")?;
     let store = Arc::new(store);
-    let heap = Heap::open(&store, HEAP_PATH, larder_heap::Credentials::current()).context("opening the heap")?;
+    let heap = Heap::open(&store, HEAP_PATH, credentials()).context("opening the heap")?;
     Ok((store, heap))
 }
 
@@ -52,7 +57,7 @@ fn create(dir: &Path) -> Result<(Arc<Store>, Heap)> {
 fn open(dir: &Path) -> Result<(Arc<Store>, Heap)> {
     let store =
         Arc::new(Store::open(storage(), &dir.join("store"), StoreOptions::default()).context("opening the store")?);
-    let heap = Heap::open(&store, HEAP_PATH, larder_heap::Credentials::current()).context("opening the heap")?;
+    let heap = Heap::open(&store, HEAP_PATH, credentials()).context("opening the heap")?;
     Ok((store, heap))
 }
 
@@ -89,7 +94,7 @@ fn build_table(heap: &Heap, paths: &[String]) -> Result<ObjectId> {
     // SAFETY: the bucket block is bucket_count pointers long, 8-aligned, ours alone.
     unsafe {
         for i in 0..bucket_count as usize {
-            slots.add(i).write(PPtr::null());
+            slots.add(i).write(PPtr::NULL);
         }
     }
     for p in paths {
@@ -161,7 +166,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     let obj = build_table(&heap, &paths)?;
     heap.sync()?;
     let build_secs = start.elapsed().as_secs_f64();
-    let db_bytes = std::fs::metadata(spec.dir.join("store/heap").join(obj.to_string())).map(|m| m.len() as f64);
+    let db_bytes = std::fs::metadata(spec.dir.join("store/heap").join(obj.0.to_string())).map(|m| m.len() as f64);
     let build = phase(
         "build",
         paths.len() as u64,
@@ -400,7 +405,7 @@ pub fn alloc(spec: &HeapSpec) -> Result<HeapResult> {
     let sync_start = Instant::now();
     heap.sync()?;
     let sync_secs = sync_start.elapsed().as_secs_f64();
-    let file = std::fs::metadata(spec.dir.join("store/heap").join(obj.to_string()))?;
+    let file = std::fs::metadata(spec.dir.join("store/heap").join(obj.0.to_string()))?;
     let allocated = std::os::unix::fs::MetadataExt::blocks(&file) * 512;
     let extra = [
         ("live_bytes", live_bytes as f64),

@@ -464,3 +464,64 @@ impl Target for Mapped {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads, writes, seeks and copies move the right bytes on `t`, whose
+    /// files live in `dir`.
+    fn moves_the_right_bytes(t: &mut dyn Target, dir: &Path) {
+        let data = bytes(4096, 9);
+        t.create(&data).expect("create");
+        let mut buf = vec![0u8; 64];
+        t.read_pass(&mut buf).expect("read");
+        assert_eq!(buf, data[4096 - 64..], "a read pass ends with the object's last buffer");
+        let mut at = vec![0u8; SEEK_READ];
+        t.random_read(1000, &mut at).expect("random read");
+        assert_eq!(at, data[1000..1000 + SEEK_READ]);
+        let pattern: Vec<u8> = (0..64u8).collect();
+        t.write_pass(&pattern).expect("write");
+        t.random_read(128, &mut at).expect("random read");
+        assert!(at.chunks(64).all(|c| c == pattern.as_slice()), "a write pass repeats the buffer over the object");
+        t.copy(512).expect("copy");
+        if dir.join("copy").exists() {
+            let copy = std::fs::read(dir.join("copy")).expect("reading the copy");
+            assert_eq!(copy.len(), 4096);
+            assert!(copy.chunks(64).all(|c| c == pattern.as_slice()), "the copy has the object's bytes");
+        }
+        t.remove_copy().expect("remove copy");
+        t.remove().expect("remove");
+        t.create_named(&data[..ATTACH_BYTES]).expect("create named");
+        let mut one = vec![0u8; ATTACH_BYTES];
+        t.attach_read_close(&mut one).expect("attach");
+        assert_eq!(one, data[..ATTACH_BYTES]);
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("larder-bench-micro-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    #[test]
+    fn system_calls_move_the_right_bytes() {
+        let dir = temp_dir("ext4");
+        moves_the_right_bytes(&mut Syscalls::new(&dir), &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_mapped_ceiling_moves_the_right_bytes() {
+        let dir = temp_dir("mmap");
+        moves_the_right_bytes(&mut Mapped::new(&dir), &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sizes_double_from_one_kib() {
+        assert_eq!(sizes(8192), vec![1024, 2048, 4096, 8192]);
+        assert_eq!(sizes(2 << 20).len(), 12);
+    }
+}
