@@ -35,12 +35,17 @@ Settings, as a careful user would choose them:
                 overwrite of written blocks and fdatasync (os.pwrite,
                 os.fdatasync), for the durable rows only: this VM's disk is
                 shared and its sync latency swings by 5x within minutes.
+
+With --out DIR the medians are also written to DIR/python.json in the
+results format of larder-bench (BENCHMARKS.md, "Results files"), which
+`larder-bench chart DIR/python.json --out DIR` draws as DIR/python.svg.
 """
 
 import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -335,6 +340,7 @@ def main():
     parser.add_argument("--durable", type=int, default=1000, help="durable puts (default 1000)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--out", help="also write the medians to OUT/python.json (larder-bench's results format)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -342,6 +348,7 @@ def main():
         print(json.dumps(child(args.child, args.dir, args.n, args.durable)))
         return
 
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     engines = args.engines.split(",")
     results = {e: {m: [] for m in METRICS} for e in engines}
     for round_number in range(args.rounds):
@@ -375,6 +382,37 @@ def main():
             else:
                 ratios.append("")
         print(f"| {metric} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    if args.out:
+        write_results(args.out, started, " ".join(shlex.quote(a) for a in sys.argv), engines, median)
+
+
+def results_document(date, commit, command, engines, median):
+    """The medians in larder-bench's results format (format 1): one
+    operation per workload, larder the subject; peak RSS is not drawn."""
+    operations = []
+    for metric in METRICS:
+        if metric == "peak_rss_mib":
+            continue
+        values = [{"engine": e, "value": median[e][metric]} for e in engines if metric in median[e]]
+        if values:
+            operations.append({"name": metric, "unit": "ops/s", "higher_is_better": True, "subject": "larder",
+                               "values": values})
+    return {"format": 1, "suite": "python", "title": "Python: larder vs py-lmdb and rocksdict", "date": date,
+            "commit": commit, "command": command, "source": "", "operations": operations}
+
+
+def write_results(out, date, command, engines, median):
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+    except OSError:
+        commit = "unknown"
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "python.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(results_document(date, commit, command, engines, median), f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

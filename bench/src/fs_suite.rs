@@ -87,6 +87,10 @@ pub struct FsArgs {
     /// Prints each mix's rate every 200 ms (to the child's stderr).
     #[arg(long)]
     mix_progress: bool,
+    /// Also write the report, the results and their chart into this
+    /// directory: fs.md, fs.json, fs.svg.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// A freshly made, loop-mounted file system, unmounted and removed when
@@ -220,8 +224,50 @@ pub fn run(args: &FsArgs) -> Result<()> {
             }
         }
     }
-    print!("{}", render(args, &info, &engines, &workloads, &results));
+    let text = render(args, &info, &engines, &workloads, &results);
+    print!("{text}");
+    if let Some(out) = &args.out {
+        let chart = chart_results(&info, &engines, &workloads, &results);
+        for path in crate::chart::write_outputs(out, &text, &chart)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(())
+}
+
+/// The run's medians as a results file (`fs.json`, the chart's input): ops/s
+/// of each engine in each workload.
+fn chart_results(
+    info: &RunInfo,
+    engines: &[String],
+    workloads: &[String],
+    results: &Results,
+) -> crate::chart::ChartResults {
+    let operations = workloads
+        .iter()
+        .filter_map(|w| {
+            let values: Vec<(String, f64)> = engines
+                .iter()
+                .filter(|e| applies(e, w))
+                .filter_map(|e| {
+                    let runs = results.get(&(w.clone(), e.clone()))?;
+                    let rates = runs.iter().filter_map(|r| r.as_ref().ok()).map(|r| r.ops as f64 / r.secs).collect();
+                    stat(rates).map(|s| (e.clone(), s.median))
+                })
+                .collect();
+            (!values.is_empty()).then(|| crate::chart::Operation::rates(w, "ops/s", "larder", values))
+        })
+        .collect();
+    crate::chart::ChartResults {
+        format: crate::chart::FORMAT,
+        suite: "fs".to_string(),
+        title: "Larder fs vs ext4, XFS and FUSE peers".to_string(),
+        date: info.date().to_string(),
+        commit: info.commit().to_string(),
+        command: info.command().to_string(),
+        source: String::new(),
+        operations,
+    }
 }
 
 type Results = std::collections::BTreeMap<(String, String), Vec<Result<FsResult, String>>>;
@@ -583,3 +629,7 @@ fn mix_through_mount(spec: &FsSpec, personality: &str) -> Result<(u64, f64)> {
     drop(mounted);
     Ok(r)
 }
+
+#[cfg(test)]
+#[path = "fs_suite_tests.rs"]
+mod tests;

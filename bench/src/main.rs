@@ -11,6 +11,7 @@
 //! physical ceiling (sequential overwrite + fdatasync) measured in the same
 //! rounds. See `--help` for the knobs.
 
+mod chart;
 mod engines;
 #[cfg(feature = "larder-fs")]
 mod fs_mix;
@@ -106,6 +107,10 @@ struct IndexArgs {
     /// Bloom filter bits per key for Larder [default: Larder's own default, 14].
     #[arg(long)]
     larder_bloom_bits: Option<u32>,
+    /// Also write the report, the results and their chart into this
+    /// directory: index.md, index.json, index.svg.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -168,6 +173,16 @@ enum Sub {
         #[arg(long)]
         name: String,
     },
+    /// Draws the chart (`<suite>.svg`) of each results file (`<suite>.json`,
+    /// as the suites write with `--out`) into a directory.
+    Chart {
+        /// Results files.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Directory of the charts.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
     /// Runs one engine on one workload and prints a JSON line (used by the parent).
     #[command(hide = true)]
     Child {
@@ -217,6 +232,7 @@ fn main() -> Result<()> {
         Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
         #[cfg(feature = "larder-heap")]
         Some(Sub::HeapSearch { dir, name }) => heap_suite::fresh_search(&dir, &name),
+        Some(Sub::Chart { inputs, out }) => chart::run(&inputs, &out),
         Some(Sub::Index(args)) => run_index(&args),
         None => run_index(&cli.index),
     }
@@ -253,7 +269,13 @@ fn run_index(cli: &IndexArgs) -> Result<()> {
     }
     // Leave --dir as found if we made it and it is empty now.
     let _ = std::fs::remove_dir(&cli.dir);
-    print!("{}", report::render(&plan, &info, &results));
+    let text = report::render(&plan, &info, &results);
+    print!("{text}");
+    if let Some(out) = &cli.out {
+        for path in chart::write_outputs(out, &text, &report::chart_results(&plan, &info, &results))? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(())
 }
 

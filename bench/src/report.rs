@@ -33,6 +33,16 @@ impl RunInfo {
         &self.date
     }
 
+    /// The commit the bench binary was built from.
+    pub fn commit(&self) -> &str {
+        &self.commit
+    }
+
+    /// The command line of this run, shell-quoted.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
     /// The command, commit and machine as markdown list items.
     pub fn write_header(&self, o: &mut String) {
         let _ = writeln!(o, "- Command: `{}`", self.command);
@@ -441,3 +451,48 @@ fn notes(o: &mut String, plan: &Plan) {
         (plan.n * crate::workload::ENTRY_BYTES) >> 20
     );
 }
+
+/// The run's medians as a results file (`index.json`, the chart's input):
+/// ingest, gets and scans. The disk ceiling stays in the report: in puts/s
+/// it is tens of times any engine's rate and would flatten every bar.
+pub fn chart_results(plan: &Plan, info: &RunInfo, results: &Results) -> crate::chart::ChartResults {
+    let mut operations = Vec::new();
+    let wanted = |w: &str| plan.workloads.iter().any(|x| x == w);
+    let mut add = |name: &str, unit: &str, kind: Kind, phase: &str| {
+        let values: Vec<(String, f64)> = plan
+            .engines
+            .iter()
+            .filter_map(|e| metric(results, kind, e, phase, ops_per_sec).map(|s| (e.clone(), s.median)))
+            .collect();
+        if !values.is_empty() {
+            operations.push(crate::chart::Operation::rates(name, unit, "larder", values));
+        }
+    };
+    if wanted("random") {
+        add("Random ingest, to the final flush", "puts/s", Kind::Random, "ingest");
+    }
+    if wanted("sequential") {
+        add("Sequential ingest, to the final flush", "puts/s", Kind::Sequential, "ingest");
+    }
+    if plan.gets > 0 {
+        add("Random point gets, hits", "gets/s", Kind::Random, "gets");
+        add("Random point gets, misses", "gets/s", Kind::Random, "misses");
+    }
+    if plan.scans > 0 {
+        add("Prefix scans", "scans/s", Kind::Random, "scans");
+    }
+    crate::chart::ChartResults {
+        format: crate::chart::FORMAT,
+        suite: "index".to_string(),
+        title: format!("Larder index vs peers, n = {}", thousands(plan.n as f64)),
+        date: info.date().to_string(),
+        commit: info.commit().to_string(),
+        command: info.command().to_string(),
+        source: String::new(),
+        operations,
+    }
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

@@ -37,6 +37,7 @@
 //! and the bar of issue 21 with its absolute figures.
 
 mod alloc;
+mod chart;
 pub mod child;
 #[cfg(feature = "larder-heap")]
 mod larder;
@@ -123,6 +124,10 @@ pub struct HeapArgs {
     /// Also write every child's JSON result to this file, one line each.
     #[arg(long)]
     pub raw: Option<PathBuf>,
+    /// Also write the report, the results and their chart into this
+    /// directory: heap.md, heap.json, heap.svg.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// One workload of the suite.
@@ -437,7 +442,13 @@ pub fn run(args: &HeapArgs) -> Result<()> {
     }
     // Leave --dir as found if we made it and it is empty now.
     let _ = std::fs::remove_dir(&args.dir);
-    print!("{}", report::render(&plan, &info, &results));
+    let text = report::render(&plan, &info, &results);
+    print!("{text}");
+    if let Some(out) = &args.out {
+        for path in crate::chart::write_outputs(out, &text, &chart::chart_results(&plan, &info, &results))? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(())
 }
 

@@ -136,6 +136,10 @@ pub struct ObjectsArgs {
     /// Also write every child's JSON result to this file, one line each.
     #[arg(long)]
     pub raw: Option<PathBuf>,
+    /// Also write the report, the results and their chart into this
+    /// directory: objects.md, objects.json, objects.svg.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// One measurement of the suite.
@@ -440,7 +444,13 @@ pub fn run(args: &ObjectsArgs) -> Result<()> {
     }
     // Leave --dir as found if we made it and it is empty now.
     let _ = std::fs::remove_dir(&args.dir);
-    print!("{}", report::render(&plan, &info, &results));
+    let text = report::render(&plan, &info, &results);
+    print!("{text}");
+    if let Some(out) = &args.out {
+        for path in crate::chart::write_outputs(out, &text, &report::chart_results(&plan, &info, &results))? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(())
 }
 

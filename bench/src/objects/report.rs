@@ -334,3 +334,62 @@ fn notes(o: &mut String) {
          file store would pay a rename and a second directory fsync."
     );
 }
+
+/// The run's medians as a results file (`objects.json`, the chart's input):
+/// each workload's rates (the ceiling among them), and the space workload's
+/// allocated bytes per data byte (less is better).
+pub fn chart_results(plan: &Plan, info: &RunInfo, results: &Results) -> crate::chart::ChartResults {
+    use crate::chart::{Operation, Value};
+    let mut operations = Vec::new();
+    for &w in &plan.workloads {
+        let (name, unit, phase): (&str, &str, &str) = match w {
+            Workload::Put1 => ("Durable 4 KiB puts, 1 writer", "puts/s", "puts"),
+            Workload::Put8 => ("Durable 4 KiB puts, concurrent writers", "puts/s", "puts"),
+            Workload::Big => ("Durable 1 MiB puts", "puts/s", "puts"),
+            Workload::Delete => ("Durable 4 KiB puts while a large object is deleted", "puts/s", "puts-during-delete"),
+            Workload::Gets => ("4 KiB gets from cache", "gets/s", "gets"),
+            Workload::Space => ("Space of 1 KiB objects", "allocated ÷ data", "space"),
+        };
+        let figure = |p: &ObjPhase| {
+            if w == Workload::Space {
+                extra(p, "allocated_bytes") / p.bytes as f64
+            } else {
+                rate(p)
+            }
+        };
+        let mut values: Vec<Value> = rows(plan, w)
+            .into_iter()
+            .filter_map(|e| metric(results, w, &e, phase, figure).map(|s| Value { engine: e, value: s.median }))
+            .collect();
+        if w == Workload::Delete {
+            // The bar of this workload is the same engine's rate alone.
+            if let Some(alone) = metric(results, w, "larder", "puts-alone", rate) {
+                values.push(Value { engine: "larder, no delete".to_string(), value: alone.median });
+            }
+        }
+        if values.is_empty() {
+            continue;
+        }
+        operations.push(Operation {
+            name: name.to_string(),
+            unit: unit.to_string(),
+            higher_is_better: w != Workload::Space,
+            subject: "larder".to_string(),
+            values,
+        });
+    }
+    crate::chart::ChartResults {
+        format: crate::chart::FORMAT,
+        suite: "objects".to_string(),
+        title: "Larder objects vs peers".to_string(),
+        date: info.date().to_string(),
+        commit: info.commit().to_string(),
+        command: info.command().to_string(),
+        source: String::new(),
+        operations,
+    }
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

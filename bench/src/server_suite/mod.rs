@@ -82,6 +82,10 @@ pub struct ServerArgs {
     /// the embedded store's background threads on SERVER.
     #[arg(long, value_parser = parse_pin)]
     pin: Option<(usize, usize)>,
+    /// Also write the report, the results and their chart into this
+    /// directory: server.md, server.json, server.svg.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 fn parse_pin(text: &str) -> Result<(usize, usize), String> {
@@ -184,8 +188,42 @@ pub fn run(args: &ServerArgs) -> Result<()> {
         }
     }
     let load_after = load_average();
-    print!("{}", render(args, &info, counts, &peers, &results, (&load_before, &load_after)));
+    let text = render(args, &info, counts, &peers, &results, (&load_before, &load_after));
+    print!("{text}");
+    if let Some(out) = &args.out {
+        for path in crate::chart::write_outputs(out, &text, &chart_results(&info, &peers, &results))? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
     Ok(())
+}
+
+/// The run's medians as a results file (`server.json`, the chart's input):
+/// ops/s of each peer in each operation, from the timed loops' mean time
+/// per operation (the report's "Median ops/s"); `served` is Larder.
+fn chart_results(info: &RunInfo, peers: &[String], results: &Results) -> crate::chart::ChartResults {
+    let operations = OPS
+        .iter()
+        .filter_map(|op| {
+            let values: Vec<(String, f64)> = peers
+                .iter()
+                .filter_map(|p| {
+                    metric(results, p, op, mean).filter(|s| s.median > 0.0).map(|s| (p.clone(), 1.0 / s.median))
+                })
+                .collect();
+            (!values.is_empty()).then(|| crate::chart::Operation::rates(op, "ops/s", "served", values))
+        })
+        .collect();
+    crate::chart::ChartResults {
+        format: crate::chart::FORMAT,
+        suite: "server".to_string(),
+        title: "Larder served (larder serve) vs ext4, the FUSE mount, embedded and a do-nothing server".to_string(),
+        date: info.date().to_string(),
+        commit: info.commit().to_string(),
+        command: info.command().to_string(),
+        source: String::new(),
+        operations,
+    }
 }
 
 /// /proc/loadavg's first three fields.
@@ -486,3 +524,7 @@ fn render(
     }
     o
 }
+
+#[cfg(test)]
+#[path = "chart_tests.rs"]
+mod tests;

@@ -36,6 +36,11 @@ impl fmt::Display for ShowKey<'_> {
             MetaKey::Dentry { parent, name } => write!(f, "dentry \"{name}\" in directory {parent}"),
             MetaKey::Xattr { object, name } => write!(f, "xattr \"{name}\" of object {object}"),
             MetaKey::Orphan { object } => write!(f, "orphan record of object {object}"),
+            MetaKey::HeapRoot { root } => write!(f, "heap root record of directory {root}"),
+            MetaKey::HeapObject { object } => write!(f, "heap object record of object {object}"),
+            MetaKey::HeapName { object, name } => write!(f, "heap name \"{name}\" of object {object}"),
+            MetaKey::HeapType { type_id } => write!(f, "heap type {type_id}"),
+            MetaKey::HeapSpan { object, span } => write!(f, "arena record of object {object} at {span}"),
         }
     }
 }

@@ -48,6 +48,48 @@ impl<'a> Visitor<'a> {
             MetaKey::Dentry { parent, name } => self.dentry(&key, *parent, name, value),
             MetaKey::Xattr { object, name } => self.xattr(&key, *object, name, value),
             &MetaKey::Orphan { object } => self.orphan(&key, object, value),
+            MetaKey::HeapRoot { .. }
+            | MetaKey::HeapObject { .. }
+            | MetaKey::HeapName { .. }
+            | MetaKey::HeapType { .. }
+            | MetaKey::HeapSpan { .. } => self.heap_record(&key, value),
+        }
+    }
+
+    /// A heap record (docs/heap.md): its ids were allocated and its value
+    /// decodes (an arena span's value is the arena's to check; a name
+    /// record's value is empty).
+    fn heap_record(&mut self, key: &MetaKey, value: &[u8]) {
+        use larder_object::meta::{HeapObject, HeapRoot, HeapType};
+        let decoded = match *key {
+            MetaKey::HeapRoot { root } => {
+                self.check_id(key, "heap root id", root);
+                HeapRoot::decode(value).map(drop).map_err(|e| e.to_string())
+            }
+            MetaKey::HeapObject { object } => {
+                self.check_id(key, "object id", object);
+                HeapObject::decode(value).map(drop).map_err(|e| e.to_string())
+            }
+            MetaKey::HeapName { object, .. } => {
+                self.check_id(key, "object id", object);
+                if value.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("a name record's value is empty, found {} bytes", value.len()))
+                }
+            }
+            MetaKey::HeapType { type_id } => {
+                self.check_id(key, "type id", type_id);
+                HeapType::decode(value).map(drop).map_err(|e| e.to_string())
+            }
+            MetaKey::HeapSpan { object, .. } => {
+                self.check_id(key, "object id", object);
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = decoded {
+            self.bad_value(key, e);
         }
     }
 

@@ -166,21 +166,28 @@ impl MergeIter {
             self.primed = true;
         }
         let forward = self.forward;
-        let mut best: Option<&[u8]> = None;
-        for h in &self.heads {
+        let mut best: Option<(usize, &[u8])> = None;
+        for (i, h) in self.heads.iter().enumerate() {
             if let Some(e) = &h.head {
                 let better = match best {
                     None => true,
-                    Some(b) => (forward && e.key.as_slice() < b) || (!forward && e.key.as_slice() > b),
+                    Some((_, b)) => (forward && e.key.as_slice() < b) || (!forward && e.key.as_slice() > b),
                 };
                 if better {
-                    best = Some(&e.key);
+                    best = Some((i, &e.key));
                 }
             }
         }
-        let Some(key) = best.map(<[u8]>::to_vec) else { return Ok(None) };
+        let Some((first, _)) = best else { return Ok(None) };
+        // The key moves out of the first source's entry: no copy.
+        let Some(h) = self.heads.get_mut(first) else { return Ok(None) };
+        let Some(e) = h.head.take() else { return Ok(None) };
+        let key = e.key;
         versions.clear();
-        for h in &mut self.heads {
+        versions.push((e.stamp, e.op));
+        h.head = h.source.next_entry()?;
+        // Sources before `first` hold greater keys (it is the first least).
+        for h in self.heads.iter_mut().skip(first) {
             while let Some(e) = h.head.take_if(|e| e.key == key) {
                 versions.push((e.stamp, e.op));
                 h.head = h.source.next_entry()?;

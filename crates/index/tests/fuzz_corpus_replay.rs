@@ -502,7 +502,7 @@ fn random_inputs_do_not_panic(target: &str, decode: Decode, framed: &mut dyn FnM
 // --- every target ---
 
 /// Where each fuzz target's committed corpus is replayed on stable.
-const REPLAYED: [(&str, &str); 19] = [
+const REPLAYED: [(&str, &str); 22] = [
     ("manifest", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("manifest_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("data_block", "crates/index/tests/fuzz_corpus_replay.rs"),
@@ -518,6 +518,9 @@ const REPLAYED: [(&str, &str); 19] = [
     ("object_extent_entry", "crates/object/tests/meta_decoders.rs"),
     ("object_dentry", "crates/object/tests/meta_decoders.rs"),
     ("object_log_payload", "crates/object/tests/meta_decoders.rs"),
+    ("object_heap_root", "crates/object/tests/meta_decoders.rs"),
+    ("object_heap_object", "crates/object/tests/meta_decoders.rs"),
+    ("object_heap_type", "crates/object/tests/meta_decoders.rs"),
     ("protocol_request", "crates/protocol/tests/codec_corpus.rs"),
     ("protocol_response", "crates/protocol/tests/codec_corpus.rs"),
     ("protocol_ring", "crates/protocol/tests/fuzz_corpus.rs"),

@@ -183,3 +183,82 @@ fn a_run_cut_short_under_a_live_index_is_an_error_naming_it_not_a_fault() {
     assert!(matches!(e, IndexError::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains(&*run.to_string_lossy()), "{e} does not name {}", run.display());
 }
+
+/// Every scan shape over the model's keys: bounds included, excluded and
+/// open, both directions, and prefixes.
+fn check_scans(index: &Index, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    use std::ops::Bound::{self, Excluded, Included, Unbounded};
+    let keys: Vec<&Vec<u8>> = model.keys().collect();
+    let picks = [0, 1, keys.len() / 3, keys.len() / 2, keys.len() - 2, keys.len() - 1];
+    let mut bounds: Vec<Bound<Vec<u8>>> = vec![Unbounded];
+    for &p in &picks {
+        bounds.push(Included(keys[p].clone()));
+        bounds.push(Excluded(keys[p].clone()));
+        // A key between two stored ones.
+        let mut between = keys[p].clone();
+        between.push(0);
+        bounds.push(Included(between));
+    }
+    use std::ops::RangeBounds;
+    fn as_ref(b: &std::ops::Bound<Vec<u8>>) -> std::ops::Bound<&[u8]> {
+        b.as_ref().map(Vec::as_slice)
+    }
+    for start in &bounds {
+        for end in &bounds {
+            let (s, e) = (as_ref(start), as_ref(end));
+            let ordered = match (s, e) {
+                (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a <= b,
+                _ => true,
+            };
+            if !ordered {
+                continue;
+            }
+            // Filtered, not `BTreeMap::range`, which refuses an empty
+            // range such as (Excluded(k), Excluded(k)).
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                .iter()
+                .filter(|(k, _)| (s, e).contains(k.as_slice()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for forward in [true, false] {
+                let got: Vec<(Vec<u8>, Vec<u8>)> = index.range(s, e, forward).unwrap().map(|kv| kv.unwrap()).collect();
+                let mut want = want.clone();
+                if !forward {
+                    want.reverse();
+                }
+                assert_eq!(got, want, "range {start:?}..{end:?} forward {forward}");
+            }
+        }
+    }
+    for prefix in [&b"key0001"[..], b"key00099", b"key9", b"k", b""] {
+        let want: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = index.prefix(prefix, true).unwrap().map(|kv| kv.unwrap()).collect();
+        assert_eq!(got, want, "prefix {prefix:?}");
+    }
+}
+
+/// Scans view the blocks of mapped runs in place (no block read goes
+/// through the cache) and agree with a model, as scans of the same index
+/// through the block cache do.
+#[test]
+fn mapped_scans_agree_with_cached_ones_and_a_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    for map_runs in [true, false] {
+        let dir = tmp.path().join(format!("map-{map_runs}"));
+        let index = open(&dir, map_runs);
+        let model = fill(&index);
+        index.close().unwrap();
+        let index = open(&dir, map_runs);
+        check_scans(&index, &model);
+        let s = index.stats();
+        if map_runs {
+            assert!(s.mapped_block_reads > 0, "{s:?}");
+            assert_eq!(s.block_cache_misses, 0, "every scan viewed the mapping: {s:?}");
+        } else {
+            assert_eq!(s.mapped_block_reads, 0, "{s:?}");
+            assert!(s.block_cache_misses > 0, "{s:?}");
+        }
+        index.close().unwrap();
+    }
+}

@@ -180,6 +180,16 @@ impl Storage for CheckedStorage {
     fn checked(&self) -> Option<CheckedStorage> {
         Some(self.clone())
     }
+
+    /// A writable mapping is refused once poisoned. Stores through a mapping
+    /// made before reach the page cache regardless: what makes them durable
+    /// is a later sync, which the latch refuses.
+    fn map_shared(&self, path: &Path, reserve: u64, access: crate::MapAccess) -> IoResult<crate::SharedRegion> {
+        if access == crate::MapAccess::ReadWrite {
+            self.latch.check()?;
+        }
+        self.inner.map_shared(path, reserve, access)
+    }
 }
 
 /// A file opened through [`CheckedStorage`], sharing its latch.

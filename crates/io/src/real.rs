@@ -9,6 +9,7 @@ use rustix::fs::{FallocateFlags, FlockOperation};
 
 use crate::direct::DirectWriter;
 use crate::error::{IoError, IoResult};
+use crate::shared::{MapAccess, SharedRegion};
 use crate::storage::{File, FileRef, Lock, OpenOptions, Storage};
 
 /// The local file system. Paths are used as given.
@@ -122,6 +123,19 @@ impl Storage for RealStorage {
         #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
         let magic = u64::try_from(fs.f_type as i64).unwrap_or(0);
         Ok(magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC)
+    }
+
+    /// Opens the file, maps it over the whole reservation and closes it
+    /// again: the mapping keeps the file's pages, not the descriptor.
+    fn map_shared(&self, path: &Path, reserve: u64, access: MapAccess) -> IoResult<SharedRegion> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(access == MapAccess::ReadWrite)
+            .open(path)
+            .map_err(|e| IoError::os("open", path, e))?;
+        let stat = rustix::fs::fstat(&file).map_err(|e| IoError::os("len", path, e.into()))?;
+        let len = u64::try_from(stat.st_size).unwrap_or(0);
+        SharedRegion::map_file(&file, path, len, reserve, access)
     }
 
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {

@@ -171,6 +171,20 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn checked(&self) -> Option<crate::CheckedStorage> {
         None
     }
+    /// Maps the file at `path` for shared loads and stores inside a
+    /// reservation of `reserve` bytes (at least the file's length), so the
+    /// file can later grow in place ([`crate::SharedRegion::grow_to`]). No
+    /// descriptor stays open. The default builds an emulated region (a copy
+    /// written back by [`crate::SharedRegion::flush`]), for backends that
+    /// cannot share pages; the real backend maps the file `MAP_SHARED`.
+    fn map_shared(&self, path: &Path, reserve: u64, access: crate::MapAccess) -> IoResult<crate::SharedRegion> {
+        let options = match access {
+            crate::MapAccess::ReadWrite => OpenOptions::WRITE,
+            crate::MapAccess::ReadOnly => OpenOptions::READ,
+        };
+        let file = self.open(path, options)?;
+        crate::SharedRegion::emulated(file, reserve, access)
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with

@@ -15,8 +15,9 @@ mod corpus_files;
 
 use larder_object::meta::fuzzing::{self, FUZZ_LIMITS};
 use larder_object::meta::{
-    dentry_key, fmap_key, onode_key, orphan_key, xattr_key, DataLocation, Dentry, DirInfo, Extent, ExtentMapEntry,
-    Kind, MetaKey, Name, Onode, Orphan, OrphanReason, StoreName, Timestamp, XattrName, XattrValue,
+    dentry_key, fmap_key, heap_name_key, heap_object_key, heap_root_key, heap_span_key, heap_type_key, onode_key,
+    orphan_key, xattr_key, DataLocation, Dentry, DirInfo, Extent, ExtentMapEntry, HeapObject, HeapRoot, HeapType, Kind,
+    MetaKey, Name, Onode, Orphan, OrphanReason, StoreName, Timestamp, XattrName, XattrValue,
 };
 
 /// SplitMix64: fixed forever, so the inputs never change with a crate
@@ -176,7 +177,7 @@ fn twenty_thousand_inputs_never_panic_and_accept_only_exact_encodings() {
 }
 
 /// Accepted inputs per decoder, in the order of `targets`.
-const PINNED: [usize; 6] = [1750, 1276, 1459, 961, 1458, 1980];
+const PINNED: [usize; 6] = [1750, 1278, 1459, 961, 1458, 1980];
 
 /// Valid log record payloads: batches of every operation kind, an empty
 /// batch, and ingest markers with and without a run.
@@ -216,9 +217,74 @@ fn log_payloads_never_panic_and_accept_only_exact_encodings() {
 /// Accepted inputs of the log payload replay.
 const PINNED_LOG_PAYLOADS: usize = 1853;
 
-/// The fuzz targets of this layer, their entry points and valid seeds.
-fn fuzz_targets() -> [corpus_files::Target; 5] {
+fn heap_root_seeds() -> Vec<Vec<u8>> {
+    vec![HeapRoot { objects_dir: 2, names_dir: 3 }.encode().unwrap().to_vec()]
+}
+
+fn heap_object_seeds() -> Vec<Vec<u8>> {
     [
+        HeapObject { heap: 1, type_id: 0, durable_size: 0, flags: 0 },
+        HeapObject { heap: 9, type_id: 12, durable_size: 1 << 40, flags: 1 },
+    ]
+    .iter()
+    .map(|o| o.encode().unwrap().to_vec())
+    .collect()
+}
+
+fn heap_type_seeds() -> Vec<Vec<u8>> {
+    [vec![], vec![0], vec![8, 40, 4096]].into_iter().map(|offsets| HeapType { offsets }.encode().unwrap()).collect()
+}
+
+fn heap_key_seeds() -> Vec<Vec<u8>> {
+    vec![
+        heap_root_key(1),
+        heap_object_key(77),
+        heap_name_key(77, &Name::new("a name").unwrap()),
+        heap_type_key(5),
+        heap_span_key(77, 8192),
+        heap_span_key(77, u64::MAX),
+    ]
+}
+
+#[test]
+fn heap_decoders_never_panic_and_accept_only_exact_encodings() {
+    type Target = (&'static str, fn(&[u8]) -> bool, Vec<Vec<u8>>);
+    let targets: [Target; 4] = [
+        ("heap key", fuzzing::key, heap_key_seeds()),
+        ("heap root", fuzzing::heap_root, heap_root_seeds()),
+        ("heap object", fuzzing::heap_object, heap_object_seeds()),
+        ("heap type", fuzzing::heap_type, heap_type_seeds()),
+    ];
+    for (name, decode, seeds) in &targets {
+        for s in seeds {
+            assert!(decode(s), "{name}: seed {s:?} refused");
+        }
+    }
+    let mut g = Gen(0x4845_4150_5245_4353);
+    let mut accepted = [0usize; 4];
+    for i in 0..8_000 {
+        let t = i % targets.len();
+        let (_, decode, seeds) = &targets[t];
+        if decode(&input(&mut g, seeds)) {
+            accepted[t] += 1;
+        }
+    }
+    println!("heap decoders accepted: {accepted:?}");
+    for (t, &n) in accepted.iter().enumerate() {
+        assert!(n > 0 && n < 2_000, "{}: {n} accepted", targets[t].0);
+    }
+    assert_eq!(accepted, PINNED_HEAP, "what the heap decoders accept changed (a format change?)");
+}
+
+/// Accepted inputs per heap decoder, in the order of its `targets`.
+const PINNED_HEAP: [usize; 4] = [956, 1017, 921, 524];
+
+/// The fuzz targets of this layer, their entry points and valid seeds.
+fn fuzz_targets() -> [corpus_files::Target; 8] {
+    [
+        ("object_heap_root", fuzzing::heap_root, heap_root_seeds()),
+        ("object_heap_object", fuzzing::heap_object, heap_object_seeds()),
+        ("object_heap_type", fuzzing::heap_type, heap_type_seeds()),
         ("object_key", fuzzing::key, key_seeds()),
         ("object_onode", fuzzing::onode, onode_seeds()),
         ("object_extent_entry", fuzzing::extent_entry, entry_seeds()),

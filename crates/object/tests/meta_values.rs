@@ -164,7 +164,7 @@ fn onode_decode_refusals_say_why() {
         (with(1, &[8]), "unknown kind 8"),
         (with(2, &[0]), "unknown data location tag 0"),
         (with(2, &[4]), "unknown data location tag 4"),
-        (with(3, &[0x10]), "unknown flags 0x10"),
+        (with(3, &[0x20]), "unknown flags 0x20"),
         (with(7, &(MAX_OBJECT_BYTES + 1).to_le_bytes()), "largest object"),
         (with(15, &0o040_644u32.to_le_bytes()), "type bits of another kind"),
         (with(15, &0o1_100_644u32.to_le_bytes()), "beyond type and permissions"),

@@ -3,15 +3,23 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::block::Block;
+use super::block::{Block, BlockRef};
 use super::cache::BlockCache;
 use super::reader::OpenRun;
 use crate::entry::{Entry, Stamp};
 use crate::error::Result;
 use crate::stats::Stats;
 
-/// A cursor over one run. Blocks go through the cache for user scans and
-/// around it for merges, so a merge does not evict the working set.
+/// The block a cursor is in: read through the block cache, or viewed in
+/// place in a mapped run (no system call, copy or cache entry).
+enum Loaded {
+    Cached(Arc<Block>),
+    Mapped(usize),
+}
+
+/// A cursor over one run. User scans view blocks in the mapping when the
+/// run is mapped, else read them through the cache; merges read around
+/// both (they verify every entry and must not evict the working set).
 pub(crate) struct RunIter {
     run: Arc<OpenRun>,
     cache: Option<Arc<BlockCache>>,
@@ -20,11 +28,19 @@ pub(crate) struct RunIter {
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
     block_idx: usize,
-    block: Option<Arc<Block>>,
+    block: Option<Loaded>,
     /// Next entry to return within `block` (forward: index; backward: index + 1).
     pos: usize,
     started: bool,
     done: bool,
+}
+
+/// The bytes of the block a cursor is in.
+fn view<'a>(run: &'a OpenRun, loaded: &'a Loaded) -> BlockRef<'a> {
+    match loaded {
+        Loaded::Cached(block) => block.view(),
+        Loaded::Mapped(i) => run.checked_view(*i),
+    }
 }
 
 impl RunIter {
@@ -53,8 +69,31 @@ impl RunIter {
 
     fn load(&mut self, i: usize) -> Result<()> {
         self.block_idx = i;
-        self.block = Some(self.run.block(i, self.cache.as_deref(), &self.stats)?);
+        let first = self.block.take().is_none();
+        if self.cache.is_some() && self.run.is_mapped() && self.run.scan_block(i, first, &self.stats)? {
+            self.block = Some(Loaded::Mapped(i));
+        } else {
+            self.block = Some(Loaded::Cached(self.run.block(i, self.cache.as_deref(), &self.stats)?));
+        }
         Ok(())
+    }
+
+    /// Entries in the current block (0 if none is loaded).
+    fn block_len(&self) -> usize {
+        self.block.as_ref().map_or(0, |b| view(&self.run, b).len())
+    }
+
+    /// The first position in the current block at or after `(key, stamp)`.
+    fn block_seek(&self, key: &[u8], stamp: Stamp) -> usize {
+        self.block.as_ref().map_or(0, |b| view(&self.run, b).seek(key, stamp))
+    }
+
+    /// Whether entry `i` of the current block has key `key`.
+    fn key_at_is(&self, i: usize, key: &[u8]) -> bool {
+        self.block.as_ref().is_some_and(|b| {
+            let block = view(&self.run, b);
+            i < block.len() && block.entry(i).key == key
+        })
     }
 
     fn position(&mut self) -> Result<()> {
@@ -82,10 +121,9 @@ impl RunIter {
                 return Ok(());
             }
             self.load(bi)?;
-            let block = self.block.as_ref().map(|b| b.seek(&key, stamp)).unwrap_or(0);
-            self.pos = block;
-            if let (Bound::Excluded(k), Some(b)) = (&self.start, &self.block) {
-                while self.pos < b.len() && b.entry(self.pos).key == k.as_slice() {
+            self.pos = self.block_seek(&key, stamp);
+            if matches!(self.start, Bound::Excluded(_)) {
+                while self.key_at_is(self.pos, &key) {
                     self.pos += 1;
                 }
             }
@@ -99,21 +137,17 @@ impl RunIter {
             match key {
                 None => {
                     self.load(n - 1)?;
-                    self.pos = self.block.as_ref().map_or(0, |b| b.len());
+                    self.pos = self.block_len();
                 }
                 Some(key) => {
                     let bi = self.run.index.find(&key).min(n - 1);
                     self.load(bi)?;
-                    let b = self.block.as_ref().map_or(0, |b| {
-                        let mut p = b.seek(&key, stamp);
-                        if matches!(self.end, Bound::Included(_)) {
-                            while p < b.len() && b.entry(p).key == key.as_slice() {
-                                p += 1;
-                            }
+                    self.pos = self.block_seek(&key, stamp);
+                    if matches!(self.end, Bound::Included(_)) {
+                        while self.key_at_is(self.pos, &key) {
+                            self.pos += 1;
                         }
-                        p
-                    });
-                    self.pos = b;
+                    }
                 }
             }
         }
@@ -145,7 +179,8 @@ impl RunIter {
             if self.done {
                 return Ok(None);
             }
-            let Some(block) = self.block.clone() else { return Ok(None) };
+            let Some(loaded) = &self.block else { return Ok(None) };
+            let block = view(&self.run, loaded);
             if self.forward {
                 if self.pos >= block.len() {
                     if self.block_idx + 1 >= self.run.index.len() {
@@ -170,7 +205,7 @@ impl RunIter {
                         continue;
                     }
                     self.load(self.block_idx - 1)?;
-                    self.pos = self.block.as_ref().map_or(0, |b| b.len());
+                    self.pos = self.block_len();
                     continue;
                 }
                 self.pos -= 1;

@@ -5,7 +5,7 @@
 //! canonical), which is asserted: a failure there is a bug worth a panic
 //! in a fuzzer, never reachable from the engine.
 
-use super::{Dentry, ExtentMapEntry, MetaKey, MetaLimits, Onode, Orphan, XattrValue};
+use super::{Dentry, ExtentMapEntry, HeapObject, HeapRoot, HeapType, MetaKey, MetaLimits, Onode, Orphan, XattrValue};
 
 /// Limits the entry points check against: small, so that random inputs
 /// reach the inline and container bounds.
@@ -98,6 +98,40 @@ pub fn log_payload(data: &[u8]) -> bool {
                 Payload::Ingested { run } => encode_ingested(*run),
             };
             assert_eq!(again, data, "log payload did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as a heap root record. Returns whether it was accepted.
+pub fn heap_root(data: &[u8]) -> bool {
+    match HeapRoot::decode(data) {
+        Ok(r) => {
+            assert_eq!(r.encode().ok().as_ref().map(|b| &b[..]), Some(data), "heap root did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as a heap object table entry. Returns whether it was
+/// accepted.
+pub fn heap_object(data: &[u8]) -> bool {
+    match HeapObject::decode(data) {
+        Ok(o) => {
+            assert_eq!(o.encode().ok().as_ref().map(|b| &b[..]), Some(data), "heap object did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as a heap type record. Returns whether it was accepted.
+pub fn heap_type(data: &[u8]) -> bool {
+    match HeapType::decode(data) {
+        Ok(t) => {
+            assert_eq!(t.encode().ok().as_deref(), Some(data), "heap type did not round-trip");
             true
         }
         Err(_) => false,

@@ -15,6 +15,7 @@
 //! | dmap | `0x30`, parent id, name | [`Dentry`](super::Dentry) |
 //! | xattr | `0x40`, object id, name | [`XattrValue`](super::XattrValue) |
 //! | orphans | `0x50`, object id | [`Orphan`](super::Orphan) |
+//! | heap | `0x60`, record kind, ... | the heap's records ([`super::heap`]) |
 
 use crate::error::{ObjectError, Result};
 
@@ -49,11 +50,53 @@ pub enum Map {
     Xattr,
     /// Orphans (`0x50`): object id -> why it has no name.
     Orphans,
+    /// The heap's records (`0x60`): a record kind byte ([`HeapRecord`]),
+    /// then its fields (docs/heap.md).
+    Heap,
+}
+
+/// The kinds of heap records: the byte after the heap map's prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HeapRecord {
+    /// A heap's root (`0x01`): root directory id -> [`super::HeapRoot`].
+    Root,
+    /// An object's table entry (`0x02`): object id -> [`super::HeapObject`].
+    Object,
+    /// A name of an object (`0x03`): object id, name -> empty (the reverse
+    /// index of the heap's `names/` directory).
+    Name,
+    /// A type (`0x04`): type id -> [`super::HeapType`].
+    Type,
+    /// An arena record (`0x05`): object id, span offset (or `u64::MAX` for
+    /// the arena's header) -> the arena's encoding.
+    Span,
+}
+
+impl HeapRecord {
+    /// Every kind, in key order.
+    pub const ALL: [HeapRecord; 5] =
+        [HeapRecord::Root, HeapRecord::Object, HeapRecord::Name, HeapRecord::Type, HeapRecord::Span];
+
+    /// The kind's byte.
+    pub const fn to_u8(self) -> u8 {
+        match self {
+            HeapRecord::Root => 0x01,
+            HeapRecord::Object => 0x02,
+            HeapRecord::Name => 0x03,
+            HeapRecord::Type => 0x04,
+            HeapRecord::Span => 0x05,
+        }
+    }
+
+    /// The kind stored as `b`, if any.
+    pub fn from_u8(b: u8) -> Option<HeapRecord> {
+        HeapRecord::ALL.into_iter().find(|k| k.to_u8() == b)
+    }
 }
 
 impl Map {
     /// Every map, in key order.
-    pub const ALL: [Map; 6] = [Map::Store, Map::Omap, Map::Fmap, Map::Dmap, Map::Xattr, Map::Orphans];
+    pub const ALL: [Map; 7] = [Map::Store, Map::Omap, Map::Fmap, Map::Dmap, Map::Xattr, Map::Orphans, Map::Heap];
 
     /// The map's key prefix byte.
     pub const fn prefix(self) -> u8 {
@@ -64,6 +107,7 @@ impl Map {
             Map::Dmap => 0x30,
             Map::Xattr => 0x40,
             Map::Orphans => 0x50,
+            Map::Heap => 0x60,
         }
     }
 
@@ -81,6 +125,7 @@ impl Map {
             Map::Dmap => "dmap",
             Map::Xattr => "xattr",
             Map::Orphans => "orphans",
+            Map::Heap => "heap",
         }
     }
 
@@ -93,6 +138,7 @@ impl Map {
             Map::Dmap => "dmap key",
             Map::Xattr => "xattr key",
             Map::Orphans => "orphan key",
+            Map::Heap => "heap key",
         }
     }
 }
@@ -133,6 +179,36 @@ pub enum MetaKey {
     Orphan {
         /// The object.
         object: u64,
+    },
+    /// The root record of the heap whose root directory is `root`.
+    HeapRoot {
+        /// The heap's root directory.
+        root: u64,
+    },
+    /// The heap object table entry of `object`.
+    HeapObject {
+        /// The object.
+        object: u64,
+    },
+    /// The name record `name` of heap object `object`.
+    HeapName {
+        /// The object.
+        object: u64,
+        /// One of its names in the heap's `names/` directory.
+        name: Name,
+    },
+    /// The heap type `type_id`.
+    HeapType {
+        /// The type's id.
+        type_id: u64,
+    },
+    /// An arena record of heap object `object`: the span at `span`, or the
+    /// arena's header when `span` is `u64::MAX`.
+    HeapSpan {
+        /// The object.
+        object: u64,
+        /// The span's offset in the object, or `u64::MAX`.
+        span: u64,
     },
 }
 
@@ -187,6 +263,62 @@ pub fn orphan_key(object: u64) -> [u8; ID_KEY_BYTES] {
     id_key(Map::Orphans, object)
 }
 
+fn heap_key(kind: HeapRecord, id: u64, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(HEAP_ID_KEY_BYTES + rest.len());
+    k.push(Map::Heap.prefix());
+    k.push(kind.to_u8());
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(rest);
+    k
+}
+
+/// Bytes of a heap key made of the prefix, the record kind and one u64
+/// (root, object and type records; and the scan prefixes of names and
+/// spans of one object).
+pub const HEAP_ID_KEY_BYTES: usize = 10;
+
+/// The key of the root record of the heap rooted at directory `root`.
+pub fn heap_root_key(root: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Root, root, &[])
+}
+
+/// The key of heap object `object`'s table entry.
+pub fn heap_object_key(object: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Object, object, &[])
+}
+
+/// The key of name `name` of heap object `object`.
+pub fn heap_name_key(object: u64, name: &Name) -> Vec<u8> {
+    heap_key(HeapRecord::Name, object, name.as_bytes())
+}
+
+/// Prefix of every name record of heap object `object`, in name byte order.
+pub fn heap_name_prefix(object: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Name, object, &[])
+}
+
+/// The key of heap type `type_id`.
+pub fn heap_type_key(type_id: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Type, type_id, &[])
+}
+
+/// The key of the arena record of heap object `object` at `span` (a span
+/// offset, or `u64::MAX` for the arena's header).
+pub fn heap_span_key(object: u64, span: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Span, object, &span.to_be_bytes())
+}
+
+/// Prefix of every arena record of heap object `object`, in offset order
+/// (the header, at `u64::MAX`, last).
+pub fn heap_span_prefix(object: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Span, object, &[])
+}
+
+/// Prefix of every heap record of `kind` (all roots, all objects, ...).
+pub fn heap_kind_prefix(kind: HeapRecord) -> [u8; 2] {
+    [Map::Heap.prefix(), kind.to_u8()]
+}
+
 /// Prefix of every key of `map` (scan all onodes, all orphans, ...).
 pub fn map_prefix(map: Map) -> [u8; 1] {
     [map.prefix()]
@@ -231,6 +363,11 @@ impl MetaKey {
             MetaKey::Dentry { .. } => Map::Dmap,
             MetaKey::Xattr { .. } => Map::Xattr,
             MetaKey::Orphan { .. } => Map::Orphans,
+            MetaKey::HeapRoot { .. }
+            | MetaKey::HeapObject { .. }
+            | MetaKey::HeapName { .. }
+            | MetaKey::HeapType { .. }
+            | MetaKey::HeapSpan { .. } => Map::Heap,
         }
     }
 
@@ -243,6 +380,11 @@ impl MetaKey {
             MetaKey::Dentry { parent, name } => dentry_key(*parent, name),
             MetaKey::Xattr { object, name } => xattr_key(*object, name),
             MetaKey::Orphan { object } => orphan_key(*object).to_vec(),
+            MetaKey::HeapRoot { root } => heap_root_key(*root),
+            MetaKey::HeapObject { object } => heap_object_key(*object),
+            MetaKey::HeapName { object, name } => heap_name_key(*object, name),
+            MetaKey::HeapType { type_id } => heap_type_key(*type_id),
+            MetaKey::HeapSpan { object, span } => heap_span_key(*object, *span),
         }
     }
 
@@ -292,6 +434,18 @@ impl MetaKey {
                 let object = r.u64_be("object id")?;
                 let name = XattrName::new(r.rest()).map_err(named)?;
                 MetaKey::Xattr { object, name }
+            }
+            Map::Heap => {
+                let b = r.u8("heap record kind")?;
+                let kind = HeapRecord::from_u8(b).ok_or_else(|| format!("unknown heap record kind {b:#04x}"))?;
+                let id = r.u64_be("id")?;
+                match kind {
+                    HeapRecord::Root => MetaKey::HeapRoot { root: id },
+                    HeapRecord::Object => MetaKey::HeapObject { object: id },
+                    HeapRecord::Name => MetaKey::HeapName { object: id, name: Name::new(r.rest()).map_err(named)? },
+                    HeapRecord::Type => MetaKey::HeapType { type_id: id },
+                    HeapRecord::Span => MetaKey::HeapSpan { object: id, span: r.u64_be("span offset")? },
+                }
             }
         };
         r.finish()?;
@@ -357,5 +511,14 @@ pub fn decode_store_key(key: &[u8]) -> Result<StoreName> {
     match MetaKey::decode(key)? {
         MetaKey::Store(name) => Ok(name),
         k => Err(wrong_map(Map::Store, &k)),
+    }
+}
+
+/// Decodes a heap key: its record, refusing a key of another map.
+pub fn decode_heap_key(key: &[u8]) -> Result<MetaKey> {
+    let k = MetaKey::decode(key)?;
+    match k.map() {
+        Map::Heap => Ok(k),
+        _ => Err(wrong_map(Map::Heap, &k)),
     }
 }

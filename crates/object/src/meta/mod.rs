@@ -1,7 +1,7 @@
 //! The object layer's metadata records: the keys and values it keeps in
 //! its one index.
 //!
-//! Every map (store metadata, omap, fmap, dmap, xattrs, orphans) lives in
+//! Every map (store metadata, omap, fmap, dmap, xattrs, orphans, heap) lives in
 //! the same index under a one-byte key prefix, so one index batch, carried
 //! by one intent-log record, updates all of them atomically. This module
 //! only encodes and checks; it reads and writes nothing. Byte layouts:
@@ -22,6 +22,7 @@ pub mod dentry;
 pub mod dir_entries;
 pub mod extent_map;
 pub mod fuzzing;
+pub mod heap;
 pub mod keys;
 pub mod name;
 pub mod onode;
@@ -36,10 +37,12 @@ pub use dir_entries::{
     DIR_ENTRIES_OPERATOR,
 };
 pub use extent_map::{block_crcs, verify_block, ExtentMapEntry};
+pub use heap::{HeapObject, HeapRoot, HeapType, HEAP_OBJECT_ARENA, MAX_TYPE_POINTERS, POINTER_BYTES};
 pub use keys::{
-    decode_dentry_key, decode_fmap_key, decode_onode_key, decode_orphan_key, decode_store_key, decode_xattr_key,
-    dentry_key, dmap_prefix, fmap_key, fmap_prefix, map_prefix, onode_key, orphan_key, prefix_end, store_key,
-    xattr_key, xattr_prefix, Map, MetaKey, NEXT_OBJECT_ID,
+    decode_dentry_key, decode_fmap_key, decode_heap_key, decode_onode_key, decode_orphan_key, decode_store_key,
+    decode_xattr_key, dentry_key, dmap_prefix, fmap_key, fmap_prefix, heap_kind_prefix, heap_name_key,
+    heap_name_prefix, heap_object_key, heap_root_key, heap_span_key, heap_span_prefix, heap_type_key, map_prefix,
+    onode_key, orphan_key, prefix_end, store_key, xattr_key, xattr_prefix, HeapRecord, Map, MetaKey, NEXT_OBJECT_ID,
 };
 pub use larder_space::Extent;
 pub use name::{Name, StoreName, XattrName, MAX_NAME_BYTES};

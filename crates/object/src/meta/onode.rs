@@ -45,10 +45,14 @@ pub const FLAG_APPEND_ONLY: u32 = 1 << 1;
 pub const FLAG_NO_ATIME: u32 = 1 << 2;
 /// Flag: backup tools skip the object (`chattr +d`).
 pub const FLAG_NO_DUMP: u32 = 1 << 3;
-/// Every flag version 1 defines; other bits are refused, because an
-/// ignored flag could mean a lost restriction. New flags come with a new
-/// onode version.
-pub const KNOWN_FLAGS: u32 = FLAG_IMMUTABLE | FLAG_APPEND_ONLY | FLAG_NO_ATIME | FLAG_NO_DUMP;
+/// Flag: a heap's root directory or one of its `objects/` and `names/`
+/// directories (docs/heap.md): their entries change only through the
+/// heap, so the file system and the KV API refuse to change them.
+pub const FLAG_HEAP: u32 = 1 << 4;
+/// Every flag this build defines; other bits are refused, because an
+/// ignored flag could mean a lost restriction (a build that predates a
+/// flag refuses onodes carrying it rather than drop it).
+pub const KNOWN_FLAGS: u32 = FLAG_IMMUTABLE | FLAG_APPEND_ONLY | FLAG_NO_ATIME | FLAG_NO_DUMP | FLAG_HEAP;
 
 const RECORD: &str = "onode";
 

@@ -8,8 +8,8 @@ use crate::error::{ObjectError, Result};
 use std::ops::Bound;
 
 use crate::meta::{
-    decode_orphan_key, fmap_prefix, map_prefix, orphan_key, prefix_end, xattr_prefix, DataLocation, Map, Onode,
-    BLOCK_BYTES, MAX_OBJECT_BYTES,
+    decode_orphan_key, fmap_prefix, heap_name_prefix, heap_object_key, heap_span_prefix, map_prefix, orphan_key,
+    prefix_end, xattr_prefix, DataLocation, Map, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES,
 };
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
@@ -105,13 +105,17 @@ fn drop_fmap_entries(txn: &mut Transaction<'_>, object: u64, limit: usize) -> Re
 }
 
 /// Deletes what is left of an object whose fmap is gone: its extended
-/// attributes, orphan record and onode.
+/// attributes, heap records (a heap object's table entry, names and arena
+/// spans; its file, then without a record, is removed at the next open),
+/// orphan record and onode.
 fn delete_rest(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
-    let prefix = xattr_prefix(object);
-    let end = prefix_end(&prefix).unwrap_or_default();
-    for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
-        txn.delete(&k);
+    for prefix in [xattr_prefix(object).to_vec(), heap_name_prefix(object), heap_span_prefix(object)] {
+        let end = prefix_end(&prefix).unwrap_or_default();
+        for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
+            txn.delete(&k);
+        }
     }
+    txn.delete(&heap_object_key(object));
     txn.delete(&orphan_key(object));
     txn.delete_onode(object)
 }

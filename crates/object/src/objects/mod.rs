@@ -16,6 +16,7 @@
 mod delete;
 mod extent_cache;
 mod fmap;
+mod heap_files;
 mod in_txn;
 mod prealloc;
 mod read;
@@ -24,6 +25,7 @@ mod write;
 mod xattrs;
 
 pub(crate) use extent_cache::ExtentCache;
+pub use heap_files::{HeapRecovery, HEAP_DIR};
 pub(crate) use replay::ReplayVerifier;
 
 use crate::error::{ObjectError, Result};

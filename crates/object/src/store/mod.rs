@@ -377,6 +377,12 @@ impl Store {
         if reclaimed > 0 {
             tracing::info!(reclaimed, "freed orphan objects left by the last run");
         }
+        // After the orphans: a heap object freed there leaves a file
+        // without a record, which this removes.
+        let heap = store.recover_heap_files()?;
+        if heap != crate::objects::HeapRecovery::default() {
+            tracing::info!(?heap, "brought heap files in step with their records");
+        }
         Ok(store)
     }
 
@@ -739,6 +745,12 @@ impl Store {
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The storage every file of the store goes through (behind the
+    /// store's poison latch): for the store's own files only.
+    pub(crate) fn storage(&self) -> &StorageRef {
+        &self.storage
     }
 
     /// The superblock's current copy.

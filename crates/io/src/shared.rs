@@ -1,0 +1,342 @@
+//! Shared read-write mappings of files that grow in place: the heap's
+//! objects (docs/heap.md, "Mapping").
+//!
+//! A [`SharedRegion`] reserves an address range once and keeps the file's
+//! bytes `[0, len)` at its start. The real backend maps the file
+//! `MAP_SHARED` over the whole reservation, so pages the file gains later
+//! are already mapped at the same addresses ([`SharedRegion::grow_to`]
+//! only widens the bounds the region hands out), no descriptor is kept, and
+//! stores reach the page cache that every other process mapping or reading
+//! the file sees. The simulated backend cannot share pages: its region is
+//! an anonymous reservation filled from the file with reads and written
+//! back by [`SharedRegion::flush`], so crash tests see exactly the bytes a
+//! caller flushed and synced.
+
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use rustix::mm::{MapFlags, MprotectFlags, MsyncFlags, ProtFlags};
+
+use crate::error::{IoError, IoResult};
+use crate::storage::{read_exact_at, write_all_at, FileRef};
+
+/// Whether a region may be written through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapAccess {
+    /// Loads and stores (the file must be writable by the caller).
+    ReadWrite,
+    /// Loads only: a store through the region faults.
+    ReadOnly,
+}
+
+/// How the region's pages reach the file.
+#[derive(Debug)]
+enum Backing {
+    /// The file itself is mapped `MAP_SHARED` over the whole reservation.
+    Mapped,
+    /// Anonymous memory copied from the file, written back by `flush`. The
+    /// lock serialises growth (which changes protections and fills pages).
+    Emulated { file: FileRef, grow: Mutex<()> },
+}
+
+/// A file mapped at a fixed base that stays put while the file grows up to
+/// the reservation. Unmapped when dropped.
+///
+/// The bytes are shared memory: any thread (and, for a real mapping, any
+/// process) may store to them at any time through [`SharedRegion::as_ptr`].
+/// The region never creates Rust references to them; callers that do must
+/// arrange their own exclusion.
+#[derive(Debug)]
+pub struct SharedRegion {
+    base: NonNull<u8>,
+    /// Bytes reserved at `base`, a multiple of the page size.
+    reserve: u64,
+    /// Bytes of the file the region exposes; only grows.
+    len: AtomicU64,
+    access: MapAccess,
+    backing: Backing,
+    path: PathBuf,
+}
+
+// SAFETY: the region owns its mapping (nothing else unmaps it) and holds no
+// thread-bound state: the base is a plain address valid until drop, `len` is
+// atomic, and the emulated backing's file handle is Send + Sync. Concurrent
+// stores through the base are the shared-memory contract the type documents.
+#[allow(unsafe_code)]
+unsafe impl Send for SharedRegion {}
+// SAFETY: as for Send; every `&self` method is safe to call concurrently
+// (growth of an emulated region is serialised by its lock, a mapped region's
+// growth only raises an atomic).
+#[allow(unsafe_code)]
+unsafe impl Sync for SharedRegion {}
+
+/// The system's page size.
+pub fn page_size() -> u64 {
+    rustix::param::page_size() as u64
+}
+
+fn round_up(value: u64, to: u64) -> Option<u64> {
+    value.checked_add(to - 1).map(|v| v / to * to)
+}
+
+fn invalid(path: &Path, reason: &'static str) -> IoError {
+    IoError::InvalidInput { path: path.to_path_buf(), reason }
+}
+
+fn os(op: &'static str, path: &Path, e: rustix::io::Errno) -> IoError {
+    IoError::os(op, path, e.into())
+}
+
+/// The reservation for a request: at least one page, whole pages, and
+/// addressable on this machine.
+fn reservation(path: &Path, reserve: u64, len: u64) -> IoResult<u64> {
+    if len > reserve {
+        return Err(invalid(path, "the file is longer than the reservation"));
+    }
+    let reserve = round_up(reserve.max(1), page_size()).ok_or_else(|| invalid(path, "reservation too large"))?;
+    usize::try_from(reserve).map_err(|_| invalid(path, "reservation exceeds the address space"))?;
+    Ok(reserve)
+}
+
+impl SharedRegion {
+    /// Maps `file` (its length now, `len`) `MAP_SHARED` over a reservation
+    /// of `reserve` bytes. The descriptor may be closed afterwards.
+    pub(crate) fn map_file(
+        file: &std::fs::File,
+        path: &Path,
+        len: u64,
+        reserve: u64,
+        access: MapAccess,
+    ) -> IoResult<SharedRegion> {
+        let reserve = reservation(path, reserve, len)?;
+        let prot = match access {
+            MapAccess::ReadWrite => ProtFlags::READ | ProtFlags::WRITE,
+            MapAccess::ReadOnly => ProtFlags::READ,
+        };
+        #[allow(unsafe_code)]
+        // SAFETY: a null hint lets the kernel choose a free range, so no
+        // existing mapping is replaced; the length fits usize (checked by
+        // `reservation`). Pages past the file's end are mapped but never
+        // handed out (`len` bounds every access the region makes), and become
+        // the file's pages once it grows.
+        let base = unsafe {
+            rustix::mm::mmap(std::ptr::null_mut(), reserve as usize, prot, MapFlags::SHARED, file, 0)
+                .map_err(|e| os("mmap", path, e))?
+        };
+        let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| invalid(path, "mmap returned null"))?;
+        Ok(SharedRegion {
+            base,
+            reserve,
+            len: AtomicU64::new(len),
+            access,
+            backing: Backing::Mapped,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// An emulated region: anonymous memory of `reserve` bytes holding a
+    /// copy of `file`, written back by [`SharedRegion::flush`]. For backends
+    /// that cannot share pages (the simulation).
+    pub fn emulated(file: FileRef, reserve: u64, access: MapAccess) -> IoResult<SharedRegion> {
+        let path = file.path().to_path_buf();
+        let len = file.len()?;
+        let reserve = reservation(&path, reserve, len)?;
+        #[allow(unsafe_code)]
+        // SAFETY: a null hint lets the kernel choose a free range; the
+        // reservation is inaccessible (PROT_NONE) until `grow_to` opens the
+        // pages that hold file bytes, and NORESERVE commits no memory for it.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                reserve as usize,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+            .map_err(|e| os("mmap", &path, e))?
+        };
+        let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| invalid(&path, "mmap returned null"))?;
+        let region = SharedRegion {
+            base,
+            reserve,
+            len: AtomicU64::new(0),
+            access,
+            backing: Backing::Emulated { file, grow: Mutex::new(()) },
+            path,
+        };
+        region.grow_to(len)?;
+        Ok(region)
+    }
+
+    /// The first byte of the file in memory. Valid for
+    /// [`SharedRegion::len`] bytes until the region is dropped; writable
+    /// only if the region is [`MapAccess::ReadWrite`].
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Bytes of the file the region exposes.
+    pub fn len(&self) -> u64 {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Whether the region exposes no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes reserved at the base: the most [`SharedRegion::grow_to`] reaches.
+    pub fn reserve(&self) -> u64 {
+        self.reserve
+    }
+
+    /// Whether stores are allowed.
+    pub fn access(&self) -> MapAccess {
+        self.access
+    }
+
+    /// Whether the bytes are a copy written back by `flush` (the simulation)
+    /// rather than the file's own pages.
+    pub fn is_emulated(&self) -> bool {
+        matches!(self.backing, Backing::Emulated { .. })
+    }
+
+    /// The file the region maps, for error messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Exposes the file's bytes up to `new_len` at the same base, after the
+    /// caller extended the file to at least that length. Fails (changing
+    /// nothing) past the reservation: the caller maps a new region then.
+    /// A smaller `new_len` than the current one is refused: regions never
+    /// shrink, so pointers handed out stay in bounds.
+    pub fn grow_to(&self, new_len: u64) -> IoResult<()> {
+        if new_len > self.reserve {
+            return Err(invalid(&self.path, "growth past the region's reservation"));
+        }
+        match &self.backing {
+            Backing::Mapped => {
+                let old = self.len.fetch_max(new_len, Ordering::AcqRel);
+                if new_len < old {
+                    return Err(invalid(&self.path, "a shared region never shrinks"));
+                }
+                Ok(())
+            }
+            Backing::Emulated { file, grow } => {
+                let _serial = grow.lock();
+                let old = self.len.load(Ordering::Acquire);
+                if new_len < old {
+                    return Err(invalid(&self.path, "a shared region never shrinks"));
+                }
+                if new_len == old {
+                    return Ok(());
+                }
+                self.fill(file, old, new_len)?;
+                self.len.store(new_len, Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
+    /// Opens the pages covering `[old, new)` of an emulated region and copies
+    /// the file's bytes there. Runs under the growth lock.
+    fn fill(&self, file: &FileRef, old: u64, new: u64) -> IoResult<()> {
+        let page = page_size();
+        let start = old / page * page;
+        let end = round_up(new, page).ok_or_else(|| invalid(&self.path, "length overflows"))?;
+        let mut bytes = vec![0u8; usize::try_from(new - old).map_err(|_| invalid(&self.path, "length too large"))?];
+        read_exact_at(&**file, &mut bytes, old)?;
+        self.protect(start, end, MprotectFlags::READ | MprotectFlags::WRITE)?;
+        #[allow(unsafe_code)]
+        // SAFETY: `[old, new)` lies inside the reservation (new <= reserve,
+        // checked by the caller) and its pages were just made writable; no
+        // thread reads or writes those bytes yet, because `len` still says
+        // `old` and the region hands out nothing past it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.as_ptr().add(old as usize), bytes.len());
+        }
+        if self.access == MapAccess::ReadOnly {
+            self.protect(start, end, MprotectFlags::READ)?;
+        }
+        Ok(())
+    }
+
+    fn protect(&self, start: u64, end: u64, flags: MprotectFlags) -> IoResult<()> {
+        if start >= end {
+            return Ok(());
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: `[start, end)` is page-aligned and inside the reservation
+        // this region owns; widening or narrowing its protection affects no
+        // other mapping.
+        unsafe {
+            rustix::mm::mprotect(self.base.as_ptr().add(start as usize).cast::<c_void>(), (end - start) as usize, flags)
+                .map_err(|e| os("mprotect", &self.path, e))
+        }
+    }
+
+    /// Makes the bytes `[offset, offset + len)` stored through the region
+    /// reach the file. A real mapping waits for them to be written and
+    /// synced (msync MS_SYNC). An emulated region writes them to the file
+    /// with `write_at` and nothing else: the caller syncs the file. A
+    /// read-only region has nothing to write.
+    pub fn flush(&self, offset: u64, len: u64) -> IoResult<()> {
+        let end = offset.checked_add(len).ok_or_else(|| invalid(&self.path, "flush range overflows"))?;
+        if end > self.len() {
+            return Err(invalid(&self.path, "flush past the region's length"));
+        }
+        if len == 0 || self.access == MapAccess::ReadOnly {
+            return Ok(());
+        }
+        match &self.backing {
+            Backing::Mapped => {
+                let start = offset / page_size() * page_size();
+                #[allow(unsafe_code)]
+                // SAFETY: `[start, end)` lies inside the mapped reservation
+                // (end <= len <= reserve) and msync neither reads nor changes
+                // the bytes as Rust sees them.
+                unsafe {
+                    rustix::mm::msync(
+                        self.base.as_ptr().add(start as usize).cast::<c_void>(),
+                        (end - start) as usize,
+                        MsyncFlags::SYNC,
+                    )
+                    .map_err(|e| os("msync", &self.path, e))
+                }
+            }
+            Backing::Emulated { file, .. } => {
+                let mut bytes = vec![0u8; len as usize];
+                #[allow(unsafe_code)]
+                // SAFETY: `[offset, end)` is below `len`, so its pages are
+                // readable. Other threads may store to these bytes meanwhile
+                // (shared memory): the copy then holds some mix of old and new
+                // bytes, exactly what a kernel write-back of a mapping would
+                // write. No reference to the shared bytes is formed.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.base.as_ptr().add(offset as usize),
+                        bytes.as_mut_ptr(),
+                        bytes.len(),
+                    );
+                }
+                write_all_at(&**file, &bytes, offset)
+            }
+        }
+    }
+}
+
+impl Drop for SharedRegion {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: the reservation was mapped by this region and is unmapped
+        // once, here; every pointer the region handed out was documented as
+        // valid only until the drop.
+        let result = unsafe { rustix::mm::munmap(self.base.as_ptr().cast::<c_void>(), self.reserve as usize) };
+        if let Err(e) = result {
+            tracing::error!(path = %self.path.display(), error = %e, "munmap of a shared region failed");
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! `Storage::map_shared`: the real backend's regions are the file's own
+//! pages (another handle reads what was stored, growth keeps the base), the
+//! simulation's are copies that reach the file only by `flush` and survive a
+//! crash only once synced. Both are stressed from many threads.
+#![allow(clippy::unwrap_used, unsafe_code)]
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use larder_io::sim::CrashMode;
+use larder_io::{
+    page_size, write_all_at, CheckedStorage, MapAccess, OpenOptions, RealStorage, SharedRegion, SimStorage, Storage,
+};
+
+use common::{durable_file, read_all};
+
+/// Stores `bytes` at `offset` through the region.
+fn store(region: &SharedRegion, offset: u64, bytes: &[u8]) {
+    assert!(offset + bytes.len() as u64 <= region.len());
+    // SAFETY: in bounds (asserted) of a read-write region that outlives the call.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), region.as_ptr().add(offset as usize), bytes.len()) }
+}
+
+/// Loads `len` bytes at `offset` from the region.
+fn load(region: &SharedRegion, offset: u64, len: usize) -> Vec<u8> {
+    assert!(offset + len as u64 <= region.len());
+    let mut out = vec![0u8; len];
+    // SAFETY: in bounds (asserted) of a region that outlives the call.
+    unsafe { std::ptr::copy_nonoverlapping(region.as_ptr().add(offset as usize), out.as_mut_ptr(), len) }
+    out
+}
+
+fn real_file(dir: &Path, name: &str, data: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+fn read_std(path: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::fs::File::open(path).unwrap().read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn real_region_maps_the_file_and_stores_reach_other_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", &[7u8; 10_000]);
+    let region = RealStorage::new().map_shared(&path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    assert!(!region.is_emulated());
+    assert_eq!(region.len(), 10_000);
+    assert_eq!(load(&region, 9_990, 10), vec![7u8; 10]);
+    store(&region, 100, b"through the mapping");
+    region.flush(100, 19).unwrap();
+    assert_eq!(&read_std(&path)[100..119], b"through the mapping");
+}
+
+#[test]
+fn real_region_grows_at_the_same_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", b"head");
+    let storage = RealStorage::new();
+    let region = storage.map_shared(&path, 16 * page_size(), MapAccess::ReadWrite).unwrap();
+    let base = region.as_ptr();
+    let file = storage.open(&path, OpenOptions::WRITE).unwrap();
+    file.set_len(3 * page_size() + 5).unwrap();
+    region.grow_to(3 * page_size() + 5).unwrap();
+    assert_eq!(region.as_ptr(), base);
+    assert_eq!(load(&region, 0, 4), b"head");
+    store(&region, 3 * page_size(), b"tail!");
+    region.flush(0, region.len()).unwrap();
+    let bytes = read_std(&path);
+    assert_eq!(bytes.len() as u64, 3 * page_size() + 5);
+    assert_eq!(&bytes[bytes.len() - 5..], b"tail!");
+    // Past the reservation: refused, nothing changes.
+    assert!(region.grow_to(17 * page_size()).is_err());
+    assert_eq!(region.len(), 3 * page_size() + 5);
+    // Never shrinks.
+    assert!(region.grow_to(4).is_err());
+    assert_eq!(region.len(), 3 * page_size() + 5);
+}
+
+#[test]
+fn real_read_only_region_sees_writes_of_other_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", &[0u8; 64]);
+    let region = RealStorage::new().map_shared(&path, 64, MapAccess::ReadOnly).unwrap();
+    assert_eq!(region.access(), MapAccess::ReadOnly);
+    let file = RealStorage::new().open(&path, OpenOptions::WRITE).unwrap();
+    write_all_at(&*file, b"shared", 10).unwrap();
+    assert_eq!(load(&region, 10, 6), b"shared", "MAP_SHARED sees the page cache");
+    region.flush(0, 64).unwrap();
+}
+
+#[test]
+fn file_longer_than_the_reservation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", &[1u8; 100]);
+    assert!(RealStorage::new().map_shared(&path, 50, MapAccess::ReadWrite).is_err());
+    let sim = SimStorage::new(1);
+    durable_file(&sim, Path::new("/heap/1"), &[1u8; 100]);
+    assert!(sim.map_shared(Path::new("/heap/1"), 50, MapAccess::ReadWrite).is_err());
+}
+
+#[test]
+fn missing_file_is_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = RealStorage::new().map_shared(&dir.path().join("none"), 4096, MapAccess::ReadWrite).unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    let err = SimStorage::new(1).map_shared(Path::new("/heap/none"), 4096, MapAccess::ReadWrite).unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+}
+
+#[test]
+fn sim_region_reaches_the_file_only_by_flush_and_survives_only_synced() {
+    let sim = SimStorage::new(9);
+    let path = Path::new("/heap/1");
+    durable_file(&sim, path, &[0u8; 3000]);
+    let region = sim.map_shared(path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    assert!(region.is_emulated());
+    store(&region, 0, b"flushed and synced");
+    store(&region, 2000, b"never flushed");
+    assert_eq!(&read_all(&sim, path)[0..18], &[0u8; 18], "no write-back before flush");
+    region.flush(0, 18).unwrap();
+    assert_eq!(&read_all(&sim, path)[0..18], b"flushed and synced");
+    sim.open(path, OpenOptions::WRITE).unwrap().sync_data().unwrap();
+    store(&region, 1000, b"flushed, not synced");
+    region.flush(1000, 19).unwrap();
+
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    let bytes = read_all(&after, path);
+    assert_eq!(&bytes[0..18], b"flushed and synced");
+    assert_eq!(&bytes[1000..1019], &[0u8; 19]);
+    assert_eq!(&bytes[2000..2013], &[0u8; 13]);
+}
+
+#[test]
+fn sim_region_grows_at_the_same_base_with_the_file_bytes() {
+    let sim = SimStorage::new(2);
+    let path = Path::new("/heap/2");
+    durable_file(&sim, path, b"abc");
+    let region = sim.map_shared(path, 8 * page_size(), MapAccess::ReadWrite).unwrap();
+    let base = region.as_ptr();
+    let file = sim.open(path, OpenOptions::WRITE).unwrap();
+    file.set_len(2 * page_size() + 1).unwrap();
+    write_all_at(&*file, b"Z", 2 * page_size()).unwrap();
+    region.grow_to(2 * page_size() + 1).unwrap();
+    assert_eq!(region.as_ptr(), base);
+    assert_eq!(load(&region, 0, 3), b"abc");
+    assert_eq!(load(&region, 2 * page_size(), 1), b"Z");
+    assert!(region.grow_to(9 * page_size()).is_err());
+    assert!(region.flush(0, 2 * page_size() + 2).is_err(), "flush past the length is refused");
+}
+
+#[test]
+fn sim_read_only_region_flushes_nothing() {
+    let sim = SimStorage::new(3);
+    let path = Path::new("/heap/3");
+    durable_file(&sim, path, b"read only");
+    let region = sim.map_shared(path, 4096, MapAccess::ReadOnly).unwrap();
+    assert_eq!(load(&region, 0, 9), b"read only");
+    region.flush(0, 9).unwrap();
+}
+
+#[test]
+fn poisoned_storage_refuses_a_writable_mapping() {
+    let sim = SimStorage::new(4);
+    let path = Path::new("/heap/4");
+    durable_file(&sim, path, b"x");
+    let checked = CheckedStorage::new(Arc::new(sim));
+    checked.poison("test".to_string());
+    assert!(checked.map_shared(path, 4096, MapAccess::ReadWrite).is_err());
+    assert!(checked.map_shared(path, 4096, MapAccess::ReadOnly).is_ok());
+}
+
+/// Threads store disjoint stripes, flush them and grow the region while
+/// others store; at the end the file holds every stripe.
+fn stress(storage: &dyn Storage, path: &Path, file_len: impl Fn() -> u64, sync: impl Fn()) {
+    const THREADS: u64 = 4;
+    const ROUNDS: u64 = 64;
+    const STRIPE: u64 = 512;
+    let region = storage.map_shared(path, 1 << 24, MapAccess::ReadWrite).unwrap();
+    let file = storage.open(path, OpenOptions::WRITE).unwrap();
+    let start_len = region.len();
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let region = &region;
+            scope.spawn(move || {
+                for round in 0..ROUNDS {
+                    let offset = (round * THREADS + t) * STRIPE;
+                    let pattern = vec![(t * 31 + round) as u8; STRIPE as usize];
+                    store(region, offset, &pattern);
+                    region.flush(offset, STRIPE).unwrap();
+                    assert_eq!(load(region, offset, STRIPE as usize), pattern);
+                }
+            });
+        }
+        let region = &region;
+        let file = &file;
+        scope.spawn(move || {
+            for step in 1..=32u64 {
+                let len = start_len + step * page_size();
+                file.set_len(len).unwrap();
+                region.grow_to(len).unwrap();
+            }
+        });
+    });
+    sync();
+    assert_eq!(file_len(), start_len + 32 * page_size());
+    let bytes = read_all(storage, path);
+    for t in 0..THREADS {
+        for round in 0..ROUNDS {
+            let offset = ((round * THREADS + t) * STRIPE) as usize;
+            let want = (t * 31 + round) as u8;
+            assert!(bytes[offset..offset + STRIPE as usize].iter().all(|b| *b == want), "stripe {t}/{round}");
+        }
+    }
+}
+
+#[test]
+fn real_region_stress_from_many_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", &vec![0u8; 4 * 64 * 512]);
+    stress(&RealStorage::new(), &path, || read_std(&path).len() as u64, || {});
+}
+
+#[test]
+fn sim_region_stress_from_many_threads() {
+    let sim = SimStorage::new(5);
+    let path = Path::new("/heap/5");
+    durable_file(&sim, path, &vec![0u8; 4 * 64 * 512]);
+    let file = sim.open(path, OpenOptions::WRITE).unwrap();
+    stress(&sim, path, || file.len().unwrap(), || file.sync_data().unwrap());
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    let bytes = read_all(&after, path);
+    assert_eq!(bytes[0], 0, "thread 0 round 0 stored 0");
+    assert_eq!(bytes[512], 31, "thread 1 round 0 stored 31 and it was flushed and synced");
+}

@@ -1,0 +1,257 @@
+//! Heap objects' files: `STORE/heap/<id>` (decimal), one contiguous file
+//! per object whose onode says `DataLocation::OwnFile { file: id }`
+//! (docs/heap.md). This module keeps the files (create, open, map, extend,
+//! remove, list, sync the directory), creates heap objects in transactions,
+//! and brings files and records back in step when the store opens.
+//!
+//! Order, which recovery relies on: a heap object's file is created (or
+//! extended) before the transaction naming its size commits, and removed
+//! only after the transaction freeing it is durable. So at open a file with
+//! no object record is a leftover (removed), and a record whose file is
+//! missing or short was made or grown after the last heap sync (its file is
+//! made up to the size, zero-filled: those bytes were never promised),
+//! unless the file is shorter than the durable size the record keeps.
+
+use std::ops::Bound;
+use std::path::PathBuf;
+
+use larder_io::{FileRef, MapAccess, OpenOptions, SharedRegion};
+
+use crate::error::{ObjectError, Result};
+use crate::meta::{
+    decode_heap_key, heap_kind_prefix, heap_object_key, prefix_end, DataLocation, HeapObject, HeapRecord, Kind,
+    MetaKey, MAX_OBJECT_BYTES,
+};
+use crate::store::Store;
+use crate::txn::Transaction;
+
+/// The directory of heap files under the store's directory.
+pub const HEAP_DIR: &str = "heap";
+
+/// What [`Store::recover_heap_files`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeapRecovery {
+    /// Files without an object record, removed.
+    pub removed: Vec<u64>,
+    /// Objects whose file was missing or short (not below the durable
+    /// size), made up to the object's size.
+    pub extended: Vec<u64>,
+    /// Objects whose file was longer than the object's size (a growth whose
+    /// transaction was lost), cut back to the size.
+    pub truncated: Vec<u64>,
+    /// Objects whose file is shorter than the durable size: left alone,
+    /// refused at attach, reported by fsck.
+    pub short: Vec<u64>,
+}
+
+impl Store {
+    /// The directory holding heap files.
+    pub fn heap_dir(&self) -> PathBuf {
+        self.dir().join(HEAP_DIR)
+    }
+
+    /// The file of heap object `id`.
+    pub fn heap_file_path(&self, id: u64) -> PathBuf {
+        self.heap_dir().join(id.to_string())
+    }
+
+    /// Creates the heap directory (durably) if it is missing.
+    fn ensure_heap_dir(&self) -> Result<()> {
+        let dir = self.heap_dir();
+        if !self.storage().exists(&dir)? {
+            self.storage().create_dir_all(&dir)?;
+            self.storage().sync_dir(self.dir())?;
+        }
+        Ok(())
+    }
+
+    /// Creates the file of heap object `id`, `len` bytes of zeros. Neither
+    /// its name nor its length is durable until [`Store::sync_heap_dir`] and
+    /// a sync of the file.
+    pub fn create_heap_file(&self, id: u64, len: u64) -> Result<FileRef> {
+        if id == 0 {
+            return Err(ObjectError::NoSuchObject { object: 0 });
+        }
+        if len > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
+        }
+        self.ensure_heap_dir()?;
+        let file = self.storage().open(&self.heap_file_path(id), OpenOptions::CREATE_NEW)?;
+        if len > 0 {
+            file.set_len(len)?;
+        }
+        Ok(file)
+    }
+
+    /// Opens the file of heap object `id`.
+    pub fn open_heap_file(&self, id: u64, write: bool) -> Result<FileRef> {
+        let options = if write { OpenOptions::WRITE } else { OpenOptions::READ };
+        Ok(self.storage().open(&self.heap_file_path(id), options)?)
+    }
+
+    /// Extends the file of heap object `id` to `len` bytes (zeros); a file
+    /// already that long is left alone: heap files never shrink here.
+    pub fn extend_heap_file(&self, id: u64, len: u64) -> Result<()> {
+        if len > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
+        }
+        let file = self.open_heap_file(id, true)?;
+        if file.len()? < len {
+            file.set_len(len)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the file of heap object `id`; a missing file is not an error
+    /// (a removal that already happened). Durable after
+    /// [`Store::sync_heap_dir`].
+    pub fn remove_heap_file(&self, id: u64) -> Result<()> {
+        match self.storage().remove_file(&self.heap_file_path(id)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Ids of the files in the heap directory, in id order, and the names
+    /// there that are not heap files (not a decimal id).
+    pub fn list_heap_files(&self) -> Result<(Vec<u64>, Vec<String>)> {
+        let dir = self.heap_dir();
+        if !self.storage().exists(&dir)? {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let (mut ids, mut others) = (Vec::new(), Vec::new());
+        for name in self.storage().list_dir(&dir)? {
+            match name.parse::<u64>() {
+                // Only the canonical spelling is a heap file's name.
+                Ok(id) if id != 0 && id.to_string() == name => ids.push(id),
+                _ => others.push(name),
+            }
+        }
+        ids.sort_unstable();
+        Ok((ids, others))
+    }
+
+    /// Makes creates and removes in the heap directory durable.
+    pub fn sync_heap_dir(&self) -> Result<()> {
+        self.ensure_heap_dir()?;
+        Ok(self.storage().sync_dir(&self.heap_dir())?)
+    }
+
+    /// Maps the file of heap object `id` (see `larder_io::Storage::map_shared`).
+    pub fn map_heap_file(&self, id: u64, reserve: u64, access: MapAccess) -> Result<SharedRegion> {
+        Ok(self.storage().map_shared(&self.heap_file_path(id), reserve, access)?)
+    }
+
+    /// The heap object record of `id`, if it has one.
+    pub fn heap_object(&self, id: u64) -> Result<Option<HeapObject>> {
+        self.index().get(&heap_object_key(id))?.map(|v| HeapObject::decode(&v)).transpose()
+    }
+
+    /// Every heap object record, in id order.
+    pub fn heap_objects(&self) -> Result<Vec<(u64, HeapObject)>> {
+        let start = heap_kind_prefix(HeapRecord::Object);
+        let end = prefix_end(&start).unwrap_or_default();
+        let mut out = Vec::new();
+        for kv in self.index().range(Bound::Included(&start[..]), Bound::Excluded(&end[..]), true)? {
+            let (k, v) = kv?;
+            let MetaKey::HeapObject { object } = decode_heap_key(&k)? else {
+                return Err(ObjectError::BadRecord { record: "heap key", what: "not an object record".into() });
+            };
+            out.push((object, HeapObject::decode(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// Brings heap files in step with their records (see the module doc):
+    /// run at every open, before anything maps a heap file.
+    pub fn recover_heap_files(&self) -> Result<HeapRecovery> {
+        let mut report = HeapRecovery::default();
+        let records = self.heap_objects()?;
+        let (files, _others) = self.list_heap_files()?;
+        let mut dir_changed = false;
+        for &id in &files {
+            if records.binary_search_by_key(&id, |(object, _)| *object).is_err() {
+                self.remove_heap_file(id)?;
+                report.removed.push(id);
+                dir_changed = true;
+            }
+        }
+        for (id, record) in &records {
+            let Some(onode) = self.stat(*id)? else {
+                return Err(ObjectError::BadRecord {
+                    record: "heap object record",
+                    what: format!("object {id} has a heap record but no onode"),
+                });
+            };
+            let size = onode.size;
+            let exists = files.binary_search(id).is_ok();
+            let len = if exists { self.open_heap_file(*id, false)?.len()? } else { 0 };
+            if len < record.durable_size {
+                report.short.push(*id);
+                tracing::warn!(
+                    object = id,
+                    len,
+                    durable = record.durable_size,
+                    "heap file shorter than its durable size"
+                );
+                continue;
+            }
+            if !exists {
+                let file = self.create_heap_file(*id, size)?;
+                file.sync_data()?;
+                dir_changed = true;
+                report.extended.push(*id);
+            } else if len != size {
+                let file = self.open_heap_file(*id, true)?;
+                file.set_len(size)?;
+                file.sync_data()?;
+                if len < size {
+                    report.extended.push(*id);
+                } else {
+                    report.truncated.push(*id);
+                }
+            }
+        }
+        if dir_changed {
+            self.sync_heap_dir()?;
+        }
+        Ok(report)
+    }
+}
+
+impl Transaction<'_> {
+    /// Creates a heap object of `size` bytes in this transaction and its
+    /// file (zeros), and returns its id, held exclusively. Its onode is a
+    /// regular file whose bytes are `heap/<id>`; `record` (with this
+    /// transaction) becomes its object table entry. The object has no name:
+    /// the heap links it in its `objects/` directory in the same
+    /// transaction. If the transaction then fails, the file is left behind
+    /// for the caller to remove ([`Store::remove_heap_file`]) or the next
+    /// open to remove.
+    pub fn create_heap_object(&mut self, size: u64, mode: u32, uid: u32, gid: u32, record: &HeapObject) -> Result<u64> {
+        if size > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: 0, end: size, max: MAX_OBJECT_BYTES });
+        }
+        let encoded = record.encode()?;
+        let id = self.create_object_shaped(Kind::File, mode, uid, gid, |id, onode| {
+            onode.size = size;
+            onode.location = DataLocation::OwnFile { file: id };
+        })?;
+        self.put(&heap_object_key(id), &encoded);
+        self.store().create_heap_file(id, size)?;
+        Ok(id)
+    }
+
+    /// Sets heap object `id`'s table entry (held exclusively).
+    pub fn put_heap_object(&mut self, id: u64, record: &HeapObject) -> Result<()> {
+        self.check_locked(id)?;
+        self.put(&heap_object_key(id), &record.encode()?);
+        Ok(())
+    }
+
+    /// Heap object `id`'s table entry with this transaction's changes.
+    pub fn heap_object(&self, id: u64) -> Result<Option<HeapObject>> {
+        self.get(&heap_object_key(id))?.map(|v| HeapObject::decode(&v)).transpose()
+    }
+}
