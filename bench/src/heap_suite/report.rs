@@ -459,3 +459,7 @@ fn alloc(o: &mut String, plan: &Plan, r: &Results, bars: &mut Vec<Bar>) {
         None => Bar { what: "file bytes ≤ 1.25x live bytes".to_string(), measured: "n/a".to_string(), met: None },
     });
 }
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;
