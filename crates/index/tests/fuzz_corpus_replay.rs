@@ -502,7 +502,7 @@ fn random_inputs_do_not_panic(target: &str, decode: Decode, framed: &mut dyn FnM
 // --- every target ---
 
 /// Where each fuzz target's committed corpus is replayed on stable.
-const REPLAYED: [(&str, &str); 22] = [
+const REPLAYED: [(&str, &str); 24] = [
     ("manifest", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("manifest_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("data_block", "crates/index/tests/fuzz_corpus_replay.rs"),
@@ -525,6 +525,8 @@ const REPLAYED: [(&str, &str); 22] = [
     ("protocol_response", "crates/protocol/tests/codec_corpus.rs"),
     ("protocol_ring", "crates/protocol/tests/fuzz_corpus.rs"),
     ("protocol_handshake", "crates/protocol/tests/fuzz_corpus.rs"),
+    ("heap_arena_record", "crates/heap/tests/arena_decoders.rs"),
+    ("heap_arena_load", "crates/heap/tests/arena_decoders.rs"),
 ];
 
 /// Every target in `fuzz/fuzz_targets/` has a committed seed corpus with

@@ -31,7 +31,9 @@ fn reopen(sim: &SimStorage) -> Store {
 
 /// Creates a heap object of `size` bytes with `record`, durable.
 fn create(store: &Store, size: u64, record: &HeapObject) -> u64 {
-    store.transact(&[], Durability::Durable, |txn| txn.create_heap_object(size, 0o640, 7, 8, record)).unwrap().0
+    let id = store.allocate_object_id().unwrap();
+    store.transact(&[id], Durability::Durable, |txn| txn.create_heap_object(id, size, (0o640, 7, 8), record)).unwrap();
+    id
 }
 
 #[test]
@@ -210,6 +212,21 @@ fn open_cuts_a_lost_growth_and_leaves_a_shrunk_file_for_attach_to_refuse() {
     let report = store.recover_heap_files().unwrap();
     assert_eq!(report.short, vec![shrunk]);
     assert!(report.removed.is_empty() && report.extended.is_empty() && report.truncated.is_empty());
+}
+
+#[test]
+fn a_heap_object_needs_its_fresh_id_locked() {
+    let sim = SimStorage::new(5);
+    let store = new_store(&sim);
+    let id = store.allocate_object_id().unwrap();
+    let unlocked =
+        store.transact(&[], Durability::Durable, |txn| txn.create_heap_object(id, 1, (0o600, 0, 0), &record(0)));
+    assert!(matches!(unlocked, Err(ObjectError::NotLocked { .. })), "{unlocked:?}");
+    let taken = store.transact(&[larder_object::ROOT_ID], Durability::Durable, |txn| {
+        txn.create_heap_object(larder_object::ROOT_ID, 1, (0o600, 0, 0), &record(0))
+    });
+    assert!(taken.is_err(), "an existing object's id is refused");
+    assert_eq!(store.list_heap_files().unwrap().0, Vec::<u64>::new(), "nothing made");
 }
 
 #[test]

@@ -20,7 +20,7 @@ use larder_io::{FileRef, MapAccess, OpenOptions, SharedRegion};
 use crate::error::{ObjectError, Result};
 use crate::meta::{
     decode_heap_key, heap_kind_prefix, heap_object_key, prefix_end, DataLocation, HeapObject, HeapRecord, Kind,
-    MetaKey, MAX_OBJECT_BYTES,
+    MetaKey, Onode, MAX_OBJECT_BYTES,
 };
 use crate::store::Store;
 use crate::txn::Transaction;
@@ -221,26 +221,39 @@ impl Store {
 }
 
 impl Transaction<'_> {
-    /// Creates a heap object of `size` bytes in this transaction and its
-    /// file (zeros), and returns its id, held exclusively. Its onode is a
-    /// regular file whose bytes are `heap/<id>`; `record` (with this
-    /// transaction) becomes its object table entry. The object has no name:
-    /// the heap links it in its `objects/` directory in the same
-    /// transaction. If the transaction then fails, the file is left behind
-    /// for the caller to remove ([`Store::remove_heap_file`]) or the next
-    /// open to remove.
-    pub fn create_heap_object(&mut self, size: u64, mode: u32, uid: u32, gid: u32, record: &HeapObject) -> Result<u64> {
+    /// Creates heap object `id` of `size` bytes in this transaction, and
+    /// its file (zeros). `id` comes from [`Store::allocate_object_ids`] and
+    /// is held exclusively (so the caller can lock the names it will give
+    /// the object before the transaction starts). Its onode is a regular
+    /// file whose bytes are `heap/<id>`; `record` becomes its object table
+    /// entry. The object has no name: the heap links it in its `objects/`
+    /// directory in the same transaction. If the transaction then fails,
+    /// the file is left behind for the caller to remove
+    /// ([`Store::remove_heap_file`]) or the next open to remove.
+    pub fn create_heap_object(
+        &mut self,
+        id: u64,
+        size: u64,
+        (mode, uid, gid): (u32, u32, u32),
+        record: &HeapObject,
+    ) -> Result<()> {
         if size > MAX_OBJECT_BYTES {
-            return Err(ObjectError::TooLarge { object: 0, end: size, max: MAX_OBJECT_BYTES });
+            return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
         }
-        let encoded = record.encode()?;
-        let id = self.create_object_shaped(Kind::File, mode, uid, gid, |id, onode| {
-            onode.size = size;
-            onode.location = DataLocation::OwnFile { file: id };
-        })?;
-        self.put(&heap_object_key(id), &encoded);
+        self.check_locked(id)?;
+        if self.onode(id)?.is_some() {
+            return Err(ObjectError::InvalidRecord {
+                record: "heap object",
+                what: format!("object {id} exists already; heap objects take fresh ids"),
+            });
+        }
+        let mut onode = Onode::new(Kind::File, mode, uid, gid, id);
+        onode.size = size;
+        onode.location = DataLocation::OwnFile { file: id };
+        self.put_onode(id, &onode)?;
+        self.put(&heap_object_key(id), &record.encode()?);
         self.store().create_heap_file(id, size)?;
-        Ok(id)
+        Ok(())
     }
 
     /// Sets heap object `id`'s table entry (held exclusively).

@@ -261,26 +261,13 @@ impl<'a> Transaction<'a> {
         gid: u32,
         shape: impl FnOnce(&mut Onode),
     ) -> Result<u64> {
-        self.create_object_shaped(kind, mode, uid, gid, |_, onode| shape(onode))
-    }
-
-    /// [`Transaction::create_object_as`], with `shape` also given the new
-    /// object's id (a heap object's file location carries it).
-    pub(crate) fn create_object_shaped(
-        &mut self,
-        kind: Kind,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        shape: impl FnOnce(u64, &mut Onode),
-    ) -> Result<u64> {
         let id = self.store.allocate_object_id()?;
         if let Err(at) = self.exclusive.binary_search(&id) {
             // A fresh id: nobody else can know it, so nobody else locks it.
             self.exclusive.insert(at, id);
         }
         let mut onode = Onode::new(kind, mode, uid, gid, id);
-        shape(id, &mut onode);
+        shape(&mut onode);
         self.put_onode(id, &onode)?;
         Ok(id)
     }

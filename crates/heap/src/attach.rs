@@ -1,0 +1,186 @@
+//! Attached objects: an object's file mapped into this process
+//! (`larder_io::SharedRegion`), at a base that stays put while the object
+//! grows inside its reservation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use larder_io::{MapAccess, SharedRegion};
+use larder_object::meta::DataLocation;
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{not_found, HeapError, Result};
+use crate::limits::MIN_RESERVE_BYTES;
+use crate::Heap;
+
+/// An object mapped into this process.
+#[derive(Debug)]
+pub(crate) struct Attached {
+    pub(crate) id: u64,
+    /// The mapping handed out now.
+    region: RwLock<Arc<SharedRegion>>,
+    /// Mappings replaced when the object outgrew a reservation: kept until
+    /// the object is closed, so raw pointers into them stay valid memory.
+    retired: Mutex<Vec<Arc<SharedRegion>>>,
+    /// The object's size: every access is bounded by it.
+    size: AtomicU64,
+    pub(crate) access: MapAccess,
+}
+
+/// The reservation for an object of `len` bytes.
+fn reserve_for(len: u64) -> u64 {
+    len.saturating_mul(2).max(MIN_RESERVE_BYTES)
+}
+
+impl Attached {
+    /// The current mapping.
+    pub(crate) fn region(&self) -> Arc<SharedRegion> {
+        self.region.read().clone()
+    }
+
+    /// The object's size.
+    pub(crate) fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// The object's first byte in memory now.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.region.read().as_ptr()
+    }
+
+    /// Refuses `[offset, offset + len)` unless it lies inside the object.
+    pub(crate) fn check(&self, offset: u64, len: u64) -> Result<()> {
+        let size = self.size();
+        match offset.checked_add(len) {
+            Some(end) if end <= size => Ok(()),
+            _ => Err(HeapError::OutOfBounds { object: self.id, offset, len, size }),
+        }
+    }
+
+    /// Copies the object's bytes at `offset` into `buf`.
+    pub(crate) fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check(offset, buf.len() as u64)?;
+        let region = self.region();
+        #[allow(unsafe_code)]
+        // SAFETY: `[offset, offset + len)` is inside the object's size, which
+        // never exceeds the region's length (the file is extended and the
+        // region grown before the size is raised), and `region` keeps the
+        // mapping alive for the copy. The bytes are shared memory other
+        // threads may store to: the copy reads them through raw pointers,
+        // forming no reference to them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(region.as_ptr().add(offset as usize), buf.as_mut_ptr(), buf.len());
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the object at `offset`.
+    pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if self.access != MapAccess::ReadWrite {
+            return Err(HeapError::PermissionDenied { what: format!("write object {} (mapped read-only)", self.id) });
+        }
+        self.check(offset, data.len() as u64)?;
+        let region = self.region();
+        #[allow(unsafe_code)]
+        // SAFETY: as for `read`; the region is writable (checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), region.as_ptr().add(offset as usize), data.len());
+        }
+        Ok(())
+    }
+
+    /// Writes the mapped bytes back to the file (msync, or the emulated
+    /// region's write-back).
+    pub(crate) fn flush(&self) -> Result<()> {
+        let region = self.region();
+        Ok(region.flush(0, region.len())?)
+    }
+
+    /// Takes in the object's growth to `new_size`, its file already that
+    /// long: the region grows in place, or the object is mapped anew at a
+    /// bigger reservation when it outgrew this one.
+    pub(crate) fn grown(&self, heap: &Heap, new_size: u64) -> Result<()> {
+        let mut region = self.region.write();
+        if new_size > region.len() {
+            if new_size <= region.reserve() {
+                region.grow_to(new_size)?;
+            } else {
+                // An emulated region holds bytes the file does not have yet.
+                region.flush(0, region.len())?;
+                let bigger = heap.store.map_heap_file(self.id, reserve_for(new_size), self.access)?;
+                let old = std::mem::replace(&mut *region, Arc::new(bigger));
+                self.retired.lock().push(old);
+            }
+        }
+        self.size.fetch_max(new_size, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+impl Heap {
+    /// The object `id` of this heap, mapped (attaching it if it is not).
+    /// Fails with `NotFound` for an object that does not exist, is not in
+    /// this heap, or was freed; `Shrunk` for a file shorter than the
+    /// object's durable size or its size; `PermissionDenied` when the
+    /// caller may not even read it.
+    pub(crate) fn attach(&self, id: u64) -> Result<Arc<Attached>> {
+        if let Some(a) = self.attached.read().get(&id) {
+            return Ok(a.clone());
+        }
+        let missing = || not_found(format!("object {id}"));
+        let onode = self.store.stat(id)?.ok_or_else(missing)?;
+        if onode.location != (DataLocation::OwnFile { file: id }) {
+            return Err(missing());
+        }
+        let record = self.store.heap_object(id)?.ok_or_else(missing)?;
+        if record.heap != self.root {
+            return Err(missing());
+        }
+        let access = if self.credentials.may_write(&onode) {
+            MapAccess::ReadWrite
+        } else if self.credentials.may_read(&onode) {
+            MapAccess::ReadOnly
+        } else {
+            return Err(HeapError::PermissionDenied { what: format!("map object {id}") });
+        };
+        let file_len = match self.store.open_heap_file(id, false) {
+            Ok(file) => file.len()?,
+            // Freed and removed since the record was read.
+            Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => return Err(missing()),
+            Err(e) => return Err(e.into()),
+        };
+        if file_len < record.durable_size || file_len < onode.size {
+            let durable = record.durable_size.max(onode.size);
+            return Err(HeapError::Shrunk { object: id, file_len, durable });
+        }
+        let region = self.store.map_heap_file(id, reserve_for(file_len), access)?;
+        let attached = Arc::new(Attached {
+            id,
+            region: RwLock::new(Arc::new(region)),
+            retired: Mutex::new(Vec::new()),
+            size: AtomicU64::new(onode.size),
+            access,
+        });
+        let attached = self.attached.write().entry(id).or_insert(attached).clone();
+        // A free that committed while this mapped the file: not attached.
+        if self.store.heap_object(id)?.is_none() {
+            self.attached.write().remove(&id);
+            return Err(missing());
+        }
+        Ok(attached)
+    }
+
+    /// Unmaps object `id` (once no caller holds its mapping); bytes an
+    /// emulated region holds are written back first and synced at the
+    /// next `sync`, as a real mapping's dirty pages are.
+    pub(crate) fn detach(&self, id: u64) -> Result<()> {
+        let Some(attached) = self.attached.write().remove(&id) else { return Ok(()) };
+        if attached.access == MapAccess::ReadWrite {
+            if attached.region().is_emulated() {
+                attached.flush()?;
+            }
+            self.pending.lock().files.insert(id);
+        }
+        Ok(())
+    }
+}

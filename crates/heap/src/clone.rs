@@ -1,0 +1,202 @@
+//! Copies of objects: one object (PSHFS's mfcopy) or every object reachable
+//! through typed pointers (mfclone), each copied once, pointers rewritten,
+//! all in one transaction.
+
+use std::collections::{HashMap, VecDeque};
+
+use larder_io::write_all_at;
+use larder_namespace::NamespaceTxn;
+use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, HeapObject, MetaKey};
+use larder_object::{Durability, LockRequest};
+
+use crate::error::{HeapError, Result};
+use crate::heap::OBJECT_MODE;
+use crate::limits::{MAX_CLONE_OBJECTS, POINTER_BYTES};
+use crate::{Heap, ObjectId, PPtr};
+
+/// Bytes one copy adds to its transaction, about: onode, object record,
+/// `objects/` entry and directory count, and room for allocator records.
+const COPY_RECORD_BYTES: u64 = 512;
+
+/// An object to copy, as read.
+struct Source {
+    id: u64,
+    record: HeapObject,
+    /// Its bytes, pointers rewritten once the copies have ids.
+    bytes: Vec<u8>,
+    /// Offsets of its non-null pointers (deep copies only).
+    pointers: Vec<u64>,
+}
+
+impl Heap {
+    /// A copy of `object` alone (PSHFS's mfcopy): its bytes, type and
+    /// allocator state, under a new id. Pointers in it are not followed.
+    pub fn copy(&self, object: ObjectId) -> Result<ObjectId> {
+        self.duplicate(object.0, false).map(ObjectId)
+    }
+
+    /// A deep copy of `object` (PSHFS's mfclone): every object reachable
+    /// from it through the pointer fields of the objects' types is copied
+    /// once (shared nodes and cycles stay shared and cyclic), each pointer
+    /// rewritten to the copy of its target, all committed in one
+    /// transaction. A pointer field past its object's size, or a pointer
+    /// to no object of this heap or past its target, is an error and
+    /// leaves nothing behind. Returns the copy of `object`.
+    pub fn clone(&self, object: ObjectId) -> Result<ObjectId> {
+        self.duplicate(object.0, true).map(ObjectId)
+    }
+
+    /// Reads object `id` for copying; with `deep`, its pointers too.
+    fn read_source(&self, id: u64, deep: bool) -> Result<Source> {
+        let attached = self.attach(id)?;
+        let record = self.store.heap_object(id)?.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
+        let mut bytes = vec![0u8; usize::try_from(attached.size()).map_err(|_| crate::error::invalid("too large"))?];
+        attached.read(0, &mut bytes)?;
+        let mut pointers = Vec::new();
+        if deep && record.type_id != 0 {
+            for offset in self.type_offsets(crate::TypeId(record.type_id))? {
+                let field = bytes.get(offset as usize..(offset + POINTER_BYTES) as usize).ok_or_else(|| {
+                    HeapError::BadType {
+                        reason: format!("pointer field at {offset} is past object {id}'s {} bytes", bytes.len()),
+                    }
+                })?;
+                let mut raw = [0u8; 24];
+                raw.copy_from_slice(field);
+                if !PPtr::<()>::from_bytes(&raw).is_null() {
+                    pointers.push(offset);
+                }
+            }
+        }
+        Ok(Source { id, record, bytes, pointers })
+    }
+
+    /// The pointer stored at `offset` of `source`.
+    fn pointer_at(source: &Source, offset: u64) -> PPtr<()> {
+        let mut raw = [0u8; 24];
+        raw.copy_from_slice(&source.bytes[offset as usize..(offset + POINTER_BYTES) as usize]);
+        PPtr::from_bytes(&raw)
+    }
+
+    /// Walks from `root` (breadth first), then copies what it reached.
+    fn duplicate(&self, root: u64, deep: bool) -> Result<u64> {
+        self.check_writable("copy an object")?;
+        let mut sources: Vec<Source> = Vec::new();
+        let mut position: HashMap<u64, usize> = HashMap::new();
+        let mut queue = VecDeque::from([root]);
+        position.insert(root, 0);
+        while let Some(id) = queue.pop_front() {
+            let source = self.read_source(id, deep)?;
+            for &offset in &source.pointers {
+                let target = Heap::pointer_at(&source, offset);
+                if !position.contains_key(&target.object) {
+                    if position.len() >= MAX_CLONE_OBJECTS {
+                        return Err(crate::error::invalid(format!(
+                            "clone reaches more than {MAX_CLONE_OBJECTS} objects"
+                        )));
+                    }
+                    position.insert(target.object, position.len());
+                    queue.push_back(target.object);
+                }
+                let size = match self.attach(target.object) {
+                    Ok(a) => a.size(),
+                    Err(HeapError::NotFound { .. }) => {
+                        return Err(HeapError::BadPointer {
+                            object: target.object,
+                            offset: target.offset,
+                            reason: format!("object {id} at {offset} points to no object of this heap"),
+                        })
+                    }
+                    Err(e) => return Err(e),
+                };
+                if target.offset > size {
+                    return Err(HeapError::BadPointer {
+                        object: target.object,
+                        offset: target.offset,
+                        reason: format!("past its target's {size} bytes"),
+                    });
+                }
+            }
+            sources.push(source);
+        }
+        let ids = self.store.allocate_object_ids(sources.len() as u64)?;
+        let new_ids: Vec<u64> = ids.collect();
+        for source in &mut sources {
+            for offset in source.pointers.clone() {
+                let mut target = Heap::pointer_at(source, offset);
+                target.object = new_ids[position[&target.object]];
+                source.bytes[offset as usize..(offset + POINTER_BYTES) as usize].copy_from_slice(&target.to_bytes());
+            }
+        }
+        match self.commit_copies(&sources, &new_ids) {
+            Ok(()) => Ok(new_ids[0]),
+            Err(e) => {
+                for &id in &new_ids {
+                    let _ = self.store.remove_heap_file(id);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates every copy (file with its bytes, records, arena state, entry
+    /// in `objects/`) in one transaction.
+    fn commit_copies(&self, sources: &[Source], new_ids: &[u64]) -> Result<()> {
+        let mut locks = vec![LockRequest::Shared(self.objects_dir)];
+        let mut names = Vec::with_capacity(new_ids.len());
+        for &id in new_ids {
+            let name = Heap::object_name(id)?;
+            locks.push(LockRequest::Exclusive(id));
+            locks.push(LockRequest::Name(self.objects_dir, name.as_bytes().to_vec()));
+            names.push(name);
+        }
+        locks.extend(sources.iter().map(|s| LockRequest::Shared(s.id)));
+        let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
+        let create = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
+            for ((source, &id), name) in sources.iter().zip(new_ids).zip(&names) {
+                let record = HeapObject { heap: self.root, durable_size: 0, ..source.record };
+                txn.create_heap_object(id, source.bytes.len() as u64, owner, &record)?;
+                {
+                    let mut pending = self.pending.lock();
+                    pending.files.insert(id);
+                    pending.dir_changed = true;
+                }
+                let file = self.store.open_heap_file(id, true)?;
+                write_all_at(&*file, &source.bytes, 0)?;
+                txn.link_in(self.objects_dir, name, id)?;
+                let prefix = heap_span_prefix(source.id);
+                let end = prefix_end(&prefix).unwrap_or_default();
+                for (key, value) in self.span_records(txn, source.id, &prefix, &end)? {
+                    txn.put(&heap_span_key(id, key), &value);
+                }
+            }
+            Ok(())
+        };
+        // One transaction either way: a log record when it fits one, else
+        // an index run of its own (atomic too, and durable at once).
+        let estimate: u64 = sources.len() as u64 * COPY_RECORD_BYTES;
+        if estimate <= larder_namespace::bulk::record_budget(&self.store) {
+            self.store.transact_locked(&locks, Durability::Buffered, create)?;
+        } else {
+            self.store.transact_as_run(&locks, create)?;
+        }
+        Ok(())
+    }
+
+    /// The arena records of `object` to copy: (span key, value).
+    fn span_records(
+        &self,
+        txn: &larder_object::Transaction<'_>,
+        object: u64,
+        prefix: &[u8],
+        end: &[u8],
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let _ = object;
+        let mut out = Vec::new();
+        for (k, v) in txn.scan(prefix, end, true, usize::MAX)? {
+            if let MetaKey::HeapSpan { span, .. } = MetaKey::decode(&k)? {
+                out.push((span, v));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,199 @@
+//! `Heap`: opening a heap (a directory of the store's namespace holding
+//! `objects/` and `names/`, docs/heap.md) and the state an open heap keeps.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use larder_namespace::{list, NamespaceTxn};
+use larder_object::meta::onode::FLAG_HEAP;
+use larder_object::meta::{heap_root_key, HeapRoot, Kind, Name, Onode};
+use larder_object::{Durability, LockRequest, Store, Transaction, ROOT_ID};
+use parking_lot::{Mutex, RwLock};
+
+use crate::attach::Attached;
+use crate::credentials::Credentials;
+use crate::error::{HeapError, Result};
+
+/// Mode of a heap's directories when it is created.
+const HEAP_DIR_MODE: u32 = 0o755;
+/// Mode of the objects a heap creates.
+pub(crate) const OBJECT_MODE: u32 = 0o644;
+
+/// Changes since the last `sync` that it must make durable.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// Objects whose file was created, grown or written through a mapping
+    /// since the last sync: their data is synced.
+    pub(crate) files: BTreeSet<u64>,
+    /// Files were created in `heap/`: the directory is synced.
+    pub(crate) dir_changed: bool,
+    /// Freed objects whose file goes once the free (at this LSN) is durable.
+    pub(crate) removals: Vec<(u64, u64)>,
+}
+
+/// An open heap: named objects mapped into memory, persistent pointers,
+/// types and clone (paper 003's PSHFS, durable). `Send + Sync`: any number
+/// of threads may use one heap, and a process may open many heaps of one
+/// store. Metadata changes are object-layer transactions (atomic, durable
+/// at the next log sync or at [`Heap::sync`]); object bytes are mapped
+/// memory, durable at `sync`.
+pub struct Heap {
+    pub(crate) store: Arc<Store>,
+    pub(crate) root: u64,
+    pub(crate) objects_dir: u64,
+    pub(crate) names_dir: u64,
+    pub(crate) credentials: Credentials,
+    pub(crate) attached: RwLock<HashMap<u64, Arc<Attached>>>,
+    pub(crate) pending: Mutex<Pending>,
+    /// One sync at a time: each commits the durable sizes it measured.
+    pub(crate) sync_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for Heap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Heap").field("root", &self.root).field("uid", &self.credentials.uid).finish()
+    }
+}
+
+fn name(text: &str) -> Result<Name> {
+    Ok(Name::new(text)?)
+}
+
+/// The components of an absolute or relative path, without empty ones.
+fn components(path: &str) -> Result<Vec<Name>> {
+    let parts: Vec<Name> = path.split('/').filter(|c| !c.is_empty()).map(name).collect::<Result<_>>()?;
+    if parts.is_empty() {
+        return Err(HeapError::NotAHeap { path: path.to_string(), why: "the store's root cannot be a heap".into() });
+    }
+    Ok(parts)
+}
+
+impl Heap {
+    /// Opens the heap at `path` (a directory of `store`'s namespace; its
+    /// parent must exist), creating it with its `objects/` and `names/`
+    /// directories if absent. Refuses a directory that is not a heap and a
+    /// big-endian machine. The heap acts as `credentials`.
+    pub fn open(store: &Arc<Store>, path: &str, credentials: Credentials) -> Result<Heap> {
+        if cfg!(target_endian = "big") {
+            return Err(HeapError::BigEndian);
+        }
+        let parts = components(path)?;
+        let (last, dirs) = parts.split_last().ok_or_else(|| crate::error::invalid("empty path"))?;
+        let mut parent = ROOT_ID;
+        for dir in dirs {
+            match list::lookup(store, parent, dir)? {
+                Some(d) if d.kind == Kind::Directory => parent = d.child,
+                Some(_) => {
+                    return Err(HeapError::NotAHeap { path: path.into(), why: format!("{dir} is not a directory") })
+                }
+                None => return Err(crate::error::not_found(format!("directory {dir} of {path}"))),
+            }
+        }
+        loop {
+            if let Some(d) = list::lookup(store, parent, last)? {
+                return Self::existing(store, path, d.child, credentials);
+            }
+            match Self::create(store, parent, last, &credentials) {
+                Ok(root) => return Self::existing(store, path, root, credentials),
+                // Another opener made it first: open theirs.
+                Err(HeapError::AlreadyExists { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Creates a heap named `last` in `parent`: its root and two
+    /// directories flagged `FLAG_HEAP`, and its root record, durably.
+    fn create(store: &Arc<Store>, parent: u64, last: &Name, credentials: &Credentials) -> Result<u64> {
+        let locks = [LockRequest::Shared(parent), LockRequest::Name(parent, last.as_bytes().to_vec())];
+        let (root, _) = store.transact_locked(&locks, Durability::Durable, |txn| -> Result<u64> {
+            let parent_onode = txn.onode(parent)?.ok_or_else(|| crate::error::not_found("the heap's parent"))?;
+            if !credentials.may_write(&parent_onode) {
+                return Err(HeapError::PermissionDenied { what: format!("create heap {last}") });
+            }
+            let (uid, gid) = (credentials.uid, credentials.gid);
+            let root = txn.create_in(parent, last, Kind::Directory, HEAP_DIR_MODE, uid, gid)?;
+            let objects_dir = txn.create_in(root, &name("objects")?, Kind::Directory, HEAP_DIR_MODE, uid, gid)?;
+            let names_dir = txn.create_in(root, &name("names")?, Kind::Directory, HEAP_DIR_MODE, uid, gid)?;
+            for dir in [root, objects_dir, names_dir] {
+                flag_heap(txn, dir)?;
+            }
+            txn.put(&heap_root_key(root), &HeapRoot { objects_dir, names_dir }.encode()?);
+            Ok(root)
+        })?;
+        Ok(root)
+    }
+
+    /// Opens the heap rooted at `root`, checking it is one.
+    fn existing(store: &Arc<Store>, path: &str, root: u64, credentials: Credentials) -> Result<Heap> {
+        let not_heap = |why: &str| HeapError::NotAHeap { path: path.to_string(), why: why.to_string() };
+        let onode = store.stat(root)?.ok_or_else(|| not_heap("it vanished"))?;
+        if onode.kind != Kind::Directory || onode.flags & FLAG_HEAP == 0 {
+            return Err(not_heap("a directory made by something else than the heap"));
+        }
+        let record = store.index().get(&heap_root_key(root))?.ok_or_else(|| not_heap("it has no heap root record"))?;
+        let HeapRoot { objects_dir, names_dir } = HeapRoot::decode(&record)?;
+        if !credentials.may_read(&onode) {
+            return Err(HeapError::PermissionDenied { what: format!("open heap {path}") });
+        }
+        Ok(Heap {
+            store: store.clone(),
+            root,
+            objects_dir,
+            names_dir,
+            credentials,
+            attached: RwLock::new(HashMap::new()),
+            pending: Mutex::new(Pending::default()),
+            sync_lock: Mutex::new(()),
+        })
+    }
+
+    /// The store the heap lives in.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The id of the heap's root directory.
+    pub fn root_id(&self) -> u64 {
+        self.root
+    }
+
+    /// The id of the heap's `objects/` directory.
+    pub fn objects_dir_id(&self) -> u64 {
+        self.objects_dir
+    }
+
+    /// The id of the heap's `names/` directory.
+    pub fn names_dir_id(&self) -> u64 {
+        self.names_dir
+    }
+
+    /// Every object of this heap, in id order.
+    pub fn objects(&self) -> Result<Vec<crate::ObjectId>> {
+        let all = self.store.heap_objects()?;
+        Ok(all.into_iter().filter(|(_, r)| r.heap == self.root).map(|(id, _)| crate::ObjectId(id)).collect())
+    }
+
+    /// Refuses unless the caller may change the heap (write its root).
+    pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
+        let onode = self.store.stat(self.root)?.ok_or_else(|| crate::error::not_found("the heap's root"))?;
+        if self.credentials.may_write(&onode) {
+            Ok(())
+        } else {
+            Err(HeapError::PermissionDenied { what: what.to_string() })
+        }
+    }
+
+    /// The name of object `id` in `objects/`.
+    pub(crate) fn object_name(id: u64) -> Result<Name> {
+        name(&id.to_string())
+    }
+}
+
+/// Sets `FLAG_HEAP` on a directory this transaction created.
+fn flag_heap(txn: &mut Transaction<'_>, dir: u64) -> Result<()> {
+    let mut onode: Onode = txn.onode(dir)?.ok_or_else(|| crate::error::not_found("a new heap directory"))?;
+    onode.flags |= FLAG_HEAP;
+    txn.put_onode(dir, &onode)?;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! The heap's limits, named.
+
+/// Largest object, in bytes: the object layer's (2^63 - 1, fits `off_t`).
+pub const MAX_OBJECT_BYTES: u64 = larder_object::meta::MAX_OBJECT_BYTES;
+/// Largest alignment `alloc_in` serves: a page (spans are page-aligned).
+pub const MAX_ALIGN: u64 = 4096;
+/// Most pointer fields a type may list.
+pub const MAX_TYPE_POINTERS: usize = larder_object::meta::MAX_TYPE_POINTERS;
+/// Bytes of a persistent pointer in an object.
+pub const POINTER_BYTES: u64 = larder_object::meta::POINTER_BYTES;
+/// Longest name (`add_name`), in bytes; names are 1-255 bytes without NUL
+/// or `/`, not `.` or `..` (the object layer's file name rules).
+pub const MAX_NAME_BYTES: usize = larder_object::meta::MAX_NAME_BYTES;
+/// Smallest address range reserved per attached object, so it grows in
+/// place: an object is mapped in `max(2 x size, MIN_RESERVE_BYTES)`.
+pub const MIN_RESERVE_BYTES: u64 = 1 << 30;
+/// Most objects one `clone` copies (its transaction holds them all).
+pub const MAX_CLONE_OBJECTS: usize = 1 << 16;

@@ -1,0 +1,239 @@
+//! Whole objects: allocate, find, map, grow, free (PSHFS's mfalloc,
+//! mfgetobj, mfdreference, mfnptr, mfcloseobj, mffreeobj), and safe copies
+//! in and out of their bytes.
+
+use larder_io::MapAccess;
+use larder_namespace::NamespaceTxn;
+use larder_object::meta::{heap_name_key, heap_name_prefix, prefix_end, HeapObject, MetaKey, Name};
+use larder_object::{Durability, LockRequest, ObjectError};
+
+use crate::error::{invalid, not_found, HeapError, Result};
+use crate::heap::OBJECT_MODE;
+use crate::limits::MAX_OBJECT_BYTES;
+use crate::{Heap, ObjectId, PPtr};
+
+/// A free's transaction: failed, or must run again because the object's
+/// names changed between reading them and locking them.
+enum FreeFailure {
+    Failed(HeapError),
+    NamesChanged,
+}
+
+impl From<ObjectError> for FreeFailure {
+    fn from(e: ObjectError) -> Self {
+        FreeFailure::Failed(e.into())
+    }
+}
+
+impl Heap {
+    /// Allocates an object of `size` bytes (zeros), its file `heap/<id>`,
+    /// attached to this process (PSHFS's mfalloc). The object is named by
+    /// its id in `objects/` only; [`Heap::add_name`] gives it a name.
+    pub fn alloc(&self, size: u64) -> Result<ObjectId> {
+        if size > MAX_OBJECT_BYTES {
+            return Err(invalid(format!("size {size} is above the largest object ({MAX_OBJECT_BYTES} bytes)")));
+        }
+        self.check_writable("allocate an object")?;
+        let id = self.store.allocate_object_id()?;
+        let name = Heap::object_name(id)?;
+        let locks = [
+            LockRequest::Exclusive(id),
+            LockRequest::Shared(self.objects_dir),
+            LockRequest::Name(self.objects_dir, name.as_bytes().to_vec()),
+        ];
+        let record = HeapObject { heap: self.root, type_id: 0, durable_size: 0, flags: 0 };
+        let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
+        let made = self.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
+            txn.create_heap_object(id, size, owner, &record)?;
+            {
+                let mut pending = self.pending.lock();
+                pending.files.insert(id);
+                pending.dir_changed = true;
+            }
+            txn.link_in(self.objects_dir, &name, id)?;
+            Ok(())
+        });
+        if let Err(e) = made {
+            // The transaction did not commit: its file is a leftover.
+            let _ = self.store.remove_heap_file(id);
+            return Err(e);
+        }
+        self.attach(id)?;
+        Ok(ObjectId(id))
+    }
+
+    /// Attaches `object` (if it is not) and returns it (PSHFS's mfgetobj).
+    /// Accepts an id or a persistent pointer into the object.
+    pub fn get(&self, object: impl Into<ObjectId>) -> Result<ObjectId> {
+        let id = object.into().0;
+        self.attach(id)?;
+        Ok(ObjectId(id))
+    }
+
+    /// The address of `object`'s first byte in this process, attaching it
+    /// if needed (PSHFS's mfdreference). Valid for [`Heap::size`] bytes
+    /// until the object is closed or freed or the heap closed; it moves
+    /// only if [`Heap::grow`] outgrows the object's reservation (1 GiB or
+    /// twice the size at attach). Writable only if the caller may write the
+    /// object (otherwise a store through it faults). The bytes are shared:
+    /// callers coordinate their own access to them.
+    pub fn pointer(&self, object: ObjectId) -> Result<*mut u8> {
+        Ok(self.attach(object.0)?.base())
+    }
+
+    /// A persistent pointer to `object`'s first byte (PSHFS's mfnptr).
+    pub fn nptr(&self, object: ObjectId) -> Result<PPtr<()>> {
+        self.attach(object.0)?;
+        Ok(PPtr::new(object.0, 0, 0))
+    }
+
+    /// The object's size in bytes.
+    pub fn size(&self, object: ObjectId) -> Result<u64> {
+        Ok(self.attach(object.0)?.size())
+    }
+
+    /// Whether this process maps `object` writable.
+    pub fn is_writable(&self, object: ObjectId) -> Result<bool> {
+        Ok(self.attach(object.0)?.access == MapAccess::ReadWrite)
+    }
+
+    /// Unmaps `object` from this process (PSHFS's mfcloseobj); its bytes
+    /// are kept (durable at the next [`Heap::sync`]). Pointers from
+    /// [`Heap::pointer`] into it become invalid.
+    pub fn close_object(&self, object: ObjectId) -> Result<()> {
+        self.detach(object.0)
+    }
+
+    /// Copies `buf.len()` bytes of `object` at `offset` into `buf`.
+    pub fn read_at(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.attach(object.0)?.read(offset, buf)
+    }
+
+    /// Copies `data` into `object` at `offset`.
+    pub fn write_at(&self, object: ObjectId, offset: u64, data: &[u8]) -> Result<()> {
+        self.attach(object.0)?.write(offset, data)
+    }
+
+    /// Grows `object` to `new_size` bytes (zeros past the old size). Objects
+    /// never shrink: a smaller size is refused.
+    pub fn grow(&self, object: ObjectId, new_size: u64) -> Result<()> {
+        let id = object.0;
+        if new_size > MAX_OBJECT_BYTES {
+            return Err(invalid(format!("size {new_size} is above the largest object")));
+        }
+        let attached = self.attach(id)?;
+        if attached.access != MapAccess::ReadWrite {
+            return Err(HeapError::PermissionDenied { what: format!("grow object {id}") });
+        }
+        self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
+            let mut onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
+            if new_size < onode.size {
+                return Err(invalid(format!("object {id} has {} bytes; objects never shrink", onode.size)));
+            }
+            if new_size == onode.size {
+                return Ok(());
+            }
+            self.store.extend_heap_file(id, new_size)?;
+            self.pending.lock().files.insert(id);
+            onode.size = new_size;
+            onode.generation = onode.generation.wrapping_add(1);
+            txn.put_onode(id, &onode)?;
+            Ok(())
+        })?;
+        attached.grown(self, new_size)
+    }
+
+    /// The names of `object`, in byte order.
+    pub fn names(&self, object: ObjectId) -> Result<Vec<String>> {
+        Ok(self.name_records(object.0)?.iter().map(|n| String::from_utf8_lossy(n.as_bytes()).into_owned()).collect())
+    }
+
+    /// The names of object `id` as its name records list them.
+    pub(crate) fn name_records(&self, id: u64) -> Result<Vec<Name>> {
+        let prefix = heap_name_prefix(id);
+        let end = prefix_end(&prefix).unwrap_or_default();
+        let mut names = Vec::new();
+        let range = self.store.index().range(
+            std::ops::Bound::Included(&prefix[..]),
+            std::ops::Bound::Excluded(&end[..]),
+            true,
+        )?;
+        for kv in range {
+            let (k, _) = kv?;
+            if let MetaKey::HeapName { name, .. } = MetaKey::decode(&k)? {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    /// Frees `object` (PSHFS's mffreeobj): drops every name and its entry
+    /// in `objects/`, in one transaction; it is unmapped from this process.
+    /// Its file is removed once the free is durable (at the next
+    /// [`Heap::sync`]). A racing [`Heap::get_by_name`] sees the object or
+    /// `NotFound`.
+    pub fn free(&self, object: ObjectId) -> Result<()> {
+        let id = object.0;
+        self.check_writable("free an object")?;
+        loop {
+            let names = self.name_records(id)?;
+            match self.free_once(id, &names) {
+                Ok(lsn) => {
+                    self.attached.write().remove(&id);
+                    let mut pending = self.pending.lock();
+                    pending.files.remove(&id);
+                    pending.removals.push((lsn, id));
+                    return Ok(());
+                }
+                Err(FreeFailure::NamesChanged) => continue,
+                Err(FreeFailure::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt at freeing `id` whose names were read as `names`.
+    fn free_once(&self, id: u64, names: &[Name]) -> std::result::Result<u64, FreeFailure> {
+        let failed = |e: HeapError| FreeFailure::Failed(e);
+        let entry = Heap::object_name(id).map_err(failed)?;
+        let mut locks = vec![
+            LockRequest::Exclusive(id),
+            LockRequest::Shared(self.objects_dir),
+            LockRequest::Name(self.objects_dir, entry.as_bytes().to_vec()),
+            LockRequest::Shared(self.names_dir),
+        ];
+        locks.extend(names.iter().map(|n| LockRequest::Name(self.names_dir, n.as_bytes().to_vec())));
+        let ((), lsn) = self.store.transact_locked(&locks, Durability::Buffered, |txn| {
+            let record = txn.heap_object(id)?.filter(|r| r.heap == self.root);
+            if record.is_none() {
+                return Err(failed(not_found(format!("object {id}"))));
+            }
+            let onode = txn.onode(id)?.ok_or_else(|| failed(not_found(format!("object {id}"))))?;
+            if !self.credentials.may_write(&onode) {
+                return Err(failed(HeapError::PermissionDenied { what: format!("free object {id}") }));
+            }
+            let prefix = heap_name_prefix(id);
+            let end = prefix_end(&prefix).unwrap_or_default();
+            if txn.scan(&prefix, &end, true, names.len() + 1)?.len() != names.len() {
+                return Err(FreeFailure::NamesChanged);
+            }
+            for name in names {
+                if txn.get(&heap_name_key(id, name))?.is_none() {
+                    return Err(FreeFailure::NamesChanged);
+                }
+                txn.unlink(self.names_dir, name, id, false).map_err(|e| failed(e.into()))?;
+                txn.delete(&heap_name_key(id, name));
+            }
+            // The last link: the namespace deletes the object, and with it
+            // its heap records (object record, names, arena spans).
+            txn.unlink(self.objects_dir, &entry, id, false).map_err(|e| failed(e.into()))?;
+            Ok(())
+        })?;
+        Ok(lsn)
+    }
+}
+
+impl<T> From<PPtr<T>> for ObjectId {
+    fn from(p: PPtr<T>) -> Self {
+        ObjectId(p.object)
+    }
+}

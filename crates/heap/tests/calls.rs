@@ -1,0 +1,267 @@
+//! Every heap call on its own, on the simulated storage: what it returns,
+//! what it refuses, and what a reopened store still has.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use larder_heap::{Credentials, Heap, HeapError, ObjectId, PPtr};
+use larder_io::SimStorage;
+
+use common::{heap, reopen_sim, sim_store};
+
+#[test]
+fn alloc_write_sync_reopen_reads_the_bytes() {
+    let sim = SimStorage::new(1);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(100).unwrap();
+    assert_eq!(h.size(a).unwrap(), 100);
+    h.write_at(a, 10, b"hello").unwrap();
+    let p = h.pointer(a).unwrap();
+    // SAFETY: the object is attached, writable and 100 bytes long.
+    #[allow(unsafe_code)]
+    unsafe {
+        *p.add(99) = 7
+    };
+    h.add_name(a, "first").unwrap();
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let after = sim.crash_with(larder_io::sim::CrashMode::DropAllPending);
+    let store = reopen_sim(&after);
+    let h = heap(&store);
+    let found = h.get_by_name("first").unwrap();
+    assert_eq!(found, a);
+    let mut buf = [0u8; 5];
+    h.read_at(a, 10, &mut buf).unwrap();
+    assert_eq!(&buf, b"hello");
+    let mut last = [0u8; 1];
+    h.read_at(a, 99, &mut last).unwrap();
+    assert_eq!(last, [7]);
+    assert_eq!(h.names(a).unwrap(), vec!["first".to_string()]);
+}
+
+#[test]
+fn names_are_create_if_absent() {
+    let sim = SimStorage::new(2);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let (a, b) = (h.alloc(8).unwrap(), h.alloc(8).unwrap());
+    h.add_name(a, "n").unwrap();
+    assert!(matches!(h.add_name(b, "n"), Err(HeapError::AlreadyExists { .. })));
+    h.add_name(a, "second").unwrap();
+    assert!(matches!(h.add_name(a, "bad/name"), Err(HeapError::InvalidArgument { .. })));
+    assert!(matches!(h.add_name(a, ""), Err(HeapError::InvalidArgument { .. })));
+    assert!(matches!(h.get_by_name("absent"), Err(HeapError::NotFound { .. })));
+    assert_eq!(h.get_by_name("n").unwrap(), a);
+    assert!(matches!(h.add_name(ObjectId(999_999), "x"), Err(HeapError::NotFound { .. })));
+}
+
+#[test]
+fn free_drops_every_name_and_the_file_once_durable() {
+    let sim = SimStorage::new(3);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(4096).unwrap();
+    h.add_name(a, "x").unwrap();
+    h.add_name(a, "y").unwrap();
+    h.sync().unwrap();
+    h.free(a).unwrap();
+    assert!(matches!(h.get_by_name("x"), Err(HeapError::NotFound { .. })));
+    assert!(matches!(h.get(a), Err(HeapError::NotFound { .. })));
+    assert!(matches!(h.free(a), Err(HeapError::NotFound { .. })));
+    assert!(store.list_heap_files().unwrap().0.contains(&a.0), "the file waits for the free to be durable");
+    h.sync().unwrap();
+    assert!(!store.list_heap_files().unwrap().0.contains(&a.0));
+    // The name is free again.
+    let b = h.alloc(1).unwrap();
+    h.add_name(b, "x").unwrap();
+    assert_ne!(a, b, "ids are never reused");
+}
+
+#[test]
+fn grow_keeps_the_base_and_never_shrinks() {
+    let sim = SimStorage::new(4);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(10).unwrap();
+    let base = h.pointer(a).unwrap();
+    h.write_at(a, 0, b"0123456789").unwrap();
+    h.grow(a, 100_000).unwrap();
+    assert_eq!(h.pointer(a).unwrap(), base);
+    assert_eq!(h.size(a).unwrap(), 100_000);
+    h.write_at(a, 99_990, b"end").unwrap();
+    assert!(matches!(h.grow(a, 5), Err(HeapError::InvalidArgument { .. })));
+    assert!(matches!(h.write_at(a, 99_999, b"xy"), Err(HeapError::OutOfBounds { .. })));
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    let mut buf = [0u8; 10];
+    h.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"0123456789");
+    let mut end = [0u8; 3];
+    h.read_at(a, 99_990, &mut end).unwrap();
+    assert_eq!(&end, b"end");
+}
+
+#[test]
+fn close_object_unmaps_and_keeps_the_bytes() {
+    let sim = SimStorage::new(5);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(16).unwrap();
+    h.write_at(a, 0, b"kept after close").unwrap();
+    h.close_object(a).unwrap();
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    let mut buf = [0u8; 16];
+    h.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"kept after close");
+}
+
+#[test]
+fn types_persist_and_must_fit() {
+    let sim = SimStorage::new(6);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let t = h.alloc_type(&[0, 24]).unwrap();
+    assert!(matches!(h.alloc_type(&[0, 8]), Err(HeapError::BadType { .. })));
+    assert!(matches!(h.alloc_type(&[3]), Err(HeapError::BadType { .. })));
+    let small = h.alloc(40).unwrap();
+    assert!(matches!(h.attach_type(small, t), Err(HeapError::BadType { .. })));
+    let a = h.alloc(48).unwrap();
+    h.attach_type(a, t).unwrap();
+    assert!(matches!(h.attach_type(a, larder_heap::TypeId(12345)), Err(HeapError::BadType { .. })));
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    assert_eq!(h.type_of(a).unwrap(), Some(t));
+    assert_eq!(h.type_of(small).unwrap(), None);
+    assert_eq!(h.type_offsets(t).unwrap(), vec![0, 24]);
+}
+
+#[test]
+fn pointers_deref_with_checks() {
+    let sim = SimStorage::new(7);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(64).unwrap();
+    let p = h.nptr(a).unwrap();
+    assert_eq!(p, PPtr::new(a.0, 0, 0));
+    let q: PPtr<u64> = p.cast::<u64>().add_bytes(8).unwrap();
+    let address = h.deref(q).unwrap();
+    // SAFETY: deref checked bounds and alignment of a writable object.
+    #[allow(unsafe_code)]
+    unsafe {
+        address.write(0xABCD)
+    };
+    let mut raw = [0u8; 8];
+    h.read_at(a, 8, &mut raw).unwrap();
+    assert_eq!(u64::from_le_bytes(raw), 0xABCD);
+    assert!(matches!(h.deref(PPtr::<u64>::new(a.0, 60, 0)), Err(HeapError::OutOfBounds { .. })));
+    assert!(matches!(h.deref(PPtr::<u64>::new(a.0, 4, 0)), Err(HeapError::BadPointer { .. })));
+    assert!(matches!(h.deref(PPtr::<u64>::NULL), Err(HeapError::BadPointer { .. })));
+    assert!(matches!(h.deref(PPtr::<u64>::new(a.0, 8, 3)), Err(HeapError::Stale { .. })));
+    h.free(a).unwrap();
+    assert!(matches!(h.deref(q), Err(HeapError::NotFound { .. })));
+}
+
+#[test]
+fn heaps_are_separate_and_non_heaps_refused() {
+    let sim = SimStorage::new(8);
+    let store = sim_store(&sim);
+    let one = Heap::open(&store, "/one", Credentials::root()).unwrap();
+    let two = Heap::open(&store, "two", Credentials::root()).unwrap();
+    let a = one.alloc(1).unwrap();
+    assert!(matches!(two.get(a), Err(HeapError::NotFound { .. })));
+    assert!(matches!(Heap::open(&store, "/one/objects", Credentials::root()), Err(HeapError::NotAHeap { .. })));
+    assert!(matches!(Heap::open(&store, "/", Credentials::root()), Err(HeapError::NotAHeap { .. })));
+    assert!(matches!(Heap::open(&store, "/missing/h", Credentials::root()), Err(HeapError::NotFound { .. })));
+    // Reopening finds the same heap.
+    let again = Heap::open(&store, "/one", Credentials::root()).unwrap();
+    assert_eq!(again.root_id(), one.root_id());
+    assert_eq!(again.get(a).unwrap(), a);
+}
+
+#[test]
+fn read_only_users_attach_read_only() {
+    let sim = SimStorage::new(9);
+    let store = sim_store(&sim);
+    let owner = Heap::open(&store, "/shared", Credentials::user(1000, 1000)).unwrap_err();
+    assert!(matches!(owner, HeapError::PermissionDenied { .. }), "a user cannot create a heap in root's /");
+    let admin = Heap::open(&store, "/shared", Credentials::root()).unwrap();
+    let a = admin.alloc(8).unwrap();
+    admin.write_at(a, 0, b"by root!").unwrap();
+    // The simulation's mappings are copies: the bytes reach the file at sync.
+    admin.sync().unwrap();
+    let reader = Heap::open(&store, "/shared", Credentials::user(1000, 1000)).unwrap();
+    assert!(!reader.is_writable(a).unwrap());
+    let mut buf = [0u8; 8];
+    reader.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"by root!");
+    assert!(matches!(reader.write_at(a, 0, b"x"), Err(HeapError::PermissionDenied { .. })));
+    assert!(matches!(reader.alloc(1), Err(HeapError::PermissionDenied { .. })));
+    assert!(matches!(reader.free(a), Err(HeapError::PermissionDenied { .. })));
+    assert!(matches!(reader.grow(a, 100), Err(HeapError::PermissionDenied { .. })));
+}
+
+#[test]
+fn copy_is_one_object_with_the_same_bytes_and_type() {
+    let sim = SimStorage::new(10);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let t = h.alloc_type(&[0]).unwrap();
+    let a = h.alloc(30).unwrap();
+    let b = h.alloc(5).unwrap();
+    h.write_at(a, 0, &PPtr::<()>::new(b.0, 0, 0).to_bytes()).unwrap();
+    h.write_at(a, 24, b"suffix").unwrap();
+    h.attach_type(a, t).unwrap();
+    let c = h.copy(a).unwrap();
+    assert_ne!(c, a);
+    let (mut x, mut y) = ([0u8; 30], [0u8; 30]);
+    h.read_at(a, 0, &mut x).unwrap();
+    h.read_at(c, 0, &mut y).unwrap();
+    assert_eq!(x, y, "a copy keeps pointers as they are");
+    assert_eq!(h.type_of(c).unwrap(), Some(t));
+}
+
+#[test]
+fn sync_and_clone_of_many_objects_fit_the_log() {
+    // The test store's log segments are 64 KiB: 1,500 objects' durable
+    // sizes or 200 copies do not fit one record.
+    let sim = SimStorage::new(11);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let t = h.alloc_type(&[0]).unwrap();
+    let mut chain = Vec::new();
+    for _ in 0..200 {
+        chain.push(h.alloc(32).unwrap());
+    }
+    for pair in chain.windows(2) {
+        h.write_at(pair[0], 0, &PPtr::<()>::new(pair[1].0, 0, 0).to_bytes()).unwrap();
+        h.attach_type(pair[0], t).unwrap();
+    }
+    for _ in 0..1300 {
+        h.alloc(8).unwrap();
+    }
+    h.sync().unwrap();
+    let before = store.list_heap_files().unwrap().0.len();
+    let copy = h.clone(chain[0]).unwrap();
+    assert_eq!(store.list_heap_files().unwrap().0.len(), before + 200);
+    let mut raw = [0u8; 24];
+    h.read_at(copy, 0, &mut raw).unwrap();
+    assert!(!chain.iter().any(|o| o.0 == PPtr::<()>::from_bytes(&raw).object), "rewritten to a copy");
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    assert_eq!(store.list_heap_files().unwrap().0.len(), before + 200);
+    assert!(store.heap_objects().unwrap().iter().all(|(_, r)| r.durable_size > 0), "every durable size recorded");
+}

@@ -1,0 +1,58 @@
+//! Setup shared by the heap tests: stores on the simulated or the real
+//! storage, and a heap in them.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use larder_heap::{Credentials, Heap};
+use larder_io::{SimStorage, StorageRef};
+use larder_object::{CreationOptions, Store, StoreOptions};
+
+/// Where the simulated tests put their store.
+pub const DIR: &str = "/store";
+
+/// Small containers and log segments.
+pub fn creation() -> CreationOptions {
+    CreationOptions { container_bytes: 1 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() }
+}
+
+/// No background threads: every write happens in the calling thread, so
+/// crash points are exact and runs repeat.
+pub fn deterministic() -> StoreOptions {
+    let mut o = StoreOptions { background_checkpoints: false, ..StoreOptions::default() };
+    o.index.background_threads = false;
+    o.log.buffered_sync_interval = None;
+    o
+}
+
+/// The simulated storage as a store's storage.
+pub fn storage(sim: &SimStorage) -> StorageRef {
+    Arc::new(sim.clone())
+}
+
+/// A new store on `sim`.
+pub fn sim_store(sim: &SimStorage) -> Arc<Store> {
+    Arc::new(Store::create(storage(sim), Path::new(DIR), creation(), deterministic()).unwrap())
+}
+
+/// The store on `sim`, reopened (recovering).
+pub fn reopen_sim(sim: &SimStorage) -> Arc<Store> {
+    Arc::new(Store::open(storage(sim), Path::new(DIR), deterministic()).unwrap())
+}
+
+/// A store on the real file system in `dir`, created if absent.
+pub fn real_store(dir: &Path) -> Arc<Store> {
+    let storage: StorageRef = Arc::new(larder_io::RealStorage::new());
+    let store = if dir.join(larder_object::superblock::SUPERBLOCK_FILE).exists() {
+        Store::open(storage, dir, StoreOptions::default())
+    } else {
+        Store::create(storage, dir, creation(), StoreOptions::default())
+    };
+    Arc::new(store.unwrap())
+}
+
+/// The heap `/heap` of `store`, as root.
+pub fn heap(store: &Arc<Store>) -> Heap {
+    Heap::open(store, "/heap", Credentials::root()).unwrap()
+}

@@ -1,0 +1,209 @@
+//! Simulated crashes at every write, every sync and every namespace
+//! operation of a workload of alloc, write, add_name, type, clone, grow
+//! and free with syncs between its stages. After each crash the store is
+//! reopened (recovering) and the heap must hold everything of the last
+//! stage whose `sync` returned, nothing half-there (a clone whole or
+//! absent, names and entries in step with records), no stray and no
+//! missing file.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use larder_heap::{Credentials, Heap, HeapError, ObjectId, PPtr};
+use larder_io::sim::CrashMode;
+use larder_io::SimStorage;
+use larder_namespace::list;
+use larder_object::meta::{DataLocation, Name};
+use larder_object::Store;
+
+use common::{reopen_sim, sim_store};
+
+const A: u8 = 0xA1;
+const A_TAIL: u8 = 0xA2;
+const B: u8 = 0xB1;
+
+fn open(store: &Arc<Store>) -> larder_heap::Result<Heap> {
+    Heap::open(store, "/heap", Credentials::root())
+}
+
+/// The workload; returns how many stages' syncs returned before the first
+/// failure (the crash).
+fn workload(store: &Arc<Store>) -> usize {
+    let mut stage = 0;
+    let _ = (|| -> larder_heap::Result<()> {
+        let h = open(store)?;
+        let a = h.alloc(3000)?;
+        h.write_at(a, 0, &[A; 3000])?;
+        h.add_name(a, "a")?;
+        h.sync()?;
+        stage = 1;
+        let b = h.alloc(100)?;
+        h.write_at(b, 0, &[B; 100])?;
+        h.add_name(b, "b")?;
+        let t = h.alloc_type(&[0])?;
+        let c = h.alloc(48)?;
+        h.write_at(c, 0, &PPtr::<()>::new(b.0, 0, 0).to_bytes())?;
+        h.attach_type(c, t)?;
+        h.add_name(c, "c")?;
+        h.sync()?;
+        stage = 2;
+        let d = h.clone(c)?;
+        h.add_name(d, "d")?;
+        h.sync()?;
+        stage = 3;
+        h.grow(a, 10_000)?;
+        h.write_at(a, 9000, &[A_TAIL; 1000])?;
+        h.add_name(a, "a2")?;
+        h.free(b)?;
+        h.sync()?;
+        stage = 4;
+        let e = h.alloc(5000)?;
+        h.add_name(e, "e")?;
+        h.free(d)?;
+        Ok(())
+    })();
+    stage
+}
+
+fn bytes(h: &Heap, id: ObjectId, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    h.read_at(id, offset, &mut buf).unwrap();
+    buf
+}
+
+fn pointer(h: &Heap, id: ObjectId) -> PPtr<()> {
+    let mut raw = [0u8; 24];
+    h.read_at(id, 0, &mut raw).unwrap();
+    PPtr::from_bytes(&raw)
+}
+
+/// Records, files, entries and names agree.
+fn check_structure(store: &Arc<Store>, h: &Heap, what: &str) {
+    let records: BTreeSet<u64> = h.objects().unwrap().iter().map(|o| o.0).collect();
+    let files: BTreeSet<u64> = store.list_heap_files().unwrap().0.into_iter().collect();
+    assert_eq!(files, records, "{what}: heap files and object records");
+    let entries: BTreeSet<u64> =
+        list::list(store, h.objects_dir_id(), None, usize::MAX).unwrap().into_iter().map(|(_, d)| d.child).collect();
+    assert_eq!(entries, records, "{what}: objects/ entries and object records");
+    let names = list::list(store, h.names_dir_id(), None, usize::MAX).unwrap();
+    for (name, dentry) in &names {
+        assert!(records.contains(&dentry.child), "{what}: name {name} of a freed object");
+        let text = String::from_utf8_lossy(name.as_bytes()).into_owned();
+        assert!(h.names(ObjectId(dentry.child)).unwrap().contains(&text), "{what}: name {text} has no record");
+    }
+    for &id in &records {
+        let onode = store.stat(id).unwrap().unwrap();
+        assert_eq!(onode.location, DataLocation::OwnFile { file: id }, "{what}");
+        let named = h.names(ObjectId(id)).unwrap();
+        for n in &named {
+            let dentry = list::lookup(store, h.names_dir_id(), &Name::new(n.as_str()).unwrap()).unwrap();
+            assert_eq!(dentry.map(|d| d.child), Some(id), "{what}: name record {n} without its entry");
+        }
+        assert_eq!(onode.nlink as usize, 1 + named.len(), "{what}: links of object {id}");
+        assert_eq!(h.size(ObjectId(id)).unwrap(), onode.size, "{what}: object {id} attaches whole");
+        // A copy of c (typed, not c itself) is whole: its target exists.
+        if h.type_of(ObjectId(id)).unwrap().is_some() && h.names(ObjectId(id)).unwrap() != ["c"] {
+            let target = pointer(h, ObjectId(id));
+            assert!(records.contains(&target.object), "{what}: clone of c without its copy of b");
+            assert_eq!(bytes(h, ObjectId(target.object), 0, 100), vec![B; 100], "{what}");
+        }
+    }
+}
+
+/// Everything of `stage` is there.
+fn check_stage(h: &Heap, stage: usize, what: &str) {
+    let named = |n: &str| h.get_by_name(n);
+    if stage >= 1 {
+        let a = named("a").unwrap_or_else(|e| panic!("{what}: a: {e}"));
+        assert_eq!(bytes(h, a, 0, 3000), vec![A; 3000], "{what}: a's bytes");
+    }
+    // Stage 4's free of b may have survived a crash after stage 3.
+    if stage == 2 {
+        let b = named("b").unwrap();
+        assert_eq!(bytes(h, b, 0, 100), vec![B; 100], "{what}: b's bytes");
+        let c = named("c").unwrap();
+        assert_eq!(pointer(h, c).object, b.0, "{what}: c points to b");
+    }
+    if stage >= 3 {
+        let d = named("d").unwrap_or_else(|e| panic!("{what}: d: {e}"));
+        let c = named("c").unwrap();
+        assert_ne!(pointer(h, d).object, pointer(h, c).object, "{what}: d points to b's copy");
+    }
+    if stage >= 4 {
+        let a = named("a2").unwrap();
+        assert_eq!(h.size(a).unwrap(), 10_000, "{what}");
+        assert_eq!(bytes(h, a, 9000, 1000), vec![A_TAIL; 1000], "{what}: a's tail");
+        assert!(matches!(named("b"), Err(HeapError::NotFound { .. })), "{what}: b was freed");
+    }
+}
+
+/// Runs the workload on a new machine armed by `arm`, crashes it in
+/// `mode`, recovers and checks.
+fn crash_run(seed: u64, mode: CrashMode, arm: impl FnOnce(&SimStorage), what: &str) {
+    let sim = SimStorage::new(seed);
+    sim.set_unordered_dir_ops(true);
+    let store = sim_store(&sim);
+    arm(&sim);
+    let stage = workload(&store);
+    drop(store);
+    let image = sim.crash_with(mode);
+    let store = reopen_sim(&image);
+    let h = open(&store).unwrap();
+    let what = format!("{what} ({mode:?}), stage {stage}");
+    check_structure(&store, &h, &what);
+    check_stage(&h, stage, &what);
+    // A second recovery finds nothing left to do.
+    drop(h);
+    let store = Arc::into_inner(store).unwrap();
+    store.close().unwrap();
+    let store = reopen_sim(&image);
+    assert_eq!(store.recover_heap_files().unwrap(), Default::default(), "{what}: recovery is idempotent");
+}
+
+/// How many writes, syncs and namespace operations the workload makes.
+fn probe() -> (u64, u64, u64) {
+    let sim = SimStorage::new(0);
+    let store = sim_store(&sim);
+    let before = sim.counters();
+    assert_eq!(workload(&store), 4);
+    let after = sim.counters();
+    (after.writes - before.writes, after.syncs - before.syncs, after.namespace_ops - before.namespace_ops)
+}
+
+const MODES: [CrashMode; 3] = [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending];
+
+#[test]
+fn crash_at_every_write() {
+    let (writes, _, _) = probe();
+    assert!(writes > 10, "the workload writes ({writes})");
+    for k in 0..=writes {
+        // Each mode, and random crashes drawn from several seeds.
+        for (m, mode) in MODES.iter().chain([CrashMode::Random; 5].iter()).enumerate() {
+            let seed = 100 * k + m as u64;
+            crash_run(seed, *mode, |sim| sim.crash_after_writes(k), &format!("crash after write {k} of {writes}"));
+        }
+    }
+}
+
+#[test]
+fn crash_at_every_sync() {
+    let (_, syncs, _) = probe();
+    for k in 0..=syncs {
+        for (m, mode) in MODES.iter().enumerate() {
+            let seed = 10_000 + 3 * k + m as u64;
+            crash_run(seed, *mode, |sim| sim.crash_after_syncs(k), &format!("crash after sync {k} of {syncs}"));
+        }
+    }
+}
+
+#[test]
+fn crash_at_every_namespace_operation() {
+    let (_, _, names) = probe();
+    for k in 1..=names {
+        let seed = 20_000 + k;
+        crash_run(seed, CrashMode::Random, |sim| sim.crash_after_namespace_ops(k), &format!("crash after name op {k}"));
+    }
+}

@@ -1,0 +1,106 @@
+//! Threads racing `add_name`, `get_by_name` and `free` on one name, on one
+//! heap: exactly one `add_name` wins each round, and a reader sees the
+//! winner's whole object (never a half-made one, never another's bytes) or
+//! `NotFound`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Barrier;
+
+use larder_heap::HeapError;
+use larder_io::SimStorage;
+
+use common::{heap, real_store, sim_store};
+
+const WRITERS: usize = 4;
+const READERS: usize = 2;
+const ROUNDS: usize = 40;
+const SIZE: usize = 512;
+
+fn race(h: &larder_heap::Heap) {
+    let barrier = Barrier::new(WRITERS + 1);
+    let done = AtomicBool::new(false);
+    let seen = AtomicUsize::new(0);
+    let winners = AtomicUsize::new(0);
+    let winner_id = parking_lot::Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..READERS {
+            scope.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    match h.get_by_name("contended") {
+                        Ok(object) => {
+                            let mut buf = vec![0u8; SIZE];
+                            match h.read_at(object, 0, &mut buf) {
+                                Ok(()) => {
+                                    let tag = buf[0];
+                                    assert!(tag != 0, "a named object is whole: its bytes were written first");
+                                    assert!(buf.iter().all(|b| *b == tag), "torn object: {buf:?}");
+                                    seen.fetch_add(1, Ordering::Relaxed);
+                                }
+                                // Freed between the lookup and the read.
+                                Err(HeapError::NotFound { .. }) => {}
+                                Err(e) => panic!("read: {e}"),
+                            }
+                        }
+                        Err(HeapError::NotFound { .. }) => {}
+                        Err(e) => panic!("get_by_name: {e}"),
+                    }
+                }
+            });
+        }
+        for w in 0..WRITERS {
+            let (barrier, winners, winner_id) = (&barrier, &winners, &winner_id);
+            scope.spawn(move || {
+                for round in 0..ROUNDS {
+                    let object = h.alloc(SIZE as u64).unwrap();
+                    let tag = (1 + w + WRITERS * (round % 50)) as u8;
+                    h.write_at(object, 0, &vec![tag; SIZE]).unwrap();
+                    barrier.wait();
+                    match h.add_name(object, "contended") {
+                        Ok(()) => {
+                            winners.fetch_add(1, Ordering::AcqRel);
+                            *winner_id.lock() = Some(object);
+                        }
+                        Err(HeapError::AlreadyExists { .. }) => h.free(object).unwrap(),
+                        Err(e) => panic!("add_name: {e}"),
+                    }
+                    barrier.wait();
+                }
+            });
+        }
+        for _ in 0..ROUNDS {
+            barrier.wait();
+            barrier.wait();
+            assert_eq!(winners.swap(0, Ordering::AcqRel), 1, "exactly one add_name wins");
+            let object = winner_id.lock().take().unwrap();
+            assert_eq!(h.get_by_name("contended").unwrap(), object);
+            // Freed while the readers look it up.
+            h.free(object).unwrap();
+            assert!(matches!(h.get_by_name("contended"), Err(HeapError::NotFound { .. })));
+        }
+        done.store(true, Ordering::Release);
+    });
+    assert!(seen.load(Ordering::Relaxed) > 0, "the readers saw named objects");
+}
+
+#[test]
+fn one_winner_nothing_torn_on_the_simulation() {
+    let sim = SimStorage::new(1);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    race(&h);
+    h.sync().unwrap();
+    assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "every object was freed and its file removed");
+}
+
+#[test]
+fn one_winner_nothing_torn_on_real_mappings() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = real_store(dir.path());
+    let h = heap(&store);
+    race(&h);
+    h.sync().unwrap();
+    assert_eq!(store.list_heap_files().unwrap().0.len(), 0);
+}
