@@ -71,6 +71,7 @@ struct Header {
 
 /// An entry: a path whose last component hashes to its bucket; the path's
 /// bytes follow the struct in the same block.
+#[derive(Clone, Copy)]
 #[repr(C)]
 struct Entry {
     next: PPtr<u8>,
