@@ -347,6 +347,7 @@ impl Target for MicroHeap {
 #[allow(unsafe_code)]
 pub fn alloc(spec: &HeapSpec) -> Result<HeapResult> {
     let (_store, heap) = create(&spec.dir)?;
+    let heap = &heap;
     let obj = heap.alloc(8)?;
     let slots = spec.live / spec.threads;
     let ops = spec.ops / spec.threads;
