@@ -61,6 +61,11 @@ fn open(dir: &Path) -> Result<(Arc<Store>, Heap)> {
     Ok((store, heap))
 }
 
+/// The host file of a heap object (the store is `dir/store`).
+fn heap_file(dir: &Path, obj: ObjectId) -> std::path::PathBuf {
+    dir.join("store").join(larder_object::HEAP_DIR).join(obj.0.to_string())
+}
+
 /// The locate table's header: the object's user bytes.
 #[repr(C)]
 struct Header {
@@ -167,7 +172,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     let obj = build_table(&heap, &paths)?;
     heap.sync()?;
     let build_secs = start.elapsed().as_secs_f64();
-    let db_bytes = std::fs::metadata(spec.dir.join("store/heap").join(obj.0.to_string())).map(|m| m.len() as f64);
+    let db_bytes = std::fs::metadata(heap_file(&spec.dir, obj)).map(|m| m.len() as f64);
     let build = phase(
         "build",
         paths.len() as u64,
@@ -407,7 +412,7 @@ pub fn alloc(spec: &HeapSpec) -> Result<HeapResult> {
     let sync_start = Instant::now();
     heap.sync()?;
     let sync_secs = sync_start.elapsed().as_secs_f64();
-    let file = std::fs::metadata(spec.dir.join("store/heap").join(obj.0.to_string()))?;
+    let file = std::fs::metadata(heap_file(&spec.dir, obj))?;
     let allocated = std::os::unix::fs::MetadataExt::blocks(&file) * 512;
     let extra = [
         ("live_bytes", live_bytes as f64),
