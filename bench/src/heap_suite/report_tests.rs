@@ -82,7 +82,11 @@ fn locate_bars_give_the_ratio_its_figures_and_the_verdict() {
         Workload::Locate,
         "4000",
         "larder",
-        vec![phase("build", 4000, 0.15, &[]), phase("search", 100, 0.02, &[]), phase("fresh-search", 10, 0.01, &[])],
+        vec![
+            phase("build", 4000, 0.15, &[]),
+            phase("search", 100, 0.02, &[]),
+            phase("fresh-search", 10, 0.01, &[("attach_search_secs", 0.005)]),
+        ],
     );
     put(&mut r, Workload::Locate, "4000", "plocate", vec![phase("fresh-search", 100, 0.2, &[])]);
     let report = render(&plan, &info(), &r);
@@ -98,6 +102,7 @@ fn locate_bars_give_the_ratio_its_figures_and_the_verdict() {
     assert!(line.contains("10.00x") && line.ends_with("| yes |"), "{line}");
     let line = bar_line(&report, "fresh process ≥ 1x plocate at 4,000");
     assert!(line.contains("2.00x") && line.ends_with("| yes |"), "{line}");
+    assert!(report.contains("| 1.00 ms (inside: 500.00 µs) |"), "{report}");
     let line = bar_line(&report, "exact-name search ≥ 1000x the scan at 1,000,000 entries");
     assert!(line.ends_with("| not measured |"), "{line}");
 }
