@@ -204,12 +204,13 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     drop(store);
     let exe = std::env::current_exe()?;
     let store_dir = spec.dir.to_string_lossy().into_owned();
-    let (mut secs, mut inner, mut matches, mut checksum, mut rss) = (0.0, 0.0, 0u64, 0u64, 0u64);
+    let (mut secs, mut inner, mut opening, mut matches, mut checksum, mut rss) = (0.0, 0.0, 0.0, 0u64, 0u64, 0u64);
     for name in &inputs.fresh_names {
         let ran = super::child::run_program(&exe, &["heap-search", "--dir", &store_dir, "--name", name])?;
         let v = super::child::json_line(&ran.stdout)?;
         secs += ran.secs;
         inner += super::child::field(&v, "secs")?;
+        opening += super::child::field(&v, "open_secs")?;
         // Its own peak: this process's children inherit its peak memory at spawn.
         rss = rss.max(super::child::field(&v, "vmhwm_kib")? as u64);
         matches += super::child::field(&v, "matches")? as u64;
@@ -221,7 +222,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         inputs.fresh_names.len() as u64,
         secs,
         super::child::children_max_rss_kib(),
-        &[("matches", matches as f64), ("attach_search_secs", inner)],
+        &[("matches", matches as f64), ("attach_search_secs", inner), ("open_secs", opening)],
     );
     let info = "larder-heap: a hash table of paths in one heap object (alloc_in blocks linked by PPtr), \
                 synced after the build; fresh process = open store + heap, get_by_name, search"
@@ -234,12 +235,16 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
 pub fn fresh_search(dir: &Path, name: &str) -> Result<()> {
     let start = Instant::now();
     let (_store, heap) = open(dir)?;
+    let open_secs = start.elapsed().as_secs_f64();
     let obj = heap.get_by_name(TABLE_NAME)?;
     let (matches, checksum) = search(&heap, obj, name)?;
     heap.close_object(obj)?;
     let secs = start.elapsed().as_secs_f64();
     let rss = crate::sys::status_kib("VmHWM");
-    println!("{{\"secs\":{secs:.9},\"matches\":{matches},\"checksum\":{checksum},\"vmhwm_kib\":{rss}}}");
+    println!(
+        "{{\"secs\":{secs:.9},\"open_secs\":{open_secs:.9},\"matches\":{matches},\"checksum\":{checksum},\
+         \"vmhwm_kib\":{rss}}}"
+    );
     Ok(())
 }
 
