@@ -33,7 +33,7 @@ cargo test --workspace --exclude larder-python --doc --locked
 # links, missing docs: the crates deny missing_docs).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --all-features \
     -p larder -p larder-io -p larder-index -p larder-log -p larder-space -p larder-object \
-    -p larder-namespace -p larder-kv -p larder-fs -p larder-fuse -p larder-fsck \
+    -p larder-namespace -p larder-kv -p larder-heap -p larder-fs -p larder-fuse -p larder-fsck \
     -p larder-protocol -p larder-server -p larder-client
 # The README's examples, copied into a new cargo project outside the
 # workspace with one dependency on crates/larder, build and run.

@@ -2,7 +2,7 @@
 //!
 //! The store commands work on a store directory through the KV API:
 //! `init`, `put`, `get`, `cat`, `rm`, `ls`, `import`, `export`, `stats` and
-//! `fsck`; `mount` serves one through FUSE. `larder bench` is the main job: it measures an embedded store
+//! `fsck`; `larder heap` looks into the store's heaps; `mount` serves one through FUSE. `larder bench` is the main job: it measures an embedded store
 //! with its defaults. `larder bench index` and `larder index ...` drive a
 //! standalone index store, the layer below.
 
@@ -12,6 +12,8 @@ mod crash_pattern;
 mod crash_writer;
 mod export;
 mod fsck_cmd;
+mod heap_cmd;
+mod heap_find;
 mod import;
 mod index_cmd;
 mod init;
@@ -76,6 +78,12 @@ enum Command {
         #[command(flatten)]
         store: bench_store::Args,
     },
+    /// Look into the store's heaps: list heaps and objects, print an
+    /// object's record or bytes, free an object (names, records, file).
+    Heap {
+        #[command(subcommand)]
+        op: heap_cmd::HeapOp,
+    },
     /// Read and write a standalone index store.
     Index {
         #[command(subcommand)]
@@ -138,6 +146,7 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Bench { what: Some(BenchWhat::Index(args)), .. } => bench_index::run(&args),
         Command::Index { op } => index_cmd::run(op),
+        Command::Heap { op } => heap_cmd::run(&op),
         Command::CrashWriter(args) => crash_writer::run(&args),
         Command::ServeWriter(args) => serve_writer::run(&args),
     };

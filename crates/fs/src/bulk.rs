@@ -45,6 +45,7 @@ impl Fs {
             files,
             durability,
             |_, p| -> Result<NewOwner> {
+                crate::heap::refuse_in_heap(p, parent, "create")?;
                 perm::check(p, parent, cred, WRITE | EXEC)?;
                 let (mode, gid) = perm::new_owner(p, cred, Kind::File, mode & MODE_PERM_MASK);
                 Ok(NewOwner { mode, owner: (cred.uid, gid) })

@@ -61,6 +61,8 @@ fn store_errno(e: &ObjectError) -> i32 {
     match e {
         ObjectError::NoSuchObject { .. } => libc::ENOENT,
         ObjectError::InvalidName { .. } => libc::EINVAL,
+        // Heap objects never shrink (docs/heap.md): not permitted.
+        ObjectError::HeapShrink { .. } => libc::EPERM,
         _ => cause_errno(e).unwrap_or(libc::EIO),
     }
 }

@@ -25,6 +25,7 @@ mod dirs;
 mod error;
 mod files;
 mod handles;
+mod heap;
 mod meta_batch;
 mod names;
 mod path;

@@ -26,6 +26,7 @@ use larder_object::{Durability, LockRequest, Transaction};
 use crate::attr::Attr;
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
+use crate::heap::refuse_in_heap;
 use crate::names::{dir_in, link_in_txn, make_in, new_name, onode_in, shown, stored_name, touch_dir, NewObject, Step};
 use crate::perm::{self, EXEC};
 use crate::rename::{rename_in, Plan, RenameFlags};
@@ -379,6 +380,7 @@ fn remove_in(
     unlinked: &mut Vec<Unlinked>,
 ) -> Result<Step<BatchDone>> {
     let p = dir_in(txn, parent)?;
+    refuse_in_heap(&p, parent, if dir { "rmdir" } else { "unlink" })?;
     perm::check(&p, parent, cred, EXEC)?;
     let d = txn.lookup(parent, name)?.ok_or_else(|| FsError::no_entry(parent, name.as_bytes()))?;
     match (dir, d.kind == Kind::Directory) {
@@ -395,6 +397,7 @@ fn remove_in(
         return Ok(Step::Retry);
     }
     let child = onode_in(txn, d.child)?;
+    refuse_in_heap(&child, d.child, "rmdir of a heap directory")?;
     perm::check_remove(&p, parent, &child, cred)?;
     let u = txn.unlink(parent, name, d.child, open.contains(&d.child))?;
     touch_dir(txn, parent)?;

@@ -13,6 +13,7 @@ use larder_object::{Durability, LockRequest, Transaction};
 use crate::attr::{Attr, SetAttr, SetTime};
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
+use crate::heap::{is_heap_directory, refuse_heap_link, refuse_in_heap};
 use crate::perm::{self, EXEC, S_ISGID, S_ISUID, WRITE};
 use crate::{Fs, LINK_MAX, NAME_MAX, PATH_MAX};
 
@@ -85,6 +86,8 @@ pub(crate) struct NewObject<'a> {
 pub(crate) fn link_in_txn(txn: &mut Transaction<'_>, cred: &Cred, ino: u64, parent: u64, name: &Name) -> Result<Attr> {
     let p = dir_in(txn, parent)?;
     let o = onode_in(txn, ino)?;
+    refuse_in_heap(&p, parent, "link")?;
+    refuse_heap_link(&o, ino)?;
     if o.kind == Kind::Directory {
         return Err(FsError::posix(libc::EPERM, format!("object {ino} is a directory")));
     }
@@ -272,11 +275,13 @@ impl Fs {
             ];
             let (step, _) = self.store.transact_locked(&requests, Durability::Buffered, |txn| -> Result<_> {
                 let p = dir_in(txn, parent)?;
+                refuse_in_heap(&p, parent, if dir { "rmdir" } else { "unlink" })?;
                 match txn.lookup(parent, &name)? {
                     Some(now) if now.child == d.child => {}
                     _ => return Ok(Step::Retry),
                 }
                 let child = onode_in(txn, d.child)?;
+                refuse_in_heap(&child, d.child, "rmdir of a heap directory")?;
                 perm::check_remove(&p, parent, &child, cred)?;
                 let u = txn.unlink(parent, &name, d.child, open)?;
                 touch_dir(txn, parent)?;
@@ -424,6 +429,12 @@ pub(crate) fn make_in(
     new: &NewObject<'_>,
 ) -> Result<Attr> {
     let p = dir_in(txn, parent)?;
+    if is_heap_directory(&p) && txn.lookup(parent, name)?.is_some() {
+        // A name that exists is EEXIST, as anywhere: open(O_CREAT) then
+        // opens the heap object, which is allowed.
+        return Err(taken(parent, name));
+    }
+    refuse_in_heap(&p, parent, "create")?;
     if let Err(refused) = perm::check(&p, parent, cred, WRITE | EXEC) {
         // Linux looks the name up before it checks write permission: a
         // taken name is EEXIST for anyone who may search the directory.

@@ -10,6 +10,7 @@ use larder_object::{Durability, LockRequest, Transaction};
 
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
+use crate::heap::refuse_in_heap;
 use crate::names::{dir_in, onode_in, shown, stored_name, touch_dir, Step};
 use crate::perm::{self, EXEC, WRITE};
 use crate::Fs;
@@ -135,16 +136,20 @@ pub(crate) fn rename_in(
 ) -> Result<Step<Option<Unlinked>>> {
     let p1 = dir_in(txn, parent)?;
     let p2 = dir_in(txn, new_parent)?;
+    refuse_in_heap(&p1, parent, "rename")?;
+    refuse_in_heap(&p2, new_parent, "rename")?;
     let src = txn.lookup(parent, from)?;
     let dst = txn.lookup(new_parent, to)?;
     if src != Some(plan.src) || dst != plan.dst {
         return Ok(Step::Retry);
     }
     let s = onode_in(txn, plan.src.child)?;
+    refuse_in_heap(&s, plan.src.child, "rename of a heap directory")?;
     perm::check_remove(&p1, parent, &s, cred)?;
     perm::check(&p2, new_parent, cred, WRITE | EXEC)?;
     if let Some(d) = plan.dst {
         let t = onode_in(txn, d.child)?;
+        refuse_in_heap(&t, d.child, "rename over a heap directory")?;
         perm::check_remove(&p2, new_parent, &t, cred)?;
         if flags.noreplace {
             return Err(FsError::posix(libc::EEXIST, format!("{:?} in directory {new_parent}", shown(to.as_bytes()))));

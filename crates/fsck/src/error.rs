@@ -28,6 +28,9 @@ pub enum FsckError {
     /// Reading a container failed.
     #[error("fsck could not read object data: {0}")]
     Io(#[from] IoError),
+    /// Listing the heap files or reading a heap file's length failed.
+    #[error("fsck could not read the heap files: {0}")]
+    Heap(#[source] ObjectError),
     /// The space manager refused the check (a reader registration or
     /// the comparison of free space).
     #[error("fsck could not check space: {0}")]

@@ -32,6 +32,7 @@
 
 mod blocks;
 mod error;
+mod heap;
 mod model;
 mod namespace;
 mod problem;
@@ -96,8 +97,12 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
 
     let mut visitor = visit::Visitor::new(limits, containers, &mut problems);
     scan::run(&snapshot, &mut visitor, progress)?;
+    visitor.finish_arena();
     let mut model = std::mem::take(&mut visitor.model);
     namespace::check(&model, &mut problems, &mut skipped);
+    let mut warnings = Vec::new();
+    heap::check(store, &snapshot, &model, &mut problems, &mut warnings, &mut skipped)?;
+    model.counts.heaps = model.heap_roots.len() as u64;
 
     let fmap_complete = model.complete(&[Map::Fmap]);
     let extents = std::mem::take(&mut model.extents);
@@ -113,6 +118,7 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
     Ok(Report {
         problems: problems.list,
         problems_dropped: problems.dropped,
+        warnings,
         counts: model.counts,
         skipped: skipped.into_iter().collect(),
         seq: snapshot.seq(),

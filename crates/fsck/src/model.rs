@@ -6,7 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use larder_object::meta::{DataLocation, Kind, Map, Name, Onode};
+use larder_object::meta::onode::FLAG_HEAP;
+use larder_object::meta::{DataLocation, HeapObject, HeapRoot, Kind, Map, Name, Onode};
 
 use crate::problem::{ExtentOwner, Problem};
 use crate::report::Counts;
@@ -44,6 +45,10 @@ pub(crate) struct ObjInfo {
     pub(crate) nlink: u32,
     pub(crate) size: u64,
     pub(crate) loc: Loc,
+    /// The heap file id of an object whose bytes are in one.
+    pub(crate) heap_file: Option<u64>,
+    /// The onode carries `FLAG_HEAP` (a heap's directory).
+    pub(crate) heap_flag: bool,
     /// `DirInfo` (parent, recorded entry count) of a directory.
     pub(crate) dir: Option<(u64, u64)>,
     /// Dentries naming the object.
@@ -68,6 +73,11 @@ impl ObjInfo {
             nlink: onode.nlink,
             size: onode.size,
             loc: Loc::of(&onode.location),
+            heap_file: match onode.location {
+                DataLocation::OwnFile { file } => Some(file),
+                _ => None,
+            },
+            heap_flag: onode.flags & FLAG_HEAP != 0,
             dir: onode.dir.map(|d| (d.parent, d.entries)),
             names: 0,
             entries: 0,
@@ -99,6 +109,12 @@ pub(crate) struct Model {
     /// Blocks of those extents (the checksum phase's total).
     pub(crate) blocks: u64,
     pub(crate) next_object_id: Option<u64>,
+    /// Heap root records that decoded, by root directory.
+    pub(crate) heap_roots: BTreeMap<u64, HeapRoot>,
+    /// Heap object records that decoded, by object.
+    pub(crate) heap_objects: BTreeMap<u64, HeapObject>,
+    /// Heap name records (the reverse index of each heap's `names/`).
+    pub(crate) heap_names: Vec<(u64, Name)>,
     /// Maps some of whose keys could not be read.
     pub(crate) incomplete: BTreeSet<Map>,
     pub(crate) counts: Counts,

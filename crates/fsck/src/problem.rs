@@ -332,6 +332,118 @@ pub enum Problem {
         /// The attribute's name.
         name: XattrName,
     },
+    /// Heaps: a heap object (its onode says `OwnFile`) without a heap
+    /// object record.
+    HeapObjectWithoutRecord {
+        /// The object.
+        object: u64,
+    },
+    /// Heaps: a heap object whose file is missing.
+    HeapFileMissing {
+        /// The object.
+        object: u64,
+        /// The file it should have.
+        path: PathBuf,
+    },
+    /// Heaps: a heap object's file shorter than the durable size its
+    /// record keeps: something outside Larder shrank it (the heap refuses
+    /// to attach it).
+    HeapFileShrunk {
+        /// The object.
+        object: u64,
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// The durable size of its record.
+        durable_size: u64,
+    },
+    /// Heaps: a heap object record whose object does not exist.
+    HeapRecordWithoutObject {
+        /// The object.
+        object: u64,
+    },
+    /// Heaps: a heap object record whose object keeps its bytes elsewhere.
+    HeapRecordNotHeapObject {
+        /// The object.
+        object: u64,
+        /// Where its bytes are.
+        location: &'static str,
+    },
+    /// Heaps: a heap object record naming a heap that has no root record.
+    HeapObjectWithoutHeap {
+        /// The object.
+        object: u64,
+        /// The heap root directory it names.
+        heap: u64,
+    },
+    /// Heaps: a heap root record whose directories are missing, not
+    /// directories, or not flagged `FLAG_HEAP`.
+    HeapRootBroken {
+        /// The heap's root directory.
+        root: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// Heaps: an entry of a heap's `objects/` or `names/` directory that
+    /// does not name a heap object of that heap as it should.
+    HeapEntryWrong {
+        /// The heap's root directory.
+        heap: u64,
+        /// The directory holding the entry.
+        dir: u64,
+        /// The entry's name.
+        name: Name,
+        /// The object it names.
+        child: u64,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// Heaps: a heap object without its entry in its heap's `objects/`.
+    HeapObjectUnlisted {
+        /// The object.
+        object: u64,
+        /// Its heap.
+        heap: u64,
+    },
+    /// Heaps: a reverse name record whose `names/` entry is missing or
+    /// names another object.
+    HeapNameWithoutEntry {
+        /// The object.
+        object: u64,
+        /// The name.
+        name: Name,
+    },
+    /// Heaps: a reverse name record of an object without a heap record.
+    HeapNameWithoutObject {
+        /// The object.
+        object: u64,
+        /// The name.
+        name: Name,
+    },
+    /// Heaps: an arena span record of an object without a heap record.
+    HeapSpanWithoutObject {
+        /// The object.
+        object: u64,
+        /// The span's offset.
+        span: u64,
+    },
+    /// Heaps: a heap object's arena records do not load as the heap
+    /// loads them, the arena they make is inconsistent, or it claims
+    /// bytes past the object's size.
+    HeapArenaBroken {
+        /// The object.
+        object: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// Heaps (a warning, not damage): a file in `heap/` that belongs to no
+    /// heap object (a create whose transaction was lost, a free whose
+    /// removal did not happen): the next open of the store removes it.
+    HeapStrayFile {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -448,6 +560,50 @@ impl fmt::Display for Problem {
             XattrWithoutObject { object, name } => {
                 write!(f, "xattr \"{name}\" of object {object}: the object does not exist")
             }
+            HeapObjectWithoutRecord { object } => {
+                write!(f, "heap object {object} (its bytes in a heap file) has no heap object record")
+            }
+            HeapFileMissing { object, path } => {
+                write!(f, "heap object {object}: its file {} is missing", path.display())
+            }
+            HeapFileShrunk { object, path, len, durable_size } => write!(
+                f,
+                "heap object {object}: {} is {len} bytes, shorter than its durable size {durable_size}: \
+                 shrunk outside Larder (the heap refuses to attach it)",
+                path.display()
+            ),
+            HeapRecordWithoutObject { object } => {
+                write!(f, "heap object record of object {object}, which does not exist")
+            }
+            HeapRecordNotHeapObject { object, location } => {
+                write!(f, "heap object record of object {object}, whose bytes are {location}, not in a heap file")
+            }
+            HeapObjectWithoutHeap { object, heap } => {
+                write!(f, "heap object {object} belongs to heap {heap}, which has no heap root record")
+            }
+            HeapRootBroken { root, what } => write!(f, "heap {root}: {what}"),
+            HeapEntryWrong { heap, dir, name, child, what } => {
+                write!(f, "heap {heap}: entry \"{name}\" in directory {dir} names object {child}: {what}")
+            }
+            HeapObjectUnlisted { object, heap } => {
+                write!(f, "heap object {object} has no entry in the objects directory of heap {heap}")
+            }
+            HeapNameWithoutEntry { object, name } => write!(
+                f,
+                "heap name \"{name}\" of object {object}: its heap's names directory has no such entry naming it"
+            ),
+            HeapNameWithoutObject { object, name } => {
+                write!(f, "heap name \"{name}\" of object {object}, which has no heap object record")
+            }
+            HeapSpanWithoutObject { object, span } => {
+                write!(f, "arena record of object {object} at {span}: the object has no heap object record")
+            }
+            HeapArenaBroken { object, what } => write!(f, "arena of heap object {object}: {what}"),
+            HeapStrayFile { path } => write!(
+                f,
+                "{} belongs to no heap object (the next open of the store removes it)",
+                path.display()
+            ),
         }
     }
 }

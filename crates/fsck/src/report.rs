@@ -62,6 +62,9 @@ pub enum Skipped {
     Space,
     /// Block checksums (all or some of them).
     Checksums,
+    /// Heap files and records against each other (onodes, dentries or
+    /// heap records not read whole).
+    Heaps,
 }
 
 impl fmt::Display for Skipped {
@@ -75,6 +78,7 @@ impl fmt::Display for Skipped {
             Skipped::Xattrs => "extended attributes",
             Skipped::Space => "free space",
             Skipped::Checksums => "block checksums",
+            Skipped::Heaps => "heap files and records",
         })
     }
 }
@@ -88,9 +92,12 @@ pub struct Counts {
     pub objects: u64,
     /// Of those, directories.
     pub directories: u64,
-    /// Of those, objects whose bytes live in a heap file of their own
-    /// (not checked yet: heap files are a later layer).
+    /// Of those, objects whose bytes live in a heap file of their own.
     pub heap_objects: u64,
+    /// Heaps (heap root records).
+    pub heaps: u64,
+    /// Heap objects whose arena records were decoded and checked.
+    pub heap_arenas: u64,
     /// Dentries (dmap keys).
     pub dentries: u64,
     /// Extent map entries (fmap keys).
@@ -111,6 +118,9 @@ pub struct Counts {
 pub struct Report {
     /// Every problem found, in the order found (by phase, then key order).
     pub problems: Vec<Problem>,
+    /// Findings that are no damage and leave the store clean (a stray
+    /// heap file, which the next open removes).
+    pub warnings: Vec<Problem>,
     /// Problems found beyond [`crate::Options::max_problems`], counted but
     /// not kept.
     pub problems_dropped: u64,
@@ -139,19 +149,24 @@ impl fmt::Display for Report {
         if self.problems_dropped > 0 {
             writeln!(f, "... and {} more problems", self.problems_dropped)?;
         }
+        for w in &self.warnings {
+            writeln!(f, "warning: {w}")?;
+        }
         for s in &self.skipped {
             writeln!(f, "not checked (index unreadable): {s}")?;
         }
         let c = &self.counts;
         write!(
             f,
-            "{} problems; {} keys, {} objects ({} directories, {} heap objects not checked), {} dentries, \
+            "{} problems; {} keys, {} objects ({} directories, {} heap objects in {} heaps, {} arenas), {} dentries, \
              {} fmap entries, {} xattrs, {} orphans, {} bytes referenced, {} blocks verified",
             self.problems.len() as u64 + self.problems_dropped,
             c.keys,
             c.objects,
             c.directories,
             c.heap_objects,
+            c.heaps,
+            c.heap_arenas,
             c.dentries,
             c.fmap_entries,
             c.xattrs,

@@ -27,11 +27,39 @@ pub(crate) struct Visitor<'a> {
     /// The fmap entry read last: its object and where the entries of that
     /// object read so far end.
     last_fmap: Option<(u64, u64)>,
+    /// The arena records of the heap object read last (key, value).
+    arena: Option<ArenaRecords>,
 }
+
+/// One heap object's arena records: the object, and (arena key, bytes).
+type ArenaRecords = (u64, Vec<(u64, Vec<u8>)>);
 
 impl<'a> Visitor<'a> {
     pub(crate) fn new(limits: MetaLimits, containers: BTreeSet<u64>, problems: &'a mut Problems) -> Self {
-        Visitor { limits, containers, model: Model::default(), problems, last_fmap: None }
+        Visitor { limits, containers, model: Model::default(), problems, last_fmap: None, arena: None }
+    }
+
+    /// Checks the arena whose records were read last (call once the scan
+    /// is over, too): they load as the heap loads them, the arena is
+    /// consistent, and its claimed ranges lie inside the object.
+    pub(crate) fn finish_arena(&mut self) {
+        let Some((object, records)) = self.arena.take() else { return };
+        self.model.counts.heap_arenas += 1;
+        let arena = match larder_heap::arena::Arena::load(records.iter().map(|(k, v)| (*k, v.as_slice()))) {
+            Ok(arena) => arena,
+            Err(e) => return self.problems.push(Problem::HeapArenaBroken { object, what: e.to_string() }),
+        };
+        if let Err(what) = arena.verify() {
+            return self.problems.push(Problem::HeapArenaBroken { object, what });
+        }
+        let size = self.model.objects.get(&object).map(|o| o.size);
+        let end = arena.claimed_ranges().iter().map(|&(offset, len)| offset.saturating_add(len)).max();
+        if let (Some(size), Some(end)) = (size, end) {
+            if end > size {
+                let what = format!("its claimed ranges end at {end}, past the object's size {size}");
+                self.problems.push(Problem::HeapArenaBroken { object, what });
+            }
+        }
     }
 
     /// Checks one key and its value.
@@ -64,14 +92,27 @@ impl<'a> Visitor<'a> {
         let decoded = match *key {
             MetaKey::HeapRoot { root } => {
                 self.check_id(key, "heap root id", root);
-                HeapRoot::decode(value).map(drop).map_err(|e| e.to_string())
+                HeapRoot::decode(value)
+                    .map(|r| {
+                        self.model.heap_roots.insert(root, r);
+                    })
+                    .map_err(|e| e.to_string())
             }
             MetaKey::HeapObject { object } => {
                 self.check_id(key, "object id", object);
-                HeapObject::decode(value).map(drop).map_err(|e| e.to_string())
+                HeapObject::decode(value)
+                    .map(|r| {
+                        self.model.heap_objects.insert(object, r);
+                    })
+                    .map_err(|e| e.to_string())
             }
-            MetaKey::HeapName { object, .. } => {
+            MetaKey::HeapName { object, ref name } => {
                 self.check_id(key, "object id", object);
+                // Object records sort before name records: all are known.
+                if !self.model.heap_objects.contains_key(&object) {
+                    self.problems.push(Problem::HeapNameWithoutObject { object, name: name.clone() });
+                }
+                self.model.heap_names.push((object, name.clone()));
                 if value.is_empty() {
                     Ok(())
                 } else {
@@ -82,8 +123,18 @@ impl<'a> Visitor<'a> {
                 self.check_id(key, "type id", type_id);
                 HeapType::decode(value).map(drop).map_err(|e| e.to_string())
             }
-            MetaKey::HeapSpan { object, .. } => {
+            MetaKey::HeapSpan { object, span } => {
                 self.check_id(key, "object id", object);
+                if !self.model.heap_objects.contains_key(&object) {
+                    self.problems.push(Problem::HeapSpanWithoutObject { object, span });
+                    return;
+                }
+                // An object's records are contiguous in key order: its
+                // arena is checked whole once the next object's begin.
+                if self.arena.as_ref().is_some_and(|(o, _)| *o != object) {
+                    self.finish_arena();
+                }
+                self.arena.get_or_insert_with(|| (object, Vec::new())).1.push((span, value.to_vec()));
                 Ok(())
             }
             _ => Ok(()),

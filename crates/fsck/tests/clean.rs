@@ -35,6 +35,8 @@ fn the_fixture_is_clean_and_counted() {
         objects: 7,
         directories: 3,
         heap_objects: 0,
+        heaps: 0,
+        heap_arenas: 0,
         dentries: 6,
         fmap_entries: entries.len() as u64,
         xattrs: 1,

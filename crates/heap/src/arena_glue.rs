@@ -1,9 +1,81 @@
-//! Where the heap meets the object allocator (`alloc_in`, `free_in`).
-//! Until the allocator is wired in, every object holds user bytes only: a
-//! pointer with a generation names no live block.
+//! Where the heap meets the object allocator (`arena`): `alloc_in` and
+//! `free_in` for small blocks inside an object, the generation check of
+//! `deref`, and the allocator records `sync` writes.
+//!
+//! Each object's allocator is loaded from its records on first use and kept
+//! for the heap's life (not only while attached: its changes wait for the
+//! next `sync`). Growth for the allocator extends the object's file at once
+//! but commits the object's size only at `sync`, with the spans: a crash
+//! before cuts the file back (recovery) and the allocator state with it.
 
-use crate::error::Result;
-use crate::Heap;
+use std::sync::Arc;
+
+use larder_io::MapAccess;
+use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, MetaKey};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+
+use larder_object::Transaction;
+
+use crate::arena::{Arena, ArenaError};
+use crate::error::{invalid, HeapError, Result};
+use crate::limits::{MAX_ALIGN, MAX_OBJECT_BYTES};
+use crate::{Heap, ObjectId, PPtr};
+
+/// Bytes of a page: spans are whole pages.
+const PAGE: u64 = 4096;
+
+/// An object's allocator, with what `sync` must write of it.
+pub(crate) struct ArenaSlot {
+    pub(crate) arena: Mutex<Arena>,
+    /// Changed since its records were last taken (set under the lock).
+    pub(crate) dirty: AtomicBool,
+    /// A transaction that took its records failed: write them all.
+    pub(crate) rewrite: AtomicBool,
+}
+
+/// Hashes object ids by one multiplication: ids are distinct integers, and
+/// SipHash on every `alloc_in` cost more than the allocator itself.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A map keyed by object id.
+pub(crate) type IdMap<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// Allocator records taken for a transaction.
+pub(crate) struct Staged {
+    /// (span key, value or `None` for a delete).
+    pub(crate) records: Vec<(u64, Option<Vec<u8>>)>,
+    /// The records are the whole state: the committed ones go first.
+    pub(crate) rewrite: bool,
+    /// The allocator has claimed space (the object record's arena flag).
+    pub(crate) claimed: bool,
+    /// Where the last range the allocator claimed ends: the object's size
+    /// committed with the records must reach it.
+    pub(crate) claimed_end: u64,
+}
+
+impl Staged {
+    /// Bytes the records add to a log record, about.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.records.iter().map(|(_, v)| 32 + v.as_ref().map_or(0, |v| v.len() as u64)).sum()
+    }
+}
 
 /// What the allocator says of a pointer.
 pub(crate) enum Check {
@@ -13,11 +85,212 @@ pub(crate) enum Check {
     Stale,
 }
 
+fn arena_error(object: u64, e: ArenaError) -> HeapError {
+    HeapError::Arena { object, source: Box::new(e) }
+}
+
 impl Heap {
+    /// The allocator of object `id`, loaded from its records if this heap
+    /// has not used it yet.
+    pub(crate) fn arena(&self, id: u64) -> Result<Arc<ArenaSlot>> {
+        if let Some(a) = self.shared.arenas.read().get(&id) {
+            return Ok(a.clone());
+        }
+        let records = self.span_records_in_index(id)?;
+        let arena = Arena::load(records.iter().map(|(k, v)| (*k, v.as_slice()))).map_err(|e| arena_error(id, e))?;
+        let slot =
+            ArenaSlot { arena: Mutex::new(arena), dirty: AtomicBool::new(false), rewrite: AtomicBool::new(false) };
+        Ok(self.shared.arenas.write().entry(id).or_insert_with(|| Arc::new(slot)).clone())
+    }
+
+    /// The allocator records of `id` as committed: (span key, value).
+    pub(crate) fn span_records_in_index(&self, id: u64) -> Result<Vec<(u64, Vec<u8>)>> {
+        let prefix = heap_span_prefix(id);
+        let end = prefix_end(&prefix).unwrap_or_default();
+        let mut out = Vec::new();
+        let range = self.shared.store.index().range(
+            std::ops::Bound::Included(&prefix[..]),
+            std::ops::Bound::Excluded(&end[..]),
+            true,
+        )?;
+        for kv in range {
+            let (k, v) = kv?;
+            if let MetaKey::HeapSpan { span, .. } = MetaKey::decode(&k)? {
+                out.push((span, v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The allocator records of `id` as they are now (in memory if loaded).
+    pub(crate) fn span_records_now(&self, id: u64) -> Result<Vec<(u64, Vec<u8>)>> {
+        match self.shared.arenas.read().get(&id) {
+            Some(a) => Ok(a.arena.lock().all_records()),
+            None => self.span_records_in_index(id),
+        }
+    }
+
+    /// Allocates `size` bytes aligned to `align` (a power of two up to
+    /// 4096) inside `object`, growing it by whole pages when the allocator
+    /// needs room. The block's pointer carries its generation, so after
+    /// [`Heap::free_in`] the pointer dereferences as `Stale`. Durable at the
+    /// next [`Heap::sync`].
+    pub fn alloc_in(&self, object: ObjectId, size: u64, align: u64) -> Result<PPtr<u8>> {
+        let id = object.0;
+        if size == 0 || size > MAX_OBJECT_BYTES {
+            return Err(invalid(format!("block size {size}")));
+        }
+        if !align.is_power_of_two() || align > MAX_ALIGN {
+            return Err(invalid(format!("alignment {align}: a power of two up to {MAX_ALIGN}")));
+        }
+        let attached = self.attach(id)?;
+        if attached.access != MapAccess::ReadWrite {
+            return Err(HeapError::PermissionDenied { what: format!("allocate in object {id}") });
+        }
+        let slot = self.arena(id)?;
+        let mut arena = slot.arena.lock();
+        let mut grow = |needed: u64| -> std::result::Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+            let current = attached.size();
+            let offset = current.div_ceil(PAGE) * PAGE;
+            let added = needed.div_ceil(PAGE).checked_mul(PAGE).ok_or("growth overflows")?;
+            let new_size = offset.checked_add(added).filter(|s| *s <= MAX_OBJECT_BYTES).ok_or("object too large")?;
+            self.shared.store.extend_heap_file(id, new_size).map_err(Box::new)?;
+            self.shared.pending.lock().files.insert(id);
+            attached.grown(self, new_size).map_err(Box::new)?;
+            Ok(offset)
+        };
+        let block = match arena.alloc(size, align, &mut grow) {
+            Ok(block) => block,
+            // The allocator's generations must be reserved durably first
+            // (after a load, and once per 2^36 blocks): commit its records
+            // now and retry once.
+            Err(ArenaError::NeedsSync) => {
+                self.persist_arena(id, &slot, &mut arena)?;
+                arena.alloc(size, align, &mut grow).map_err(|e| arena_error(id, e))?
+            }
+            Err(e) => return Err(arena_error(id, e)),
+        };
+        slot.dirty.store(true, Ordering::Release);
+        Ok(PPtr::new(id, block.offset, block.generation))
+    }
+
+    /// Frees a block [`Heap::alloc_in`] handed out. A pointer that names no
+    /// live block (freed already, or never handed out) is `Stale`.
+    pub fn free_in<T>(&self, pointer: PPtr<T>) -> Result<()> {
+        let id = pointer.object;
+        let attached = self.attach(id)?;
+        if attached.access != MapAccess::ReadWrite {
+            return Err(HeapError::PermissionDenied { what: format!("free in object {id}") });
+        }
+        let slot = self.arena(id)?;
+        let stale = HeapError::Stale { object: id, offset: pointer.offset, generation: pointer.generation };
+        let mut arena = slot.arena.lock();
+        arena.free(pointer.offset, pointer.generation).map_err(|_| stale)?;
+        slot.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
     /// The allocator's verdict on `len` bytes at `offset` of `object` with
-    /// `generation`.
+    /// `generation`: generation 0 is user bytes, which must lie outside
+    /// every span the allocator claimed.
     pub(crate) fn arena_check(&self, object: u64, offset: u64, len: u64, generation: u64) -> Result<Check> {
-        let _ = (object, offset, len);
-        Ok(if generation == 0 { Check::Live } else { Check::Stale })
+        let slot = self.arena(object)?;
+        let arena = slot.arena.lock();
+        Ok(match generation {
+            0 if arena.is_claimed(offset, len) => Check::Stale,
+            0 => Check::Live,
+            _ => match arena.check(offset, len, generation) {
+                Ok(_) => Check::Live,
+                Err(_) => Check::Stale,
+            },
+        })
+    }
+
+    /// Takes the allocator records of `id` that changed (all of them, if
+    /// an earlier transaction that took them failed), to be written by
+    /// [`Heap::write_staged`]; `None` if this heap never loaded the
+    /// allocator. If that transaction fails, the caller calls
+    /// [`Heap::restage_arenas`].
+    pub(crate) fn take_arena_records(&self, id: u64) -> Option<Staged> {
+        let slot = self.shared.arenas.read().get(&id).cloned()?;
+        let mut arena = slot.arena.lock();
+        Some(Heap::stage_locked(&slot, &mut arena))
+    }
+
+    /// [`Heap::take_arena_records`] of an allocator the caller has locked.
+    pub(crate) fn stage_locked(slot: &ArenaSlot, arena: &mut Arena) -> Staged {
+        slot.dirty.store(false, Ordering::Release);
+        let rewrite = slot.rewrite.swap(false, Ordering::AcqRel);
+        let dirty = arena.take_dirty_records();
+        let records =
+            if rewrite { arena.all_records().into_iter().map(|(k, v)| (k, Some(v))).collect() } else { dirty };
+        let claimed_end = arena.claimed_ranges().iter().map(|&(start, len)| start + len).max().unwrap_or(0);
+        Staged { records, rewrite, claimed: arena.claimed_bytes() > 0, claimed_end }
+    }
+
+    /// Commits the records of the allocator of `id` (locked by the caller)
+    /// durably, with the object's size covering what it claimed, and tells
+    /// it they are durable.
+    pub(crate) fn persist_arena(&self, id: u64, slot: &ArenaSlot, arena: &mut Arena) -> Result<()> {
+        let staged = Heap::stage_locked(slot, arena);
+        let committed = self.shared.store.transact_locked(
+            &[larder_object::LockRequest::Exclusive(id)],
+            larder_object::Durability::Durable,
+            |txn| self.record_synced(txn, id, 0, Some(&staged)),
+        );
+        if let Err(e) = committed {
+            slot.rewrite.store(true, Ordering::Release);
+            slot.dirty.store(true, Ordering::Release);
+            return Err(e);
+        }
+        arena.records_durable();
+        Ok(())
+    }
+
+    /// Writes records taken by [`Heap::take_arena_records`] for `id` (held
+    /// by `txn`).
+    pub(crate) fn write_staged(&self, txn: &mut Transaction<'_>, id: u64, staged: &Staged) -> Result<()> {
+        if staged.rewrite {
+            let prefix = heap_span_prefix(id);
+            let end = prefix_end(&prefix).unwrap_or_default();
+            for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
+                txn.delete(&k);
+            }
+        }
+        for (key, value) in &staged.records {
+            match value {
+                Some(value) => txn.put(&heap_span_key(id, *key), value),
+                None => txn.delete(&heap_span_key(id, *key)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks `ids`' allocators to be written whole by the next transaction
+    /// that stages them (the one that took their dirty records failed).
+    pub(crate) fn restage_arenas(&self, ids: impl IntoIterator<Item = u64>) {
+        let arenas = self.shared.arenas.read();
+        for id in ids {
+            if let Some(slot) = arenas.get(&id) {
+                slot.rewrite.store(true, Ordering::Release);
+                slot.dirty.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Forgets the allocator of a freed object.
+    pub(crate) fn drop_arena(&self, id: u64) {
+        self.shared.arenas.write().remove(&id);
+    }
+
+    /// Whether this heap holds the allocator of `id` (so its in-memory size
+    /// may be ahead of the committed one).
+    pub(crate) fn has_arena(&self, id: u64) -> bool {
+        self.shared.arenas.read().contains_key(&id)
+    }
+
+    /// Objects whose allocator changed since its records were last taken.
+    pub(crate) fn dirty_arenas(&self) -> Vec<u64> {
+        self.shared.arenas.read().iter().filter(|(_, s)| s.dirty.load(Ordering::Acquire)).map(|(id, _)| *id).collect()
     }
 }

@@ -9,6 +9,7 @@ use larder_io::{MapAccess, SharedRegion};
 use larder_object::meta::DataLocation;
 use parking_lot::{Mutex, RwLock};
 
+use crate::credentials::Owner;
 use crate::error::{not_found, HeapError, Result};
 use crate::limits::MIN_RESERVE_BYTES;
 use crate::Heap;
@@ -25,6 +26,8 @@ pub(crate) struct Attached {
     /// The object's size: every access is bounded by it.
     size: AtomicU64,
     pub(crate) access: MapAccess,
+    /// Owner and mode when attached: which handles may use this mapping.
+    pub(crate) owner: Owner,
 }
 
 /// The reservation for an object of `len` bytes.
@@ -107,7 +110,7 @@ impl Attached {
             } else {
                 // An emulated region holds bytes the file does not have yet.
                 region.flush(0, region.len())?;
-                let bigger = heap.store.map_heap_file(self.id, reserve_for(new_size), self.access)?;
+                let bigger = heap.shared.store.map_heap_file(self.id, reserve_for(new_size), self.access)?;
                 let old = std::mem::replace(&mut *region, Arc::new(bigger));
                 self.retired.lock().push(old);
             }
@@ -124,16 +127,23 @@ impl Heap {
     /// object's durable size or its size; `PermissionDenied` when the
     /// caller may not even read it.
     pub(crate) fn attach(&self, id: u64) -> Result<Arc<Attached>> {
-        if let Some(a) = self.attached.read().get(&id) {
-            return Ok(a.clone());
+        if let Some(a) = self.shared.attached.read().get(&id) {
+            if self.credentials.may_write_owned(a.owner) {
+                return Ok(a.clone());
+            }
+        }
+        if let Some(a) = self.shared.readers.read().get(&id) {
+            if self.credentials.may_read_owned(a.owner) && !self.credentials.may_write_owned(a.owner) {
+                return Ok(a.clone());
+            }
         }
         let missing = || not_found(format!("object {id}"));
-        let onode = self.store.stat(id)?.ok_or_else(missing)?;
+        let onode = self.shared.store.stat(id)?.ok_or_else(missing)?;
         if onode.location != (DataLocation::OwnFile { file: id }) {
             return Err(missing());
         }
-        let record = self.store.heap_object(id)?.ok_or_else(missing)?;
-        if record.heap != self.root {
+        let record = self.shared.store.heap_object(id)?.ok_or_else(missing)?;
+        if record.heap != self.shared.root {
             return Err(missing());
         }
         let access = if self.credentials.may_write(&onode) {
@@ -143,7 +153,7 @@ impl Heap {
         } else {
             return Err(HeapError::PermissionDenied { what: format!("map object {id}") });
         };
-        let file_len = match self.store.open_heap_file(id, false) {
+        let file_len = match self.shared.store.open_heap_file(id, false) {
             Ok(file) => file.len()?,
             // Freed and removed since the record was read.
             Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => return Err(missing()),
@@ -153,18 +163,26 @@ impl Heap {
             let durable = record.durable_size.max(onode.size);
             return Err(HeapError::Shrunk { object: id, file_len, durable });
         }
-        let region = self.store.map_heap_file(id, reserve_for(file_len), access)?;
+        let region = self.shared.store.map_heap_file(id, reserve_for(file_len), access)?;
+        // The allocator of this heap may have grown the file past the
+        // committed size (committed at the next sync).
+        let size = if self.has_arena(id) { onode.size.max(file_len) } else { onode.size };
         let attached = Arc::new(Attached {
             id,
             region: RwLock::new(Arc::new(region)),
             retired: Mutex::new(Vec::new()),
-            size: AtomicU64::new(onode.size),
+            size: AtomicU64::new(size),
             access,
+            owner: Owner::of(&onode),
         });
-        let attached = self.attached.write().entry(id).or_insert(attached).clone();
+        let map = match access {
+            MapAccess::ReadWrite => &self.shared.attached,
+            MapAccess::ReadOnly => &self.shared.readers,
+        };
+        let attached = map.write().entry(id).or_insert(attached).clone();
         // A free that committed while this mapped the file: not attached.
-        if self.store.heap_object(id)?.is_none() {
-            self.attached.write().remove(&id);
+        if self.shared.store.heap_object(id)?.is_none() {
+            map.write().remove(&id);
             return Err(missing());
         }
         Ok(attached)
@@ -174,12 +192,17 @@ impl Heap {
     /// emulated region holds are written back first and synced at the
     /// next `sync`, as a real mapping's dirty pages are.
     pub(crate) fn detach(&self, id: u64) -> Result<()> {
-        let Some(attached) = self.attached.write().remove(&id) else { return Ok(()) };
+        let writer = self.shared.attached.read().get(&id).is_some_and(|a| self.credentials.may_write_owned(a.owner));
+        if !writer {
+            self.shared.readers.write().remove(&id);
+            return Ok(());
+        }
+        let Some(attached) = self.shared.attached.write().remove(&id) else { return Ok(()) };
         if attached.access == MapAccess::ReadWrite {
             if attached.region().is_emulated() {
                 attached.flush()?;
             }
-            self.pending.lock().files.insert(id);
+            self.shared.pending.lock().files.insert(id);
         }
         Ok(())
     }

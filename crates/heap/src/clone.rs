@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use larder_io::write_all_at;
 use larder_namespace::NamespaceTxn;
-use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, HeapObject, MetaKey};
+use larder_object::meta::{heap_span_key, HeapObject};
 use larder_object::{Durability, LockRequest};
 
 use crate::error::{HeapError, Result};
@@ -26,6 +26,9 @@ struct Source {
     bytes: Vec<u8>,
     /// Offsets of its non-null pointers (deep copies only).
     pointers: Vec<u64>,
+    /// Its allocator's records as they were just before its bytes were
+    /// read (so the bytes cover every range they claim).
+    spans: Vec<(u64, Vec<u8>)>,
 }
 
 impl Heap {
@@ -49,7 +52,9 @@ impl Heap {
     /// Reads object `id` for copying; with `deep`, its pointers too.
     fn read_source(&self, id: u64, deep: bool) -> Result<Source> {
         let attached = self.attach(id)?;
-        let record = self.store.heap_object(id)?.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
+        let spans = self.span_records_now(id)?;
+        let record =
+            self.shared.store.heap_object(id)?.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
         let mut bytes = vec![0u8; usize::try_from(attached.size()).map_err(|_| crate::error::invalid("too large"))?];
         attached.read(0, &mut bytes)?;
         let mut pointers = Vec::new();
@@ -67,7 +72,7 @@ impl Heap {
                 }
             }
         }
-        Ok(Source { id, record, bytes, pointers })
+        Ok(Source { id, record, bytes, pointers, spans })
     }
 
     /// The pointer stored at `offset` of `source`.
@@ -118,7 +123,7 @@ impl Heap {
             }
             sources.push(source);
         }
-        let ids = self.store.allocate_object_ids(sources.len() as u64)?;
+        let ids = self.shared.store.allocate_object_ids(sources.len() as u64)?;
         let new_ids: Vec<u64> = ids.collect();
         for source in &mut sources {
             for offset in source.pointers.clone() {
@@ -131,7 +136,7 @@ impl Heap {
             Ok(()) => Ok(new_ids[0]),
             Err(e) => {
                 for &id in &new_ids {
-                    let _ = self.store.remove_heap_file(id);
+                    let _ = self.shared.store.remove_heap_file(id);
                 }
                 Err(e)
             }
@@ -141,62 +146,47 @@ impl Heap {
     /// Creates every copy (file with its bytes, records, arena state, entry
     /// in `objects/`) in one transaction.
     fn commit_copies(&self, sources: &[Source], new_ids: &[u64]) -> Result<()> {
-        let mut locks = vec![LockRequest::Shared(self.objects_dir)];
+        let mut locks = vec![LockRequest::Shared(self.shared.objects_dir)];
         let mut names = Vec::with_capacity(new_ids.len());
         for &id in new_ids {
             let name = Heap::object_name(id)?;
             locks.push(LockRequest::Exclusive(id));
-            locks.push(LockRequest::Name(self.objects_dir, name.as_bytes().to_vec()));
+            locks.push(LockRequest::Name(self.shared.objects_dir, name.as_bytes().to_vec()));
             names.push(name);
         }
         locks.extend(sources.iter().map(|s| LockRequest::Shared(s.id)));
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
         let create = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
             for ((source, &id), name) in sources.iter().zip(new_ids).zip(&names) {
-                let record = HeapObject { heap: self.root, durable_size: 0, ..source.record };
+                let spans = &source.spans;
+                let mut record = HeapObject { heap: self.shared.root, durable_size: 0, ..source.record };
+                if !spans.is_empty() {
+                    record.flags |= larder_object::meta::HEAP_OBJECT_ARENA;
+                }
                 txn.create_heap_object(id, source.bytes.len() as u64, owner, &record)?;
                 {
-                    let mut pending = self.pending.lock();
+                    let mut pending = self.shared.pending.lock();
                     pending.files.insert(id);
                     pending.dir_changed = true;
                 }
-                let file = self.store.open_heap_file(id, true)?;
+                let file = self.shared.store.open_heap_file(id, true)?;
                 write_all_at(&*file, &source.bytes, 0)?;
-                txn.link_in(self.objects_dir, name, id)?;
-                let prefix = heap_span_prefix(source.id);
-                let end = prefix_end(&prefix).unwrap_or_default();
-                for (key, value) in self.span_records(txn, source.id, &prefix, &end)? {
-                    txn.put(&heap_span_key(id, key), &value);
+                txn.link_in(self.shared.objects_dir, name, id)?;
+                for (key, value) in spans {
+                    txn.put(&heap_span_key(id, *key), value);
                 }
             }
             Ok(())
         };
         // One transaction either way: a log record when it fits one, else
         // an index run of its own (atomic too, and durable at once).
-        let estimate: u64 = sources.len() as u64 * COPY_RECORD_BYTES;
-        if estimate <= larder_namespace::bulk::record_budget(&self.store) {
-            self.store.transact_locked(&locks, Durability::Buffered, create)?;
+        let span_bytes: u64 = sources.iter().flat_map(|s| &s.spans).map(|(_, v)| 32 + v.len() as u64).sum();
+        let estimate = sources.len() as u64 * COPY_RECORD_BYTES + span_bytes;
+        if estimate <= larder_namespace::bulk::record_budget(&self.shared.store) {
+            self.shared.store.transact_locked(&locks, Durability::Buffered, create)?;
         } else {
-            self.store.transact_as_run(&locks, create)?;
+            self.shared.store.transact_as_run(&locks, create)?;
         }
         Ok(())
-    }
-
-    /// The arena records of `object` to copy: (span key, value).
-    fn span_records(
-        &self,
-        txn: &larder_object::Transaction<'_>,
-        object: u64,
-        prefix: &[u8],
-        end: &[u8],
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        let _ = object;
-        let mut out = Vec::new();
-        for (k, v) in txn.scan(prefix, end, true, usize::MAX)? {
-            if let MetaKey::HeapSpan { span, .. } = MetaKey::decode(&k)? {
-                out.push((span, v));
-            }
-        }
-        Ok(out)
     }
 }

@@ -26,27 +26,53 @@ impl Credentials {
         Credentials { uid, gid, groups: Vec::new() }
     }
 
-    /// The mode bits (`rwx` as 4, 2, 1) that apply to this user for `onode`.
-    fn bits(&self, onode: &Onode) -> u32 {
+    /// The mode bits (`rwx` as 4, 2, 1) that apply to this user for an
+    /// object owned by `owner` with `mode`.
+    fn bits(&self, owner: Owner) -> u32 {
         if self.uid == 0 {
             return 0o7;
         }
-        if self.uid == onode.uid {
-            (onode.mode >> 6) & 0o7
-        } else if self.gid == onode.gid || self.groups.contains(&onode.gid) {
-            (onode.mode >> 3) & 0o7
+        if self.uid == owner.uid {
+            (owner.mode >> 6) & 0o7
+        } else if self.gid == owner.gid || self.groups.contains(&owner.gid) {
+            (owner.mode >> 3) & 0o7
         } else {
-            onode.mode & 0o7
+            owner.mode & 0o7
         }
     }
 
     /// Whether the user may read the object.
     pub fn may_read(&self, onode: &Onode) -> bool {
-        self.bits(onode) & 0o4 != 0
+        self.bits(Owner::of(onode)) & 0o4 != 0
     }
 
     /// Whether the user may write the object.
     pub fn may_write(&self, onode: &Onode) -> bool {
-        self.bits(onode) & 0o2 != 0
+        self.bits(Owner::of(onode)) & 0o2 != 0
+    }
+
+    /// Whether the user may write an object owned by `owner`.
+    pub(crate) fn may_write_owned(&self, owner: Owner) -> bool {
+        self.bits(owner) & 0o2 != 0
+    }
+
+    /// Whether the user may read an object owned by `owner`.
+    pub(crate) fn may_read_owned(&self, owner: Owner) -> bool {
+        self.bits(owner) & 0o4 != 0
+    }
+}
+
+/// An object's owner and mode as they were when it was attached: a
+/// mapping's permissions are decided then, as an open file's are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) mode: u32,
+}
+
+impl Owner {
+    pub(crate) fn of(onode: &Onode) -> Owner {
+        Owner { uid: onode.uid, gid: onode.gid, mode: onode.mode }
     }
 }

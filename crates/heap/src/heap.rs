@@ -2,7 +2,7 @@
 //! `objects/` and `names/`, docs/heap.md) and the state an open heap keeps.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Weak};
 
 use larder_namespace::{list, NamespaceTxn};
 use larder_object::meta::onode::FLAG_HEAP;
@@ -10,6 +10,7 @@ use larder_object::meta::{heap_root_key, HeapRoot, Kind, Name, Onode};
 use larder_object::{Durability, LockRequest, Store, Transaction, ROOT_ID};
 use parking_lot::{Mutex, RwLock};
 
+use crate::arena_glue::{ArenaSlot, IdMap};
 use crate::attach::Attached;
 use crate::credentials::Credentials;
 use crate::error::{HeapError, Result};
@@ -31,27 +32,55 @@ pub(crate) struct Pending {
     pub(crate) removals: Vec<(u64, u64)>,
 }
 
-/// An open heap: named objects mapped into memory, persistent pointers,
-/// types and clone (paper 003's PSHFS, durable). `Send + Sync`: any number
-/// of threads may use one heap, and a process may open many heaps of one
-/// store. Metadata changes are object-layer transactions (atomic, durable
-/// at the next log sync or at [`Heap::sync`]); object bytes are mapped
-/// memory, durable at `sync`.
-pub struct Heap {
+/// What every handle of one heap in this process shares: its mappings,
+/// its objects' allocators and what the next `sync` must make durable. An
+/// object has one allocator per process, whatever the number of handles.
+pub(crate) struct Shared {
     pub(crate) store: Arc<Store>,
     pub(crate) root: u64,
     pub(crate) objects_dir: u64,
     pub(crate) names_dir: u64,
-    pub(crate) credentials: Credentials,
-    pub(crate) attached: RwLock<HashMap<u64, Arc<Attached>>>,
+    /// Objects mapped read-write.
+    pub(crate) attached: RwLock<IdMap<Arc<Attached>>>,
+    /// Objects mapped read-only, for handles that may only read them.
+    pub(crate) readers: RwLock<IdMap<Arc<Attached>>>,
     pub(crate) pending: Mutex<Pending>,
+    /// Each object's allocator, loaded on first use and kept while the
+    /// heap is open (its changes wait for `sync`).
+    pub(crate) arenas: RwLock<IdMap<Arc<ArenaSlot>>>,
     /// One sync at a time: each commits the durable sizes it measured.
     pub(crate) sync_lock: Mutex<()>,
 }
 
+/// The heaps open in this process, by store (its address, which its
+/// `Arc` keeps while a heap holds it) and root directory.
+static OPEN: LazyLock<Mutex<OpenHeaps>> = LazyLock::new(Mutex::default);
+
+/// (store address, root directory id) -> the heap's shared state.
+type OpenHeaps = HashMap<(usize, u64), Weak<Shared>>;
+
+/// An open heap: named objects mapped into memory, persistent pointers,
+/// types and clone (paper 003's PSHFS, durable). `Send + Sync`: any number
+/// of threads may use one heap, and a process may open many heaps of one
+/// store. Handles of one heap opened in one process (with any credentials)
+/// share its mappings and allocators, so `close_object` unmaps an object
+/// for all of them. Metadata changes are object-layer transactions
+/// (atomic, durable at the next log sync or at [`Heap::sync`]); object
+/// bytes are mapped memory, durable at `sync`.
+pub struct Heap {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) credentials: Credentials,
+}
+
+// Any number of threads may share a heap.
+const _: fn() = || {
+    fn shared_between_threads<T: Send + Sync>() {}
+    shared_between_threads::<Heap>();
+};
+
 impl std::fmt::Debug for Heap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Heap").field("root", &self.root).field("uid", &self.credentials.uid).finish()
+        f.debug_struct("Heap").field("root", &self.shared.root).field("uid", &self.credentials.uid).finish()
     }
 }
 
@@ -136,47 +165,60 @@ impl Heap {
         if !credentials.may_read(&onode) {
             return Err(HeapError::PermissionDenied { what: format!("open heap {path}") });
         }
-        Ok(Heap {
-            store: store.clone(),
-            root,
-            objects_dir,
-            names_dir,
-            credentials,
-            attached: RwLock::new(HashMap::new()),
-            pending: Mutex::new(Pending::default()),
-            sync_lock: Mutex::new(()),
-        })
+        let key = (Arc::as_ptr(store) as usize, root);
+        let mut open = OPEN.lock();
+        open.retain(|_, shared| shared.strong_count() > 0);
+        let shared = match open.get(&key).and_then(Weak::upgrade) {
+            Some(shared) => shared,
+            None => {
+                let shared = Arc::new(Shared {
+                    store: store.clone(),
+                    root,
+                    objects_dir,
+                    names_dir,
+                    attached: RwLock::new(IdMap::default()),
+                    readers: RwLock::new(IdMap::default()),
+                    pending: Mutex::new(Pending::default()),
+                    arenas: RwLock::new(IdMap::default()),
+                    sync_lock: Mutex::new(()),
+                });
+                open.insert(key, Arc::downgrade(&shared));
+                shared
+            }
+        };
+        Ok(Heap { shared, credentials })
     }
 
     /// The store the heap lives in.
     pub fn store(&self) -> &Arc<Store> {
-        &self.store
+        &self.shared.store
     }
 
     /// The id of the heap's root directory.
     pub fn root_id(&self) -> u64 {
-        self.root
+        self.shared.root
     }
 
     /// The id of the heap's `objects/` directory.
     pub fn objects_dir_id(&self) -> u64 {
-        self.objects_dir
+        self.shared.objects_dir
     }
 
     /// The id of the heap's `names/` directory.
     pub fn names_dir_id(&self) -> u64 {
-        self.names_dir
+        self.shared.names_dir
     }
 
     /// Every object of this heap, in id order.
     pub fn objects(&self) -> Result<Vec<crate::ObjectId>> {
-        let all = self.store.heap_objects()?;
-        Ok(all.into_iter().filter(|(_, r)| r.heap == self.root).map(|(id, _)| crate::ObjectId(id)).collect())
+        let all = self.shared.store.heap_objects()?;
+        Ok(all.into_iter().filter(|(_, r)| r.heap == self.shared.root).map(|(id, _)| crate::ObjectId(id)).collect())
     }
 
     /// Refuses unless the caller may change the heap (write its root).
     pub(crate) fn check_writable(&self, what: &str) -> Result<()> {
-        let onode = self.store.stat(self.root)?.ok_or_else(|| crate::error::not_found("the heap's root"))?;
+        let onode =
+            self.shared.store.stat(self.shared.root)?.ok_or_else(|| crate::error::not_found("the heap's root"))?;
         if self.credentials.may_write(&onode) {
             Ok(())
         } else {

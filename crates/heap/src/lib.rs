@@ -14,8 +14,11 @@
 //! [`Heap::nptr`], mfcloseobj [`Heap::close_object`], mffreeobj
 //! [`Heap::free`], mfclose [`Heap::close`], mfcopy [`Heap::copy`],
 //! mfalloctype [`Heap::alloc_type`], mftypeatt [`Heap::attach_type`],
-//! mfclone [`Heap::clone`]; plus [`Heap::grow`], [`Heap::sync`],
-//! [`Heap::deref`] and safe copies [`Heap::read_at`] / [`Heap::write_at`].
+//! mfclone [`Heap::clone`]; plus [`Heap::grow`], [`Heap::sync`], small
+//! blocks inside an object ([`Heap::alloc_in`], [`Heap::free_in`], from
+//! the object's allocator in [`arena`]), checked dereference
+//! ([`Heap::deref`]: a freed block is [`HeapError::Stale`]) and safe copies
+//! [`Heap::read_at`] / [`Heap::write_at`].
 #![deny(missing_docs)]
 
 pub mod arena;

@@ -25,14 +25,14 @@ impl Heap {
         self.check_writable("name an object")?;
         let locks = [
             LockRequest::Exclusive(id),
-            LockRequest::Shared(self.names_dir),
-            LockRequest::Name(self.names_dir, name.as_bytes().to_vec()),
+            LockRequest::Shared(self.shared.names_dir),
+            LockRequest::Name(self.shared.names_dir, name.as_bytes().to_vec()),
         ];
-        self.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
-            if txn.heap_object(id)?.filter(|r| r.heap == self.root).is_none() {
+        self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
+            if txn.heap_object(id)?.filter(|r| r.heap == self.shared.root).is_none() {
                 return Err(not_found(format!("object {id}")));
             }
-            txn.link_in(self.names_dir, &name, id)?;
+            txn.link_in(self.shared.names_dir, &name, id)?;
             txn.put(&heap_name_key(id, &name), &[]);
             Ok(())
         })?;
@@ -44,8 +44,8 @@ impl Heap {
     /// transaction); racing a free, the object or `NotFound`.
     pub fn get_by_name(&self, name: &str) -> Result<ObjectId> {
         let key = checked_name(name)?;
-        let dentry =
-            list::lookup(&self.store, self.names_dir, &key)?.ok_or_else(|| not_found(format!("name {name:?}")))?;
+        let dentry = list::lookup(&self.shared.store, self.shared.names_dir, &key)?
+            .ok_or_else(|| not_found(format!("name {name:?}")))?;
         match self.attach(dentry.child) {
             Ok(_) => Ok(ObjectId(dentry.child)),
             // Freed between the lookup and the attach: the name is gone too.

@@ -34,28 +34,28 @@ impl Heap {
             return Err(invalid(format!("size {size} is above the largest object ({MAX_OBJECT_BYTES} bytes)")));
         }
         self.check_writable("allocate an object")?;
-        let id = self.store.allocate_object_id()?;
+        let id = self.shared.store.allocate_object_id()?;
         let name = Heap::object_name(id)?;
         let locks = [
             LockRequest::Exclusive(id),
-            LockRequest::Shared(self.objects_dir),
-            LockRequest::Name(self.objects_dir, name.as_bytes().to_vec()),
+            LockRequest::Shared(self.shared.objects_dir),
+            LockRequest::Name(self.shared.objects_dir, name.as_bytes().to_vec()),
         ];
-        let record = HeapObject { heap: self.root, type_id: 0, durable_size: 0, flags: 0 };
+        let record = HeapObject { heap: self.shared.root, type_id: 0, durable_size: 0, flags: 0 };
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
-        let made = self.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
+        let made = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
             txn.create_heap_object(id, size, owner, &record)?;
             {
-                let mut pending = self.pending.lock();
+                let mut pending = self.shared.pending.lock();
                 pending.files.insert(id);
                 pending.dir_changed = true;
             }
-            txn.link_in(self.objects_dir, &name, id)?;
+            txn.link_in(self.shared.objects_dir, &name, id)?;
             Ok(())
         });
         if let Err(e) = made {
             // The transaction did not commit: its file is a leftover.
-            let _ = self.store.remove_heap_file(id);
+            let _ = self.shared.store.remove_heap_file(id);
             return Err(e);
         }
         self.attach(id)?;
@@ -125,21 +125,43 @@ impl Heap {
         if attached.access != MapAccess::ReadWrite {
             return Err(HeapError::PermissionDenied { what: format!("grow object {id}") });
         }
-        self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
-            let mut onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
-            if new_size < onode.size {
-                return Err(invalid(format!("object {id} has {} bytes; objects never shrink", onode.size)));
-            }
-            if new_size == onode.size {
-                return Ok(());
-            }
-            self.store.extend_heap_file(id, new_size)?;
-            self.pending.lock().files.insert(id);
-            onode.size = new_size;
-            onode.generation = onode.generation.wrapping_add(1);
-            txn.put_onode(id, &onode)?;
-            Ok(())
-        })?;
+        // The allocator's changes go with the new size: a span it claimed
+        // below `new_size` must be committed with it, or a crash would
+        // leave those pages neither user bytes nor the allocator's. Its lock
+        // is held throughout, so `alloc_in` cannot grow the object meanwhile.
+        let slot = self.arena(id)?;
+        let mut arena = slot.arena.lock();
+        let staged = Some(Heap::stage_locked(&slot, &mut arena));
+        let grown = self.shared.store.transact_locked(
+            &[LockRequest::Exclusive(id)],
+            Durability::Buffered,
+            |txn| -> Result<()> {
+                let mut onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
+                let mut record = txn.heap_object(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
+                let current = onode.size.max(attached.size());
+                if new_size < current {
+                    return Err(invalid(format!("object {id} has {current} bytes; objects never shrink")));
+                }
+                self.shared.store.extend_heap_file(id, new_size)?;
+                self.shared.pending.lock().files.insert(id);
+                onode.size = new_size;
+                onode.generation = onode.generation.wrapping_add(1);
+                txn.put_onode(id, &onode)?;
+                if let Some(staged) = &staged {
+                    self.write_staged(txn, id, staged)?;
+                    if staged.claimed && !record.has_arena() {
+                        record.flags |= larder_object::meta::HEAP_OBJECT_ARENA;
+                        txn.put_heap_object(id, &record)?;
+                    }
+                }
+                Ok(())
+            },
+        );
+        if let Err(e) = grown {
+            self.restage_arenas([id]);
+            return Err(e);
+        }
+        arena.records_durable();
         attached.grown(self, new_size)
     }
 
@@ -153,7 +175,7 @@ impl Heap {
         let prefix = heap_name_prefix(id);
         let end = prefix_end(&prefix).unwrap_or_default();
         let mut names = Vec::new();
-        let range = self.store.index().range(
+        let range = self.shared.store.index().range(
             std::ops::Bound::Included(&prefix[..]),
             std::ops::Bound::Excluded(&end[..]),
             true,
@@ -179,8 +201,10 @@ impl Heap {
             let names = self.name_records(id)?;
             match self.free_once(id, &names) {
                 Ok(lsn) => {
-                    self.attached.write().remove(&id);
-                    let mut pending = self.pending.lock();
+                    self.shared.attached.write().remove(&id);
+                    self.shared.readers.write().remove(&id);
+                    self.drop_arena(id);
+                    let mut pending = self.shared.pending.lock();
                     pending.files.remove(&id);
                     pending.removals.push((lsn, id));
                     return Ok(());
@@ -197,13 +221,13 @@ impl Heap {
         let entry = Heap::object_name(id).map_err(failed)?;
         let mut locks = vec![
             LockRequest::Exclusive(id),
-            LockRequest::Shared(self.objects_dir),
-            LockRequest::Name(self.objects_dir, entry.as_bytes().to_vec()),
-            LockRequest::Shared(self.names_dir),
+            LockRequest::Shared(self.shared.objects_dir),
+            LockRequest::Name(self.shared.objects_dir, entry.as_bytes().to_vec()),
+            LockRequest::Shared(self.shared.names_dir),
         ];
-        locks.extend(names.iter().map(|n| LockRequest::Name(self.names_dir, n.as_bytes().to_vec())));
-        let ((), lsn) = self.store.transact_locked(&locks, Durability::Buffered, |txn| {
-            let record = txn.heap_object(id)?.filter(|r| r.heap == self.root);
+        locks.extend(names.iter().map(|n| LockRequest::Name(self.shared.names_dir, n.as_bytes().to_vec())));
+        let ((), lsn) = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| {
+            let record = txn.heap_object(id)?.filter(|r| r.heap == self.shared.root);
             if record.is_none() {
                 return Err(failed(not_found(format!("object {id}"))));
             }
@@ -220,12 +244,12 @@ impl Heap {
                 if txn.get(&heap_name_key(id, name))?.is_none() {
                     return Err(FreeFailure::NamesChanged);
                 }
-                txn.unlink(self.names_dir, name, id, false).map_err(|e| failed(e.into()))?;
+                txn.unlink(self.shared.names_dir, name, id, false).map_err(|e| failed(e.into()))?;
                 txn.delete(&heap_name_key(id, name));
             }
             // The last link: the namespace deletes the object, and with it
             // its heap records (object record, names, arena spans).
-            txn.unlink(self.objects_dir, &entry, id, false).map_err(|e| failed(e.into()))?;
+            txn.unlink(self.shared.objects_dir, &entry, id, false).map_err(|e| failed(e.into()))?;
             Ok(())
         })?;
         Ok(lsn)

@@ -56,6 +56,11 @@ impl<T> PPtr<T> {
         PPtr::new(self.object, self.offset, self.generation)
     }
 
+    /// The same pointer with another generation.
+    pub const fn with_generation(self, generation: u64) -> PPtr<T> {
+        PPtr::new(self.object, self.offset, generation)
+    }
+
     /// The pointer `bytes` further into the same object (same generation).
     pub fn add_bytes(self, bytes: u64) -> Option<PPtr<T>> {
         Some(PPtr::new(self.object, self.offset.checked_add(bytes)?, self.generation))

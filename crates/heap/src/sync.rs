@@ -3,10 +3,13 @@
 //! the last `sync` is there.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use larder_io::MapAccess;
+use larder_object::meta::HEAP_OBJECT_ARENA;
 use larder_object::{Durability, LockRequest};
 
+use crate::arena_glue::Staged;
 use crate::error::Result;
 
 /// Bytes an object's durable-size update adds to a log record, about (key,
@@ -24,38 +27,41 @@ impl Heap {
     /// every earlier transaction with it). Files of freed objects are then
     /// removed, their frees being durable.
     pub fn sync(&self) -> Result<()> {
-        let _one = self.sync_lock.lock();
-        let (mut files, dir_changed) = {
-            let mut pending = self.pending.lock();
-            let taken = (std::mem::take(&mut pending.files), pending.dir_changed);
-            pending.dir_changed = false;
-            taken
+        let _one = self.shared.sync_lock.lock();
+        let (mut ids, dir_changed) = {
+            let mut pending = self.shared.pending.lock();
+            let ids = std::mem::take(&mut pending.files);
+            let dir_changed = std::mem::take(&mut pending.dir_changed);
+            (ids, dir_changed)
         };
-        let attached: Vec<_> = self.attached.read().values().cloned().collect();
+        ids.extend(self.dirty_arenas());
+        let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
+        // Files whose data or length changed outside a real mapping are
+        // synced; a real mapping's msync(MS_SYNC) makes its bytes durable
+        // itself (an emulated region's flush only writes them).
+        let mut to_sync = ids.clone();
+        for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
+            ids.insert(a.id);
+            if a.region().is_emulated() {
+                to_sync.insert(a.id);
+            }
+        }
         // Sizes are read before the bytes are written back: what is synced
-        // covers at least them.
+        // covers at least them. An attached object may be ahead of its
+        // onode (allocator growth, committed here).
         let mut sizes: BTreeMap<u64, u64> = BTreeMap::new();
-        for a in &attached {
-            if a.access == MapAccess::ReadWrite {
-                files.insert(a.id);
+        for &id in &ids {
+            if let Some(onode) = self.shared.store.stat(id)? {
+                let in_memory = self.shared.attached.read().get(&id).map_or(0, |a| a.size());
+                sizes.insert(id, onode.size.max(in_memory));
             }
         }
-        for &id in &files {
-            if let Some(onode) = self.store.stat(id)? {
-                sizes.insert(id, onode.size);
-            }
-        }
-        let restore = |files: &std::collections::BTreeSet<u64>| {
-            let mut pending = self.pending.lock();
-            pending.files.extend(files.iter().copied());
-            pending.dir_changed |= dir_changed;
-        };
         let synced = (|| -> Result<()> {
             for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
                 a.flush()?;
             }
-            for &id in sizes.keys() {
-                match self.store.open_heap_file(id, true) {
+            for id in sizes.keys().filter(|id| to_sync.contains(id)) {
+                match self.shared.store.open_heap_file(*id, true) {
                     Ok(file) => file.sync_data()?,
                     // Freed meanwhile: nothing to keep.
                     Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {}
@@ -63,44 +69,119 @@ impl Heap {
                 }
             }
             if dir_changed {
-                self.store.sync_heap_dir()?;
+                self.shared.store.sync_heap_dir()?;
             }
-            self.commit_durable_sizes(&sizes)
+            self.commit_synced(&sizes)
         })();
         if let Err(e) = synced {
-            restore(&files);
+            let mut pending = self.shared.pending.lock();
+            pending.files.extend(ids.iter().copied());
+            pending.dir_changed |= dir_changed;
             return Err(e);
         }
         self.remove_freed_files()
     }
 
-    /// Step 4 of `sync`: durable transactions raising the durable size of
-    /// each object synced (skipping objects freed meanwhile), in records
-    /// small enough for the log: every one but the last buffered, the last
-    /// durable, so all are durable when it returns (the log is ordered).
-    fn commit_durable_sizes(&self, sizes: &BTreeMap<u64, u64>) -> Result<()> {
-        let per_record = (larder_namespace::bulk::record_budget(&self.store) / RECORD_BYTES).max(1) as usize;
-        let ids: Vec<u64> = sizes.keys().copied().collect();
-        let chunks: Vec<&[u64]> = ids.chunks(per_record).collect();
-        if chunks.is_empty() {
-            // Nothing to record: the log's sync still makes every earlier
-            // transaction durable.
-            return Ok(self.store.sync()?);
+    /// Step 4 of `sync`: durable transactions that record, per object
+    /// synced, its durable size, its size if the allocator grew it, and its
+    /// allocator's changed records (skipping objects freed meanwhile). One
+    /// object's changes are in one transaction. Transactions are kept to
+    /// the log's record budget: every one but the last buffered, the last
+    /// durable, so all are durable when it returns (the log is ordered);
+    /// one object whose records alone exceed the budget commits as an index
+    /// run (atomic and durable too).
+    fn commit_synced(&self, sizes: &BTreeMap<u64, u64>) -> Result<()> {
+        if sizes.is_empty() {
+            // The log's sync still makes every earlier transaction durable.
+            return Ok(self.shared.store.sync()?);
         }
-        for (i, chunk) in chunks.iter().enumerate() {
-            let durability = if i + 1 == chunks.len() { Durability::Durable } else { Durability::Buffered };
-            let locks: Vec<LockRequest> = chunk.iter().map(|&id| LockRequest::Exclusive(id)).collect();
-            self.store.transact_locked(&locks, durability, |txn| -> Result<()> {
-                for id in chunk.iter() {
-                    let Some(mut record) = txn.heap_object(*id)? else { continue };
-                    let size = sizes[id];
-                    if record.durable_size < size {
-                        record.durable_size = size;
-                        txn.put_heap_object(*id, &record)?;
-                    }
+        let mut staged: BTreeMap<u64, Staged> = BTreeMap::new();
+        for &id in sizes.keys() {
+            if let Some(s) = self.take_arena_records(id) {
+                staged.insert(id, s);
+            }
+        }
+        let budget = larder_namespace::bulk::record_budget(&self.shared.store);
+        let mut chunks: Vec<(Vec<u64>, u64)> = vec![(Vec::new(), 0)];
+        for &id in sizes.keys() {
+            let cost = RECORD_BYTES + staged.get(&id).map_or(0, Staged::bytes);
+            match chunks.last_mut() {
+                Some((ids, bytes)) if ids.is_empty() || *bytes + cost <= budget => {
+                    ids.push(id);
+                    *bytes += cost;
                 }
-                Ok(())
-            })?;
+                _ => chunks.push((vec![id], cost)),
+            }
+        }
+        let mut done = 0;
+        let result = (|| -> Result<()> {
+            for (i, (chunk, bytes)) in chunks.iter().enumerate() {
+                let locks: Vec<LockRequest> = chunk.iter().map(|&id| LockRequest::Exclusive(id)).collect();
+                let commit = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
+                    for id in chunk {
+                        self.record_synced(txn, *id, sizes[id], staged.get(id))?;
+                    }
+                    Ok(())
+                };
+                if *bytes > budget {
+                    self.shared.store.transact_as_run(&locks, commit)?;
+                } else {
+                    let last = i + 1 == chunks.len();
+                    let durability = if last { Durability::Durable } else { Durability::Buffered };
+                    self.shared.store.transact_locked(&locks, durability, commit)?;
+                }
+                done = i + 1;
+            }
+            if chunks.last().is_some_and(|(_, bytes)| *bytes > budget) {
+                // The last chunk was a run: the earlier buffered ones still
+                // need the log's sync.
+                self.shared.store.sync()?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let lost = chunks[done..].iter().flat_map(|(ids, _)| ids.iter().copied());
+            self.restage_arenas(lost.filter(|id| staged.contains_key(id)));
+        } else {
+            // Every record taken so far is durable: taken here, or by a
+            // grow or an allocator's own sync, which commit durably under
+            // the allocator's lock.
+            for id in staged.keys() {
+                if let Some(slot) = self.shared.arenas.read().get(id).cloned() {
+                    slot.arena.lock().records_durable();
+                }
+            }
+        }
+        result
+    }
+
+    /// One object's part of `commit_synced`.
+    pub(crate) fn record_synced(
+        &self,
+        txn: &mut larder_object::Transaction<'_>,
+        id: u64,
+        size: u64,
+        staged: Option<&Staged>,
+    ) -> Result<()> {
+        let Some(mut record) = txn.heap_object(id)? else { return Ok(()) };
+        let Some(mut onode) = txn.onode(id)? else { return Ok(()) };
+        // The size committed covers every range the records claim, even
+        // one claimed after the size was read.
+        let committed = size.max(staged.map_or(0, |s| s.claimed_end));
+        if onode.size < committed {
+            onode.size = committed;
+            txn.put_onode(id, &onode)?;
+        }
+        let before = record;
+        record.durable_size = record.durable_size.max(size);
+        if let Some(staged) = staged {
+            self.write_staged(txn, id, staged)?;
+            if staged.claimed {
+                record.flags |= HEAP_OBJECT_ARENA;
+            }
+        }
+        if record != before {
+            txn.put_heap_object(id, &record)?;
         }
         Ok(())
     }
@@ -108,9 +189,9 @@ impl Heap {
     /// Removes the files of freed objects whose free is durable, and makes
     /// the removals durable.
     fn remove_freed_files(&self) -> Result<()> {
-        let durable = self.store.durable_lsn();
+        let durable = self.shared.store.durable_lsn();
         let ready: Vec<(u64, u64)> = {
-            let mut pending = self.pending.lock();
+            let mut pending = self.shared.pending.lock();
             let (ready, later) = pending.removals.drain(..).partition(|(lsn, _)| *lsn <= durable);
             pending.removals = later;
             ready
@@ -119,20 +200,23 @@ impl Heap {
             return Ok(());
         }
         for (_, id) in &ready {
-            self.store.remove_heap_file(*id)?;
+            self.shared.store.remove_heap_file(*id)?;
         }
-        self.store.sync_heap_dir()?;
+        self.shared.store.sync_heap_dir()?;
         Ok(())
     }
 
-    /// Syncs the heap and unmaps every object (PSHFS's mfclose). Dropping a
-    /// heap without closing it unmaps without syncing: what was not synced
-    /// may be lost in a crash.
+    /// Syncs the heap and, if this is its last handle in the process,
+    /// unmaps every object (PSHFS's mfclose). Dropping a heap without
+    /// closing it unmaps without syncing: what was not synced may be lost in
+    /// a crash.
     pub fn close(self) -> Result<()> {
         self.sync()?;
-        let ids: Vec<u64> = self.attached.read().keys().copied().collect();
-        for id in ids {
-            self.detach(id)?;
+        // Other handles of this heap in the process keep its mappings.
+        if Arc::strong_count(&self.shared) == 1 {
+            // The sync wrote back and synced every writable mapping.
+            self.shared.attached.write().clear();
+            self.shared.readers.write().clear();
         }
         Ok(())
     }

@@ -18,17 +18,22 @@ impl Heap {
         }
         self.check_writable("allocate a type")?;
         let encoded = HeapType { offsets: offsets.to_vec() }.encode()?;
-        let id = self.store.allocate_object_id()?;
-        self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
-            txn.put(&heap_type_key(id), &encoded);
-            Ok(())
-        })?;
+        let id = self.shared.store.allocate_object_id()?;
+        self.shared.store.transact_locked(
+            &[LockRequest::Exclusive(id)],
+            Durability::Buffered,
+            |txn| -> Result<()> {
+                txn.put(&heap_type_key(id), &encoded);
+                Ok(())
+            },
+        )?;
         Ok(TypeId(id))
     }
 
     /// The pointer offsets of type `type_id`.
     pub fn type_offsets(&self, type_id: TypeId) -> Result<Vec<u64>> {
         let bytes = self
+            .shared
             .store
             .index()
             .get(&heap_type_key(type_id.0))?
@@ -43,30 +48,35 @@ impl Heap {
         let offsets = self.type_offsets(type_id)?;
         let needed = HeapType { offsets }.min_object_bytes();
         self.check_writable("attach a type")?;
-        self.store.transact_locked(&[LockRequest::Exclusive(id)], Durability::Buffered, |txn| -> Result<()> {
-            let mut record = txn
-                .heap_object(id)?
-                .filter(|r| r.heap == self.root)
-                .ok_or_else(|| not_found(format!("object {id}")))?;
-            let size = txn.onode(id)?.map_or(0, |o| o.size);
-            if needed > size {
-                return Err(HeapError::BadType {
-                    reason: format!("type {} needs {needed} bytes; object {id} has {size}", type_id.0),
-                });
-            }
-            record.type_id = type_id.0;
-            txn.put_heap_object(id, &record)?;
-            Ok(())
-        })?;
+        self.shared.store.transact_locked(
+            &[LockRequest::Exclusive(id)],
+            Durability::Buffered,
+            |txn| -> Result<()> {
+                let mut record = txn
+                    .heap_object(id)?
+                    .filter(|r| r.heap == self.shared.root)
+                    .ok_or_else(|| not_found(format!("object {id}")))?;
+                let size = txn.onode(id)?.map_or(0, |o| o.size);
+                if needed > size {
+                    return Err(HeapError::BadType {
+                        reason: format!("type {} needs {needed} bytes; object {id} has {size}", type_id.0),
+                    });
+                }
+                record.type_id = type_id.0;
+                txn.put_heap_object(id, &record)?;
+                Ok(())
+            },
+        )?;
         Ok(())
     }
 
     /// The type attached to `object`, if any.
     pub fn type_of(&self, object: ObjectId) -> Result<Option<TypeId>> {
         let record = self
+            .shared
             .store
             .heap_object(object.0)?
-            .filter(|r| r.heap == self.root)
+            .filter(|r| r.heap == self.shared.root)
             .ok_or_else(|| not_found(format!("object {}", object.0)))?;
         Ok((record.type_id != 0).then_some(TypeId(record.type_id)))
     }

@@ -10,7 +10,7 @@
 #[path = "../../../fuzz/corpus_files.rs"]
 mod corpus_files;
 
-use larder_heap::arena::{fuzzing, Arena, ArenaError, Block, GrowError, HEADER_KEY};
+use larder_heap::arena::{fuzzing, Arena, ArenaError, Block, GrowError, GENERATION_LEASE, HEADER_KEY};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -22,10 +22,10 @@ fn sealed(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-fn header(next_generation: u64, ranges: &[(u64, u64)]) -> Vec<u8> {
+fn header(reserved: u64, ranges: &[(u64, u64)]) -> Vec<u8> {
     let mut b = vec![1, 1, 0, 0];
     b.extend_from_slice(&(ranges.len() as u32).to_le_bytes());
-    b.extend_from_slice(&next_generation.to_le_bytes());
+    b.extend_from_slice(&reserved.to_le_bytes());
     for &(start, len) in ranges {
         b.extend_from_slice(&start.to_le_bytes());
         b.extend_from_slice(&len.to_le_bytes());
@@ -33,13 +33,11 @@ fn header(next_generation: u64, ranges: &[(u64, u64)]) -> Vec<u8> {
     sealed(b)
 }
 
-/// A span of `class` (block size `size`) with `live` = (slot, counter).
-fn span(offset: u64, class: u8, size: u64, base: u64, issued: u32, live: &[(usize, u32)]) -> Vec<u8> {
+/// A span of `class` (block size `size`) with `live` = (slot, generation).
+fn span(offset: u64, class: u8, size: u64, live: &[(usize, u64)]) -> Vec<u8> {
     let slots = (65_536 / size) as usize;
-    let mut b = vec![1, 2, class, 0];
-    b.extend_from_slice(&issued.to_le_bytes());
+    let mut b = vec![1, 2, class, 0, 0, 0, 0, 0];
     b.extend_from_slice(&offset.to_le_bytes());
-    b.extend_from_slice(&base.to_le_bytes());
     let mut bitmap = vec![0u8; slots.div_ceil(8)];
     for &(slot, _) in live {
         bitmap[slot / 8] |= 1 << (slot % 8);
@@ -47,8 +45,8 @@ fn span(offset: u64, class: u8, size: u64, base: u64, issued: u32, live: &[(usiz
     b.extend_from_slice(&bitmap);
     let mut live = live.to_vec();
     live.sort_unstable();
-    for (_, counter) in live {
-        b.extend_from_slice(&counter.to_le_bytes());
+    for (_, generation) in live {
+        b.extend_from_slice(&generation.to_le_bytes());
     }
     sealed(b)
 }
@@ -74,26 +72,41 @@ fn grower(size: &mut u64) -> impl FnMut(u64) -> Result<u64, GrowError> + '_ {
     }
 }
 
+/// Persists the arena's dirty records (here: drops them) and reports them durable.
+fn sync(arena: &mut Arena) -> Vec<(u64, Option<Vec<u8>>)> {
+    let records = arena.take_dirty_records();
+    arena.records_durable();
+    records
+}
+
 #[test]
 fn the_arena_writes_the_documented_layout() {
     let mut size = 100;
     let mut arena = Arena::new();
+    assert!(matches!(arena.alloc(20, 16, &mut grower(&mut size)), Err(ArenaError::NeedsSync)));
+    assert_eq!(sync(&mut arena), vec![(HEADER_KEY, Some(header(1 + GENERATION_LEASE, &[])))]);
     let small = arena.alloc(20, 16, &mut grower(&mut size)).unwrap();
     let big = arena.alloc(5000, 8, &mut grower(&mut size)).unwrap();
     // The first claim is 64 KiB at the object's next page; the second is
     // adjacent, so the header holds one merged range.
-    assert_eq!(small, Block { offset: 4096, len: 32, generation: 2 });
-    assert_eq!(big, Block { offset: 4096 + 65_536, len: 8192, generation: 1 });
+    assert_eq!(small, Block { offset: 4096, len: 32, generation: 1 });
+    assert_eq!(big, Block { offset: 4096 + 65_536, len: 8192, generation: 2 });
+    // Writing the header (the claims changed) renews the reservation.
+    let reserved = 3 + GENERATION_LEASE;
     let expected = vec![
-        (4096, span(4096, 1, 32, 1, 1, &[(0, 1)])),
-        (69_632, large(69_632, 2, 1)),
-        (HEADER_KEY, header(2, &[(4096, 131_072)])),
+        (4096, span(4096, 1, 32, &[(0, 1)])),
+        (69_632, large(69_632, 2, 2)),
+        (HEADER_KEY, header(reserved, &[(4096, 131_072)])),
     ];
-    assert_eq!(arena.all_records(), expected);
     let dirty: Vec<(u64, Vec<u8>)> = arena.take_dirty_records().into_iter().map(|(k, v)| (k, v.unwrap())).collect();
     assert_eq!(dirty, expected);
-    let loaded = load(&expected).unwrap();
+    assert_eq!(arena.all_records(), expected);
+    let mut loaded = load(&expected).unwrap();
     assert_eq!(loaded.live(), vec![small, big]);
+    // A loaded arena issues nothing until a reservation above the old one is durable.
+    assert!(matches!(loaded.alloc(20, 16, &mut grower(&mut size)), Err(ArenaError::NeedsSync)));
+    assert_eq!(sync(&mut loaded), vec![(HEADER_KEY, Some(header(reserved + GENERATION_LEASE, &[(4096, 131_072)])))]);
+    assert_eq!(loaded.alloc(20, 16, &mut grower(&mut size)).unwrap().generation, reserved);
 }
 
 /// Records of a real arena: spans of several classes, large blocks, a
@@ -101,6 +114,7 @@ fn the_arena_writes_the_documented_layout() {
 fn valid_records() -> Vec<(u64, Vec<u8>)> {
     let mut size = 0;
     let mut arena = Arena::new();
+    sync(&mut arena);
     let mut rng = StdRng::seed_from_u64(5);
     let mut blocks = Vec::new();
     for i in 0..300u64 {
@@ -207,7 +221,7 @@ fn versions_kinds_and_reserved_bytes_are_checked() {
     assert!(!fuzzing::record(&fuzzing::framed(4096, &reserved)));
     // A header under an offset, a span under the header's key, an unknown kind.
     assert!(!fuzzing::record(&fuzzing::framed(4096, &header(1, &[]))));
-    assert!(!fuzzing::record(&fuzzing::framed(HEADER_KEY, &span(4096, 0, 16, 1, 0, &[]))));
+    assert!(!fuzzing::record(&fuzzing::framed(HEADER_KEY, &span(4096, 0, 16, &[]))));
     let unknown = {
         let mut b = large(4096, 2, 1);
         b.truncate(32);
@@ -215,20 +229,19 @@ fn versions_kinds_and_reserved_bytes_are_checked() {
         sealed(b)
     };
     assert!(!fuzzing::record(&fuzzing::framed(4096, &unknown)));
-    // Class 48 does not exist; bits past a span's last slot; a counter above issued or 0.
-    assert!(!fuzzing::record(&fuzzing::framed(0, &span(0, 48, 4096, 1, 0, &[]))));
+    // Class 48 does not exist; bits past a span's last slot; generation 0.
+    assert!(!fuzzing::record(&fuzzing::framed(0, &span(0, 48, 4096, &[]))));
     let past_end = {
         // Class 37 (1,792 B) has 36 slots: bit 36 is past the end.
-        let mut b = span(0, 37, 1792, 1, 1, &[(0, 1)]);
+        let mut b = span(0, 37, 1792, &[(0, 1)]);
         b.truncate(b.len() - 4);
-        b[24 + 4] |= 1 << 4;
-        b.extend_from_slice(&1u32.to_le_bytes());
+        b[16 + 4] |= 1 << 4;
+        b.extend_from_slice(&1u64.to_le_bytes());
         sealed(b)
     };
     assert!(!fuzzing::record(&fuzzing::framed(0, &past_end)));
-    assert!(fuzzing::record(&fuzzing::framed(0, &span(0, 37, 1792, 1, 1, &[(35, 1)]))));
-    assert!(!fuzzing::record(&fuzzing::framed(0, &span(0, 0, 16, 1, 3, &[(2, 4)]))));
-    assert!(!fuzzing::record(&fuzzing::framed(0, &span(0, 0, 16, 1, 3, &[(2, 0)]))));
+    assert!(fuzzing::record(&fuzzing::framed(0, &span(0, 37, 1792, &[(35, 1)]))));
+    assert!(!fuzzing::record(&fuzzing::framed(0, &span(0, 0, 16, &[(2, 0)]))), "a live slot of generation 0");
     // Header: unaligned, empty, overlapping, adjacent or unsorted ranges; next generation 0.
     for ranges in [
         &[(100, 4096)][..],
@@ -258,7 +271,7 @@ type RecordSet = Vec<(u64, Vec<u8>)>;
 /// A consistent set: a span, a large block, the header.
 fn consistent_set() -> Vec<(u64, Vec<u8>)> {
     vec![
-        (0, span(0, 0, 16, 1, 2, &[(0, 1), (5, 2)])),
+        (0, span(0, 0, 16, &[(0, 1), (5, 3)])),
         (65_536, large(65_536, 3, 4)),
         (HEADER_KEY, header(5, &[(0, 4 * 65_536)])),
     ]
@@ -277,14 +290,10 @@ fn inconsistent_sets() -> Vec<(&'static str, &'static str, RecordSet)> {
     vec![
         ("two-headers", "two headers", with(vec![good[2].clone()])),
         ("no-header", "without a header", good[..2].to_vec()),
-        ("span-overlaps-span", "overlaps", with(vec![(4096, span(4096, 1, 32, 1, 0, &[]))])),
-        ("span-overlaps-large", "overlaps", with(vec![(73_728, span(73_728, 1, 32, 1, 1, &[(0, 1)]))])),
+        ("span-overlaps-span", "overlaps", with(vec![(4096, span(4096, 1, 32, &[]))])),
+        ("span-overlaps-large", "overlaps", with(vec![(73_728, span(73_728, 1, 32, &[(0, 2)]))])),
         ("record-twice", "overlaps", with(vec![good[1].clone()])),
-        (
-            "span-past-the-claimed-ranges",
-            "outside the claimed",
-            with(vec![(262_144, span(262_144, 1, 32, 1, 1, &[(0, 1)]))]),
-        ),
+        ("span-past-the-claimed-ranges", "outside the claimed", with(vec![(262_144, span(262_144, 1, 32, &[(0, 2)]))])),
         (
             "large-across-two-ranges",
             "outside the claimed",
@@ -293,9 +302,16 @@ fn inconsistent_sets() -> Vec<(&'static str, &'static str, RecordSet)> {
                 .chain([(126_976, large(126_976, 2, 1))])
                 .collect(),
         ),
-        ("large-generation-not-below-next", "not below the next", replaced(1, (65_536, large(65_536, 3, 5)))),
-        ("span-base-above-next", "above the next", replaced(0, (0, span(0, 0, 16, 6, 2, &[(0, 1), (5, 2)])))),
-        ("exhausted-empty-span", "exhausted", with(vec![(196_608, span(196_608, 47, 4096, 1, u32::MAX, &[]))])),
+        (
+            "large-generation-not-below-reservation",
+            "not below the reservation",
+            replaced(1, (65_536, large(65_536, 3, 5))),
+        ),
+        (
+            "span-generation-not-below-reservation",
+            "not below the reservation",
+            replaced(0, (0, span(0, 0, 16, &[(0, 1), (5, 5)]))),
+        ),
     ]
 }
 
@@ -356,34 +372,6 @@ fn edited_record_sets_never_panic() {
     assert!(accepted > 100, "only {accepted} edited sets accepted");
 }
 
-/// A span that has issued `2^32 - 1` slots hands out no more, and once
-/// empty is dissolved with the next generation raised past all it issued.
-#[test]
-fn an_exhausted_span_retires() {
-    let base = 3;
-    let records =
-        vec![(0, span(0, 47, 4096, base, u32::MAX - 1, &[(0, u32::MAX - 1)])), (HEADER_KEY, header(4, &[(0, 65_536)]))];
-    let mut arena = load(&records).unwrap();
-    let mut size = 65_536;
-    let last = arena.alloc(4096, 4096, &mut grower(&mut size)).unwrap();
-    assert_eq!(last, Block { offset: 4096, len: 4096, generation: base + u64::from(u32::MAX) });
-    let elsewhere = arena.alloc(4096, 4096, &mut grower(&mut size)).unwrap();
-    assert!(elsewhere.offset >= 65_536, "the exhausted span handed out {elsewhere:?}");
-    arena.free(0, base + u64::from(u32::MAX) - 1).unwrap();
-    arena.free(last.offset, last.generation).unwrap();
-    arena.verify().unwrap();
-    assert!(arena.next_generation() > base + u64::from(u32::MAX));
-    // The span is gone: its pages are free, and a block there now gets a
-    // generation above everything the span issued.
-    let mut again = Vec::new();
-    while again.iter().all(|b: &Block| b.offset != 4096) {
-        again.push(arena.alloc(4096, 4096, &mut grower(&mut size)).unwrap());
-    }
-    assert!(again.iter().filter(|b| b.offset < 65_536).all(|b| b.generation > base + u64::from(u32::MAX)));
-    let persisted: Vec<(u64, Option<Vec<u8>>)> = arena.take_dirty_records();
-    assert!(persisted.iter().any(|(k, v)| *k == HEADER_KEY && v.is_some()));
-}
-
 // --- the fuzz target's seed corpus ---
 
 /// A valid seed per record shape, including a header with several ranges
@@ -392,8 +380,8 @@ fn seeds() -> Vec<Vec<u8>> {
     let mut out = framed(&[
         (HEADER_KEY, header(1, &[])),
         (HEADER_KEY, header(7, &[(0, 4096), (65_536, 131_072)])),
-        (8192, span(8192, 47, 4096, 2, 5, &[(0, 1), (3, 5)])),
-        (0, span(0, 19, 384, 1, 0, &[])),
+        (8192, span(8192, 47, 4096, &[(0, 1), (3, 5)])),
+        (0, span(0, 19, 384, &[])),
         (4096, large(4096, 3, 9)),
     ]);
     let records = valid_records();

@@ -265,3 +265,183 @@ fn sync_and_clone_of_many_objects_fit_the_log() {
     assert_eq!(store.list_heap_files().unwrap().0.len(), before + 200);
     assert!(store.heap_objects().unwrap().iter().all(|(_, r)| r.durable_size > 0), "every durable size recorded");
 }
+
+#[test]
+fn alloc_in_blocks_live_through_sync_and_go_stale_when_freed() {
+    let sim = SimStorage::new(12);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(100).unwrap();
+    h.write_at(a, 0, b"user bytes").unwrap();
+    let mut blocks = Vec::new();
+    for i in 0..300u64 {
+        let p = h.alloc_in(a, 16 + (i % 7) * 100, 8).unwrap();
+        assert_ne!(p.generation, 0);
+        let address = h.deref(p.cast::<u64>()).unwrap();
+        // SAFETY: deref checked a live, aligned, in-bounds block.
+        #[allow(unsafe_code)]
+        unsafe {
+            address.write(i * 1000 + 7)
+        };
+        blocks.push(p);
+    }
+    assert!(h.size(a).unwrap() > 100, "the arena grew the object");
+    let freed = blocks.split_off(200);
+    for p in &freed {
+        h.free_in(*p).unwrap();
+        assert!(matches!(h.free_in(*p), Err(HeapError::Stale { .. })), "double free");
+        assert!(matches!(h.deref(*p), Err(HeapError::Stale { .. })));
+    }
+    // User bytes stay user bytes; a generation-0 pointer into a span is refused.
+    let mut buf = [0u8; 10];
+    h.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"user bytes");
+    assert!(matches!(h.deref(blocks[0].cast::<u64>().with_generation(0)), Err(HeapError::Stale { .. })));
+    assert!(matches!(h.alloc_in(a, 0, 8), Err(HeapError::InvalidArgument { .. })));
+    assert!(matches!(h.alloc_in(a, 8, 3), Err(HeapError::InvalidArgument { .. })));
+    h.sync().unwrap();
+    // After the sync: one more block, never synced.
+    let unsynced = h.alloc_in(a, 64, 8).unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    for (i, p) in blocks.iter().enumerate() {
+        let address = h.deref(p.cast::<u64>()).unwrap();
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        let value = unsafe { address.read() };
+        assert_eq!(value, i as u64 * 1000 + 7, "block {i}");
+    }
+    for p in &freed {
+        assert!(matches!(h.deref(*p), Err(HeapError::Stale { .. })));
+    }
+    assert!(matches!(h.deref(unsynced), Err(HeapError::Stale { .. }) | Err(HeapError::OutOfBounds { .. })));
+    // A freed slot handed out again has a new generation: old pointers stay stale.
+    let again = h.alloc_in(a, 16, 8).unwrap();
+    assert!(freed.iter().all(|p| *p != again.cast()));
+    for p in &freed {
+        assert!(matches!(h.deref(*p), Err(HeapError::Stale { .. })));
+    }
+}
+
+#[test]
+fn grow_after_alloc_in_keeps_both() {
+    let sim = SimStorage::new(13);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(10).unwrap();
+    let p = h.alloc_in(a, 100, 16).unwrap();
+    h.write_at(a, p.offset, &[9u8; 100]).unwrap();
+    let size = h.size(a).unwrap();
+    assert!(matches!(h.grow(a, size - 1), Err(HeapError::InvalidArgument { .. })), "no shrinking into the arena");
+    h.grow(a, size + 5000).unwrap();
+    h.write_at(a, size, b"after the arena").unwrap();
+    // No sync: the grow's transaction carried the allocator's records.
+    store.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    assert_eq!(h.size(a).unwrap(), size + 5000);
+    h.deref(p).unwrap();
+    let q = h.alloc_in(a, 100, 16).unwrap();
+    assert!(q.offset + 100 <= size || q.offset >= size + 5000, "new blocks avoid the user's bytes");
+}
+
+#[test]
+fn read_only_users_cannot_allocate_inside() {
+    let sim = SimStorage::new(14);
+    let store = sim_store(&sim);
+    let admin = Heap::open(&store, "/h", Credentials::root()).unwrap();
+    let a = admin.alloc(8).unwrap();
+    let p = admin.alloc_in(a, 8, 8).unwrap();
+    admin.sync().unwrap();
+    let reader = Heap::open(&store, "/h", Credentials::user(5, 5)).unwrap();
+    assert!(matches!(reader.alloc_in(a, 8, 8), Err(HeapError::PermissionDenied { .. })));
+    assert!(matches!(reader.free_in(p), Err(HeapError::PermissionDenied { .. })));
+    reader.deref(p).unwrap();
+}
+
+#[test]
+fn handles_of_one_heap_share_mappings_and_allocators() {
+    let sim = SimStorage::new(15);
+    let store = sim_store(&sim);
+    let one = Heap::open(&store, "/shared", Credentials::root()).unwrap();
+    let two = Heap::open(&store, "/shared", Credentials::root()).unwrap();
+    let a = one.alloc(32).unwrap();
+    one.write_at(a, 0, b"seen by both").unwrap();
+    let mut buf = [0u8; 12];
+    two.read_at(a, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"seen by both", "one mapping per object, even on the simulation");
+    let p = one.alloc_in(a, 100, 8).unwrap();
+    let q = two.alloc_in(a, 100, 8).unwrap();
+    assert!(p.offset + 100 <= q.offset || q.offset + 100 <= p.offset, "one allocator: blocks never overlap");
+    two.free_in(p).unwrap();
+    assert!(matches!(one.deref(p), Err(HeapError::Stale { .. })));
+    // Closing one handle keeps the other's mappings.
+    let base = two.pointer(a).unwrap();
+    one.close().unwrap();
+    assert_eq!(two.pointer(a).unwrap(), base);
+    two.deref(q).unwrap();
+}
+
+#[test]
+fn a_persistent_pointer_is_24_bytes_object_offset_generation() {
+    assert_eq!(std::mem::size_of::<PPtr<u64>>(), 24);
+    assert_eq!(std::mem::align_of::<PPtr<u64>>(), 8);
+    assert_eq!(std::mem::offset_of!(PPtr<u8>, object), 0);
+    assert_eq!(std::mem::offset_of!(PPtr<u8>, offset), 8);
+    assert_eq!(std::mem::offset_of!(PPtr<u8>, generation), 16);
+    let p = PPtr::<u8>::new(0x0102, 0x0304, 0x0506);
+    let bytes = p.to_bytes();
+    assert_eq!(&bytes[..2], &[0x02, 0x01]);
+    assert_eq!(&bytes[8..10], &[0x04, 0x03]);
+    assert_eq!(&bytes[16..18], &[0x06, 0x05]);
+    assert_eq!(PPtr::<u8>::from_bytes(&bytes), p);
+    assert!(PPtr::<u8>::NULL.is_null() && PPtr::<u8>::from_bytes(&[0; 24]).is_null());
+    // In memory it is the same bytes (little-endian machines only).
+    #[allow(unsafe_code)]
+    // SAFETY: PPtr is repr(C) of three u64s: 24 initialised bytes.
+    let raw: [u8; 24] = unsafe { std::mem::transmute(p) };
+    assert_eq!(raw, bytes);
+}
+
+#[test]
+fn a_copy_carries_its_blocks_and_their_generations() {
+    let sim = SimStorage::new(16);
+    let store = sim_store(&sim);
+    let h = heap(&store);
+    let a = h.alloc(8).unwrap();
+    let blocks: Vec<PPtr<u8>> = (0..50).map(|i| h.alloc_in(a, 40 + i * 90, 8).unwrap()).collect();
+    for (i, p) in blocks.iter().enumerate() {
+        h.write_at(a, p.offset, &[i as u8 + 1; 40]).unwrap();
+    }
+    h.free_in(blocks[7]).unwrap();
+    let c = h.copy(a).unwrap();
+    assert_eq!(h.size(c).unwrap(), h.size(a).unwrap());
+    for (i, p) in blocks.iter().enumerate() {
+        let q = PPtr::<u8>::new(c.0, p.offset, p.generation);
+        if i == 7 {
+            assert!(matches!(h.deref(q), Err(HeapError::Stale { .. })));
+            continue;
+        }
+        h.deref(q).unwrap();
+        let mut buf = [0u8; 40];
+        h.read_at(c, p.offset, &mut buf).unwrap();
+        assert_eq!(buf, [i as u8 + 1; 40]);
+    }
+    // The copy's allocator is its own: freeing there leaves the original's.
+    h.free_in(PPtr::<u8>::new(c.0, blocks[0].offset, blocks[0].generation)).unwrap();
+    h.deref(blocks[0]).unwrap();
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(larder_io::sim::CrashMode::DropAllPending));
+    let h = heap(&store);
+    h.deref(PPtr::<u8>::new(c.0, blocks[1].offset, blocks[1].generation)).unwrap();
+    assert!(matches!(
+        h.deref(PPtr::<u8>::new(c.0, blocks[0].offset, blocks[0].generation)),
+        Err(HeapError::Stale { .. })
+    ));
+}

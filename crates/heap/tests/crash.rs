@@ -12,11 +12,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use larder_heap::arena::Arena;
 use larder_heap::{Credentials, Heap, HeapError, ObjectId, PPtr};
 use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_namespace::list;
-use larder_object::meta::{DataLocation, Name};
+use larder_object::meta::{heap_span_prefix, DataLocation, MetaKey, Name};
 use larder_object::Store;
 
 use common::{reopen_sim, sim_store};
@@ -24,6 +25,8 @@ use common::{reopen_sim, sim_store};
 const A: u8 = 0xA1;
 const A_TAIL: u8 = 0xA2;
 const B: u8 = 0xB1;
+const S: u8 = 0x51;
+const L: u8 = 0x4C;
 
 fn open(store: &Arc<Store>) -> larder_heap::Result<Heap> {
     Heap::open(store, "/heap", Credentials::root())
@@ -48,21 +51,37 @@ fn workload(store: &Arc<Store>) -> usize {
         h.write_at(c, 0, &PPtr::<()>::new(b.0, 0, 0).to_bytes())?;
         h.attach_type(c, t)?;
         h.add_name(c, "c")?;
+        // Blocks inside a, a small and a large one; their pointers kept in
+        // the named object "ptrs".
+        let small = h.alloc_in(a, 200, 8)?;
+        h.write_at(a, small.offset, &[S; 200])?;
+        let large = h.alloc_in(a, 9000, 64)?;
+        h.write_at(a, large.offset, &[L; 9000])?;
+        let ptrs = h.alloc(48)?;
+        h.write_at(ptrs, 0, &small.to_bytes())?;
+        h.write_at(ptrs, 24, &large.to_bytes())?;
+        h.add_name(ptrs, "ptrs")?;
         h.sync()?;
         stage = 2;
         let d = h.clone(c)?;
         h.add_name(d, "d")?;
         h.sync()?;
         stage = 3;
-        h.grow(a, 10_000)?;
-        h.write_at(a, 9000, &[A_TAIL; 1000])?;
+        let grown = h.size(a)? + 10_000;
+        h.grow(a, grown)?;
+        h.write_at(a, grown - 1000, &[A_TAIL; 1000])?;
         h.add_name(a, "a2")?;
         h.free(b)?;
+        h.free_in(small)?;
         h.sync()?;
         stage = 4;
         let e = h.alloc(5000)?;
         h.add_name(e, "e")?;
         h.free(d)?;
+        for _ in 0..50 {
+            let p = h.alloc_in(a, 100, 8)?;
+            h.write_at(a, p.offset, &[0xEE; 100])?;
+        }
         Ok(())
     })();
     stage
@@ -104,6 +123,26 @@ fn check_structure(store: &Arc<Store>, h: &Heap, what: &str) {
         }
         assert_eq!(onode.nlink as usize, 1 + named.len(), "{what}: links of object {id}");
         assert_eq!(h.size(ObjectId(id)).unwrap(), onode.size, "{what}: object {id} attaches whole");
+        // Its allocator's records load, agree with themselves, and claim
+        // nothing past the object's size.
+        let prefix = heap_span_prefix(id);
+        let spans: Vec<(u64, Vec<u8>)> = store
+            .index()
+            .prefix(&prefix, true)
+            .unwrap()
+            .map(|kv| {
+                let (k, v) = kv.unwrap();
+                let MetaKey::HeapSpan { span, .. } = MetaKey::decode(&k).unwrap() else { panic!("not a span key") };
+                (span, v)
+            })
+            .collect();
+        if !spans.is_empty() {
+            let arena = Arena::load(spans.iter().map(|(k, v)| (*k, v.as_slice()))).unwrap();
+            arena.verify().unwrap_or_else(|e| panic!("{what}: object {id}'s allocator: {e}"));
+            for &(start, len) in arena.claimed_ranges() {
+                assert!(start + len <= onode.size, "{what}: object {id} claims past its size");
+            }
+        }
         // A copy of c (typed, not c itself) is whole: its target exists.
         if h.type_of(ObjectId(id)).unwrap().is_some() && h.names(ObjectId(id)).unwrap() != ["c"] {
             let target = pointer(h, ObjectId(id));
@@ -132,10 +171,32 @@ fn check_stage(h: &Heap, stage: usize, what: &str) {
         let c = named("c").unwrap();
         assert_ne!(pointer(h, d).object, pointer(h, c).object, "{what}: d points to b's copy");
     }
+    if stage >= 2 {
+        let ptrs = named("ptrs").unwrap();
+        let mut raw = [0u8; 24];
+        h.read_at(ptrs, 24, &mut raw).unwrap();
+        let large = PPtr::<u8>::from_bytes(&raw);
+        h.deref(large).unwrap_or_else(|e| panic!("{what}: large block: {e}"));
+        assert_eq!(bytes(h, large.object_id(), large.offset, 9000), vec![L; 9000], "{what}: large block's bytes");
+        h.read_at(ptrs, 0, &mut raw).unwrap();
+        let small = PPtr::<u8>::from_bytes(&raw);
+        if stage < 4 {
+            // After stage 3, stage 4's free_in may be durable (its sync's
+            // commit reached the log before the crash).
+            match h.deref(small) {
+                Ok(_) => assert_eq!(bytes(h, small.object_id(), small.offset, 200), vec![S; 200], "{what}"),
+                Err(HeapError::Stale { .. }) if stage == 3 => {}
+                Err(e) => panic!("{what}: small block: {e}"),
+            }
+        } else {
+            assert!(matches!(h.deref(small), Err(HeapError::Stale { .. })), "{what}: small block was freed");
+        }
+    }
     if stage >= 4 {
         let a = named("a2").unwrap();
-        assert_eq!(h.size(a).unwrap(), 10_000, "{what}");
-        assert_eq!(bytes(h, a, 9000, 1000), vec![A_TAIL; 1000], "{what}: a's tail");
+        let size = h.size(a).unwrap();
+        assert!(size >= 13_000, "{what}: a grew ({size})");
+        assert_eq!(bytes(h, a, size - 1000, 1000), vec![A_TAIL; 1000], "{what}: a's tail");
         assert!(matches!(named("b"), Err(HeapError::NotFound { .. })), "{what}: b was freed");
     }
 }
@@ -143,13 +204,35 @@ fn check_stage(h: &Heap, stage: usize, what: &str) {
 /// Runs the workload on a new machine armed by `arm`, crashes it in
 /// `mode`, recovers and checks.
 fn crash_run(seed: u64, mode: CrashMode, arm: impl FnOnce(&SimStorage), what: &str) {
+    crash_twice(seed, mode, arm, None, what)
+}
+
+/// As `crash_run`, and with `recovery` = (j, mode) the first recovery
+/// crashes too, after its j-th namespace operation or sync.
+fn crash_twice(
+    seed: u64,
+    mode: CrashMode,
+    arm: impl FnOnce(&SimStorage),
+    recovery: Option<(u64, CrashMode)>,
+    what: &str,
+) {
     let sim = SimStorage::new(seed);
     sim.set_unordered_dir_ops(true);
     let store = sim_store(&sim);
     arm(&sim);
     let stage = workload(&store);
     drop(store);
-    let image = sim.crash_with(mode);
+    let mut image = sim.crash_with(mode);
+    if let Some((j, second)) = recovery {
+        image.crash_after_namespace_ops(j);
+        // May fail at the crash: what it left is recovered below.
+        drop(larder_object::Store::open(
+            common::storage(&image),
+            std::path::Path::new(common::DIR),
+            common::deterministic(),
+        ));
+        image = image.crash_with(second);
+    }
     let store = reopen_sim(&image);
     let h = open(&store).unwrap();
     let what = format!("{what} ({mode:?}), stage {stage}");
@@ -205,5 +288,23 @@ fn crash_at_every_namespace_operation() {
     for k in 1..=names {
         let seed = 20_000 + k;
         crash_run(seed, CrashMode::Random, |sim| sim.crash_after_namespace_ops(k), &format!("crash after name op {k}"));
+    }
+}
+
+#[test]
+fn crash_during_recovery() {
+    let (writes, _, _) = probe();
+    for k in (0..=writes).step_by(3) {
+        for j in 1..=4 {
+            let seed = 30_000 + 10 * k + j;
+            let mode = MODES[(j % 3) as usize];
+            crash_twice(
+                seed,
+                CrashMode::Random,
+                |sim| sim.crash_after_writes(k),
+                Some((j, mode)),
+                &format!("crash after write {k}, then after namespace op {j} of the recovery"),
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_heap::{Heap, HeapError, ObjectId, TypeId};
+use larder_heap::{Heap, HeapError, ObjectId, PPtr, TypeId};
 use larder_io::SimStorage;
 use larder_object::Store;
 use proptest::prelude::*;
@@ -27,6 +27,8 @@ enum Op {
     Copy(usize),
     AllocType(u8),
     AttachType { object: usize, ty: usize },
+    AllocIn { object: usize, size: u64, byte: u8 },
+    FreeIn(usize),
     Sync,
     Reopen,
 }
@@ -41,6 +43,8 @@ fn ops() -> impl Strategy<Value = Op> {
         1 => (0usize..8).prop_map(Op::Copy),
         1 => (1u8..4).prop_map(Op::AllocType),
         1 => (0usize..8, 0usize..4).prop_map(|(object, ty)| Op::AttachType { object, ty }),
+        3 => (0usize..8, 1u64..5000, 1u8..255).prop_map(|(object, size, byte)| Op::AllocIn { object, size, byte }),
+        2 => (0usize..64).prop_map(Op::FreeIn),
         1 => Just(Op::Sync),
         2 => Just(Op::Reopen),
     ]
@@ -52,6 +56,10 @@ struct Model {
     objects: Vec<(ObjectId, Vec<u8>, Option<TypeId>)>,
     names: BTreeMap<String, ObjectId>,
     types: Vec<(TypeId, u64)>,
+    /// Live `alloc_in` blocks: pointer and length.
+    blocks: Vec<(PPtr<u8>, u64)>,
+    /// Blocks freed by `free_in` (their objects still live).
+    freed_blocks: Vec<PPtr<u8>>,
 }
 
 impl Model {
@@ -81,6 +89,14 @@ fn check(h: &Heap, model: &Model) -> Result<(), TestCaseError> {
     }
     for (name, id) in &model.names {
         prop_assert_eq!(h.get_by_name(name).unwrap(), *id);
+    }
+    for (p, len) in &model.blocks {
+        prop_assert!(h.deref(p.cast::<u8>()).is_ok(), "live block {:?}", p);
+        prop_assert!(p.offset + len <= h.size(p.object_id()).unwrap());
+    }
+    for p in &model.freed_blocks {
+        let stale = matches!(h.deref(*p), Err(HeapError::Stale { .. }));
+        prop_assert!(stale, "freed block {:?} is stale", p);
     }
     Ok(())
 }
@@ -141,6 +157,8 @@ proptest! {
                     let (id, _, _) = model.objects.remove(i);
                     h.free(id).unwrap();
                     model.names.retain(|_, o| *o != id);
+                    model.blocks.retain(|(p, _)| p.object != id.0);
+                    model.freed_blocks.retain(|p| p.object != id.0);
                     freed.push(id);
                 }
                 Op::Copy(object) => {
@@ -169,6 +187,29 @@ proptest! {
                         let refused = matches!(result, Err(HeapError::BadType { .. }));
                         prop_assert!(refused, "{:?}", result);
                     }
+                }
+                Op::AllocIn { object, size, byte } => {
+                    let Some(i) = model.pick(object) else { continue };
+                    let id = model.objects[i].0;
+                    let p = h.alloc_in(id, size, 8).unwrap();
+                    let data = vec![byte; size as usize];
+                    h.write_at(id, p.offset, &data).unwrap();
+                    let bytes = &mut model.objects[i].1;
+                    bytes.resize(h.size(id).unwrap() as usize, 0);
+                    bytes[p.offset as usize..(p.offset + size) as usize].copy_from_slice(&data);
+                    // A freed block's pointer stays stale even when its
+                    // slot is handed out again (a new generation).
+                    model.blocks.push((p, size));
+                }
+                Op::FreeIn(block) => {
+                    if model.blocks.is_empty() {
+                        continue;
+                    }
+                    let (p, _) = model.blocks.remove(block % model.blocks.len());
+                    h.free_in(p).unwrap();
+                    let again = matches!(h.free_in(p), Err(HeapError::Stale { .. }));
+                    prop_assert!(again, "a second free_in is stale");
+                    model.freed_blocks.push(p);
                 }
                 Op::Sync => h.sync().unwrap(),
                 Op::Reopen => (store, h) = reopen(&sim, store, h),

@@ -57,6 +57,18 @@ pub enum KvError {
         /// How.
         what: &'static str,
     },
+    /// The key lies inside a heap (a directory flagged `FLAG_HEAP`):
+    /// readable, but its names change only through the heap.
+    #[error(
+        "key {key:?} is inside a heap (directory {dir}): heap names change only through the heap \
+         (the heap API, or `larder heap rm`); get still reads it"
+    )]
+    InHeap {
+        /// The key (lossily as UTF-8).
+        key: String,
+        /// The heap directory it lies in.
+        dir: u64,
+    },
     /// Concurrent changes kept moving the key's directories for too long.
     #[error("key {key:?}: gave up after {attempts} attempts while its directories kept changing")]
     Contended {

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use larder_namespace::{list, NamespaceError, NamespaceTxn};
+use larder_object::meta::onode::FLAG_HEAP;
 use larder_object::meta::{dentry_key, Dentry, Kind, Name};
 use larder_object::{LockRequest, ObjectError, Store, Transaction, ROOT_ID};
 
@@ -40,14 +41,21 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Walks `key` down from `bucket` without locks.
+    /// Walks `key` down from `bucket` without locks. Refuses a key inside
+    /// a heap ([`KvError::InHeap`]): every plan is for a change, and a
+    /// heap's directories change only through the heap. Their flag never
+    /// changes, so checking it without locks is enough.
     pub(crate) fn make(store: &Store, bucket: &Bucket, key: &Key) -> Result<Plan> {
         let bucket_name = bucket.name.clone();
         let mut dir = bucket.id;
         let mut chain = vec![bucket.id];
+        refuse_in_heap(store, dir, key)?;
         for (depth, part) in key.dirs().iter().enumerate() {
             match list::lookup(store, dir, part)? {
-                Some(d) if d.kind == Kind::Directory => dir = d.child,
+                Some(d) if d.kind == Kind::Directory => {
+                    dir = d.child;
+                    refuse_in_heap(store, dir, key)?;
+                }
                 // Missing, or a key where a level should be: the walk under
                 // locks decides (an earlier operation of a batch may change it).
                 _ => return Ok(Plan { dir, depth, leaf: None, chain, bucket_name, prune: Vec::new() }),
@@ -95,6 +103,14 @@ impl Plan {
             out.push(LockRequest::Name(parent, key.dirs()[depth].as_bytes().to_vec()));
         }
     }
+}
+
+/// [`KvError::InHeap`] when directory `dir` belongs to a heap.
+fn refuse_in_heap(store: &Store, dir: u64, key: &Key) -> Result<()> {
+    if store.with_attributes(dir, |o| o.flags & FLAG_HEAP != 0)?.unwrap_or(false) {
+        return Err(KvError::InHeap { key: crate::error::lossy(&key.bytes), dir });
+    }
+    Ok(())
 }
 
 pub(crate) fn level_is_a_key(key: &Key, levels: usize) -> KvError {

@@ -17,7 +17,7 @@ use crate::bucket::Bucket;
 use crate::error::{KvError, Result};
 use crate::key::Key;
 use crate::ops::{walk_owned, Removed, OBJECT_MODE};
-use crate::plan::{leaf_is_a_level, with_plans, PlanKind, TxnError};
+use crate::plan::{leaf_is_a_level, with_plans, Plan, PlanKind, TxnError};
 use crate::Kv;
 
 /// Bytes a writer gathers before writing them to its object.
@@ -87,6 +87,9 @@ impl Kv {
     ) -> Result<KvWriter<'a>> {
         let bucket = self.bucket(bucket)?;
         let key = Key::parse(key)?;
+        // A key inside a heap is refused before any byte is written
+        // (finish's plan would refuse it too).
+        Plan::make(self.store(), &bucket, &key)?;
         // Only its name: the data goes to containers, which stop at the
         // reserve themselves.
         self.store().check_room(0)?;

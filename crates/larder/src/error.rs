@@ -184,7 +184,10 @@ fn object_kind(e: &ObjectError) -> ErrorKind {
         | ObjectError::InvalidName { .. }
         | ObjectError::InvalidRecord { .. }
         | ObjectError::TooLarge { .. }
-        | ObjectError::NoData { .. } => ErrorKind::InvalidInput,
+        | ObjectError::NoData { .. }
+        | ObjectError::NotInHeap { .. } => ErrorKind::InvalidInput,
+        // Heap objects never shrink.
+        ObjectError::HeapShrink { .. } => ErrorKind::PermissionDenied,
         ObjectError::Corrupt { .. }
         | ObjectError::BadRecord { .. }
         | ObjectError::NewerVersion { .. }
@@ -240,6 +243,8 @@ fn kv_kind(e: &larder_kv::KvError) -> ErrorKind {
         KvError::NoSuchBucket { .. } => ErrorKind::NotFound,
         KvError::BucketExists { .. } => ErrorKind::AlreadyExists,
         KvError::BucketNotEmpty { .. } | KvError::KeyConflict { .. } | KvError::Contended { .. } => ErrorKind::Other,
+        // A heap's names change only through the heap.
+        KvError::InHeap { .. } => ErrorKind::PermissionDenied,
     }
 }
 

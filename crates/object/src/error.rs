@@ -206,6 +206,27 @@ pub enum ObjectError {
         /// Its kind or data location.
         what: String,
     },
+    /// A truncate would shrink a heap object: heap objects never shrink
+    /// (a mapping's pointers into them stay in bounds), docs/heap.md.
+    #[error("object {object} is a heap object of {size} bytes: heap objects never shrink (asked for {asked}); free it through its heap instead")]
+    HeapShrink {
+        /// The object.
+        object: u64,
+        /// Its size.
+        size: u64,
+        /// The size asked for.
+        asked: u64,
+    },
+    /// A heap operation named an object or heap that is not one.
+    #[error("object {object} in heap {heap}: {what}")]
+    NotInHeap {
+        /// The object.
+        object: u64,
+        /// The heap's root directory.
+        heap: u64,
+        /// What is wrong.
+        what: &'static str,
+    },
     /// A write or truncate would pass the largest object size.
     #[error("object {object}: end {end} passes the largest object size ({max} bytes)")]
     TooLarge {

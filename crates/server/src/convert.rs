@@ -133,6 +133,8 @@ pub fn kv_errno(e: KvError) -> i32 {
         // A key where a level is, or a level where a key is.
         KvError::KeyConflict { .. } => libc::EEXIST,
         KvError::Contended { .. } => libc::EAGAIN,
+        // A heap's names change only through the heap, as the fs says.
+        KvError::InHeap { .. } => libc::EPERM,
     }
 }
 

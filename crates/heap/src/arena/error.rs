@@ -48,6 +48,12 @@ pub enum ArenaError {
         /// The bytes asked for.
         len: u64,
     },
+    /// The arena has used every generation its durable reservation covers
+    /// (always so right after `Arena::new` or `Arena::load`): persist
+    /// `Arena::take_dirty_records` durably, call `Arena::records_durable`,
+    /// and retry. Nothing changed.
+    #[error("the arena needs a sync: its durable generation reservation is used up")]
+    NeedsSync,
     /// The arena has issued every generation a 64-bit counter holds.
     #[error("the arena has run out of generations")]
     GenerationsExhausted,

@@ -46,8 +46,10 @@ pub fn records(data: &[u8]) -> bool {
         given.sort_unstable_by_key(|&(k, _)| k);
         assert_eq!(arena.all_records(), given, "a loaded arena's records differ from the ones it was loaded from");
     }
-    // Grow past every claimed byte, then allocate and free a small and a
-    // large block.
+    // Persist a reservation, grow past every claimed byte, then allocate
+    // and free a small and a large block.
+    arena.take_dirty_records();
+    arena.records_durable();
     let mut end = arena.claimed_ranges().last().map_or(0, |&(start, len)| start + len);
     let mut grow = |bytes: u64| -> Result<u64, super::GrowError> {
         let start = end;

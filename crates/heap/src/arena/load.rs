@@ -12,18 +12,16 @@ pub(super) fn load<'a>(records: impl IntoIterator<Item = (u64, &'a [u8])>) -> Re
     let mut large = Vec::new();
     for (key, bytes) in records {
         match record::decode(key, bytes)? {
-            Record::Header { next_generation, claimed } => {
-                if header.replace((next_generation, claimed)).is_some() {
+            Record::Header { reserved, claimed } => {
+                if header.replace((reserved, claimed)).is_some() {
                     return Err(ArenaError::corrupt(key, "two headers"));
                 }
             }
-            Record::Span { offset, class, base, issued, counters } => {
-                spans.push((offset, class, base, issued, counters))
-            }
+            Record::Span { offset, class, generations } => spans.push((offset, class, generations)),
             Record::Large { offset, pages, generation } => large.push((offset, pages, generation)),
         }
     }
-    let Some((next_generation, ranges)) = header else {
+    let Some((reserved, ranges)) = header else {
         return match spans.first().map(|s| s.0).or(large.first().map(|l| l.0)) {
             Some(key) => Err(ArenaError::corrupt(key, "span or large-block records without a header")),
             None => Ok(Arena::new()),
@@ -49,8 +47,12 @@ pub(super) fn load<'a>(records: impl IntoIterator<Item = (u64, &'a [u8])>) -> Re
         }
     }
 
+    // Generations issued before a crash may be anywhere below the
+    // reservation: start above them all, and issue none until a new
+    // reservation is durable.
     let mut arena = Arena::new();
-    arena.next_generation = next_generation;
+    arena.next_generation = reserved;
+    arena.durable_limit = reserved;
     arena.claimed_bytes = claimed.ranges().iter().map(|&(_, len)| len).sum();
     for &(start, len) in claimed.ranges() {
         let end = start + len;
@@ -69,25 +71,22 @@ pub(super) fn load<'a>(records: impl IntoIterator<Item = (u64, &'a [u8])>) -> Re
     arena.claimed = claimed;
 
     for (offset, pages, generation) in large {
-        if generation >= next_generation {
-            return Err(ArenaError::corrupt(offset, "large-block generation not below the next generation"));
+        if generation >= reserved {
+            return Err(ArenaError::corrupt(offset, "large-block generation not below the reservation"));
         }
         arena.large.insert(offset, Large { pages, generation });
         arena.live_bytes += pages * PAGE_BYTES;
         arena.live_blocks += 1;
     }
-    for (offset, class, base, issued, counters) in spans {
-        if base > next_generation {
-            return Err(ArenaError::corrupt(offset, "span generation base above the next generation"));
+    for (offset, class, generations) in spans {
+        if generations.iter().any(|&generation| generation >= reserved) {
+            return Err(ArenaError::corrupt(offset, "span generation not below the reservation"));
         }
-        let span = Span::from_counters(offset, class, base, issued, &counters);
-        if span.live == 0 && span.is_exhausted() {
-            return Err(ArenaError::corrupt(offset, "an exhausted span left empty"));
-        }
+        let span = Span::from_generations(offset, class, &generations);
         let id = arena.spans.len() as u32;
         arena.live_bytes += u64::from(span.live) * u64::from(span.slot_bytes);
         arena.live_blocks += u64::from(span.live);
-        let (can_take, empty) = (span.can_take(), span.live == 0);
+        let (can_take, empty) = (!span.is_full(), span.live == 0);
         arena.spans.push(span);
         for page in 0..SPAN_PAGES {
             arena.span_pages.insert(offset / PAGE_BYTES + page, id);

@@ -22,7 +22,7 @@ const KIND_LARGE: u8 = 3;
 /// Bytes of the header before the claimed ranges.
 const HEADER_FIXED: usize = 16;
 /// Bytes of a small-span record before its bitmap.
-const SPAN_FIXED: usize = 24;
+const SPAN_FIXED: usize = 16;
 /// Bytes of a large-block record.
 const LARGE_BYTES: usize = 36;
 const CRC_BYTES: usize = 4;
@@ -30,18 +30,16 @@ const CRC_BYTES: usize = 4;
 /// A decoded arena record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Record {
-    Header { next_generation: u64, claimed: Vec<(u64, u64)> },
-    Span { offset: u64, class: usize, base: u64, issued: u32, counters: Vec<u32> },
+    Header { reserved: u64, claimed: Vec<(u64, u64)> },
+    Span { offset: u64, class: usize, generations: Vec<u64> },
     Large { offset: u64, pages: u64, generation: u64 },
 }
 
 impl Record {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
-            Record::Header { next_generation, claimed } => encode_header(*next_generation, claimed),
-            Record::Span { offset, class, base, issued, counters } => {
-                encode_span(*offset, *class, *base, *issued, counters)
-            }
+            Record::Header { reserved, claimed } => encode_header(*reserved, claimed),
+            Record::Span { offset, class, generations } => encode_span(*offset, *class, generations),
             Record::Large { offset, pages, generation } => encode_large(*offset, *pages, *generation),
         }
     }
@@ -53,11 +51,11 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
     out
 }
 
-pub(crate) fn encode_header(next_generation: u64, claimed: &[(u64, u64)]) -> Vec<u8> {
+pub(crate) fn encode_header(reserved: u64, claimed: &[(u64, u64)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_FIXED + 16 * claimed.len() + CRC_BYTES);
     out.extend_from_slice(&[RECORD_VERSION, KIND_HEADER, 0, 0]);
     out.extend_from_slice(&(claimed.len() as u32).to_le_bytes());
-    out.extend_from_slice(&next_generation.to_le_bytes());
+    out.extend_from_slice(&reserved.to_le_bytes());
     for &(start, len) in claimed {
         out.extend_from_slice(&start.to_le_bytes());
         out.extend_from_slice(&len.to_le_bytes());
@@ -65,24 +63,22 @@ pub(crate) fn encode_header(next_generation: u64, claimed: &[(u64, u64)]) -> Vec
     finish(out)
 }
 
-/// `counters` has one entry per slot of the class, 0 for a free slot.
-pub(crate) fn encode_span(offset: u64, class: usize, base: u64, issued: u32, counters: &[u32]) -> Vec<u8> {
-    let bitmap_bytes = counters.len().div_ceil(8);
-    let live = counters.iter().filter(|&&c| c != 0).count();
-    let mut out = Vec::with_capacity(SPAN_FIXED + bitmap_bytes + 4 * live + CRC_BYTES);
-    out.extend_from_slice(&[RECORD_VERSION, KIND_SPAN, class as u8, 0]);
-    out.extend_from_slice(&issued.to_le_bytes());
+/// `generations` has one entry per slot of the class, 0 for a free slot.
+pub(crate) fn encode_span(offset: u64, class: usize, generations: &[u64]) -> Vec<u8> {
+    let bitmap_bytes = generations.len().div_ceil(8);
+    let live = generations.iter().filter(|&&g| g != 0).count();
+    let mut out = Vec::with_capacity(SPAN_FIXED + bitmap_bytes + 8 * live + CRC_BYTES);
+    out.extend_from_slice(&[RECORD_VERSION, KIND_SPAN, class as u8, 0, 0, 0, 0, 0]);
     out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&base.to_le_bytes());
     let bitmap_at = out.len();
     out.resize(bitmap_at + bitmap_bytes, 0);
-    for (slot, &counter) in counters.iter().enumerate() {
-        if counter != 0 {
+    for (slot, &generation) in generations.iter().enumerate() {
+        if generation != 0 {
             out[bitmap_at + slot / 8] |= 1 << (slot % 8);
         }
     }
-    for &counter in counters.iter().filter(|&&c| c != 0) {
-        out.extend_from_slice(&counter.to_le_bytes());
+    for &generation in generations.iter().filter(|&&g| g != 0) {
+        out.extend_from_slice(&generation.to_le_bytes());
     }
     finish(out)
 }
@@ -146,9 +142,9 @@ fn decode_header(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
     if bytes.len() - HEADER_FIXED - CRC_BYTES != 16 * count {
         return Err(corrupt("header length does not match its range count"));
     }
-    let next_generation = u64_at(bytes, 8);
-    if next_generation == 0 {
-        return Err(corrupt("next generation is 0 (reserved for user bytes)"));
+    let reserved = u64_at(bytes, 8);
+    if reserved == 0 {
+        return Err(corrupt("generation reservation is 0 (generation 0 is user bytes)"));
     }
     let mut claimed = Vec::with_capacity(count);
     let mut previous_end = None;
@@ -165,7 +161,7 @@ fn decode_header(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
         previous_end = Some(end);
         claimed.push((start, len));
     }
-    Ok(Record::Header { next_generation, claimed })
+    Ok(Record::Header { reserved, claimed })
 }
 
 fn decode_span(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
@@ -177,20 +173,15 @@ fn decode_span(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
     if class >= CLASS_COUNT {
         return Err(corrupt("span class out of range"));
     }
-    if bytes[3] != 0 {
-        return Err(corrupt("span reserved byte is not zero"));
+    if bytes[3..8].iter().any(|&b| b != 0) {
+        return Err(corrupt("span reserved bytes are not zero"));
     }
-    let issued = u32_at(bytes, 4);
     let offset = u64_at(bytes, 8);
-    let base = u64_at(bytes, 16);
     if offset != key {
         return Err(corrupt("span offset differs from its key"));
     }
     if !offset.is_multiple_of(PAGE_BYTES) || offset.checked_add(SPAN_BYTES).is_none() {
         return Err(corrupt("span offset is not page-aligned or the span wraps around"));
-    }
-    if base == 0 || base.checked_add(u64::from(u32::MAX) + 1).is_none() {
-        return Err(corrupt("span generation base out of range"));
     }
     let slots = classes::slots(class) as usize;
     let bitmap_bytes = slots.div_ceil(8);
@@ -202,21 +193,21 @@ fn decode_span(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {
         return Err(corrupt("span bitmap marks slots past the span's end"));
     }
     let live = bitmap.iter().map(|b| b.count_ones() as usize).sum::<usize>();
-    if bytes.len() != SPAN_FIXED + bitmap_bytes + 4 * live + CRC_BYTES {
+    if bytes.len() != SPAN_FIXED + bitmap_bytes + 8 * live + CRC_BYTES {
         return Err(corrupt("span record length does not match its bitmap"));
     }
-    let mut counters = vec![0u32; slots];
+    let mut generations = vec![0u64; slots];
     let mut at = SPAN_FIXED + bitmap_bytes;
-    for (slot, counter) in counters.iter_mut().enumerate() {
+    for (slot, generation) in generations.iter_mut().enumerate() {
         if bitmap[slot / 8] & (1 << (slot % 8)) != 0 {
-            *counter = u32_at(bytes, at);
-            at += 4;
-            if *counter == 0 || *counter > issued {
-                return Err(corrupt("live slot counter is 0 or above the span's issued count"));
+            *generation = u64_at(bytes, at);
+            at += 8;
+            if *generation == 0 {
+                return Err(corrupt("live slot has generation 0 (generation 0 is user bytes)"));
             }
         }
     }
-    Ok(Record::Span { offset, class, base, issued, counters })
+    Ok(Record::Span { offset, class, generations })
 }
 
 fn decode_large(key: u64, bytes: &[u8]) -> Result<Record, ArenaError> {

@@ -131,3 +131,41 @@ impl FreeRuns {
         self.by_offset.iter().map(|(&o, &l)| (o, l))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_merge_when_adjacent_and_refuse_overlaps() {
+        let mut claimed = Claimed::default();
+        assert!(claimed.add(8192, 4096));
+        assert!(claimed.add(0, 4096));
+        assert!(claimed.add(4096, 4096));
+        assert_eq!(claimed.ranges(), &[(0, 12_288)]);
+        assert!(claimed.add(20_480, 4096));
+        assert!(!claimed.add(8192, 8192), "overlaps the end of the first range");
+        assert!(!claimed.add(16_384, 8192), "overlaps the second range");
+        assert!(!claimed.add(u64::MAX - 4095, 8192), "wraps around");
+        assert_eq!(claimed.ranges(), &[(0, 12_288), (20_480, 4096)]);
+        assert!(claimed.contains(4096, 8192) && !claimed.contains(8192, 8192));
+        assert!(claimed.touches(12_287, 0) && !claimed.touches(12_288, 0) && claimed.touches(12_000, 10_000));
+        assert!(!claimed.touches(12_288, 8192) && claimed.touches(12_288, 8193));
+    }
+
+    #[test]
+    fn free_runs_coalesce_and_take_the_best_fit() {
+        let mut runs = FreeRuns::default();
+        runs.insert(0, 4096);
+        runs.insert(8192, 4096);
+        runs.insert(32_768, 16_384);
+        runs.insert(65_536, 8192);
+        assert_eq!(runs.take(8192), Some(65_536), "the smallest run that fits");
+        assert_eq!(runs.take(4096), Some(0), "the lowest among equals");
+        runs.insert(4096, 4096);
+        assert_eq!(runs.iter().collect::<Vec<_>>(), vec![(4096, 8192), (32_768, 16_384)], "merged with the run after");
+        runs.insert(12_288, 20_480);
+        assert_eq!(runs.iter().collect::<Vec<_>>(), vec![(4096, 45_056)], "merged on both sides");
+        assert_eq!(runs.take(65_536), None);
+    }
+}

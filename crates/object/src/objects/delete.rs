@@ -3,6 +3,7 @@
 //! tail reads as zeros), and free what they drop at the commit's LSN.
 
 use super::fmap::{overlapping, punch, read_range, spill_inline, write_blocks};
+use super::heap_data::{heap_file, truncate_heap};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::{ObjectError, Result};
 use std::ops::Bound;
@@ -37,6 +38,9 @@ impl Store {
 
 pub(crate) fn truncate_in(txn: &mut Transaction<'_>, object: u64, size: u64) -> Result<()> {
     let mut onode = data_onode(txn, object)?;
+    if let Some(file) = heap_file(&onode) {
+        return truncate_heap(txn, object, onode, file, size);
+    }
     let old = onode.size;
     let inline_max = u64::from(txn.limits().inline_max_bytes);
     match &mut onode.location {
@@ -54,7 +58,8 @@ pub(crate) fn truncate_in(txn: &mut Transaction<'_>, object: u64, size: u64) -> 
             onode.location = DataLocation::Inline(bytes);
         }
         DataLocation::Extents if size < old => shrink(txn, object, &onode, size)?,
-        // Growing: bytes past the old size are already zeros.
+        // Growing: bytes past the old size are already zeros (a heap
+        // object took its own path above).
         DataLocation::Extents | DataLocation::OwnFile { .. } => {}
     }
     onode.size = size;
@@ -82,11 +87,16 @@ fn shrink(txn: &mut Transaction<'_>, object: u64, onode: &Onode, size: u64) -> R
 }
 
 pub(crate) fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
-    if txn.onode(object)?.is_none() {
+    let Some(onode) = txn.onode(object)? else {
         return Err(ObjectError::NoSuchObject { object });
-    }
+    };
     drop_fmap_entries(txn, object, usize::MAX)?;
-    delete_rest(txn, object)
+    delete_rest(txn, object, is_heap(&onode))
+}
+
+/// Whether the object is a heap object (with heap records to drop).
+fn is_heap(onode: &Onode) -> bool {
+    matches!(onode.location, DataLocation::OwnFile { .. })
 }
 
 /// Drops up to `limit` of the object's fmap entries, their space freed at
@@ -108,14 +118,18 @@ fn drop_fmap_entries(txn: &mut Transaction<'_>, object: u64, limit: usize) -> Re
 /// attributes, heap records (a heap object's table entry, names and arena
 /// spans; its file, then without a record, is removed at the next open),
 /// orphan record and onode.
-fn delete_rest(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
-    for prefix in [xattr_prefix(object).to_vec(), heap_name_prefix(object), heap_span_prefix(object)] {
+fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool) -> Result<()> {
+    let mut prefixes = vec![xattr_prefix(object).to_vec()];
+    if heap {
+        prefixes.extend([heap_name_prefix(object), heap_span_prefix(object)]);
+        txn.delete(&heap_object_key(object));
+    }
+    for prefix in prefixes {
         let end = prefix_end(&prefix).unwrap_or_default();
         for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
             txn.delete(&k);
         }
     }
-    txn.delete(&heap_object_key(object));
     txn.delete(&orphan_key(object));
     txn.delete_onode(object)
 }
@@ -182,6 +196,6 @@ fn free_step(txn: &mut Transaction<'_>, object: u64) -> Result<bool> {
         txn.put_onode(object, &onode)?;
         return Ok(false);
     }
-    delete_rest(txn, object)?;
+    delete_rest(txn, object, is_heap(&onode))?;
     Ok(true)
 }

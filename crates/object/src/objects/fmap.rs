@@ -184,8 +184,11 @@ pub(crate) fn read_range(txn: &Transaction<'_>, object: u64, onode: &Onode, star
             let entries = overlapping(txn, object, start, start + len)?;
             copy_from_entries(txn.store().space(), object, &entries, start, &mut out)?;
         }
-        DataLocation::OwnFile { .. } => {
-            return Err(ObjectError::NoData { object, what: "a heap object".into() });
+        DataLocation::OwnFile { file } => {
+            let n = to_usize(onode.size.saturating_sub(start).min(len));
+            if let Some(dst) = out.get_mut(..n) {
+                super::heap_data::read_heap_into(txn.store(), object, *file, onode.size, start, dst)?;
+            }
         }
     }
     Ok(out)

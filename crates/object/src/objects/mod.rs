@@ -16,7 +16,9 @@
 mod delete;
 mod extent_cache;
 mod fmap;
+mod heap_data;
 mod heap_files;
+mod heap_free;
 mod in_txn;
 mod prealloc;
 mod read;
@@ -26,10 +28,11 @@ mod xattrs;
 
 pub(crate) use extent_cache::ExtentCache;
 pub use heap_files::{HeapRecovery, HEAP_DIR};
+pub use heap_free::FreedHeapObject;
 pub(crate) use replay::ReplayVerifier;
 
 use crate::error::{ObjectError, Result};
-use crate::meta::{DataLocation, Kind, Onode, Orphan, OrphanReason, Timestamp, BLOCK_BYTES};
+use crate::meta::{Kind, Onode, Orphan, OrphanReason, Timestamp, BLOCK_BYTES};
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
 
@@ -49,15 +52,13 @@ pub(crate) fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-/// The onode of a locked object whose bytes this layer reaches: it exists,
-/// and its bytes are inline or in extents (not in a heap file).
+/// The onode of a locked object that has bytes: it exists and is a file
+/// or a symlink. Its bytes may be in a heap file: callers check
+/// [`heap_data::heap_file`] first, since those take their own path.
 pub(crate) fn data_onode(txn: &Transaction<'_>, object: u64) -> Result<Onode> {
     let onode = txn.onode(object)?.ok_or(ObjectError::NoSuchObject { object })?;
     if !matches!(onode.kind, Kind::File | Kind::Symlink) {
         return Err(ObjectError::NoData { object, what: format!("a {:?}", onode.kind) });
-    }
-    if let DataLocation::OwnFile { file } = onode.location {
-        return Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") });
     }
     Ok(onode)
 }

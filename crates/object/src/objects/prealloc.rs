@@ -18,6 +18,7 @@ use larder_log::Dependency;
 use larder_space::Extent;
 
 use super::fmap::{overlapping, spill_inline, Mapped};
+use super::heap_data::{heap_file, preallocate_heap};
 use super::{align_down, align_up, data_onode, to_usize};
 use crate::error::{ObjectError, Result};
 use crate::meta::extent_map::MAX_ENTRY_EXTENT_BYTES;
@@ -38,6 +39,9 @@ impl Transaction<'_> {
     /// their entries.
     pub fn preallocate(&mut self, object: u64, start: u64, end: u64) -> Result<u64> {
         let mut onode = data_onode(self, object)?;
+        if let Some(file) = heap_file(&onode) {
+            return preallocate_heap(self, file, onode.size, start, end);
+        }
         let end = end.min(onode.size);
         if start >= end {
             return Ok(0);

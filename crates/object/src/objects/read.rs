@@ -10,6 +10,7 @@ use larder_space::{ReaderGuard, SpaceError};
 
 use super::extent_cache::{CachedMap, MAX_CACHED_ENTRIES};
 use super::fmap::{copy_from_entries, successor, Mapped};
+use super::heap_data::read_heap_into;
 use super::{align_down, to_usize};
 use crate::error::{ObjectError, Result};
 use crate::meta::{fmap_key, fmap_prefix, onode_key, prefix_end, DataLocation, Onode};
@@ -84,9 +85,7 @@ impl Store {
                 };
                 copy_from_entries(self.space(), object, &entries, offset, out)?;
             }
-            DataLocation::OwnFile { file } => {
-                return Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") });
-            }
+            DataLocation::OwnFile { file } => read_heap_into(self, object, *file, onode.size, offset, out)?,
         }
         Ok(n)
     }
@@ -137,7 +136,10 @@ impl Store {
                 Ok(true)
             }
             DataLocation::OwnFile { file } => {
-                Err(ObjectError::NoData { object, what: format!("a heap object in file {file}") })
+                let mut data = vec![0u8; to_usize(onode.size)];
+                read_heap_into(self, object, file, onode.size, 0, &mut data)?;
+                *out = data;
+                Ok(true)
             }
         }
     }

@@ -6,6 +6,7 @@
 //! instead (`prealloc`).
 
 use super::fmap::{block_parts, overlapping, punch_entries, read_range, spill_inline, write_blocks};
+use super::heap_data::{heap_file, write_heap};
 use super::prealloc::fill_unwritten;
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
 use crate::error::Result;
@@ -27,6 +28,9 @@ impl Store {
 /// The write inside its transaction (see [`Store::write`]).
 pub(crate) fn write_in(txn: &mut Transaction<'_>, object: u64, offset: u64, data: &[u8], end: u64) -> Result<()> {
     let mut onode = data_onode(txn, object)?;
+    if let Some(file) = heap_file(&onode) {
+        return write_heap(txn, object, onode, file, offset, data, end);
+    }
     if data.is_empty() {
         // POSIX: a write of nothing changes nothing, not even the times.
         return Ok(());

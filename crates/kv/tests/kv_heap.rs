@@ -1,0 +1,53 @@
+//! Heaps through the KV API (docs/heap.md, "What a heap is"): a heap
+//! object reads under any of its keys; a put or delete inside a heap is
+//! refused with `KvError::InHeap` and changes nothing.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+#[path = "../../object/tests/heap_fixture/mod.rs"]
+mod heap_fixture;
+
+use larder_io::SimStorage;
+use larder_kv::{Durability, KvBatch, KvError};
+
+#[test]
+fn heap_objects_read_under_their_keys_and_refuse_changes() {
+    let sim = SimStorage::new(21);
+    let kv = common::create(&sim);
+    let heap = heap_fixture::create_heap(kv.store(), larder_object::ROOT_ID, "heap");
+    let id = heap_fixture::add_object(kv.store(), &heap, b"heap bytes", &["name"]);
+    kv.create_bucket("plain").unwrap();
+    kv.put("plain", "k", b"v", Durability::Durable).unwrap();
+
+    assert_eq!(kv.get("heap", "names/name").unwrap().unwrap(), b"heap bytes");
+    assert_eq!(kv.get("heap", format!("objects/{id}")).unwrap().unwrap(), b"heap bytes");
+    assert_eq!(kv.head("heap", "names/name").unwrap().unwrap().size, 10);
+    let before = common::bucket_state(&kv, "heap");
+    assert_eq!(before.len(), 2);
+
+    refused(kv.put("heap", "names/name", b"over", Durability::Durable));
+    refused(kv.put("heap", "names/new", b"x", Durability::Durable));
+    refused(kv.put("heap", "new", b"x", Durability::Durable));
+    refused(kv.put("heap", "objects/sub/x", b"x", Durability::Durable));
+    refused(kv.delete("heap", "names/name", Durability::Durable).map(drop));
+    refused(kv.delete("heap", format!("objects/{id}"), Durability::Durable).map(drop));
+    let mut batch = KvBatch::new();
+    batch.put("k2", b"fine".to_vec());
+    batch.delete("names/name");
+    refused(kv.write_batch("heap", &batch, Durability::Durable));
+    refused(kv.create_many("heap", &[(b"names/bulk", b"x")], Durability::Durable).map(drop));
+    refused(kv.writer("heap", "names/streamed", Durability::Durable).map(drop));
+
+    assert_eq!(common::bucket_state(&kv, "heap"), before, "nothing changed");
+    assert_eq!(kv.get("plain", "k").unwrap().unwrap(), b"v", "other buckets unaffected");
+    kv.put("plain", "k2", b"w", Durability::Durable).unwrap();
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}
+
+#[track_caller]
+fn refused(r: larder_kv::Result<()>) {
+    let err = r.unwrap_err();
+    assert!(matches!(err, KvError::InHeap { .. }), "{err}");
+    assert!(err.to_string().contains("inside a heap"), "{err}");
+}
