@@ -442,3 +442,41 @@ pub fn alloc(spec: &HeapSpec) -> Result<HeapResult> {
     );
     Ok(super::child::result(spec, info, vec![phase]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heap_suite::paths;
+
+    /// What a plain scan of `paths` answers for `name`.
+    fn scan(paths: &[String], name: &str) -> (u64, u64) {
+        paths
+            .iter()
+            .filter(|p| base_name(p) == name)
+            .fold((0, 0), |(m, c): (u64, u64), p| (m + 1, c.wrapping_add(path_checksum(p.as_bytes()))))
+    }
+
+    #[test]
+    fn the_table_answers_as_a_scan_before_and_after_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("larder-bench-heap-table-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let tree = paths::tree(3000, 5);
+        let names = paths::queries(&tree, 40, 5);
+        {
+            let (_store, heap) = create(&dir).expect("create");
+            let obj = build_table(&heap, &tree).expect("build");
+            heap.sync().expect("sync");
+            for name in &names {
+                assert_eq!(search(&heap, obj, name).expect("search"), scan(&tree, name), "{name}");
+            }
+        }
+        let (_store, heap) = open(&dir).expect("reopen");
+        let obj = heap.get_by_name(TABLE_NAME).expect("attach by name");
+        for name in &names {
+            assert_eq!(search(&heap, obj, name).expect("search"), scan(&tree, name), "{name} after reopening");
+        }
+        drop(heap);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

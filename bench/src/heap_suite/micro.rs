@@ -519,6 +519,16 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[cfg(feature = "larder-heap")]
+    #[test]
+    fn the_heap_object_moves_the_right_bytes() {
+        let dir = temp_dir("larder");
+        let mut heap = super::super::larder::MicroHeap::open(&dir).expect("heap");
+        moves_the_right_bytes(&mut heap, &dir);
+        drop(heap);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn sizes_double_from_one_kib() {
         assert_eq!(sizes(8192), vec![1024, 2048, 4096, 8192]);

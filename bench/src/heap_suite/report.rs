@@ -309,7 +309,7 @@ fn micro(o: &mut String, plan: &Plan, r: &Results, bars: &mut Vec<Bar>) {
     for mapped in ["larder", "mmap"] {
         let label = if mapped == "mmap" { " (ceiling: plain mmap, for reference)" } else { "" };
         for (b, want) in [(1usize, 100.0), (1024, 3.0)] {
-            let worst = worst_ratio(plan, |size, op| {
+            let worst = worst_ratio(plan, &["read", "write"], |size, op| {
                 Some((rate(mapped, &format!("{op}/{size}/{b}"))?, rate("ext4", &format!("{op}/{size}/{b}"))?))
             });
             bars.push(ratio_bar(
@@ -347,8 +347,7 @@ fn micro(o: &mut String, plan: &Plan, r: &Results, bars: &mut Vec<Bar>) {
                 met: None,
             },
         });
-        let worst = worst_ratio(plan, |size, op| {
-            (op == "read").then_some(())?;
+        let worst = worst_ratio(plan, &["copy"], |size, _| {
             let best =
                 BUFFERS.iter().filter_map(|b| rate(mapped, &format!("copy/{size}/{b}"))).fold(f64::NAN, f64::max);
             Some((best, rate("fscopy", &format!("copy/{size}/0"))?))
@@ -370,11 +369,11 @@ fn micro(o: &mut String, plan: &Plan, r: &Results, bars: &mut Vec<Bar>) {
     }
 }
 
-/// The smallest a / b over sizes and read/write, with where it is.
-fn worst_ratio(plan: &Plan, f: impl Fn(u64, &str) -> Option<(f64, f64)>) -> Option<(String, f64, f64)> {
+/// The smallest a / b over sizes and `ops`, with where it is.
+fn worst_ratio(plan: &Plan, ops: &[&str], f: impl Fn(u64, &str) -> Option<(f64, f64)>) -> Option<(String, f64, f64)> {
     sizes(plan.base.max_object)
         .into_iter()
-        .flat_map(|size| ["read", "write"].map(|op| (size, op)))
+        .flat_map(|size| ops.iter().map(move |op| (size, *op)))
         .filter_map(|(size, op)| f(size, op).map(|(a, b)| (format!("{op} of {}", bytes_label(size)), a, b)))
         .filter(|(_, a, b)| a.is_finite() && *b > 0.0)
         .min_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2)))
