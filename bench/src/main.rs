@@ -17,6 +17,7 @@ mod engines;
 mod fs_mix;
 #[cfg(feature = "larder-fs")]
 mod fs_suite;
+mod heap_suite;
 #[cfg(feature = "larder-fs")]
 mod null_fuse;
 mod objects;
@@ -152,6 +153,26 @@ enum Sub {
         #[arg(long)]
         socket: PathBuf,
     },
+    /// The heap suite: Larder's persistent shared heap against the paper's
+    /// locate baseline, locate, plocate, ext4 system calls, Boost.Interprocess,
+    /// SPHDE and libpmemobj.
+    Heap(heap_suite::HeapArgs),
+    /// Runs one engine on one heap case and prints a JSON line (used by the parent).
+    #[command(hide = true)]
+    HeapChild {
+        #[arg(long)]
+        spec: String,
+    },
+    /// A fresh process of the heap suite's locate workload: attach the table
+    /// in the store under `dir` by name, search `name`, print a JSON line.
+    #[cfg(feature = "larder-heap")]
+    #[command(hide = true)]
+    HeapSearch {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        name: String,
+    },
     /// Draws the chart (`<suite>.svg`) of each results file (`<suite>.json`,
     /// as the suites write with `--out`) into a directory.
     Chart {
@@ -207,6 +228,10 @@ fn main() -> Result<()> {
         Some(Sub::ServerChild { spec }) => server_suite::run_child(&spec),
         #[cfg(feature = "larder-server")]
         Some(Sub::ServerNull { socket }) => server_suite::run_null_server(&socket),
+        Some(Sub::Heap(args)) => heap_suite::run(&args),
+        Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
+        #[cfg(feature = "larder-heap")]
+        Some(Sub::HeapSearch { dir, name }) => heap_suite::fresh_search(&dir, &name),
         Some(Sub::Chart { inputs, out }) => chart::run(&inputs, &out),
         Some(Sub::Index(args)) => run_index(&args),
         None => run_index(&cli.index),
