@@ -115,6 +115,7 @@ pub(crate) struct FreshFs {
 
 impl FreshFs {
     /// Makes and mounts an image of `gib` GiB in `dir` with mkfs's defaults.
+    #[cfg_attr(not(feature = "larder-server"), allow(dead_code))]
     pub(crate) fn make(dir: &Path, fstype: &str, gib: u64) -> Result<FreshFs> {
         Self::make_with_inodes(dir, fstype, gib, None)
     }
