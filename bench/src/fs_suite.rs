@@ -22,6 +22,11 @@
 //! `find_inode_bit` in perf) and ran 7x slower than the same run on a
 //! fresh file system. Needs root (mount, losetup).
 //!
+//! - `stat-warm`, `stat-cold`: issue 24's lookups, warm (the names looked
+//!   up once untimed, Larder's metadata cache sized by `--meta-cache-mb`,
+//!   the kernel's slab caches reported) and cold (page cache dropped and
+//!   the image remounted between a prepare child and a measure child); see
+//!   [`lookups`].
 //! - `mix-file`, `mix-web`, `mix-mail`: FileBench-like personalities
 //!   (see `fs_mix`), natively; `fuse-mix-*` the same through a mount
 //!   (Larder's, bindfs over ext4) with ext4 without FUSE beside them.
@@ -41,6 +46,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{stat, thousands, RunInfo};
 
+mod lookups;
+
 /// Knobs of the fs suite.
 #[derive(Args, Debug, Clone)]
 pub struct FsArgs {
@@ -58,7 +65,7 @@ pub struct FsArgs {
     /// do-nothing fuser file system, bindfs over ext4, ext4 without FUSE).
     #[arg(long, default_value = "larder,ext4,xfs,null,bindfs")]
     engines: String,
-    /// Workloads, comma-separated: create,stat (native API),
+    /// Workloads, comma-separated: create,stat,stat-warm,stat-cold (native API),
     /// fuse-create,fuse-stat0,fuse-stat (through a mount; stat0 with
     /// cache timeouts 0, stat with each file system's defaults).
     #[arg(long, default_value = "create,stat,fuse-create,fuse-stat0,fuse-stat")]
@@ -75,6 +82,10 @@ pub struct FsArgs {
     /// Files created through a FUSE mount (workloads fuse-create, fuse-stat0, fuse-stat).
     #[arg(long, default_value_t = 100_000)]
     fuse_files: u64,
+    /// Larder's metadata-cache budget, MiB, in the stat-warm and stat-cold
+    /// workloads (the store's default when not given).
+    #[arg(long)]
+    meta_cache_mb: Option<usize>,
     /// Size of each run's file system image, GiB (sparse).
     #[arg(long, default_value_t = 16)]
     image_gib: u64,
@@ -103,7 +114,15 @@ pub(crate) struct FreshFs {
 }
 
 impl FreshFs {
+    /// Makes and mounts an image of `gib` GiB in `dir` with mkfs's defaults.
+    #[cfg_attr(not(feature = "larder-server"), allow(dead_code))]
     pub(crate) fn make(dir: &Path, fstype: &str, gib: u64) -> Result<FreshFs> {
+        Self::make_with_inodes(dir, fstype, gib, None)
+    }
+
+    /// As [`FreshFs::make`]; an ext4 image gets `inodes` inodes when given
+    /// (mkfs -N).
+    pub(crate) fn make_with_inodes(dir: &Path, fstype: &str, gib: u64, inodes: Option<u64>) -> Result<FreshFs> {
         std::fs::create_dir_all(dir)?;
         let image = dir.join("fs.img");
         let mnt = dir.join("mnt");
@@ -115,7 +134,9 @@ impl FreshFs {
         // its spare container before a mix's timed part).
         let quiet_force: &[&str] =
             if fstype == "xfs" { &["-q", "-f"] } else { &["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"] };
-        run_cmd(&mkfs, &[quiet_force, &[image.to_str().unwrap_or_default()]].concat())?;
+        let inodes = inodes.filter(|_| fstype == "ext4").map(|n| n.to_string());
+        let inode_args: Vec<&str> = inodes.iter().flat_map(|n| ["-N", n.as_str()]).collect();
+        run_cmd(&mkfs, &[quiet_force, &inode_args, &[image.to_str().unwrap_or_default()]].concat())?;
         // Direct I/O from the loop device to its image: one page cache
         // (the mounted file system's), and a flush costs what the disk's
         // does. A buffered loop device caches every block twice and turns
@@ -131,6 +152,18 @@ impl FreshFs {
         let fresh = FreshFs { image, mnt, device };
         run_cmd("mount", &[&fresh.device, fresh.mnt.to_str().unwrap_or_default()])?;
         Ok(fresh)
+    }
+}
+
+impl FreshFs {
+    /// Unmounts the file system, drops the machine's page cache, dentries
+    /// and inodes, and mounts it again: nothing of it is cached.
+    pub(crate) fn remount_cold(&self) -> Result<()> {
+        let mnt = self.mnt.to_str().unwrap_or_default();
+        rustix::fs::sync();
+        run_cmd("umount", &[mnt])?;
+        lookups::drop_caches()?;
+        run_cmd("mount", &[&self.device, mnt])
     }
 }
 
@@ -165,6 +198,8 @@ pub struct FsSpec {
     mix_scale: f64,
     #[serde(default)]
     mix_progress: bool,
+    #[serde(default)]
+    meta_cache_mb: Option<usize>,
 }
 
 /// What one child measured.
@@ -173,6 +208,10 @@ pub struct FsResult {
     ops: u64,
     secs: f64,
     vmhwm_kib: u64,
+    /// Named figures the report lists beside the rates (cache sizes,
+    /// open time): see [`lookups`].
+    #[serde(default)]
+    details: std::collections::BTreeMap<String, f64>,
 }
 
 fn name(i: u64) -> String {
@@ -188,7 +227,6 @@ pub fn run(args: &FsArgs) -> Result<()> {
             bail!("unknown engine {e:?}: larder, ext4, xfs, null, bindfs");
         }
     }
-    check_inodes(args, &engines, &workloads)?;
     std::fs::create_dir_all(&args.dir)?;
     let info = RunInfo::collect(&args.dir);
     let mut results: std::collections::BTreeMap<(String, String), Vec<Result<FsResult, String>>> = Default::default();
@@ -200,8 +238,10 @@ pub fn run(args: &FsArgs) -> Result<()> {
             for e in order.iter().filter(|e| applies(e, w)) {
                 let dir = args.dir.join(format!("{e}-{w}-{round}"));
                 let _ = std::fs::remove_dir_all(&dir);
-                let fresh = FreshFs::make(&dir, if e == "xfs" { "xfs" } else { "ext4" }, args.image_gib)?;
-                let spec = FsSpec {
+                let inodes = ext4_inodes(args, w);
+                let fresh =
+                    FreshFs::make_with_inodes(&dir, if e == "xfs" { "xfs" } else { "ext4" }, args.image_gib, inodes)?;
+                let mut spec = FsSpec {
                     engine: e.clone(),
                     workload: w.clone(),
                     dir: fresh.mnt.clone(),
@@ -211,9 +251,23 @@ pub fn run(args: &FsArgs) -> Result<()> {
                     mix_threads: args.mix_threads,
                     mix_scale: args.mix_scale,
                     mix_progress: args.mix_progress,
+                    meta_cache_mb: args.meta_cache_mb,
                 };
-                let r: Result<FsResult, String> =
-                    crate::spawn_child("fs-child", &spec, Some(Duration::from_secs(args.child_timeout_secs)));
+                let timeout = Some(Duration::from_secs(args.child_timeout_secs));
+                let r: Result<FsResult, String> = if w == "stat-cold" {
+                    // Prepared by one child, measured by another after the
+                    // image was remounted with every cache dropped.
+                    spec.workload = "stat-cold-prepare".to_string();
+                    crate::spawn_child::<_, FsResult>("fs-child", &spec, timeout).and_then(|prepared| {
+                        fresh.remount_cold().map_err(|e| format!("remounting cold: {e:#}"))?;
+                        spec.workload = w.clone();
+                        let mut r: FsResult = crate::spawn_child("fs-child", &spec, timeout)?;
+                        r.details.insert("create_secs".to_string(), prepared.secs);
+                        Ok(r)
+                    })
+                } else {
+                    crate::spawn_child("fs-child", &spec, timeout)
+                };
                 match &r {
                     Ok(r) => eprintln!("  {w:7} {e:8} {} ops/s in {:.2} s", thousands(r.ops as f64 / r.secs), r.secs),
                     Err(why) => eprintln!("  {w:7} {e:8} failed: {why}"),
@@ -282,6 +336,8 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
         let what = match w.as_str() {
             "create" => "empty files created with the native API, durable at the end",
             "stat" => "lookups with attributes, native API (ext4, XFS: statat(2) of the name relative to the open directory)",
+            "stat-warm" => "lookups with attributes, native API, every name looked up once before (untimed); Larder's metadata cache budget --meta-cache-mb (ext4, XFS: statat(2) relative to the open directory)",
+            "stat-cold" => "lookups with attributes, native API, after the image was unmounted, the page cache dropped and the image mounted again (Larder: the store reopened, its open timed apart)",
             "fuse-create" => "empty files created through a mount, durable at the end",
             "fuse-stat0" => "stat(2) of random files through a mount, cache timeouts 0",
             "mix-file" | "fuse-mix-file" => "FileBench-like file server (create+write 128 KiB, append, read, delete, stat), durable at the end",
@@ -323,8 +379,38 @@ fn render(args: &FsArgs, info: &RunInfo, engines: &[String], workloads: &[String
             }
         }
         let _ = writeln!(o);
+        write_details(&mut o, engines, w, results);
     }
     o
+}
+
+/// The medians of the named figures the children reported for workload
+/// `w` (cache sizes, open time), one line per engine; nothing if none.
+fn write_details(o: &mut String, engines: &[String], w: &str, results: &Results) {
+    for e in engines {
+        let Some(runs) = results.get(&(w.to_string(), e.clone())) else { continue };
+        let ok: Vec<&FsResult> = runs.iter().filter_map(|r| r.as_ref().ok()).collect();
+        let mut keys: Vec<&String> = ok.iter().flat_map(|r| r.details.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        if keys.is_empty() {
+            continue;
+        }
+        let figures: Vec<String> = keys
+            .iter()
+            .filter_map(|k| {
+                let s = stat(ok.iter().filter_map(|r| r.details.get(*k).copied()).collect())?;
+                Some(format!(
+                    "{k} {}",
+                    if s.median.abs() >= 100.0 { format!("{:.0}", s.median) } else { format!("{:.3}", s.median) }
+                ))
+            })
+            .collect();
+        let _ = writeln!(o, "- {e} (medians): {}", figures.join(", "));
+    }
+    if results.keys().any(|(rw, _)| rw == w) {
+        let _ = writeln!(o);
+    }
 }
 
 /// Whether engine `e` runs workload `w`: native workloads on larder, ext4
@@ -345,35 +431,30 @@ fn applies(e: &str, w: &str) -> bool {
 /// (mke2fs.conf's `inode_ratio`): an image holds this many files.
 const EXT4_BYTES_PER_INODE: u64 = 16 << 10;
 
-/// Fails before any run if an ext4 image of `--image-gib` cannot hold the
-/// files a workload makes on it (files made on ext4 directly or through
-/// bindfs; Larder's store and XFS need no inode per file): otherwise every
-/// such run fails late with ENOSPC.
-fn check_inodes(args: &FsArgs, engines: &[String], workloads: &[String]) -> Result<()> {
-    let inodes = (args.image_gib << 30) / EXT4_BYTES_PER_INODE;
-    for w in workloads {
-        let files = match w.as_str() {
-            "create" | "stat" => args.files,
-            "fuse-create" | "fuse-stat0" | "fuse-stat" => args.fuse_files,
-            _ => continue,
-        };
-        let on_ext4 = engines.iter().any(|e| matches!(e.as_str(), "ext4" | "bindfs") && applies(e, w));
-        // A margin for the directories and the file system's own inodes.
-        if on_ext4 && files + 1024 > inodes {
-            let gib = (files + 1024).saturating_mul(EXT4_BYTES_PER_INODE).div_ceil(1 << 30);
-            bail!(
-                "--image-gib {} makes ext4 images of {inodes} inodes, too few for the {files} files of workload {w}: \
-                 use --image-gib {gib} or more (or fewer files)",
-                args.image_gib
-            );
-        }
-    }
-    Ok(())
+/// The inode count an ext4 image needs for workload `w` (mkfs -N) when
+/// mkfs's default for `--image-gib` would be too few for the files made
+/// on it (directly or through bindfs), with a margin for directories and
+/// the file system's own inodes; `None` when the default holds them.
+fn ext4_inodes(args: &FsArgs, w: &str) -> Option<u64> {
+    let files = match w {
+        "create" | "stat" | "stat-warm" | "stat-cold" => args.files,
+        "fuse-create" | "fuse-stat0" | "fuse-stat" => args.fuse_files,
+        _ => return None,
+    };
+    let default = (args.image_gib << 30) / EXT4_BYTES_PER_INODE;
+    let wanted = files + files / 64 + 1024;
+    (wanted > default).then_some(wanted)
 }
 
 /// The child: runs one engine on one workload and prints a JSON line.
 pub fn run_child(spec: &str) -> Result<()> {
     let spec: FsSpec = serde_json::from_str(spec)?;
+    if spec.workload.starts_with("stat-") {
+        let m = lookups::child(&spec, &spec.workload)?;
+        let r = FsResult { ops: m.ops, secs: m.secs, vmhwm_kib: crate::sys::status_kib("VmHWM"), details: m.details };
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
     let (ops, secs) = match (spec.engine.as_str(), spec.workload.as_str()) {
         (e, w) if w.starts_with("fuse-mix-") && e != "ext4" => mix_through_mount(&spec, &w["fuse-mix-".len()..])?,
         (e, w) if w.starts_with("mix-") || w.starts_with("fuse-mix-") => {
@@ -387,7 +468,7 @@ pub fn run_child(spec: &str) -> Result<()> {
         ("ext4" | "xfs", w) => native_fs(&spec, w)?,
         (e, _) => bail!("unknown engine {e}"),
     };
-    let r = FsResult { ops, secs, vmhwm_kib: crate::sys::status_kib("VmHWM") };
+    let r = FsResult { ops, secs, vmhwm_kib: crate::sys::status_kib("VmHWM"), details: Default::default() };
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
 }

@@ -149,7 +149,9 @@ impl Fs {
             b".." => info.parent,
             _ => {
                 let n = stored_name(name)?;
-                list::lookup(&self.store, parent, &n)?.ok_or_else(|| FsError::no_entry(parent, name))?.child
+                let found = list::lookup_attributes(&self.store, parent, &n, |d, o| Attr::from_onode(d.child, o))?;
+                let (dentry, attr) = found.ok_or_else(|| FsError::no_entry(parent, name))?;
+                return attr.ok_or_else(|| missing(dentry.child));
             }
         };
         self.getattr(child)

@@ -25,8 +25,11 @@ impl Mapping {
         // directory is locked and such tampering is outside the contract,
         // as for LMDB's map.
         let map = unsafe { memmap2::MmapOptions::new().map(file)? };
-        // Point reads touch one block here and there: no readahead.
-        map.advise(memmap2::Advice::Random)?;
+        // The kernel's read-around on a fault (its default advice): a run's
+        // blocks are read again and again while it lives, so the blocks
+        // around the one a point read faults in are the ones the next
+        // reads want. One block per fault (random advice) made a cold
+        // store's lookups wait for a disk read per block.
         Ok(Some(Mapping { map }))
     }
 }

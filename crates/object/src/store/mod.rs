@@ -649,6 +649,13 @@ impl Store {
         self.meta_cache.get_or_load_via(path, key, || self.index.get(key).map_err(ObjectError::from))
     }
 
+    /// As [`Store::get_meta`], for a key read through the value `from`
+    /// (a dentry's value, for its child's onode): while nothing was
+    /// committed since `from` last led to `key`, no lookup at all.
+    pub fn get_meta_linked(&self, from: &MetaValue, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
+        self.meta_cache.get_or_load_linked(from, key, || self.index.get(key).map_err(ObjectError::from))
+    }
+
     /// The cache of decoded extent maps.
     pub(crate) fn extent_cache(&self) -> &crate::objects::ExtentCache {
         &self.extent_cache
