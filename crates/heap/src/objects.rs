@@ -4,7 +4,7 @@
 
 use larder_io::MapAccess;
 use larder_namespace::NamespaceTxn;
-use larder_object::meta::{heap_name_key, heap_name_prefix, prefix_end, HeapObject, MetaKey, Name};
+use larder_object::meta::{heap_name_key, heap_name_prefix, prefix_end, HeapObject, Name};
 use larder_object::{Durability, LockRequest, ObjectError};
 
 use crate::error::{invalid, not_found, HeapError, Result};
@@ -172,21 +172,7 @@ impl Heap {
 
     /// The names of object `id` as its name records list them.
     pub(crate) fn name_records(&self, id: u64) -> Result<Vec<Name>> {
-        let prefix = heap_name_prefix(id);
-        let end = prefix_end(&prefix).unwrap_or_default();
-        let mut names = Vec::new();
-        let range = self.shared.store.index().range(
-            std::ops::Bound::Included(&prefix[..]),
-            std::ops::Bound::Excluded(&end[..]),
-            true,
-        )?;
-        for kv in range {
-            let (k, _) = kv?;
-            if let MetaKey::HeapName { name, .. } = MetaKey::decode(&k)? {
-                names.push(name);
-            }
-        }
-        Ok(names)
+        Ok(self.shared.store.heap_names(id)?)
     }
 
     /// Frees `object` (PSHFS's mffreeobj): drops every name and its entry
