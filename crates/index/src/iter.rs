@@ -186,7 +186,8 @@ impl MergeIter {
         versions.clear();
         versions.push((e.stamp, e.op));
         h.head = h.source.next_entry()?;
-        // Sources before `first` hold greater keys (it is the first least).
+        // Sources before `first` hold keys later in the scan order (it is
+        // the first source holding the next key), so none holds this one.
         for h in self.heads.iter_mut().skip(first) {
             while let Some(e) = h.head.take_if(|e| e.key == key) {
                 versions.push((e.stamp, e.op));
