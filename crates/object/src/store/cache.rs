@@ -437,24 +437,12 @@ impl MetaCache {
             return self.get_or_load(key, load);
         }
         let entry = &path.entry;
-        let before = self.epoch.load(Ordering::Acquire);
-        if before.is_multiple_of(2) {
-            let remembered =
-                entry.target.lock().as_ref().filter(|(at, _)| *at == before).and_then(|(_, v)| v.upgrade());
-            if let Some(v) = remembered {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Some(v));
-            }
-        }
-        let value = self.get_or_load(key, load)?;
-        // Remembered only if read wholly inside one even epoch: then it was
-        // the committed value then, and stays so while the epoch holds.
-        if let Some(v) = &value {
-            if before.is_multiple_of(2) && self.epoch.load(Ordering::Acquire) == before {
-                *entry.target.lock() = Some((before, Arc::downgrade(v)));
-            }
-        }
-        Ok(value)
+        self.remembered_or_load(
+            key,
+            load,
+            |at| entry.target.lock().as_ref().filter(|(then, _)| *then == at).and_then(|(_, v)| v.upgrade()),
+            |at, v| *entry.target.lock() = Some((at, Arc::downgrade(v))),
+        )
     }
 
     /// As [`MetaCache::get_or_load`], for a key read through the value
@@ -470,21 +458,37 @@ impl MetaCache {
         let Some(link_key) = LinkKey::new(key).filter(|_| self.cache.is_some() && cacheable(key)) else {
             return self.get_or_load(key, load);
         };
+        self.remembered_or_load(
+            key,
+            load,
+            |at| from.link.lock().as_ref().filter(|l| l.at == at && l.key.is(key)).and_then(|l| l.value.upgrade()),
+            |at, v| *from.link.lock() = Some(Link { at, key: link_key, value: Arc::downgrade(v) }),
+        )
+    }
+
+    /// The value `recall` gives for the current epoch if no batch is going
+    /// in (an even epoch), else a lookup whose result goes to `remember`
+    /// with the epoch it was read in, but only if it was read wholly inside
+    /// one even epoch: then it was the committed value then, and stays so
+    /// while the epoch holds.
+    fn remembered_or_load<E>(
+        &self,
+        key: &[u8],
+        load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+        recall: impl FnOnce(u64) -> Cached,
+        remember: impl FnOnce(u64, &Arc<MetaValue>),
+    ) -> Result<Cached, E> {
         let before = self.epoch.load(Ordering::Acquire);
         if before.is_multiple_of(2) {
-            let remembered =
-                from.link.lock().as_ref().filter(|l| l.at == before && l.key.is(key)).and_then(|l| l.value.upgrade());
-            if let Some(v) = remembered {
+            if let Some(v) = recall(before) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Some(v));
             }
         }
         let value = self.get_or_load(key, load)?;
-        // Remembered only if read wholly inside one even epoch: then it was
-        // the committed value then, and stays so while the epoch holds.
         if let Some(v) = &value {
             if before.is_multiple_of(2) && self.epoch.load(Ordering::Acquire) == before {
-                *from.link.lock() = Some(Link { at: before, key: link_key, value: Arc::downgrade(v) });
+                remember(before, v);
             }
         }
         Ok(value)
