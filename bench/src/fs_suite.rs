@@ -487,19 +487,13 @@ fn picks(seed: u64, n: u64, count: u64) -> Vec<u64> {
 }
 
 fn larder(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
-    use larder_fs::{Cred, Durability, Fs, FsOptions};
+    use larder_fs::{Cred, Fs, FsOptions};
     let fs = Fs::create(&spec.dir.join("store"), FsOptions::default())?;
     let r = Cred::root();
     let d = fs.mkdir(&r, fs.root(), b"d", 0o755)?.ino;
     fs.sync()?;
     let names: Vec<String> = (0..spec.files).map(name).collect();
-    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-    let start = Instant::now();
-    let done = fs.create_batch(&r, d, &refs, 0o644, Durability::Durable)?;
-    let create_secs = start.elapsed().as_secs_f64();
-    if done.created.len() as u64 != spec.files {
-        bail!("created {} of {} files", done.created.len(), spec.files);
-    }
+    let create_secs = create_timed(&fs, &r, d, &names)?;
     if workload == "create" {
         return Ok((spec.files, create_secs));
     }
@@ -510,6 +504,19 @@ fn larder(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
         std::hint::black_box(a.size);
     }
     Ok((spec.stats, start.elapsed().as_secs_f64()))
+}
+
+/// Seconds taken to create `names` in directory `d` with one durable
+/// `create_batch`; fails unless every name was created.
+fn create_timed(fs: &larder_fs::Fs, cred: &larder_fs::Cred, d: u64, names: &[String]) -> Result<f64> {
+    let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    let start = Instant::now();
+    let done = fs.create_batch(cred, d, &refs, 0o644, larder_fs::Durability::Durable)?;
+    let secs = start.elapsed().as_secs_f64();
+    if done.created.len() != names.len() {
+        bail!("created {} of {} files", done.created.len(), names.len());
+    }
+    Ok(secs)
 }
 
 fn native_fs(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 
-use super::{name, picks, syncfs, FsSpec};
+use super::{create_timed, name, picks, syncfs, FsSpec};
 
 /// What a lookup child measured: operations, their seconds, and named
 /// figures the report lists beside the rates.
@@ -57,7 +57,7 @@ fn larder_options(spec: &FsSpec) -> larder_fs::FsOptions {
 }
 
 fn larder(spec: &FsSpec, workload: &str) -> Result<Measured> {
-    use larder_fs::{Cred, Durability, Fs};
+    use larder_fs::{Cred, Fs};
     let mut details = BTreeMap::new();
     if workload == "stat-warm" {
         slab_details(&mut details, "before");
@@ -78,13 +78,7 @@ fn larder(spec: &FsSpec, workload: &str) -> Result<Measured> {
         let fs = Fs::create(&store, options)?;
         let d = fs.mkdir(&r, fs.root(), b"d", 0o755)?.ino;
         fs.sync()?;
-        let refs: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
-        let start = Instant::now();
-        let done = fs.create_batch(&r, d, &refs, 0o644, Durability::Durable)?;
-        let create_secs = start.elapsed().as_secs_f64();
-        if done.created.len() as u64 != spec.files {
-            bail!("created {} of {} files", done.created.len(), spec.files);
-        }
+        let create_secs = create_timed(&fs, &r, d, &names)?;
         if workload == "stat-cold-prepare" {
             fs.close()?;
             return Ok(Measured { ops: spec.files, secs: create_secs, details });
