@@ -90,6 +90,10 @@ impl Bucket {
     /// The value under `key`, or `None`.
     fn get<'py>(&self, py: Python<'py>, key: &Bound<'_, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let key = bytes_of(key, "key")?;
+        let mut value = Vec::new();
+        if let Some(found) = self.store.try_without_detach(|kv| kv.get_cached_into(&self.name, &key, &mut value))? {
+            return Ok(found.then(|| PyBytes::new(py, &value)));
+        }
         let value = self.store.with(py, |kv| kv.get(&self.name, &key))?;
         Ok(value.map(|v| PyBytes::new(py, &v)))
     }

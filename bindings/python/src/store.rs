@@ -18,8 +18,9 @@ use crate::errors::{closed, kv_error};
 /// What a store's handles share: the open store (`None` once closed) and
 /// the durability calls get when they do not say.
 ///
-/// Locks are taken only while the GIL is released (inside `detach`), so a
-/// thread waiting for one never holds the GIL that the holder needs.
+/// Locks are waited for only while the GIL is released (inside `detach`),
+/// so a thread waiting for one never holds the GIL that the holder needs;
+/// with the GIL held they are only tried.
 pub(crate) struct StoreShared {
     kv: RwLock<Option<Kv>>,
     path: PathBuf,
@@ -38,6 +39,20 @@ impl StoreShared {
             let kv = guard.as_ref().ok_or_else(|| closed("store"))?;
             call(kv).map_err(kv_error)
         })
+    }
+
+    /// Runs `call`, which never blocks (a read from the caches alone), on
+    /// the open store with the GIL held: `None` when the store's lock is
+    /// not free at once or the store is closed, so the caller falls back
+    /// to [`StoreShared::with`] (which reports a closed store). Releasing
+    /// and taking back the GIL costs more than such a read.
+    pub(crate) fn try_without_detach<T>(
+        &self,
+        call: impl FnOnce(&Kv) -> Result<Option<T>, KvError>,
+    ) -> PyResult<Option<T>> {
+        let Some(guard) = self.kv.try_read() else { return Ok(None) };
+        let Some(kv) = guard.as_ref() else { return Ok(None) };
+        call(kv).map_err(kv_error)
     }
 
     /// The durability of a call: its own, else the store's default.

@@ -92,6 +92,23 @@ impl Kv {
         Ok(self.store().read_to_end_via(&path, object.child, out)?)
     }
 
+    /// Like [`Kv::get_into`], answered from the metadata cache alone:
+    /// `Some(found)` when the key's path and its value were cached (a value
+    /// small enough to live in its object's onode), `None` when the answer
+    /// needs the disk; then call [`Kv::get_into`]. It never blocks on I/O,
+    /// so a caller for whom blocking is costly (the Python bindings, which
+    /// hold the interpreter lock through it) tries it first.
+    pub fn get_cached_into(
+        &self,
+        bucket: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
+        let Some(path) = self.store().derived_cached(&path_key(bucket.as_ref(), key.as_ref())) else { return Ok(None) };
+        let Some(dentry) = path.value().map(Dentry::decode).transpose()? else { return Ok(Some(false)) };
+        Ok(self.store().read_cached_via(&path, dentry.child, out)?)
+    }
+
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())?.1 else { return Ok(None) };
@@ -165,11 +182,7 @@ impl Kv {
     /// parsed and resolved are ever cached, so a hit needs no checks.
     /// Returns the path's cache handle too, which can remember the onode.
     fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<(DerivedPath, Option<Dentry>)> {
-        let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);
-        path.extend_from_slice(&u16::try_from(bucket.len()).unwrap_or(u16::MAX).to_le_bytes());
-        path.extend_from_slice(bucket);
-        path.extend_from_slice(key);
-        let found = self.store().derived_from_names(&path, || -> Result<Option<Vec<u8>>> {
+        let found = self.store().derived_from_names(&path_key(bucket, key), || -> Result<Option<Vec<u8>>> {
             let bucket = self.bucket(bucket)?;
             let key = Key::parse(key)?;
             Ok(find(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
@@ -177,6 +190,16 @@ impl Kv {
         let dentry = found.value().map(Dentry::decode).transpose()?;
         Ok((found, dentry))
     }
+}
+
+/// The path cache's key of `key` in `bucket`: the bucket's length, so
+/// that no two (bucket, key) pairs share one.
+fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);
+    path.extend_from_slice(&u16::try_from(bucket.len()).unwrap_or(u16::MAX).to_le_bytes());
+    path.extend_from_slice(bucket);
+    path.extend_from_slice(key);
+    path
 }
 
 pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {

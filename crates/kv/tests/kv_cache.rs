@@ -27,8 +27,17 @@ fn readers_never_see_a_value_go_back() {
             let (kv, done, seen) = (kv.clone(), done.clone(), seen.clone());
             std::thread::spawn(move || {
                 let mut last = 0u64;
+                let mut cached = Vec::new();
                 while !done.load(Ordering::Acquire) {
-                    let v = kv.get("b", "k/v").unwrap().unwrap();
+                    // From the caches alone when they can answer (as the
+                    // Python bindings read), else the full read.
+                    let v = match kv.get_cached_into("b", "k/v", &mut cached).unwrap() {
+                        Some(found) => {
+                            assert!(found, "a key never deleted read as absent");
+                            cached.clone()
+                        }
+                        None => kv.get("b", "k/v").unwrap().unwrap(),
+                    };
                     let n = u64::from_le_bytes(v[..8].try_into().unwrap());
                     assert!(n >= last, "went back from {last} to {n}");
                     last = n;
@@ -89,4 +98,40 @@ fn keys_short_and_long_read_their_own_latest_values() {
         }
     }
     assert!(!kv.get_into("b", "absent", &mut out).unwrap());
+}
+
+#[test]
+fn cache_only_reads_answer_from_memory_or_not_at_all() {
+    let sim = SimStorage::new(2);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    let mut out = Vec::new();
+    // Nothing read yet: the path is not cached, so no answer.
+    kv.put("b", "k", b"one", Durability::Durable).unwrap();
+    assert_eq!(kv.get_cached_into("b", "k", &mut out).unwrap(), None);
+    // A full read caches the path and the onode: then the cache answers.
+    assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&b"one"[..]));
+    assert_eq!(kv.get_cached_into("b", "k", &mut out).unwrap(), Some(true));
+    assert_eq!(out, b"one");
+    // An overwrite is never answered with the old bytes.
+    kv.put("b", "k", b"two", Durability::Buffered).unwrap();
+    match kv.get_cached_into("b", "k", &mut out).unwrap() {
+        None => {}
+        Some(found) => assert!(found && out == b"two", "stale answer {out:?}"),
+    }
+    assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&b"two"[..]));
+    assert_eq!(kv.get_cached_into("b", "k", &mut out).unwrap(), Some(true));
+    assert_eq!(out, b"two");
+    // A value in extents needs the disk: no answer, `out` left alone.
+    kv.put("b", "big", &vec![7u8; 6000], Durability::Durable).unwrap();
+    assert_eq!(kv.get("b", "big").unwrap().map(|v| v.len()), Some(6000));
+    assert_eq!(kv.get_cached_into("b", "big", &mut out).unwrap(), None);
+    assert_eq!(out, b"two");
+    // A delete: absent, once the cache knows it.
+    assert!(kv.delete("b", "k", Durability::Durable).unwrap());
+    assert_ne!(kv.get_cached_into("b", "k", &mut out).unwrap(), Some(true));
+    assert_eq!(kv.get("b", "k").unwrap(), None);
+    assert_eq!(kv.get_cached_into("b", "k", &mut out).unwrap(), Some(false));
+    // A missing bucket is never answered from the cache as a value.
+    assert_ne!(kv.get_cached_into("nope", "k", &mut out).unwrap(), Some(true));
 }

@@ -99,6 +99,21 @@ impl Store {
         self.read_to_end_from(meta, object, out)
     }
 
+    /// As [`Store::read_to_end_via`], answered from memory alone:
+    /// `Some(found)` when the object's onode is cached and holds the bytes
+    /// inline (or the object is gone), `None` when the answer needs the
+    /// disk (the onode not cached, or the bytes in extents). Never blocks
+    /// on I/O, so a caller can try it where blocking is costly (Python,
+    /// holding the interpreter lock) before the full read.
+    pub fn read_cached_via(&self, path: &DerivedPath, object: u64, out: &mut Vec<u8>) -> Result<Option<bool>> {
+        let Some(meta) = self.cached_meta_via(path, &onode_key(object)) else { return Ok(None) };
+        let Some(meta) = meta else { return Ok(Some(false)) };
+        let Some(bytes) = meta.inline_bytes(&self.limits())? else { return Ok(None) };
+        out.clear();
+        out.extend_from_slice(bytes);
+        Ok(Some(true))
+    }
+
     /// As [`Store::read_to_end_into`] for the object `path` leads to (its
     /// id from the path's value): through what the path's cache entry
     /// remembers of the object's onode.

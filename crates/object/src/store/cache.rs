@@ -404,13 +404,8 @@ impl MetaCache {
             return Ok(DerivedPath { entry, cached: false });
         };
         let before = self.ns_epoch.load(Ordering::Acquire);
-        if before.is_multiple_of(2) {
-            if let Some(entry) = paths.get(key) {
-                if entry.at == before {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(DerivedPath { entry, cached: true });
-                }
-            }
+        if let Some(path) = self.derived_at(paths, key, before) {
+            return Ok(path);
         }
         let entry = Arc::new(PathEntry::new(before, derive()?.as_deref()));
         if before.is_multiple_of(2) {
@@ -421,6 +416,47 @@ impl MetaCache {
             }
         }
         Ok(DerivedPath { entry, cached: false })
+    }
+
+    /// The cached value of `key` (a path), if it is cached and no dentry
+    /// changed since it was derived; nothing is derived or loaded.
+    pub(crate) fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
+        let paths = self.paths.as_ref()?;
+        self.derived_at(paths, key, self.ns_epoch.load(Ordering::Acquire))
+    }
+
+    /// The path cache's entry for `key` if it was derived at namespace
+    /// epoch `at` and `at` is even (no dentry batch going in).
+    fn derived_at(
+        &self,
+        paths: &Cache<CacheKey, Arc<PathEntry>, PathWeighter>,
+        key: &[u8],
+        at: u64,
+    ) -> Option<DerivedPath> {
+        if !at.is_multiple_of(2) {
+            return None;
+        }
+        let entry = paths.get(key).filter(|entry| entry.at == at)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(DerivedPath { entry, cached: true })
+    }
+
+    /// The cached value of the key `path` leads to, as
+    /// [`MetaCache::get_or_load_via`] would find it, or `None` if it is not
+    /// cached: nothing is loaded, so nothing waits on the disk.
+    pub(crate) fn cached_via(&self, path: &DerivedPath, key: &[u8]) -> Option<Cached> {
+        let cache = self.cache.as_ref().filter(|_| cacheable(key))?;
+        let before = self.epoch.load(Ordering::Acquire);
+        if path.cached && before.is_multiple_of(2) {
+            let target = path.entry.target.lock();
+            if let Some(v) = target.as_ref().filter(|(then, _)| *then == before).and_then(|(_, v)| v.upgrade()) {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Some(Some(v));
+            }
+        }
+        let value = cache.get(key)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(value)
     }
 
     /// As [`MetaCache::get_or_load`], for the key `path` leads to (the

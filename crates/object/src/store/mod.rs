@@ -643,6 +643,19 @@ impl Store {
         self.meta_cache.get_or_derive(key, derive)
     }
 
+    /// The path cache's value for `key`, as [`Store::derived_from_names`]
+    /// would return it, if it is cached and current; `None` otherwise
+    /// (nothing is derived).
+    pub fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
+        self.meta_cache.derived_cached(key)
+    }
+
+    /// The cached value of the key `path` leads to, or `None` if it is not
+    /// cached (nothing is loaded).
+    pub(crate) fn cached_meta_via(&self, path: &DerivedPath, key: &[u8]) -> Option<Option<Arc<MetaValue>>> {
+        self.meta_cache.cached_via(path, key)
+    }
+
     /// As [`Store::get_meta`], for the key `path` leads to: while nothing
     /// was committed since the path's entry last read it, no lookup at all.
     pub fn get_meta_via(&self, path: &DerivedPath, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
