@@ -194,9 +194,12 @@ fn baseline(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase>)
 }
 
 /// GNU locate (`frcode`) or plocate (`plocate-build -p`): the database built
-/// from the path list and synced; each search a process of its own,
-/// `-b '\NAME'` (a pattern with a backslash is a glob, so it matches the
-/// whole last component exactly).
+/// from the path list and synced; each search a process of its own, for
+/// the paths whose last component is exactly NAME. GNU locate: `-b '\NAME'`
+/// (a pattern with a backslash is a glob, matched whole against the last
+/// component). plocate matches a pattern without wildcards as a substring,
+/// backslash or not (`\src4` finds `src46`), so it gets the glob `*/NAME`,
+/// matched whole against the path.
 fn tool(spec: &HeapSpec, inputs: &Inputs, plocate: bool) -> Result<(String, Vec<HeapPhase>)> {
     let db = spec.dir.join(if plocate { "plocate.db" } else { "locate.db" });
     let db_text = db.to_string_lossy().into_owned();
@@ -214,8 +217,11 @@ fn tool(spec: &HeapSpec, inputs: &Inputs, plocate: bool) -> Result<(String, Vec<
     let build_rss = child::children_max_rss_kib();
     let program = Path::new(if plocate { PLOCATE } else { GNU_LOCATE });
     let search_one = |name: &str| -> Result<(f64, u64, u64)> {
-        let pattern = format!("\\{name}");
-        let ran = run_program_to(program, &["-d", &db_text, "-b", &pattern], None, None, &[0, 1])?;
+        let ran = if plocate {
+            run_program_to(program, &["-d", &db_text, &format!("*/{name}")], None, None, &[0, 1])?
+        } else {
+            run_program_to(program, &["-d", &db_text, "-b", &format!("\\{name}")], None, None, &[0, 1])?
+        };
         let mut matches = 0;
         let mut checksum = 0u64;
         for line in ran.stdout.lines().filter(|l| !l.is_empty()) {
@@ -242,7 +248,7 @@ fn tool(spec: &HeapSpec, inputs: &Inputs, plocate: bool) -> Result<(String, Vec<
     let search = phase("fresh-search", inputs.names.len() as u64, secs, rss, &[("matches", matches as f64)]);
     let info = if plocate {
         format!(
-            "plocate {} (plocate-build -p -l no; plocate -d DB -b '\\NAME', a process per search)",
+            "plocate {} (plocate-build -p -l no; plocate -d DB '*/NAME', a process per search)",
             child::package_version("plocate")
         )
     } else {
