@@ -26,6 +26,7 @@ mod report;
 mod server_suite;
 mod sys;
 mod workload;
+mod ycsb;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -173,6 +174,14 @@ enum Sub {
         #[arg(long)]
         name: String,
     },
+    /// YCSB's core workloads A-F: Larder's KV API and index against RocksDB, fjall and LMDB.
+    Ycsb(ycsb::YcsbArgs),
+    /// Runs one engine's load and workloads of the YCSB suite and prints a JSON line (used by the parent).
+    #[command(hide = true)]
+    YcsbChild {
+        #[arg(long)]
+        spec: String,
+    },
     /// Draws the chart (`<suite>.svg`) of each results file (`<suite>.json`,
     /// as the suites write with `--out`) into a directory.
     Chart {
@@ -232,6 +241,8 @@ fn main() -> Result<()> {
         Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
         #[cfg(feature = "larder-heap")]
         Some(Sub::HeapSearch { dir, name }) => heap_suite::fresh_search(&dir, &name),
+        Some(Sub::Ycsb(args)) => ycsb::run(&args),
+        Some(Sub::YcsbChild { spec }) => ycsb::workload::run_child(&spec),
         Some(Sub::Chart { inputs, out }) => chart::run(&inputs, &out),
         Some(Sub::Index(args)) => run_index(&args),
         None => run_index(&cli.index),

@@ -1,0 +1,96 @@
+//! Larder's index used directly (`larder-index`): the LSM tree under the
+//! object store, without the store's log, namespace or objects.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use larder_index::{Index, Options, WriteBatch};
+use larder_io::{CheckedStorage, RealStorage, StorageRef};
+
+use super::RecordStore;
+use crate::ycsb::YcsbSpec;
+
+pub struct LarderIndex {
+    index: Index,
+    seq: u64,
+    batch: WriteBatch,
+    settings: String,
+}
+
+impl LarderIndex {
+    pub fn open(spec: &YcsbSpec) -> Result<LarderIndex> {
+        let storage: StorageRef = CheckedStorage::new(Arc::new(RealStorage::new())).storage_ref();
+        let options = Options {
+            memtable_size_bytes: spec.memtable_bytes as usize,
+            block_cache_bytes: spec.cache_bytes as usize,
+            compaction_threads: spec.background_threads.saturating_sub(1).max(1),
+            ..Options::default()
+        };
+        let settings = format!(
+            "larder-index {} (workspace): Index::write of a one-put WriteBatch per operation (one per load batch); memtable {} MiB x \
+             (1 + {} immutable), block cache {} MiB, metadata cache {} MiB, bloom {} bits/key, {} merge threads + \
+             1 flusher; no log of its own (a write is durable at the next memtable flush: in a store the log \
+             covers it)",
+            env!("CARGO_PKG_VERSION"),
+            options.memtable_size_bytes >> 20,
+            options.max_immutable_memtables,
+            options.block_cache_bytes >> 20,
+            options.metadata_cache_bytes >> 20,
+            options.bloom_bits_per_key,
+            options.compaction_threads
+        );
+        let index = Index::open(storage, &spec.dir.join("index"), options).context("opening the index")?;
+        Ok(LarderIndex { index, seq: 0, batch: WriteBatch::new(), settings })
+    }
+}
+
+impl RecordStore for LarderIndex {
+    fn describe(&self) -> String {
+        self.settings.clone()
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.batch = WriteBatch::new();
+        self.batch.put(key, value);
+        self.seq += 1;
+        self.index.write(self.seq, &self.batch)?;
+        Ok(())
+    }
+
+    fn load(&mut self, records: &[(String, &[u8])]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for (key, value) in records {
+            batch.put(key, value);
+        }
+        self.seq += 1;
+        self.index.write(self.seq, &batch)?;
+        Ok(())
+    }
+
+    fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        match self.index.get(key)? {
+            Some(v) => {
+                *out = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(&mut self, start: &[u8], count: usize, out: &mut Vec<u8>) -> Result<usize> {
+        let mut read = 0;
+        for entry in self.index.range(Bound::Included(start), Bound::Unbounded, true)?.take(count) {
+            let (_, value) = entry?;
+            out.clear();
+            out.extend_from_slice(&value);
+            read += 1;
+        }
+        Ok(read)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.index.close()?;
+        Ok(())
+    }
+}
