@@ -201,7 +201,10 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     );
     heap.close_object(obj)?;
     drop(heap);
-    drop(store);
+    // A clean close, as a program that built a database ends: the fresh
+    // processes then open the store from the log's clean-close marker.
+    let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("the heap still holds the store"))?;
+    store.close().context("closing the store")?;
     let exe = std::env::current_exe()?;
     let store_dir = spec.dir.to_string_lossy().into_owned();
     let (mut secs, mut inner, mut opening, mut matches, mut checksum, mut rss) = (0.0, 0.0, 0.0, 0u64, 0u64, 0u64);
