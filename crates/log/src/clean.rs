@@ -143,7 +143,7 @@ pub(crate) fn present(storage: &dyn Storage, dir: &Path) -> Result<bool> {
 /// The marker in `dir`, if there is one this build understands.
 pub(crate) fn read(storage: &dyn Storage, dir: &Path) -> Result<Option<CleanMarker>> {
     let path = dir.join(CLEAN_FILE);
-    if !storage.exists(dir)? || !storage.exists(&path)? {
+    if !storage.exists(&path)? {
         return Ok(None);
     }
     let file = storage.open(&path, OpenOptions::READ)?;

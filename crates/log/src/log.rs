@@ -287,13 +287,18 @@ impl Log {
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         options.validate()?;
-        // A clean-close marker means an earlier open completed, so the
-        // directory's name is durable already: no parent sync.
-        let marker = clean::read(&*storage, dir)?;
-        if marker.is_none() {
+        let existed = storage.exists(dir)?;
+        if !existed {
             create_dir_durably(&*storage, dir)?;
         }
         let lock = storage.lock(&dir.join(LOCK_FILE))?;
+        // Read under the lock. A clean-close marker means an earlier open
+        // completed, so the directory's name is durable already: no parent
+        // sync then.
+        let marker = clean::read(&*storage, dir)?;
+        if existed && marker.is_none() {
+            create_dir_durably(&*storage, dir)?;
+        }
         let from_marker = match &marker {
             Some(m) => clean::open_from(&*storage, dir, covered_lsn, m)?,
             None => None,
