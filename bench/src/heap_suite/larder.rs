@@ -170,6 +170,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     let (store, heap) = create(&spec.dir)?;
     let start = Instant::now();
     let obj = build_table(&heap, &paths)?;
+    let insert_secs = start.elapsed().as_secs_f64();
     heap.sync()?;
     let build_secs = start.elapsed().as_secs_f64();
     let db_bytes = std::fs::metadata(heap_file(&spec.dir, obj)).map(|m| m.len() as f64);
@@ -178,7 +179,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         paths.len() as u64,
         build_secs,
         crate::sys::status_kib("VmHWM"),
-        &[("db_bytes", db_bytes.unwrap_or(f64::NAN))],
+        &[("db_bytes", db_bytes.unwrap_or(f64::NAN)), ("sync_secs", build_secs - insert_secs)],
     );
     for name in &inputs.names {
         search(&heap, obj, name)?;
