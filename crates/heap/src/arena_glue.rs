@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use larder_object::Transaction;
 
-use crate::arena::{Arena, ArenaError};
+use crate::arena::{Arena, ArenaError, HEADER_KEY};
 use crate::error::{invalid, HeapError, Result};
 use crate::limits::{MAX_ALIGN, MAX_OBJECT_BYTES};
 use crate::{Heap, ObjectId, PPtr};
@@ -83,6 +83,22 @@ pub(crate) enum Check {
     Live,
     /// It names a block that was freed (or never handed out).
     Stale,
+}
+
+/// Generation checks a heap answers from the index before it loads the
+/// allocator of the object asked about (see [`Heap::arena_check`]).
+pub(crate) const LAZY_CHECKS: u64 = 256;
+
+/// What `arena` says of `len` bytes at `offset` with `generation`.
+fn verdict(arena: &Arena, offset: u64, len: u64, generation: u64) -> Check {
+    match generation {
+        0 if arena.is_claimed(offset, len) => Check::Stale,
+        0 => Check::Live,
+        _ => match arena.check(offset, len, generation) {
+            Ok(_) => Check::Live,
+            Err(_) => Check::Stale,
+        },
+    }
 }
 
 fn arena_error(object: u64, e: ArenaError) -> HeapError {
@@ -193,17 +209,57 @@ impl Heap {
     /// The allocator's verdict on `len` bytes at `offset` of `object` with
     /// `generation`: generation 0 is user bytes, which must lie outside
     /// every span the allocator claimed.
+    ///
+    /// An allocator this heap has not loaded is not loaded for the first
+    /// [`LAZY_CHECKS`] checks of the heap: each reads only the records it
+    /// needs from the index (the header, and the span or large block at or
+    /// below `offset`), which hold the whole state since this process has
+    /// changed nothing of it. So a process that attaches an object to read
+    /// a few pointers does not rebuild an allocator of a million blocks.
     pub(crate) fn arena_check(&self, object: u64, offset: u64, len: u64, generation: u64) -> Result<Check> {
-        let slot = self.arena(object)?;
+        let loaded = self.shared.arenas.read().get(&object).cloned();
+        let slot = match loaded {
+            Some(slot) => slot,
+            None if self.shared.lazy_checks.fetch_add(1, Ordering::Relaxed) < LAZY_CHECKS => {
+                let verdict = self.check_in_index(object, offset, len, generation)?;
+                // Loaded meanwhile, it may hold changes not yet committed:
+                // then it decides.
+                match self.shared.arenas.read().get(&object).cloned() {
+                    None => return Ok(verdict),
+                    Some(slot) => slot,
+                }
+            }
+            None => self.arena(object)?,
+        };
         let arena = slot.arena.lock();
-        Ok(match generation {
-            0 if arena.is_claimed(offset, len) => Check::Stale,
-            0 => Check::Live,
-            _ => match arena.check(offset, len, generation) {
-                Ok(_) => Check::Live,
-                Err(_) => Check::Stale,
-            },
-        })
+        Ok(verdict(&arena, offset, len, generation))
+    }
+
+    /// [`Heap::arena_check`] from the committed records alone: an arena
+    /// built of the header and the one record that can hold `offset`.
+    fn check_in_index(&self, id: u64, offset: u64, len: u64, generation: u64) -> Result<Check> {
+        let index = self.shared.store.index();
+        let Some(header) = index.get(&heap_span_key(id, HEADER_KEY))? else {
+            // No allocator records: nothing claimed, no block handed out.
+            return Ok(if generation == 0 { Check::Live } else { Check::Stale });
+        };
+        let mut records = vec![(HEADER_KEY, header)];
+        if generation != 0 && offset != HEADER_KEY {
+            // Blocks do not overlap, so the last record at or below
+            // `offset` is the only one that can hold it.
+            let prefix = heap_span_prefix(id);
+            let upto = heap_span_key(id, offset);
+            let below =
+                index.range(std::ops::Bound::Included(&prefix[..]), std::ops::Bound::Included(&upto[..]), false)?;
+            if let Some(kv) = below.into_iter().next() {
+                let (k, v) = kv?;
+                if let MetaKey::HeapSpan { span, .. } = MetaKey::decode(&k)? {
+                    records.push((span, v));
+                }
+            }
+        }
+        let arena = Arena::load(records.iter().map(|(k, v)| (*k, v.as_slice()))).map_err(|e| arena_error(id, e))?;
+        Ok(verdict(&arena, offset, len, generation))
     }
 
     /// Takes the allocator records of `id` that changed (all of them, if

@@ -48,6 +48,9 @@ pub(crate) struct Shared {
     /// Each object's allocator, loaded on first use and kept while the
     /// heap is open (its changes wait for `sync`).
     pub(crate) arenas: RwLock<IdMap<Arc<ArenaSlot>>>,
+    /// Generation checks answered from the index so far, without loading
+    /// an allocator (`arena_glue::LAZY_CHECKS` of them at most).
+    pub(crate) lazy_checks: std::sync::atomic::AtomicU64,
     /// One sync at a time: each commits the durable sizes it measured.
     pub(crate) sync_lock: Mutex<()>,
 }
@@ -180,6 +183,7 @@ impl Heap {
                     readers: RwLock::new(IdMap::default()),
                     pending: Mutex::new(Pending::default()),
                     arenas: RwLock::new(IdMap::default()),
+                    lazy_checks: std::sync::atomic::AtomicU64::new(0),
                     sync_lock: Mutex::new(()),
                 });
                 open.insert(key, Arc::downgrade(&shared));

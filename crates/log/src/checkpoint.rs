@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
+use crate::clean::SegmentUse;
 use crate::error::{LogError, Result};
 use crate::format::{SegmentHeader, BLOCK};
 use crate::log::{Inner, State};
@@ -90,7 +91,9 @@ impl Inner {
     pub(crate) fn create_spare(&self) {
         let id = {
             let mut st = self.state.lock();
-            if !st.free.is_empty() || st.total_segments >= self.options.max_segments {
+            // A closed log writes nothing more (its clean-close marker
+            // counts the files).
+            if st.closed || !st.free.is_empty() || st.total_segments >= self.options.max_segments {
                 return;
             }
             st.total_segments += 1;
@@ -108,6 +111,10 @@ impl Inner {
     /// create another; if even the removal fails the file stays counted
     /// (it still takes disk space) and recovery later finds it free.
     fn create_segment(&self, id: u64) -> Result<SegmentFile> {
+        if let Err(e) = self.invalidate_clean() {
+            self.state.lock().total_segments -= 1;
+            return Err(e);
+        }
         match SegmentFile::new_zeroed(&*self.storage, &self.dir, id, self.options.segment_bytes) {
             Ok(seg) => {
                 self.stats.add(&self.stats.segments_created, 1);
@@ -181,6 +188,8 @@ impl Inner {
     /// Starts the next segment, as leader: its header (new epoch, first LSN
     /// = durable + 1, the chain's crc) is durable before any group in it.
     pub(crate) fn rotate(&self) -> Result<()> {
+        // The first write after an open from a clean-close marker.
+        self.invalidate_clean()?;
         let (seg, reused) = self.acquire_segment()?;
         let header = {
             let mut st = self.state.lock();
@@ -204,6 +213,7 @@ impl Inner {
             self.stats.add(&self.stats.segments_reused, 1);
         }
         let mut st = self.state.lock();
+        st.tail = Some(SegmentUse::of(&header));
         st.live.push_back(LiveSegment { seg: seg.clone(), last_lsn: header.first_lsn - 1 });
         st.w.seg = Some(seg);
         st.w.epoch = header.epoch;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use larder_io::{OpenOptions, SimStorage, Storage, StorageRef};
 
+use crate::clean::CleanMarker;
 use crate::format::{decode_group_body, decode_record, GroupHeader, HeaderRead, SegmentHeader, GROUP_HEADER_BYTES};
 use crate::{Log, Options};
 
@@ -19,6 +20,19 @@ pub fn segment_header(data: &[u8]) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// Decodes `data` as a clean-close marker (the log directory's `CLEAN`).
+/// Returns whether it was accepted.
+pub fn clean_marker(data: &[u8]) -> bool {
+    match CleanMarker::decode(data) {
+        Ok(m) => {
+            // What was accepted re-encodes to the same bytes.
+            assert_eq!(m.encode(), data, "marker did not round-trip");
+            true
+        }
+        Err(_) => false,
     }
 }
 

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod checkpoint;
+mod clean;
 mod dependency;
 mod error;
 mod format;

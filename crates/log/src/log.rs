@@ -11,10 +11,11 @@ use std::time::Duration;
 use larder_io::{Lock, StorageRef};
 use parking_lot::{Condvar, Mutex};
 
+use crate::clean::{self, CleanMarker, CleanOpen, SegmentUse};
 use crate::dependency::Dependency;
 use crate::error::{LogError, Result};
 use crate::options::Options;
-use crate::recover::{verify, LiveSegment, RecoveryReport, Replay};
+use crate::recover::{verify, LiveSegment, RecoveryReport, Replay, Verified};
 use crate::segment::SegmentFile;
 use crate::stats::{LogStats, Stats};
 use crate::Lsn;
@@ -145,6 +146,9 @@ pub(crate) struct State {
     pub next_id: u64,
     /// The checkpoint callback may fire (re-armed by every checkpoint).
     pub checkpoint_armed: bool,
+    /// The use of the segment the log ends in: the one recovery walked
+    /// last, then each segment started (what a clean-close marker names).
+    pub tail: Option<SegmentUse>,
     pub w: WriterPos,
 }
 
@@ -165,7 +169,34 @@ pub(crate) struct Inner {
     stop: Mutex<bool>,
     /// Wakes the flusher: to stop, or to create a spare segment.
     pub stop_cond: Condvar,
+    /// A clean-close marker describing the segments is on disk; it is
+    /// removed (see `invalidate_clean`) before anything is written to the
+    /// log. Held across the removal and across a close's marker write.
+    pub clean: Mutex<bool>,
     _lock: Box<dyn Lock>,
+}
+
+/// How open found the log.
+enum Opening {
+    /// As a clean close left it (its marker held).
+    Clean(CleanOpen),
+    /// Verified by a full recovery, not yet replayed.
+    Full(Verified),
+}
+
+impl Inner {
+    /// Removes the clean-close marker, durably, if one is on disk: called
+    /// before every write to the log directory after open (a segment
+    /// start, creation or removal), so a marker never describes segments
+    /// that changed. A failure fails that write.
+    pub(crate) fn invalidate_clean(&self) -> Result<()> {
+        let mut clean = self.clean.lock();
+        if *clean {
+            clean::remove(&*self.storage, &self.dir)?;
+            *clean = false;
+        }
+        Ok(())
+    }
 }
 
 /// The intent log: one ordered stream of checksummed records with LSNs,
@@ -183,7 +214,8 @@ pub(crate) struct Inner {
 /// in LSN order and a reader that saw `append` return sees the write.
 pub struct Log {
     inner: Arc<Inner>,
-    flusher: Option<JoinHandle<()>>,
+    /// Taken (and joined) when the log closes.
+    flusher: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
 }
 
@@ -255,17 +287,48 @@ impl Log {
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         options.validate()?;
-        create_dir_durably(&*storage, dir)?;
+        let existed = storage.exists(dir)?;
+        if !existed {
+            create_dir_durably(&*storage, dir)?;
+        }
         let lock = storage.lock(&dir.join(LOCK_FILE))?;
-        let mut verified = verify(&*storage, dir, covered_lsn)?;
-        // Before anything is replayed or written after it (DESIGN.md: a
-        // record is acknowledged only once durable; new headers and groups
-        // claim everything up to the end was).
-        verified.make_durable()?;
-        let end = verified.end_lsn();
-        let acked = verified.acked_lsn();
-        let has_free = verified.free_count() > 0;
-        let segments = verified.segment_count();
+        // Read under the lock. A clean-close marker means an earlier open
+        // completed, so the directory's name is durable already: no parent
+        // sync then.
+        let marker = clean::read(&*storage, dir)?;
+        if existed && marker.is_none() {
+            create_dir_durably(&*storage, dir)?;
+        }
+        let from_marker = match &marker {
+            Some(m) => clean::open_from(&*storage, dir, covered_lsn, m)?,
+            None => None,
+        };
+        let opening = match from_marker {
+            Some(c) => Opening::Clean(c),
+            None => {
+                // A marker that does not hold is removed before anything
+                // is written, so it cannot outlive the state it described.
+                if marker.is_some() || clean::present(&*storage, dir)? {
+                    clean::remove(&*storage, dir)?;
+                }
+                let mut verified = verify(&*storage, dir, covered_lsn)?;
+                // Before anything is replayed or written after it (DESIGN.md:
+                // a record is acknowledged only once durable; new headers and
+                // groups claim everything up to the end was).
+                verified.make_durable()?;
+                Opening::Full(verified)
+            }
+        };
+        let (end, acked, has_free, segments, next_id, next_epoch) = match &opening {
+            Opening::Clean(c) => {
+                let r = &c.recovered;
+                (r.report.end_lsn, r.report.acked_lsn, !r.free.is_empty(), r.report.segments, c.next_id, c.next_epoch)
+            }
+            Opening::Full(v) => {
+                (v.end_lsn(), v.acked_lsn(), v.free_count() > 0, v.segment_count(), v.next_id(), v.next_epoch())
+            }
+        };
+        let clean_on_disk = matches!(opening, Opening::Clean(_));
         let state = State {
             next_lsn: end + 1,
             durable: end,
@@ -284,8 +347,9 @@ impl Log {
             live: VecDeque::new(),
             free: VecDeque::new(),
             total_segments: segments,
-            next_id: verified.next_id(),
+            next_id,
             checkpoint_armed: true,
+            tail: None,
             w: WriterPos {
                 seg: None,
                 epoch: 0,
@@ -293,7 +357,7 @@ impl Log {
                 offset: 0,
                 capacity: 0,
                 last_crc: 0,
-                next_epoch: verified.next_epoch(),
+                next_epoch,
                 bufs: Vec::new(),
             },
         };
@@ -308,13 +372,17 @@ impl Log {
             stats: Stats::default(),
             stop: Mutex::new(false),
             stop_cond: Condvar::new(),
+            clean: Mutex::new(clean_on_disk),
             _lock: lock,
         });
         // Everything that can fail for reasons other than the replay itself
         // happens before the first record is replayed.
-        if !has_free {
+        if !has_free && !clean_on_disk {
             // Have a segment ready so the first group does not wait for
             // one; best effort, the first rotation creates one if needed.
+            // Not after a clean close: creating it is a write, which would
+            // cost the marker (and an open that only reads would pay for a
+            // zero-filled segment it never uses).
             inner.create_spare();
         }
         let flusher = match inner.options.buffered_sync_interval {
@@ -330,11 +398,17 @@ impl Log {
             None => None,
         };
         // From here a failure drops `log`, which stops the flusher.
-        let mut log = Log { inner, flusher, report: RecoveryReport::default() };
-        let mut sink = |lsn: Lsn, payload: &[u8], acked_lsn: Lsn| -> Result<Replay> {
-            replay(ReplayRecord { lsn, payload, acked_lsn }).map_err(|e| LogError::Replay { lsn, source: e.into() })
+        let mut log = Log { inner, flusher: Mutex::new(flusher), report: RecoveryReport::default() };
+        let rec = match opening {
+            Opening::Clean(c) => c.recovered,
+            Opening::Full(verified) => {
+                let mut sink = |lsn: Lsn, payload: &[u8], acked_lsn: Lsn| -> Result<Replay> {
+                    replay(ReplayRecord { lsn, payload, acked_lsn })
+                        .map_err(|e| LogError::Replay { lsn, source: e.into() })
+                };
+                verified.replay(&mut sink)?
+            }
         };
-        let rec = verified.replay(&mut sink)?;
         let end = rec.report.end_lsn;
         {
             let mut st = log.inner.state.lock();
@@ -345,10 +419,11 @@ impl Log {
             st.free = rec.free.into();
             st.free.extend(spare);
             st.w.last_crc = rec.last_crc;
+            st.tail = rec.tail;
             log.inner.durable.store(end, Ordering::Release);
             log.inner.last.store(end, Ordering::Release);
         }
-        tracing::info!(dir = %dir.display(), end, acked, replayed = rec.report.replayed, "log opened");
+        tracing::info!(dir = %dir.display(), end, acked, replayed = rec.report.replayed, clean = rec.report.clean, "log opened");
         log.report = rec.report;
         Ok(log)
     }
@@ -428,7 +503,7 @@ impl Log {
     /// The name of the thread that writes buffered records in the
     /// background, if the log runs one ([`Options::buffered_sync_interval`]).
     pub fn flusher_name(&self) -> Option<&'static str> {
-        self.flusher.as_ref().map(|_| FLUSHER_THREAD)
+        self.flusher.lock().as_ref().map(|_| FLUSHER_THREAD)
     }
 
     /// The highest LSN such that it and every record before it are durable.
@@ -494,11 +569,18 @@ impl Log {
             let live_max = st.live.iter().map(|l| l.seg.id).max().unwrap_or(0);
             let free_max = st.free.iter().map(|s| s.id).max().unwrap_or(0);
             let keep = (free_max > live_max).then_some(free_max);
+            if st.free.iter().all(|s| Some(s.id) == keep) {
+                return Ok(0);
+            }
             let (kept, gone): (Vec<SegmentFile>, Vec<SegmentFile>) =
                 st.free.drain(..).partition(|s| Some(s.id) == keep);
             st.free = kept.into();
             gone
         };
+        if let Err(e) = self.inner.invalidate_clean() {
+            self.inner.state.lock().free.extend(free);
+            return Err(e);
+        }
         let mut removed = 0;
         let mut result = Ok(());
         for seg in free {
@@ -519,18 +601,55 @@ impl Log {
     }
 
     /// Makes every appended record durable, stops the flusher and closes
-    /// the log; later calls through other references fail with `Closed`.
-    pub fn close(mut self) -> Result<()> {
-        let result = self.inner.sync_to(Lsn::MAX);
-        self.inner.state.lock().closed = true;
-        self.stop_flusher();
-        result
+    /// the log, leaving a clean-close marker (see [`Log::close_clean`]);
+    /// later calls through other references fail with `Closed`.
+    pub fn close(self) -> Result<()> {
+        self.close_clean()
     }
 
-    fn stop_flusher(&mut self) {
+    /// Closes the log cleanly through a shared reference: makes every
+    /// appended record durable, refuses later appends (`Closed`), stops the
+    /// flusher, then records a clean-close marker (docs/format.md, section
+    /// 11) so that the next open, if the caller's covered LSN is then the
+    /// log's end, reads no segment past its header. A log with nothing
+    /// written since an open that found a marker keeps that marker (nothing
+    /// is written). A poisoned log, or one whose records are not all
+    /// durable, gets no marker and reports why.
+    pub fn close_clean(&self) -> Result<()> {
+        // Closed first, so that no record can be appended after the sync.
+        self.inner.state.lock().closed = true;
+        let synced = self.inner.sync_to(Lsn::MAX);
+        // No spare is created from here on (the flusher's), so the marker
+        // counts the files as they stay.
+        self.stop_flusher();
+        synced?;
+        let mut clean = self.inner.clean.lock();
+        let marker = {
+            let st = self.inner.state.lock();
+            if let Some(cause) = &st.poisoned {
+                return Err(LogError::Poisoned(cause.clone()));
+            }
+            CleanMarker {
+                end_lsn: st.durable,
+                last_crc: st.w.last_crc,
+                tail: st.tail,
+                next_epoch: st.w.next_epoch,
+                highest_id: st.next_id.saturating_sub(1),
+                segment_files: st.total_segments as u64,
+            }
+        };
+        if !*clean {
+            clean::write(&*self.inner.storage, &self.inner.dir, &marker)?;
+            *clean = true;
+        }
+        Ok(())
+    }
+
+    fn stop_flusher(&self) {
         *self.inner.stop.lock() = true;
         self.inner.stop_cond.notify_all();
-        if let Some(h) = self.flusher.take() {
+        let handle = self.flusher.lock().take();
+        if let Some(h) = handle {
             let _ = h.join();
         }
     }

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use larder_io::{read_exact_at, write_all_at, OpenOptions, Storage};
 
+use crate::clean::SegmentUse;
 use crate::error::{LogError, Result};
 use crate::format::{
     align_up, decode_group_body, GroupHeader, HeaderRead, SegmentHeader, BLOCK, GROUP_HEADER_BYTES, LOG_FORMAT_VERSION,
@@ -112,6 +113,9 @@ pub struct RecoveryReport {
     /// Groups (and empty segment headers) that no later header proved
     /// durable, rewritten with the bytes read and synced during open.
     pub rewritten_blocks: u64,
+    /// Opened from a clean-close marker: no segment was read past its
+    /// header and nothing was replayed or rewritten.
+    pub clean: bool,
 }
 
 /// The state recovery hands to the writer.
@@ -119,6 +123,8 @@ pub(crate) struct Recovered {
     pub live: Vec<LiveSegment>,
     pub free: Vec<SegmentFile>,
     pub last_crc: u32,
+    /// The use of the segment the walk ended in (where the log ends), if any.
+    pub tail: Option<SegmentUse>,
     pub report: RecoveryReport,
 }
 
@@ -713,6 +719,7 @@ impl Verified {
             self.walked.truncate(wi + 1);
             self.walked[wi].scan.last_lsn = at - 1;
         }
+        let tail = self.walked.last().map(|w| SegmentUse::of(&self.valid[w.index].header));
         let mut live = Vec::new();
         let mut free = self.free;
         for (i, f) in self.valid.into_iter().enumerate() {
@@ -723,7 +730,7 @@ impl Verified {
         }
         self.report.live_segments = live.len();
         tracing::debug!(dir = %self.dir.display(), end = self.end_lsn, "recovery done");
-        Ok(Recovered { live, free, last_crc: self.last_crc, report: self.report })
+        Ok(Recovered { live, free, last_crc: self.last_crc, tail, report: self.report })
     }
 
     /// Ends the log durably before record `at` (at `offset` in walked

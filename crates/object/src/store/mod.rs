@@ -783,6 +783,12 @@ impl Store {
         self.log.stats()
     }
 
+    /// What the intent log's recovery found when this store opened (whether
+    /// it opened from a clean close, records replayed, the log's end).
+    pub fn log_recovery(&self) -> &larder_log::RecoveryReport {
+        self.log.recovery_report()
+    }
+
     /// Highest LSN whose transaction, and every earlier one, is durable.
     pub fn durable_lsn(&self) -> u64 {
         self.log.durable_lsn()
@@ -798,8 +804,9 @@ impl Store {
     }
 
     /// Makes everything durable, flushes the index so the next open replays
-    /// nothing, removes the log segments it no longer needs, and stops the
-    /// background threads.
+    /// nothing, removes the log segments it no longer needs, stops the
+    /// background threads and closes the log with its clean-close marker,
+    /// so the next open reads no log segment past its header.
     pub fn close(mut self) -> Result<()> {
         if let Some(c) = self.checkpointer.as_mut() {
             c.stop();
@@ -812,6 +819,9 @@ impl Store {
         if let Err(e) = self.log.release_free_segments() {
             tracing::warn!(dir = %self.dir.display(), error = %e, "could not remove free log segments at close");
         }
+        // Last, once the index covers every record: the log's clean-close
+        // marker lets the next open skip reading its segments.
+        self.log.close_clean()?;
         Ok(())
     }
 
