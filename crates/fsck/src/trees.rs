@@ -95,12 +95,21 @@ impl Visitor<'_> {
     }
 }
 
-/// Rule T3, once the scan is over: each tree's count record says how many
-/// entries it has (no record: 0). Skipped when some of the map could not
-/// be read.
+/// Rules T1 and T3, once the scan is over: a catalog needs the id
+/// high-water mark, and each tree's count record says how many entries it
+/// has (no record: 0). Skipped when some of the map could not be read.
 pub(crate) fn check_counts(model: &crate::model::Model, problems: &mut Problems) {
     let t = &model.trees;
-    if !model.complete(&[Map::Trees]) || t.counts_damaged {
+    if !model.complete(&[Map::Trees]) {
+        return;
+    }
+    if t.next_id.is_none() {
+        // Without a mark, the next open hands out ids from 1 again.
+        for (&id, name) in &t.by_id {
+            problems.push(Problem::TreeIdNotAllocated { id, name: name.clone(), next_tree_id: 1 });
+        }
+    }
+    if t.counts_damaged {
         return;
     }
     for (&tree, name) in &t.by_id {
