@@ -163,7 +163,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "{} problems; {} keys, {} objects ({} directories, {} heap objects in {} heaps, {} arenas), {} dentries, \
-             {} fmap entries, {} xattrs, {} orphans, {} bytes referenced, {} blocks verified",
+             {} fmap entries, {} xattrs, {} orphans, {} trees ({} entries), {} bytes referenced, {} blocks verified",
             self.problems.len() as u64 + self.problems_dropped,
             c.keys,
             c.objects,
@@ -175,6 +175,8 @@ impl fmt::Display for Report {
             c.fmap_entries,
             c.xattrs,
             c.orphans,
+            c.trees,
+            c.tree_entries,
             c.bytes_referenced,
             c.blocks_verified
         )

@@ -146,14 +146,14 @@ impl Trees {
     /// Creates a new store at `dir` (which must hold none) on the real file
     /// system and opens its trees.
     pub fn create_dir(dir: &Path) -> Result<Trees> {
-        Self::create_dir_with(dir, TreesOptions::default())
+        Self::create_dir_with(dir, &TreesOptions::default())
     }
 
     /// [`Trees::create_dir`] with options.
-    pub fn create_dir_with(dir: &Path, options: TreesOptions) -> Result<Trees> {
+    pub fn create_dir_with(dir: &Path, options: &TreesOptions) -> Result<Trees> {
         let storage = Arc::new(larder_io::RealStorage::new());
         let store = Store::create(storage, dir, options.creation, options.store.clone())?;
-        Self::open_with(Arc::new(store), &options)
+        Self::open_with(Arc::new(store), options)
     }
 
     /// Opens the store at `dir` on the real file system (creating it if
@@ -161,11 +161,11 @@ impl Trees {
     /// [`larder_io::IoError::Locked`] (inside [`TreesError::Store`]) while
     /// another process has the store open.
     pub fn open_dir(dir: &Path) -> Result<Trees> {
-        Self::open_dir_with(dir, TreesOptions::default())
+        Self::open_dir_with(dir, &TreesOptions::default())
     }
 
     /// [`Trees::open_dir`] with options.
-    pub fn open_dir_with(dir: &Path, options: TreesOptions) -> Result<Trees> {
+    pub fn open_dir_with(dir: &Path, options: &TreesOptions) -> Result<Trees> {
         let storage: larder_io::StorageRef = Arc::new(larder_io::RealStorage::new());
         let store = match Store::open(storage.clone(), dir, options.store.clone()) {
             Err(larder_object::ObjectError::NotAStore { .. }) => {
@@ -173,7 +173,7 @@ impl Trees {
             }
             other => other?,
         };
-        Self::open_with(Arc::new(store), &options)
+        Self::open_with(Arc::new(store), options)
     }
 
     /// The store below.
