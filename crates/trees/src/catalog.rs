@@ -67,7 +67,7 @@ impl Catalog {
 /// Creates the tree `name` unless it exists; its id.
 pub(crate) fn create(shared: &Shared, name: &str) -> Result<u64> {
     check_tree_name(name.as_bytes())?;
-    let _writer = shared.writer.lock();
+    let _writer = shared.writer.acquire()?;
     let next_id = {
         let c = shared.catalog.read();
         if let Some(id) = c.id(name) {
@@ -90,7 +90,7 @@ pub(crate) fn create(shared: &Shared, name: &str) -> Result<u64> {
 
 /// Deletes the tree `name` and its entries; false if it did not exist.
 pub(crate) fn delete(shared: &Shared, name: &str) -> Result<bool> {
-    let _writer = shared.writer.lock();
+    let _writer = shared.writer.acquire()?;
     let Some(id) = shared.catalog.read().id(name) else {
         return Ok(false);
     };

@@ -42,6 +42,11 @@ pub enum TreesError {
         /// The tree's name.
         name: String,
     },
+    /// This thread already holds a write transaction: a second write
+    /// (a transaction, a [`crate::Tree`] write, creating or deleting a
+    /// tree) would wait for the first forever. Use the transaction held.
+    #[error("this thread already holds a write transaction; write through it instead of starting another")]
+    NestedWrite,
     /// The snapshot's destination already exists.
     #[error("snapshot destination {path} already exists")]
     SnapshotExists {

@@ -43,6 +43,7 @@ mod read;
 mod snapshot;
 mod tree;
 mod write;
+mod writer;
 
 use std::ops::Bound;
 use std::path::Path;
@@ -98,7 +99,7 @@ pub(crate) struct Shared {
     pub(crate) durability: Durability,
     /// Held by the one write transaction running (and by catalog changes),
     /// from its start until its record is ordered in the log.
-    pub(crate) writer: parking_lot::Mutex<()>,
+    pub(crate) writer: writer::WriterLock,
     /// The trees that exist; changed only under `writer`.
     pub(crate) catalog: parking_lot::RwLock<Catalog>,
     /// Largest batch one commit may carry (the log's record limit).
@@ -136,7 +137,7 @@ impl Trees {
             shared: Arc::new(Shared {
                 store,
                 durability: options.durability,
-                writer: parking_lot::Mutex::new(()),
+                writer: writer::WriterLock::default(),
                 catalog: parking_lot::RwLock::new(catalog),
                 max_commit_bytes,
             }),
@@ -217,7 +218,10 @@ impl Trees {
     }
 
     /// Starts a write transaction, waiting for the one running, if any, to
-    /// commit or abort. It commits with `durability` when
+    /// commit or abort. Refused with [`TreesError::NestedWrite`] on a thread
+    /// that holds a write transaction already (it would wait for itself);
+    /// the same goes for [`Tree`]'s writes, creating a tree and deleting
+    /// one. It commits with `durability` when
     /// [`WriteTransaction::commit`] is called, and is aborted (writing
     /// nothing) when dropped without.
     pub fn write(&self, durability: Durability) -> Result<WriteTransaction<'_>> {

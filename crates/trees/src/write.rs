@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use larder_index::WriteBatch;
 use larder_object::meta::{encode_tree_record, tree_count_key};
 use larder_object::Durability;
-use parking_lot::MutexGuard;
+
+use crate::writer::WriterGuard;
 
 use crate::iter::{entry_bounds, TxIter};
 use crate::tree::{check_key, check_value, entry_key};
@@ -34,7 +35,7 @@ struct Count {
 /// [`WriteTransaction::commit`] aborts it.
 pub struct WriteTransaction<'a> {
     shared: &'a Shared,
-    writer: Option<MutexGuard<'a, ()>>,
+    writer: Option<WriterGuard<'a>>,
     durability: Durability,
     /// Pending writes by index key: `None` removes.
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
@@ -47,7 +48,7 @@ pub struct WriteTransaction<'a> {
 
 impl<'a> WriteTransaction<'a> {
     pub(crate) fn begin(shared: &'a Shared, durability: Durability) -> Result<WriteTransaction<'a>> {
-        let writer = shared.writer.lock();
+        let writer = shared.writer.acquire()?;
         Ok(WriteTransaction {
             shared,
             writer: Some(writer),

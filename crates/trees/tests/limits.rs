@@ -114,3 +114,27 @@ fn fsck_finds_damaged_tree_records() {
     assert!(found.iter().any(|p| p.contains("not below the tree id high-water mark 5")), "{found:?}");
     assert!(found.iter().any(|p| p.contains("checksum mismatch")), "{found:?}");
 }
+
+#[test]
+fn a_second_write_on_the_thread_holding_one_is_refused_not_deadlocked() {
+    let sim = SimStorage::new(11);
+    let trees = common::create(&sim).unwrap();
+    let t = trees.open_tree("t").unwrap();
+    let mut tx = trees.write(Durability::Durable).unwrap();
+    tx.insert(&t, b"in-tx", b"1").unwrap();
+    assert!(matches!(t.insert(b"k", b"v"), Err(TreesError::NestedWrite)));
+    assert!(matches!(trees.write(Durability::Buffered), Err(TreesError::NestedWrite)));
+    assert!(matches!(trees.open_tree("new"), Err(TreesError::NestedWrite)));
+    assert!(matches!(trees.delete_tree("t"), Err(TreesError::NestedWrite)));
+    // An existing tree's handle needs no lock.
+    assert_eq!(trees.open_tree("t").unwrap().id(), t.id());
+    // Another thread waits for the transaction instead of failing.
+    std::thread::scope(|s| {
+        let other = s.spawn(|| t.insert(b"other", b"2"));
+        tx.commit().unwrap();
+        other.join().unwrap().unwrap();
+    });
+    t.insert(b"k", b"v").unwrap();
+    assert_eq!(t.approximate_len().unwrap(), 3);
+    common::assert_fsck_clean(&trees);
+}
