@@ -110,13 +110,21 @@ impl<'a> WriteTransaction<'a> {
         Ok(self.len(tree)? == 0)
     }
 
-    /// Sets `key` to `value` in `tree`. A key or value over its limit is
-    /// refused and changes nothing.
+    /// Sets `key` to `value` in `tree`. A key or value over its limit, or
+    /// an insert that would make the transaction too large to commit
+    /// ([`TreesError::TransactionTooLarge`]), is refused and changes
+    /// nothing (the transaction's other writes stay).
     pub fn insert(&mut self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
         self.check_tree(tree)?;
         let full = entry_key(tree.id(), key);
+        // Refused now rather than at commit, so a runaway transaction does
+        // not grow its pending writes without bound.
+        let bytes = self.pending_bytes + (full.len() + value.len()) as u64;
+        if bytes > self.shared.max_commit_bytes {
+            return Err(TreesError::TransactionTooLarge { bytes, limit: self.shared.max_commit_bytes });
+        }
         let existed = self.get_full(tree.id(), &full)?.is_some();
         let count = self.count(tree.id())?;
         if !existed {

@@ -46,13 +46,27 @@ fn oversized_keys_values_and_transactions_are_refused_and_change_nothing() {
     assert_eq!(t.get(b"first").unwrap(), None);
 
     // The test store's log segments are 256 KiB: a transaction of 400 KiB
-    // cannot be one record.
+    // cannot be one record, and the insert that would pass the limit is
+    // refused.
     let mut tx = trees.write(Durability::Durable).unwrap();
+    let mut refused = None;
     for i in 0..100u32 {
-        tx.insert(&t, &i.to_be_bytes(), &vec![3u8; 4000]).unwrap();
+        if let Err(e) = tx.insert(&t, &i.to_be_bytes(), &vec![3u8; 4000]) {
+            refused = Some((i, e));
+            break;
+        }
     }
-    let err = tx.commit().unwrap_err();
+    let (at, err) = refused.expect("400 KiB fit one 256 KiB log segment");
     assert!(matches!(err, TreesError::TransactionTooLarge { .. }), "{err}");
+    assert!((50..70).contains(&at), "refused at insert {at}");
+    // What the transaction holds still fits: it commits; then remove it.
+    tx.commit().unwrap();
+    assert_eq!(t.approximate_len().unwrap(), 1 + u64::from(at));
+    let mut tx = trees.write(Durability::Durable).unwrap();
+    for i in 0..at {
+        tx.remove(&t, &i.to_be_bytes()).unwrap();
+    }
+    tx.commit().unwrap();
     assert_eq!(common::state(&t).into_iter().collect::<Vec<_>>(), vec![(b"kept".to_vec(), b"v".to_vec())]);
     assert_eq!(t.approximate_len().unwrap(), 1);
 
