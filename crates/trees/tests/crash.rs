@@ -22,6 +22,13 @@ const TRANSACTIONS: u64 = 40;
 /// Transaction `i`: deterministic; `model` gets its effect first (an
 /// unacknowledged transaction may survive).
 fn apply(trees: &Trees, i: u64, model: &mut Both) -> Result<(), TreesError> {
+    if i % 17 == 16 {
+        // Deleting a tree and making it again (a new id): empty either way.
+        model.1.clear();
+        trees.delete_tree("b")?;
+        trees.open_tree("b")?;
+        return Ok(());
+    }
     let a = trees.open_tree("a")?;
     let b = trees.open_tree("b")?;
     let key = |n: u64| format!("k{}", n % 9).into_bytes();
