@@ -47,7 +47,8 @@ pub enum TreesError {
     /// tree) would wait for the first forever. Use the transaction held.
     #[error("this thread already holds a write transaction; write through it instead of starting another")]
     NestedWrite,
-    /// The snapshot's destination already exists.
+    /// The snapshot's destination already exists (or its `.partial`
+    /// directory beside it holds something other than a store).
     #[error("snapshot destination {path} already exists")]
     SnapshotExists {
         /// The destination.

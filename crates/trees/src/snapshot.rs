@@ -29,7 +29,12 @@ pub(crate) fn write(trees: &Trees, path: &Path) -> Result<()> {
     }
     let partial = partial_path(path);
     if storage.exists(&partial)? {
-        // Left by a snapshot a crash interrupted: never a store in use.
+        // A store there was left by a snapshot a crash interrupted (never
+        // a store in use: a snapshot renames it away once complete), and
+        // goes; anything else is not ours to remove.
+        if !storage.exists(&partial.join(larder_object::superblock::SUPERBLOCK_FILE))? {
+            return Err(TreesError::SnapshotExists { path: partial });
+        }
         std::fs::remove_dir_all(&partial).map_err(|e| larder_io::IoError::os("remove", &partial, e))?;
     }
     let source = trees.store();

@@ -97,6 +97,14 @@ fn a_snapshot_is_one_consistent_state_and_opens_as_a_store() {
     });
     let err = trees.snapshot(&copy).unwrap_err();
     assert!(matches!(err, TreesError::SnapshotExists { .. }), "{err}");
+    // A `.partial` directory that holds no store is not removed.
+    let other = tmp.path().join("other");
+    std::fs::create_dir(tmp.path().join("other.partial")).unwrap();
+    std::fs::write(tmp.path().join("other.partial/mine"), b"keep").unwrap();
+    let err = trees.snapshot(&other).unwrap_err();
+    assert!(matches!(err, TreesError::SnapshotExists { .. }), "{err}");
+    assert_eq!(std::fs::read(tmp.path().join("other.partial/mine")).unwrap(), b"keep");
+    assert!(!other.exists());
     trees.close().unwrap();
 
     let copied = Trees::open_dir(&copy).unwrap();
