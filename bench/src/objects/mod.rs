@@ -80,8 +80,9 @@ pub struct ObjectsArgs {
     /// Smaller counts everywhere (a smoke run, not for publishing).
     #[arg(long)]
     pub quick: bool,
-    /// Engines, comma-separated: larder,larder-pre,ext4,rocksdb,fjall,lmdb
-    /// (larder-pre: containers created with the store; 1 MiB puts only).
+    /// Engines, comma-separated: larder,larder-pre,larder-trees,ext4,rocksdb,fjall,lmdb
+    /// (larder-pre: containers created with the store; 1 MiB puts only;
+    /// larder-trees: Larder's transactional trees, built with its feature).
     #[arg(long, default_value = "larder,larder-pre,ext4,rocksdb,fjall,lmdb")]
     pub engines: String,
     /// Workloads, comma-separated: put1,put8,big,delete,gets,space.
@@ -96,6 +97,10 @@ pub struct ObjectsArgs {
     /// Writer threads of workload b.
     #[arg(long, default_value_t = 8)]
     pub writers: usize,
+    /// Bytes of each small object (durable puts, gets): 4096 by default;
+    /// the trees bar of issue 22 uses 100.
+    #[arg(long, default_value_t = SMALL_BYTES)]
+    pub small_bytes: usize,
     /// 1 MiB objects of workload c [default: 1000, quick 100].
     #[arg(long)]
     pub big_objects: Option<u64>,
@@ -183,12 +188,13 @@ impl Workload {
     }
 
     /// Whether `engine` takes part (the delete workload is Larder and ext4
-    /// only; larder-pre runs the 1 MiB puts only).
+    /// only; larder-pre runs the 1 MiB puts only; larder-trees, whose values
+    /// are at most 1 MiB and written whole, not the 1 MiB puts).
     pub fn runs_on(self, engine: &str) -> bool {
         match (self, engine) {
             (_, CEILING) => self.has_ceiling(),
             (Workload::Delete, e) => e == "larder" || e == "ext4",
-            (Workload::Big, _) => true,
+            (Workload::Big, e) => e != "larder-trees",
             (_, e) => e != "larder-pre",
         }
     }
@@ -293,6 +299,8 @@ pub struct Plan {
     pub puts: u64,
     /// Writer threads of workload b.
     pub writers: usize,
+    /// Bytes of each small object (workloads a, b, d, e).
+    pub small_bytes: usize,
     /// Puts per writer of workload b.
     pub puts_per_writer: u64,
     /// 1 MiB puts of workload c.
@@ -360,6 +368,7 @@ impl Plan {
             workloads,
             puts: a.puts.unwrap_or(q(300, 2000)),
             writers: a.writers,
+            small_bytes: a.small_bytes,
             puts_per_writer: a.puts_per_writer.unwrap_or(q(100, 1000)),
             big_objects: a.big_objects.unwrap_or(q(100, 1000)),
             delete_bytes: a.delete_mb.unwrap_or(q(256, 1024)) << 20,
@@ -374,6 +383,9 @@ impl Plan {
             per_dir: a.per_dir,
             child_timeout: std::time::Duration::from_secs(a.child_timeout_secs.max(1)),
         };
+        if plan.small_bytes < 16 {
+            bail!("--small-bytes must be at least 16 (the gets check a value's first and last 16 bytes)");
+        }
         if [plan.puts, plan.puts_per_writer, plan.big_objects, plan.get_objects, plan.get_passes, plan.space_objects]
             .contains(&0)
             || plan.delete_bytes == 0
@@ -386,10 +398,10 @@ impl Plan {
     /// The spec of one child: `store` on `workload` in `dir`.
     fn spec(&self, store: &str, workload: Workload, dir: PathBuf) -> ObjSpec {
         let (ops, threads, value_bytes) = match workload {
-            Workload::Put1 | Workload::Delete => (self.puts, 1, SMALL_BYTES),
-            Workload::Put8 => (self.puts_per_writer, self.writers, SMALL_BYTES),
+            Workload::Put1 | Workload::Delete => (self.puts, 1, self.small_bytes),
+            Workload::Put8 => (self.puts_per_writer, self.writers, self.small_bytes),
             Workload::Big => (self.big_objects, 1, LARGE_BYTES),
-            Workload::Gets => (self.get_objects, 1, SMALL_BYTES),
+            Workload::Gets => (self.get_objects, 1, self.small_bytes),
             Workload::Space => (self.space_objects, 1, TINY_BYTES),
         };
         ObjSpec {

@@ -132,12 +132,17 @@ pub fn render(plan: &Plan, info: &RunInfo, results: &Results) -> String {
 
 fn puts_table(o: &mut String, plan: &Plan, results: &Results, w: Workload) {
     let (title, what) = match w {
-        Workload::Put1 => ("a. Durable 4 KiB puts, 1 writer", format!("{} puts", thousands(plan.puts as f64))),
+        Workload::Put1 => {
+            (format!("a. Durable {} puts, 1 writer", small(plan)), format!("{} puts", thousands(plan.puts as f64)))
+        }
         Workload::Put8 => (
-            "b. Durable 4 KiB puts, concurrent writers",
+            format!("b. Durable {} puts, concurrent writers", small(plan)),
             format!("{} writer threads x {} puts", plan.writers, thousands(plan.puts_per_writer as f64)),
         ),
-        _ => ("c. Durable 1 MiB puts", format!("{} puts of 1 MiB, 1 writer", thousands(plan.big_objects as f64))),
+        _ => (
+            "c. Durable 1 MiB puts".to_string(),
+            format!("{} puts of 1 MiB, 1 writer", thousands(plan.big_objects as f64)),
+        ),
     };
     let _ = writeln!(
         o,
@@ -190,9 +195,10 @@ fn puts_table(o: &mut String, plan: &Plan, results: &Results, w: Workload) {
 
 fn delete_table(o: &mut String, plan: &Plan, results: &Results) {
     let w = Workload::Delete;
+    let size = small(plan);
     let _ = writeln!(
         o,
-        "\n### d. Durable 4 KiB puts while a {} MiB object is deleted\n\nThe object is written durably first \
+        "\n### d. Durable {size} puts while a {} MiB object is deleted\n\nThe object is written durably first \
          (Larder: one streaming writer; ext4: one file). Then {n} durable puts alone, then {n} more while another \
          thread deletes the object durably, starting after a tenth of them. The bar is 1.00: the same engine's \
          rate without the delete. \"in window\" counts only the puts that completed while the delete ran. \
@@ -237,13 +243,14 @@ fn delete_table(o: &mut String, plan: &Plan, results: &Results) {
 
 fn gets_table(o: &mut String, plan: &Plan, results: &Results) {
     let w = Workload::Gets;
+    let size = small(plan);
     let _ = writeln!(
         o,
-        "\n### e. 4 KiB gets from cache\n\n{} objects of 4 KiB loaded (non-durable path, then `sync`), one warm-up \
+        "\n### e. {size} gets from cache\n\n{} objects of {size} loaded (non-durable path, then `sync`), one warm-up \
          pass over all of them, each checked in full against the value written, then {} random gets ({} passes' \
          worth) timed, each checked by its length and its first and last 16 bytes, every 64th in full (a full \
-         4 KiB compare per get, which no engine makes, was about a quarter of Larder's time per get). \"wrong\" \
-         counts missing or wrong objects over warm-up and timed gets (must be 0). The ceiling is a 4 KiB pread \
+         {size} compare per get, which no engine makes, was about a quarter of Larder's time per get). \"wrong\" \
+         counts missing or wrong objects over warm-up and timed gets (must be 0). The ceiling is a {size} pread \
          of a cached file, checked the same way.\n",
         thousands(plan.get_objects as f64),
         thousands((plan.get_objects * plan.get_passes) as f64),
@@ -342,13 +349,17 @@ pub fn chart_results(plan: &Plan, info: &RunInfo, results: &Results) -> crate::c
     use crate::chart::{Operation, Value};
     let mut operations = Vec::new();
     for &w in &plan.workloads {
-        let (name, unit, phase): (&str, &str, &str) = match w {
-            Workload::Put1 => ("Durable 4 KiB puts, 1 writer", "puts/s", "puts"),
-            Workload::Put8 => ("Durable 4 KiB puts, concurrent writers", "puts/s", "puts"),
-            Workload::Big => ("Durable 1 MiB puts", "puts/s", "puts"),
-            Workload::Delete => ("Durable 4 KiB puts while a large object is deleted", "puts/s", "puts-during-delete"),
-            Workload::Gets => ("4 KiB gets from cache", "gets/s", "gets"),
-            Workload::Space => ("Space of 1 KiB objects", "allocated ÷ data", "space"),
+        let (name, unit, phase): (String, &str, &str) = match w {
+            Workload::Put1 => (format!("Durable {} puts, 1 writer", small(plan)), "puts/s", "puts"),
+            Workload::Put8 => (format!("Durable {} puts, concurrent writers", small(plan)), "puts/s", "puts"),
+            Workload::Big => ("Durable 1 MiB puts".to_string(), "puts/s", "puts"),
+            Workload::Delete => (
+                format!("Durable {} puts while a large object is deleted", small(plan)),
+                "puts/s",
+                "puts-during-delete",
+            ),
+            Workload::Gets => (format!("{} gets from cache", small(plan)), "gets/s", "gets"),
+            Workload::Space => ("Space of 1 KiB objects".to_string(), "allocated ÷ data", "space"),
         };
         let figure = |p: &ObjPhase| {
             if w == Workload::Space {
@@ -393,3 +404,11 @@ pub fn chart_results(plan: &Plan, info: &RunInfo, results: &Results) -> crate::c
 #[cfg(test)]
 #[path = "report_tests.rs"]
 mod tests;
+
+/// The small objects' size as the report names it ("4 KiB", "100 B").
+fn small(plan: &Plan) -> String {
+    match plan.small_bytes {
+        n if n % 1024 == 0 => format!("{} KiB", n / 1024),
+        n => format!("{n} B"),
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! The store commands work on a store directory through the KV API:
 //! `init`, `put`, `get`, `cat`, `rm`, `ls`, `import`, `export`, `stats` and
-//! `fsck`; `larder heap` looks into the store's heaps; `mount` serves one through FUSE. `larder bench` is the main job: it measures an embedded store
+//! `fsck`; `larder heap` looks into the store's heaps; `larder tree` reads and
+//! writes its transactional trees; `mount` serves one through FUSE. `larder bench` is the main job: it measures an embedded store
 //! with its defaults. `larder bench index` and `larder index ...` drive a
 //! standalone index store, the layer below.
 
@@ -25,6 +26,7 @@ mod serve_writer;
 mod stats;
 mod store;
 mod target;
+mod tree_cmd;
 mod walk;
 
 use std::path::PathBuf;
@@ -84,6 +86,9 @@ enum Command {
         #[command(subcommand)]
         op: heap_cmd::HeapOp,
     },
+    /// Read and write the store's transactional trees: list them, get,
+    /// put, remove and scan keys, drop a tree.
+    Tree(tree_cmd::TreeArgs),
     /// Read and write a standalone index store.
     Index {
         #[command(subcommand)]
@@ -147,6 +152,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Bench { what: Some(BenchWhat::Index(args)), .. } => bench_index::run(&args),
         Command::Index { op } => index_cmd::run(op),
         Command::Heap { op } => heap_cmd::run(&op),
+        Command::Tree(args) => tree_cmd::run(&args),
         Command::CrashWriter(args) => crash_writer::run(&args),
         Command::ServeWriter(args) => serve_writer::run(&args),
     };

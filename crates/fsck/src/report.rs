@@ -106,6 +106,10 @@ pub struct Counts {
     pub xattrs: u64,
     /// Orphan records.
     pub orphans: u64,
+    /// Transactional trees (catalog records that decoded).
+    pub trees: u64,
+    /// Entries of transactional trees.
+    pub tree_entries: u64,
     /// Container bytes the extent map references (whole blocks).
     pub bytes_referenced: u64,
     /// Container blocks read back whose crc32c matched.
@@ -159,7 +163,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "{} problems; {} keys, {} objects ({} directories, {} heap objects in {} heaps, {} arenas), {} dentries, \
-             {} fmap entries, {} xattrs, {} orphans, {} bytes referenced, {} blocks verified",
+             {} fmap entries, {} xattrs, {} orphans, {} trees ({} entries), {} bytes referenced, {} blocks verified",
             self.problems.len() as u64 + self.problems_dropped,
             c.keys,
             c.objects,
@@ -171,6 +175,8 @@ impl fmt::Display for Report {
             c.fmap_entries,
             c.xattrs,
             c.orphans,
+            c.trees,
+            c.tree_entries,
             c.bytes_referenced,
             c.blocks_verified
         )

@@ -42,6 +42,10 @@ pub enum Error {
     #[cfg(feature = "fs")]
     #[error(transparent)]
     Fs(#[from] larder_fs::FsError),
+    /// A call of the transactional trees failed.
+    #[cfg(feature = "trees")]
+    #[error(transparent)]
+    Trees(#[from] larder_trees::TreesError),
     /// A call of the standalone index failed.
     #[cfg(feature = "index")]
     #[error(transparent)]
@@ -105,6 +109,8 @@ impl Error {
             },
             #[cfg(feature = "index")]
             Error::Index(e) => index_kind(e),
+            #[cfg(feature = "trees")]
+            Error::Trees(e) => trees_kind(e),
             #[cfg(feature = "fuse")]
             Error::Mount(_) => ErrorKind::Io,
         }
@@ -167,6 +173,22 @@ fn io_kind(e: &IoError) -> ErrorKind {
         IoError::InvalidInput { .. } => ErrorKind::InvalidInput,
         IoError::UnexpectedEof { .. } => ErrorKind::Corrupt,
         _ => ErrorKind::Io,
+    }
+}
+
+#[cfg(feature = "trees")]
+fn trees_kind(e: &larder_trees::TreesError) -> ErrorKind {
+    use larder_trees::TreesError;
+    match e {
+        TreesError::KeyTooLarge { .. } | TreesError::ValueTooLarge { .. } | TreesError::TransactionTooLarge { .. } => {
+            ErrorKind::InvalidInput
+        }
+        TreesError::NoSuchTree { .. } => ErrorKind::NotFound,
+        TreesError::SnapshotExists { .. } => ErrorKind::AlreadyExists,
+        TreesError::Store(e) => object_kind(e),
+        TreesError::Index(e) => index_kind(e),
+        TreesError::Io(e) => io_kind(e),
+        _ => ErrorKind::Other,
     }
 }
 

@@ -41,6 +41,7 @@
 //! | `kv` | yes | [`kv`]: the key-value API and [`Store::kv`] |
 //! | `fs` | yes | [`fs`]: the POSIX file system API and [`Store::fs`] |
 //! | `index` | yes | [`index`]: the standalone index |
+//! | `trees` | yes | [`trees`]: transactional trees and [`Store::trees`] |
 //! | `fuse` | no | `fuse`: the FUSE mount over `fs` (needs `fusermount3` at run time) |
 //!
 //! The layers below ([`object`], [`io`]) are always there.
@@ -60,6 +61,8 @@ pub mod io;
 #[cfg(feature = "kv")]
 pub mod kv;
 pub mod object;
+#[cfg(feature = "trees")]
+pub mod trees;
 
 pub use error::{Error, ErrorKind, Result};
 pub use larder_object::{CreationOptions, Durability};

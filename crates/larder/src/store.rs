@@ -31,6 +31,8 @@ pub struct Store {
     kv: larder_kv::Kv,
     #[cfg(feature = "fs")]
     fs: OnceLock<Arc<larder_fs::Fs>>,
+    #[cfg(feature = "trees")]
+    trees: OnceLock<larder_trees::Trees>,
 }
 
 impl Store {
@@ -104,6 +106,8 @@ impl Store {
             kv: larder_kv::Kv::with_store(objects.clone(), options.owner_ids()),
             #[cfg(feature = "fs")]
             fs: OnceLock::new(),
+            #[cfg(feature = "trees")]
+            trees: OnceLock::new(),
             objects,
         }
     }
@@ -137,6 +141,20 @@ impl Store {
         self.fs.get_or_init(|| Arc::new(larder_fs::Fs::with_store(self.objects.clone())))
     }
 
+    /// The transactional trees of the store: named ordered maps of byte
+    /// keys and values, changed by serializable transactions. Opened on
+    /// first use (reading the tree catalog); every call returns the same
+    /// one, so its write transactions are serialized against each other.
+    #[cfg(feature = "trees")]
+    pub fn trees(&self) -> Result<&larder_trees::Trees> {
+        if let Some(t) = self.trees.get() {
+            return Ok(t);
+        }
+        let opened = larder_trees::Trees::open(self.objects.clone())?;
+        // A racing first call may have set it: theirs is kept, ours dropped.
+        Ok(self.trees.get_or_init(|| opened))
+    }
+
     /// The object store below the views, for what they do not cover:
     /// objects by id, transactions, health and counters.
     pub fn objects(&self) -> &Arc<larder_object::Store> {
@@ -165,6 +183,8 @@ impl Store {
         drop(self.kv);
         #[cfg(feature = "fs")]
         drop(self.fs);
+        #[cfg(feature = "trees")]
+        drop(self.trees);
         let objects = self.objects;
         objects.sync()?;
         match Arc::try_unwrap(objects) {

@@ -217,6 +217,22 @@ fn log_payloads_never_panic_and_accept_only_exact_encodings() {
 /// Accepted inputs of the log payload replay.
 const PINNED_LOG_PAYLOADS: usize = 1853;
 
+fn tree_record_seeds() -> Vec<Vec<u8>> {
+    use larder_object::meta::encode_tree_record;
+    [1, 2, 1 << 40, u64::MAX].iter().map(|&v| encode_tree_record(v).to_vec()).collect()
+}
+
+fn tree_key_seeds() -> Vec<Vec<u8>> {
+    use larder_object::meta::{tree_catalog_key, tree_count_key, tree_entry_key, tree_next_id_key};
+    vec![
+        tree_catalog_key("accounts"),
+        tree_next_id_key().to_vec(),
+        tree_count_key(3),
+        tree_entry_key(3, b""),
+        tree_entry_key(u64::MAX, b"a key\xff"),
+    ]
+}
+
 fn heap_root_seeds() -> Vec<Vec<u8>> {
     vec![HeapRoot { objects_dir: 2, names_dir: 3 }.encode().unwrap().to_vec()]
 }
@@ -277,11 +293,13 @@ fn heap_decoders_never_panic_and_accept_only_exact_encodings() {
 }
 
 /// Accepted inputs per heap decoder, in the order of its `targets`.
-const PINNED_HEAP: [usize; 4] = [956, 1017, 921, 524];
+const PINNED_HEAP: [usize; 4] = [964, 1017, 921, 524];
 
 /// The fuzz targets of this layer, their entry points and valid seeds.
-fn fuzz_targets() -> [corpus_files::Target; 8] {
+fn fuzz_targets() -> [corpus_files::Target; 10] {
     [
+        ("object_tree_record", fuzzing::tree_record, tree_record_seeds()),
+        ("object_tree_key", fuzzing::tree_key, tree_key_seeds()),
         ("object_heap_root", fuzzing::heap_root, heap_root_seeds()),
         ("object_heap_object", fuzzing::heap_object, heap_object_seeds()),
         ("object_heap_type", fuzzing::heap_type, heap_type_seeds()),

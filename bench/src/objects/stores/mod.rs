@@ -15,12 +15,14 @@ mod larder;
 mod lmdb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
+#[cfg(feature = "larder-trees")]
+mod trees;
 
 /// Every engine of the object suite, in the order of the first round.
 /// `larder-pre` is Larder with its containers created at store creation
 /// (untimed, as the ceiling's file is written before it is timed); it runs
 /// the 1 MiB puts only.
-pub const ALL: [&str; 6] = ["larder", "larder-pre", "ext4", "rocksdb", "fjall", "lmdb"];
+pub const ALL: [&str; 7] = ["larder", "larder-pre", "larder-trees", "ext4", "rocksdb", "fjall", "lmdb"];
 
 /// Memtables each LSM peer may hold frozen besides the active one (RocksDB:
 /// max_write_buffer_number - 1), as in the index suite's default.
@@ -71,6 +73,7 @@ pub trait Store: Send + Sync {
 pub fn missing_feature(engine: &str) -> Option<&'static str> {
     let (built, feature) = match engine {
         "larder" | "larder-pre" => (cfg!(feature = "larder-kv"), "larder-kv"),
+        "larder-trees" => (cfg!(feature = "larder-trees"), "larder-trees"),
         "rocksdb" => (cfg!(feature = "rocksdb"), "rocksdb"),
         "fjall" => (cfg!(feature = "fjall"), "fjall"),
         "lmdb" => (cfg!(feature = "lmdb"), "lmdb"),
@@ -85,6 +88,8 @@ pub fn open(spec: &ObjSpec) -> Result<Box<dyn Store>> {
         "ext4" => Ok(Box::new(ext4::Ext4::open(spec)?)),
         #[cfg(feature = "larder-kv")]
         "larder" | "larder-pre" => Ok(Box::new(larder::Larder::open(spec)?)),
+        #[cfg(feature = "larder-trees")]
+        "larder-trees" => Ok(Box::new(trees::LarderTrees::open(spec)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Ok(Box::new(rocksdb::RocksStore::open(spec)?)),
         #[cfg(feature = "fjall")]

@@ -137,3 +137,29 @@ pub fn heap_type(data: &[u8]) -> bool {
         Err(_) => false,
     }
 }
+
+/// Decodes `data` as each kind of tree record (catalog value, id
+/// high-water mark, count). Returns whether any kind accepted it.
+pub fn tree_record(data: &[u8]) -> bool {
+    use super::tree::{decode_tree_record, encode_tree_record, TreeRecordKind};
+    let mut accepted = false;
+    for kind in [TreeRecordKind::Catalog, TreeRecordKind::NextId, TreeRecordKind::Count] {
+        if let Ok(v) = decode_tree_record(kind, data) {
+            assert_eq!(&encode_tree_record(v)[..], data, "tree record did not round-trip");
+            accepted = true;
+        }
+    }
+    accepted
+}
+
+/// Decodes `data` as a key of the trees map. Returns whether it was
+/// accepted.
+pub fn tree_key(data: &[u8]) -> bool {
+    match super::keys::decode_tree_key(data) {
+        Ok(k) => {
+            assert_eq!(k.encode(), data, "tree key did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
