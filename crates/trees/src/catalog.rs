@@ -67,9 +67,9 @@ impl Catalog {
 /// Creates the tree `name` unless it exists; its id.
 pub(crate) fn create(shared: &Shared, name: &str) -> Result<u64> {
     check_tree_name(name.as_bytes())?;
-    let _writer = shared.writer.acquire()?;
+    let _writer = shared.serial.writer.acquire()?;
     let next_id = {
-        let c = shared.catalog.read();
+        let c = shared.serial.catalog.read();
         if let Some(id) = c.id(name) {
             return Ok(id);
         }
@@ -81,7 +81,7 @@ pub(crate) fn create(shared: &Shared, name: &str) -> Result<u64> {
     batch.put(tree_next_id_key(), encode_tree_record(id + 1));
     batch.put(tree_count_key(id), encode_tree_record(0));
     shared.store.commit(&batch, Durability::Durable)?;
-    let mut c = shared.catalog.write();
+    let mut c = shared.serial.catalog.write();
     c.by_name.insert(name.to_string(), id);
     c.ids.insert(id);
     c.next_id = id + 1;
@@ -90,8 +90,8 @@ pub(crate) fn create(shared: &Shared, name: &str) -> Result<u64> {
 
 /// Deletes the tree `name` and its entries; false if it did not exist.
 pub(crate) fn delete(shared: &Shared, name: &str) -> Result<bool> {
-    let _writer = shared.writer.acquire()?;
-    let Some(id) = shared.catalog.read().id(name) else {
+    let _writer = shared.serial.writer.acquire()?;
+    let Some(id) = shared.serial.catalog.read().id(name) else {
         return Ok(false);
     };
     let mut batch = WriteBatch::new();
@@ -100,7 +100,7 @@ pub(crate) fn delete(shared: &Shared, name: &str) -> Result<bool> {
     batch.delete(tree_count_key(id));
     batch.delete(tree_catalog_key(name));
     shared.store.commit(&batch, Durability::Durable)?;
-    let mut c = shared.catalog.write();
+    let mut c = shared.serial.catalog.write();
     c.by_name.remove(name);
     c.ids.remove(&id);
     Ok(true)

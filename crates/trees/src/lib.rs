@@ -40,6 +40,7 @@ mod catalog;
 mod error;
 mod iter;
 mod read;
+mod registry;
 mod snapshot;
 mod tree;
 mod write;
@@ -56,8 +57,6 @@ use larder_object::{CreationOptions, Store, StoreOptions};
 pub use read::ReadTransaction;
 pub use tree::Tree;
 pub use write::WriteTransaction;
-
-use catalog::Catalog;
 
 /// Longest key, in bytes.
 pub const MAX_KEY_BYTES: usize = larder_object::meta::MAX_TREE_KEY_BYTES;
@@ -97,18 +96,17 @@ impl Default for TreesOptions {
 pub(crate) struct Shared {
     pub(crate) store: Arc<Store>,
     pub(crate) durability: Durability,
-    /// Held by the one write transaction running (and by catalog changes),
-    /// from its start until its record is ordered in the log.
-    pub(crate) writer: writer::WriterLock,
-    /// The trees that exist; changed only under `writer`.
-    pub(crate) catalog: parking_lot::RwLock<Catalog>,
+    /// The writer lock and the catalog, shared by every `Trees` of the
+    /// store in this process.
+    pub(crate) serial: Arc<registry::Serial>,
     /// Largest batch one commit may carry (the log's record limit).
     pub(crate) max_commit_bytes: u64,
 }
 
-/// Every tree of one store. Cheap to clone, `Send` and `Sync`. Open one
-/// `Trees` per store: the write transactions of two would not be
-/// serialized against each other.
+/// Every tree of one store. Cheap to clone, `Send` and `Sync`. Every
+/// `Trees` opened on one `Arc<Store>` in a process shares one writer lock
+/// and one catalog, so their write transactions are serialized against
+/// each other.
 #[derive(Clone)]
 pub struct Trees {
     pub(crate) shared: Arc<Shared>,
@@ -128,20 +126,12 @@ impl Trees {
 
     /// The trees of an open store (only `options.durability` applies).
     pub fn open_with(store: Arc<Store>, options: &TreesOptions) -> Result<Trees> {
-        let catalog = Catalog::load(&store)?;
+        let serial = registry::serial_for(&store)?;
         // Room for the record's framing and the payload's own header in
         // the log's largest payload (a segment less its header block).
         let segment = store.superblock().options.log_segment_bytes;
         let max_commit_bytes = segment.saturating_sub(8 << 10);
-        Ok(Trees {
-            shared: Arc::new(Shared {
-                store,
-                durability: options.durability,
-                writer: writer::WriterLock::default(),
-                catalog: parking_lot::RwLock::new(catalog),
-                max_commit_bytes,
-            }),
-        })
+        Ok(Trees { shared: Arc::new(Shared { store, durability: options.durability, serial, max_commit_bytes }) })
     }
 
     /// Creates a new store at `dir` (which must hold none) on the real file
@@ -195,13 +185,13 @@ impl Trees {
     /// The tree named `name`, if it exists.
     pub fn tree(&self, name: &str) -> Result<Option<Tree>> {
         larder_object::meta::check_tree_name(name.as_bytes())?;
-        let id = self.shared.catalog.read().id(name);
+        let id = self.shared.serial.catalog.read().id(name);
         Ok(id.map(|id| Tree::new(self.shared.clone(), name, id)))
     }
 
     /// Every tree's name, in byte order.
     pub fn list_trees(&self) -> Result<Vec<String>> {
-        Ok(self.shared.catalog.read().names())
+        Ok(self.shared.serial.catalog.read().names())
     }
 
     /// Deletes the tree named `name` and every entry in it, durably.

@@ -48,7 +48,7 @@ pub struct WriteTransaction<'a> {
 
 impl<'a> WriteTransaction<'a> {
     pub(crate) fn begin(shared: &'a Shared, durability: Durability) -> Result<WriteTransaction<'a>> {
-        let writer = shared.writer.acquire()?;
+        let writer = shared.serial.writer.acquire()?;
         Ok(WriteTransaction {
             shared,
             writer: Some(writer),
@@ -62,7 +62,7 @@ impl<'a> WriteTransaction<'a> {
 
     /// Refuses a handle on a tree deleted since it was taken.
     fn check_tree(&self, tree: &Tree) -> Result<()> {
-        if self.shared.catalog.read().exists(tree.id()) {
+        if self.shared.serial.catalog.read().exists(tree.id()) {
             Ok(())
         } else {
             Err(TreesError::NoSuchTree { name: tree.name().to_string() })

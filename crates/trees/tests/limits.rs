@@ -152,3 +152,23 @@ fn a_second_write_on_the_thread_holding_one_is_refused_not_deadlocked() {
     assert_eq!(t.approximate_len().unwrap(), 3);
     common::assert_fsck_clean(&trees);
 }
+
+#[test]
+fn trees_opened_twice_on_one_store_share_the_writer_and_the_catalog() {
+    let sim = SimStorage::new(12);
+    let first = common::create(&sim).unwrap();
+    let second = larder_trees::Trees::open(first.store().clone()).unwrap();
+    // A tree made through one is there for the other.
+    let made = first.open_tree("shared").unwrap();
+    assert_eq!(second.tree("shared").unwrap().map(|t| t.id()), Some(made.id()));
+    // One writer lock: while this thread's transaction on the first runs,
+    // a write through the second is this thread's second write.
+    let mut tx = first.write(Durability::Durable).unwrap();
+    tx.insert(&made, b"k", b"1").unwrap();
+    assert!(matches!(second.write(Durability::Durable), Err(TreesError::NestedWrite)));
+    tx.commit().unwrap();
+    let through_second = second.tree("shared").unwrap().unwrap();
+    through_second.insert(b"k2", b"2").unwrap();
+    assert_eq!(made.approximate_len().unwrap(), 2);
+    common::assert_fsck_clean(&second);
+}
