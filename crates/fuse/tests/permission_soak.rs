@@ -68,7 +68,8 @@ const DIRS: [&str; 5] = ["d0", "d1", "d2", "d0/s", "d1/s"];
 /// Names in each directory the operations pick from.
 const NAMES: [&str; 6] = ["f0", "f1", "f2", "f3", "x", "y"];
 /// Directory and file modes a chmod picks from (0777 most often).
-const MODES: [u32; 13] = [0o777, 0o777, 0o777, 0o755, 0o1777, 0o2777, 0o3777, 0o700, 0o733, 0o711, 0o644, 0o4755, 0o666];
+const MODES: [u32; 13] =
+    [0o777, 0o777, 0o777, 0o755, 0o1777, 0o2777, 0o3777, 0o700, 0o733, 0o711, 0o644, 0o4755, 0o666];
 
 /// One operation, on paths relative to the work area.
 #[derive(Clone, Debug)]
