@@ -61,7 +61,7 @@ fn attributes_read_after_a_chmod_or_chown_returned_are_never_older() {
                     let _ = fs.mknod(&root, a, name.as_bytes(), 0o644, 0);
                     let _ = fs.rename(&root, a, name.as_bytes(), b, name.as_bytes(), RenameFlags::default());
                     let _ = fs.rename(&root, b, name.as_bytes(), a, format!("r{t}").as_bytes(), RenameFlags::default());
-                    if i % 3 == 0 {
+                    if i.is_multiple_of(3) {
                         let _ = fs.unlink(&root, a, format!("r{t}").as_bytes());
                     }
                 }
