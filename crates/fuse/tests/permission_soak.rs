@@ -6,12 +6,16 @@
 //! afterwards must match. Renames (across 0777, sticky, setgid and closed
 //! directories, over existing targets, of files just created, linked,
 //! chmodded, chowned or held open by root) are a third of the operations.
+//! Meanwhile another process of uid 65534 creates files in one 0777
+//! directory of the mount and renames them to another and back (over
+//! earlier ones every other time) without a pause: every one of its calls
+//! must succeed.
 //!
 //! The store's log segments are the smallest allowed, so checkpoints and
 //! index flushes happen during the run; the kernel keeps its default 60 s
 //! caches. `LARDER_PERMISSION_SOAK_STEPS` sets the operations (default
 //! 1,500) and `LARDER_PERMISSION_SOAK_SEED` the seed (printed), for the
-//! long run in docs/testing.md. Needs /dev/fuse and root (to switch
+//! long run in README.md ("Tests"). Needs /dev/fuse and root (to switch
 //! users); without them the test fails unless `LARDER_SKIP_FUSE=1` says
 //! to skip it.
 #![allow(clippy::unwrap_used)]
@@ -269,6 +273,80 @@ fn seen(path: &Path) -> Result<(u32, u32, u32, u32, u64), i32> {
     }
 }
 
+/// Names the background renamer moves between `bg0` and `bg1`.
+const BACKGROUND_NAMES: usize = 8;
+
+/// A process of uid 65534 that, until `stop` exists, creates a file in
+/// `bg0` of the mount, renames it to `bg1` (over an earlier one every
+/// other time), renames it back and unlinks it: every call must succeed
+/// on two 0777 directories nobody else changes. Its exit code is the
+/// number of failed calls (at most 200).
+struct Renamer {
+    pid: libc::pid_t,
+}
+
+impl Renamer {
+    #[allow(unsafe_code)]
+    fn start(mnt_work: &Path, stop: &Path) -> Renamer {
+        let names: Vec<[CString; 2]> = (0..BACKGROUND_NAMES)
+            .map(|i| [c_path(&mnt_work.join(format!("bg0/n{i}"))), c_path(&mnt_work.join(format!("bg1/n{}", i / 2)))])
+            .collect();
+        let stop = c_path(stop);
+        // SAFETY: after the fork the child runs only async-signal-safe
+        // calls (setgroups, setresgid, setresuid, access, open, close,
+        // rename, unlink, _exit) on memory prepared before it; it never
+        // returns.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: as above.
+            unsafe {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setresgid(65534, 65534, 65534) != 0
+                    || libc::setresuid(65534, 65534, 65534) != 0
+                {
+                    libc::_exit(250);
+                }
+                let mut failed = 0;
+                while libc::access(stop.as_ptr(), libc::F_OK) != 0 {
+                    for [a, b] in &names {
+                        let fd = libc::open(a.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644);
+                        if fd < 0 || libc::close(fd) != 0 {
+                            failed += 1;
+                        }
+                        if libc::rename(a.as_ptr(), b.as_ptr()) != 0 {
+                            failed += 1;
+                        }
+                    }
+                    for [a, b] in names.iter().skip(1).step_by(2) {
+                        if libc::rename(b.as_ptr(), a.as_ptr()) != 0 || libc::unlink(a.as_ptr()) != 0 {
+                            failed += 1;
+                        }
+                    }
+                    if failed >= 200 {
+                        break;
+                    }
+                }
+                libc::_exit(failed.min(200));
+            }
+        }
+        Renamer { pid }
+    }
+
+    /// Waits for the renamer (after `stop` was made); its failed calls.
+    #[allow(unsafe_code)]
+    fn failures(self) -> i32 {
+        let mut status = 0;
+        // SAFETY: waits for the child this value forked.
+        let waited = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        assert_eq!(waited, self.pid);
+        assert!(libc::WIFEXITED(status), "the renamer did not exit: status {status}");
+        let code = libc::WEXITSTATUS(status);
+        assert_ne!(code, 250, "the renamer could not become uid 65534");
+        code
+    }
+}
+
 #[test]
 fn permission_operations_through_the_mount_match_the_local_file_system() {
     if !can_run() {
@@ -303,6 +381,13 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
             std::fs::set_permissions(base.join(d), std::fs::Permissions::from_mode(0o777)).unwrap();
         }
     }
+
+    for d in ["bg0", "bg1"] {
+        std::fs::create_dir(bases[0].join(d)).unwrap();
+        std::fs::set_permissions(bases[0].join(d), std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let stop = tmp.path().join("stop");
+    let renamer = Renamer::start(&bases[0], &stop);
 
     let mut choices = Choices(seed);
     let mut held: Vec<std::fs::File> = Vec::new();
@@ -355,6 +440,9 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
         }
     }
     drop(held);
+    std::fs::write(&stop, b"").unwrap();
+    let failures = renamer.failures();
+    assert_eq!(failures, 0, "renames by uid 65534 between two 0777 directories failed alongside the run");
     eprintln!("permission soak: {} renames succeeded, {} refused alike", renames[0], renames[1]);
     assert!(renames[0] > steps / 20, "too few renames succeeded to mean anything: {renames:?}");
     mounted.unmount().unwrap();
