@@ -280,9 +280,11 @@ const BACKGROUND_NAMES: usize = 8;
 /// `bg0` of the mount, renames it to `bg1` (over an earlier one every
 /// other time), renames it back and unlinks it: every call must succeed
 /// on two 0777 directories nobody else changes. Its exit code is the
-/// number of failed calls (at most 200).
+/// number of failed calls (at most 200); it writes the number of rounds
+/// it made to a pipe.
 struct Renamer {
     pid: libc::pid_t,
+    rounds: std::io::PipeReader,
 }
 
 impl Renamer {
@@ -292,6 +294,8 @@ impl Renamer {
             .map(|i| [c_path(&mnt_work.join(format!("bg0/n{i}"))), c_path(&mnt_work.join(format!("bg1/n{}", i / 2)))])
             .collect();
         let stop = c_path(stop);
+        let (read_end, write_end) = std::io::pipe().unwrap();
+        let write_fd = std::os::fd::AsRawFd::as_raw_fd(&write_end);
         // SAFETY: after the fork the child runs only async-signal-safe
         // calls (setgroups, setresgid, setresuid, access, open, close,
         // rename, unlink, _exit) on memory prepared before it; it never
@@ -307,7 +311,7 @@ impl Renamer {
                 {
                     libc::_exit(250);
                 }
-                let mut failed = 0;
+                let (mut failed, mut rounds) = (0, 0u64);
                 while libc::access(stop.as_ptr(), libc::F_OK) != 0 {
                     for [a, b] in &names {
                         let fd = libc::open(a.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644);
@@ -323,19 +327,25 @@ impl Renamer {
                             failed += 1;
                         }
                     }
+                    rounds += 1;
                     if failed >= 200 {
                         break;
                     }
                 }
+                let bytes = rounds.to_le_bytes();
+                libc::write(write_fd, bytes.as_ptr().cast(), bytes.len());
                 libc::_exit(failed.min(200));
             }
         }
-        Renamer { pid }
+        drop(write_end);
+        Renamer { pid, rounds: read_end }
     }
 
-    /// Waits for the renamer (after `stop` was made); its failed calls.
+    /// Waits for the renamer (after `stop` was made); its rounds (each
+    /// of eight creates, eight renames there and four back) and its
+    /// failed calls.
     #[allow(unsafe_code)]
-    fn failures(self) -> i32 {
+    fn finish(mut self) -> (u64, i32) {
         let mut status = 0;
         // SAFETY: waits for the child this value forked.
         let waited = unsafe { libc::waitpid(self.pid, &mut status, 0) };
@@ -343,7 +353,9 @@ impl Renamer {
         assert!(libc::WIFEXITED(status), "the renamer did not exit: status {status}");
         let code = libc::WEXITSTATUS(status);
         assert_ne!(code, 250, "the renamer could not become uid 65534");
-        code
+        let mut bytes = [0u8; 8];
+        std::io::Read::read_exact(&mut self.rounds, &mut bytes).unwrap();
+        (u64::from_le_bytes(bytes), code)
     }
 }
 
@@ -441,8 +453,10 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
     }
     drop(held);
     std::fs::write(&stop, b"").unwrap();
-    let failures = renamer.failures();
+    let (rounds, failures) = renamer.finish();
+    eprintln!("permission soak: the second uid-65534 process made {} renames in {rounds} rounds", rounds * 12);
     assert_eq!(failures, 0, "renames by uid 65534 between two 0777 directories failed alongside the run");
+    assert!(rounds > 0, "the second uid-65534 process made no round");
     eprintln!("permission soak: {} renames succeeded, {} refused alike", renames[0], renames[1]);
     assert!(renames[0] > steps / 20, "too few renames succeeded to mean anything: {renames:?}");
     mounted.unmount().unwrap();
