@@ -226,18 +226,71 @@ impl Prepared {
     }
 }
 
+/// Closes, in a forked child, every descriptor above stderr but `keep`:
+/// the child must not hold the mount's /dev/fuse descriptors, or a test
+/// that dies leaves it waiting forever on a mount only it keeps alive.
+/// Only the close_range system call: async-signal-safe.
+#[allow(unsafe_code)]
+fn close_inherited(keep: Option<i32>) {
+    let keep = keep.and_then(|fd| u32::try_from(fd).ok());
+    let ranges = match keep {
+        Some(fd) if fd > 3 => [(3, fd - 1), (fd + 1, u32::MAX)],
+        Some(3) => [(4, u32::MAX), (1, 0)],
+        _ => [(3, u32::MAX), (1, 0)],
+    };
+    for (first, last) in ranges.into_iter().filter(|(first, last)| first <= last) {
+        // SAFETY: closes descriptors of this (forked) process only.
+        unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+    }
+}
+
+/// A forked child, killed and reaped if dropped before it was waited for
+/// (a failed assertion must not leave it running against the mount).
+struct Child {
+    pid: Option<libc::pid_t>,
+}
+
+impl Child {
+    /// Waits for the child; its exit code.
+    #[allow(unsafe_code)]
+    fn wait(&mut self, what: &str) -> i32 {
+        let pid = self.pid.take().unwrap();
+        let mut status = 0;
+        // SAFETY: waits for the child this value forked.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid);
+        assert!(libc::WIFEXITED(status), "{what} did not exit: status {status}");
+        libc::WEXITSTATUS(status)
+    }
+}
+
+impl Drop for Child {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            let mut status = 0;
+            // SAFETY: kills and reaps the child this value forked.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+        }
+    }
+}
+
 /// Runs `prepared` in a child process as `uid` (gid the same, no
 /// supplementary groups, umask 0) and returns its errno (0: success).
 #[allow(unsafe_code)]
 fn as_user(uid: u32, prepared: &Prepared) -> i32 {
     const NO_DROP: i32 = 250;
     // SAFETY: after the fork the child runs only async-signal-safe calls
-    // (umask, setgroups, setresgid, setresuid, the operation's system
+    // (close_range, umask, setgroups, setresgid, setresuid, the operation's system
     // calls, _exit) on memory prepared before it; it never returns.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
         // SAFETY: as above.
+        close_inherited(None);
         unsafe {
             libc::umask(0);
             if uid != 0
@@ -250,12 +303,7 @@ fn as_user(uid: u32, prepared: &Prepared) -> i32 {
             libc::_exit(prepared.run());
         }
     }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(waited, pid);
-    assert!(libc::WIFEXITED(status), "the child did not exit: status {status}");
-    let code = libc::WEXITSTATUS(status);
+    let code = Child { pid: Some(pid) }.wait("the child");
     assert_ne!(code, NO_DROP, "the child could not become uid {uid}");
     code
 }
@@ -283,7 +331,7 @@ const BACKGROUND_NAMES: usize = 8;
 /// number of failed calls (at most 200); it writes the number of rounds
 /// it made to a pipe.
 struct Renamer {
-    pid: libc::pid_t,
+    child: Child,
     rounds: std::io::PipeReader,
 }
 
@@ -297,12 +345,13 @@ impl Renamer {
         let (read_end, write_end) = std::io::pipe().unwrap();
         let write_fd = std::os::fd::AsRawFd::as_raw_fd(&write_end);
         // SAFETY: after the fork the child runs only async-signal-safe
-        // calls (setgroups, setresgid, setresuid, access, open, close,
+        // calls (close_range, setgroups, setresgid, setresuid, access, open, close,
         // rename, unlink, _exit) on memory prepared before it; it never
         // returns.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            close_inherited(Some(write_fd));
             // SAFETY: as above.
             unsafe {
                 if libc::setgroups(0, std::ptr::null()) != 0
@@ -338,20 +387,14 @@ impl Renamer {
             }
         }
         drop(write_end);
-        Renamer { pid, rounds: read_end }
+        Renamer { child: Child { pid: Some(pid) }, rounds: read_end }
     }
 
     /// Waits for the renamer (after `stop` was made); its rounds (each
     /// of eight creates, eight renames there and four back) and its
     /// failed calls.
-    #[allow(unsafe_code)]
     fn finish(mut self) -> (u64, i32) {
-        let mut status = 0;
-        // SAFETY: waits for the child this value forked.
-        let waited = unsafe { libc::waitpid(self.pid, &mut status, 0) };
-        assert_eq!(waited, self.pid);
-        assert!(libc::WIFEXITED(status), "the renamer did not exit: status {status}");
-        let code = libc::WEXITSTATUS(status);
+        let code = self.child.wait("the renamer");
         assert_ne!(code, 250, "the renamer could not become uid 65534");
         let mut bytes = [0u8; 8];
         std::io::Read::read_exact(&mut self.rounds, &mut bytes).unwrap();
@@ -359,18 +402,76 @@ impl Renamer {
     }
 }
 
+/// A process of root that, until `stop` exists, looks up and stats every
+/// path the operations pick from: reads of the very names and objects the
+/// run changes, racing with each change (the run's own steps are one at a
+/// time). Its exit code is 0; what it saw is not checked, what the run
+/// sees after it is.
+struct Reader {
+    child: Child,
+}
+
+impl Reader {
+    #[allow(unsafe_code)]
+    fn start(mnt_work: &Path, stop: &Path) -> Reader {
+        let mut paths: Vec<CString> = DIRS.iter().map(|d| c_path(&mnt_work.join(d))).collect();
+        paths.extend(DIRS.iter().flat_map(|d| NAMES.iter().map(move |n| c_path(&mnt_work.join(d).join(n)))));
+        let stop = c_path(stop);
+        // SAFETY: after the fork the child runs only async-signal-safe
+        // calls (close_range, access, lstat, _exit) on memory prepared before it; it
+        // never returns.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            close_inherited(None);
+            // SAFETY: as above; `st` is a local the calls fill.
+            unsafe {
+                let mut st: libc::stat = std::mem::zeroed();
+                while libc::access(stop.as_ptr(), libc::F_OK) != 0 {
+                    for p in &paths {
+                        libc::lstat(p.as_ptr(), &mut st);
+                    }
+                }
+                libc::_exit(0);
+            }
+        }
+        Reader { child: Child { pid: Some(pid) } }
+    }
+
+    /// Waits for the reader (after `stop` was made).
+    fn finish(mut self) {
+        assert_eq!(self.child.wait("the reader"), 0, "the reader failed");
+    }
+}
+
 #[test]
 fn permission_operations_through_the_mount_match_the_local_file_system() {
-    if !can_run() {
-        return;
+    if can_run() {
+        soak(MountOptions { allow_other: true, ..MountOptions::default() });
     }
+}
+
+/// As above with no kernel caching, so that every lookup and stat of the
+/// run (and of the checks after each step) reaches the file system while
+/// the second process keeps changing the store: a stale value anywhere in
+/// its caches shows.
+#[test]
+fn permission_operations_through_an_uncached_mount_match_the_local_file_system() {
+    if can_run() {
+        let zero = std::time::Duration::ZERO;
+        soak(MountOptions { allow_other: true, entry_timeout: zero, attr_timeout: zero, ..MountOptions::default() });
+    }
+}
+
+/// The soak on a mount with `options`.
+fn soak(options: MountOptions) {
     let steps: usize = std::env::var("LARDER_PERMISSION_SOAK_STEPS")
         .map_or(1500, |v| v.parse().expect("LARDER_PERMISSION_SOAK_STEPS: a number"));
     let seed: u64 = std::env::var("LARDER_PERMISSION_SOAK_SEED").map_or_else(
         |_| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64,
         |v| v.parse().expect("LARDER_PERMISSION_SOAK_SEED: a number"),
     );
-    eprintln!("permission soak: {steps} steps, LARDER_PERMISSION_SOAK_SEED={seed}");
+    eprintln!("permission soak: {steps} steps, LARDER_PERMISSION_SOAK_SEED={seed}, {options:?}");
 
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -382,7 +483,7 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
     let creation =
         CreationOptions { container_bytes: 8 << 20, log_segment_bytes: 64 << 10, ..CreationOptions::default() };
     let fs = Arc::new(Fs::create(&store, FsOptions { creation, ..FsOptions::default() }).unwrap());
-    let mounted = spawn(fs, &mnt, &MountOptions { allow_other: true, ..MountOptions::default() }).unwrap();
+    let mounted = spawn(fs, &mnt, &options).unwrap();
 
     let bases: [PathBuf; 2] = [mnt.join("w"), model.join("w")];
     for base in &bases {
@@ -400,6 +501,7 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
     }
     let stop = tmp.path().join("stop");
     let renamer = Renamer::start(&bases[0], &stop);
+    let reader = Reader::start(&bases[0], &stop);
 
     let mut choices = Choices(seed);
     let mut held: Vec<std::fs::File> = Vec::new();
@@ -453,6 +555,7 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
     }
     drop(held);
     std::fs::write(&stop, b"").unwrap();
+    reader.finish();
     let (rounds, failures) = renamer.finish();
     eprintln!("permission soak: the second uid-65534 process made {} renames in {rounds} rounds", rounds * 12);
     assert_eq!(failures, 0, "renames by uid 65534 between two 0777 directories failed alongside the run");
