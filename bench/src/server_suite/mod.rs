@@ -72,7 +72,7 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 4)]
     image_gib: u64,
     /// Operations to time, comma-separated [default: all]: read4k-seq,
-    /// read4k-rand, read16k-seq, read16k-rand, write4k-seq, write4k-rand,
+    /// read4k-rand, read16k-seq, read16k-rand, read4k-small, write4k-seq, write4k-rand,
     /// write16k-seq, write16k-rand, append16k, stat, open-close, listdir,
     /// create, rename, unlink, append16k-zc.
     #[arg(long, default_value = "")]
@@ -497,7 +497,8 @@ fn render(
     );
     let _ = writeln!(
         o,
-        "- Operations per run: {} reads and {} writes of each kind (a {} MiB file, written whole and read once first: cached), \
+        "- Operations per run: {} reads and {} writes of each kind (a {} MiB file, written whole and read once first: cached; read4k-small: a 512 KiB file opened read-only and read whole first, \
+         which fits a leased client's cache), \
          {} appends, {} stats and opens of random names in a directory of {} files, {} listings of it, {} creates, renames and unlinks",
         counts.io,
         counts.io,
