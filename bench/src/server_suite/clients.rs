@@ -353,3 +353,7 @@ fn kv_steps(
     run(timed, reads.1)?;
     Ok(ClientResult { steps: timed.len() as u64, secs: start.elapsed().as_secs_f64() })
 }
+
+#[cfg(test)]
+#[path = "clients_tests.rs"]
+mod tests;
