@@ -147,6 +147,21 @@ enum Sub {
         #[arg(long)]
         spec: String,
     },
+    /// Runs one peer of the server suite's workloads: its server and its
+    /// client processes (used by the parent).
+    #[cfg(feature = "larder-server")]
+    #[command(hide = true)]
+    ServerWorkload {
+        #[arg(long)]
+        spec: String,
+    },
+    /// One client process of a server suite workload (used by `server-workload`).
+    #[cfg(feature = "larder-server")]
+    #[command(hide = true)]
+    ServerClient {
+        #[arg(long)]
+        spec: String,
+    },
     /// The do-nothing server of the server suite (runs until killed).
     #[cfg(feature = "larder-server")]
     #[command(hide = true)]
@@ -237,6 +252,10 @@ fn main() -> Result<()> {
         Some(Sub::ServerChild { spec }) => server_suite::run_child(&spec),
         #[cfg(feature = "larder-server")]
         Some(Sub::ServerNull { socket }) => server_suite::run_null_server(&socket),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::ServerWorkload { spec }) => server_suite::run_workload_coordinator(&spec),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::ServerClient { spec }) => server_suite::run_workload_client(&spec),
         Some(Sub::Heap(args)) => heap_suite::run(&args),
         Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
         #[cfg(feature = "larder-heap")]

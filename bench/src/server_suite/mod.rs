@@ -7,7 +7,10 @@
 //!   does), with cache timeouts 0 and with the mount's defaults (60 s);
 //! - `embedded`: `larder_fs::Fs` calls in the child;
 //! - `served`: larder-client in the child against `larder serve STORE
-//!   --workers 1`, a process of its own;
+//!   --workers 1`, a process of its own, without leases (every call a
+//!   round trip);
+//! - `leased`: the same with leases (the client caches lookups,
+//!   attributes, pages read and opens kept after close);
 //! - `null`: larder-client against the do-nothing server
 //!   ([`null_server`]), a process of its own: the ceiling of a round trip.
 //!
@@ -15,9 +18,12 @@
 //! image (as the fs suite's), its server (if any) in another; the peer
 //! order rotates every round and the report gives medians.
 
+mod clients;
 mod null_server;
 mod ops;
 mod targets;
+mod workload_suite;
+mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,10 +40,11 @@ use crate::report::{stat, thousands, RunInfo};
 use ops::{Counts, Timed, OPS};
 use targets::{Embedded, Served, Syscalls};
 
+pub use clients::{run_client as run_workload_client, run_coordinator as run_workload_coordinator};
 pub use null_server::run as run_null_server;
 
 /// Every peer.
-const PEERS: [&str; 6] = ["ext4", "fuse0", "fuse", "embedded", "served", "null"];
+const PEERS: [&str; 7] = ["ext4", "fuse0", "fuse", "embedded", "served", "leased", "null"];
 
 /// Knobs of the server suite.
 #[derive(Args, Debug, Clone)]
@@ -45,8 +52,8 @@ pub struct ServerArgs {
     /// Rounds; the report gives the median. Peer order rotates each round.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Peers, comma-separated: ext4,fuse0,fuse,embedded,served,null.
-    #[arg(long, default_value = "ext4,fuse0,fuse,embedded,served,null")]
+    /// Peers, comma-separated: ext4,fuse0,fuse,embedded,served,leased,null.
+    #[arg(long, default_value = "ext4,fuse0,fuse,embedded,served,leased,null")]
     peers: String,
     /// Multiplies the operations of every kind (1: 20,000 reads, writes,
     /// stats and opens each, 4,000 appends, 200 listings, 5,000 creates,
@@ -65,7 +72,7 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 4)]
     image_gib: u64,
     /// Operations to time, comma-separated [default: all]: read4k-seq,
-    /// read4k-rand, read16k-seq, read16k-rand, write4k-seq, write4k-rand,
+    /// read4k-rand, read16k-seq, read16k-rand, read4k-small, write4k-seq, write4k-rand,
     /// write16k-seq, write16k-rand, append16k, stat, open-close, listdir,
     /// create, rename, unlink, append16k-zc.
     #[arg(long, default_value = "")]
@@ -83,9 +90,25 @@ pub struct ServerArgs {
     #[arg(long, value_parser = parse_pin)]
     pin: Option<(usize, usize)>,
     /// Also write the report, the results and their chart into this
-    /// directory: server.md, server.json, server.svg.
+    /// directory: server.md, server.json, server.svg (with
+    /// `--workloads`: server-workloads.md, .json, .svg).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Runs these workloads instead of the single operations,
+    /// comma-separated: varmail, webserver, smallfile, webproxy.
+    #[arg(long, default_value = "")]
+    workloads: String,
+    /// Client processes of each workload run, comma-separated.
+    #[arg(long, default_value = "1,2,4")]
+    clients: String,
+    /// Peers of the workloads, comma-separated: ext4,served,leased,kv (kv: the same steps by KV calls).
+    #[arg(long, default_value = "ext4,served,leased")]
+    workload_peers: String,
+    /// Multiplies the workloads' timed work (1: 500 varmail iterations,
+    /// 20,000 webserver reads, 10,000 smallfile files, 2,000 webproxy
+    /// iterations per client).
+    #[arg(long, default_value_t = 1.0)]
+    workload_scale: f64,
 }
 
 fn parse_pin(text: &str) -> Result<(usize, usize), String> {
@@ -125,6 +148,9 @@ pub struct ServerResult {
 
 /// Runs the suite and prints the report.
 pub fn run(args: &ServerArgs) -> Result<()> {
+    if !args.workloads.trim().is_empty() {
+        return workload_suite::run(args);
+    }
     let peers: Vec<String> = args.peers.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
     for p in &peers {
         if !PEERS.contains(&p.as_str()) {
@@ -138,7 +164,7 @@ pub fn run(args: &ServerArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("larder"),
     };
-    if peers.iter().any(|p| p == "served") && !larder.is_file() {
+    if peers.iter().any(|p| p == "served" || p == "leased") && !larder.is_file() {
         bail!("no larder binary at {} (cargo build --release -p larder-cli, or --larder PATH)", larder.display());
     }
     let wanted: Vec<String> = args.ops.split(',').map(|o| o.trim().to_string()).filter(|o| !o.is_empty()).collect();
@@ -255,7 +281,7 @@ pub fn run_child(spec: &str) -> Result<()> {
             target.fs.close()?;
             timings
         }
-        "served" | "null" => served(&spec)?,
+        "served" | "leased" | "null" => served(&spec)?,
         p => bail!("unknown peer {p}"),
     };
     let r = ServerResult { timings, vmhwm_kib: crate::sys::status_kib("VmHWM") };
@@ -301,11 +327,12 @@ impl Drop for ServerProcess {
     }
 }
 
-/// Starts `larder serve` (peer `served`) or the do-nothing server (peer
-/// `null`) in a process of its own, connects, and runs the operations.
+/// Starts `larder serve` (peers `served` and `leased`) or the do-nothing
+/// server (peer `null`) in a process of its own, connects (with leases
+/// for `leased` only), and runs the operations.
 fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
     let socket = spec.dir.join("server.sock");
-    let mut command = if spec.peer == "served" {
+    let mut command = if spec.peer != "null" {
         let store = spec.dir.join("store");
         larder_fs::Fs::create(&store, larder_fs::FsOptions::default())?.close()?;
         let mut c = Command::new(&spec.larder);
@@ -324,7 +351,7 @@ fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
             .spawn()
             .context("starting the server")?,
     );
-    let client = connect(&socket, Duration::from_secs(30))?;
+    let client = connect(&socket, spec.peer == "leased", Duration::from_secs(30))?;
     let target = Served::new(client, "bench")?;
     client_side(spec)?;
     let mut timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
@@ -336,10 +363,12 @@ fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
     Ok(timings)
 }
 
-fn connect(socket: &Path, timeout: Duration) -> Result<larder_client::Client> {
+/// Connects to the server at `socket` (with or without leases), waiting
+/// up to `timeout` for it to listen.
+fn connect(socket: &Path, leases: bool, timeout: Duration) -> Result<larder_client::Client> {
     let deadline = Instant::now() + timeout;
     loop {
-        match larder_client::Client::connect_socket(socket) {
+        match larder_client::Client::connect_socket_with(socket, leases) {
             Ok(client) => return Ok(client),
             Err(e) if Instant::now() >= deadline => bail!("no server answered on {}: {e}", socket.display()),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -381,7 +410,10 @@ fn p99(t: &Timed) -> f64 {
 /// `embedded+null` is the time of the engine's own call plus the
 /// do-nothing server's round trip(s): what serving would cost if the
 /// server added nothing of its own.
-const RATIOS: [(&str, &str); 6] = [
+const RATIOS: [(&str, &str); 9] = [
+    ("leased", "ext4"),
+    ("leased", "served"),
+    ("leased", "fuse"),
     ("served", "fuse0"),
     ("served", "fuse"),
     ("served", "null"),
@@ -465,7 +497,8 @@ fn render(
     );
     let _ = writeln!(
         o,
-        "- Operations per run: {} reads and {} writes of each kind (a {} MiB file, written whole and read once first: cached), \
+        "- Operations per run: {} reads and {} writes of each kind (a {} MiB file, written whole and read once first: cached; read4k-small: a 512 KiB file opened read-only and read whole first, \
+         which fits a leased client's cache), \
          {} appends, {} stats and opens of random names in a directory of {} files, {} listings of it, {} creates, renames and unlinks",
         counts.io,
         counts.io,
@@ -484,7 +517,7 @@ fn render(
     );
     let _ = writeln!(
         o,
-        "Mean µs per operation (the timed loop over its operations; median of the rounds, min–max), and throughput ratios (above 1: served is faster):\n"
+        "Mean µs per operation (the timed loop over its operations; median of the rounds, min–max), and throughput ratios (above 1: the first peer is faster):\n"
     );
     let us = |s: crate::report::Stat| format!("{:.2} ({:.2}–{:.2})", s.median * 1e6, s.min * 1e6, s.max * 1e6);
     table(&mut o, peers, results, &mean, &|p, op| metric(results, p, op, mean).map(us));

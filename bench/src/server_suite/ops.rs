@@ -11,6 +11,10 @@ use super::targets::Target;
 /// Bytes of the file the reads and writes go to: written whole and read
 /// once before the timed reads, so every read finds it cached.
 pub const FILE_BYTES: u64 = 16 << 20;
+/// Bytes of the small file read by `read4k-small`: it fits the
+/// larder-client lease cache (256 pages of 4 KiB), so a leased client
+/// reads it from its own memory once it has read it whole.
+pub const SMALL_FILE_BYTES: u64 = 512 << 10;
 /// Files of the directory that stat, open+close and listdir work in.
 pub const DIRECTORY_FILES: usize = 1_000;
 /// Bytes of an append.
@@ -48,11 +52,12 @@ impl Counts {
 }
 
 /// Every operation kind, in the order they run.
-pub const OPS: [&str; 16] = [
+pub const OPS: [&str; 17] = [
     "read4k-seq",
     "read4k-rand",
     "read16k-seq",
     "read16k-rand",
+    "read4k-small",
     "write4k-seq",
     "write4k-rand",
     "write16k-seq",
@@ -164,6 +169,9 @@ fn io_ops<T: Target>(
             })?);
         }
     }
+    if want("read4k-small") {
+        small_file_reads(t, &rw, counts, random, out)?;
+    }
     let bytes = vec![0xa5_u8; 16 << 10];
     for (size, kb) in [(4096usize, 4), (16384, 16)] {
         let blocks = FILE_BYTES / size as u64;
@@ -194,6 +202,40 @@ fn io_ops<T: Target>(
         })?);
     }
     Ok(())
+}
+
+/// Random 4 KiB reads of a 512 KiB file written and closed, then opened
+/// read-only and read whole once (cached in the page cache, and in a
+/// leased client's own cache).
+fn small_file_reads<T: Target>(
+    t: &T,
+    dir: &T::Dir,
+    counts: Counts,
+    random: &mut Random,
+    out: &mut Vec<Timed>,
+) -> Result<()> {
+    let small_name = name("small", 0)?;
+    let writer = t.open_file(dir, &small_name, false)?;
+    let chunk = vec![0x3c_u8; 64 << 10];
+    for i in 0..SMALL_FILE_BYTES / chunk.len() as u64 {
+        if t.write_at(&writer, &chunk, i * chunk.len() as u64)? != chunk.len() {
+            bail!("short write while filling the small file");
+        }
+    }
+    t.close(writer)?;
+    let small = t.open_read(dir, &small_name)?;
+    let mut buf = vec![0u8; 4096];
+    for i in 0..SMALL_FILE_BYTES / 4096 {
+        t.read_at(&small, &mut buf, i * 4096)?;
+    }
+    let offsets: Vec<u64> = (0..counts.io).map(|_| random.below(SMALL_FILE_BYTES / 4096) * 4096).collect();
+    out.push(timed("read4k-small", counts.io, |i| {
+        if t.read_at(&small, &mut buf, offsets[i])? != buf.len() {
+            bail!("read4k-small: a short read at {}", offsets[i]);
+        }
+        Ok(())
+    })?);
+    t.close(small)
 }
 
 /// Stats, opens and listings in a directory of 1,000 empty files.

@@ -33,10 +33,21 @@ pub trait Target {
     /// Opens `name` for reading and writing (every write at the end with
     /// `append`), creating it.
     fn open_file(&self, dir: &Self::Dir, name: &CString, append: bool) -> Result<Self::File>;
+    /// Opens `name` for reading only.
+    fn open_read(&self, dir: &Self::Dir, name: &CString) -> Result<Self::File>;
     /// pread(2).
     fn read_at(&self, file: &Self::File, buf: &mut [u8], offset: u64) -> Result<usize>;
     /// pwrite(2) (at the end, for a file opened to append).
     fn write_at(&self, file: &Self::File, data: &[u8], offset: u64) -> Result<usize>;
+    /// fsync(2) of an open file.
+    fn sync_file(&self, file: &Self::File) -> Result<()>;
+    /// Makes everything written so far durable (syncfs(2)).
+    fn sync_all(&self) -> Result<()>;
+    /// Closes an open file.
+    fn close(&self, file: Self::File) -> Result<()> {
+        drop(file);
+        Ok(())
+    }
 }
 
 /// ext4 (or any mounted file system, Larder's FUSE mount included) by
@@ -107,12 +118,24 @@ impl Target for Syscalls {
         Ok(rustix::fs::openat(dir, name.as_c_str(), flags, Mode::from_raw_mode(0o644))?)
     }
 
+    fn open_read(&self, dir: &OwnedFd, name: &CString) -> Result<OwnedFd> {
+        Ok(rustix::fs::openat(dir, name.as_c_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?)
+    }
+
     fn read_at(&self, file: &OwnedFd, buf: &mut [u8], offset: u64) -> Result<usize> {
         Ok(rustix::io::pread(file, buf, offset)?)
     }
 
     fn write_at(&self, file: &OwnedFd, data: &[u8], offset: u64) -> Result<usize> {
         Ok(rustix::io::pwrite(file, data, offset)?)
+    }
+
+    fn sync_file(&self, file: &OwnedFd) -> Result<()> {
+        Ok(rustix::fs::fsync(file)?)
+    }
+
+    fn sync_all(&self) -> Result<()> {
+        Ok(rustix::fs::syncfs(&self.base)?)
     }
 }
 
@@ -184,12 +207,29 @@ impl Target for Embedded {
         Ok(self.fs.create_file(&self.cred, *dir, name.as_bytes(), 0o644, flags)?.1)
     }
 
+    fn open_read(&self, dir: &u64, name: &CString) -> Result<u64> {
+        let ino = self.fs.lookup(&self.cred, *dir, name.as_bytes())?.ino;
+        Ok(self.fs.open_file(&self.cred, ino, libc::O_RDONLY)?)
+    }
+
     fn read_at(&self, file: &u64, buf: &mut [u8], offset: u64) -> Result<usize> {
         Ok(self.fs.read_into(*file, offset, buf)?)
     }
 
     fn write_at(&self, file: &u64, data: &[u8], offset: u64) -> Result<usize> {
         Ok(self.fs.write(&self.cred, *file, offset, data)?)
+    }
+
+    fn sync_file(&self, file: &u64) -> Result<()> {
+        Ok(self.fs.fsync(*file)?)
+    }
+
+    fn sync_all(&self) -> Result<()> {
+        Ok(self.fs.sync()?)
+    }
+
+    fn close(&self, file: u64) -> Result<()> {
+        Ok(self.fs.release(file)?)
     }
 }
 
@@ -265,11 +305,23 @@ impl Target for Served {
         Ok(options.open(&self.client, path(dir, name)?)?)
     }
 
+    fn open_read(&self, dir: &String, name: &CString) -> Result<larder_client::File> {
+        Ok(self.client.open(path(dir, name)?)?)
+    }
+
     fn read_at(&self, file: &larder_client::File, buf: &mut [u8], offset: u64) -> Result<usize> {
         Ok(file.read_at(buf, offset)?)
     }
 
     fn write_at(&self, file: &larder_client::File, data: &[u8], offset: u64) -> Result<usize> {
         Ok(file.write_at(data, offset)?)
+    }
+
+    fn sync_file(&self, file: &larder_client::File) -> Result<()> {
+        Ok(file.sync_all()?)
+    }
+
+    fn sync_all(&self) -> Result<()> {
+        Ok(self.client.sync()?)
     }
 }
