@@ -73,20 +73,27 @@ impl ScanIterator {
 
     /// Reads the next page into `state` (the GIL released by the caller).
     fn refill(&self, kv: &larder_kv::Kv, state: &mut State) -> Result<(), KvError> {
-        let scan = kv.scan_range(&self.bucket, &state.start, state.end.as_deref())?;
+        let mut scan = kv.scan_range(&self.bucket, &state.start, state.end.as_deref())?;
         let mut read = 0;
         let mut scanned_all = true;
-        for entry in scan {
-            let entry = entry?;
-            if state.last.as_deref() == Some(entry.key.as_slice()) {
-                continue;
-            }
+        loop {
+            let mut key = Vec::new();
             let mut value = Vec::new();
-            // A key deleted since its listing is skipped, as the scan does.
-            if self.kind == ScanKind::Values && !kv.store().read_to_end_into(entry.object, &mut value)? {
+            // A key deleted since its listing is skipped by the scan.
+            let size = if self.kind == ScanKind::Values {
+                if scan.next_value_into(&mut key, &mut value)?.is_none() {
+                    break;
+                }
+                value.len() as u64
+            } else {
+                let Some(entry) = scan.next().transpose()? else { break };
+                key = entry.key;
+                entry.size
+            };
+            if state.last.as_deref() == Some(key.as_slice()) {
                 continue;
             }
-            state.page.push_back(Entry { key: entry.key, size: entry.size, value });
+            state.page.push_back(Entry { key, size, value });
             read += 1;
             if read == PAGE {
                 scanned_all = false;

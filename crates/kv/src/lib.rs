@@ -35,7 +35,7 @@ pub use error::{KvError, Result};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};
 pub use ops::Head;
-pub use scan::{Scan, ScanEntry};
+pub use scan::{Scan, ScanEntry, ScanValues};
 pub use stream::{KvReader, KvWriter};
 
 /// Options of a KV store.

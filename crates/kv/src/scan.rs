@@ -7,9 +7,13 @@
 //! them as a name. So a level met in a listing is deferred (a small heap
 //! keyed by `name/`) and entered once every name below `name/` is out;
 //! only names extending `name` with a byte below `/` fall in between, so
-//! the heap stays small. Listing is paged, and a scan is not a snapshot: a
-//! key present throughout is returned exactly once, keys added or removed
-//! meanwhile may or may not be.
+//! the heap stays small. Listing is paged, each directory's pages growing
+//! from [`FIRST_PAGE`] to [`LAST_PAGE`] entries so that a short scan lists
+//! little more than it returns. A scan is not a snapshot: a key present
+//! throughout is returned exactly once, keys added or removed meanwhile
+//! may or may not be. A value a scan returns ([`Scan::next_value_into`])
+//! is read from the key's object as one read, so it is whole: the value
+//! the key held at some moment during the scan, never a mix.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -20,8 +24,10 @@ use larder_object::meta::{Dentry, Kind, Name};
 use crate::error::Result;
 use crate::Kv;
 
-/// Entries read per directory listing call.
-const PAGE: usize = 256;
+/// Entries read by a directory's first listing call.
+const FIRST_PAGE: usize = 16;
+/// Most entries read per listing call (each call doubles the last).
+const LAST_PAGE: usize = 256;
 
 /// One key a scan returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +54,8 @@ struct Cursor {
     after: Option<Name>,
     /// Where the first page starts (relative), when the scan starts inside.
     from: Vec<u8>,
+    /// Entries the next listing call asks for.
+    page_size: usize,
     exhausted: bool,
     /// Levels met, keyed by `name/`, with the start inside them.
     deferred: BinaryHeap<Level>,
@@ -66,8 +74,10 @@ pub struct Scan<'a> {
 
 impl Kv {
     /// The keys of `bucket` in `[start, end)` (no end: to the last), in
-    /// byte order, each with its object and size ([`ScanEntry`]; read the
-    /// value with [`Kv::get`] or [`Kv::reader`]). An I/O or corruption
+    /// byte order, each with its object and size ([`ScanEntry`]); for the
+    /// values too, step it with [`Scan::next_value_into`] (or iterate
+    /// [`Scan::with_values`]), which reads each value from the object the
+    /// listing found, with no second lookup of its key. An I/O or corruption
     /// error is yielded as an `Err` item and ends the scan.
     ///
     /// ```
@@ -104,7 +114,7 @@ impl Kv {
     }
 }
 
-impl Scan<'_> {
+impl<'a> Scan<'a> {
     /// A cursor over `dir` whose keys start with `prefix`, starting at the
     /// relative key `from`.
     fn cursor(&self, dir: u64, prefix: Vec<u8>, from: Vec<u8>) -> Result<Cursor> {
@@ -133,6 +143,7 @@ impl Scan<'_> {
             page: VecDeque::new(),
             after: None,
             from: start_part.clone(),
+            page_size: FIRST_PAGE,
             exhausted: false,
             deferred,
             start_part,
@@ -146,11 +157,13 @@ impl Scan<'_> {
         if !top.page.is_empty() || top.exhausted {
             return Ok(());
         }
+        let limit = top.page_size;
+        top.page_size = (limit * 2).min(LAST_PAGE);
         let page = match &top.after {
-            Some(after) => list::list(store, top.dir, Some(after), PAGE)?,
-            None => list::list_from(store, top.dir, &top.from, PAGE)?,
+            Some(after) => list::list(store, top.dir, Some(after), limit)?,
+            None => list::list_from(store, top.dir, &top.from, limit)?,
         };
-        top.exhausted = page.len() < PAGE;
+        top.exhausted = page.len() < limit;
         top.after = page.last().map(|(n, _)| n.clone()).or(top.after.take());
         top.page.extend(page);
         Ok(())
@@ -160,7 +173,10 @@ impl Scan<'_> {
         self.end.as_deref().is_some_and(|e| key >= e)
     }
 
-    fn step(&mut self) -> Result<Option<ScanEntry>> {
+    /// The next file entry listed in range: its key into `key` (replaced)
+    /// and its object, or `None` at the end. The object may have gone
+    /// since its listing; the callers skip it then.
+    fn next_listed(&mut self, key: &mut Vec<u8>) -> Result<Option<u64>> {
         loop {
             self.refill()?;
             let Some(top) = self.stack.last_mut() else { return Ok(None) };
@@ -197,19 +213,103 @@ impl Scan<'_> {
                 self.stack.pop();
                 continue;
             };
-            let mut key = top.prefix.clone();
-            key.extend_from_slice(name.as_bytes());
-            if key < self.start || d.kind != Kind::File {
+            if d.kind != Kind::File {
                 continue;
             }
-            if self.past_end(&key) {
+            key.clear();
+            key.extend_from_slice(&top.prefix);
+            key.extend_from_slice(name.as_bytes());
+            if key.as_slice() < self.start.as_slice() {
+                continue;
+            }
+            if self.past_end(key) {
                 self.stack.clear();
                 return Ok(None);
             }
+            return Ok(Some(d.child));
+        }
+    }
+
+    fn step(&mut self) -> Result<Option<ScanEntry>> {
+        let mut key = Vec::new();
+        while let Some(object) = self.next_listed(&mut key)? {
             // A key deleted since its listing is skipped.
-            if let Some(onode) = self.kv.store().stat(d.child)? {
-                return Ok(Some(ScanEntry { key, object: d.child, size: onode.size }));
+            if let Some(size) = self.kv.store().with_attributes(object, |o| o.size)? {
+                return Ok(Some(ScanEntry { key, object, size }));
             }
+        }
+        Ok(None)
+    }
+
+    /// The next key and its value: replaces `key` and `value` with them
+    /// (their allocations reused) and returns the key's object, or returns
+    /// `None` at the end of the scan. The value is read from the object the
+    /// listing named, with no second lookup of the key: a small value
+    /// straight from the object's onode (in the metadata cache), a large
+    /// one through its extents, checked as [`Kv::get`] checks. It is one
+    /// whole value the key held during the scan, never a mix of two. An
+    /// error ends the scan (later calls return `None`).
+    ///
+    /// ```
+    /// use larder_kv::{Durability, Kv, KvOptions};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let kv = Kv::create(tmp.path(), KvOptions::default())?;
+    /// kv.create_bucket("b")?;
+    /// for key in ["a", "b/1", "c"] {
+    ///     kv.put("b", key, key.to_uppercase().as_bytes(), Durability::Buffered)?;
+    /// }
+    /// let mut scan = kv.scan_range("b", b"b", None)?;
+    /// let (mut key, mut value) = (Vec::new(), Vec::new());
+    /// let mut seen = Vec::new();
+    /// while scan.next_value_into(&mut key, &mut value)?.is_some() {
+    ///     seen.push((key.clone(), value.clone()));
+    /// }
+    /// assert_eq!(seen, [(b"b/1".to_vec(), b"B/1".to_vec()), (b"c".to_vec(), b"C".to_vec())]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn next_value_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<Option<u64>> {
+        let found = self.next_value_step(key, value);
+        if found.is_err() {
+            self.stack.clear();
+        }
+        found
+    }
+
+    fn next_value_step(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<Option<u64>> {
+        while let Some(object) = self.next_listed(key)? {
+            // A key deleted since its listing is skipped: its object is
+            // gone, and object ids are never reused.
+            if self.kv.store().read_to_end_into(object, value)? {
+                return Ok(Some(object));
+            }
+        }
+        Ok(None)
+    }
+
+    /// This scan as an iterator of `(key, value)` pairs (see
+    /// [`Scan::next_value_into`]; that call reuses its buffers, this one
+    /// allocates a key and a value per item).
+    pub fn with_values(self) -> ScanValues<'a> {
+        ScanValues { scan: self }
+    }
+}
+
+/// A scan yielding keys with their values (from [`Scan::with_values`]).
+pub struct ScanValues<'a> {
+    scan: Scan<'a>,
+}
+
+impl Iterator for ScanValues<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        match self.scan.next_value_into(&mut key, &mut value) {
+            Ok(Some(_)) => Some(Ok((key, value))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }

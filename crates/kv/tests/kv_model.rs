@@ -1,11 +1,15 @@
 //! Property test: random KV operations (puts of small and large values,
 //! deletes, batches, scans, reopens) against a BTreeMap model, including
-//! the rule that a key cannot also be a directory level of another key.
+//! the rule that a key cannot also be a directory level of another key;
+//! scans with values, by range and partly consumed, against the model; and
+//! scans with values racing overwrites and deletes.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
 
 use larder_io::SimStorage;
 use larder_kv::{Durability, Kv, KvBatch, KvError};
@@ -49,11 +53,36 @@ fn conflicts(model: &Model, key: &str) -> bool {
     model.keys().any(|m| m.starts_with(&format!("{key}/")) || key.starts_with(&format!("{m}/")))
 }
 
+/// Every `(key, value)` a scan of `prefix` yields through
+/// `Scan::next_value_into`, its buffers reused from item to item.
+fn scan_values(kv: &Kv, prefix: &str) -> Vec<(String, Vec<u8>)> {
+    let mut scan = kv.scan_prefix("b", prefix.as_bytes()).unwrap();
+    let (mut key, mut value) = (b"stale key".to_vec(), b"stale value".to_vec());
+    let mut out = Vec::new();
+    while let Some(object) = scan.next_value_into(&mut key, &mut value).unwrap() {
+        let head = kv.head("b", &key).unwrap().unwrap();
+        assert_eq!(head.object, object, "the object of {key:?}");
+        out.push((String::from_utf8(key.clone()).unwrap(), value.clone()));
+    }
+    // Ended: it stays so.
+    assert!(scan.next_value_into(&mut key, &mut value).unwrap().is_none());
+    out
+}
+
 fn check_all(kv: &Kv, model: &Model) {
     let got: Vec<String> =
         kv.scan_prefix("b", b"").unwrap().map(|e| String::from_utf8(e.unwrap().key).unwrap()).collect();
     let want: Vec<String> = model.keys().cloned().collect();
     assert_eq!(got, want);
+    let pairs: Vec<(String, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(scan_values(kv, ""), pairs);
+    let iterated: Vec<(String, Vec<u8>)> = kv
+        .scan_prefix("b", b"")
+        .unwrap()
+        .with_values()
+        .map(|e| e.map(|(k, v)| (String::from_utf8(k).unwrap(), v)).unwrap())
+        .collect();
+    assert_eq!(iterated, pairs);
     // One buffer for every `get_into`, holding the last value read (or a
     // marker a miss must leave alone).
     let mut out = b"left alone".to_vec();
@@ -125,6 +154,9 @@ fn run(ops: Vec<Op>) {
                     .collect();
                 let want: Vec<String> = model.keys().filter(|k| k.starts_with(prefix)).cloned().collect();
                 assert_eq!(got, want, "scan of {prefix:?}");
+                let want: Vec<(String, Vec<u8>)> =
+                    model.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(scan_values(&kv, prefix), want, "scan with values of {prefix:?}");
             }
             Op::Reopen => {
                 kv.close().unwrap();
@@ -142,10 +174,176 @@ fn run(ops: Vec<Op>) {
     kv.delete_bucket("b").unwrap();
 }
 
+/// Key `i` of the paging tests: names in one level and in a nested one,
+/// so that pages of several sizes end inside and around levels.
+fn paged_key(i: usize) -> String {
+    match i % 3 {
+        0 => format!("k{i:04}"),
+        1 => format!("k{:04}/v{i:04}", i - i % 7),
+        _ => format!("k{i:04}.x"),
+    }
+}
+
+/// Puts `keys` (index, length, fill) then deletes `deleted`, then scans
+/// with values from `start` taking `take` items (a scan consumed partly,
+/// as YCSB's short scans are), against the model.
+fn run_paged(keys: Vec<(usize, usize, u8)>, deleted: Vec<usize>, start: usize, end: Option<usize>, take: usize) {
+    let sim = SimStorage::new(5);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    let mut model = Model::new();
+    let mut batch = KvBatch::new();
+    for (i, len, fill) in keys {
+        let (k, v) = (paged_key(i), value(len, fill));
+        // A key that is a level of another is refused: skip those.
+        if conflicts(&model, &k) {
+            continue;
+        }
+        batch.put(&k, v.clone());
+        model.insert(k, v);
+    }
+    kv.write_batch("b", &batch, Durability::Buffered).unwrap();
+    for i in deleted {
+        let k = paged_key(i);
+        assert_eq!(kv.delete("b", &k, Durability::Buffered).unwrap(), model.remove(&k).is_some());
+    }
+    let (start, end) = (paged_key(start), end.map(paged_key));
+    let mut scan = kv.scan_range("b", start.as_bytes(), end.as_deref().map(str::as_bytes)).unwrap();
+    let (mut key, mut got) = (Vec::new(), Vec::new());
+    let mut value = Vec::new();
+    while got.len() < take && scan.next_value_into(&mut key, &mut value).unwrap().is_some() {
+        got.push((String::from_utf8(key.clone()).unwrap(), value.clone()));
+    }
+    let want: Vec<(String, Vec<u8>)> = model
+        .range(start..)
+        .take_while(|(k, _)| end.as_ref().is_none_or(|e| k < &e))
+        .take(take)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// A value of `key` at `version`: names both, and its length (inline or in
+/// extents) follows the version, so a torn or misplaced value shows.
+fn versioned(key: &str, version: u32) -> Vec<u8> {
+    let len = if version.is_multiple_of(2) { 40 } else { 3000 + (version as usize % 5) * 700 };
+    let mut v = format!("{key}@{version}:").into_bytes();
+    let fill = key.bytes().fold(version as u8, u8::wrapping_add);
+    while v.len() < len {
+        v.push(fill.wrapping_add(v.len() as u8));
+    }
+    v
+}
+
+/// Checks `value` is `versioned(key, some version)`; returns the version.
+fn check_versioned(key: &str, value: &[u8]) -> u32 {
+    let text = String::from_utf8_lossy(value);
+    let head = format!("{key}@");
+    assert!(text.starts_with(&head), "value of {key} names another key: {:?}", &text[..text.len().min(40)]);
+    let version: u32 = text[head.len()..].split(':').next().unwrap().parse().unwrap();
+    assert_eq!(value, versioned(key, version), "value of {key} at version {version} is torn");
+    version
+}
+
+#[test]
+fn scans_with_values_racing_overwrites_and_deletes_see_whole_values_of_their_keys() {
+    let sim = SimStorage::new(23);
+    let kv = Arc::new(common::create(&sim));
+    kv.create_bucket("b").unwrap();
+    // Stable keys are overwritten but never deleted: every scan must yield
+    // each exactly once. Churning keys come and go.
+    let stable: Vec<String> = (0..60).map(|i| format!("s{i:03}")).collect();
+    let churning: Vec<String> = (0..60).map(|i| format!("s{i:03}.c")).collect();
+    for k in &stable {
+        kv.put("b", k, &versioned(k, 0), Durability::Buffered).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(Barrier::new(2));
+    let writer = {
+        let (kv, stop, started, stable, churning) =
+            (kv.clone(), stop.clone(), started.clone(), stable.clone(), churning.clone());
+        std::thread::spawn(move || {
+            started.wait();
+            for round in 1..=40u32 {
+                for (i, k) in stable.iter().enumerate().filter(|(i, _)| (i + round as usize).is_multiple_of(3)) {
+                    kv.put("b", k, &versioned(k, round + i as u32), Durability::Buffered).unwrap();
+                }
+                for (i, k) in churning.iter().enumerate() {
+                    if (i + round as usize).is_multiple_of(2) {
+                        kv.put("b", k, &versioned(k, round), Durability::Buffered).unwrap();
+                    } else {
+                        kv.delete("b", k, Durability::Buffered).unwrap();
+                    }
+                }
+            }
+            stop.store(true, Ordering::Release);
+        })
+    };
+    started.wait();
+    let mut scans = 0;
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    loop {
+        // Read the flag first: the scan after the writer's end checks the
+        // final state too.
+        let last = stop.load(Ordering::Acquire);
+        let mut scan = kv.scan_prefix("b", b"s").unwrap();
+        let mut seen_stable = Vec::new();
+        let mut previous: Option<Vec<u8>> = None;
+        while scan.next_value_into(&mut key, &mut value).unwrap().is_some() {
+            assert!(previous.as_ref().is_none_or(|p| p < &key), "keys out of order");
+            previous = Some(key.clone());
+            let k = String::from_utf8(key.clone()).unwrap();
+            check_versioned(&k, &value);
+            if !k.ends_with(".c") {
+                seen_stable.push(k);
+            }
+        }
+        assert_eq!(seen_stable, stable, "a key present throughout, once each");
+        scans += 1;
+        if last {
+            break;
+        }
+    }
+    writer.join().unwrap();
+    assert!(scans >= 2);
+    // After the race, the scan yields exactly the final values.
+    for k in &stable {
+        let final_value = kv.get("b", k).unwrap().unwrap();
+        check_versioned(k, &final_value);
+    }
+    let want: Vec<(String, Vec<u8>)> = kv
+        .scan_prefix("b", b"")
+        .unwrap()
+        .map(|e| e.unwrap().key)
+        .map(|k| {
+            let v = kv.get("b", &k).unwrap().unwrap();
+            (String::from_utf8(k).unwrap(), v)
+        })
+        .collect();
+    assert_eq!(scan_values(&kv, ""), want);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
     #[test]
     fn kv_matches_a_model(ops in prop::collection::vec(op(), 1..40)) {
         run(ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn scans_with_values_page_through_many_keys(
+        keys in prop::collection::vec(
+            (0usize..600, prop_oneof![4 => 0usize..48, 1 => 2100usize..5000], any::<u8>()),
+            1..400,
+        ),
+        deleted in prop::collection::vec(0usize..600, 0..60),
+        start in 0usize..600,
+        end in prop::option::of(0usize..600),
+        take in prop_oneof![1usize..20, 1usize..700],
+    ) {
+        run_paged(keys, deleted, start, end, take);
     }
 }
