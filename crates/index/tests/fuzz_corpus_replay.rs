@@ -502,7 +502,7 @@ fn random_inputs_do_not_panic(target: &str, decode: Decode, framed: &mut dyn FnM
 // --- every target ---
 
 /// Where each fuzz target's committed corpus is replayed on stable.
-const REPLAYED: [(&str, &str); 27] = [
+const REPLAYED: [(&str, &str); 28] = [
     ("manifest", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("manifest_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("data_block", "crates/index/tests/fuzz_corpus_replay.rs"),
@@ -511,6 +511,7 @@ const REPLAYED: [(&str, &str); 27] = [
     ("log_segment_header", "crates/log/tests/decoder_robustness.rs"),
     ("log_group", "crates/log/tests/decoder_robustness.rs"),
     ("log_segment_file", "crates/log/tests/decoder_robustness.rs"),
+    ("log_clean_marker", "crates/log/tests/decoder_robustness.rs"),
     ("space_extent", "crates/space/tests/fuzz_replay.rs"),
     ("space_rebuild", "crates/space/tests/fuzz_replay.rs"),
     ("object_key", "crates/object/tests/meta_decoders.rs"),

@@ -47,9 +47,9 @@ pub enum TreesError {
     /// tree) would wait for the first forever. Use the transaction held.
     #[error("this thread already holds a write transaction; write through it instead of starting another")]
     NestedWrite,
-    /// The snapshot's destination already exists (or its `.partial`
-    /// directory beside it holds something other than a store).
-    #[error("snapshot destination {path} already exists")]
+    /// The snapshot's destination already exists, or its `.partial`
+    /// directory beside it (left by an interrupted snapshot).
+    #[error("snapshot destination {path} already exists: remove it or choose another path")]
     SnapshotExists {
         /// The destination.
         path: PathBuf,

@@ -4,7 +4,8 @@
 //! transactions committed before the call, none half. It is written into
 //! a new store beside `path` (a `.partial` directory), closed (everything
 //! durable and flushed), then renamed to `path` and the parent directory
-//! synced: `path` holds the whole copy or does not exist.
+//! synced: `path` holds the whole copy or does not exist. A `.partial`
+//! left by a crash is refused, not removed: the user removes it.
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -29,13 +30,9 @@ pub(crate) fn write(trees: &Trees, path: &Path) -> Result<()> {
     }
     let partial = partial_path(path);
     if storage.exists(&partial)? {
-        // A store there was left by a snapshot a crash interrupted (never
-        // a store in use: a snapshot renames it away once complete), and
-        // goes; anything else is not ours to remove.
-        if !storage.exists(&partial.join(larder_object::superblock::SUPERBLOCK_FILE))? {
-            return Err(TreesError::SnapshotExists { path: partial });
-        }
-        std::fs::remove_dir_all(&partial).map_err(|e| larder_io::IoError::os("remove", &partial, e))?;
+        // Left by a snapshot a crash interrupted, or someone else's: the
+        // user decides what goes.
+        return Err(TreesError::SnapshotExists { path: partial });
     }
     let source = trees.store();
     let creation: CreationOptions = source.superblock().options;
@@ -55,7 +52,7 @@ pub(crate) fn write(trees: &Trees, path: &Path) -> Result<()> {
         copy.commit(&batch, Durability::Buffered)?;
     }
     copy.close()?;
-    std::fs::rename(&partial, path).map_err(|e| larder_io::IoError::os("rename", path, e))?;
+    storage.rename(&partial, path)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         storage.sync_dir(parent)?;
     }

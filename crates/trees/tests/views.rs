@@ -97,7 +97,7 @@ fn a_snapshot_is_one_consistent_state_and_opens_as_a_store() {
     });
     let err = trees.snapshot(&copy).unwrap_err();
     assert!(matches!(err, TreesError::SnapshotExists { .. }), "{err}");
-    // A `.partial` directory that holds no store is not removed.
+    // A `.partial` directory beside the destination is refused, not removed.
     let other = tmp.path().join("other");
     std::fs::create_dir(tmp.path().join("other.partial")).unwrap();
     std::fs::write(tmp.path().join("other.partial/mine"), b"keep").unwrap();
