@@ -9,6 +9,8 @@
 #   cluster.sh kill N                 SIGKILL node N (1..3)
 #   cluster.sh restart N              start node N again (same directories)
 #   cluster.sh env                    print the S3 endpoints and credentials
+#   cluster.sh convert N ENGINE       stop node N, move its metadata to
+#                                     ENGINE with `garage convert-db`, restart
 #   cluster.sh garage N ARGS...       run the garage CLI against node N
 #
 # Defaults: --db larder --blocks larder --fsync on, DIR integrations/garage/run
@@ -168,13 +170,25 @@ restart)
 env)
     print_env
     ;;
+convert)
+    [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
+    n="$1" to="$2"
+    from="$(sed -n 's/^db_engine = "\(.*\)"$/\1/p' "$(conf "$n")")"
+    stop_node "$n"
+    meta="$dir/node$n/meta"
+    "$garage_bin" convert-db -a "$from" -i "$meta/db.$from" -b "$to" -o "$meta/db.$to"
+    sed -i "s/^db_engine = .*/db_engine = \"$to\"/" "$(conf "$n")"
+    mv "$meta/db.$from" "$meta/db.$from.converted"
+    start_node "$n"
+    echo "cluster: node $n moved from $from to $to"
+    ;;
 garage)
     [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
     n="$1"; shift
     cli "$n" "$@"
     ;;
 *)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -40,3 +40,4 @@ if [ -f larder/larder_adapter.rs ]; then
 fi
 cp larder/block_store.rs crates/garage_block/block_store.rs
 cp larder/larder_block_store.rs crates/garage_block/larder_block_store.rs
+cp larder/block_store_test.rs crates/garage_block/block_store_test.rs
