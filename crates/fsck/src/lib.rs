@@ -40,6 +40,7 @@ mod redundancy;
 mod report;
 mod scan;
 mod space;
+mod trees;
 mod visit;
 
 use std::collections::BTreeSet;
@@ -100,6 +101,7 @@ pub fn check_with(store: &Store, options: &Options, progress: &mut dyn FnMut(Pro
     visitor.finish_arena();
     let mut model = std::mem::take(&mut visitor.model);
     namespace::check(&model, &mut problems, &mut skipped);
+    trees::check_counts(&model, &mut problems);
     let mut warnings = Vec::new();
     heap::check(store, &snapshot, &model, &mut problems, &mut warnings, &mut skipped)?;
     model.counts.heaps = model.heap_roots.len() as u64;

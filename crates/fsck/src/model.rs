@@ -118,6 +118,8 @@ pub(crate) struct Model {
     /// Maps some of whose keys could not be read.
     pub(crate) incomplete: BTreeSet<Map>,
     pub(crate) counts: Counts,
+    /// The transactional trees' catalog, counts and entries.
+    pub(crate) trees: crate::trees::TreesModel,
 }
 
 impl Model {

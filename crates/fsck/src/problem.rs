@@ -41,6 +41,10 @@ impl fmt::Display for ShowKey<'_> {
             MetaKey::HeapName { object, name } => write!(f, "heap name \"{name}\" of object {object}"),
             MetaKey::HeapType { type_id } => write!(f, "heap type {type_id}"),
             MetaKey::HeapSpan { object, span } => write!(f, "arena record of object {object} at {span}"),
+            MetaKey::TreeCatalog { name } => write!(f, "catalog record of tree \"{}\"", name.escape_default()),
+            MetaKey::TreeNextId => write!(f, "tree id high-water mark"),
+            MetaKey::TreeCount { tree } => write!(f, "count record of tree {tree}"),
+            MetaKey::TreeEntry { tree, key } => write!(f, "entry {} of tree {tree}", hex(key)),
         }
     }
 }
@@ -421,6 +425,42 @@ pub enum Problem {
         /// The name.
         name: Name,
     },
+    /// Trees (rule T1): two catalog records give the same tree id.
+    TreeIdShared {
+        /// The id.
+        id: u64,
+        /// The first tree's name.
+        first: String,
+        /// The second tree's name.
+        second: String,
+    },
+    /// Trees (rule T1): a catalog record's id is at or above the id
+    /// high-water mark, so it could be handed out again.
+    TreeIdNotAllocated {
+        /// The id.
+        id: u64,
+        /// The tree's name.
+        name: String,
+        /// The high-water mark.
+        next_tree_id: u64,
+    },
+    /// Trees (rule T2): entries or a count record of a tree id that has no
+    /// catalog record (reported once per tree).
+    TreeNotInCatalog {
+        /// The tree id.
+        tree: u64,
+    },
+    /// Trees (rule T3): a tree's count record does not match its entries.
+    TreeCountMismatch {
+        /// The tree id.
+        tree: u64,
+        /// The tree's name.
+        name: String,
+        /// The count recorded (0 without a record).
+        recorded: u64,
+        /// The entries found.
+        found: u64,
+    },
     /// Heaps: an arena span record of an object without a heap record.
     HeapSpanWithoutObject {
         /// The object.
@@ -595,6 +635,20 @@ impl fmt::Display for Problem {
             HeapNameWithoutObject { object, name } => {
                 write!(f, "heap name \"{name}\" of object {object}, which has no heap object record")
             }
+            TreeIdShared { id, first, second } => {
+                write!(f, "trees \"{}\" and \"{}\" share the id {id}", first.escape_default(), second.escape_default())
+            }
+            TreeIdNotAllocated { id, name, next_tree_id } => write!(
+                f,
+                "tree \"{}\" has id {id}, not below the tree id high-water mark {next_tree_id}",
+                name.escape_default()
+            ),
+            TreeNotInCatalog { tree } => write!(f, "tree {tree} has entries or a count but no catalog record"),
+            TreeCountMismatch { tree, name, recorded, found } => write!(
+                f,
+                "tree \"{}\" (id {tree}) records {recorded} entries but has {found}",
+                name.escape_default()
+            ),
             HeapSpanWithoutObject { object, span } => {
                 write!(f, "arena record of object {object} at {span}: the object has no heap object record")
             }

@@ -106,6 +106,10 @@ pub struct Counts {
     pub xattrs: u64,
     /// Orphan records.
     pub orphans: u64,
+    /// Transactional trees (catalog records that decoded).
+    pub trees: u64,
+    /// Entries of transactional trees.
+    pub tree_entries: u64,
     /// Container bytes the extent map references (whole blocks).
     pub bytes_referenced: u64,
     /// Container blocks read back whose crc32c matched.

@@ -129,7 +129,8 @@ mod tests {
         assert_eq!(next_map_prefix(&[0x10]), Some(vec![0x20]));
         assert_eq!(next_map_prefix(&[0x15, 0xff]), Some(vec![0x20]));
         assert_eq!(next_map_prefix(&[0x50, 0, 0]), Some(vec![0x60]));
-        assert_eq!(next_map_prefix(&[0x60, 2, 0]), None);
+        assert_eq!(next_map_prefix(&[0x60, 2, 0]), Some(vec![0x70]));
+        assert_eq!(next_map_prefix(&[0x70, 4, 0]), None);
         assert_eq!(next_map_prefix(&[0xff]), None);
     }
 }

@@ -81,6 +81,10 @@ impl<'a> Visitor<'a> {
             | MetaKey::HeapName { .. }
             | MetaKey::HeapType { .. }
             | MetaKey::HeapSpan { .. } => self.heap_record(&key, value),
+            MetaKey::TreeCatalog { .. }
+            | MetaKey::TreeNextId
+            | MetaKey::TreeCount { .. }
+            | MetaKey::TreeEntry { .. } => self.tree_record(&key, value),
         }
     }
 
@@ -144,7 +148,7 @@ impl<'a> Visitor<'a> {
         }
     }
 
-    fn bad_value(&mut self, key: &MetaKey, error: impl ToString) {
+    pub(crate) fn bad_value(&mut self, key: &MetaKey, error: impl ToString) {
         self.problems.push(Problem::BadValue { key: key.clone(), error: error.to_string() });
     }
 

@@ -41,6 +41,8 @@ fn the_fixture_is_clean_and_counted() {
         fmap_entries: entries.len() as u64,
         xattrs: 1,
         orphans: 1,
+        trees: 0,
+        tree_entries: 0,
         bytes_referenced: bytes,
         blocks_verified: blocks,
     };

@@ -16,11 +16,13 @@
 //! | xattr | `0x40`, object id, name | [`XattrValue`](super::XattrValue) |
 //! | orphans | `0x50`, object id | [`Orphan`](super::Orphan) |
 //! | heap | `0x60`, record kind, ... | the heap's records ([`super::heap`]) |
+//! | trees | `0x70`, record kind, ... | the trees' records ([`super::tree`]) |
 
 use crate::error::{ObjectError, Result};
 
 use super::codec::{DecodeResult, Reader};
 use super::name::{Name, StoreName, XattrName};
+use super::tree::{check_tree_name, MAX_TREE_KEY_BYTES};
 use super::{BLOCK_BYTES, MAX_OBJECT_BYTES};
 
 /// Store metadata name of the object id high-water mark (value: u64 LE,
@@ -53,6 +55,44 @@ pub enum Map {
     /// The heap's records (`0x60`): a record kind byte ([`HeapRecord`]),
     /// then its fields (docs/heap.md).
     Heap,
+    /// The transactional trees' records (`0x70`): a record kind byte
+    /// ([`TreeRecord`]), then its fields (docs/trees.md).
+    Trees,
+}
+
+/// The kinds of tree records: the byte after the trees map's prefix. Their
+/// order is the order a check needs: the catalog, then the id high-water
+/// mark, then counts and entries, which refer to catalog ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TreeRecord {
+    /// A catalog entry (`0x01`): tree name (UTF-8) -> tree id.
+    Catalog,
+    /// The tree id high-water mark (`0x02`, no fields): the next id.
+    NextId,
+    /// A tree's entry count (`0x03`): tree id (u64 BE) -> count.
+    Count,
+    /// An entry (`0x04`): tree id (u64 BE), user key -> user value.
+    Entry,
+}
+
+impl TreeRecord {
+    /// Every kind, in key order.
+    pub const ALL: [TreeRecord; 4] = [TreeRecord::Catalog, TreeRecord::NextId, TreeRecord::Count, TreeRecord::Entry];
+
+    /// The kind's byte.
+    pub const fn to_u8(self) -> u8 {
+        match self {
+            TreeRecord::Catalog => 0x01,
+            TreeRecord::NextId => 0x02,
+            TreeRecord::Count => 0x03,
+            TreeRecord::Entry => 0x04,
+        }
+    }
+
+    /// The kind stored as `b`, if any.
+    pub fn from_u8(b: u8) -> Option<TreeRecord> {
+        TreeRecord::ALL.into_iter().find(|k| k.to_u8() == b)
+    }
 }
 
 /// The kinds of heap records: the byte after the heap map's prefix.
@@ -96,7 +136,8 @@ impl HeapRecord {
 
 impl Map {
     /// Every map, in key order.
-    pub const ALL: [Map; 7] = [Map::Store, Map::Omap, Map::Fmap, Map::Dmap, Map::Xattr, Map::Orphans, Map::Heap];
+    pub const ALL: [Map; 8] =
+        [Map::Store, Map::Omap, Map::Fmap, Map::Dmap, Map::Xattr, Map::Orphans, Map::Heap, Map::Trees];
 
     /// The map's key prefix byte.
     pub const fn prefix(self) -> u8 {
@@ -108,6 +149,7 @@ impl Map {
             Map::Xattr => 0x40,
             Map::Orphans => 0x50,
             Map::Heap => 0x60,
+            Map::Trees => 0x70,
         }
     }
 
@@ -126,6 +168,7 @@ impl Map {
             Map::Xattr => "xattr",
             Map::Orphans => "orphans",
             Map::Heap => "heap",
+            Map::Trees => "trees",
         }
     }
 
@@ -139,6 +182,7 @@ impl Map {
             Map::Xattr => "xattr key",
             Map::Orphans => "orphan key",
             Map::Heap => "heap key",
+            Map::Trees => "tree key",
         }
     }
 }
@@ -209,6 +253,25 @@ pub enum MetaKey {
         object: u64,
         /// The span's offset in the object, or `u64::MAX`.
         span: u64,
+    },
+    /// The catalog entry of the tree named `name`.
+    TreeCatalog {
+        /// The tree's name: 1 to 255 bytes of UTF-8.
+        name: String,
+    },
+    /// The tree id high-water mark.
+    TreeNextId,
+    /// The entry count of tree `tree`.
+    TreeCount {
+        /// The tree's id.
+        tree: u64,
+    },
+    /// The entry `key` of tree `tree`.
+    TreeEntry {
+        /// The tree's id.
+        tree: u64,
+        /// The user's key: 0 to [`MAX_TREE_KEY_BYTES`] bytes.
+        key: Vec<u8>,
     },
 }
 
@@ -314,6 +377,57 @@ pub fn heap_span_prefix(object: u64) -> Vec<u8> {
     heap_key(HeapRecord::Span, object, &[])
 }
 
+fn tree_key(kind: TreeRecord, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + rest.len());
+    k.push(Map::Trees.prefix());
+    k.push(kind.to_u8());
+    k.extend_from_slice(rest);
+    k
+}
+
+/// Bytes of a tree entry key before the user's key: prefix, kind, tree id.
+pub const TREE_ENTRY_PREFIX_BYTES: usize = 10;
+
+/// The catalog key of the tree named `name` (checked when read back).
+pub fn tree_catalog_key(name: &str) -> Vec<u8> {
+    tree_key(TreeRecord::Catalog, name.as_bytes())
+}
+
+/// The key of the tree id high-water mark.
+pub fn tree_next_id_key() -> [u8; 2] {
+    tree_kind_prefix(TreeRecord::NextId)
+}
+
+/// The key of tree `tree`'s entry count.
+pub fn tree_count_key(tree: u64) -> Vec<u8> {
+    tree_key(TreeRecord::Count, &tree.to_be_bytes())
+}
+
+/// The key of entry `key` of tree `tree`.
+pub fn tree_entry_key(tree: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(TREE_ENTRY_PREFIX_BYTES + key.len());
+    k.push(Map::Trees.prefix());
+    k.push(TreeRecord::Entry.to_u8());
+    k.extend_from_slice(&tree.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// Prefix of every entry of tree `tree`, in user key byte order. Exact:
+/// the tree id is fixed-width.
+pub fn tree_entry_prefix(tree: u64) -> [u8; TREE_ENTRY_PREFIX_BYTES] {
+    let mut k = [0u8; TREE_ENTRY_PREFIX_BYTES];
+    k[0] = Map::Trees.prefix();
+    k[1] = TreeRecord::Entry.to_u8();
+    k[2..].copy_from_slice(&tree.to_be_bytes());
+    k
+}
+
+/// Prefix of every tree record of `kind` (the whole catalog, all counts).
+pub fn tree_kind_prefix(kind: TreeRecord) -> [u8; 2] {
+    [Map::Trees.prefix(), kind.to_u8()]
+}
+
 /// Prefix of every heap record of `kind` (all roots, all objects, ...).
 pub fn heap_kind_prefix(kind: HeapRecord) -> [u8; 2] {
     [Map::Heap.prefix(), kind.to_u8()]
@@ -368,6 +482,10 @@ impl MetaKey {
             | MetaKey::HeapName { .. }
             | MetaKey::HeapType { .. }
             | MetaKey::HeapSpan { .. } => Map::Heap,
+            MetaKey::TreeCatalog { .. }
+            | MetaKey::TreeNextId
+            | MetaKey::TreeCount { .. }
+            | MetaKey::TreeEntry { .. } => Map::Trees,
         }
     }
 
@@ -385,6 +503,10 @@ impl MetaKey {
             MetaKey::HeapName { object, name } => heap_name_key(*object, name),
             MetaKey::HeapType { type_id } => heap_type_key(*type_id),
             MetaKey::HeapSpan { object, span } => heap_span_key(*object, *span),
+            MetaKey::TreeCatalog { name } => tree_catalog_key(name),
+            MetaKey::TreeNextId => tree_next_id_key().to_vec(),
+            MetaKey::TreeCount { tree } => tree_count_key(*tree),
+            MetaKey::TreeEntry { tree, key } => tree_entry_key(*tree, key),
         }
     }
 
@@ -445,6 +567,25 @@ impl MetaKey {
                     HeapRecord::Name => MetaKey::HeapName { object: id, name: Name::new(r.rest()).map_err(named)? },
                     HeapRecord::Type => MetaKey::HeapType { type_id: id },
                     HeapRecord::Span => MetaKey::HeapSpan { object: id, span: r.u64_be("span offset")? },
+                }
+            }
+            Map::Trees => {
+                let b = r.u8("tree record kind")?;
+                let kind = TreeRecord::from_u8(b).ok_or_else(|| format!("unknown tree record kind {b:#04x}"))?;
+                match kind {
+                    TreeRecord::Catalog => {
+                        MetaKey::TreeCatalog { name: check_tree_name(r.rest()).map_err(named)?.into() }
+                    }
+                    TreeRecord::NextId => MetaKey::TreeNextId,
+                    TreeRecord::Count => MetaKey::TreeCount { tree: r.u64_be("tree id")? },
+                    TreeRecord::Entry => {
+                        let tree = r.u64_be("tree id")?;
+                        let key = r.rest();
+                        if key.len() > MAX_TREE_KEY_BYTES {
+                            return Err(format!("a key of {} bytes, over {MAX_TREE_KEY_BYTES}", key.len()));
+                        }
+                        MetaKey::TreeEntry { tree, key: key.to_vec() }
+                    }
                 }
             }
         };
@@ -520,5 +661,14 @@ pub fn decode_heap_key(key: &[u8]) -> Result<MetaKey> {
     match k.map() {
         Map::Heap => Ok(k),
         _ => Err(wrong_map(Map::Heap, &k)),
+    }
+}
+
+/// Decodes a trees map key: its record, refusing a key of another map.
+pub fn decode_tree_key(key: &[u8]) -> Result<MetaKey> {
+    let k = MetaKey::decode(key)?;
+    match k.map() {
+        Map::Trees => Ok(k),
+        _ => Err(wrong_map(Map::Trees, &k)),
     }
 }

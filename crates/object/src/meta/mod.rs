@@ -28,6 +28,7 @@ pub mod name;
 pub mod onode;
 mod onode_v2;
 pub mod orphan;
+pub mod tree;
 pub mod types;
 pub mod xattr;
 
@@ -44,10 +45,18 @@ pub use keys::{
     heap_name_prefix, heap_object_key, heap_root_key, heap_span_key, heap_span_prefix, heap_type_key, map_prefix,
     onode_key, orphan_key, prefix_end, store_key, xattr_key, xattr_prefix, HeapRecord, Map, MetaKey, NEXT_OBJECT_ID,
 };
+pub use keys::{
+    decode_tree_key, tree_catalog_key, tree_count_key, tree_entry_key, tree_entry_prefix, tree_kind_prefix,
+    tree_next_id_key, TreeRecord, TREE_ENTRY_PREFIX_BYTES,
+};
 pub use larder_space::Extent;
 pub use name::{Name, StoreName, XattrName, MAX_NAME_BYTES};
 pub use onode::{DataLocation, DirInfo, Onode};
 pub use orphan::{Orphan, OrphanReason};
+pub use tree::{
+    check_tree_name, decode_tree_record, encode_tree_record, TreeRecordKind, MAX_TREE_KEY_BYTES, MAX_TREE_NAME_BYTES,
+    TREE_RECORD_BYTES,
+};
 pub use types::{Kind, MetaLimits, Timestamp, MODE_PERM_MASK, MODE_TYPE_MASK};
 pub use xattr::{XattrValue, MAX_XATTR_VALUE_BYTES};
 

@@ -729,6 +729,17 @@ impl Store {
         Ok(self.log.sync()?)
     }
 
+    /// Returns once the transaction committed as `lsn` (and so every one
+    /// before it) is durable, sharing the log's group commit with every
+    /// other caller. With [`Store::commit`] as [`Durability::Buffered`] it
+    /// lets a caller release its own locks once the commit is visible and
+    /// ordered, then wait for durability without holding them, so
+    /// concurrent committers' records reach the disk in one group.
+    pub fn sync_to(&self, lsn: u64) -> Result<()> {
+        self.check_writable()?;
+        Ok(self.log.sync_to(lsn)?)
+    }
+
     /// The index holding the store's maps, for reads only: writes, flushes
     /// and ingests go through the store's transactions and checkpoints.
     pub fn index(&self) -> IndexView<'_> {

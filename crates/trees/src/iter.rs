@@ -1,0 +1,170 @@
+//! Iterators over a tree's entries: [`TreeIter`] over a snapshot, and
+//! [`TxIter`] over a write transaction's view (its own writes merged over
+//! the committed state).
+
+use std::iter::Peekable;
+use std::marker::PhantomData;
+use std::ops::Bound;
+
+use larder_index::{Iter, Snapshot};
+use larder_object::meta::{prefix_end, tree_entry_prefix, TREE_ENTRY_PREFIX_BYTES};
+
+use crate::{KeyRange, Result};
+
+/// An entry: the key and its value.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// The index keys of every entry of `tree`: `[start, end)`.
+pub(crate) fn entry_bounds(tree: u64) -> (Vec<u8>, Vec<u8>) {
+    let prefix = tree_entry_prefix(tree);
+    // The prefix starts with the map's byte (0x70): it has an end.
+    let end = prefix_end(&prefix).unwrap_or_default();
+    (prefix.to_vec(), end)
+}
+
+/// Owned bounds of a range of index keys.
+pub(crate) type IndexBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// Index bounds of the entries of `tree` in `range`.
+pub(crate) fn index_bounds(tree: u64, range: KeyRange<'_>) -> Result<IndexBounds> {
+    let (lowest, past) = entry_bounds(tree);
+    let full = |k: &[u8]| crate::tree::entry_key(tree, k);
+    let start = match range.0 {
+        Bound::Included(k) => Bound::Included(full(k)),
+        Bound::Excluded(k) => Bound::Excluded(full(k)),
+        Bound::Unbounded => Bound::Included(lowest),
+    };
+    let end = match range.1 {
+        Bound::Included(k) => Bound::Included(full(k)),
+        Bound::Excluded(k) => Bound::Excluded(full(k)),
+        Bound::Unbounded => Bound::Excluded(past),
+    };
+    Ok((start, end))
+}
+
+/// Whether no key lies between `start` and `end` (`BTreeMap::range`
+/// panics on such bounds; the index returns nothing).
+pub(crate) fn is_empty_range(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e))
+        | (Bound::Excluded(s), Bound::Excluded(e)) => s >= e,
+        _ => false,
+    }
+}
+
+fn strip(kv: larder_index::Result<(Vec<u8>, Vec<u8>)>) -> Result<Entry> {
+    let (mut k, v) = kv?;
+    k.drain(..TREE_ENTRY_PREFIX_BYTES.min(k.len()));
+    Ok((k, v))
+}
+
+/// The entries of one tree in a range, from one snapshot: later commits
+/// are invisible. Owns what it reads: `'static` and `Send`. An I/O or
+/// corruption error is yielded once and ends the iteration.
+pub struct TreeIter {
+    inner: Option<Iter>,
+}
+
+impl TreeIter {
+    pub(crate) fn new(snapshot: &Snapshot, tree: u64, range: KeyRange<'_>, forward: bool) -> Result<TreeIter> {
+        let (start, end) = index_bounds(tree, range)?;
+        if is_empty_range(&start, &end) {
+            return Ok(TreeIter { inner: None });
+        }
+        let inner = snapshot.range(as_slice(&start), as_slice(&end), forward)?;
+        Ok(TreeIter { inner: Some(inner) })
+    }
+}
+
+pub(crate) fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+impl Iterator for TreeIter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        let item = self.inner.as_mut()?.next()?;
+        if item.is_err() {
+            self.inner = None;
+        }
+        Some(strip(item))
+    }
+}
+
+/// The entries of one tree in a range as a write transaction sees them:
+/// its own writes (as of the call) merged over the committed state. It
+/// borrows the transaction, which cannot change while it lives.
+pub struct TxIter<'a> {
+    /// The transaction's writes in the range, in iteration order.
+    pending: std::vec::IntoIter<(Vec<u8>, Option<Vec<u8>>)>,
+    next_pending: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The committed entries (none when the transaction cleared the tree).
+    index: Option<Peekable<Iter>>,
+    forward: bool,
+    _tx: PhantomData<&'a ()>,
+}
+
+impl TxIter<'_> {
+    pub(crate) fn new(
+        mut pending: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        index: Option<Iter>,
+        forward: bool,
+    ) -> TxIter<'static> {
+        if !forward {
+            pending.reverse();
+        }
+        let mut pending = pending.into_iter();
+        let next_pending = pending.next();
+        TxIter { pending, next_pending, index: index.map(Iterator::peekable), forward, _tx: PhantomData }
+    }
+
+    /// The next entry, with index keys (prefix still on).
+    fn next_full(&mut self) -> Option<Result<Entry>> {
+        loop {
+            let index_key = match self.index.as_mut().and_then(|i| i.peek()) {
+                Some(Ok((k, _))) => Some(k.clone()),
+                Some(Err(_)) => {
+                    let failed = self.index.as_mut().and_then(Iterator::next);
+                    self.index = None;
+                    return failed.map(|r| r.map_err(Into::into));
+                }
+                None => None,
+            };
+            // Which source holds the next key in iteration order; on a tie
+            // the transaction's write wins and the committed one is skipped.
+            let take_pending = match (&self.next_pending, &index_key) {
+                (None, None) => return None,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((pk, _)), Some(ik)) => {
+                    if pk == ik {
+                        self.index.as_mut().and_then(Iterator::next);
+                        true
+                    } else {
+                        (pk < ik) == self.forward
+                    }
+                }
+            };
+            if take_pending {
+                let taken = std::mem::replace(&mut self.next_pending, self.pending.next());
+                if let Some((k, Some(v))) = taken {
+                    return Some(Ok((k, v)));
+                }
+                // A removal hides the committed entry: look further.
+            } else {
+                return self.index.as_mut().and_then(Iterator::next).map(|r| r.map_err(Into::into));
+            }
+        }
+    }
+}
+
+impl Iterator for TxIter<'_> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        self.next_full().map(|r| r.and_then(|kv| strip(Ok(kv))))
+    }
+}

@@ -1,0 +1,141 @@
+//! A handle on one tree: its reads see the latest committed state, its
+//! writes are one-operation transactions.
+
+use std::sync::Arc;
+
+use larder_object::meta::{tree_count_key, tree_entry_key};
+
+use crate::iter::TreeIter;
+use crate::write::WriteTransaction;
+use crate::{KeyRange, Result, Shared, TreesError, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+
+/// A handle on one tree (cheap to clone, `Send` and `Sync`). It names the
+/// tree by id: once the tree is deleted, writes through the handle fail
+/// with [`TreesError::NoSuchTree`], even if a tree of the same name is
+/// made again.
+#[derive(Clone)]
+pub struct Tree {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    id: u64,
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree").field("name", &self.name).field("id", &self.id).finish()
+    }
+}
+
+/// Refuses a key over [`MAX_KEY_BYTES`].
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(TreesError::KeyTooLarge { len: key.len(), limit: MAX_KEY_BYTES });
+    }
+    Ok(())
+}
+
+/// Refuses a value over [`MAX_VALUE_BYTES`].
+pub(crate) fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > MAX_VALUE_BYTES {
+        return Err(TreesError::ValueTooLarge { len: value.len(), limit: MAX_VALUE_BYTES });
+    }
+    Ok(())
+}
+
+/// The index key of `key` in tree `tree`.
+pub(crate) fn entry_key(tree: u64, key: &[u8]) -> Vec<u8> {
+    tree_entry_key(tree, key)
+}
+
+impl Tree {
+    pub(crate) fn new(shared: Arc<Shared>, name: &str, id: u64) -> Tree {
+        Tree { shared, name: name.into(), id }
+    }
+
+    /// The tree's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tree's id (never reused).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn write(&self) -> Result<WriteTransaction<'_>> {
+        WriteTransaction::begin(&self.shared, self.shared.durability)
+    }
+
+    /// The committed value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        Ok(self.shared.store.index().get(&entry_key(self.id, key))?)
+    }
+
+    /// Sets `key` to `value`: one transaction, with the default durability.
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut tx = self.write()?;
+        tx.insert(self, key, value)?;
+        tx.commit()
+    }
+
+    /// Removes `key`: one transaction, with the default durability.
+    pub fn remove(&self, key: &[u8]) -> Result<()> {
+        let mut tx = self.write()?;
+        tx.remove(self, key)?;
+        tx.commit()
+    }
+
+    /// Removes every entry: one transaction, with the default durability.
+    pub fn clear(&self) -> Result<()> {
+        let mut tx = self.write()?;
+        tx.clear(self)?;
+        tx.commit()
+    }
+
+    /// The number of entries as last committed. Exact: every commit keeps
+    /// a count record per tree (the name follows redb and Garage, whose
+    /// engines may estimate).
+    pub fn approximate_len(&self) -> Result<u64> {
+        crate::read::committed_count(&self.shared.store.index().get(&tree_count_key(self.id))?)
+    }
+
+    /// Whether the tree has no entries.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.first()?.is_none())
+    }
+
+    /// The first entry in key order.
+    pub fn first(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.iter()?.next().transpose()
+    }
+
+    /// The last entry in key order.
+    pub fn last(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.iter_rev()?.next().transpose()
+    }
+
+    /// The first entry whose key is greater than `key`.
+    pub fn get_gt(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        use std::ops::Bound;
+        self.range((Bound::Excluded(key), Bound::Unbounded), true)?.next().transpose()
+    }
+
+    /// The entries in `range`, forward or backward, from a snapshot taken
+    /// now: later commits are invisible to the iterator, which owns what it
+    /// reads (`'static`, `Send`).
+    pub fn range(&self, range: KeyRange<'_>, forward: bool) -> Result<TreeIter> {
+        let snapshot = self.shared.store.index().snapshot();
+        TreeIter::new(&snapshot, self.id, range, forward)
+    }
+
+    /// Every entry in key order, from a snapshot taken now.
+    pub fn iter(&self) -> Result<TreeIter> {
+        self.range((std::ops::Bound::Unbounded, std::ops::Bound::Unbounded), true)
+    }
+
+    /// Every entry in reverse key order, from a snapshot taken now.
+    pub fn iter_rev(&self) -> Result<TreeIter> {
+        self.range((std::ops::Bound::Unbounded, std::ops::Bound::Unbounded), false)
+    }
+}
