@@ -3,8 +3,10 @@
 # directories (and, with the Larder engines, its own Larder stores).
 #
 #   cluster.sh start [--db larder|lmdb|sqlite] [--blocks larder|file]
-#                    [--fsync on|off] [--dir DIR]   start, connect, lay out,
-#                                                   make a key and a bucket
+#                    [--fsync on|off] [--nodes 3|1] [--dir DIR]
+#                                     start, connect, lay out, make a key and
+#                                     a bucket (--nodes 1: one node,
+#                                     replication factor 1, for benchmarks)
 #   cluster.sh stop                   stop every node (SIGTERM, then wait)
 #   cluster.sh kill N                 SIGKILL node N (1..3)
 #   cluster.sh restart N              start node N again (same directories)
@@ -22,6 +24,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 garage_bin="${GARAGE_BIN:-$here/target/release/garage}"
 dir="${GARAGE_CLUSTER_DIR:-$here/run}"
 nodes=(1 2 3)
+# The nodes of the cluster in $dir (after start).
+existing_nodes() {
+    nodes=()
+    for n in 1 2 3; do
+        [ -d "$dir/node$n" ] && nodes+=("$n")
+    done
+    return 0
+}
 
 # Fixed credentials: a test cluster on loopback only.
 key_id="GK0123456789abcdef01234567"
@@ -46,7 +56,7 @@ db_engine = "$db"
 block_store = "$blocks"
 metadata_fsync = $fsync
 data_fsync = $fsync
-replication_factor = 3
+replication_factor = ${#nodes[@]}
 rpc_bind_addr = "127.0.0.1:$(rpc_port "$n")"
 rpc_public_addr = "127.0.0.1:$(rpc_port "$n")"
 rpc_secret = "$rpc_secret"
@@ -102,7 +112,9 @@ stop_node() {
 }
 
 print_env() {
-    echo "S3 endpoints: http://127.0.0.1:$(s3_port 1) http://127.0.0.1:$(s3_port 2) http://127.0.0.1:$(s3_port 3)"
+    local endpoints=""
+    for n in "${nodes[@]}"; do endpoints+=" http://127.0.0.1:$(s3_port "$n")"; done
+    echo "S3 endpoints:$endpoints"
     echo "region: $region"
     echo "bucket: $bucket"
     echo "AWS_ACCESS_KEY_ID=$key_id"
@@ -120,6 +132,7 @@ start)
         --blocks) blocks="$2"; shift 2 ;;
         --fsync) case "$2" in on) fsync=true ;; off) fsync=false ;; *) echo "cluster: --fsync on|off" >&2; exit 2 ;; esac; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
+        --nodes) case "$2" in 1) nodes=(1) ;; 3) nodes=(1 2 3) ;; *) echo "cluster: --nodes 1|3" >&2; exit 2 ;; esac; shift 2 ;;
         *) echo "cluster: unknown option $1" >&2; exit 2 ;;
         esac
     done
@@ -137,9 +150,9 @@ start)
         write_config "$n" "$db" "$blocks" "$fsync"
         start_node "$n"
     done
-    # Connect nodes 2 and 3 to node 1, then give each a role.
+    # Connect the other nodes to node 1, then give each a role.
     first_id="$(cli 1 node id -q)"
-    for n in 2 3; do
+    for n in "${nodes[@]:1}"; do
         cli "$n" node connect "$first_id" >/dev/null
     done
     for n in "${nodes[@]}"; do
@@ -150,11 +163,12 @@ start)
     cli 1 key import --yes -n larder-test "$key_id" "$secret_key" >/dev/null
     cli 1 bucket create "$bucket" >/dev/null
     cli 1 bucket allow --read --write --owner "$bucket" --key "$key_id" >/dev/null
-    echo "cluster: 3 nodes up in $dir (db_engine=$db, block_store=$blocks, fsync=$fsync)"
+    echo "cluster: ${#nodes[@]} node(s) up in $dir (db_engine=$db, block_store=$blocks, fsync=$fsync)"
     print_env
     ;;
 stop)
     [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
+    existing_nodes
     for n in "${nodes[@]}"; do stop_node "$n"; done
     ;;
 kill)
@@ -168,6 +182,8 @@ restart)
     start_node "$1"
     ;;
 env)
+    [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
+    existing_nodes
     print_env
     ;;
 convert)
@@ -188,7 +204,7 @@ garage)
     cli "$n" "$@"
     ;;
 *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

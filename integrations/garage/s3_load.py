@@ -7,6 +7,9 @@
     s3_load.py verify JOURNAL
         Reads every journaled object back through each of the three
         endpoints and compares its SHA-256; exits 1 on any loss.
+    s3_load.py bench --size BYTES --seconds S [--threads T] [--endpoint URL]
+        PutObject of BYTES-sized objects from T threads for S seconds, then
+        GetObject of random ones of them for S seconds; prints both rates.
 
 Credentials and endpoints come from cluster.sh's fixed values (env
 overrides: S3_ENDPOINTS, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, BUCKET).
@@ -126,6 +129,72 @@ def verify(args):
         sys.exit(1)
 
 
+def bench(args):
+    endpoint = args.endpoint or ENDPOINTS[0]
+    lock = threading.Lock()
+    written = []
+    failures = {"put": 0, "get": 0}
+
+    def put_worker(tid, deadline):
+        c = client(endpoint)
+        rng = random.Random(tid)
+        i = 0
+        while time.monotonic() < deadline:
+            key = "bench-%d/%02d/%07d" % (args.size, tid, i)
+            i += 1
+            try:
+                c.put_object(Bucket=BUCKET, Key=key, Body=rng.randbytes(args.size))
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                with lock:
+                    failures["put"] += 1
+                continue
+            with lock:
+                written.append(key)
+
+    got = [0]
+
+    def get_worker(tid, deadline):
+        c = client(endpoint)
+        rng = random.Random(1000 + tid)
+        while time.monotonic() < deadline:
+            key = rng.choice(written)
+            try:
+                body = c.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                with lock:
+                    failures["get"] += 1
+                continue
+            if len(body) != args.size:
+                with lock:
+                    failures["get"] += 1
+                continue
+            with lock:
+                got[0] += 1
+
+    def run(worker):
+        deadline = time.monotonic() + args.seconds
+        threads = [threading.Thread(target=worker, args=(t, deadline)) for t in range(args.threads)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.monotonic() - started
+
+    put_s = run(put_worker)
+    if not written:
+        print("bench: no put succeeded", file=sys.stderr)
+        sys.exit(1)
+    get_s = run(get_worker)
+    print(
+        "bench: size=%d threads=%d put_ops_per_s=%.1f get_ops_per_s=%.1f puts=%d gets=%d put_failures=%d get_failures=%d"
+        % (args.size, args.threads, len(written) / put_s, got[0] / get_s, len(written), got[0],
+           failures["put"], failures["get"])
+    )
+    if failures["put"] or failures["get"]:
+        sys.exit(1)
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,9 +205,16 @@ def main():
     w.add_argument("--stop-file")
     v = sub.add_parser("verify")
     v.add_argument("journal")
+    b = sub.add_parser("bench")
+    b.add_argument("--size", type=int, required=True)
+    b.add_argument("--seconds", type=float, required=True)
+    b.add_argument("--threads", type=int, default=8)
+    b.add_argument("--endpoint")
     args = parser.parse_args()
     if args.command == "write":
         write(args)
+    elif args.command == "bench":
+        bench(args)
     else:
         verify(args)
 
