@@ -46,6 +46,22 @@ admin_port() { echo $((3903 + 10 * $1)); }
 conf() { echo "$dir/node$1/garage.toml"; }
 cli() { local n="$1"; shift; "$garage_bin" -c "$(conf "$n")" "$@"; }
 
+# Runs a command until it succeeds (the cluster needs a moment after
+# connecting and after a layout change), at most 60 s; its output shown on
+# the last failure.
+retry() {
+    local out
+    for _ in $(seq 1 120); do
+        if out="$("$@" 2>&1)"; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "cluster: gave up on: $*" >&2
+    echo "$out" >&2
+    return 1
+}
+
 write_config() {
     local n="$1" db="$2" blocks="$3" fsync="$4"
     mkdir -p "$dir/node$n/meta" "$dir/node$n/data"
@@ -153,16 +169,16 @@ start)
     # Connect the other nodes to node 1, then give each a role.
     first_id="$(cli 1 node id -q)"
     for n in "${nodes[@]:1}"; do
-        cli "$n" node connect "$first_id" >/dev/null
+        retry cli "$n" node connect "$first_id"
     done
     for n in "${nodes[@]}"; do
         id="$(cli "$n" node id -q)"
         cli 1 layout assign -z dc1 -c 10G "${id%%@*}" >/dev/null
     done
     cli 1 layout apply --version 1 >/dev/null
-    cli 1 key import --yes -n larder-test "$key_id" "$secret_key" >/dev/null
-    cli 1 bucket create "$bucket" >/dev/null
-    cli 1 bucket allow --read --write --owner "$bucket" --key "$key_id" >/dev/null
+    retry cli 1 key import --yes -n larder-test "$key_id" "$secret_key"
+    retry cli 1 bucket create "$bucket"
+    retry cli 1 bucket allow --read --write --owner "$bucket" --key "$key_id"
     echo "cluster: ${#nodes[@]} node(s) up in $dir (db_engine=$db, block_store=$blocks, fsync=$fsync)"
     print_env
     ;;

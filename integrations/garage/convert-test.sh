@@ -28,8 +28,8 @@ fi
 run="$here/run/convert-$from-$to-$(date +%s)"
 export GARAGE_CLUSTER_DIR="$run"
 cluster="$here/cluster.sh"
-"$cluster" start --db "$from" --blocks "$blocks" --fsync on --dir "$run"
 trap '"$cluster" stop' EXIT
+"$cluster" start --db "$from" --blocks "$blocks" --fsync on --dir "$run"
 
 journal="$run/acknowledged.txt"
 : >"$journal"
