@@ -108,6 +108,22 @@ start_node() {
     return 1
 }
 
+# Waits until node $1 is connected to every other node of the cluster
+# (a restarted node reconnects from its saved peer list), at most 60 s.
+wait_connected() {
+    local n="$1" out=""
+    for _ in $(seq 1 120); do
+        out="$(cli "$n" status 2>&1 || true)"
+        if [[ "$out" == *"HEALTHY NODES"* ]] && [[ "$out" != *"FAILED NODES"* ]]; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "cluster: node $n is not connected to every node after 60 s:" >&2
+    echo "$out" >&2
+    return 1
+}
+
 stop_node() {
     local n="$1" pidfile="$dir/node$1/pid"
     [ -f "$pidfile" ] || return 0
@@ -196,6 +212,7 @@ kill)
 restart)
     [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
     start_node "$1"
+    wait_connected "$1"
     ;;
 env)
     [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
@@ -212,6 +229,7 @@ convert)
     sed -i "s/^db_engine = .*/db_engine = \"$to\"/" "$(conf "$n")"
     mv "$meta/db.$from" "$meta/db.$from.converted"
     start_node "$n"
+    wait_connected "$n"
     echo "cluster: node $n moved from $from to $to"
     ;;
 garage)

@@ -35,9 +35,16 @@ journal="$run/acknowledged.txt"
 : >"$journal"
 "$venv/bin/python" "$here/s3_load.py" write "$journal" --seconds "$seconds"
 
-# Node 2's table sizes as its own database reports them (`garage stats`).
+# Node 2's table sizes as its own database reports them (`garage stats`),
+# retried while the node is still starting.
 tables() {
-    "$cluster" garage 2 stats 2>/dev/null | awk '$1 == "object" || $1 == "version" || $1 == "block_ref" { print $1, $2 }'
+    local out=""
+    for _ in $(seq 1 60); do
+        out="$("$cluster" garage 2 stats 2>/dev/null | awk '$1 == "object" || $1 == "version" || $1 == "block_ref" { print $1, $2 }' || true)"
+        [ -n "$out" ] && break
+        sleep 0.5
+    done
+    echo "$out"
 }
 # Let the cluster settle (node 2 has applied every write it will get).
 sleep 5
