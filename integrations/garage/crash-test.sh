@@ -42,14 +42,23 @@ journal="$run/acknowledged.txt"
 "$venv/bin/python" "$here/s3_load.py" write "$journal" --seconds "$seconds" &
 load=$!
 
-# Kill node 2 at evenly spaced moments of the load, each time for a few
-# seconds, and restart it.
+# Kill node 2 at evenly spaced moments of the load (counted from its
+# start), each time for a few seconds, and restart it; a kill whose moment
+# falls after the load ended is not made (and said so).
 interval=$(( seconds / (kills + 1) ))
+started=$(date +%s)
+made=0
 for k in $(seq 1 "$kills"); do
-    sleep "$interval"
+    wait_s=$(( started + k * interval - $(date +%s) ))
+    [ "$wait_s" -gt 0 ] && sleep "$wait_s"
+    if ! kill -0 "$load" 2>/dev/null; then
+        echo "crash-test: the load ended before kill $k; $made of $kills kills made during writes"
+        break
+    fi
     before=$(wc -l <"$journal")
     "$cluster" kill 2
-    echo "crash-test: SIGKILL node 2 (kill $k of $kills) after $before acknowledged puts"
+    made=$((made + 1))
+    echo "crash-test: SIGKILL node 2 during writes (kill $k of $kills) after $before acknowledged puts"
     sleep 3
     "$cluster" restart 2
     echo "crash-test: node 2 restarted"
