@@ -1,0 +1,220 @@
+//! Where a node keeps its data blocks: the interface the block manager,
+//! resync, scrub and repair use, and Garage's own file-per-block store.
+//!
+//! Blocks are named by paths under the data directories, the same for
+//! every store: `<data dir>/<hash[0]>/<hash[1]>/<hex hash>` for a plain
+//! block, with `.zst` for a compressed one and `.corrupted` appended to one
+//! set aside by a failed check. The file store keeps each as that file; the
+//! Larder store (`larder_block_store.rs`, feature `larder`) keeps each as an
+//! object under that relative key in one Larder store per data directory.
+//! Hashing, compression, reference counts, scrub and resync stay in the
+//! block manager, above this interface.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rand::prelude::*;
+use tokio::fs;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use garage_util::config::Config;
+use garage_util::error::*;
+
+/// One entry of a listed block directory.
+#[derive(Debug, Clone)]
+pub struct BlockDirEntry {
+	/// Its name (one path component).
+	pub name: String,
+	/// Its full path.
+	pub path: PathBuf,
+	/// Whether it is a directory (else a block).
+	pub is_dir: bool,
+}
+
+/// A place to keep data blocks, addressed by their paths under the data
+/// directories (module doc).
+#[async_trait]
+pub trait BlockStore: Send + Sync {
+	/// The store's name in the configuration (`block_store`).
+	fn name(&self) -> &'static str;
+
+	/// Whether a block is stored at `path`.
+	async fn exists(&self, path: &Path) -> bool;
+
+	/// The stored bytes of the block at `path`.
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, Error>;
+
+	/// Stores `data` at `target` (in block directory `directory`),
+	/// replacing `replaces` if given (another copy of the same block, at a
+	/// different path). With `sync`, the block is on disk when this
+	/// returns; without, a crash may lose it but never leaves a partial
+	/// block at `target`.
+	async fn write(
+		&self,
+		directory: &Path,
+		target: &Path,
+		data: Bytes,
+		sync: bool,
+		replaces: Option<&Path>,
+	) -> Result<(), Error>;
+
+	/// Moves the block at `from` to `to` (used to set aside a corrupted
+	/// block).
+	async fn rename(&self, from: &Path, to: &Path) -> Result<(), Error>;
+
+	/// Removes the block at `path`.
+	async fn remove(&self, path: &Path) -> Result<(), Error>;
+
+	/// The entries of block directory `dir` (a data directory or one of its
+	/// hash-named subdirectories), in no particular order.
+	async fn list_dir(&self, dir: &Path) -> Result<Vec<BlockDirEntry>, Error>;
+}
+
+/// Opens the store the configuration's `block_store` names.
+pub fn open_block_store(config: &Config, data_dirs: &[PathBuf]) -> Result<Arc<dyn BlockStore>, Error> {
+	match config.block_store.as_str() {
+		"file" | "" => Ok(Arc::new(FileBlockStore)),
+		#[cfg(feature = "larder")]
+		"larder" => Ok(Arc::new(crate::larder_block_store::LarderBlockStore::open(
+			data_dirs,
+		)?)),
+		#[cfg(not(feature = "larder"))]
+		"larder" => {
+			let _ = data_dirs;
+			Err(Error::Message(
+				"block_store = \"larder\" needs a Garage built with the `larder` feature".into(),
+			))
+		}
+		other => Err(Error::Message(format!(
+			"invalid block_store: {} (options are: file, larder)",
+			other
+		))),
+	}
+}
+
+/// Garage's own store: one file per block, written to a temporary file,
+/// synced, renamed into place and its directory synced.
+pub struct FileBlockStore;
+
+#[async_trait]
+impl BlockStore for FileBlockStore {
+	fn name(&self) -> &'static str {
+		"file"
+	}
+
+	async fn exists(&self, path: &Path) -> bool {
+		fs::metadata(path).await.is_ok()
+	}
+
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, Error> {
+		let mut f = fs::File::open(path).await?;
+		let mut data = vec![];
+		f.read_to_end(&mut data).await?;
+		Ok(data)
+	}
+
+	async fn write(
+		&self,
+		directory: &Path,
+		target: &Path,
+		data: Bytes,
+		sync: bool,
+		replaces: Option<&Path>,
+	) -> Result<(), Error> {
+		let mut path_tmp = target.to_path_buf();
+		let tmp_extension = format!("tmp{}", hex::encode(rand::rng().random::<[u8; 4]>()));
+		path_tmp.set_extension(tmp_extension);
+
+		fs::create_dir_all(directory).await?;
+
+		let mut delete_on_drop = DeleteOnDrop(Some(path_tmp.clone()));
+
+		let mut f = fs::File::create(&path_tmp).await?;
+		f.write_all(&data).await?;
+		f.flush().await?;
+
+		if sync {
+			f.sync_all().await?;
+		}
+
+		drop(f);
+
+		fs::rename(path_tmp, target).await?;
+
+		delete_on_drop.cancel();
+
+		if let Some(to_delete) = replaces {
+			fs::remove_file(to_delete).await?;
+		}
+
+		if sync {
+			// We want to ensure that when this function returns, data is properly persisted
+			// to disk. The first step is the sync_all above that does an fsync on the data file.
+			// Now, we do an fsync on the containing directory, to ensure that the rename
+			// is persisted properly. See:
+			// http://thedjbway.b0llix.net/qmail/syncdir.html
+			let dir = fs::OpenOptions::new()
+				.read(true)
+				.mode(0)
+				.open(directory)
+				.await?;
+			dir.sync_all().await?;
+			drop(dir);
+		}
+
+		Ok(())
+	}
+
+	async fn rename(&self, from: &Path, to: &Path) -> Result<(), Error> {
+		fs::rename(from, to).await?;
+		Ok(())
+	}
+
+	async fn remove(&self, path: &Path) -> Result<(), Error> {
+		fs::remove_file(path).await?;
+		Ok(())
+	}
+
+	async fn list_dir(&self, dir: &Path) -> Result<Vec<BlockDirEntry>, Error> {
+		let mut entries = vec![];
+		let mut reader = fs::read_dir(dir).await?;
+		while let Some(ent) = reader.next_entry().await? {
+			let name = if let Ok(n) = ent.file_name().into_string() {
+				n
+			} else {
+				continue;
+			};
+			let ft = ent.file_type().await?;
+			if ft.is_dir() || ft.is_file() {
+				entries.push(BlockDirEntry {
+					name,
+					path: ent.path(),
+					is_dir: ft.is_dir(),
+				});
+			}
+		}
+		Ok(entries)
+	}
+}
+
+struct DeleteOnDrop(Option<PathBuf>);
+
+impl DeleteOnDrop {
+	fn cancel(&mut self) {
+		drop(self.0.take());
+	}
+}
+
+impl Drop for DeleteOnDrop {
+	fn drop(&mut self) {
+		if let Some(path) = self.0.take() {
+			tokio::spawn(async move {
+				if let Err(e) = fs::remove_file(&path).await {
+					debug!("DeleteOnDrop failed for {}: {}", path.display(), e);
+				}
+			});
+		}
+	}
+}

@@ -1,0 +1,120 @@
+//! The block-store contract, checked against every store: what the block
+//! manager, scrub and repair rely on.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::block_store::{BlockStore, FileBlockStore};
+
+/// A block's path as the block manager names it.
+fn block_path(data_dir: &Path, hash: &[u8; 32], extension: &str) -> (PathBuf, PathBuf) {
+	let directory = data_dir
+		.join(hex::encode(&hash[0..1]))
+		.join(hex::encode(&hash[1..2]));
+	let mut path = directory.join(hex::encode(hash));
+	if !extension.is_empty() {
+		path.set_extension(extension);
+	}
+	(directory, path)
+}
+
+fn hash(i: u8) -> [u8; 32] {
+	let mut h = [0u8; 32];
+	h[0] = i % 3;
+	h[1] = i;
+	h[31] = i;
+	h
+}
+
+async fn contract(store: &dyn BlockStore, data_dir: &Path) {
+	// Nothing stored yet.
+	let (dir0, plain0) = block_path(data_dir, &hash(0), "");
+	assert!(!store.exists(&plain0).await);
+	assert!(store.read(&plain0).await.is_err());
+
+	// Writes are read back, durable or not.
+	let mut written = BTreeSet::new();
+	for i in 0..20u8 {
+		let (dir, path) = block_path(data_dir, &hash(i), "");
+		let data = Bytes::from(vec![i; 1000 + 70_000 * (i as usize % 3)]);
+		store.write(&dir, &path, data.clone(), i % 2 == 0, None).await.unwrap();
+		assert!(store.exists(&path).await);
+		assert_eq!(store.read(&path).await.unwrap(), data.to_vec());
+		written.insert(path);
+	}
+
+	// A compressed copy replaces the plain one.
+	let (_, zst0) = block_path(data_dir, &hash(0), "zst");
+	store
+		.write(&dir0, &zst0, Bytes::from_static(b"compressed"), true, Some(&plain0))
+		.await
+		.unwrap();
+	assert!(!store.exists(&plain0).await);
+	assert_eq!(store.read(&zst0).await.unwrap(), b"compressed".to_vec());
+	written.remove(&plain0);
+	written.insert(zst0.clone());
+
+	// A corrupted block is set aside under another name.
+	let (_, plain1) = block_path(data_dir, &hash(1), "");
+	let mut corrupted1 = plain1.clone();
+	corrupted1.set_extension("corrupted");
+	store.rename(&plain1, &corrupted1).await.unwrap();
+	assert!(!store.exists(&plain1).await);
+	assert_eq!(store.read(&corrupted1).await.unwrap(), vec![1u8; 70_000 + 1000]);
+	written.remove(&plain1);
+	written.insert(corrupted1);
+
+	// Removal.
+	let (_, plain2) = block_path(data_dir, &hash(2), "");
+	store.remove(&plain2).await.unwrap();
+	assert!(!store.exists(&plain2).await);
+	assert!(store.remove(&plain2).await.is_err());
+	written.remove(&plain2);
+
+	// Listing: walking the hash directories finds exactly the blocks.
+	let mut found = BTreeSet::new();
+	let mut todo = vec![data_dir.to_path_buf()];
+	while let Some(dir) = todo.pop() {
+		for entry in store.list_dir(&dir).await.unwrap() {
+			assert_eq!(entry.path, dir.join(&entry.name));
+			if entry.is_dir {
+				if hex::decode(&entry.name).is_ok() {
+					todo.push(entry.path);
+				}
+			} else if entry.name.len() >= 64 && hex::decode(&entry.name[..64]).is_ok() {
+				found.insert(entry.path);
+			}
+		}
+	}
+	assert_eq!(found, written);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_store_keeps_the_contract() {
+	let tmp = mktemp::Temp::new_dir().unwrap();
+	contract(&FileBlockStore, tmp.as_path()).await;
+}
+
+#[cfg(feature = "larder")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn larder_store_keeps_the_contract() {
+	use crate::larder_block_store::LarderBlockStore;
+
+	let tmp = mktemp::Temp::new_dir().unwrap();
+	let data_dir = tmp.as_path().to_path_buf();
+	{
+		let store = LarderBlockStore::open(std::slice::from_ref(&data_dir)).unwrap();
+		contract(&store, &data_dir).await;
+	}
+	// Reopened, the store holds what was written (the durable writes and,
+	// after a clean close, the buffered ones).
+	let store = LarderBlockStore::open(std::slice::from_ref(&data_dir)).unwrap();
+	let (_, path) = block_path(&data_dir, &hash(3), "");
+	assert_eq!(store.read(&path).await.unwrap(), vec![3u8; 1000]);
+	let (_, path) = block_path(&data_dir, &hash(5), "");
+	assert_eq!(store.read(&path).await.unwrap(), vec![5u8; 1000 + 140_000]);
+	// A path outside the data directories is refused, not guessed at.
+	assert!(store.read(Path::new("/elsewhere/ab/cd/x")).await.is_err());
+}

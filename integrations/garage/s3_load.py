@@ -1,0 +1,223 @@
+"""S3 write load and verification for the crash test (crash-test.sh).
+
+    s3_load.py write JOURNAL --seconds S [--threads T] [--stop-file F]
+        PutObject from T threads across the three endpoints until S seconds
+        pass or F exists; every acknowledged put is appended to JOURNAL as
+        "key sha256 size" (only after the 200 response).
+    s3_load.py verify JOURNAL
+        Reads every journaled object back through each of the three
+        endpoints and compares its SHA-256; exits 1 on any loss.
+    s3_load.py bench --size BYTES --seconds S [--threads T] [--endpoint URL]
+        PutObject of BYTES-sized objects from T threads for S seconds, then
+        GetObject of random ones of them for S seconds; prints both rates.
+
+Credentials and endpoints come from cluster.sh's fixed values (env
+overrides: S3_ENDPOINTS, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, BUCKET).
+"""
+
+import argparse
+import hashlib
+import os
+import random
+import sys
+import threading
+import time
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+ENDPOINTS = os.environ.get(
+    "S3_ENDPOINTS", "http://127.0.0.1:3910 http://127.0.0.1:3920 http://127.0.0.1:3930"
+).split()
+ACCESS_KEY = os.environ.get("AWS_ACCESS_KEY_ID", "GK0123456789abcdef01234567")
+SECRET_KEY = os.environ.get(
+    "AWS_SECRET_ACCESS_KEY", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+BUCKET = os.environ.get("BUCKET", "larder-test")
+
+
+def client(endpoint):
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="garage",
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=botocore.config.Config(
+            retries={"max_attempts": 1, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=30,
+            s3={"addressing_style": "path"},
+        ),
+    )
+
+
+def object_size(rng):
+    # Mostly small objects (Garage inlines those under 3 KiB in its
+    # metadata), some large ones (data blocks of up to 1 MiB each).
+    if rng.random() < 0.7:
+        return rng.randint(100, 3000)
+    return rng.randint(64 * 1024, 1536 * 1024)
+
+
+def write(args):
+    journal = open(args.journal, "a", buffering=1)
+    lock = threading.Lock()
+    deadline = time.monotonic() + args.seconds
+    counts = {"ok": 0, "failed": 0}
+
+    def worker(tid):
+        rng = random.Random(tid * 7919 + int(time.time()))
+        clients = [client(e) for e in ENDPOINTS]
+        i = 0
+        while time.monotonic() < deadline and not (
+            args.stop_file and os.path.exists(args.stop_file)
+        ):
+            key = "t%02d/%07d" % (tid, i)
+            i += 1
+            body = rng.randbytes(object_size(rng))
+            c = clients[i % len(clients)]
+            try:
+                c.put_object(Bucket=BUCKET, Key=key, Body=body)
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                with lock:
+                    counts["failed"] += 1
+                continue
+            digest = hashlib.sha256(body).hexdigest()
+            with lock:
+                journal.write("%s %s %d\n" % (key, digest, len(body)))
+                counts["ok"] += 1
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(args.threads)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    journal.close()
+    print(
+        "write: %d puts acknowledged, %d failed, in %.1f s (%.1f acknowledged puts/s)"
+        % (counts["ok"], counts["failed"], elapsed, counts["ok"] / elapsed)
+    )
+
+
+def verify(args):
+    entries = []
+    with open(args.journal) as f:
+        for line in f:
+            key, digest, size = line.split()
+            entries.append((key, digest, int(size)))
+    lost = 0
+    for endpoint in ENDPOINTS:
+        c = client(endpoint)
+        bad = 0
+        for key, digest, size in entries:
+            try:
+                body = c.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+                print("verify: %s via %s: %s" % (key, endpoint, e), file=sys.stderr)
+                bad += 1
+                continue
+            if len(body) != size or hashlib.sha256(body).hexdigest() != digest:
+                print("verify: %s via %s: wrong content" % (key, endpoint), file=sys.stderr)
+                bad += 1
+        print("verify: %d acknowledged objects read via %s, %d lost or wrong" % (len(entries), endpoint, bad))
+        lost += bad
+    if lost or not entries:
+        sys.exit(1)
+
+
+def bench(args):
+    endpoint = args.endpoint or ENDPOINTS[0]
+    lock = threading.Lock()
+    written = []
+    failures = {"put": 0, "get": 0}
+
+    def put_worker(tid, deadline):
+        c = client(endpoint)
+        rng = random.Random(tid)
+        i = 0
+        while time.monotonic() < deadline:
+            key = "bench-%d/%02d/%07d" % (args.size, tid, i)
+            i += 1
+            try:
+                c.put_object(Bucket=BUCKET, Key=key, Body=rng.randbytes(args.size))
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                with lock:
+                    failures["put"] += 1
+                continue
+            with lock:
+                written.append(key)
+
+    got = [0]
+
+    def get_worker(tid, deadline):
+        c = client(endpoint)
+        rng = random.Random(1000 + tid)
+        while time.monotonic() < deadline:
+            key = rng.choice(written)
+            try:
+                body = c.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                with lock:
+                    failures["get"] += 1
+                continue
+            if len(body) != args.size:
+                with lock:
+                    failures["get"] += 1
+                continue
+            with lock:
+                got[0] += 1
+
+    def run(worker):
+        deadline = time.monotonic() + args.seconds
+        threads = [threading.Thread(target=worker, args=(t, deadline)) for t in range(args.threads)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.monotonic() - started
+
+    put_s = run(put_worker)
+    if not written:
+        print("bench: no put succeeded", file=sys.stderr)
+        sys.exit(1)
+    get_s = run(get_worker)
+    print(
+        "bench: size=%d threads=%d put_ops_per_s=%.1f get_ops_per_s=%.1f puts=%d gets=%d put_failures=%d get_failures=%d"
+        % (args.size, args.threads, len(written) / put_s, got[0] / get_s, len(written), got[0],
+           failures["put"], failures["get"])
+    )
+    if failures["put"] or failures["get"]:
+        sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("journal")
+    w.add_argument("--seconds", type=float, required=True)
+    w.add_argument("--threads", type=int, default=8)
+    w.add_argument("--stop-file")
+    v = sub.add_parser("verify")
+    v.add_argument("journal")
+    b = sub.add_parser("bench")
+    b.add_argument("--size", type=int, required=True)
+    b.add_argument("--seconds", type=float, required=True)
+    b.add_argument("--threads", type=int, default=8)
+    b.add_argument("--endpoint")
+    args = parser.parse_args()
+    if args.command == "write":
+        write(args)
+    elif args.command == "bench":
+        bench(args)
+    else:
+        verify(args)
+
+
+if __name__ == "__main__":
+    main()
