@@ -18,7 +18,7 @@ use larder_io::{read_exact_at, write_all_at, OpenOptions, Storage};
 use crate::error::Result;
 use crate::format::{HeaderRead, SegmentHeader, BLOCK};
 use crate::recover::{LiveSegment, Recovered, RecoveryReport, MAX_SEGMENT_BYTES};
-use crate::segment::{parse_segment_file_name, SegmentFile};
+use crate::segment::SegmentFile;
 use crate::Lsn;
 
 /// The marker's file name in the log directory.
@@ -207,9 +207,7 @@ pub(crate) fn open_from(
         tracing::info!(end = marker.end_lsn, covered, "clean-close marker's end is not the covered LSN");
         return Ok(None);
     }
-    let mut names: Vec<(u64, String)> =
-        storage.list_dir(dir)?.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|id| (id, n))).collect();
-    names.sort();
+    let names = crate::recover::segment_file_names(storage, dir)?;
     let highest = names.last().map_or(0, |(id, _)| *id);
     if names.len() as u64 != marker.segment_files || highest != marker.highest_id {
         tracing::info!(files = names.len(), highest, "segment files are not the ones the clean-close marker names");
@@ -218,13 +216,10 @@ pub(crate) fn open_from(
     let mut tail: Option<(SegmentFile, SegmentHeader)> = None;
     let mut others: Vec<(SegmentFile, Option<SegmentHeader>)> = Vec::new();
     for (id, name) in names {
-        let path = dir.join(&name);
-        let file = storage.open(&path, OpenOptions::WRITE.direct())?;
-        let len = file.len()?;
-        let mut head = vec![0u8; len.min(BLOCK) as usize];
-        read_exact_at(&*file, &mut head, 0)?;
-        let seg = SegmentFile { id, path, file };
-        match SegmentHeader::decode(&head) {
+        let opened = crate::recover::SegmentHead::open(storage, dir, id, &name)?;
+        let header = opened.header();
+        let seg = opened.seg;
+        match header {
             HeaderRead::Unused => others.push((seg, None)),
             HeaderRead::Valid(h)
                 if h.segment_id == id

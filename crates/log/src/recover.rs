@@ -371,22 +371,49 @@ pub(crate) struct Verified {
 }
 
 /// Opens every segment in `dir` and verifies the log (pass 1): no replay.
-pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<Verified> {
+/// The segment files in `dir` (id, file name), by id.
+pub(crate) fn segment_file_names(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, String)>> {
     let mut names: Vec<(u64, String)> =
         storage.list_dir(dir)?.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|id| (id, n))).collect();
     names.sort();
+    Ok(names)
+}
+
+/// A segment file opened with its first block read.
+pub(crate) struct SegmentHead {
+    pub(crate) seg: SegmentFile,
+    /// The file's length in bytes.
+    pub(crate) len: u64,
+    /// Block 0 (the whole file if shorter).
+    pub(crate) head: Vec<u8>,
+}
+
+impl SegmentHead {
+    /// Opens segment file `name` (id `id`) of `dir` and reads block 0.
+    pub(crate) fn open(storage: &dyn Storage, dir: &Path, id: u64, name: &str) -> Result<SegmentHead> {
+        let path = dir.join(name);
+        let file = storage.open(&path, OpenOptions::WRITE.direct())?;
+        let len = file.len()?;
+        let mut head = vec![0u8; len.min(BLOCK) as usize];
+        read_exact_at(&*file, &mut head, 0)?;
+        Ok(SegmentHead { seg: SegmentFile { id, path, file }, len, head })
+    }
+
+    /// The header block 0 holds.
+    pub(crate) fn header(&self) -> HeaderRead {
+        SegmentHeader::decode(&self.head)
+    }
+}
+
+pub(crate) fn verify(storage: &dyn Storage, dir: &Path, covered: Lsn) -> Result<Verified> {
+    let names = segment_file_names(storage, dir)?;
     let mut report = RecoveryReport { segments: names.len(), ..Default::default() };
     let next_id = names.last().map_or(1, |(id, _)| id + 1);
     let mut valid: Vec<Found> = Vec::new();
     let mut damaged: Vec<SegmentFile> = Vec::new();
     let mut free: Vec<SegmentFile> = Vec::new();
     for (id, name) in names {
-        let path = dir.join(&name);
-        let file = storage.open(&path, OpenOptions::WRITE.direct())?;
-        let len = file.len()?;
-        let mut head = vec![0u8; len.min(BLOCK) as usize];
-        read_exact_at(&*file, &mut head, 0)?;
-        let seg = SegmentFile { id, path, file };
+        let SegmentHead { seg, len, head } = SegmentHead::open(storage, dir, id, &name)?;
         match SegmentHeader::decode(&head) {
             HeaderRead::Unused => free.push(seg),
             HeaderRead::Invalid(what) => {
