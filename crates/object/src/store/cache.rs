@@ -102,7 +102,9 @@ pub struct MetaValue {
     /// Inside the value when short (every dentry): decoding it costs no
     /// further cache miss.
     bytes: CacheKey,
-    onode: OnceLock<Decoded>,
+    /// Boxed: a dentry's value (half the entries) never holds one, and
+    /// an empty slot then costs a pointer, not the decoded onode's bytes.
+    onode: OnceLock<Box<Decoded>>,
     /// The value of one key last read through this one (see
     /// [`MetaCache::get_or_load_linked`]).
     link: parking_lot::Mutex<Option<Link>>,
@@ -178,7 +180,7 @@ impl MetaValue {
             }
             _ => None,
         };
-        Ok(self.onode.get_or_init(|| Decoded { onode, inline }))
+        Ok(self.onode.get_or_init(|| Box::new(Decoded { onode, inline })))
     }
 
     /// The value decoded as an onode (`limits` must be the store's).
@@ -276,11 +278,14 @@ struct EntryWeighter;
 
 impl Weighter<CacheKey, Cached> for EntryWeighter {
     fn weight(&self, key: &CacheKey, value: &Cached) -> u64 {
-        // A value's allocation (its short bytes, the room of a decoded
-        // onode and of a link) and, for a long value, its bytes apart.
+        // A value's allocation (its short bytes, the decoded onode's slot
+        // and a link), for a long value its bytes apart, and for an onode
+        // the decoded onode it will hold.
+        let decoded =
+            if key.as_slice().first() == Some(&map_prefix(Map::Omap)[0]) { std::mem::size_of::<Decoded>() } else { 0 };
         let value_bytes = value
             .as_ref()
-            .map_or(0, |v| std::mem::size_of::<MetaValue>() + if v.len() > INLINE_KEY { v.len() } else { 0 });
+            .map_or(0, |v| std::mem::size_of::<MetaValue>() + decoded + if v.len() > INLINE_KEY { v.len() } else { 0 });
         (key.len() + value_bytes + 48) as u64
     }
 }
@@ -290,13 +295,14 @@ struct PathWeighter;
 
 impl Weighter<CacheKey, Arc<PathEntry>> for PathWeighter {
     fn weight(&self, key: &CacheKey, entry: &Arc<PathEntry>) -> u64 {
-        // The entry, and the allocation of a target it may hold weakly
-        // (a MetaValue's header and decoded onode, not its bytes).
+        // The entry, and the allocation of a target it may hold weakly (a
+        // MetaValue and its reference counts: a weak reference keeps that
+        // much alive, not the value's boxed parts).
         let heap = match &entry.value {
             Some(CacheKey::Heap(b)) => b.len(),
             _ => 0,
         };
-        (key.len() + heap + 112 + 192) as u64
+        (key.len() + heap + 112 + std::mem::size_of::<MetaValue>() + 16) as u64
     }
 }
 
