@@ -10,6 +10,33 @@ use crate::workload::ChildSpec;
 /// A sparse map, far larger than any run needs.
 const MAP_BYTES: usize = 64 << 30;
 
+/// An LMDB environment at `path` (created) with its one unnamed
+/// database, opened as the index and YCSB suites run LMDB: a 64 GiB map,
+/// NO_SYNC | WRITE_MAP | NO_READ_AHEAD (the caller syncs when it must).
+pub(crate) fn open_unsynced(path: &std::path::Path) -> Result<(Env, Database<'static, Bytes, Bytes>)> {
+    std::fs::create_dir_all(path)?;
+    let mut options = EnvOpenOptions::new();
+    options.map_size(MAP_BYTES).max_dbs(1);
+    // SAFETY: NO_SYNC and WRITE_MAP only trade crash safety for speed
+    // (the caller syncs explicitly: at the end of an ingest, at close), and
+    // this process is the only one that opens the environment, which is
+    // the condition `open` asks for (no other mapping of the same file is
+    // modified).
+    let env = unsafe {
+        options.flags(EnvFlags::NO_SYNC | EnvFlags::WRITE_MAP | EnvFlags::NO_READ_AHEAD);
+        options.open(path)
+    }
+    .context("opening the LMDB environment")?;
+    let wtxn = env.write_txn()?;
+    let db = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| {
+            opener.create_database::<Bytes, Bytes>(wtxn, None).map(CommitOrAbort::<_, ()>::Commit)
+        })?
+        .commit()
+        .context("creating the LMDB database")?;
+    Ok((env, db))
+}
+
 pub struct Lmdb {
     env: Env,
     db: Database<'static, Bytes, Bytes>,
@@ -19,26 +46,7 @@ pub struct Lmdb {
 
 impl Lmdb {
     pub fn open(spec: &ChildSpec) -> Result<Lmdb> {
-        let path = spec.dir.join("lmdb");
-        std::fs::create_dir_all(&path)?;
-        let mut options = EnvOpenOptions::new();
-        options.map_size(MAP_BYTES).max_dbs(1);
-        // SAFETY: NO_SYNC and WRITE_MAP only trade crash safety for speed
-        // (we sync explicitly at the end of the ingest), and this process is
-        // the only one that opens the environment, which is the condition
-        // `open` asks for (no other mapping of the same file is modified).
-        let env = unsafe {
-            options.flags(EnvFlags::NO_SYNC | EnvFlags::WRITE_MAP | EnvFlags::NO_READ_AHEAD);
-            options.open(&path)
-        }
-        .context("opening the LMDB environment")?;
-        let wtxn = env.write_txn()?;
-        let db = env
-            .create_databases_and_commit(wtxn, |opener, wtxn| {
-                opener.create_database::<Bytes, Bytes>(wtxn, None).map(CommitOrAbort::<_, ()>::Commit)
-            })?
-            .commit()
-            .context("creating the LMDB database")?;
+        let (env, db) = open_unsynced(&spec.dir.join("lmdb"))?;
         Ok(Lmdb { env, db, reader: None })
     }
 

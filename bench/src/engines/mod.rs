@@ -11,7 +11,7 @@ use crate::workload::ChildSpec;
 mod fjall;
 mod larder;
 #[cfg(feature = "lmdb")]
-mod lmdb;
+pub(crate) mod lmdb;
 #[cfg(feature = "rocksdb")]
 pub(crate) mod rocksdb;
 #[cfg(feature = "rocksdb")]

@@ -4,15 +4,12 @@
 
 use std::ops::Bound;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use heed::types::Bytes;
-use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions};
+use heed::{Database, Env};
 
 use super::RecordStore;
 use crate::ycsb::YcsbSpec;
-
-/// A sparse map, far larger than any run needs.
-const MAP_BYTES: usize = 64 << 30;
 
 pub struct LmdbRecords {
     env: Env,
@@ -21,25 +18,7 @@ pub struct LmdbRecords {
 
 impl LmdbRecords {
     pub fn open(spec: &YcsbSpec) -> Result<LmdbRecords> {
-        let path = spec.dir.join("lmdb");
-        std::fs::create_dir_all(&path)?;
-        let mut options = EnvOpenOptions::new();
-        options.map_size(MAP_BYTES).max_dbs(1);
-        // SAFETY: NO_SYNC and WRITE_MAP only trade crash safety for speed
-        // (close syncs), and this process is the only one that opens the
-        // environment, which is the condition `open` asks for.
-        let env = unsafe {
-            options.flags(EnvFlags::NO_SYNC | EnvFlags::WRITE_MAP | EnvFlags::NO_READ_AHEAD);
-            options.open(&path)
-        }
-        .context("opening the LMDB environment")?;
-        let wtxn = env.write_txn()?;
-        let db = env
-            .create_databases_and_commit(wtxn, |opener, wtxn| {
-                opener.create_database::<Bytes, Bytes>(wtxn, None).map(CommitOrAbort::<_, ()>::Commit)
-            })?
-            .commit()
-            .context("creating the LMDB database")?;
+        let (env, db) = crate::engines::lmdb::open_unsynced(&spec.dir.join("lmdb"))?;
         Ok(LmdbRecords { env, db })
     }
 }
