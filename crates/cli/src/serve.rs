@@ -38,6 +38,40 @@ pub(crate) struct ServeArgs {
     /// this. 0 grants no leases (so does --mount).
     #[arg(long, default_value_t = 1000)]
     lease_term_ms: u64,
+    /// Where clients and open files go: `managed` (the load manager
+    /// measures the workers every few milliseconds, moves clients and hot
+    /// files, and adds or parks workers within MIN..MAX) or `round-robin`
+    /// (a fixed number of workers, given as --workers N; each new client
+    /// gets the next worker as its home, a file stays on the worker of the
+    /// client that opened it first, and nothing moves).
+    #[arg(long, value_enum, default_value_t = PlacementArg::Managed)]
+    placement: PlacementArg,
+}
+
+/// `--placement`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PlacementArg {
+    /// The load manager places and moves load, within MIN..MAX workers.
+    Managed,
+    /// Clients take the workers in turn; nothing moves.
+    RoundRobin,
+}
+
+/// The server's load policy for `placement` over `workers`; refuses a
+/// round-robin placement over a range (it never changes the count).
+fn load_policy(
+    placement: PlacementArg,
+    workers: &std::ops::RangeInclusive<u32>,
+) -> Result<Option<larder_server::LoadPolicy>> {
+    match placement {
+        PlacementArg::Managed => Ok(Some(larder_server::LoadPolicy::default())),
+        PlacementArg::RoundRobin if workers.start() != workers.end() => bail!(
+            "--placement round-robin runs a fixed number of workers: give --workers N (not {}..{})",
+            workers.start(),
+            workers.end()
+        ),
+        PlacementArg::RoundRobin => Ok(None),
+    }
 }
 
 /// `MIN..MAX` or `N`.
@@ -74,6 +108,7 @@ fn refuse_if_served(args: &ServeArgs) -> Result<()> {
 
 pub(crate) fn run(args: &ServeArgs) -> Result<()> {
     let workers = parse_workers(&args.workers)?;
+    let policy = load_policy(args.placement, &workers)?;
     if let Some(mount) = &args.mount {
         if !mount.is_dir() {
             bail!("mount point {} is not a directory; create it first", mount.display());
@@ -86,6 +121,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
     })?;
     let fs = Arc::new(fs);
     let mut options = ServerOptions::for_store(&args.store).workers(workers);
+    options.load_policy = policy;
     if let Some(socket) = &args.socket {
         options.socket = socket.clone();
     }
@@ -129,7 +165,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_workers;
+    use super::{load_policy, parse_workers, PlacementArg};
 
     #[test]
     fn worker_ranges_parse() {
@@ -139,5 +175,12 @@ mod tests {
         for bad in ["0..2", "3..2", "x", "1..65", ""] {
             assert!(parse_workers(bad).is_err(), "{bad} was accepted");
         }
+    }
+
+    #[test]
+    fn round_robin_needs_a_fixed_worker_count() {
+        assert!(load_policy(PlacementArg::RoundRobin, &(3..=3)).is_ok_and(|p| p.is_none()));
+        assert!(load_policy(PlacementArg::RoundRobin, &(1..=3)).is_err());
+        assert!(load_policy(PlacementArg::Managed, &(1..=3)).is_ok_and(|p| p.is_some()));
     }
 }

@@ -48,7 +48,7 @@ use larder_fs::Fs;
 pub use error::{ServerError, Violation};
 pub use execute::{execute, execute_admitted, execute_batch, BatchOutcome};
 pub use limits::Limits;
-pub use load::LoadPolicy;
+pub use load::{LoadCounters, LoadPolicy};
 pub use memory::{slice_range, ClientMemory, VecMemory};
 pub use server::{AnswerHook, ServeError, Server, ServerOptions, WorkerCounters};
 pub use session::{HandleKind, InFlight, Session, SessionCounters};

@@ -11,7 +11,7 @@
 //! or clocks.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,56 @@ pub struct LoadPolicy {
 impl Default for LoadPolicy {
     fn default() -> Self {
         LoadPolicy { window: Duration::from_millis(5), agree: 4, high: 0.85, low: 0.5, imbalance: 0.4, congestion: 0.5 }
+    }
+}
+
+/// What the load manager has done since the server started: how many
+/// windows it judged and what it did after them. Worker counts changed by
+/// `Server::set_active_workers` and files moved by `Server::move_file`
+/// are not counted: only the manager's own decisions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadCounters {
+    /// Windows measured.
+    pub windows: u64,
+    /// Workers it started or unparked.
+    pub added: u64,
+    /// Workers it parked.
+    pub parked: u64,
+    /// Moves of load between two active workers.
+    pub balanced: u64,
+    /// Clients whose home it moved (parking included).
+    pub clients_moved: u64,
+    /// Files it asked their owner to hand over (parking included).
+    pub files_moved: u64,
+}
+
+/// The manager's counters, updated by its thread and read by anyone.
+#[derive(Default)]
+pub(crate) struct LoadTally {
+    windows: AtomicU64,
+    added: AtomicU64,
+    parked: AtomicU64,
+    balanced: AtomicU64,
+    clients_moved: AtomicU64,
+    files_moved: AtomicU64,
+}
+
+impl LoadTally {
+    /// The counts now.
+    pub(crate) fn get(&self) -> LoadCounters {
+        LoadCounters {
+            windows: self.windows.load(Ordering::Relaxed),
+            added: self.added.load(Ordering::Relaxed),
+            parked: self.parked.load(Ordering::Relaxed),
+            balanced: self.balanced.load(Ordering::Relaxed),
+            clients_moved: self.clients_moved.load(Ordering::Relaxed),
+            files_moved: self.files_moved.load(Ordering::Relaxed),
+        }
+    }
+
+    fn moved(&self, clients: usize, files: usize) {
+        self.clients_moved.fetch_add(clients as u64, Ordering::Relaxed);
+        self.files_moved.fetch_add(files as u64, Ordering::Relaxed);
     }
 }
 
@@ -254,6 +304,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
         let active = shared.placement.active();
         let verdict = verdict(&measured, active, shared.min_workers, shared.placement.max(), &policy);
         let decision = agreement.settle(verdict, policy.agree);
+        shared.load_tally.windows.fetch_add(1, Ordering::Relaxed);
         act(&shared, decision, &loads, &busy, elapsed);
     }
 }
@@ -265,18 +316,30 @@ fn act(shared: &Arc<Shared>, decision: Decision, loads: &[WindowLoad], busy: &[f
         Decision::Add { from } => {
             let to = placement.active();
             if resize(shared, to + 1) == to + 1 {
+                shared.load_tally.added.fetch_add(1, Ordering::Relaxed);
                 let goal = (busy[from as usize] * elapsed / 2.0) as u64;
-                move_load(shared, &loads[from as usize], from, to, goal);
+                let (clients, files) = move_load(shared, &loads[from as usize], from, to, goal);
+                shared.load_tally.moved(clients, files);
                 tracing::info!(workers = to + 1, from, "load manager: added a worker");
             }
         }
         Decision::Park => {
-            let active = resize(shared, placement.active().saturating_sub(1));
+            let before = placement.active();
+            let (clients, files) = moved_by_parking(shared, before.saturating_sub(1));
+            let active = resize(shared, before.saturating_sub(1));
+            if active < before {
+                shared.load_tally.parked.fetch_add(1, Ordering::Relaxed);
+                shared.load_tally.moved(clients, files);
+            }
             tracing::info!(workers = active, "load manager: parked a worker");
         }
         Decision::Balance { from, to } => {
             let goal = ((busy[from as usize] - busy[to as usize]) * elapsed / 2.0) as u64;
-            move_load(shared, &loads[from as usize], from, to, goal);
+            let (clients, files) = move_load(shared, &loads[from as usize], from, to, goal);
+            if clients + files > 0 {
+                shared.load_tally.balanced.fetch_add(1, Ordering::Relaxed);
+                shared.load_tally.moved(clients, files);
+            }
         }
     }
 }
@@ -313,8 +376,18 @@ pub(crate) fn resize(shared: &Arc<Shared>, workers: u32) -> u32 {
     workers
 }
 
-/// Moves about `goal` nanoseconds of `from`'s load to `to`.
-fn move_load(shared: &Shared, load: &WindowLoad, from: u32, to: u32, goal: u64) {
+/// The clients at home, and the files placed, on the workers that parking
+/// down to `workers` active would move.
+fn moved_by_parking(shared: &Shared, workers: u32) -> (usize, usize) {
+    let placement = &shared.placement;
+    let clients = shared.registry.snapshot().iter().filter(|c| c.home() >= workers).count();
+    let files = (workers..placement.active()).map(|w| placement.files_of(w).len()).sum();
+    (clients, files)
+}
+
+/// Moves about `goal` nanoseconds of `from`'s load to `to`; how many
+/// clients and files it moved.
+fn move_load(shared: &Shared, load: &WindowLoad, from: u32, to: u32, goal: u64) -> (usize, usize) {
     let clients = shared.registry.snapshot();
     let homed: Vec<u64> = clients.iter().filter(|c| c.home() == from).map(|c| c.id).collect();
     let (mut move_clients, move_files) = shed(load, goal, &homed);
@@ -324,13 +397,16 @@ fn move_load(shared: &Shared, load: &WindowLoad, from: u32, to: u32, goal: u64) 
         // clients at home there go, by count.
         move_clients = every_other(&homed);
     }
+    let mut moved_clients = 0;
     for client in clients.iter().filter(|c| move_clients.contains(&c.id)) {
         client.set_home(to);
+        moved_clients += 1;
     }
-    for file in move_files {
+    for &file in &move_files {
         shared.placement.request_move(file, to);
     }
     shared.ring(from);
+    (moved_clients, move_files.len())
 }
 
 /// Every other one of `ids` (the second, the fourth...): half, rounded

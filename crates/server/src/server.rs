@@ -19,7 +19,7 @@ use rustix::event::{poll, PollFd, PollFlags};
 
 use crate::clients::{ConnectedClient, Registry};
 use crate::handshakes::Handshakes;
-use crate::load::{self, LoadBoard, LoadPolicy};
+use crate::load::{self, LoadBoard, LoadCounters, LoadPolicy, LoadTally};
 use crate::placement::{Placement, PRIMARY};
 use crate::worker::{self, WorkerStats};
 use crate::{Limits, ServerState};
@@ -141,6 +141,8 @@ pub(crate) struct Shared {
     pub(crate) placement: Arc<Placement>,
     pub(crate) load: LoadBoard,
     pub(crate) load_policy: LoadPolicy,
+    /// What the load manager did.
+    pub(crate) load_tally: LoadTally,
     /// Whether a load manager runs (and so whether loads are counted).
     pub(crate) managed: bool,
     /// Run before each answer.
@@ -281,6 +283,7 @@ impl Server {
             placement: Arc::new(Placement::new(min, max)),
             load: LoadBoard::new(max),
             load_policy: options.load_policy.clone().unwrap_or_default(),
+            load_tally: LoadTally::default(),
             managed: options.load_policy.is_some() && max > min,
             before_answer: options.before_answer.clone(),
             min_workers: min,
@@ -345,6 +348,11 @@ impl Server {
         placement.request_move(ino, to);
         self.shared.ring(from);
         true
+    }
+
+    /// What the load manager did so far (all zero when none runs).
+    pub fn load_counters(&self) -> LoadCounters {
+        self.shared.load_tally.get()
     }
 
     /// The worker that owns open file `ino` now, if it is placed.

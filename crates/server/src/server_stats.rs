@@ -31,6 +31,18 @@ pub(crate) fn section(shared: &Shared) -> String {
         limits.max_workers,
         shared.placement.placed_files()
     );
+    let load = shared.load_tally.get();
+    let _ = writeln!(
+        out,
+        "  load manager:     {} windows, {} added, {} parked, {} balanced, {} clients moved, {} files moved{}",
+        load.windows,
+        load.added,
+        load.parked,
+        load.balanced,
+        load.clients_moved,
+        load.files_moved,
+        if shared.managed { "" } else { " (off: a fixed round-robin placement)" }
+    );
     let _ = writeln!(out, "  clients:          {} connected (limit {})", live.len(), limits.max_clients);
     // A session outlives its connection until every worker has let go of
     // it; one that never goes is a leak.

@@ -197,3 +197,132 @@ fn the_load_manager_adds_workers_under_load_and_parks_them_when_idle() {
     );
     server.shutdown().unwrap();
 }
+
+/// A policy under which the load manager acts after every 1 ms window:
+/// any busy worker asks for another, any difference is rebalanced, and
+/// a worker is parked whenever nobody is congested. So it keeps adding
+/// and parking workers and moving clients and files while they work.
+fn restless() -> LoadPolicy {
+    LoadPolicy {
+        window: Duration::from_millis(1),
+        agree: 1,
+        high: 0.0,
+        low: 1e9,
+        imbalance: 0.0,
+        congestion: f64::INFINITY,
+    }
+}
+
+/// Clients run random KV puts, gets and deletes (served at their home
+/// worker), writes and reads at random offsets of a file of their own
+/// (served by its owner) and appends to one shared file, while the load
+/// manager itself adds and parks workers and moves clients and files
+/// after every window. Every read is checked at once against a model of
+/// that client's writes, and the shared file at the end: nothing lost,
+/// reordered or applied twice.
+#[test]
+fn the_load_manager_moving_clients_and_files_loses_reorders_and_repeats_nothing() {
+    let (server, dir) = served(1..=3, Some(restless()));
+    let store = dir.path().join("store");
+    let setup = Client::connect(&store).unwrap();
+    setup.create_dir("/m", 0o777).unwrap();
+    setup.write("/m/shared", b"").unwrap();
+    setup.create_bucket("b").unwrap();
+    drop(setup);
+    let clients = 4;
+    let steps = 600;
+    const FILE_BYTES: usize = 64 << 10;
+    let workers: Vec<_> = (0..clients)
+        .map(|c| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let client = Client::connect(&store).unwrap();
+                let own = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .open(&client, format!("/m/own{c}"))
+                    .unwrap();
+                let mut shared = OpenOptions::new().append(true).open(&client, "/m/shared").unwrap();
+                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + c as u64);
+                let mut file_model = vec![0u8; FILE_BYTES];
+                own.write_at(&file_model, 0).unwrap();
+                let mut kv_model: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+                let mut appended = 0usize;
+                for step in 0..steps {
+                    match rng.gen_range(0..6) {
+                        0 => {
+                            let key = format!("c{c}/k{}", rng.gen_range(0..16));
+                            let value = format!("{c}:{step}").into_bytes();
+                            client.put("b", &key, &value, larder_client::Durability::Buffered).unwrap();
+                            kv_model.insert(key, value);
+                        }
+                        1 => {
+                            let key = format!("c{c}/k{}", rng.gen_range(0..16));
+                            let existed = client.delete("b", &key, larder_client::Durability::Buffered).unwrap();
+                            assert_eq!(
+                                existed,
+                                kv_model.remove(&key).is_some(),
+                                "client {c} step {step}: delete {key}"
+                            );
+                        }
+                        2 => {
+                            let key = format!("c{c}/k{}", rng.gen_range(0..16));
+                            assert_eq!(
+                                client.get("b", &key).unwrap(),
+                                kv_model.get(&key).cloned(),
+                                "client {c} step {step}: get {key}"
+                            );
+                        }
+                        3 => {
+                            let len = rng.gen_range(1..4096);
+                            let offset = rng.gen_range(0..FILE_BYTES - len);
+                            let byte = (step % 251) as u8 + 1;
+                            let bytes = vec![byte; len];
+                            assert_eq!(own.write_at(&bytes, offset as u64).unwrap(), len);
+                            file_model[offset..offset + len].copy_from_slice(&bytes);
+                        }
+                        4 => {
+                            let len = rng.gen_range(1..8192);
+                            let offset = rng.gen_range(0..FILE_BYTES - len);
+                            let mut back = vec![0u8; len];
+                            let mut read = 0;
+                            while read < len {
+                                read += own.read_at(&mut back[read..], (offset + read) as u64).unwrap();
+                            }
+                            assert!(
+                                back == file_model[offset..offset + len],
+                                "client {c} step {step}: read at {offset}"
+                            );
+                        }
+                        _ => {
+                            shared.write_all(record(c, appended).as_bytes()).unwrap();
+                            appended += 1;
+                        }
+                    }
+                }
+                assert!(client.read(format!("/m/own{c}")).unwrap() == file_model, "client {c}'s file at the end");
+                appended
+            })
+        })
+        .collect();
+    let appended: Vec<usize> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let counters = server.load_counters();
+    assert!(
+        counters.added > 2 && counters.parked > 2 && counters.clients_moved > 2 && counters.files_moved > 0,
+        "the manager moved too little to prove anything: {counters:?}"
+    );
+    let reader = Client::connect(&store).unwrap();
+    let shared = String::from_utf8(reader.read("/m/shared").unwrap()).unwrap();
+    let mut next = vec![0usize; clients];
+    for line in shared.lines() {
+        let (c, seq) = line.split_once(':').unwrap();
+        let (c, seq): (usize, usize) = (c.parse().unwrap(), seq.parse().unwrap());
+        assert_eq!(seq, next[c], "client {c}'s appends out of order or repeated");
+        next[c] += 1;
+    }
+    assert_eq!(next, appended, "every append once");
+    drop(reader);
+    server.shutdown().unwrap();
+}
