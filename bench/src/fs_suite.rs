@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::report::{stat, thousands, RunInfo};
 
 mod lookups;
+pub(crate) use lookups::drop_caches;
 
 /// Knobs of the fs suite.
 #[derive(Args, Debug, Clone)]

@@ -162,6 +162,21 @@ enum Sub {
         #[arg(long)]
         spec: String,
     },
+    /// Runs one load mix under one placement: its server, its client
+    /// processes and the sampling of the server (used by the parent).
+    #[cfg(feature = "larder-server")]
+    #[command(hide = true)]
+    ServerMix {
+        #[arg(long)]
+        spec: String,
+    },
+    /// One client process of a load mix (used by `server-mix`).
+    #[cfg(feature = "larder-server")]
+    #[command(hide = true)]
+    ServerMixClient {
+        #[arg(long)]
+        spec: String,
+    },
     /// The do-nothing server of the server suite (runs until killed).
     #[cfg(feature = "larder-server")]
     #[command(hide = true)]
@@ -256,6 +271,10 @@ fn main() -> Result<()> {
         Some(Sub::ServerWorkload { spec }) => server_suite::run_workload_coordinator(&spec),
         #[cfg(feature = "larder-server")]
         Some(Sub::ServerClient { spec }) => server_suite::run_workload_client(&spec),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::ServerMix { spec }) => server_suite::run_mix_coordinator(&spec),
+        #[cfg(feature = "larder-server")]
+        Some(Sub::ServerMixClient { spec }) => server_suite::run_mix_client(&spec),
         Some(Sub::Heap(args)) => heap_suite::run(&args),
         Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
         #[cfg(feature = "larder-heap")]

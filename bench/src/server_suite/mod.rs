@@ -19,8 +19,12 @@
 //! order rotates every round and the report gives medians.
 
 mod clients;
+mod cold_shared;
+mod load_mix;
+mod load_suite;
 mod null_server;
 mod ops;
+mod peers;
 mod targets;
 mod workload_suite;
 mod workloads;
@@ -41,6 +45,7 @@ use ops::{Counts, Timed, OPS};
 use targets::{Embedded, Served, Syscalls};
 
 pub use clients::{run_client as run_workload_client, run_coordinator as run_workload_coordinator};
+pub use load_mix::{run_client as run_mix_client, run_coordinator as run_mix_coordinator};
 pub use null_server::run as run_null_server;
 
 /// Every peer.
@@ -74,7 +79,11 @@ pub struct ServerArgs {
     /// Operations to time, comma-separated [default: all]: read4k-seq,
     /// read4k-rand, read16k-seq, read16k-rand, read4k-small, write4k-seq, write4k-rand,
     /// write16k-seq, write16k-rand, append16k, stat, open-close, listdir,
-    /// create, rename, unlink, append16k-zc.
+    /// create, rename, unlink, append16k-zc; uncached (each block once,
+    /// the peer reopened and the machine's caches dropped before each):
+    /// read4k-cold-seq, read4k-cold-rand, write4k-cold-rand; two clients
+    /// at once on one file or a file each: read4k-shared, write4k-shared,
+    /// read4k-private2, write4k-private2.
     #[arg(long, default_value = "")]
     ops: String,
     /// Seed of the random offsets and names.
@@ -109,6 +118,15 @@ pub struct ServerArgs {
     /// iterations per client).
     #[arg(long, default_value_t = 1.0)]
     workload_scale: f64,
+    /// Runs these mixes of clients under three placements (one worker
+    /// per client, the load manager, round-robin over the manager's
+    /// count) instead of the single operations, comma-separated:
+    /// uneven, dynamic.
+    #[arg(long, default_value = "")]
+    load_mixes: String,
+    /// Seconds of each load mix run's timeline.
+    #[arg(long, default_value_t = 8.0)]
+    mix_secs: f64,
 }
 
 fn parse_pin(text: &str) -> Result<(usize, usize), String> {
@@ -150,6 +168,9 @@ pub struct ServerResult {
 pub fn run(args: &ServerArgs) -> Result<()> {
     if !args.workloads.trim().is_empty() {
         return workload_suite::run(args);
+    }
+    if !args.load_mixes.trim().is_empty() {
+        return load_suite::run(args);
     }
     let peers: Vec<String> = args.peers.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
     for p in &peers {
@@ -265,23 +286,55 @@ pub fn run_child(spec: &str) -> Result<()> {
         // Threads and processes the set-up starts serve: they stay there.
         pin_to(server)?;
     }
+    let wanted = |op: &str| spec.ops.is_empty() || spec.ops.iter().any(|w| w == op);
     let timings = match spec.peer.as_str() {
         "ext4" => {
             let base = spec.dir.join("bench");
             std::fs::create_dir(&base)?;
             client_side(&spec)?;
-            ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed, &spec.ops)?
+            let first = Syscalls::new(&base)?;
+            let mut timings = ops::run(&first, spec.counts, spec.seed, &spec.ops)?;
+            timings.extend(cold_shared::shared_ops(&first, &Syscalls::new(&base)?, spec.counts, spec.seed, &wanted)?);
+            let root = spec.dir.join("cold");
+            std::fs::create_dir(&root)?;
+            timings.extend(cold_shared::cold_ops(&mut peers::Ext4Peer { root }, spec.counts, spec.seed, &wanted)?);
+            timings
         }
-        "fuse0" | "fuse" => through_mount(&spec)?,
+        "fuse0" | "fuse" => {
+            let mut timings = through_mount(&spec)?;
+            let mut peer = peers::MountPeer {
+                spec: &spec,
+                store: spec.dir.join("cold-store"),
+                mnt: spec.dir.join("cold-mnt"),
+                options: mount_options(&spec),
+                mounted: None,
+            };
+            timings.extend(cold_shared::cold_ops(&mut peer, spec.counts, spec.seed, &wanted)?);
+            timings
+        }
         "embedded" => {
             let fs = larder_fs::Fs::create(&spec.dir.join("store"), larder_fs::FsOptions::default())?;
             let target = Embedded::new(fs, "bench")?;
             client_side(&spec)?;
-            let timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
+            let mut timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
+            timings.extend(cold_shared::shared_ops(&target, &target, spec.counts, spec.seed, &wanted)?);
             target.fs.close()?;
+            let mut peer = peers::EmbeddedPeer { spec: &spec, store: spec.dir.join("cold-store") };
+            timings.extend(cold_shared::cold_ops(&mut peer, spec.counts, spec.seed, &wanted)?);
             timings
         }
-        "served" | "leased" | "null" => served(&spec)?,
+        "served" | "leased" | "null" => {
+            let mut timings = served(&spec, &wanted)?;
+            let mut peer = peers::ServedPeer {
+                spec: &spec,
+                store: spec.dir.join("cold-store"),
+                socket: spec.dir.join("cold.sock"),
+                process: None,
+                made: false,
+            };
+            timings.extend(cold_shared::cold_ops(&mut peer, spec.counts, spec.seed, &wanted)?);
+            timings
+        }
         p => bail!("unknown peer {p}"),
     };
     let r = ServerResult { timings, vmhwm_kib: crate::sys::status_kib("VmHWM") };
@@ -298,18 +351,26 @@ fn client_side(spec: &ServerSpec) -> Result<()> {
     }
 }
 
-fn through_mount(spec: &ServerSpec) -> Result<Vec<Timed>> {
+/// The mount's options for peer `fuse0` (timeouts 0) or `fuse` (the defaults).
+fn mount_options(spec: &ServerSpec) -> larder_fuse::MountOptions {
     let ttl = if spec.peer == "fuse0" { Duration::ZERO } else { larder_fuse::MountOptions::default().entry_timeout };
+    larder_fuse::MountOptions { entry_timeout: ttl, attr_timeout: ttl, ..Default::default() }
+}
+
+fn through_mount(spec: &ServerSpec) -> Result<Vec<Timed>> {
     let mnt = spec.dir.join("mnt");
     std::fs::create_dir_all(&mnt)?;
     let fs = std::sync::Arc::new(larder_fs::Fs::create(&spec.dir.join("store"), larder_fs::FsOptions::default())?);
-    let options = larder_fuse::MountOptions { entry_timeout: ttl, attr_timeout: ttl, ..Default::default() };
-    let mounted = larder_fuse::spawn(fs, &mnt, &options)?;
+    let mounted = larder_fuse::spawn(fs, &mnt, &mount_options(spec))?;
+    let wanted = |op: &str| spec.ops.is_empty() || spec.ops.iter().any(|w| w == op);
     let run = || -> Result<Vec<Timed>> {
         let base = mnt.join("bench");
         std::fs::create_dir(&base)?;
         client_side(spec)?;
-        ops::run(&Syscalls::new(&base)?, spec.counts, spec.seed, &spec.ops)
+        let first = Syscalls::new(&base)?;
+        let mut timings = ops::run(&first, spec.counts, spec.seed, &spec.ops)?;
+        timings.extend(cold_shared::shared_ops(&first, &Syscalls::new(&base)?, spec.counts, spec.seed, &wanted)?);
+        Ok(timings)
     };
     let timings = run();
     mounted.unmount()?;
@@ -330,7 +391,7 @@ impl Drop for ServerProcess {
 /// Starts `larder serve` (peers `served` and `leased`) or the do-nothing
 /// server (peer `null`) in a process of its own, connects (with leases
 /// for `leased` only), and runs the operations.
-fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
+fn served(spec: &ServerSpec, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<Timed>> {
     let socket = spec.dir.join("server.sock");
     let mut command = if spec.peer != "null" {
         let store = spec.dir.join("store");
@@ -357,6 +418,10 @@ fn served(spec: &ServerSpec) -> Result<Vec<Timed>> {
     let mut timings = ops::run(&target, spec.counts, spec.seed, &spec.ops)?;
     if spec.ops.is_empty() || spec.ops.iter().any(|o| o == "append16k-zc") {
         timings.push(ops::zero_copy_append(&target, spec.counts)?);
+    }
+    if cold_shared::SHARED_OPS.iter().any(|op| wanted(op)) {
+        let second = Served::attach(connect(&socket, spec.peer == "leased", Duration::from_secs(30))?, "bench");
+        timings.extend(cold_shared::shared_ops(&target, &second, spec.counts, spec.seed, wanted)?);
     }
     drop(target);
     drop(process);
@@ -508,6 +573,18 @@ fn render(
         ops::DIRECTORY_FILES,
         counts.listings,
         counts.creates
+    );
+    let _ = writeln!(
+        o,
+        "- Uncached (`*-cold-*`): {} 4 KiB blocks of a {} MiB file each touched once, in order or in a random permutation, \
+         after the peer was shut (its server stopped, its mount unmounted, its store closed), `sync; echo 3 > \
+         /proc/sys/vm/drop_caches` and the peer opened again (the do-nothing server runs on: it caches nothing). Two \
+         clients (`*-shared`, `*-private2`): two connections (two descriptors on ext4 and the mount, two threads on one \
+         embedded store) doing {} random 4 KiB reads or writes each at once, of one cached file or of a file each; \
+         the time is the wall time of both over the operations of both",
+        counts.io.min(ops::FILE_BYTES / 4096),
+        ops::FILE_BYTES >> 20,
+        counts.io
     );
     let _ = writeln!(
         o,

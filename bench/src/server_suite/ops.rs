@@ -52,7 +52,7 @@ impl Counts {
 }
 
 /// Every operation kind, in the order they run.
-pub const OPS: [&str; 17] = [
+pub const OPS: [&str; 24] = [
     "read4k-seq",
     "read4k-rand",
     "read16k-seq",
@@ -70,6 +70,13 @@ pub const OPS: [&str; 17] = [
     "rename",
     "unlink",
     "append16k-zc",
+    "read4k-cold-seq",
+    "read4k-cold-rand",
+    "write4k-cold-rand",
+    "read4k-shared",
+    "write4k-shared",
+    "read4k-private2",
+    "write4k-private2",
 ];
 
 /// A seeded xorshift.

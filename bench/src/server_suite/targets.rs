@@ -18,6 +18,8 @@ pub trait Target {
     type File;
     /// Makes directory `name` under the base directory.
     fn mkdir(&self, name: &str) -> Result<Self::Dir>;
+    /// Opens directory `name` under the base directory, which exists.
+    fn open_dir(&self, name: &str) -> Result<Self::Dir>;
     /// Creates new empty file `name` (it must not exist) and closes it.
     fn create(&self, dir: &Self::Dir, name: &CString) -> Result<()>;
     /// Removes file `name`.
@@ -71,6 +73,11 @@ impl Target for Syscalls {
     fn mkdir(&self, name: &str) -> Result<OwnedFd> {
         rustix::fs::mkdirat(&self.base, name, Mode::from_raw_mode(0o755))?;
         Ok(rustix::fs::openat(&self.base, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
+    }
+
+    fn open_dir(&self, name: &str) -> Result<OwnedFd> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(rustix::fs::openat(&self.base, name, flags, Mode::empty())?)
     }
 
     fn create(&self, dir: &OwnedFd, name: &CString) -> Result<()> {
@@ -154,6 +161,13 @@ impl Embedded {
         let base = fs.mkdir(&cred, fs.root(), base.as_bytes(), 0o755)?.ino;
         Ok(Embedded { fs, base, cred })
     }
+
+    /// Works under the existing directory `base` of the root of `fs`.
+    pub fn attach(fs: larder_fs::Fs, base: &str) -> Result<Embedded> {
+        let cred = larder_fs::Cred::root();
+        let base = fs.lookup(&cred, fs.root(), base.as_bytes())?.ino;
+        Ok(Embedded { fs, base, cred })
+    }
 }
 
 impl Target for Embedded {
@@ -162,6 +176,10 @@ impl Target for Embedded {
 
     fn mkdir(&self, name: &str) -> Result<u64> {
         Ok(self.fs.mkdir(&self.cred, self.base, name.as_bytes(), 0o755)?.ino)
+    }
+
+    fn open_dir(&self, name: &str) -> Result<u64> {
+        Ok(self.fs.lookup(&self.cred, self.base, name.as_bytes())?.ino)
     }
 
     fn create(&self, dir: &u64, name: &CString) -> Result<()> {
@@ -247,6 +265,11 @@ impl Served {
         client.create_dir(&base, 0o755)?;
         Ok(Served { client, base })
     }
+
+    /// Works under the existing directory `/base` of the store.
+    pub fn attach(client: larder_client::Client, base: &str) -> Served {
+        Served { client, base: format!("/{base}") }
+    }
 }
 
 fn path(dir: &str, name: &CString) -> Result<String> {
@@ -263,6 +286,12 @@ impl Target for Served {
     fn mkdir(&self, name: &str) -> Result<String> {
         let dir = format!("{}/{name}", self.base);
         self.client.create_dir(&dir, 0o755)?;
+        Ok(dir)
+    }
+
+    fn open_dir(&self, name: &str) -> Result<String> {
+        let dir = format!("{}/{name}", self.base);
+        self.client.metadata(&dir)?;
         Ok(dir)
     }
 
