@@ -64,6 +64,7 @@ pub fn run(args: &ServerArgs) -> Result<()> {
                             continue;
                         }
                     },
+                    "managed" if args.mix_max_workers > 0 => args.mix_max_workers.min(clients),
                     _ => clients,
                 };
                 let dir = args.dir.join(format!("{}-{config}-{round}", m.name));
@@ -193,7 +194,9 @@ fn render(
     let _ = writeln!(
         o,
         "- Configurations: `max` = `--workers N --placement round-robin` with N = clients (one worker per client); \
-         `managed` = `--workers 1..N --placement managed`; `round-robin` = `--workers K --placement round-robin`\n"
+         `managed` = `--workers 1..M --placement managed` with M = {}; `round-robin` = `--workers K --placement \
+         round-robin` with K = the count the manager ran most often in the same round\n",
+        if args.mix_max_workers > 0 { format!("{} (or N if fewer)", args.mix_max_workers) } else { "N".to_string() }
     );
     for m in mixes {
         let _ = writeln!(o, "### Mix `{}` ({} clients)\n", m.name, m.clients.len());

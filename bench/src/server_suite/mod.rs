@@ -127,6 +127,11 @@ pub struct ServerArgs {
     /// Seconds of each load mix run's timeline.
     #[arg(long, default_value_t = 8.0)]
     mix_secs: f64,
+    /// The most workers the load manager may run in a load mix (0: one
+    /// per client, as uFS allows). One worker per client (`max`) always
+    /// runs one per client.
+    #[arg(long, default_value_t = 0)]
+    mix_max_workers: u32,
 }
 
 fn parse_pin(text: &str) -> Result<(usize, usize), String> {
