@@ -260,7 +260,22 @@ fn render(
                 )
             })
             .collect();
-        let _ = writeln!(o, "\nPer round (calls/s): {}\n", per_round.join("; "));
+        let _ = writeln!(o, "\nPer round (calls/s): {}", per_round.join("; "));
+        let paired = |a: &str, b: &str| -> Vec<f64> {
+            (0..args.runs)
+                .filter_map(|round| {
+                    let one = |c: &str| results.get(&m.name)?.get(c)?.get(round)?.as_ref().ok().map(|r| r.throughput());
+                    Some(one(a)? / one(b)?.max(f64::MIN_POSITIVE))
+                })
+                .collect()
+        };
+        for (a, b) in [("managed", "max"), ("managed", "round-robin")] {
+            let ratios = paired(a, b);
+            let text: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            let median = stat(ratios).map_or("n/a".to_string(), |s| format!("{:.2}", s.median));
+            let _ = writeln!(o, "\n{a} ÷ {b} in each round: {} (median {median})", text.join(", "));
+        }
+        let _ = writeln!(o);
         // The manager's decisions in its median run.
         let mut managed_runs = runs(results, &m.name, "managed");
         managed_runs.sort_by(|a, b| a.throughput().total_cmp(&b.throughput()));

@@ -41,11 +41,94 @@ pub struct LoadPolicy {
     /// busy a fifth of the window, however long its queues); queues do
     /// not.
     pub congestion: f64,
+    /// Whether the manager keeps to no more workers than the CPUs this
+    /// process may run on (uFS gives each worker a core of its own: a
+    /// worker past the CPUs adds no capacity, only more threads taking
+    /// turns, and the queues that oversubscription makes would otherwise
+    /// keep asking for more). Default true. `Server::set_active_workers`
+    /// is not capped.
+    pub cap_at_cpus: bool,
+    /// A worker parked and then added again within this many windows
+    /// makes the next park need twice as many agreeing windows (up to 64
+    /// times `agree`); a park that stands that long halves it again.
+    /// Default 40. Without it, a load that one fewer worker cannot carry
+    /// but that looks light while spread (clients that think between
+    /// calls) parks and adds a worker every few windows.
+    pub undo_windows: u32,
 }
 
 impl Default for LoadPolicy {
     fn default() -> Self {
-        LoadPolicy { window: Duration::from_millis(5), agree: 4, high: 0.85, low: 0.5, imbalance: 0.4, congestion: 0.5 }
+        LoadPolicy {
+            window: Duration::from_millis(5),
+            agree: 4,
+            high: 0.85,
+            low: 0.5,
+            imbalance: 0.4,
+            congestion: 0.5,
+            cap_at_cpus: true,
+            undo_windows: 40,
+        }
+    }
+}
+
+/// The most workers the manager runs: `max`, or fewer when the policy
+/// keeps to the `cpus` this process may run on (never below `min`).
+pub(crate) fn manager_max(policy: &LoadPolicy, min: u32, max: u32, cpus: u32) -> u32 {
+    if policy.cap_at_cpus {
+        max.min(cpus.max(min)).max(1)
+    } else {
+        max
+    }
+}
+
+/// How many agreeing windows a park needs: `agree`, times a factor that
+/// doubles each time a park is undone (a worker added again within
+/// `undo_windows`) and halves each time one stands that long.
+#[derive(Debug)]
+pub(crate) struct ParkBackoff {
+    factor: u32,
+    last_park: Option<u64>,
+}
+
+impl Default for ParkBackoff {
+    fn default() -> Self {
+        ParkBackoff { factor: 1, last_park: None }
+    }
+}
+
+/// The most a park's agreement is multiplied by.
+const MAX_PARK_FACTOR: u32 = 64;
+
+impl ParkBackoff {
+    /// Windows of agreement a park needs now.
+    pub(crate) fn needed(&self, agree: u32) -> u32 {
+        agree.saturating_mul(self.factor)
+    }
+
+    /// Window `window` begins: a park that stood `undo` windows halves the factor.
+    pub(crate) fn tick(&mut self, window: u64, undo: u32) {
+        if let Some(parked) = self.last_park {
+            if window.saturating_sub(parked) > u64::from(undo) {
+                self.factor = (self.factor / 2).max(1);
+                self.last_park = None;
+            }
+        }
+    }
+
+    /// The manager parked a worker after window `window`.
+    pub(crate) fn parked(&mut self, window: u64) {
+        self.last_park = Some(window);
+    }
+
+    /// The manager added a worker after window `window`: a park it undoes
+    /// (within `undo` windows) doubles the factor.
+    pub(crate) fn added(&mut self, window: u64, undo: u32) {
+        if let Some(parked) = self.last_park.take() {
+            if window.saturating_sub(parked) <= u64::from(undo) {
+                self.factor = (self.factor * 2).min(MAX_PARK_FACTOR);
+            }
+        }
     }
 }
 
@@ -293,7 +376,11 @@ pub(crate) fn shed(load: &WindowLoad, goal: u64, homed_here: &[u64]) -> (Vec<u64
 pub(crate) fn run(shared: Arc<Shared>) {
     let policy = shared.load_policy.clone();
     let mut agreement = Agreement::default();
+    let mut backoff = ParkBackoff::default();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
+    let most = manager_max(&policy, shared.min_workers, shared.placement.max(), cpus);
     let mut window_start = Instant::now();
+    let mut window = 0u64;
     while !shared.stopping.load(Ordering::Acquire) {
         std::thread::park_timeout(policy.window);
         let elapsed = window_start.elapsed().as_nanos().max(1) as f64;
@@ -302,9 +389,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
         let measured: Vec<Measured> = loads.iter().map(|l| Measured::of(l, elapsed)).collect();
         let busy: Vec<f64> = measured.iter().map(|m| m.busy).collect();
         let active = shared.placement.active();
-        let verdict = verdict(&measured, active, shared.min_workers, shared.placement.max(), &policy);
-        let decision = agreement.settle(verdict, policy.agree);
+        let verdict = verdict(&measured, active, shared.min_workers, most, &policy);
+        window += 1;
+        backoff.tick(window, policy.undo_windows);
+        let needed = if verdict == Decision::Park { backoff.needed(policy.agree) } else { policy.agree };
+        let decision = agreement.settle(verdict, needed);
         shared.load_tally.windows.fetch_add(1, Ordering::Relaxed);
+        match decision {
+            Decision::Park => backoff.parked(window),
+            Decision::Add { .. } => backoff.added(window, policy.undo_windows),
+            _ => {}
+        }
         act(&shared, decision, &loads, &busy, elapsed);
     }
 }
@@ -467,6 +562,39 @@ mod tests {
         assert_eq!(a.settle(add.clone(), 3), Decision::Stay);
         assert_eq!(a.settle(add.clone(), 3), add);
         assert_eq!(a.settle(add.clone(), 3), Decision::Stay, "counting starts again after acting");
+    }
+
+    #[test]
+    fn the_manager_keeps_to_the_cpus_unless_told_not_to() {
+        let p = policy();
+        assert_eq!(manager_max(&p, 1, 6, 2), 2);
+        assert_eq!(manager_max(&p, 1, 2, 8), 2);
+        assert_eq!(manager_max(&p, 3, 6, 2), 3, "never below the minimum");
+        let uncapped = LoadPolicy { cap_at_cpus: false, ..policy() };
+        assert_eq!(manager_max(&uncapped, 1, 6, 2), 6);
+    }
+
+    #[test]
+    fn an_undone_park_makes_the_next_one_wait_longer() {
+        let mut b = ParkBackoff::default();
+        assert_eq!(b.needed(4), 4);
+        b.parked(10);
+        b.added(20, 40);
+        assert_eq!(b.needed(4), 8, "parked and added again within 40 windows");
+        b.parked(30);
+        b.added(35, 40);
+        assert_eq!(b.needed(4), 16);
+        b.parked(100);
+        b.added(200, 40);
+        assert_eq!(b.needed(4), 16, "an add long after a park undoes nothing");
+        b.parked(300);
+        b.tick(341, 40);
+        assert_eq!(b.needed(4), 8, "a park that stood halves it");
+        for w in 0..20 {
+            b.parked(1000 + w * 2);
+            b.added(1001 + w * 2, 40);
+        }
+        assert_eq!(b.needed(4), 4 * MAX_PARK_FACTOR, "bounded");
     }
 
     #[test]

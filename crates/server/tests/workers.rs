@@ -154,7 +154,7 @@ fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
 /// to the minimum.
 #[test]
 fn the_load_manager_adds_workers_under_load_and_parks_them_when_idle() {
-    let policy = LoadPolicy { window: Duration::from_millis(5), agree: 3, ..LoadPolicy::default() };
+    let policy = LoadPolicy { window: Duration::from_millis(5), agree: 3, cap_at_cpus: false, ..LoadPolicy::default() };
     let (server, dir) = served(1..=3, Some(policy));
     let store = dir.path().join("store");
     assert_eq!(server.active_workers(), 1);
@@ -210,6 +210,8 @@ fn restless() -> LoadPolicy {
         low: 1e9,
         imbalance: 0.0,
         congestion: f64::INFINITY,
+        cap_at_cpus: false,
+        undo_windows: 0,
     }
 }
 
