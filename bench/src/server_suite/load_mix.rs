@@ -86,6 +86,12 @@ const fn phase(from: u32, to: u32, call: Call, think_us: u32) -> Phase {
 ///   100 µs after each call.
 /// - `dynamic` (uFS's figure 12): clients join one after another, two
 ///   raise their think time midway and leave, others come back heavier.
+/// - `skewed`: `uneven`'s demands ordered so that a round-robin placement
+///   over two workers puts every heavy client on one of them (each new
+///   client takes the next worker, after the coordinator's first probe
+///   took one): heavy and light clients alternate, as uFS's
+///   load-balancing benchmarks make per-inode costs that round-robin
+///   does not see.
 pub fn mix(name: &str) -> Result<Mix> {
     use Call::*;
     let clients: Vec<Vec<Phase>> = match name {
@@ -105,7 +111,15 @@ pub fn mix(name: &str) -> Result<Mix> {
             vec![phase(400, 1000, Append, 100)],
             vec![phase(500, 1000, Read16k, 0)],
         ],
-        other => bail!("unknown load mix {other:?}: uneven, dynamic"),
+        "skewed" => vec![
+            vec![phase(0, 1000, Read16k, 0)],
+            vec![phase(0, 1000, Stat, 100)],
+            vec![phase(0, 1000, Read16k, 0)],
+            vec![phase(0, 1000, Append, 100)],
+            vec![phase(0, 1000, Write4k, 0)],
+            vec![phase(0, 1000, Stat, 100)],
+        ],
+        other => bail!("unknown load mix {other:?}: uneven, dynamic, skewed"),
     };
     Ok(Mix { name: name.to_string(), clients })
 }
@@ -452,7 +466,7 @@ mod tests {
 
     #[test]
     fn every_mix_has_phases_in_order_within_the_timeline() {
-        for name in ["uneven", "dynamic"] {
+        for name in ["uneven", "dynamic", "skewed"] {
             let m = mix(name).ok().filter(|m| !m.clients.is_empty());
             let Some(m) = m else { panic!("{name}: no mix") };
             for phases in &m.clients {

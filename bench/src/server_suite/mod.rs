@@ -121,7 +121,7 @@ pub struct ServerArgs {
     /// Runs these mixes of clients under three placements (one worker
     /// per client, the load manager, round-robin over the manager's
     /// count) instead of the single operations, comma-separated:
-    /// uneven, dynamic.
+    /// uneven, dynamic, skewed.
     #[arg(long, default_value = "")]
     load_mixes: String,
     /// Seconds of each load mix run's timeline.
