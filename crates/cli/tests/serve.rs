@@ -260,3 +260,41 @@ fn a_killed_servers_socket_is_left_to_the_commands_and_replaced_by_a_new_server(
     assert!(!socket.exists());
     fsck_clean(&store);
 }
+
+/// `--placement round-robin` runs the workers it is given and no load
+/// manager: each new client takes the next worker as its home, `stats`
+/// says the manager is off and its counts stay at zero. Over a range of
+/// workers it is refused, saying why, before anything is served.
+#[test]
+fn a_round_robin_placement_runs_a_fixed_count_without_the_manager() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = new_store(tmp.path());
+    let st = s(&store);
+    let refused = larder(&["serve", st, "--workers", "1..3", "--placement", "round-robin"]);
+    assert!(!refused.status.success(), "a round-robin placement over 1..3 workers was accepted");
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("--workers N"), "the refusal does not say what to give: {why}");
+
+    let server = Served::start(&store, &["--workers", "3", "--placement", "round-robin"]);
+    for i in 0..12 {
+        ok(larder_with_input(&["put", st, &format!("b/k{i}")], b"value"), "put");
+    }
+    let stats = String::from_utf8(ok(larder(&["stats", st]), "stats").stdout).unwrap();
+    let section = server_section(&stats);
+    assert_eq!(number(&section, "workers"), 3, "{section:?}");
+    let manager = section.get("load manager").unwrap_or_else(|| panic!("no load manager line: {section:?}"));
+    assert!(
+        manager.starts_with("0 windows, 0 added, 0 parked, 0 balanced, 0 clients moved, 0 files moved"),
+        "{manager}"
+    );
+    assert!(manager.contains("off"), "{manager}");
+    for worker in 0..3 {
+        assert!(
+            number(&section, &format!("worker {worker}")) > 0,
+            "clients did not take the workers in turn: {section:?}"
+        );
+    }
+    server.signal(Signal::TERM);
+    let (status, stderr) = server.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status}: {stderr:?}");
+}
