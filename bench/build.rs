@@ -20,7 +20,7 @@ fn main() {
     }
     println!("cargo:rustc-env=LARDER_BENCH_COMMIT={}", source_commit());
     let lock = std::fs::read_to_string("../Cargo.lock").unwrap_or_default();
-    for (krate, var) in [("fjall", "FJALL"), ("heed", "HEED"), ("lmdb-master-sys", "LMDB_SYS")] {
+    for (krate, var) in [("fjall", "FJALL"), ("heed", "HEED"), ("lmdb-master-sys", "LMDB_SYS"), ("redb", "REDB")] {
         println!("cargo:rustc-env=LARDER_BENCH_{var}_VERSION={}", locked_version(&lock, krate));
     }
 }

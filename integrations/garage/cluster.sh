@@ -4,12 +4,17 @@
 #
 #   cluster.sh start [--db larder|lmdb|sqlite] [--blocks larder|file]
 #                    [--fsync on|off] [--nodes 3|1] [--dir DIR]
+#                    [--rpc-timeout-msec MS]
 #                                     start, connect, lay out, make a key and
 #                                     a bucket (--nodes 1: one node,
-#                                     replication factor 1, for benchmarks)
+#                                     replication factor 1, for benchmarks;
+#                                     --rpc-timeout-msec: Garage's
+#                                     rpc_timeout_msec, default 300000)
 #   cluster.sh stop                   stop every node (SIGTERM, then wait)
 #   cluster.sh kill N                 SIGKILL node N (1..3)
+#   cluster.sh stop-node N            stop node N (SIGTERM, then wait)
 #   cluster.sh restart N              start node N again (same directories)
+#                                     and reconnect it to the others
 #   cluster.sh env                    print the S3 endpoints and credentials
 #   cluster.sh convert N ENGINE       stop node N, move its metadata to
 #                                     ENGINE with `garage convert-db`, restart
@@ -63,7 +68,7 @@ retry() {
 }
 
 write_config() {
-    local n="$1" db="$2" blocks="$3" fsync="$4"
+    local n="$1" db="$2" blocks="$3" fsync="$4" rpc_timeout="$5"
     mkdir -p "$dir/node$n/meta" "$dir/node$n/data"
     cat >"$(conf "$n")" <<EOF
 metadata_dir = "$dir/node$n/meta"
@@ -76,6 +81,7 @@ replication_factor = ${#nodes[@]}
 rpc_bind_addr = "127.0.0.1:$(rpc_port "$n")"
 rpc_public_addr = "127.0.0.1:$(rpc_port "$n")"
 rpc_secret = "$rpc_secret"
+${rpc_timeout:+rpc_timeout_msec = $rpc_timeout}
 
 [s3_api]
 s3_region = "$region"
@@ -124,6 +130,26 @@ wait_connected() {
     return 1
 }
 
+# Connects a restarted node $1 and every other running node both ways, as
+# an operator would with `garage node connect`. Left alone, Garage takes up
+# to 30 s: the other nodes retried the connection once when it went down,
+# failed, and wait CONN_RETRY_INTERVAL (30 s, garage_net) before the next
+# try; the restarted node reconnects from the peer list saved in its
+# metadata directory, which Garage saves only every 60 s (DISCOVERY_INTERVAL,
+# garage_rpc), so a node restarted within a minute of joining has none.
+reconnect() {
+    local n="$1" m id_n id_m
+    existing_nodes
+    id_n="$(cli "$n" node id -q)"
+    for m in "${nodes[@]}"; do
+        [ "$m" = "$n" ] && continue
+        [ -f "$dir/node$m/pid" ] && kill -0 "$(cat "$dir/node$m/pid")" 2>/dev/null || continue
+        id_m="$(cli "$m" node id -q)"
+        retry cli "$n" node connect "$id_m"
+        retry cli "$m" node connect "$id_n"
+    done
+}
+
 stop_node() {
     local n="$1" pidfile="$dir/node$1/pid"
     [ -f "$pidfile" ] || return 0
@@ -157,13 +183,14 @@ cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
 start)
-    db=larder blocks=larder fsync=true
+    db=larder blocks=larder fsync=true rpc_timeout=""
     while [ $# -gt 0 ]; do
         case "$1" in
         --db) db="$2"; shift 2 ;;
         --blocks) blocks="$2"; shift 2 ;;
         --fsync) case "$2" in on) fsync=true ;; off) fsync=false ;; *) echo "cluster: --fsync on|off" >&2; exit 2 ;; esac; shift 2 ;;
         --dir) dir="$2"; shift 2 ;;
+        --rpc-timeout-msec) rpc_timeout="$2"; shift 2 ;;
         --nodes) case "$2" in 1) nodes=(1) ;; 3) nodes=(1 2 3) ;; *) echo "cluster: --nodes 1|3" >&2; exit 2 ;; esac; shift 2 ;;
         *) echo "cluster: unknown option $1" >&2; exit 2 ;;
         esac
@@ -179,7 +206,7 @@ start)
     mkdir -p "$dir"
     echo "$dir" >"$here/.cluster-dir"
     for n in "${nodes[@]}"; do
-        write_config "$n" "$db" "$blocks" "$fsync"
+        write_config "$n" "$db" "$blocks" "$fsync" "$rpc_timeout"
         start_node "$n"
     done
     # Connect the other nodes to node 1, then give each a role.
@@ -209,9 +236,14 @@ kill)
     kill -KILL "$(cat "$dir/node$n/pid")"
     rm -f "$dir/node$n/pid"
     ;;
+stop-node)
+    [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
+    stop_node "$1"
+    ;;
 restart)
     [ -f "$here/.cluster-dir" ] && dir="$(cat "$here/.cluster-dir")"
     start_node "$1"
+    reconnect "$1"
     wait_connected "$1"
     ;;
 env)
@@ -229,6 +261,7 @@ convert)
     sed -i "s/^db_engine = .*/db_engine = \"$to\"/" "$(conf "$n")"
     mv "$meta/db.$from" "$meta/db.$from.converted"
     start_node "$n"
+    reconnect "$n"
     wait_connected "$n"
     echo "cluster: node $n moved from $from to $to"
     ;;

@@ -10,6 +10,10 @@
     s3_load.py bench --size BYTES --seconds S [--threads T] [--endpoint URL]
         PutObject of BYTES-sized objects from T threads for S seconds, then
         GetObject of random ones of them for S seconds; prints both rates.
+    s3_load.py put KEY FILE --endpoint URL
+        PutObject of FILE's bytes under KEY (the scrub test's probe).
+    s3_load.py check KEY FILE --endpoint URL
+        GetObject of KEY; exits 1 unless its bytes are FILE's.
 
 Credentials and endpoints come from cluster.sh's fixed values (env
 overrides: S3_ENDPOINTS, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, BUCKET).
@@ -195,6 +199,23 @@ def bench(args):
         sys.exit(1)
 
 
+def put_one(args):
+    with open(args.file, "rb") as f:
+        data = f.read()
+    client(args.endpoint).put_object(Bucket=BUCKET, Key=args.key, Body=data)
+
+
+def check_one(args):
+    with open(args.file, "rb") as f:
+        expected = hashlib.sha256(f.read()).hexdigest()
+    body = client(args.endpoint).get_object(Bucket=BUCKET, Key=args.key)["Body"].read()
+    found = hashlib.sha256(body).hexdigest()
+    if found != expected:
+        print(f"{args.key}: read {len(body)} bytes, SHA-256 {found}, expected {expected}")
+        sys.exit(1)
+    print(f"{args.key}: {len(body)} bytes read back through {args.endpoint}, SHA-256 matches")
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -210,11 +231,20 @@ def main():
     b.add_argument("--seconds", type=float, required=True)
     b.add_argument("--threads", type=int, default=8)
     b.add_argument("--endpoint")
+    for name in ("put", "check"):
+        one = sub.add_parser(name)
+        one.add_argument("key")
+        one.add_argument("file")
+        one.add_argument("--endpoint", required=True)
     args = parser.parse_args()
     if args.command == "write":
         write(args)
     elif args.command == "bench":
         bench(args)
+    elif args.command == "put":
+        put_one(args)
+    elif args.command == "check":
+        check_one(args)
     else:
         verify(args)
 

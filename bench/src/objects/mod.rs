@@ -80,7 +80,7 @@ pub struct ObjectsArgs {
     /// Smaller counts everywhere (a smoke run, not for publishing).
     #[arg(long)]
     pub quick: bool,
-    /// Engines, comma-separated: larder,larder-pre,larder-trees,ext4,rocksdb,fjall,lmdb
+    /// Engines, comma-separated: larder,larder-pre,larder-trees,ext4,rocksdb,fjall,lmdb,redb
     /// (larder-pre: containers created with the store; 1 MiB puts only;
     /// larder-trees: Larder's transactional trees, built with its feature).
     #[arg(long, default_value = "larder,larder-pre,ext4,rocksdb,fjall,lmdb")]

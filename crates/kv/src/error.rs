@@ -89,6 +89,16 @@ impl KvError {
             _ => false,
         }
     }
+
+    /// Whether stored bytes failed their check (see
+    /// [`ObjectError::is_corrupt`]): the value read is damaged on disk,
+    /// never returned as wrong bytes.
+    pub fn is_corrupt(&self) -> bool {
+        match self {
+            KvError::Object(e) | KvError::Namespace(NamespaceError::Object(e)) => e.is_corrupt(),
+            _ => false,
+        }
+    }
 }
 
 impl From<NamespaceError> for KvError {

@@ -21,6 +21,19 @@ impl ObjectError {
             _ => false,
         }
     }
+
+    /// Whether stored bytes failed their check (a checksum, magic, length
+    /// or structure) in a data container, the index or a record: the bytes
+    /// asked for are damaged on disk, and reading them again gives the same
+    /// error. A caller holding another copy (a replica) replaces them.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self,
+            ObjectError::Corrupt { .. }
+                | ObjectError::BadRecord { .. }
+                | ObjectError::Index(larder_index::IndexError::Corrupt { .. })
+        )
+    }
 }
 
 /// What went wrong in the object layer, and where.

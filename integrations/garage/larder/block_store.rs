@@ -33,6 +33,32 @@ pub struct BlockDirEntry {
 	pub is_dir: bool,
 }
 
+/// Why a stored block could not be read.
+#[derive(Debug)]
+pub enum BlockReadError {
+	/// The store's own check of the stored bytes failed (Larder's checksum
+	/// of every 4 KiB it reads): the block is corrupted on this node, as
+	/// when its bytes do not match its hash, and the block manager sets it
+	/// aside and fetches it again from another node.
+	Corrupted(Error),
+	/// Any other failure: the block is missing, or the read itself failed.
+	Failed(Error),
+}
+
+impl From<BlockReadError> for Error {
+	fn from(e: BlockReadError) -> Error {
+		match e {
+			BlockReadError::Corrupted(e) | BlockReadError::Failed(e) => e,
+		}
+	}
+}
+
+impl From<std::io::Error> for BlockReadError {
+	fn from(e: std::io::Error) -> BlockReadError {
+		BlockReadError::Failed(e.into())
+	}
+}
+
 /// A place to keep data blocks, addressed by their paths under the data
 /// directories (module doc).
 #[async_trait]
@@ -43,8 +69,11 @@ pub trait BlockStore: Send + Sync {
 	/// Whether a block is stored at `path`.
 	async fn exists(&self, path: &Path) -> bool;
 
-	/// The stored bytes of the block at `path`.
-	async fn read(&self, path: &Path) -> Result<Vec<u8>, Error>;
+	/// The stored bytes of the block at `path`. A store that checks what
+	/// it reads returns [`BlockReadError::Corrupted`] for damaged bytes,
+	/// never the damaged bytes themselves; the file store has no such
+	/// check (the block manager's hash check finds its damaged blocks).
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError>;
 
 	/// Stores `data` at `target` (in block directory `directory`),
 	/// replacing `replaces` if given (another copy of the same block, at a
@@ -61,7 +90,9 @@ pub trait BlockStore: Send + Sync {
 	) -> Result<(), Error>;
 
 	/// Moves the block at `from` to `to` (used to set aside a corrupted
-	/// block).
+	/// block). A store that cannot read the damaged bytes back (their
+	/// check fails) removes the block at `from` instead: either way no
+	/// block is left at `from`.
 	async fn rename(&self, from: &Path, to: &Path) -> Result<(), Error>;
 
 	/// Removes the block at `path`.
@@ -108,7 +139,7 @@ impl BlockStore for FileBlockStore {
 		fs::metadata(path).await.is_ok()
 	}
 
-	async fn read(&self, path: &Path) -> Result<Vec<u8>, Error> {
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError> {
 		let mut f = fs::File::open(path).await?;
 		let mut data = vec![];
 		f.read_to_end(&mut data).await?;

@@ -118,3 +118,78 @@ async fn larder_store_keeps_the_contract() {
 	// A path outside the data directories is refused, not guessed at.
 	assert!(store.read(Path::new("/elsewhere/ab/cd/x")).await.is_err());
 }
+
+/// Flips one byte of every copy of `needle` in the files under `dir`;
+/// returns how many copies it damaged.
+#[cfg(feature = "larder")]
+fn damage_every_copy(dir: &Path, needle: &[u8]) -> usize {
+	let mut damaged = 0;
+	let mut todo = vec![dir.to_path_buf()];
+	while let Some(dir) = todo.pop() {
+		for entry in std::fs::read_dir(&dir).unwrap() {
+			let path = entry.unwrap().path();
+			if path.is_dir() {
+				todo.push(path);
+				continue;
+			}
+			let mut bytes = std::fs::read(&path).unwrap();
+			let mut changed = false;
+			let mut at = 0;
+			while let Some(found) = bytes[at..]
+				.windows(needle.len())
+				.position(|window| window == needle)
+			{
+				bytes[at + found] ^= 0xff;
+				at += found + needle.len();
+				changed = true;
+				damaged += 1;
+			}
+			if changed {
+				std::fs::write(&path, &bytes).unwrap();
+			}
+		}
+	}
+	damaged
+}
+
+#[cfg(feature = "larder")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn larder_store_reports_damaged_bytes_as_corrupted() {
+	use crate::block_store::BlockReadError;
+	use crate::larder_block_store::LarderBlockStore;
+	use rand::RngCore;
+
+	let tmp = mktemp::Temp::new_dir().unwrap();
+	let data_dir = tmp.as_path().to_path_buf();
+	let mut damaged_block = vec![0u8; 300_000];
+	rand::rng().fill_bytes(&mut damaged_block);
+	let (dir, damaged) = block_path(&data_dir, &hash(7), "");
+	let (other_dir, other) = block_path(&data_dir, &hash(8), "");
+	{
+		let store = LarderBlockStore::open(std::slice::from_ref(&data_dir)).unwrap();
+		let data = Bytes::from(damaged_block.clone());
+		store.write(&dir, &damaged, data, true, None).await.unwrap();
+		let data = Bytes::from(vec![8u8; 300_000]);
+		store.write(&other_dir, &other, data, true, None).await.unwrap();
+	}
+	// One byte inside the block's bytes, wherever the store keeps them.
+	let needle = &damaged_block[150_000..150_064];
+	assert!(damage_every_copy(&data_dir, needle) >= 1);
+
+	let store = LarderBlockStore::open(std::slice::from_ref(&data_dir)).unwrap();
+	assert!(store.exists(&damaged).await);
+	match store.read(&damaged).await {
+		Err(BlockReadError::Corrupted(_)) => (),
+		other => panic!("a damaged block reads as {:?}", other.map(|d| d.len())),
+	}
+	// Setting it aside leaves no block at its path; the other block is intact.
+	let mut set_aside = damaged.clone();
+	set_aside.set_extension("corrupted");
+	store.rename(&damaged, &set_aside).await.unwrap();
+	assert!(!store.exists(&damaged).await);
+	assert_eq!(store.read(&other).await.unwrap(), vec![8u8; 300_000]);
+	// Resync writes a good copy at the same path again.
+	let data = Bytes::from(damaged_block.clone());
+	store.write(&dir, &damaged, data, true, None).await.unwrap();
+	assert_eq!(store.read(&damaged).await.unwrap(), damaged_block);
+}

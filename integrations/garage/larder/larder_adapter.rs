@@ -41,7 +41,7 @@ pub(crate) fn open_db(path: &Path, opt: &OpenOpt) -> DbResult<Db> {
 		durability,
 		..TreesOptions::default()
 	};
-	let trees = Trees::open_dir_with(path, options)?;
+	let trees = Trees::open_dir_with(path, &options)?;
 	Ok(LarderDb::init(trees, durability))
 }
 

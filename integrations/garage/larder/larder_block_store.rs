@@ -23,7 +23,7 @@ use larder_kv::{Durability, Kv, KvBatch, KvError, KvOptions};
 
 use garage_util::error::*;
 
-use crate::block_store::{BlockDirEntry, BlockStore};
+use crate::block_store::{BlockDirEntry, BlockReadError, BlockStore};
 
 /// The subdirectory of a data directory holding its Larder store.
 pub const LARDER_BLOCKS_DIR: &str = "larder-blocks";
@@ -131,18 +131,22 @@ impl BlockStore for LarderBlockStore {
 		.unwrap_or(false)
 	}
 
-	async fn read(&self, path: &Path) -> Result<Vec<u8>, Error> {
-		let (kv, key) = self.locate(path)?;
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError> {
+		let (kv, key) = self.locate(path).map_err(BlockReadError::Failed)?;
 		let path = path.to_path_buf();
-		blocking(move || match kv.get(BUCKET, &key) {
-			Ok(Some(data)) => Ok(data),
-			Ok(None) => Err(Error::Message(format!(
-				"block {} is not in the Larder block store",
-				path.display()
-			))),
-			Err(e) => Err(larder_error(&path, e)),
+		let read = blocking(move || {
+			Ok(match kv.get(BUCKET, &key) {
+				Ok(Some(data)) => Ok(data),
+				Ok(None) => Err(BlockReadError::Failed(Error::Message(format!(
+					"block {} is not in the Larder block store",
+					path.display()
+				)))),
+				Err(e) if e.is_corrupt() => Err(BlockReadError::Corrupted(larder_error(&path, e))),
+				Err(e) => Err(BlockReadError::Failed(larder_error(&path, e))),
+			})
 		})
-		.await
+		.await;
+		read.map_err(BlockReadError::Failed)?
 	}
 
 	async fn write(
@@ -195,15 +199,30 @@ impl BlockStore for LarderBlockStore {
 		}
 		let from = from.to_path_buf();
 		blocking(move || {
-			let data = kv
-				.get(BUCKET, &from_key)
-				.map_err(|e| larder_error(&from, e))?
-				.ok_or_else(|| {
-					Error::Message(format!(
+			let data = match kv.get(BUCKET, &from_key) {
+				Ok(Some(data)) => data,
+				Ok(None) => {
+					return Err(Error::Message(format!(
 						"block {} is not in the Larder block store",
 						from.display()
-					))
-				})?;
+					)))
+				}
+				Err(e) if e.is_corrupt() => {
+					// Larder returns no damaged bytes, so there are none to
+					// keep under the new name: the block goes, and resync
+					// fetches it again as for any block set aside.
+					warn!(
+						"block {} fails Larder's check ({}): removed instead of kept as {}",
+						from.display(),
+						e,
+						to_key
+					);
+					kv.delete(BUCKET, &from_key, Durability::Durable)
+						.map_err(|e| larder_error(&from, e))?;
+					return Ok(());
+				}
+				Err(e) => return Err(larder_error(&from, e)),
+			};
 			let mut batch = KvBatch::new();
 			batch.put(&to_key, data).delete(&from_key);
 			kv.write_batch(BUCKET, &batch, Durability::Durable)

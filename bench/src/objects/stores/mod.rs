@@ -13,6 +13,8 @@ mod fjall;
 mod larder;
 #[cfg(feature = "lmdb")]
 mod lmdb;
+#[cfg(feature = "redb")]
+mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 #[cfg(feature = "larder-trees")]
@@ -22,7 +24,7 @@ mod trees;
 /// `larder-pre` is Larder with its containers created at store creation
 /// (untimed, as the ceiling's file is written before it is timed); it runs
 /// the 1 MiB puts only.
-pub const ALL: [&str; 7] = ["larder", "larder-pre", "larder-trees", "ext4", "rocksdb", "fjall", "lmdb"];
+pub const ALL: [&str; 8] = ["larder", "larder-pre", "larder-trees", "ext4", "rocksdb", "fjall", "lmdb", "redb"];
 
 /// Memtables each LSM peer may hold frozen besides the active one (RocksDB:
 /// max_write_buffer_number - 1), as in the index suite's default.
@@ -77,6 +79,7 @@ pub fn missing_feature(engine: &str) -> Option<&'static str> {
         "rocksdb" => (cfg!(feature = "rocksdb"), "rocksdb"),
         "fjall" => (cfg!(feature = "fjall"), "fjall"),
         "lmdb" => (cfg!(feature = "lmdb"), "lmdb"),
+        "redb" => (cfg!(feature = "redb"), "redb"),
         _ => (true, ""),
     };
     (!built).then_some(feature)
@@ -96,6 +99,8 @@ pub fn open(spec: &ObjSpec) -> Result<Box<dyn Store>> {
         "fjall" => Ok(Box::new(fjall::FjallStore::open(spec)?)),
         #[cfg(feature = "lmdb")]
         "lmdb" => Ok(Box::new(lmdb::LmdbStore::open(spec)?)),
+        #[cfg(feature = "redb")]
+        "redb" => Ok(Box::new(redb::RedbStore::open(spec)?)),
         other => bail!("engine {other:?} is not built into this binary (see --features)"),
     }
 }

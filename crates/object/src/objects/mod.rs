@@ -29,7 +29,7 @@ mod xattrs;
 pub(crate) use extent_cache::ExtentCache;
 pub use heap_files::{HeapRecovery, HEAP_DIR};
 pub use heap_free::FreedHeapObject;
-pub(crate) use replay::ReplayVerifier;
+pub(crate) use replay::{DataDamage, ReplayVerifier};
 
 use crate::error::{ObjectError, Result};
 use crate::meta::{Kind, Onode, Orphan, OrphanReason, Timestamp, BLOCK_BYTES};

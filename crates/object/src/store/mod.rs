@@ -42,7 +42,7 @@ use crate::meta::{
     decode_counter, encode_counter, map_prefix, prefix_end, store_key, DirEntriesOperator, ExtentMapEntry, Kind, Map,
     MetaLimits, Onode, StoreName, NEXT_OBJECT_ID,
 };
-use crate::objects::ReplayVerifier;
+use crate::objects::{DataDamage, ReplayVerifier};
 use crate::superblock::{self, CreationOptions, Loaded, Superblock};
 use crate::txn::ids::IdAllocator;
 use crate::txn::locks::{Held, LockTable};
@@ -278,10 +278,23 @@ impl Store {
             match payload::decode(r.payload) {
                 Ok(Payload::Batch(batch)) => match verifier.check(&batch) {
                     Ok(()) => replay_index.write(r.lsn, &batch).map(|()| Replay::Continue),
+                    // An acknowledged record's data was durable before it
+                    // was acknowledged: a block failing its crc32c now was
+                    // damaged on the medium since, as a checkpointed block
+                    // can be. Replayed, the damage stays in those blocks
+                    // (reads of them report corruption naming the
+                    // container, fsck lists them) instead of refusing the
+                    // whole store.
+                    Err(DataDamage::Checksum(what)) if r.lsn <= r.acked_lsn => {
+                        tracing::error!(lsn = r.lsn, %what, "acknowledged log record's data is damaged; replayed, reads of the damaged blocks fail");
+                        replay_index.write(r.lsn, &batch).map(|()| Replay::Continue)
+                    }
                     // DESIGN.md: above the acknowledged LSN replay ends at
                     // the first record whose data fails its checksum; at or
-                    // below it the log reports corruption naming the record.
-                    Err(what) => {
+                    // below it, data that cannot be read is corruption the
+                    // log reports naming the record.
+                    Err(damage) => {
+                        let what = damage.to_string();
                         tracing::warn!(lsn = r.lsn, %what, "log record's data is not intact");
                         Ok(Replay::Damaged(what))
                     }
