@@ -227,6 +227,12 @@ fn check_scans(index: &Index, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
                     want.reverse();
                 }
                 assert_eq!(got, want, "range {start:?}..{end:?} forward {forward}");
+                let mut iter = index.range(s, e, forward).unwrap();
+                let (mut key, mut value, mut got) = (Vec::new(), Vec::new(), Vec::new());
+                while iter.next_into(&mut key, &mut value).unwrap() {
+                    got.push((key.clone(), value.clone()));
+                }
+                assert_eq!(got, want, "next_into {start:?}..{end:?} forward {forward}");
             }
         }
     }

@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 
 use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, read_varint_unchecked, Decoder};
-use crate::entry::{cmp_internal, Entry, Kind, Op, OpRef, Stamp};
+use crate::entry::{cmp_internal, Kind, Op, OpRef, Stamp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Appends entries into one block's bytes.
@@ -320,11 +320,6 @@ impl<'a> BlockRef<'a> {
 }
 
 impl RawEntry<'_> {
-    /// An owned entry, mapping the run's operator id through `op_map`.
-    pub(crate) fn to_entry(self, op_map: &[u32]) -> Entry {
-        Entry { key: self.key.to_vec(), stamp: self.stamp, op: self.to_op(op_map) }
-    }
-
     pub(crate) fn to_op(self, op_map: &[u32]) -> Op {
         match self.kind {
             Kind::Put => Op::Put(self.payload.to_vec()),

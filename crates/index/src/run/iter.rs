@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::block::{Block, BlockRef};
 use super::cache::BlockCache;
 use super::reader::OpenRun;
-use crate::entry::{Entry, Stamp};
+use crate::entry::{EntryRef, Kind, OpRef, Stamp};
 use crate::error::Result;
 use crate::stats::Stats;
 
@@ -170,18 +170,28 @@ impl RunIter {
         }
     }
 
-    /// The next entry in the iteration direction.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>> {
-        if !self.started {
-            self.position()?;
-        }
+    /// Moves to the entry at or after the cursor in the iteration
+    /// direction (the next block if this one is used up) and ends the
+    /// iteration past the range. Forward, `pos` is the entry's index;
+    /// backward, the index plus one.
+    fn settle(&mut self) -> Result<()> {
         loop {
             if self.done {
-                return Ok(None);
+                return Ok(());
             }
-            let Some(loaded) = &self.block else { return Ok(None) };
+            let Some(loaded) = &self.block else {
+                self.done = true;
+                return Ok(());
+            };
             let block = view(&self.run, loaded);
-            if self.forward {
+            if let Loaded::Mapped(i) = loaded {
+                // A checked block never views as empty: the file was cut
+                // under the mapping since.
+                if block.len() == 0 {
+                    return Err(self.run.changed(self.run.index.handle(*i).offset));
+                }
+            }
+            let at = if self.forward {
                 if self.pos >= block.len() {
                     if self.block_idx + 1 >= self.run.index.len() {
                         self.done = true;
@@ -191,13 +201,7 @@ impl RunIter {
                     self.pos = 0;
                     continue;
                 }
-                let e = block.entry(self.pos);
-                self.pos += 1;
-                if !self.in_range(e.key) {
-                    self.done = true;
-                    return Ok(None);
-                }
-                return Ok(Some(e.to_entry(&self.run.op_map)));
+                self.pos
             } else {
                 if self.pos == 0 {
                     if self.block_idx == 0 {
@@ -208,14 +212,73 @@ impl RunIter {
                     self.pos = self.block_len();
                     continue;
                 }
-                self.pos -= 1;
-                let e = block.entry(self.pos);
-                if !self.in_range(e.key) {
-                    self.done = true;
-                    return Ok(None);
-                }
-                return Ok(Some(e.to_entry(&self.run.op_map)));
+                self.pos - 1
+            };
+            if !self.in_range(block.entry(at).key) {
+                self.done = true;
             }
+            return Ok(());
         }
+    }
+
+    /// Positions the cursor at its first entry (once).
+    fn start(&mut self) -> Result<()> {
+        if !self.started {
+            self.position()?;
+            self.settle()?;
+        }
+        Ok(())
+    }
+
+    /// The entry under the cursor, borrowed (None when the iteration is
+    /// over). Call [`RunIter::start`] first; a merge operand's operator
+    /// is the registry's id.
+    pub(crate) fn current(&self) -> Option<EntryRef<'_>> {
+        if self.done || !self.started {
+            return None;
+        }
+        let block = view(&self.run, self.block.as_ref()?);
+        let at = if self.forward { self.pos } else { self.pos.checked_sub(1)? };
+        let e = block.entry(at);
+        let op = match e.kind {
+            Kind::Put => OpRef::Put(e.payload),
+            Kind::Delete => OpRef::Delete,
+            Kind::Merge => OpRef::Merge {
+                operator: self.run.op_map.get(e.run_op_id as usize).copied().unwrap_or(u32::MAX),
+                operand: e.payload,
+            },
+        };
+        Some(EntryRef { key: e.key, stamp: e.stamp, op })
+    }
+
+    /// Moves past the entry under the cursor.
+    pub(crate) fn advance(&mut self) -> Result<()> {
+        if !self.started {
+            return self.start();
+        }
+        if self.done {
+            return Ok(());
+        }
+        if self.forward {
+            self.pos += 1;
+        } else {
+            self.pos -= 1;
+        }
+        self.settle()
+    }
+
+    /// Vouches for what was read from the entries under the cursor since
+    /// the last call: an error if the run is mapped and a read of it
+    /// faulted (its file was cut under the index).
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.block {
+            Some(Loaded::Mapped(_)) => self.run.check_mapping(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Positions the cursor if it was not (the first call); a no-op after.
+    pub(crate) fn prime(&mut self) -> Result<()> {
+        self.start()
     }
 }
