@@ -280,7 +280,11 @@ impl OpenRun {
         match &self.guard {
             Some(g) if g.faulted() => {
                 let len = self.file.len().unwrap_or(0);
-                Err(self.truncated(len))
+                if len < self.file_size {
+                    return Err(self.truncated(len));
+                }
+                let what = "a read of the run's mapping faulted: a page could not be read";
+                Err(IndexError::corrupt(&self.path, 0, what))
             }
             _ => Ok(()),
         }
