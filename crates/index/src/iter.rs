@@ -176,8 +176,8 @@ impl Source {
         }
     }
 
-    /// Vouches for what was read of the entry under the cursor (a mapped
-    /// run's reads may have faulted: see `OpenRun::check_mapping`).
+    /// Vouches for what was read of the source so far (a mapped run's
+    /// reads may have faulted: see `OpenRun::check_mapping`).
     fn check(&self) -> Result<()> {
         match self {
             Source::Run(r) => r.check(),
@@ -259,7 +259,6 @@ impl MergeIter {
                 false
             }
         };
-        source.check()?;
         source.advance()?;
         // Sources before `first` hold keys later in the scan order (it is
         // the first source holding the next key), so none holds this one.
@@ -272,9 +271,13 @@ impl MergeIter {
                 }
                 more = true;
                 versions.push((e.stamp, e.op.to_owned()));
-                s.check()?;
                 s.advance()?;
             }
+        }
+        // Every source's key was read to choose this one (a source whose
+        // read faulted could have hidden a newer version of this key).
+        for s in &self.sources {
+            s.check()?;
         }
         if single_put && !more {
             return Ok(Some(Group::Single(stamp)));

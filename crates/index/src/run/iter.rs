@@ -267,9 +267,8 @@ impl RunIter {
         self.settle()
     }
 
-    /// Vouches for what was read from the entries under the cursor since
-    /// the last call: an error if the run is mapped and a read of it
-    /// faulted (its file was cut under the index).
+    /// Vouches for what was read of the run so far: an error if it is
+    /// mapped and a read of it faulted (its file was cut under the index).
     pub(crate) fn check(&self) -> Result<()> {
         match self.block {
             Some(Loaded::Mapped(_)) => self.run.check_mapping(),
