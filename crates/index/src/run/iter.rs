@@ -3,7 +3,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::block::{Block, BlockRef};
+use super::block::{Block, BlockRef, EntrySpan};
 use super::cache::BlockCache;
 use super::reader::OpenRun;
 use crate::entry::{EntryRef, Kind, OpRef, Stamp};
@@ -31,6 +31,8 @@ pub(crate) struct RunIter {
     block: Option<Loaded>,
     /// Next entry to return within `block` (forward: index; backward: index + 1).
     pos: usize,
+    /// The entry under the cursor, decoded once (in range, not done).
+    current: Option<EntrySpan>,
     started: bool,
     done: bool,
 }
@@ -62,6 +64,7 @@ impl RunIter {
             block_idx: 0,
             block: None,
             pos: 0,
+            current: None,
             started: false,
             done: false,
         }
@@ -175,6 +178,7 @@ impl RunIter {
     /// iteration past the range. Forward, `pos` is the entry's index;
     /// backward, the index plus one.
     fn settle(&mut self) -> Result<()> {
+        self.current = None;
         loop {
             if self.done {
                 return Ok(());
@@ -214,7 +218,10 @@ impl RunIter {
                 }
                 self.pos - 1
             };
-            if !self.in_range(block.entry(at).key) {
+            let span = block.span(at);
+            if self.in_range(block.bytes().get(span.key.clone()).unwrap_or_default()) {
+                self.current = Some(span);
+            } else {
                 self.done = true;
             }
             return Ok(());
@@ -234,21 +241,21 @@ impl RunIter {
     /// over). Call [`RunIter::start`] first; a merge operand's operator
     /// is the registry's id.
     pub(crate) fn current(&self) -> Option<EntryRef<'_>> {
-        if self.done || !self.started {
-            return None;
-        }
-        let block = view(&self.run, self.block.as_ref()?);
-        let at = if self.forward { self.pos } else { self.pos.checked_sub(1)? };
-        let e = block.entry(at);
-        let op = match e.kind {
-            Kind::Put => OpRef::Put(e.payload),
+        let span = self.current.as_ref()?;
+        let bytes = match self.block.as_ref()? {
+            Loaded::Cached(block) => block.view().bytes(),
+            Loaded::Mapped(i) => self.run.mapped_bytes(*i),
+        };
+        let payload = bytes.get(span.payload.clone()).unwrap_or_default();
+        let op = match span.kind {
+            Kind::Put => OpRef::Put(payload),
             Kind::Delete => OpRef::Delete,
             Kind::Merge => OpRef::Merge {
-                operator: self.run.op_map.get(e.run_op_id as usize).copied().unwrap_or(u32::MAX),
-                operand: e.payload,
+                operator: self.run.op_map.get(span.run_op_id as usize).copied().unwrap_or(u32::MAX),
+                operand: payload,
             },
         };
-        Some(EntryRef { key: e.key, stamp: e.stamp, op })
+        Some(EntryRef { key: bytes.get(span.key.clone()).unwrap_or_default(), stamp: span.stamp, op })
     }
 
     /// Moves past the entry under the cursor.

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use larder_io::{read_exact_at, FileRef, Mapping, OpenOptions, Storage};
 
+#[cfg(doc)]
+use super::block::EntrySpan;
 use super::block::{Block, BlockRef};
 use super::block_index::BlockIndex;
 use super::bloom::{Bloom, Layout};
@@ -324,12 +326,18 @@ impl OpenRun {
     /// Data block `i` of a mapped run, which [`OpenRun::scan_block`]
     /// checked; an empty block if the run is not mapped.
     pub(crate) fn checked_view(&self, i: usize) -> BlockRef<'_> {
+        BlockRef::trusted(self.mapped_bytes(i))
+    }
+
+    /// The bytes of data block `i` in the mapping, unparsed (empty if the
+    /// run is not mapped): what a cursor's kept [`EntrySpan`]s index.
+    pub(crate) fn mapped_bytes(&self, i: usize) -> &[u8] {
         let h = self.index.handle(i);
         let raw = self.map.as_deref().and_then(|map| {
             let at = usize::try_from(h.offset).ok()?;
             map.get(at..at.checked_add(h.len as usize)?)
         });
-        BlockRef::trusted(raw.unwrap_or_default())
+        raw.unwrap_or_default()
     }
 
     /// Reads the filter line a lookup of `hash` will probe (see
