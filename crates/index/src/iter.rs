@@ -198,27 +198,45 @@ pub(crate) enum Group {
 /// source, newest first.
 pub(crate) struct MergeIter {
     sources: Vec<Source>,
+    /// The key under each source's cursor, copied when it moves (None when
+    /// the source is used up): choosing the next key compares these,
+    /// without decoding every source's entry again.
+    keys: Vec<Option<Vec<u8>>>,
     forward: bool,
     primed: bool,
 }
 
 impl MergeIter {
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
-        MergeIter { sources, forward, primed: false }
+        let keys = sources.iter().map(|_| None).collect();
+        MergeIter { sources, keys, forward, primed: false }
+    }
+
+    /// Copies source `i`'s key under its cursor into `keys[i]`.
+    fn refresh(&mut self, i: usize) {
+        let (Some(source), Some(slot)) = (self.sources.get(i), self.keys.get_mut(i)) else { return };
+        match source.current() {
+            Some(e) => {
+                let key = slot.get_or_insert_with(Vec::new);
+                key.clear();
+                key.extend_from_slice(e.key);
+            }
+            None => *slot = None,
+        }
     }
 
     /// The first source whose entry holds the next key in scan order.
     fn next_source(&self) -> Option<usize> {
         let forward = self.forward;
         let mut best: Option<(usize, &[u8])> = None;
-        for (i, s) in self.sources.iter().enumerate() {
-            if let Some(e) = s.current() {
+        for (i, key) in self.keys.iter().enumerate() {
+            if let Some(key) = key {
                 let better = match best {
                     None => true,
-                    Some((_, b)) => (forward && e.key < b) || (!forward && e.key > b),
+                    Some((_, b)) => (forward && key.as_slice() < b) || (!forward && key.as_slice() > b),
                 };
                 if better {
-                    best = Some((i, e.key));
+                    best = Some((i, key));
                 }
             }
         }
@@ -236,14 +254,14 @@ impl MergeIter {
         versions: &mut Vec<(Stamp, Op)>,
     ) -> Result<Option<Group>> {
         if !self.primed {
-            for s in &mut self.sources {
-                s.prime()?;
+            for i in 0..self.sources.len() {
+                self.sources[i].prime()?;
+                self.refresh(i);
             }
             self.primed = true;
         }
         let Some(first) = self.next_source() else { return Ok(None) };
-        let source = &mut self.sources[first];
-        let Some(e) = source.current() else { return Ok(None) };
+        let Some(e) = self.sources[first].current() else { return Ok(None) };
         key.clear();
         key.extend_from_slice(e.key);
         let stamp = e.stamp;
@@ -259,19 +277,22 @@ impl MergeIter {
                 false
             }
         };
-        source.advance()?;
+        self.sources[first].advance()?;
+        self.refresh(first);
         // Sources before `first` hold keys later in the scan order (it is
         // the first source holding the next key), so none holds this one.
         let mut more = false;
-        for s in &mut self.sources[first..] {
-            while let Some(e) = s.current().filter(|e| e.key == key.as_slice()) {
+        for i in first..self.sources.len() {
+            while self.keys[i].as_deref() == Some(key.as_slice()) {
+                let Some(e) = self.sources[i].current() else { break };
                 if single_put && !more {
                     versions.clear();
                     versions.push((stamp, Op::Put(value.clone())));
                 }
                 more = true;
                 versions.push((e.stamp, e.op.to_owned()));
-                s.advance()?;
+                self.sources[i].advance()?;
+                self.refresh(i);
             }
         }
         // Every source's key was read to choose this one (a source whose
