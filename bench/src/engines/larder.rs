@@ -14,6 +14,8 @@ pub struct Larder {
     index: Index,
     seq: u64,
     options: Options,
+    /// A scan's key and value, reused entry after entry.
+    scan_buffers: (Vec<u8>, Vec<u8>),
 }
 
 impl Larder {
@@ -31,7 +33,7 @@ impl Larder {
             ..Options::default()
         };
         let index = Index::open(storage, &spec.dir.join("index"), options.clone()).context("opening the index")?;
-        Ok(Larder { index, seq: 0, options })
+        Ok(Larder { index, seq: 0, options, scan_buffers: (Vec::new(), Vec::new()) })
     }
 }
 
@@ -80,11 +82,13 @@ impl Engine for Larder {
 
     fn scan_prefix(&mut self, prefix: &[u8]) -> Result<(u64, u64)> {
         let (mut entries, mut bytes) = (0, 0);
-        for kv in self.index.prefix(prefix, true)? {
-            let (k, v) = kv?;
-            anyhow::ensure!(k.starts_with(prefix), "prefix scan returned a key outside the prefix");
+        // Into buffers kept across scans, as LMDB's cursor lends its pages.
+        let (key, value) = &mut self.scan_buffers;
+        let mut scan = self.index.prefix(prefix, true)?;
+        while scan.next_into(key, value)? {
+            anyhow::ensure!(key.starts_with(prefix), "prefix scan returned a key outside the prefix");
             entries += 1;
-            bytes += (k.len() + v.len()) as u64;
+            bytes += (key.len() + value.len()) as u64;
         }
         Ok((entries, bytes))
     }

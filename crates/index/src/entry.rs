@@ -82,6 +82,15 @@ impl Op {
     }
 }
 
+/// An entry borrowing its key and payload (from a run's block, a
+/// memtable, or an owned [`Entry`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryRef<'a> {
+    pub key: &'a [u8],
+    pub stamp: Stamp,
+    pub op: OpRef<'a>,
+}
+
 /// The version stamp of an entry: the batch's sequence number and the
 /// operation's position within the batch, so later operations of one batch
 /// supersede earlier ones on the same key.

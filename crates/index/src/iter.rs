@@ -3,7 +3,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::entry::{max_covering, Entry, Op, RangeTombstone, Stamp};
+use crate::entry::{max_covering, Entry, EntryRef, Op, OpRef, RangeTombstone, Stamp};
 use crate::error::Result;
 use crossbeam_skiplist::SkipMap;
 
@@ -34,27 +34,37 @@ pub(crate) struct SkipListSource {
 }
 
 impl SkipListSource {
-    fn next_entry(&mut self) -> Option<Entry> {
-        if self.buf.is_empty() && !self.exhausted {
-            let want = self.chunk;
-            self.chunk = (want * 4).min(MEMTABLE_CHUNK);
-            let mut chunk = Vec::with_capacity(want);
-            skiplist_chunk(
-                &self.map,
-                as_ref(&self.start),
-                as_ref(&self.end),
-                self.last.as_ref().map(|(k, s)| (k.as_slice(), *s)),
-                self.forward,
-                want,
-                &mut chunk,
-            );
-            self.exhausted = chunk.len() < want;
-            if let Some(e) = chunk.last() {
-                self.last = Some((e.key.clone(), e.stamp));
-            }
-            self.buf.extend(chunk);
+    /// Fetches the next chunk when the buffer is used up.
+    fn refill(&mut self) {
+        if !self.buf.is_empty() || self.exhausted {
+            return;
         }
-        self.buf.pop_front()
+        let want = self.chunk;
+        self.chunk = (want * 4).min(MEMTABLE_CHUNK);
+        let mut chunk = Vec::with_capacity(want);
+        skiplist_chunk(
+            &self.map,
+            as_ref(&self.start),
+            as_ref(&self.end),
+            self.last.as_ref().map(|(k, s)| (k.as_slice(), *s)),
+            self.forward,
+            want,
+            &mut chunk,
+        );
+        self.exhausted = chunk.len() < want;
+        if let Some(e) = chunk.last() {
+            self.last = Some((e.key.clone(), e.stamp));
+        }
+        self.buf.extend(chunk);
+    }
+
+    fn current(&self) -> Option<EntryRef<'_>> {
+        self.buf.front().map(|e| EntryRef { key: &e.key, stamp: e.stamp, op: e.op.borrowed() })
+    }
+
+    fn advance(&mut self) {
+        self.buf.pop_front();
+        self.refill();
     }
 }
 
@@ -68,18 +78,23 @@ pub(crate) struct ArraySource {
 }
 
 impl ArraySource {
-    fn next_entry(&mut self) -> Option<Entry> {
+    fn current(&self) -> Option<EntryRef<'_>> {
         if self.lo >= self.hi {
             return None;
         }
-        let i = if self.forward {
-            self.lo += 1;
-            self.lo - 1
-        } else {
-            self.hi -= 1;
-            self.hi
-        };
-        (i < self.array.len()).then(|| self.array.entry(i))
+        let i = if self.forward { self.lo } else { self.hi - 1 };
+        let (stamp, op) = self.array.version_ref(i)?;
+        Some(EntryRef { key: self.array.key(i), stamp, op })
+    }
+
+    fn advance(&mut self) {
+        if self.lo < self.hi {
+            if self.forward {
+                self.lo += 1;
+            } else {
+                self.hi -= 1;
+            }
+        }
     }
 }
 
@@ -118,7 +133,8 @@ pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-/// A source of entries in one direction.
+/// A source of entries in one direction: a cursor whose entry under it
+/// is viewed in place ([`Source::current`]) until it moves.
 pub(crate) enum Source {
     SkipList(SkipListSource),
     Array(ArraySource),
@@ -126,82 +142,190 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    fn next_entry(&mut self) -> Result<Option<Entry>> {
+    /// Puts the cursor on its first entry.
+    fn prime(&mut self) -> Result<()> {
         match self {
-            Source::SkipList(m) => Ok(m.next_entry()),
-            Source::Array(a) => Ok(a.next_entry()),
-            Source::Run(r) => r.next_entry(),
+            Source::SkipList(m) => {
+                m.refill();
+                Ok(())
+            }
+            Source::Array(_) => Ok(()),
+            Source::Run(r) => r.prime(),
+        }
+    }
+
+    fn current(&self) -> Option<EntryRef<'_>> {
+        match self {
+            Source::SkipList(m) => m.current(),
+            Source::Array(a) => a.current(),
+            Source::Run(r) => r.current(),
+        }
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        match self {
+            Source::SkipList(m) => {
+                m.advance();
+                Ok(())
+            }
+            Source::Array(a) => {
+                a.advance();
+                Ok(())
+            }
+            Source::Run(r) => r.advance(),
+        }
+    }
+
+    /// Vouches for what was read of the source so far (a mapped run's
+    /// reads may have faulted: see `OpenRun::check_mapping`).
+    fn check(&self) -> Result<()> {
+        match self {
+            Source::Run(r) => r.check(),
+            _ => Ok(()),
         }
     }
 }
 
-struct Head {
-    source: Source,
-    head: Option<Entry>,
+/// What [`MergeIter::next_into`] found for a key.
+pub(crate) enum Group {
+    /// Its one version, a put with this stamp; the value is in `value`.
+    Single(Stamp),
+    /// Its versions, newest first, are in `versions`.
+    Versions,
 }
 
-/// Merges sources and yields, per user key, every version from every source,
-/// newest first.
+/// Merges sources and yields, per user key, every version from every
+/// source, newest first.
 pub(crate) struct MergeIter {
-    heads: Vec<Head>,
+    sources: Vec<Source>,
+    /// The key under each source's cursor, copied when it moves (None when
+    /// the source is used up): choosing the next key compares these,
+    /// without decoding every source's entry again.
+    keys: Vec<Option<Vec<u8>>>,
     forward: bool,
     primed: bool,
 }
 
 impl MergeIter {
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
-        MergeIter {
-            heads: sources.into_iter().map(|source| Head { source, head: None }).collect(),
-            forward,
-            primed: false,
+        let keys = sources.iter().map(|_| None).collect();
+        MergeIter { sources, keys, forward, primed: false }
+    }
+
+    /// Copies source `i`'s key under its cursor into `keys[i]`.
+    fn refresh(&mut self, i: usize) {
+        let (Some(source), Some(slot)) = (self.sources.get(i), self.keys.get_mut(i)) else { return };
+        match source.current() {
+            Some(e) => {
+                let key = slot.get_or_insert_with(Vec::new);
+                key.clear();
+                key.extend_from_slice(e.key);
+            }
+            None => *slot = None,
         }
+    }
+
+    /// The first source whose entry holds the next key in scan order.
+    fn next_source(&self) -> Option<usize> {
+        let forward = self.forward;
+        let mut best: Option<(usize, &[u8])> = None;
+        for (i, key) in self.keys.iter().enumerate() {
+            if let Some(key) = key {
+                let better = match best {
+                    None => true,
+                    Some((_, b)) => (forward && key.as_slice() < b) || (!forward && key.as_slice() > b),
+                };
+                if better {
+                    best = Some((i, key));
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// Moves past the next key's versions: the key into `key`; if its only
+    /// version is a put, the value into `value` ([`Group::Single`], the
+    /// common case: no copy but the value's), else every version, newest
+    /// first, into `versions`. None when the sources are used up.
+    pub(crate) fn next_into(
+        &mut self,
+        key: &mut Vec<u8>,
+        value: &mut Vec<u8>,
+        versions: &mut Vec<(Stamp, Op)>,
+    ) -> Result<Option<Group>> {
+        if !self.primed {
+            for i in 0..self.sources.len() {
+                self.sources[i].prime()?;
+                self.refresh(i);
+            }
+            self.primed = true;
+        }
+        let Some(first) = self.next_source() else { return Ok(None) };
+        let Some(e) = self.sources[first].current() else { return Ok(None) };
+        key.clear();
+        key.extend_from_slice(e.key);
+        let stamp = e.stamp;
+        let single_put = match e.op {
+            OpRef::Put(v) => {
+                value.clear();
+                value.extend_from_slice(v);
+                true
+            }
+            op => {
+                versions.clear();
+                versions.push((stamp, op.to_owned()));
+                false
+            }
+        };
+        self.sources[first].advance()?;
+        self.refresh(first);
+        // Sources before `first` hold keys later in the scan order (it is
+        // the first source holding the next key), so none holds this one.
+        let mut more = false;
+        for i in first..self.sources.len() {
+            while self.keys[i].as_deref() == Some(key.as_slice()) {
+                let Some(e) = self.sources[i].current() else { break };
+                if single_put && !more {
+                    versions.clear();
+                    versions.push((stamp, Op::Put(value.clone())));
+                }
+                more = true;
+                versions.push((e.stamp, e.op.to_owned()));
+                self.sources[i].advance()?;
+                self.refresh(i);
+            }
+        }
+        // Every source's key was read to choose this one (a source whose
+        // read faulted could have hidden a newer version of this key).
+        for s in &self.sources {
+            s.check()?;
+        }
+        if single_put && !more {
+            return Ok(Some(Group::Single(stamp)));
+        }
+        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
+        Ok(Some(Group::Versions))
     }
 
     /// The next key and its versions (newest first) into `versions`.
     pub(crate) fn next_group(&mut self, versions: &mut Vec<(Stamp, Op)>) -> Result<Option<Vec<u8>>> {
-        if !self.primed {
-            for h in &mut self.heads {
-                h.head = h.source.next_entry()?;
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        match self.next_into(&mut key, &mut value, versions)? {
+            None => Ok(None),
+            Some(Group::Single(stamp)) => {
+                versions.clear();
+                versions.push((stamp, Op::Put(value)));
+                Ok(Some(key))
             }
-            self.primed = true;
+            Some(Group::Versions) => Ok(Some(key)),
         }
-        let forward = self.forward;
-        let mut best: Option<(usize, &[u8])> = None;
-        for (i, h) in self.heads.iter().enumerate() {
-            if let Some(e) = &h.head {
-                let better = match best {
-                    None => true,
-                    Some((_, b)) => (forward && e.key.as_slice() < b) || (!forward && e.key.as_slice() > b),
-                };
-                if better {
-                    best = Some((i, &e.key));
-                }
-            }
-        }
-        let Some((first, _)) = best else { return Ok(None) };
-        // The key moves out of the first source's entry: no copy.
-        let Some(h) = self.heads.get_mut(first) else { return Ok(None) };
-        let Some(e) = h.head.take() else { return Ok(None) };
-        let key = e.key;
-        versions.clear();
-        versions.push((e.stamp, e.op));
-        h.head = h.source.next_entry()?;
-        // Sources before `first` hold keys later in the scan order (it is
-        // the first source holding the next key), so none holds this one.
-        for h in self.heads.iter_mut().skip(first) {
-            while let Some(e) = h.head.take_if(|e| e.key == key) {
-                versions.push((e.stamp, e.op));
-                h.head = h.source.next_entry()?;
-            }
-        }
-        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
-        Ok(Some(key))
     }
 }
 
 /// Iterates the live keys of an index (or snapshot) over a range, forward
 /// or backward, seeing the state at one sequence number. Yields
 /// `(key, value)` pairs; an I/O or corruption error ends the iteration.
+/// [`Iter::next_into`] reads the same pairs into buffers the caller keeps.
 pub struct Iter {
     merge: MergeIter,
     tombstones: Vec<RangeTombstone>,
@@ -224,20 +348,41 @@ impl Iter {
         Iter { merge, tombstones, read_seq, registry, versions: Vec::new(), failed: false, _pin: pin }
     }
 
-    fn advance(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn advance(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<bool> {
+        let read_seq = self.read_seq;
         loop {
-            let Some(key) = self.merge.next_group(&mut self.versions)? else { return Ok(None) };
-            let read_seq = self.read_seq;
-            self.versions.retain(|(s, _)| s.seq <= read_seq);
-            if self.versions.is_empty() {
-                continue;
-            }
+            let Some(group) = self.merge.next_into(key, value, &mut self.versions)? else { return Ok(false) };
             let covering =
-                if self.tombstones.is_empty() { None } else { max_covering(&self.tombstones, &key, read_seq) };
-            if let Some(v) = resolve_read(&self.registry, &key, &self.versions, covering)? {
-                return Ok(Some((key, v)));
+                || if self.tombstones.is_empty() { None } else { max_covering(&self.tombstones, key, read_seq) };
+            match group {
+                Group::Single(stamp) => {
+                    if stamp.seq <= read_seq && covering().is_none_or(|c| stamp >= c) {
+                        return Ok(true);
+                    }
+                }
+                Group::Versions => {
+                    self.versions.retain(|(s, _)| s.seq <= read_seq);
+                    if self.versions.is_empty() {
+                        continue;
+                    }
+                    if let Some(v) = resolve_read(&self.registry, key, &self.versions, covering())? {
+                        *value = v;
+                        return Ok(true);
+                    }
+                }
             }
         }
+    }
+
+    /// The next live key and its value into `key` and `value` (what they
+    /// held is replaced; once they have grown, no allocation per entry);
+    /// false when the iteration is over. An error ends the iteration, as
+    /// for [`Iterator::next`].
+    pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<bool> {
+        if self.failed {
+            return Ok(false);
+        }
+        self.advance(key, value).inspect_err(|_| self.failed = true)
     }
 }
 
@@ -245,16 +390,11 @@ impl Iterator for Iter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        match self.advance() {
-            Ok(Some(kv)) => Some(Ok(kv)),
-            Ok(None) => None,
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        match self.next_into(&mut key, &mut value) {
+            Ok(true) => Some(Ok((key, value))),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }

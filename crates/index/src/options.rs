@@ -28,21 +28,26 @@ pub struct Options {
     /// copy or block-cache entry per read, and each block's checksum is
     /// checked once per open. The pages are the OS page cache's (shared,
     /// and reclaimed under memory pressure like any file's), but they count
-    /// in the process's resident size. Scans and merges still read through
-    /// `read_at` (and scans through the block cache). Default true.
+    /// in the process's resident size. User scans view mapped blocks the
+    /// same way; merges read through `read_at`. Default true.
     ///
     /// A run cut short under the open index is reported as `Corrupt` (with
-    /// [`Options::check_mapped_run_length`]), but an I/O error on a mapped
-    /// page, or a cut racing that check, kills the process with SIGBUS;
-    /// with `false`, gets read with `read_at` and both are errors.
+    /// [`Options::check_mapped_run_length`]); with `false`, gets read with
+    /// `read_at` and a cut or an I/O error is an error there too.
     pub map_runs: bool,
-    /// With `map_runs`, check a run file's length (one fstat) before each
-    /// read of its mapping, so a run cut short under the open index (by
-    /// another program: the index never changes a run it wrote) is a
-    /// `Corrupt` error naming the file instead of SIGBUS. It costs about
-    /// 0.4 us per get that reads a mapped block (random hits over 1M
-    /// entries on a 2-core VM: 1.28M/s without, 0.85M/s with); a store
-    /// whose files nothing else touches may turn it off. Default true.
+    /// With `map_runs`, guard reads of a run's mapping against the file
+    /// being cut short under the open index (by another program: the index
+    /// never changes a run it wrote), so such a read is a `Corrupt` error
+    /// naming the file instead of a SIGBUS that kills the process. The
+    /// guard is a SIGBUS handler (installed once per process, handing
+    /// faults outside the index's mappings to the handler it replaced) that
+    /// reads a faulting page of a registered mapping as zeros and counts
+    /// the fault; each read checks the count after it (one atomic load),
+    /// and a block's entry count catches the zeros of a cut page's tail.
+    /// A mapping the guard cannot register (more than 4,096 at once) checks
+    /// the file's length before each read instead (one fstat, about 0.4 us
+    /// a get). With `false` neither is done: a cut run kills the process
+    /// when a read touches its missing pages. Default true.
     pub check_mapped_run_length: bool,
     /// Bloom filter bits per key. 0 disables filters. Default 14 (about
     /// 0.12% false positives per run, so a missed get reads a data block

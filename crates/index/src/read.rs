@@ -18,14 +18,22 @@ use crate::version::SuperVersion;
 /// are taken in further chunks).
 const STACK_RUNS: usize = 16;
 
+/// The versions a point read gathers (its `collected` and `scratch`),
+/// kept per thread between reads: a get then allocates only the value it
+/// returns. A read that fails, or one inside another's merge operator,
+/// starts from empty ones.
+type Versions = Vec<(Stamp, Op)>;
+thread_local! {
+    static GET_BUFFERS: std::cell::Cell<Option<(Versions, Versions)>> = const { std::cell::Cell::new(None) };
+}
+
 impl Inner {
     /// The value of `key` in `sv` as of `read_seq`: sources are consulted
     /// newest first and the search stops at the first put or delete.
     pub(crate) fn get_at(&self, sv: &SuperVersion, read_seq: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let stats = &self.stats;
         stats.add(&stats.gets, 1);
-        let mut collected: Vec<(Stamp, Op)> = Vec::new();
-        let mut scratch: Vec<(Stamp, Op)> = Vec::new();
+        let (mut collected, mut scratch) = GET_BUFFERS.take().unwrap_or_default();
         let mut covering: Option<Stamp> = None;
         let mut read_block = false;
         let mut done = false;
@@ -101,6 +109,9 @@ impl Inner {
             [(_, Op::Put(v))] => Some(std::mem::take(v)),
             _ => resolve_read(&self.registry, key, &collected, None)?,
         };
+        collected.clear();
+        scratch.clear();
+        GET_BUFFERS.set(Some((collected, scratch)));
         if value.is_none() {
             stats.add(&stats.get_misses, 1);
             if read_block {

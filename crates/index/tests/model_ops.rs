@@ -114,6 +114,18 @@ fn collect(it: larder_index::Iter) -> Vec<(Vec<u8>, Vec<u8>)> {
     it.map(|r| r.unwrap()).collect()
 }
 
+/// The same through `Iter::next_into`, into buffers kept across entries
+/// (each holding the previous entry's bytes when the next is read).
+fn collect_into(mut it: larder_index::Iter) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let (mut key, mut value) = (b"stale key".to_vec(), b"stale value".to_vec());
+    let mut out = Vec::new();
+    while it.next_into(&mut key, &mut value).unwrap() {
+        out.push((key.clone(), value.clone()));
+    }
+    assert!(!it.next_into(&mut key, &mut value).unwrap(), "a used-up iterator stays used up");
+    out
+}
+
 fn run(steps: Vec<Step>, background: bool) {
     let sim = SimStorage::new(7);
     let storage: StorageRef = Arc::new(sim.clone());
@@ -169,6 +181,8 @@ fn run(steps: Vec<Step>, background: bool) {
             Step::Range(a, b, fwd) => {
                 let got = collect(idx.range(as_ref(&a), as_ref(&b), fwd).unwrap());
                 assert_eq!(got, model.range(as_ref(&a), as_ref(&b), fwd), "range {a:?}..{b:?} fwd={fwd}");
+                let got = collect_into(idx.range(as_ref(&a), as_ref(&b), fwd).unwrap());
+                assert_eq!(got, model.range(as_ref(&a), as_ref(&b), fwd), "next_into {a:?}..{b:?} fwd={fwd}");
             }
             Step::Prefix(p, fwd) => {
                 assert_eq!(collect(idx.prefix(&p, fwd).unwrap()), model.prefix(&p, fwd), "prefix {p:?}")

@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::entry::{Kind, Op, Stamp};
+use crate::entry::{Kind, Op, OpRef, Stamp};
 
 /// Largest scratch buffer kept between inserts.
 const MAX_SCRATCH_BYTES: usize = 64 << 10;
@@ -114,5 +114,14 @@ pub(crate) fn op_of(payload: &[u8], op: MemOp) -> Op {
         Kind::Put => Op::Put(payload.to_vec()),
         Kind::Delete => Op::Delete,
         Kind::Merge => Op::Merge { operator: op.operator, operand: payload.to_vec() },
+    }
+}
+
+/// The operation `op` with `payload`, borrowed.
+pub(crate) fn op_ref_of(payload: &[u8], op: MemOp) -> OpRef<'_> {
+    match op.kind {
+        Kind::Put => OpRef::Put(payload),
+        Kind::Delete => OpRef::Delete,
+        Kind::Merge => OpRef::Merge { operator: op.operator, operand: payload },
     }
 }

@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
 
-use super::key::{key_head16, op_of, MemKey, MemOp};
-use crate::entry::{Entry, Op, Stamp};
+use super::key::{key_head16, op_of, op_ref_of, MemKey, MemOp};
+#[cfg(test)]
+use crate::entry::Entry;
+use crate::entry::{Op, OpRef, Stamp};
 use crate::head_tree::HeadTree;
 
 /// Entries of at least this many bytes (key and payload) are not copied
@@ -123,7 +125,14 @@ impl SortedArray {
         (s.stamp, op_of(self.payload_of(s), s.op))
     }
 
+    /// Entry `i`'s stamp and operation, borrowed (None past the end).
+    pub(crate) fn version_ref(&self, i: usize) -> Option<(Stamp, OpRef<'_>)> {
+        let s = self.slots.get(i)?;
+        Some((s.stamp, op_ref_of(self.payload_of(s), s.op)))
+    }
+
     /// Entry `i` as an owned entry; `i` must be below [`Self::len`].
+    #[cfg(test)]
     pub(crate) fn entry(&self, i: usize) -> Entry {
         let (stamp, op) = self.version(i);
         Entry { key: self.key(i).to_vec(), stamp, op }

@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 
 use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, read_varint_unchecked, Decoder};
-use crate::entry::{cmp_internal, Entry, Kind, Op, OpRef, Stamp};
+use crate::entry::{cmp_internal, Kind, Op, OpRef, Stamp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
 /// Appends entries into one block's bytes.
@@ -83,6 +83,17 @@ pub(crate) struct RawEntry<'a> {
     /// Operator id in the run's table (merge only).
     pub run_op_id: u32,
     pub payload: &'a [u8],
+}
+
+/// Where an entry's parts lie in its block's bytes ([`BlockRef::span`]).
+#[derive(Debug, Clone)]
+pub(crate) struct EntrySpan {
+    pub key: std::ops::Range<usize>,
+    pub stamp: Stamp,
+    pub kind: Kind,
+    /// Operator id in the run's table (merge only).
+    pub run_op_id: u32,
+    pub payload: std::ops::Range<usize>,
 }
 
 /// A checked data block.
@@ -279,22 +290,46 @@ impl<'a> BlockRef<'a> {
     /// in any other block it stays in bounds (lengths saturate, missing
     /// bytes read as empty), so crafted bytes cannot cause a panic.
     pub(crate) fn entry(&self, i: usize) -> RawEntry<'a> {
+        let span = self.span(i);
         let data = self.data;
-        let (key, after_key) = self.key_at(i);
+        RawEntry {
+            key: data.get(span.key).unwrap_or_default(),
+            stamp: span.stamp,
+            kind: span.kind,
+            run_op_id: span.run_op_id,
+            payload: data.get(span.payload).unwrap_or_default(),
+        }
+    }
+
+    /// Where the i-th entry's key and payload lie in [`BlockRef::bytes`]
+    /// (ranges that may fall outside them in a block not verified: slice
+    /// with `get`), so a cursor can keep them instead of decoding again.
+    pub(crate) fn span(&self, i: usize) -> EntrySpan {
+        let data = self.data;
+        let mut pos = self.offset(i);
+        let len = usize::try_from(read_varint_unchecked(data, &mut pos)).unwrap_or(usize::MAX);
+        let after_key = pos.saturating_add(len).min(data.len());
+        let key = pos..after_key;
         let kind = data.get(after_key).copied().and_then(Kind::from_u8).unwrap_or(Kind::Delete);
         let stamp = self.stamp_at(after_key);
         let mut pos = after_key.saturating_add(9);
         read_varint_unchecked(data, &mut pos);
         let mut run_op_id = 0;
-        let mut payload: &[u8] = &[];
+        let mut payload = 0..0;
         if kind == Kind::Merge {
             run_op_id = read_varint_unchecked(data, &mut pos) as u32;
         }
         if kind != Kind::Delete {
             let len = usize::try_from(read_varint_unchecked(data, &mut pos)).unwrap_or(usize::MAX);
-            payload = data.get(pos..pos.saturating_add(len)).unwrap_or_default();
+            payload = pos..pos.saturating_add(len);
         }
-        RawEntry { key, stamp, kind, run_op_id, payload }
+        EntrySpan { key, stamp, kind, run_op_id, payload }
+    }
+
+    /// The block's entries and offset table (what [`BlockRef::span`]'s
+    /// ranges index).
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.data
     }
 
     /// Index of the first entry not before (key, stamp) in internal order.
@@ -320,11 +355,6 @@ impl<'a> BlockRef<'a> {
 }
 
 impl RawEntry<'_> {
-    /// An owned entry, mapping the run's operator id through `op_map`.
-    pub(crate) fn to_entry(self, op_map: &[u32]) -> Entry {
-        Entry { key: self.key.to_vec(), stamp: self.stamp, op: self.to_op(op_map) }
-    }
-
     pub(crate) fn to_op(self, op_map: &[u32]) -> Op {
         match self.kind {
             Kind::Put => Op::Put(self.payload.to_vec()),

@@ -3,10 +3,10 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::block::{Block, BlockRef};
+use super::block::{Block, BlockRef, EntrySpan};
 use super::cache::BlockCache;
 use super::reader::OpenRun;
-use crate::entry::{Entry, Stamp};
+use crate::entry::{EntryRef, Kind, OpRef, Stamp};
 use crate::error::Result;
 use crate::stats::Stats;
 
@@ -31,6 +31,8 @@ pub(crate) struct RunIter {
     block: Option<Loaded>,
     /// Next entry to return within `block` (forward: index; backward: index + 1).
     pos: usize,
+    /// The entry under the cursor, decoded once (in range, not done).
+    current: Option<EntrySpan>,
     started: bool,
     done: bool,
 }
@@ -62,6 +64,7 @@ impl RunIter {
             block_idx: 0,
             block: None,
             pos: 0,
+            current: None,
             started: false,
             done: false,
         }
@@ -170,18 +173,29 @@ impl RunIter {
         }
     }
 
-    /// The next entry in the iteration direction.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<Entry>> {
-        if !self.started {
-            self.position()?;
-        }
+    /// Moves to the entry at or after the cursor in the iteration
+    /// direction (the next block if this one is used up) and ends the
+    /// iteration past the range. Forward, `pos` is the entry's index;
+    /// backward, the index plus one.
+    fn settle(&mut self) -> Result<()> {
+        self.current = None;
         loop {
             if self.done {
-                return Ok(None);
+                return Ok(());
             }
-            let Some(loaded) = &self.block else { return Ok(None) };
+            let Some(loaded) = &self.block else {
+                self.done = true;
+                return Ok(());
+            };
             let block = view(&self.run, loaded);
-            if self.forward {
+            if let Loaded::Mapped(i) = loaded {
+                // A checked block never views as empty: the file was cut
+                // under the mapping since.
+                if block.len() == 0 {
+                    return Err(self.run.changed(self.run.index.handle(*i).offset));
+                }
+            }
+            let at = if self.forward {
                 if self.pos >= block.len() {
                     if self.block_idx + 1 >= self.run.index.len() {
                         self.done = true;
@@ -191,13 +205,7 @@ impl RunIter {
                     self.pos = 0;
                     continue;
                 }
-                let e = block.entry(self.pos);
-                self.pos += 1;
-                if !self.in_range(e.key) {
-                    self.done = true;
-                    return Ok(None);
-                }
-                return Ok(Some(e.to_entry(&self.run.op_map)));
+                self.pos
             } else {
                 if self.pos == 0 {
                     if self.block_idx == 0 {
@@ -208,14 +216,75 @@ impl RunIter {
                     self.pos = self.block_len();
                     continue;
                 }
-                self.pos -= 1;
-                let e = block.entry(self.pos);
-                if !self.in_range(e.key) {
-                    self.done = true;
-                    return Ok(None);
-                }
-                return Ok(Some(e.to_entry(&self.run.op_map)));
+                self.pos - 1
+            };
+            let span = block.span(at);
+            if self.in_range(block.bytes().get(span.key.clone()).unwrap_or_default()) {
+                self.current = Some(span);
+            } else {
+                self.done = true;
             }
+            return Ok(());
         }
+    }
+
+    /// Positions the cursor at its first entry (once).
+    fn start(&mut self) -> Result<()> {
+        if !self.started {
+            self.position()?;
+            self.settle()?;
+        }
+        Ok(())
+    }
+
+    /// The entry under the cursor, borrowed (None when the iteration is
+    /// over). Call [`RunIter::start`] first; a merge operand's operator
+    /// is the registry's id.
+    pub(crate) fn current(&self) -> Option<EntryRef<'_>> {
+        let span = self.current.as_ref()?;
+        let bytes = match self.block.as_ref()? {
+            Loaded::Cached(block) => block.view().bytes(),
+            Loaded::Mapped(i) => self.run.mapped_bytes(*i),
+        };
+        let payload = bytes.get(span.payload.clone()).unwrap_or_default();
+        let op = match span.kind {
+            Kind::Put => OpRef::Put(payload),
+            Kind::Delete => OpRef::Delete,
+            Kind::Merge => OpRef::Merge {
+                operator: self.run.op_map.get(span.run_op_id as usize).copied().unwrap_or(u32::MAX),
+                operand: payload,
+            },
+        };
+        Some(EntryRef { key: bytes.get(span.key.clone()).unwrap_or_default(), stamp: span.stamp, op })
+    }
+
+    /// Moves past the entry under the cursor.
+    pub(crate) fn advance(&mut self) -> Result<()> {
+        if !self.started {
+            return self.start();
+        }
+        if self.done {
+            return Ok(());
+        }
+        if self.forward {
+            self.pos += 1;
+        } else {
+            self.pos -= 1;
+        }
+        self.settle()
+    }
+
+    /// Vouches for what was read of the run so far: an error if it is
+    /// mapped and a read of it faulted (its file was cut under the index).
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.block {
+            Some(Loaded::Mapped(_)) => self.run.check_mapping(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Positions the cursor if it was not (the first call); a no-op after.
+    pub(crate) fn prime(&mut self) -> Result<()> {
+        self.start()
     }
 }

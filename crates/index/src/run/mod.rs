@@ -6,6 +6,7 @@ pub(crate) mod block;
 pub(crate) mod block_index;
 pub(crate) mod bloom;
 pub(crate) mod cache;
+pub(crate) mod fault_guard;
 pub(crate) mod iter;
 pub(crate) mod reader;
 pub(crate) mod writer;

@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use larder_io::{read_exact_at, FileRef, Mapping, OpenOptions, Storage};
 
+#[cfg(doc)]
+use super::block::EntrySpan;
 use super::block::{Block, BlockRef};
 use super::block_index::BlockIndex;
 use super::bloom::{Bloom, Layout};
 use super::cache::BlockCache;
+use super::fault_guard::Guard;
 use super::{
     BlockHandle, RunMeta, FOOTER_BYTES, RUN_FEATURE_LOCAL_FILTER, RUN_FORMAT_VERSION, RUN_KNOWN_INCOMPAT, RUN_MAGIC,
 };
@@ -31,12 +34,18 @@ pub(crate) struct OpenRun {
     pub(crate) tombstones: Vec<RangeTombstone>,
     /// Run operator id -> registry id.
     pub(crate) op_map: Vec<u32>,
+    /// The mapping's registration with the fault guard (declared before
+    /// `map`: it unregisters before the mapping is unmapped). With it, a
+    /// read past a cut end counts a fault instead of killing the process.
+    guard: Option<Guard>,
     /// The file mapped read-only, when point reads use the mapping.
     map: Option<Arc<Mapping>>,
     /// The length the manifest gives the file (checked at open).
     file_size: u64,
-    /// Check the file's length before each mapped read
-    /// (`Options::check_mapped_run_length`).
+    /// Guard mapped reads against a cut file
+    /// (`Options::check_mapped_run_length`): by the fault guard, or, for a
+    /// mapping it could not register, by checking the file's length before
+    /// each read.
     check_length: bool,
     /// One bit per data block: its checksum and offset table passed in the
     /// mapping once, so later point reads view it unchecked.
@@ -172,8 +181,13 @@ impl OpenRun {
                 return Err(IndexError::corrupt(path, m.len() as u64, what));
             }
         }
+        let guard = match &map {
+            Some(m) if check_length => Guard::register(m),
+            _ => None,
+        };
         let checked = (0..index.len().div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         Ok(OpenRun {
+            guard,
             id: meta.id,
             path: path.to_path_buf(),
             file,
@@ -218,21 +232,20 @@ impl OpenRun {
 
     /// Data block `i` viewed in the mapping, checked the first time (no
     /// system call, copy or block-cache entry); `None` if the run is not
-    /// mapped.
+    /// mapped. Every page of the block has been read when this returns, so
+    /// a cut file is refused here (see [`OpenRun::check_mapping`]).
     fn mapped_block(&self, i: usize, check_length: bool, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
         let Some(map) = &self.map else { return Ok(None) };
         // A page of the mapping past the file's end faults (SIGBUS) when
-        // touched: a run cut short under the open index (by another
-        // process, or a repair tool) is refused here instead, naming the
-        // file. It costs one fstat per mapped block (about a third of a
-        // get's time, so it can be turned off); a cut racing this check,
-        // or an I/O error on a mapped page, still faults (docs/design.md,
-        // "Point gets read mapped runs").
-        if check_length && self.check_length {
+        // touched. With the fault guard the fault is counted and the page
+        // reads as zeros (checked below); a mapping the guard could not
+        // register checks the file's length first (one fstat), and a cut
+        // racing that check still faults (docs/design.md, "Point gets read
+        // mapped runs").
+        if check_length && self.check_length && self.guard.is_none() {
             let len = self.file.len()?;
             if len < self.file_size {
-                let what = format!("run is {len} bytes, its footer ends at {}: truncated while open", self.file_size);
-                return Err(IndexError::corrupt(&self.path, len, what));
+                return Err(self.truncated(len));
             }
         }
         let h = self.index.handle(i);
@@ -246,11 +259,54 @@ impl OpenRun {
         if word.load(Ordering::Relaxed) & bit != 0 {
             let block = BlockRef::trusted(raw);
             std::hint::black_box(block.touch_lines());
+            self.check_mapping()?;
+            // A page cut past the file's new end reads as zeros from the cut
+            // on, without a fault: zeros that reach this block reach its
+            // last byte, its checksum's. A zero there has the block checked
+            // in full (one block in 256 otherwise).
+            if raw.last() == Some(&0) && BlockRef::check(raw).is_err() {
+                return Err(self.changed(h.offset));
+            }
             return Ok(Some(block));
         }
-        let block = BlockRef::check(raw).map_err(corrupt(&self.path, h.offset))?;
+        let checked = BlockRef::check(raw);
+        self.check_mapping()?;
+        let block = checked.map_err(corrupt(&self.path, h.offset))?;
         word.fetch_or(bit, Ordering::Relaxed);
         Ok(Some(block))
+    }
+
+    /// Refuses every read of a guarded mapping once a read of it faulted:
+    /// its file was cut short (or a page could not be read), and what the
+    /// faulting loads read are zeros. One atomic load; call it after the
+    /// reads whose results it vouches for.
+    pub(crate) fn check_mapping(&self) -> Result<()> {
+        match &self.guard {
+            Some(g) if g.faulted() => {
+                let len = self.file.len().unwrap_or(0);
+                if len < self.file_size {
+                    return Err(self.truncated(len));
+                }
+                let what = "a read of the run's mapping faulted: a page could not be read";
+                Err(IndexError::corrupt(&self.path, 0, what))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a mapped block that reads as holding no entries, which its
+    /// check at first view ruled out: the file changed under the mapping.
+    pub(crate) fn changed(&self, offset: u64) -> IndexError {
+        let len = self.file.len().unwrap_or(0);
+        if len < self.file_size {
+            return self.truncated(len);
+        }
+        IndexError::corrupt(&self.path, offset, "data block changed in the mapping since it was checked")
+    }
+
+    fn truncated(&self, len: u64) -> IndexError {
+        let what = format!("run is {len} bytes, its footer ends at {}: truncated while open", self.file_size);
+        IndexError::corrupt(&self.path, len, what)
     }
 
     /// Whether the run is mapped (data blocks can be viewed in place).
@@ -260,9 +316,9 @@ impl OpenRun {
 
     /// Checks data block `i` in the mapping for a scan, which then views
     /// it unchecked for every entry it takes ([`OpenRun::checked_view`]);
-    /// false if the run is not mapped. A scan checks the file's length
-    /// (as a point read does) at its first block only: one fstat per
-    /// block was a tenth of a scan's time.
+    /// false if the run is not mapped. Without the fault guard, a scan
+    /// checks the file's length (as a point read does) at its first block
+    /// only: one fstat per block was a tenth of a scan's time.
     pub(crate) fn scan_block(&self, i: usize, first: bool, stats: &Stats) -> Result<bool> {
         Ok(self.mapped_block(i, first, stats)?.is_some())
     }
@@ -270,12 +326,18 @@ impl OpenRun {
     /// Data block `i` of a mapped run, which [`OpenRun::scan_block`]
     /// checked; an empty block if the run is not mapped.
     pub(crate) fn checked_view(&self, i: usize) -> BlockRef<'_> {
+        BlockRef::trusted(self.mapped_bytes(i))
+    }
+
+    /// The bytes of data block `i` in the mapping, unparsed (empty if the
+    /// run is not mapped): what a cursor's kept [`EntrySpan`]s index.
+    pub(crate) fn mapped_bytes(&self, i: usize) -> &[u8] {
         let h = self.index.handle(i);
         let raw = self.map.as_deref().and_then(|map| {
             let at = usize::try_from(h.offset).ok()?;
             map.get(at..at.checked_add(h.len as usize)?)
         });
-        BlockRef::trusted(raw.unwrap_or_default())
+        raw.unwrap_or_default()
     }
 
     /// Reads the filter line a lookup of `hash` will probe (see
@@ -335,6 +397,8 @@ impl OpenRun {
                 i += 1;
             }
         }
+        // A cut racing the read above: what it read may be zeros.
+        self.check_mapping()?;
         Ok(true)
     }
 }

@@ -1,0 +1,90 @@
+//! Times random point gets and prefix scans on an index built once and
+//! reused, with no merge running during the reads: a target for `perf`
+//! (the bench suite's reads follow its ingest while merges may still run).
+//!
+//! `cargo run --release -p larder-index --example read_profile -- DIR [N] [GETS] [SCANS]`
+//! builds an index of N random 16-byte keys with 100-byte values in DIR
+//! (unless DIR holds one), then prints gets/s and scans/s.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use larder_index::{Index, Options, WriteBatch};
+use larder_io::{RealStorage, StorageRef};
+
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&mix64(i).to_be_bytes());
+    k[8..].copy_from_slice(&mix64(i ^ 0x5555).to_be_bytes());
+    k
+}
+
+/// This thread's CPU time, seconds: on a machine shared with other work a
+/// wall clock measures the neighbours as much as the reads.
+fn cpu_secs() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let dir = std::path::PathBuf::from(args.get(1).ok_or("usage: read_profile DIR [N] [GETS] [SCANS]")?);
+    let arg = |i: usize, default: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let (n, gets, scans) = (arg(2, 4_628_198), arg(3, 1_000_000), arg(4, 20_000));
+    let storage: StorageRef = Arc::new(RealStorage::new());
+    let fresh = !dir.exists();
+    let index = Index::open(storage.clone(), &dir, Options::default())?;
+    if fresh {
+        let value = [7u8; 100];
+        let mut seq = 0;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            let mut batch = WriteBatch::new();
+            for &i in chunk {
+                batch.put(key(i), value);
+            }
+            seq += 1;
+            index.write(seq, &batch)?;
+        }
+        index.flush()?;
+    }
+    index.close()?;
+    let index = Index::open(storage, &dir, Options::default())?;
+    println!("{}", index.stats());
+    let (start, cpu) = (Instant::now(), cpu_secs());
+    let mut found = 0u64;
+    for q in 0..gets {
+        found += u64::from(index.get(&key(mix64(q) % n))?.is_some());
+    }
+    let (secs, cpu) = (start.elapsed().as_secs_f64(), cpu_secs() - cpu);
+    println!("gets {:.0}/s, {:.0}/s of CPU ({found} found)", gets as f64 / secs, gets as f64 / cpu);
+    let (start, cpu) = (Instant::now(), cpu_secs());
+    let (mut k, mut v, mut entries) = (Vec::new(), Vec::new(), 0u64);
+    for q in 0..scans {
+        let prefix = mix64(q ^ 0xabc).to_be_bytes();
+        let mut scan = index.prefix(&prefix[..2], true)?;
+        while scan.next_into(&mut k, &mut v)? {
+            entries += 1;
+        }
+    }
+    let (secs, cpu) = (start.elapsed().as_secs_f64(), cpu_secs() - cpu);
+    println!(
+        "scans {:.0}/s, {:.0}/s of CPU ({:.1} entries each)",
+        scans as f64 / secs,
+        scans as f64 / cpu,
+        entries as f64 / scans as f64
+    );
+    index.close()?;
+    Ok(())
+}
