@@ -177,15 +177,16 @@ impl Kv {
 /// the leaf is missing, or the leaf is a directory level (not a key).
 impl Kv {
     /// The dentry `key` of `bucket` names (a file, not a level), through the
-    /// store's path cache: one cache lookup while the namespace is
+    /// store's path entries: one cache lookup while the namespace is
     /// unchanged, instead of one per level. Only a bucket and key that
     /// parsed and resolved are ever cached, so a hit needs no checks.
-    /// Returns the path's cache handle too, which can remember the onode.
+    /// Returns the path's cache handle too, whose entry holds the object's
+    /// onode once read through it: the key's one entry in the cache.
     fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<(DerivedPath, Option<Dentry>)> {
         let found = self.store().derived_from_names(&path_key(bucket, key), || -> Result<Option<Vec<u8>>> {
             let bucket = self.bucket(bucket)?;
             let key = Key::parse(key)?;
-            Ok(find(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
+            Ok(find_unkept(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
         })?;
         let dentry = found.value().map(Dentry::decode).transpose()?;
         Ok((found, dentry))
@@ -211,6 +212,20 @@ pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentr
         }
     }
     Ok(list::lookup(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
+}
+
+/// As [`find`], not keeping the leaf's dentry in the metadata cache if it
+/// was not there: the path entry a get derives holds it (the levels above
+/// are kept, shared by many keys).
+fn find_unkept(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
+    let mut dir = bucket;
+    for part in key.dirs() {
+        match list::lookup(store, dir, part)? {
+            Some(d) if d.kind == Kind::Directory => dir = d.child,
+            _ => return Ok(None),
+        }
+    }
+    Ok(list::lookup_unkept(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
 }
 
 /// The put inside its transaction.
