@@ -109,6 +109,23 @@ impl Kv {
         Ok(self.store().read_cached_via(&path, dentry.child, out)?)
     }
 
+    /// The value of `key`, whose listing named `object`, from its path
+    /// entry alone: `None` unless the entry is cached, current, leads to
+    /// `object` and holds its inline bytes (or its absence).
+    pub(crate) fn read_path_cached(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        object: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
+        let Some(path) = self.store().derived_cached(&path_key(bucket, key)) else { return Ok(None) };
+        match path.value().map(Dentry::decode).transpose()? {
+            Some(d) if d.child == object => Ok(self.store().read_cached_via(&path, object, out)?),
+            _ => Ok(None),
+        }
+    }
+
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())?.1 else { return Ok(None) };
@@ -203,20 +220,10 @@ fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
     path
 }
 
-pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
-    let mut dir = bucket;
-    for part in key.dirs() {
-        match list::lookup(store, dir, part)? {
-            Some(d) if d.kind == Kind::Directory => dir = d.child,
-            _ => return Ok(None),
-        }
-    }
-    Ok(list::lookup(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
-}
-
-/// As [`find`], not keeping the leaf's dentry in the metadata cache if it
-/// was not there: the path entry a get derives holds it (the levels above
-/// are kept, shared by many keys).
+/// The dentry `key` names in `bucket` (a file, not a level), not keeping
+/// the leaf's dentry in the metadata cache if it was not there: the path
+/// entry a get derives holds it (the levels above are kept, shared by
+/// many keys).
 fn find_unkept(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
     let mut dir = bucket;
     for part in key.dirs() {

@@ -58,8 +58,8 @@ fn a_pass_of_gets_weighs_what_it_leaves_allocated() {
     // A small block cache, filled by the first pass: the measured pass
     // then only replaces its blocks.
     options.store.index.block_cache_bytes = 64 << 10;
-    let kv = larder_kv::Kv::create_with(std::sync::Arc::new(sim.clone()), common::DIR.as_ref(), options.clone())
-        .unwrap();
+    let kv =
+        larder_kv::Kv::create_with(std::sync::Arc::new(sim.clone()), common::DIR.as_ref(), options.clone()).unwrap();
     kv.create_bucket("b").unwrap();
     for i in 0..KEYS {
         kv.put("b", key(i), &[i as u8; 100], Durability::Buffered).unwrap();

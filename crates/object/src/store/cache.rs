@@ -342,11 +342,7 @@ impl MetaCache {
     /// alike; `dir_entries` applies entry-count operands written through.
     pub(crate) fn new(capacity_bytes: usize, dir_entries: Option<DirEntriesOperator>) -> Self {
         let cache = (capacity_bytes > 0).then(|| {
-            Cache::with_weighter(
-                (capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16),
-                capacity_bytes as u64,
-                EntryWeighter,
-            )
+            Cache::with_weighter((capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16), capacity_bytes as u64, EntryWeighter)
         });
         MetaCache {
             cache,

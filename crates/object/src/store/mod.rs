@@ -662,12 +662,7 @@ impl Store {
     /// then held by the path's entry alone (not kept under `key`).
     pub(crate) fn reach(&self, path: &DerivedPath, key: &[u8]) -> Result<cache::Reached> {
         let limits = self.limits();
-        self.meta_cache.reach(
-            path,
-            key,
-            || self.index.get(key).map_err(ObjectError::from),
-            |v| v.inline_len(&limits),
-        )
+        self.meta_cache.reach(path, key, || self.index.get(key).map_err(ObjectError::from), |v| v.inline_len(&limits))
     }
 
     /// The committed value of `key`: the metadata cache's if it holds one,

@@ -106,10 +106,15 @@ pub(crate) type Reached = (Cached, Option<usize>);
 
 /// The cache key of path `key`.
 fn path_key(key: &[u8]) -> CacheKey {
-    let mut prefixed = Vec::with_capacity(key.len() + 1);
-    prefixed.push(PATH_PREFIX);
-    prefixed.extend_from_slice(key);
-    CacheKey::new(&prefixed)
+    match u8::try_from(key.len() + 1) {
+        Ok(len) if key.len() < INLINE_KEY => {
+            let mut bytes = [0u8; INLINE_KEY];
+            bytes[0] = PATH_PREFIX;
+            bytes[1..=key.len()].copy_from_slice(key);
+            CacheKey::Inline { len, bytes }
+        }
+        _ => CacheKey::Heap([&[PATH_PREFIX][..], key].concat().into()),
+    }
 }
 
 /// The stripe of `key`.
@@ -318,6 +323,17 @@ mod tests {
         let path = c.derived_cached(b"p").unwrap();
         assert!(c.reached_cached(&path, &onode).is_none(), "the read during the batch was not kept");
         assert_eq!(reach(&c, &path, &onode, || Ok(None)), None);
+    }
+
+    #[test]
+    fn path_keys_are_the_prefixed_bytes_short_or_long() {
+        for len in [0, 1, INLINE_KEY - 2, INLINE_KEY - 1, INLINE_KEY, 300] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let prefixed = [&[PATH_PREFIX][..], &key].concat();
+            let built = path_key(&key);
+            assert_eq!(built.as_slice(), &prefixed[..], "length {len}");
+            assert_eq!(matches!(built, CacheKey::Inline { .. }), len < INLINE_KEY, "length {len}");
+        }
     }
 
     #[test]
