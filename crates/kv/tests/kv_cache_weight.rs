@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use larder_io::SimStorage;
 use larder_kv::Durability;
-use larder_object::StoreOptions;
 
 /// The system allocator, counting the bytes live.
 struct Counting;
@@ -89,10 +88,12 @@ fn a_pass_of_gets_weighs_what_it_leaves_allocated() {
         allocated / keys
     );
     assert!(weighed <= allocated * 5 / 4, "{weighed} bytes weighed for {allocated} allocated: over-weighed");
-    // The default cache (what the store gives the metadata cache of its
-    // default budget) holds 100,000 such keys.
-    let default = StoreOptions::default().meta_cache_bytes as i64 * 7 / 8;
-    assert!(weighed / keys * 100_000 <= default, "{} bytes a key", weighed / keys);
+    // The default cache holds 100,000 such keys.
+    let tmp = tempfile::tempdir().unwrap();
+    let default = larder_kv::Kv::create(tmp.path(), larder_kv::KvOptions::default()).unwrap();
+    assert_eq!(larder_object::StoreOptions::default().meta_cache_bytes, 64 << 20);
+    let capacity = default.store().meta_cache_capacity() as i64;
+    assert!(weighed / keys * 100_000 <= capacity, "{} bytes a key, {capacity} in the cache", weighed / keys);
     // Answered from the cache alone now.
     let mut cached = Vec::new();
     assert_eq!(kv.get_cached_into("b", key(0), &mut cached).unwrap(), Some(true));

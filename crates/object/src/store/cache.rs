@@ -300,11 +300,16 @@ impl Weighter<CacheKey, Slot> for EntryWeighter {
 /// churn the cache.
 const WRITE_THROUGH_OPS: usize = 64;
 
-/// Bytes an entry is expected to weigh, for sizing the cache's table: an
-/// onode entry weighs about 250 (key, value, decoded form, overhead) and
-/// a dentry about 100. Estimated at 512, the table grew by rehashing
-/// while a lookup-heavy run filled the cache (2% of 300K random stats).
-const ENTRY_BYTES_ESTIMATE: usize = 192;
+/// Bytes an entry is expected to weigh: a dentry about 250, an onode
+/// 450-600 (with its decoded form), a KV key's path entry about 500. The
+/// cache keeps slots for up to half as many keys recently evicted as it
+/// expects entries (its ghosts, for choosing what to keep), which hold no
+/// value and are not weighed.
+const ENTRY_BYTES_ESTIMATE: usize = 384;
+
+/// Bytes a ghost slot costs (a slab entry and a table slot): the budget
+/// sets aside room for as many as the cache may keep.
+const GHOST_BYTES: usize = 88;
 
 /// See the module doc.
 pub(crate) struct MetaCache {
@@ -339,10 +344,13 @@ fn cacheable(key: &[u8]) -> bool {
 
 impl MetaCache {
     /// A cache of `capacity_bytes` (0: no cache), for values and paths
-    /// alike; `dir_entries` applies entry-count operands written through.
+    /// alike, its ghosts' room included; `dir_entries` applies entry-count
+    /// operands written through.
     pub(crate) fn new(capacity_bytes: usize, dir_entries: Option<DirEntriesOperator>) -> Self {
         let cache = (capacity_bytes > 0).then(|| {
-            Cache::with_weighter((capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16), capacity_bytes as u64, EntryWeighter)
+            let entries = (capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16);
+            let weight = capacity_bytes.saturating_sub(entries / 2 * GHOST_BYTES).max(capacity_bytes / 2);
+            Cache::with_weighter(entries, weight as u64, EntryWeighter)
         });
         MetaCache {
             cache,
@@ -530,6 +538,11 @@ impl MetaCache {
                 BatchOp::DeleteRange { .. } => (0..paths::STRIPES).for_each(&mut touch),
             }
         }
+    }
+
+    /// Bytes the cache may weigh (its budget less its ghosts' room).
+    pub(crate) fn capacity(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.capacity())
     }
 
     /// (hits, misses, bytes cached).

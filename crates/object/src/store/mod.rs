@@ -684,6 +684,13 @@ impl Store {
         &self.extent_cache
     }
 
+    /// Bytes the metadata cache may hold, by its weighing: what
+    /// `meta_cache_bytes` leaves once the extent-map cache's share and the
+    /// room the cache keeps for keys recently evicted are set aside.
+    pub fn meta_cache_capacity(&self) -> u64 {
+        self.meta_cache.capacity()
+    }
+
     /// Metadata cache counters: (hits, misses, bytes cached).
     pub fn meta_cache_stats(&self) -> (u64, u64, u64) {
         self.meta_cache.stats()
