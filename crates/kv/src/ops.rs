@@ -210,7 +210,7 @@ impl Kv {
     }
 }
 
-/// The path cache's key of `key` in `bucket`: the bucket's length, so
+/// The path entry's key of `key` in `bucket`: the bucket's length, so
 /// that no two (bucket, key) pairs share one.
 fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
     let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);

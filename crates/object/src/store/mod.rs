@@ -632,7 +632,7 @@ impl Store {
     }
 
     /// A value derived from dentry reads only (the dentry a path leads
-    /// to), kept in the metadata cache's path cache while no dentry
+    /// to), kept in a path entry of the metadata cache while no dentry
     /// anywhere changes, else computed by `derive`; `key` names it (the
     /// caller's encoding of the path).
     pub fn derived_from_names<E>(
@@ -643,7 +643,7 @@ impl Store {
         self.meta_cache.get_or_derive(key, derive)
     }
 
-    /// The path cache's value for `key`, as [`Store::derived_from_names`]
+    /// The path entry's value for `key`, as [`Store::derived_from_names`]
     /// would return it, if it is cached and current; `None` otherwise
     /// (nothing is derived).
     pub fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {

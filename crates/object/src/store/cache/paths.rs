@@ -43,7 +43,7 @@ pub(super) const STRIPES: usize = 4096;
 /// 48 and the key's length counted (kv_cache_weight).
 pub(super) const SLOT_OVERHEAD: usize = 128;
 
-/// A path cache entry (see the module doc).
+/// A path entry (see the module doc).
 #[derive(Debug)]
 pub(crate) struct PathEntry {
     /// The namespace epoch it was derived at.
