@@ -184,7 +184,7 @@ fn readers_of_many_keys_never_see_one_go_back() {
     for round in 1..=ROUNDS {
         for k in 0..KEYS {
             let mut value = round.to_le_bytes().to_vec();
-            value.resize(if (round + k as u64) % 7 == 0 { 6000 } else { 16 }, 0);
+            value.resize(if (round + k as u64).is_multiple_of(7) { 6000 } else { 16 }, 0);
             kv.put("b", name(k), &value, Durability::Buffered).unwrap();
         }
         // A create and a delete elsewhere: every path entry is retired.
