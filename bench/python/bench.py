@@ -105,8 +105,9 @@ class Larder:
 
 
 class LarderMeta256(Larder):
-    """A metadata cache of 256 MiB instead of 64: its path cache (an eighth)
-    then holds every key's path, so a get needs no per-level lookup."""
+    """A metadata cache of 256 MiB instead of 64: room for every key's
+    entry several times over (the default holds the 100K keys' entries,
+    about 500 bytes each, once)."""
 
     META_CACHE_BYTES = 256 << 20
 

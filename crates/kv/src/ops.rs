@@ -109,6 +109,23 @@ impl Kv {
         Ok(self.store().read_cached_via(&path, dentry.child, out)?)
     }
 
+    /// The value of `key`, whose listing named `object`, from its path
+    /// entry alone: `None` unless the entry is cached, current, leads to
+    /// `object` and holds its inline bytes (or its absence).
+    pub(crate) fn read_path_cached(
+        &self,
+        bucket: &[u8],
+        key: &[u8],
+        object: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
+        let Some(path) = self.store().derived_cached(&path_key(bucket, key)) else { return Ok(None) };
+        match path.value().map(Dentry::decode).transpose()? {
+            Some(d) if d.child == object => Ok(self.store().read_cached_via(&path, object, out)?),
+            _ => Ok(None),
+        }
+    }
+
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())?.1 else { return Ok(None) };
@@ -177,22 +194,23 @@ impl Kv {
 /// the leaf is missing, or the leaf is a directory level (not a key).
 impl Kv {
     /// The dentry `key` of `bucket` names (a file, not a level), through the
-    /// store's path cache: one cache lookup while the namespace is
+    /// store's path entries: one cache lookup while the namespace is
     /// unchanged, instead of one per level. Only a bucket and key that
     /// parsed and resolved are ever cached, so a hit needs no checks.
-    /// Returns the path's cache handle too, which can remember the onode.
+    /// Returns the path's cache handle too, whose entry holds the object's
+    /// onode once read through it: the key's one entry in the cache.
     fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<(DerivedPath, Option<Dentry>)> {
         let found = self.store().derived_from_names(&path_key(bucket, key), || -> Result<Option<Vec<u8>>> {
             let bucket = self.bucket(bucket)?;
             let key = Key::parse(key)?;
-            Ok(find(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
+            Ok(find_unkept(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
         })?;
         let dentry = found.value().map(Dentry::decode).transpose()?;
         Ok((found, dentry))
     }
 }
 
-/// The path cache's key of `key` in `bucket`: the bucket's length, so
+/// The path entry's key of `key` in `bucket`: the bucket's length, so
 /// that no two (bucket, key) pairs share one.
 fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
     let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);
@@ -202,7 +220,11 @@ fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
     path
 }
 
-pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
+/// The dentry `key` names in `bucket` (a file, not a level), not keeping
+/// the leaf's dentry in the metadata cache if it was not there: the path
+/// entry a get derives holds it (the levels above are kept, shared by
+/// many keys).
+fn find_unkept(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
     let mut dir = bucket;
     for part in key.dirs() {
         match list::lookup(store, dir, part)? {
@@ -210,7 +232,7 @@ pub(crate) fn find(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentr
             _ => return Ok(None),
         }
     }
-    Ok(list::lookup(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
+    Ok(list::lookup_unkept(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
 }
 
 /// The put inside its transaction.

@@ -67,6 +67,8 @@ struct Cursor {
 /// A scan in progress (see the module doc); an iterator of entries.
 pub struct Scan<'a> {
     kv: &'a Kv,
+    /// The bucket's name, for the path entries of its keys.
+    bucket: Vec<u8>,
     stack: Vec<Cursor>,
     start: Vec<u8>,
     end: Option<Vec<u8>>,
@@ -100,7 +102,9 @@ impl Kv {
     /// ```
     pub fn scan_range(&self, bucket: impl AsRef<[u8]>, start: &[u8], end: Option<&[u8]>) -> Result<Scan<'_>> {
         let dir = self.bucket(bucket.as_ref())?.id;
-        let mut scan = Scan { kv: self, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
+        let name = bucket.as_ref().to_vec();
+        let mut scan =
+            Scan { kv: self, bucket: name, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
         let root = scan.cursor(dir, Vec::new(), start.to_vec())?;
         scan.stack.push(root);
         Ok(scan)
@@ -280,8 +284,14 @@ impl<'a> Scan<'a> {
     fn next_value_step(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<Option<u64>> {
         while let Some(object) = self.next_listed(key)? {
             // A key deleted since its listing is skipped: its object is
-            // gone, and object ids are never reused.
-            if self.kv.store().read_to_end_into(object, value)? {
+            // gone, and object ids are never reused. A key a get read is
+            // answered by its path entry (reading the onode into the cache
+            // again would keep it twice).
+            let found = match self.kv.read_path_cached(&self.bucket, key, object, value)? {
+                Some(found) => found,
+                None => self.kv.store().read_to_end_into(object, value)?,
+            };
+            if found {
                 return Ok(Some(object));
             }
         }

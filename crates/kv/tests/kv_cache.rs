@@ -135,3 +135,82 @@ fn cache_only_reads_answer_from_memory_or_not_at_all() {
     // A missing bucket is never answered from the cache as a value.
     assert_ne!(kv.get_cached_into("nope", "k", &mut out).unwrap(), Some(true));
 }
+
+/// Many keys, a writer rewriting them in turn (and creating and deleting
+/// others, which moves the namespace epoch), readers reading them at
+/// random from the cache's path entries when they answer: no key's value
+/// ever goes back, and at the end every answer is the last value written.
+#[test]
+fn readers_of_many_keys_never_see_one_go_back() {
+    const KEYS: usize = 16;
+    const ROUNDS: u64 = 60;
+    let sim = SimStorage::new(5);
+    let kv = Arc::new(common::create(&sim));
+    kv.create_bucket("b").unwrap();
+    let name = |k: usize| format!("d{}/key{k}", k % 3);
+    for k in 0..KEYS {
+        kv.put("b", name(k), &0u64.to_le_bytes(), Durability::Buffered).unwrap();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3u64)
+        .map(|seed| {
+            let (kv, done) = (kv.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut last = [0u64; KEYS];
+                let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut out = Vec::new();
+                let mut answered = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let k = (state % KEYS as u64) as usize;
+                    let v = match kv.get_cached_into("b", name(k), &mut out).unwrap() {
+                        Some(found) => {
+                            assert!(found, "key {k} never deleted read as absent");
+                            answered += 1;
+                            out.clone()
+                        }
+                        None => kv.get("b", name(k)).unwrap().unwrap(),
+                    };
+                    let n = u64::from_le_bytes(v[..8].try_into().unwrap());
+                    assert!(n >= last[k], "key {k} went back from {} to {n}", last[k]);
+                    last[k] = n;
+                }
+                answered
+            })
+        })
+        .collect();
+    for round in 1..=ROUNDS {
+        for k in 0..KEYS {
+            let mut value = round.to_le_bytes().to_vec();
+            value.resize(if (round + k as u64).is_multiple_of(7) { 6000 } else { 16 }, 0);
+            kv.put("b", name(k), &value, Durability::Buffered).unwrap();
+        }
+        // A create and a delete elsewhere: every path entry is retired.
+        kv.put("b", format!("other/{round}"), b"x", Durability::Buffered).unwrap();
+        assert!(kv.delete("b", format!("other/{round}"), Durability::Buffered).unwrap());
+    }
+    done.store(true, Ordering::Release);
+    let answered: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let mut out = Vec::new();
+    for k in 0..KEYS {
+        let v = kv.get("b", name(k)).unwrap().unwrap();
+        assert_eq!(u64::from_le_bytes(v[..8].try_into().unwrap()), ROUNDS, "key {k}");
+    }
+    // Every key's entry now holds its value; rewritten once more (no
+    // dentry changes, so the entries stay), none may answer the old one.
+    for k in 0..KEYS {
+        kv.put("b", name(k), &(ROUNDS + 1).to_le_bytes(), Durability::Buffered).unwrap();
+    }
+    for k in 0..KEYS {
+        let newest = (ROUNDS + 1).to_le_bytes();
+        if let Some(found) = kv.get_cached_into("b", name(k), &mut out).unwrap() {
+            assert!(found && out == newest, "key {k}: the cache answered {out:?}");
+        }
+        assert_eq!(kv.get("b", name(k)).unwrap().as_deref(), Some(&newest[..]), "key {k}");
+        assert_eq!(kv.get_cached_into("b", name(k), &mut out).unwrap(), Some(true), "key {k}: read, then cached");
+        assert_eq!(out, newest);
+    }
+    assert!(answered > 0, "the path entries never answered");
+}

@@ -1,5 +1,6 @@
 //! Property test: random KV operations (puts of small and large values,
-//! deletes, batches, scans, reopens) against a BTreeMap model, including
+//! deletes, batches, scans, reopens) against a BTreeMap model, read by
+//! `get`, `get_into` and from the cache alone by `get_cached_into`, including
 //! the rule that a key cannot also be a directory level of another key;
 //! scans with values, by range and partly consumed, against the model; and
 //! scans with values racing overwrites and deletes.
@@ -25,6 +26,8 @@ enum Op {
     Delete(usize),
     Batch(Vec<(usize, Option<(usize, u8)>)>),
     Scan(usize),
+    /// Reads of the keys between writes (caches filled, then written over).
+    Read,
     Reopen,
 }
 
@@ -41,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => prop::collection::vec((0..KEYS.len(), prop::option::of((0usize..3000, any::<u8>()))), 1..5)
             .prop_map(Op::Batch),
         2 => (0..4usize).prop_map(Op::Scan),
+        3 => Just(Op::Read),
         1 => Just(Op::Reopen),
     ]
 }
@@ -70,6 +74,7 @@ fn scan_values(kv: &Kv, prefix: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 fn check_all(kv: &Kv, model: &Model) {
+    check_reads(kv, model);
     let got: Vec<String> =
         kv.scan_prefix("b", b"").unwrap().map(|e| String::from_utf8(e.unwrap().key).unwrap()).collect();
     let want: Vec<String> = model.keys().cloned().collect();
@@ -83,6 +88,11 @@ fn check_all(kv: &Kv, model: &Model) {
         .map(|e| e.map(|(k, v)| (String::from_utf8(k).unwrap(), v)).unwrap())
         .collect();
     assert_eq!(iterated, pairs);
+}
+
+/// Every key read by `get`, `get_into` and `get_cached_into`, against the
+/// model.
+fn check_reads(kv: &Kv, model: &Model) {
     // One buffer for every `get_into`, holding the last value read (or a
     // marker a miss must leave alone).
     let mut out = b"left alone".to_vec();
@@ -93,6 +103,13 @@ fn check_all(kv: &Kv, model: &Model) {
         match model.get(k) {
             Some(v) => assert!(found && &out == v, "get_into of key {k}"),
             None => assert!(!found && out == before, "get_into of missing key {k} changed the buffer"),
+        }
+        // From the cache's path entries alone: no answer, or the model's.
+        let before = out.clone();
+        match (kv.get_cached_into("b", k, &mut out).unwrap(), model.get(k)) {
+            (None, _) => assert_eq!(out, before, "get_cached_into of {k} without an answer changed the buffer"),
+            (Some(found), Some(v)) => assert!(found && &out == v, "get_cached_into of key {k}"),
+            (Some(found), None) => assert!(!found && out == before, "get_cached_into of missing key {k}"),
         }
     }
 }
@@ -158,6 +175,7 @@ fn run(ops: Vec<Op>) {
                     model.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect();
                 assert_eq!(scan_values(&kv, prefix), want, "scan with values of {prefix:?}");
             }
+            Op::Read => check_reads(&kv, &model),
             Op::Reopen => {
                 kv.close().unwrap();
                 kv = common::open(&sim);

@@ -14,6 +14,13 @@ pub fn lookup(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
     Ok(store.get_meta(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
 }
 
+/// As [`lookup`], without keeping the entry in the metadata cache when it
+/// was not there: for a caller that keeps what it derives from it itself
+/// (the KV API's path entries hold the dentry a key leads to).
+pub fn lookup_unkept(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
+    Ok(store.get_meta_unkept(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
+}
+
 /// The entry `name` in `dir` and `f` of it and the attributes (the onode) of
 /// the object it names (`None` if that object does not exist); `None` if
 /// there is no such entry. No lock, as [`lookup`]. The entry's cached

@@ -106,19 +106,19 @@ impl Store {
     /// on I/O, so a caller can try it where blocking is costly (Python,
     /// holding the interpreter lock) before the full read.
     pub fn read_cached_via(&self, path: &DerivedPath, object: u64, out: &mut Vec<u8>) -> Result<Option<bool>> {
-        let Some(meta) = self.cached_meta_via(path, &onode_key(object)) else { return Ok(None) };
-        let Some(meta) = meta else { return Ok(Some(false)) };
-        let Some(bytes) = meta.inline_bytes(&self.limits())? else { return Ok(None) };
-        out.clear();
-        out.extend_from_slice(bytes);
-        Ok(Some(true))
+        let Some((meta, inline)) = self.reached_cached(path, &onode_key(object)) else { return Ok(None) };
+        Ok(copy_inline(meta.as_deref(), inline, out))
     }
 
     /// As [`Store::read_to_end_into`] for the object `path` leads to (its
-    /// id from the path's value): through what the path's cache entry
-    /// remembers of the object's onode.
+    /// id from the path's value): through the path's cache entry, which
+    /// holds the object's onode (and knows where an inline object's bytes
+    /// are) while no batch rewrote it.
     pub fn read_to_end_via(&self, path: &DerivedPath, object: u64, out: &mut Vec<u8>) -> Result<bool> {
-        let meta = self.get_meta_via(path, &onode_key(object))?;
+        let (meta, inline) = self.reach(path, &onode_key(object))?;
+        if let Some(found) = copy_inline(meta.as_deref(), inline, out) {
+            return Ok(found);
+        }
         self.read_to_end_from(meta, object, out)
     }
 
@@ -249,4 +249,15 @@ fn snapshot_entries(
         out.push(Mapped::decode(&k, &v, limits)?);
     }
     Ok(out)
+}
+
+/// An inline object's bytes copied into `out` (the last `inline` bytes of
+/// its onode value `meta`): `Some(true)`; `Some(false)` if there is no
+/// object; `None` if its bytes are elsewhere.
+fn copy_inline(meta: Option<&MetaValue>, inline: Option<usize>, out: &mut Vec<u8>) -> Option<bool> {
+    let Some(meta) = meta else { return Some(false) };
+    let n = inline?;
+    out.clear();
+    out.extend_from_slice(&meta[meta.len() - n..]);
+    Some(true)
 }

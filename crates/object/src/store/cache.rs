@@ -20,14 +20,13 @@
 //! it began and is unchanged when it inserts, so a value read before or
 //! during a change is never cached after it.
 //!
-//! Beside it, a path cache holds what a caller derived from several dentry
-//! reads (the dentry a whole path leads to), tagged with the namespace
-//! epoch: a second seqlock counter bumped only by batches that write
-//! dentry keys. An entry is good while that epoch has not moved, so in a
-//! read-mostly namespace a path costs one lookup instead of one per level,
-//! and any rename, create or unlink anywhere simply retires every entry.
-//! An entry also remembers (weakly) the onode its path led to, good while
-//! the cache's epoch has not moved, so a read-mostly get is one lookup.
+//! The same cache holds path entries (module [`paths`]): for a path a
+//! caller resolved from several dentry reads (the KV API's bucket and
+//! key), the dentry it leads to and the value of the key it leads to (the
+//! object's onode), checked against the namespace epoch (a second seqlock
+//! counter bumped only by batches that write dentry keys) and the target
+//! key's stripe epoch; so a read-mostly get is one cache search, and a key
+//! costs one entry under the one budget.
 //!
 //! A cached value can likewise remember (weakly) the value of one key read
 //! through it ([`MetaCache::get_or_load_linked`]): a dentry remembers its
@@ -45,49 +44,23 @@ use quick_cache::Weighter;
 
 use std::sync::OnceLock;
 
+mod paths;
+pub use paths::DerivedPath;
+pub(crate) use paths::{PathEntry, Reached};
+
 use crate::meta::{map_prefix, DataLocation, DirEntriesOperator, Map, MetaLimits, Onode};
 use larder_index::MergeOperator;
 
 /// A cached value: `None` caches that the key is absent.
 pub(crate) type Cached = Option<Arc<MetaValue>>;
 
-/// A path cache entry: the namespace epoch it was derived at, its value,
-/// and the value of the key the path leads to (an object's onode) as last
-/// read through [`MetaCache::get_or_load_via`], with the cache epoch it
-/// was read at. That target is current while the epoch has not moved (no
-/// batch of any kind since), so a read-mostly get costs one cache lookup
-/// instead of two (each is three cache misses: table, entry, value). It
-/// is held weakly: a value the metadata cache evicted is not kept alive
-/// by a path.
-///
-/// The value's bytes live inside the entry when short (a dentry always
-/// is): reading them costs no further cache miss.
-#[derive(Debug)]
-pub(crate) struct PathEntry {
-    at: u64,
-    value: Option<CacheKey>,
-    target: parking_lot::Mutex<Option<(u64, std::sync::Weak<MetaValue>)>>,
-}
-
-impl PathEntry {
-    fn new(at: u64, value: Option<&[u8]>) -> PathEntry {
-        PathEntry { at, value: value.map(CacheKey::new), target: parking_lot::Mutex::new(None) }
-    }
-}
-
-/// A path's value from the metadata cache's path lookup, in the entry that
-/// can remember what it leads to (if the entry is in the cache).
-#[derive(Debug)]
-pub struct DerivedPath {
-    entry: Arc<PathEntry>,
-    cached: bool,
-}
-
-impl DerivedPath {
-    /// The value derived for the path (`None`: it leads nowhere).
-    pub fn value(&self) -> Option<&[u8]> {
-        self.entry.value.as_ref().map(CacheKey::as_slice)
-    }
+/// A slot of the cache: an index key's value, or a path's entry.
+#[derive(Clone, Debug)]
+pub(crate) enum Slot {
+    /// The value of an onode or dentry key.
+    Meta(Cached),
+    /// A path's entry (its key starts with a byte no index key does).
+    Path(Arc<PathEntry>),
 }
 
 /// A value of the metadata cache: the bytes the index holds, and its
@@ -199,6 +172,25 @@ impl MetaValue {
         Ok(&self.decoded(limits)?.onode)
     }
 
+    /// How many of the value's last bytes are an inline object's bytes
+    /// (`None` if the onode keeps its data elsewhere), checking the whole
+    /// onode as [`MetaValue::onode`] does but keeping no decoded form
+    /// unless one was kept already: for a value held where the decoded
+    /// form would not be counted (a path entry's target).
+    pub(crate) fn inline_len(&self, limits: &MetaLimits) -> crate::Result<Option<usize>> {
+        if let Some(d) = self.onode.get() {
+            return Ok(d.inline);
+        }
+        match Onode::decode(self.bytes(), limits)?.location {
+            DataLocation::Inline(b) if self.bytes().ends_with(&b) => Ok(Some(b.len())),
+            DataLocation::Inline(_) => Err(crate::ObjectError::BadRecord {
+                record: "onode",
+                what: "inline bytes are not the onode's last field".to_string(),
+            }),
+            _ => Ok(None),
+        }
+    }
+
     /// An inline object's bytes, borrowed (no copy), or `None` if the
     /// onode keeps its data elsewhere.
     pub(crate) fn inline_bytes(&self, limits: &MetaLimits) -> crate::Result<Option<&[u8]>> {
@@ -276,33 +268,30 @@ impl std::hash::Hash for CacheKey {
 #[derive(Clone)]
 struct EntryWeighter;
 
-impl Weighter<CacheKey, Cached> for EntryWeighter {
-    fn weight(&self, key: &CacheKey, value: &Cached) -> u64 {
-        // A value's allocation (its short bytes, the decoded onode's slot
-        // and a link), for a long value its bytes apart, and for an onode
-        // the decoded onode it will hold.
-        let decoded =
-            if key.as_slice().first() == Some(&map_prefix(Map::Omap)[0]) { std::mem::size_of::<Decoded>() } else { 0 };
-        let value_bytes = value
-            .as_ref()
-            .map_or(0, |v| std::mem::size_of::<MetaValue>() + decoded + if v.len() > INLINE_KEY { v.len() } else { 0 });
-        (key.len() + value_bytes + 48) as u64
-    }
-}
-
-#[derive(Clone)]
-struct PathWeighter;
-
-impl Weighter<CacheKey, Arc<PathEntry>> for PathWeighter {
-    fn weight(&self, key: &CacheKey, entry: &Arc<PathEntry>) -> u64 {
-        // The entry, and the allocation of a target it may hold weakly (a
-        // MetaValue and its reference counts: a weak reference keeps that
-        // much alive, not the value's boxed parts).
-        let heap = match &entry.value {
-            Some(CacheKey::Heap(b)) => b.len(),
-            _ => 0,
+impl Weighter<CacheKey, Slot> for EntryWeighter {
+    fn weight(&self, key: &CacheKey, slot: &Slot) -> u64 {
+        let value_bytes = match slot {
+            // A value's allocation with its reference counts (its short
+            // bytes, the decoded onode's slot and a link), for a long
+            // value its bytes apart, and for an onode the decoded onode
+            // it will hold.
+            Slot::Meta(value) => {
+                let decoded = if key.as_slice().first() == Some(&map_prefix(Map::Omap)[0]) {
+                    std::mem::size_of::<Decoded>()
+                } else {
+                    0
+                };
+                value.as_ref().map_or(0, |v| {
+                    std::mem::size_of::<MetaValue>() + 16 + decoded + if v.len() > INLINE_KEY { v.len() } else { 0 }
+                })
+            }
+            Slot::Path(entry) => entry.weight(),
         };
-        (key.len() + heap + 112 + std::mem::size_of::<MetaValue>() + 16) as u64
+        let key_bytes = match key {
+            CacheKey::Heap(b) => b.len(),
+            CacheKey::Inline { .. } => 0,
+        };
+        (key_bytes + value_bytes + paths::SLOT_OVERHEAD) as u64
     }
 }
 
@@ -311,20 +300,26 @@ impl Weighter<CacheKey, Arc<PathEntry>> for PathWeighter {
 /// churn the cache.
 const WRITE_THROUGH_OPS: usize = 64;
 
-/// Bytes an entry is expected to weigh, for sizing the cache's table: an
-/// onode entry weighs about 250 (key, value, decoded form, overhead) and
-/// a dentry about 100. Estimated at 512, the table grew by rehashing
-/// while a lookup-heavy run filled the cache (2% of 300K random stats).
-const ENTRY_BYTES_ESTIMATE: usize = 192;
+/// Bytes an entry is expected to weigh: a dentry about 250, an onode
+/// 450-600 (with its decoded form), a KV key's path entry about 500. The
+/// cache keeps slots for up to half as many keys recently evicted as it
+/// expects entries (its ghosts, for choosing what to keep), which hold no
+/// value and are not weighed.
+const ENTRY_BYTES_ESTIMATE: usize = 384;
 
-/// Share of the cache budget given to the path cache.
-const PATH_SHARE: usize = 8;
+/// Bytes a ghost slot costs (a slab entry and a table slot): the budget
+/// sets aside room for as many as the cache may keep.
+const GHOST_BYTES: usize = 88;
 
 /// See the module doc.
 pub(crate) struct MetaCache {
-    cache: Option<Cache<CacheKey, Cached, EntryWeighter>>,
-    paths: Option<Cache<CacheKey, Arc<PathEntry>, PathWeighter>>,
+    cache: Option<Cache<CacheKey, Slot, EntryWeighter>>,
     epoch: AtomicU64,
+    /// Stripe epochs of the keys path entries lead to (module [`paths`]):
+    /// odd while a batch writing one of the stripe's keys goes in.
+    stripes: Box<[AtomicU64]>,
+    /// The stripes the batch going in made odd.
+    touched: parking_lot::Mutex<Vec<usize>>,
     /// The namespace epoch: odd while a batch writing dentries goes in.
     ns_epoch: AtomicU64,
     /// Whether the batch going in bumped `ns_epoch` (batches enter one at
@@ -348,20 +343,20 @@ fn cacheable(key: &[u8]) -> bool {
 }
 
 impl MetaCache {
-    /// A cache of `capacity_bytes` (0: no cache), an eighth of it for
-    /// paths; `dir_entries` applies entry-count operands written through.
+    /// A cache of `capacity_bytes` (0: no cache), for values and paths
+    /// alike, its ghosts' room included; `dir_entries` applies entry-count
+    /// operands written through.
     pub(crate) fn new(capacity_bytes: usize, dir_entries: Option<DirEntriesOperator>) -> Self {
-        let paths_bytes = capacity_bytes / PATH_SHARE;
-        let meta_bytes = capacity_bytes - paths_bytes;
-        let cache = (meta_bytes > 0).then(|| {
-            Cache::with_weighter((meta_bytes / ENTRY_BYTES_ESTIMATE).max(16), meta_bytes as u64, EntryWeighter)
+        let cache = (capacity_bytes > 0).then(|| {
+            let entries = (capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16);
+            let weight = capacity_bytes.saturating_sub(entries / 2 * GHOST_BYTES).max(capacity_bytes / 2);
+            Cache::with_weighter(entries, weight as u64, EntryWeighter)
         });
-        let paths = (paths_bytes > 0)
-            .then(|| Cache::with_weighter((paths_bytes / 128).max(16), paths_bytes as u64, PathWeighter));
         MetaCache {
             cache,
-            paths,
             epoch: AtomicU64::new(0),
+            stripes: paths::new_stripes(),
+            touched: parking_lot::Mutex::new(Vec::new()),
             ns_epoch: AtomicU64::new(0),
             ns_changing: std::sync::atomic::AtomicBool::new(false),
             gate: parking_lot::RwLock::new(()),
@@ -381,7 +376,7 @@ impl MetaCache {
         let Some(cache) = self.cache.as_ref().filter(|_| cacheable(key)) else {
             return Ok(load()?.map(|b| Arc::new(MetaValue::new(b))));
         };
-        if let Some(v) = cache.get(key) {
+        if let Some(Slot::Meta(v)) = cache.get(key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v);
         }
@@ -391,100 +386,25 @@ impl MetaCache {
         if before.is_multiple_of(2) {
             let _gate = self.gate.read();
             if self.epoch.load(Ordering::Acquire) == before {
-                cache.insert(CacheKey::new(key), value.clone());
+                cache.insert(CacheKey::new(key), Slot::Meta(value.clone()));
             }
         }
         Ok(value)
     }
 
-    /// The value a caller derives for `key` (a path) from dentry reads:
-    /// cached while no dentry changed since, else from `derive` (which must
-    /// read only dentries, through this cache or the index).
-    pub(crate) fn get_or_derive<E>(
+    /// The value of `key` from the cache (not marked as used) or from
+    /// `load`, which is then not kept.
+    pub(crate) fn get_unkept<E>(
         &self,
-        key: &[u8],
-        derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
-    ) -> Result<DerivedPath, E> {
-        let Some(paths) = self.paths.as_ref() else {
-            let entry = Arc::new(PathEntry::new(0, derive()?.as_deref()));
-            return Ok(DerivedPath { entry, cached: false });
-        };
-        let before = self.ns_epoch.load(Ordering::Acquire);
-        if let Some(path) = self.derived_at(paths, key, before) {
-            return Ok(path);
-        }
-        let entry = Arc::new(PathEntry::new(before, derive()?.as_deref()));
-        if before.is_multiple_of(2) {
-            let _gate = self.gate.read();
-            if self.ns_epoch.load(Ordering::Acquire) == before {
-                paths.insert(CacheKey::new(key), entry.clone());
-                return Ok(DerivedPath { entry, cached: true });
-            }
-        }
-        Ok(DerivedPath { entry, cached: false })
-    }
-
-    /// The cached value of `key` (a path), if it is cached and no dentry
-    /// changed since it was derived; nothing is derived or loaded.
-    pub(crate) fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
-        let paths = self.paths.as_ref()?;
-        self.derived_at(paths, key, self.ns_epoch.load(Ordering::Acquire))
-    }
-
-    /// The path cache's entry for `key` if it was derived at namespace
-    /// epoch `at` and `at` is even (no dentry batch going in).
-    fn derived_at(
-        &self,
-        paths: &Cache<CacheKey, Arc<PathEntry>, PathWeighter>,
-        key: &[u8],
-        at: u64,
-    ) -> Option<DerivedPath> {
-        if !at.is_multiple_of(2) {
-            return None;
-        }
-        let entry = paths.get(key).filter(|entry| entry.at == at)?;
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        Some(DerivedPath { entry, cached: true })
-    }
-
-    /// The cached value of the key `path` leads to, as
-    /// [`MetaCache::get_or_load_via`] would find it, or `None` if it is not
-    /// cached: nothing is loaded, so nothing waits on the disk.
-    pub(crate) fn cached_via(&self, path: &DerivedPath, key: &[u8]) -> Option<Cached> {
-        let cache = self.cache.as_ref().filter(|_| cacheable(key))?;
-        let before = self.epoch.load(Ordering::Acquire);
-        if path.cached && before.is_multiple_of(2) {
-            let target = path.entry.target.lock();
-            if let Some(v) = target.as_ref().filter(|(then, _)| *then == before).and_then(|(_, v)| v.upgrade()) {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                return Some(Some(v));
-            }
-        }
-        let value = cache.get(key)?;
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        Some(value)
-    }
-
-    /// As [`MetaCache::get_or_load`], for the key `path` leads to (the
-    /// caller derives it from the path's value): the value the path's
-    /// entry remembers if no batch went in since it was read, else a
-    /// lookup, whose result the entry then remembers.
-    pub(crate) fn get_or_load_via<E>(
-        &self,
-        path: &DerivedPath,
         key: &[u8],
         load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
     ) -> Result<Cached, E> {
-        if !path.cached || self.cache.is_none() || !cacheable(key) {
-            return self.get_or_load(key, load);
+        if let Some(Slot::Meta(v)) = self.cache.as_ref().filter(|_| cacheable(key)).and_then(|c| c.peek(key)) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(v);
         }
-        let entry = &path.entry;
-        self.remembered_or_load(
-            key,
-            load,
-            |at| entry.target.lock().as_ref().filter(|(then, _)| *then == at).and_then(|(_, v)| v.upgrade()),
-            |at, v| *entry.target.lock() = Some((at, Arc::downgrade(v))),
-        )
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        Ok(load()?.map(|b| Arc::new(MetaValue::new(b))))
     }
 
     /// As [`MetaCache::get_or_load`], for a key read through the value
@@ -554,6 +474,7 @@ impl MetaCache {
                 self.ns_epoch.fetch_add(1, Ordering::AcqRel);
                 self.ns_changing.store(true, Ordering::Relaxed);
             }
+            self.touch_stripes(batch);
         }
         let mut bases = self.merge_bases.lock();
         bases.clear();
@@ -566,7 +487,7 @@ impl MetaCache {
                 }
                 BatchOp::Merge { key, .. } => {
                     if cacheable(key) {
-                        if let Some((_, base)) = cache.remove(key) {
+                        if let Some((_, Slot::Meta(base))) = cache.remove(key) {
                             bases.push((key.to_vec(), base));
                         }
                     }
@@ -590,12 +511,43 @@ impl MetaCache {
             if self.ns_changing.swap(false, Ordering::Relaxed) {
                 self.ns_epoch.fetch_add(1, Ordering::AcqRel);
             }
+            for stripe in self.touched.lock().drain(..) {
+                self.stripes[stripe].fetch_add(1, Ordering::AcqRel);
+            }
         }
+    }
+
+    /// Makes odd the stripe epoch of every key `batch` writes (every
+    /// stripe for a range delete), remembering which, so that no path
+    /// entry answers for them until [`MetaCache::settle`] makes them even.
+    /// Called under the gate.
+    fn touch_stripes(&self, batch: &WriteBatch) {
+        let mut touched = self.touched.lock();
+        let mut touch = |stripe: usize| {
+            if self.stripes[stripe].fetch_or(1, Ordering::AcqRel).is_multiple_of(2) {
+                touched.push(stripe);
+            }
+        };
+        for op in batch.iter() {
+            match op {
+                BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => {
+                    if cacheable(key) {
+                        touch(paths::stripe_of(key));
+                    }
+                }
+                BatchOp::DeleteRange { .. } => (0..paths::STRIPES).for_each(&mut touch),
+            }
+        }
+    }
+
+    /// Bytes the cache may weigh (its budget less its ghosts' room).
+    pub(crate) fn capacity(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.capacity())
     }
 
     /// (hits, misses, bytes cached).
     pub(crate) fn stats(&self) -> (u64, u64, u64) {
-        let bytes = self.cache.as_ref().map_or(0, |c| c.weight()) + self.paths.as_ref().map_or(0, |c| c.weight());
+        let bytes = self.cache.as_ref().map_or(0, |c| c.weight());
         (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed), bytes)
     }
 }
@@ -607,7 +559,7 @@ impl MetaCache {
 /// value, leaves the key uncached (its value needs a read). A range delete
 /// leaves everything uncached (`invalidate` cleared the cache).
 fn write_through(
-    cache: &Cache<CacheKey, Cached, EntryWeighter>,
+    cache: &Cache<CacheKey, Slot, EntryWeighter>,
     batch: &WriteBatch,
     bases: &[(Vec<u8>, Cached)],
     dir_entries: Option<&DirEntriesOperator>,
@@ -647,7 +599,7 @@ fn write_through(
     }
     for (key, value) in last {
         if let Some(v) = value {
-            cache.insert(CacheKey::new(key), v);
+            cache.insert(CacheKey::new(key), Slot::Meta(v));
         }
     }
 }
@@ -662,52 +614,6 @@ mod tests {
 
     fn no_load() -> Loaded {
         panic!("the path's entry (or the value's link) should have answered")
-    }
-
-    /// Bytes of the value `c` holds for `key`, read through `path`.
-    fn via(c: &MetaCache, path: &DerivedPath, key: &[u8], load: impl FnOnce() -> Loaded) -> Option<Vec<u8>> {
-        c.get_or_load_via(path, key, load).unwrap().map(|v| v.to_vec())
-    }
-
-    #[test]
-    fn a_path_remembers_its_target_only_until_the_next_batch() {
-        let c = MetaCache::new(1 << 20, None);
-        let onode = crate::meta::onode_key(7);
-        let path = || c.get_or_derive(b"bucket/key", || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap();
-        let first = path();
-        assert_eq!(first.value(), Some(&b"dentry"[..]));
-        // Held, as a reader still using it would: alive, v1 must still
-        // not be answered once a batch went in.
-        let held = c.get_or_load_via(&first, &onode, || Ok::<_, ()>(Some(b"v1".to_vec()))).unwrap();
-        assert_eq!(held.as_deref().map(|v| &v[..]), Some(&b"v1"[..]));
-        // Read again through the cached path: no lookup, no load.
-        let again = path();
-        assert!(Arc::ptr_eq(&first.entry, &again.entry), "the second derive is a path-cache hit");
-        assert_eq!(via(&c, &again, &onode, no_load), Some(b"v1".to_vec()));
-
-        // A batch rewrites the onode (no dentry: the path stays cached).
-        let mut batch = WriteBatch::new();
-        batch.put(onode, b"v2");
-        c.invalidate(&batch);
-        c.settle(Some(&batch));
-        let after = path();
-        assert!(Arc::ptr_eq(&first.entry, &after.entry));
-        assert_eq!(via(&c, &after, &onode, || Ok(Some(b"stale".to_vec()))), Some(b"v2".to_vec()));
-
-        // A batch the cache does not write through (a delete of another
-        // key, then a read by a loader): the target is read anew.
-        let mut other = WriteBatch::new();
-        other.delete(crate::meta::onode_key(8));
-        c.invalidate(&other);
-        c.settle(Some(&other));
-        assert_eq!(via(&c, &path(), &onode, no_load), Some(b"v2".to_vec()), "the metadata cache still holds v2");
-        c.cache.as_ref().unwrap().remove(&onode[..]);
-        let mut third = WriteBatch::new();
-        third.delete(crate::meta::onode_key(9));
-        c.invalidate(&third);
-        c.settle(Some(&third));
-        assert_eq!(via(&c, &path(), &onode, || Ok(Some(b"v3".to_vec()))), Some(b"v3".to_vec()));
-        drop(held);
     }
 
     /// Bytes of the value `c` holds for `key`, read through the value `from`.
@@ -782,18 +688,6 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
             assert_eq!(&*MetaValue::new(bytes.clone()), &bytes[..], "length {len}");
         }
-    }
-
-    #[test]
-    fn a_path_never_keeps_its_target_alive() {
-        let c = MetaCache::new(1 << 20, None);
-        let onode = crate::meta::onode_key(7);
-        let path = c.get_or_derive(b"p", || Ok::<_, ()>(Some(b"d".to_vec()))).unwrap();
-        assert_eq!(via(&c, &path, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
-        // Evicted from the metadata cache (and held by no one): the path's
-        // weak reference is dead, so the next read loads.
-        c.cache.as_ref().unwrap().remove(&onode[..]);
-        assert_eq!(via(&c, &path, &onode, || Ok(Some(b"v1 again".to_vec()))), Some(b"v1 again".to_vec()));
     }
 
     #[test]

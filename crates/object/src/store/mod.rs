@@ -645,7 +645,7 @@ impl Store {
     }
 
     /// A value derived from dentry reads only (the dentry a path leads
-    /// to), kept in the metadata cache's path cache while no dentry
+    /// to), kept in a path entry of the metadata cache while no dentry
     /// anywhere changes, else computed by `derive`; `key` names it (the
     /// caller's encoding of the path).
     pub fn derived_from_names<E>(
@@ -656,23 +656,33 @@ impl Store {
         self.meta_cache.get_or_derive(key, derive)
     }
 
-    /// The path cache's value for `key`, as [`Store::derived_from_names`]
+    /// The path entry's value for `key`, as [`Store::derived_from_names`]
     /// would return it, if it is cached and current; `None` otherwise
     /// (nothing is derived).
     pub fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
         self.meta_cache.derived_cached(key)
     }
 
-    /// The cached value of the key `path` leads to, or `None` if it is not
-    /// cached (nothing is loaded).
-    pub(crate) fn cached_meta_via(&self, path: &DerivedPath, key: &[u8]) -> Option<Option<Arc<MetaValue>>> {
-        self.meta_cache.cached_via(path, key)
+    /// What `path` leads to (the value of `key`, and for an inline object
+    /// the length of its bytes at the value's end), if the path's entry
+    /// holds it current; `None` otherwise (nothing is loaded).
+    pub(crate) fn reached_cached(&self, path: &DerivedPath, key: &[u8]) -> Option<cache::Reached> {
+        self.meta_cache.reached_cached(path, key)
     }
 
-    /// As [`Store::get_meta`], for the key `path` leads to: while nothing
-    /// was committed since the path's entry last read it, no lookup at all.
-    pub fn get_meta_via(&self, path: &DerivedPath, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
-        self.meta_cache.get_or_load_via(path, key, || self.index.get(key).map_err(ObjectError::from))
+    /// What `path` leads to: from the path's entry while no batch wrote
+    /// `key` since it was read, else from the metadata cache or the index,
+    /// then held by the path's entry alone (not kept under `key`).
+    pub(crate) fn reach(&self, path: &DerivedPath, key: &[u8]) -> Result<cache::Reached> {
+        let limits = self.limits();
+        self.meta_cache.reach(path, key, || self.index.get(key).map_err(ObjectError::from), |v| v.inline_len(&limits))
+    }
+
+    /// The committed value of `key`: the metadata cache's if it holds one,
+    /// else the index's, which is then not kept in the cache; for a caller
+    /// that keeps what it derives itself (a path entry of the cache).
+    pub fn get_meta_unkept(&self, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
+        self.meta_cache.get_unkept(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
     /// As [`Store::get_meta`], for a key read through the value `from`
@@ -685,6 +695,13 @@ impl Store {
     /// The cache of decoded extent maps.
     pub(crate) fn extent_cache(&self) -> &crate::objects::ExtentCache {
         &self.extent_cache
+    }
+
+    /// Bytes the metadata cache may hold, by its weighing: what
+    /// `meta_cache_bytes` leaves once the extent-map cache's share and the
+    /// room the cache keeps for keys recently evicted are set aside.
+    pub fn meta_cache_capacity(&self) -> u64 {
+        self.meta_cache.capacity()
     }
 
     /// Metadata cache counters: (hits, misses, bytes cached).

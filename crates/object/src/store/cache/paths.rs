@@ -1,0 +1,352 @@
+//! Path entries of the metadata cache: for a path a caller resolved (the
+//! KV API's bucket and key), one entry holding what a read of it needs,
+//! in the same cache and under the same budget as the onode and dentry
+//! entries, so that a key costs one entry rather than three (a path, the
+//! leaf's dentry, the object's onode) and a read-mostly get is one cache
+//! search.
+//!
+//! An entry holds the value derived from dentries (the dentry the path
+//! leads to), good while the namespace epoch has not moved (no dentry
+//! written anywhere since), and the value of the key it leads to (the
+//! object's onode) with, for an inline object, the length of its bytes at
+//! the value's end: a get copies them out without decoding the onode.
+//! That target is good while its key's stripe epoch has not moved: each
+//! cached key hashes to one of [`STRIPES`] counters, and a batch makes the
+//! counters of the keys it writes odd before they enter the index and
+//! even again once the cache is settled (a seqlock per stripe), so a put
+//! to one key leaves the targets of nearly every other key current.
+//!
+//! Entries are immutable: a target read anew replaces the whole entry, so
+//! its weight (which counts the target's value, held strongly) is always
+//! the weight of what it holds. A target's value may also sit in the
+//! metadata cache under its own key; it is then counted twice, never
+//! less than once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::{CacheKey, Cached, Decoded, LinkKey, MetaCache, MetaValue, Slot, INLINE_KEY};
+
+/// First byte of a path entry's key in the cache: no map of the index
+/// uses it, so a path never shares a key with an index key.
+const PATH_PREFIX: u8 = 0xFF;
+
+/// Number of stripe epochs targets are checked against.
+pub(super) const STRIPES: usize = 4096;
+
+/// Bytes a cache slot costs beside what its key and value allocate: the
+/// cache's slab entry (about 80 bytes: the key, inline when short, the
+/// value's pointer, the eviction state and list links), its hash table
+/// slot, and the slab's spare room (it grows by doubling, and keeps
+/// entries for keys recently evicted). Measured: a pass of gets over
+/// 5,000 small keys left 57 bytes a key more allocated than a weight of
+/// 48 and the key's length counted (kv_cache_weight).
+pub(super) const SLOT_OVERHEAD: usize = 128;
+
+/// A path entry (see the module doc).
+#[derive(Debug)]
+pub(crate) struct PathEntry {
+    /// The namespace epoch it was derived at.
+    at: u64,
+    value: Option<CacheKey>,
+    target: Option<Target>,
+}
+
+/// The value of the key a path leads to, read at stripe epoch `at`.
+#[derive(Debug)]
+struct Target {
+    at: u64,
+    key: LinkKey,
+    value: Cached,
+    /// An inline object's bytes are the value's last `n` bytes.
+    inline: Option<usize>,
+}
+
+impl PathEntry {
+    /// Bytes the entry keeps alive beside its key: itself, a long derived
+    /// value, and its target's value (a value whose object is not inline
+    /// is decoded by the read that uses it, so that counts too).
+    pub(super) fn weight(&self) -> usize {
+        let value = match &self.value {
+            Some(CacheKey::Heap(b)) => b.len(),
+            _ => 0,
+        };
+        let target = match &self.target {
+            Some(Target { value: Some(v), inline, .. }) => {
+                let long = if v.len() > INLINE_KEY { v.len() } else { 0 };
+                let decoded = if inline.is_none() { std::mem::size_of::<Decoded>() } else { 0 };
+                std::mem::size_of::<MetaValue>() + 16 + long + decoded
+            }
+            _ => 0,
+        };
+        std::mem::size_of::<PathEntry>() + 16 + value + target
+    }
+}
+
+/// A path's value from the metadata cache's path lookup, with the entry
+/// that holds what it leads to (if the entry was in, or went into, the
+/// cache).
+#[derive(Debug)]
+pub struct DerivedPath {
+    entry: Arc<PathEntry>,
+    key: CacheKey,
+    cached: bool,
+}
+
+impl DerivedPath {
+    /// The value derived for the path (`None`: it leads nowhere).
+    pub fn value(&self) -> Option<&[u8]> {
+        self.entry.value.as_ref().map(CacheKey::as_slice)
+    }
+}
+
+/// What a path leads to: the key's value and, for an inline object, the
+/// length of its bytes at the value's end.
+pub(crate) type Reached = (Cached, Option<usize>);
+
+/// The cache key of path `key`.
+fn path_key(key: &[u8]) -> CacheKey {
+    match u8::try_from(key.len() + 1) {
+        Ok(len) if key.len() < INLINE_KEY => {
+            let mut bytes = [0u8; INLINE_KEY];
+            bytes[0] = PATH_PREFIX;
+            bytes[1..=key.len()].copy_from_slice(key);
+            CacheKey::Inline { len, bytes }
+        }
+        _ => CacheKey::Heap([&[PATH_PREFIX][..], key].concat().into()),
+    }
+}
+
+/// The stripe of `key`.
+pub(super) fn stripe_of(key: &[u8]) -> usize {
+    // FNV-1a: keys are short, and object ids (the keys that matter) differ
+    // in their low bytes.
+    let hash = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    (hash % STRIPES as u64) as usize
+}
+
+/// The stripe epochs, all even at first.
+pub(super) fn new_stripes() -> Box<[AtomicU64]> {
+    (0..STRIPES).map(|_| AtomicU64::new(0)).collect()
+}
+
+impl MetaCache {
+    /// The value a caller derives for `key` (a path) from dentry reads:
+    /// cached while no dentry changed since, else from `derive` (which must
+    /// read only dentries, through this cache or the index).
+    pub(crate) fn get_or_derive<E>(
+        &self,
+        key: &[u8],
+        derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+    ) -> Result<DerivedPath, E> {
+        let key = path_key(key);
+        let Some(cache) = self.cache.as_ref() else {
+            let entry = Arc::new(PathEntry { at: 0, value: derive()?.as_deref().map(CacheKey::new), target: None });
+            return Ok(DerivedPath { entry, key, cached: false });
+        };
+        let before = self.ns_epoch.load(Ordering::Acquire);
+        if let Some(path) = self.derived_at(&key, before) {
+            return Ok(path);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let entry = Arc::new(PathEntry { at: before, value: derive()?.as_deref().map(CacheKey::new), target: None });
+        if before.is_multiple_of(2) {
+            let _gate = self.gate.read();
+            if self.ns_epoch.load(Ordering::Acquire) == before {
+                cache.insert(key.clone(), Slot::Path(entry.clone()));
+                return Ok(DerivedPath { entry, key, cached: true });
+            }
+        }
+        Ok(DerivedPath { entry, key, cached: false })
+    }
+
+    /// The cached value of `key` (a path), if it is cached and no dentry
+    /// changed since it was derived; nothing is derived or loaded.
+    pub(crate) fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
+        self.derived_at(&path_key(key), self.ns_epoch.load(Ordering::Acquire))
+    }
+
+    /// The path entry under `key` if it was derived at namespace epoch
+    /// `at` and `at` is even (no dentry batch going in).
+    fn derived_at(&self, key: &CacheKey, at: u64) -> Option<DerivedPath> {
+        if !at.is_multiple_of(2) {
+            return None;
+        }
+        let Some(Slot::Path(entry)) = self.cache.as_ref()?.get(key) else { return None };
+        if entry.at != at {
+            return None;
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(DerivedPath { entry, key: key.clone(), cached: true })
+    }
+
+    /// What `path` leads to if its entry holds the current value of `key`
+    /// (no batch wrote `key` since it was read); nothing is loaded, so
+    /// nothing waits on the disk.
+    pub(crate) fn reached_cached(&self, path: &DerivedPath, key: &[u8]) -> Option<Reached> {
+        let target = path.entry.target.as_ref().filter(|t| t.key.is(key))?;
+        if self.stripes[stripe_of(key)].load(Ordering::Acquire) != target.at {
+            return None;
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some((target.value.clone(), target.inline))
+    }
+
+    /// What `path` leads to: [`MetaCache::reached_cached`], else the value
+    /// of `key` from the metadata cache (not marked as used: the path
+    /// entry is the one used) or from `load`, measured by `inline`; the
+    /// path's entry is then replaced by one holding it, if it was read
+    /// wholly while no batch wrote `key` and the path is still current.
+    /// A value loaded for a path is not kept under its own key.
+    pub(crate) fn reach<E>(
+        &self,
+        path: &DerivedPath,
+        key: &[u8],
+        load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+        inline: impl FnOnce(&MetaValue) -> Result<Option<usize>, E>,
+    ) -> Result<Reached, E> {
+        if let Some(reached) = self.reached_cached(path, key) {
+            return Ok(reached);
+        }
+        let stripe = &self.stripes[stripe_of(key)];
+        let before = stripe.load(Ordering::Acquire);
+        let kept = match self.cache.as_ref().filter(|_| super::cacheable(key)).and_then(|c| c.peek(key)) {
+            Some(Slot::Meta(value)) => Some(value),
+            _ => None,
+        };
+        let value = match kept {
+            Some(value) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                value
+            }
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                load()?.map(|b| Arc::new(MetaValue::new(b)))
+            }
+        };
+        let inline = value.as_deref().map(inline).transpose()?.flatten();
+        let (Some(cache), Some(link)) = (self.cache.as_ref(), LinkKey::new(key)) else { return Ok((value, inline)) };
+        if path.cached && before.is_multiple_of(2) {
+            let _gate = self.gate.read();
+            if stripe.load(Ordering::Acquire) == before && self.ns_epoch.load(Ordering::Acquire) == path.entry.at {
+                let target = Target { at: before, key: link, value: value.clone(), inline };
+                let entry = PathEntry { at: path.entry.at, value: path.entry.value.clone(), target: Some(target) };
+                cache.insert(path.key.clone(), Slot::Path(Arc::new(entry)));
+            }
+        }
+        Ok((value, inline))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use larder_index::WriteBatch;
+
+    type Loaded = Result<Option<Vec<u8>>, ()>;
+
+    fn no_load() -> Loaded {
+        panic!("the path's entry should have answered")
+    }
+
+    /// Inline objects in these tests: the whole value is the object.
+    fn whole(v: &MetaValue) -> Result<Option<usize>, ()> {
+        Ok(Some(v.len()))
+    }
+
+    fn reach(c: &MetaCache, path: &DerivedPath, key: &[u8], load: impl FnOnce() -> Loaded) -> Option<Vec<u8>> {
+        c.reach(path, key, load, whole).unwrap().0.map(|v| v.to_vec())
+    }
+
+    fn apply(c: &MetaCache, batch: &WriteBatch) {
+        c.invalidate(batch);
+        c.settle(Some(batch));
+    }
+
+    fn derive(c: &MetaCache, key: &[u8]) -> DerivedPath {
+        c.get_or_derive(key, || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap()
+    }
+
+    #[test]
+    fn a_path_holds_its_target_until_a_batch_writes_the_target() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let first = derive(&c, b"bucket/key");
+        assert_eq!(first.value(), Some(&b"dentry"[..]));
+        assert!(c.reached_cached(&first, &onode).is_none(), "nothing reached yet");
+        assert_eq!(reach(&c, &first, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        // The entry was replaced by one holding the target: a fresh lookup
+        // of the path answers without a load.
+        let again = c.derived_cached(b"bucket/key").unwrap();
+        assert_eq!(reach(&c, &again, &onode, no_load), Some(b"v1".to_vec()));
+        let (value, inline) = c.reached_cached(&again, &onode).unwrap();
+        assert_eq!((value.unwrap().to_vec(), inline), (b"v1".to_vec(), Some(2)));
+        // Not kept under its own key: the path holds it.
+        assert!(c.cache.as_ref().unwrap().peek(&onode[..]).is_none());
+
+        // A batch writing another key's onode (most likely another stripe:
+        // pick one that is) leaves the target current.
+        let other = (8..).map(crate::meta::onode_key).find(|k| stripe_of(k) != stripe_of(&onode)).unwrap();
+        let mut unrelated = WriteBatch::new();
+        unrelated.put(other, b"x");
+        apply(&c, &unrelated);
+        assert_eq!(reach(&c, &c.derived_cached(b"bucket/key").unwrap(), &onode, no_load), Some(b"v1".to_vec()));
+
+        // A batch rewriting the onode (no dentry: the path stays): the
+        // target is read anew, from the write-through value.
+        let mut batch = WriteBatch::new();
+        batch.put(onode, b"v2");
+        apply(&c, &batch);
+        let after = c.derived_cached(b"bucket/key").unwrap();
+        assert!(c.reached_cached(&after, &onode).is_none(), "the stripe moved");
+        assert_eq!(reach(&c, &after, &onode, || Ok(Some(b"stale".to_vec()))), Some(b"v2".to_vec()));
+        assert_eq!(reach(&c, &c.derived_cached(b"bucket/key").unwrap(), &onode, no_load), Some(b"v2".to_vec()));
+
+        // A dentry written anywhere retires the path itself.
+        let mut names = WriteBatch::new();
+        names.delete(crate::meta::dentry_key(1, &crate::meta::Name::new(b"n".to_vec()).unwrap()));
+        apply(&c, &names);
+        assert!(c.derived_cached(b"bucket/key").is_none());
+    }
+
+    #[test]
+    fn a_target_read_while_its_key_is_written_is_not_kept() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let path = derive(&c, b"p");
+        let mut batch = WriteBatch::new();
+        batch.delete(onode);
+        c.invalidate(&batch);
+        assert_eq!(reach(&c, &path, &onode, || Ok(Some(b"old".to_vec()))), Some(b"old".to_vec()));
+        c.settle(Some(&batch));
+        let path = c.derived_cached(b"p").unwrap();
+        assert!(c.reached_cached(&path, &onode).is_none(), "the read during the batch was not kept");
+        assert_eq!(reach(&c, &path, &onode, || Ok(None)), None);
+    }
+
+    #[test]
+    fn path_keys_are_the_prefixed_bytes_short_or_long() {
+        for len in [0, 1, INLINE_KEY - 2, INLINE_KEY - 1, INLINE_KEY, 300] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let prefixed = [&[PATH_PREFIX][..], &key].concat();
+            let built = path_key(&key);
+            assert_eq!(built.as_slice(), &prefixed[..], "length {len}");
+            assert_eq!(matches!(built, CacheKey::Inline { .. }), len < INLINE_KEY, "length {len}");
+        }
+    }
+
+    #[test]
+    fn a_path_entry_weighs_what_it_holds() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let path = derive(&c, b"p");
+        let empty = c.stats().2;
+        let value = vec![5u8; 1000];
+        reach(&c, &path, &onode, || Ok(Some(value.clone())));
+        let held = c.stats().2;
+        // The same entry (key and derived value) plus the target's value:
+        // its allocation and its 1,000 bytes.
+        assert_eq!(held - empty, (std::mem::size_of::<MetaValue>() + 16 + 1000) as u64);
+    }
+}
