@@ -66,26 +66,14 @@ fn heap_file(dir: &Path, obj: ObjectId) -> std::path::PathBuf {
 }
 
 /// Builds the table of `paths` ([`locate_table`]) in a new object sized
-/// to it, named [`TABLE_NAME`].
-#[allow(unsafe_code)]
+/// to it, named [`TABLE_NAME`]. The table is written with `write_at`,
+/// which hands a large write to the object's file: no fault per page of
+/// the mapping, and `sync` writes the pages back without unmapping them.
 fn build_table(heap: &Heap, paths: &[String]) -> Result<ObjectId> {
-    let mut made = None;
-    locate_table::build(paths, |len| {
-        let obj = heap.alloc(len as u64)?;
-        made = Some(obj);
-        let at = heap.pointer(obj)?;
-        // Fault the whole table in with one call instead of a fault per page
-        // as it is written. An older kernel refuses the advice (EINVAL): the
-        // pages then fault in one at a time, as they would without it.
-        // SAFETY: [at, at + len) is the object's mapping (page-aligned base),
-        // writable; MADV_POPULATE_WRITE only faults its pages in, writable.
-        let _ = unsafe { libc::madvise(at.cast(), len, libc::MADV_POPULATE_WRITE) };
-        // SAFETY: the object was just allocated with `len` bytes (zeros) and
-        // is attached until this function returns; it has no name yet, so
-        // nothing else in this or another process writes it meanwhile.
-        Ok(unsafe { std::slice::from_raw_parts_mut(at, len) })
-    })?;
-    let obj = made.context("the table's object was not allocated")?;
+    let table = locate_table::build(paths)?;
+    let obj = heap.alloc((table.head.len() + table.data.len()) as u64)?;
+    heap.write_at(obj, 0, &table.head)?;
+    heap.write_at(obj, table.head.len() as u64, &table.data)?;
     heap.add_name(obj, TABLE_NAME)?;
     Ok(obj)
 }

@@ -1,7 +1,8 @@
 //! The locate table Larder's side builds in one heap object: a hash index
 //! over a front-coded path list, laid out in one pass from the sorted list
-//! into an object sized up front (one `Heap::alloc`, no per-entry block),
-//! so a fresh process attaches the object and searches it in place.
+//! and written into an object sized up front (one `Heap::alloc`, no
+//! per-entry block), so a fresh process attaches the object and searches
+//! it in place.
 //!
 //! The bytes, little-endian, offsets from the object's first byte:
 //!
@@ -12,7 +13,7 @@
 //!   last one is the entry count): the paths whose last component's hash
 //!   selects the bucket (its low bits), in list order;
 //! - slots: one per path, `slot width` bytes (the fewest holding the
-//!   path's number and 4 more bits): the path's number in the list shifted
+//!   path's number and 12 more bits): the path's number in the list shifted
 //!   left by the bits left over, or'ed with that many top bits of the hash
 //!   (so a search decodes only the paths whose name has them);
 //! - groups: group count u32s, each group's first byte in the data;
@@ -36,15 +37,17 @@ use anyhow::{bail, ensure, Context, Result};
 /// table; a search walks half a group's lengths per path it looks at).
 pub const GROUP: usize = 64;
 /// The table's magic: format and hash function version.
-pub const MAGIC: [u8; 8] = *b"LDLOCAT4";
+pub const MAGIC: [u8; 8] = *b"LDLOCAT5";
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = 64;
 /// Paths per bucket, about (a power of two of buckets at least entries /
-/// this): few buckets keep the build's counting in cache, the slots' hash
-/// byte keeps a search from decoding the bucket's other paths.
-const PATHS_PER_BUCKET: u64 = 16;
-/// Fewest hash bits in a slot.
-const MIN_HASH_BITS: u32 = 4;
+/// this): few buckets keep the build's counting in the first-level cache
+/// (a third of the build's time went to counting in 64K buckets), the
+/// slots' hash bits keep a search from decoding the bucket's other paths.
+const PATHS_PER_BUCKET: u64 = 256;
+/// Fewest hash bits in a slot: one path of a bucket's 256 in 16 is
+/// decoded for nothing.
+const MIN_HASH_BITS: u32 = 12;
 /// Fewest buckets.
 const MIN_BUCKETS: u64 = 16;
 
@@ -236,11 +239,20 @@ fn encode(data: &mut Vec<u8>, path: &[u8], shared: usize, before: usize) {
     data.extend_from_slice(&path[shared..]);
 }
 
+/// A built table: the header and index, then the data (the table is the
+/// two one after the other).
+pub struct Table {
+    /// Header, buckets, slots and groups.
+    pub head: Vec<u8>,
+    /// The front-coded paths.
+    pub data: Vec<u8>,
+}
+
 /// A table of `paths` (sorted; every engine gets the list sorted): one
-/// pass over the list front-codes it and hashes its names, then the
-/// table is laid out into the buffer `alloc(total bytes)` hands back
-/// (zeros, the heap object's mapping).
-pub fn build<'a>(paths: &[String], alloc: impl FnOnce(usize) -> Result<&'a mut [u8]>) -> Result<()> {
+/// pass over the list front-codes it and hashes its names, then the index
+/// is laid out in memory, for the caller to write into an object sized
+/// to it.
+pub fn build(paths: &[String]) -> Result<Table> {
     let entries = paths.len() as u64;
     let bucket_count = (entries / PATHS_PER_BUCKET).next_power_of_two().max(MIN_BUCKETS);
     let mask = bucket_count - 1;
@@ -275,9 +287,8 @@ pub fn build<'a>(paths: &[String], alloc: impl FnOnce(usize) -> Result<&'a mut [
     }
     let layout =
         Layout { entries, bucket_count, group_count, slot_width: slot_width as u64, data_len: data.len() as u64 };
-    let out = alloc(layout.total())?;
-    ensure!(out.len() == layout.total(), "the table's object is {} bytes, not {}", out.len(), layout.total());
-    layout.encode_header(out);
+    let mut out = vec![0u8; layout.data_at()];
+    layout.encode_header(&mut out);
     let buckets_at = layout.buckets_at();
     for (b, start) in starts.iter().enumerate() {
         out[buckets_at + b * 4..buckets_at + b * 4 + 4].copy_from_slice(&start.to_le_bytes());
@@ -286,7 +297,6 @@ pub fn build<'a>(paths: &[String], alloc: impl FnOnce(usize) -> Result<&'a mut [
     for (g, at) in group_at.iter().enumerate() {
         out[groups_at + g * 4..groups_at + g * 4 + 4].copy_from_slice(&at.to_le_bytes());
     }
-    out[layout.data_at()..].copy_from_slice(&data);
     // `starts` becomes each bucket's next free slot.
     let slots_at = layout.slots_at();
     for (i, hash) in hashes.iter().enumerate() {
@@ -296,7 +306,7 @@ pub fn build<'a>(paths: &[String], alloc: impl FnOnce(usize) -> Result<&'a mut [
         out[at..at + slot_width].copy_from_slice(&slot.to_le_bytes()[..slot_width]);
         starts[bucket] += 1;
     }
-    Ok(())
+    Ok(Table { head: out, data })
 }
 
 /// A little-endian number of `width` bytes at `at` of `table`.
@@ -385,14 +395,9 @@ mod tests {
     /// Builds a table of `paths` into a buffer (a test's stand-in for the
     /// heap object).
     fn table(paths: &[String]) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let out = &mut buf;
-        build(paths, move |len| {
-            out.resize(len, 0);
-            Ok(out.as_mut_slice())
-        })
-        .expect("build");
-        buf
+        let Table { mut head, data } = build(paths).expect("build");
+        head.extend_from_slice(&data);
+        head
     }
 
     /// The paths whose last component is `name`, by a scan.
@@ -520,7 +525,7 @@ mod tests {
             assert_eq!(width as u32 * 8, bits + entry_bits(entries));
             assert!(entries.saturating_sub(1) < 1u64 << entry_bits(entries).max(1) || entries <= 1);
         }
-        assert_eq!(slot_width(999_709), 3);
+        assert_eq!(slot_width(999_709), 4);
     }
 
     #[test]
