@@ -37,7 +37,7 @@ use anyhow::{bail, ensure, Context, Result};
 /// table; a search walks half a group's lengths per path it looks at).
 pub const GROUP: usize = 64;
 /// The table's magic: format and hash function version.
-pub const MAGIC: [u8; 8] = *b"LDLOCAT5";
+pub const MAGIC: [u8; 8] = *b"LDLOCAT6";
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = 64;
 /// Paths per bucket, about (a power of two of buckets at least entries /
@@ -48,6 +48,10 @@ const PATHS_PER_BUCKET: u64 = 256;
 /// Fewest hash bits in a slot: one path of a bucket's 256 in 16 is
 /// decoded for nothing.
 const MIN_HASH_BITS: u32 = 12;
+/// Paths per bucket of a small table, about.
+const SMALL_PATHS_PER_BUCKET: u64 = 4;
+/// Buckets a table gets at least, when it has 4 paths for each.
+const SMALL_BUCKETS: u64 = 1024;
 /// Fewest buckets.
 const MIN_BUCKETS: u64 = 16;
 
@@ -254,7 +258,10 @@ pub struct Table {
 /// to it.
 pub fn build(paths: &[String]) -> Result<Table> {
     let entries = paths.len() as u64;
-    let bucket_count = (entries / PATHS_PER_BUCKET).next_power_of_two().max(MIN_BUCKETS);
+    // A small table gets a bucket per few paths: the counts stay in cache
+    // anyway, and a search then reads a few slots instead of 256.
+    let buckets = (entries / PATHS_PER_BUCKET).max((entries / SMALL_PATHS_PER_BUCKET).min(SMALL_BUCKETS));
+    let bucket_count = buckets.next_power_of_two().max(MIN_BUCKETS);
     let mask = bucket_count - 1;
     let group_count = entries.div_ceil(GROUP as u64);
     let slot_width = slot_width(entries);
