@@ -1,11 +1,11 @@
 //! Larder's side of the heap suite (feature `larder-heap`): a store in the
 //! run's directory, one heap in it (`/bench`), and the three workloads on it.
 //!
-//! - locate: a hash table of paths in ONE heap object named `locate-db`. The
-//!   object's user bytes are the table's header; the bucket array and every
-//!   entry are `alloc_in` blocks of the same object, linked by `PPtr`s
-//!   (valid in any process), so a fresh process attaches the object by name
-//!   and searches with no other state.
+//! - locate: a hash index over front-coded paths ([`locate_table`]) in ONE
+//!   heap object named `locate-db`, sized up front and laid out in one pass
+//!   (offsets inside the object, valid in any process), so a fresh process
+//!   attaches the object by name and searches it in place with no other
+//!   state.
 //! - micro: the heap object's mapping (`pointer`), read and written with the
 //!   same loops as the `mmap` ceiling (super::micro's mapped functions).
 //! - alloc: `alloc_in` / `free_in` in one heap object, the draws of
@@ -22,8 +22,9 @@ use larder_object::{CreationOptions, Store, StoreOptions};
 
 use super::alloc::{block_size, draw, slot, FILL_SALT};
 use super::locate::{phase, Inputs};
+use super::locate_table;
 use super::micro::{self, Target};
-use super::paths::{base_name, path_checksum};
+use super::paths::path_checksum;
 use super::{HeapPhase, HeapResult, HeapSpec};
 
 /// The heap's path in the store.
@@ -32,8 +33,6 @@ const HEAP_PATH: &str = "/bench";
 const TABLE_NAME: &str = "locate-db";
 /// The name of the micro workload's 1 KiB object.
 const ATTACH_NAME: &str = "attach-1k";
-/// Buckets per entry of the locate table (a power of two at least this).
-const LOAD: u64 = 1;
 
 /// This process's uid and gid, as the heap checks them.
 fn credentials() -> larder_heap::Credentials {
@@ -66,69 +65,15 @@ fn heap_file(dir: &Path, obj: ObjectId) -> std::path::PathBuf {
     dir.join("store").join(larder_object::HEAP_DIR).join(obj.0.to_string())
 }
 
-/// The locate table's header: the object's user bytes.
-#[repr(C)]
-struct Header {
-    buckets: PPtr<u8>,
-    bucket_count: u64,
-    entries: u64,
-}
-
-/// An entry: a path whose last component hashes to its bucket; the path's
-/// bytes follow the struct in the same block.
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct Entry {
-    next: PPtr<u8>,
-    hash: u64,
-    path_len: u32,
-    name_offset: u32,
-}
-
-/// FNV-1a of a name (the bucket hash).
-fn name_hash(name: &[u8]) -> u64 {
-    name.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// Builds the table of `paths` in a new object named [`TABLE_NAME`].
-#[allow(unsafe_code)]
+/// Builds the table of `paths` ([`locate_table`]) in a new object sized
+/// to it, named [`TABLE_NAME`]. The table is written with `write_at`,
+/// which hands a large write to the object's file: no fault per page of
+/// the mapping, and `sync` writes the pages back without unmapping them.
 fn build_table(heap: &Heap, paths: &[String]) -> Result<ObjectId> {
-    let obj = heap.alloc(std::mem::size_of::<Header>() as u64)?;
-    let bucket_count = (paths.len() as u64 * LOAD).next_power_of_two().max(16);
-    let buckets = heap.alloc_in(obj, bucket_count * std::mem::size_of::<PPtr<u8>>() as u64, 8)?;
-    let slots = heap.deref(buckets)?.cast::<PPtr<u8>>();
-    // SAFETY: the bucket block is bucket_count pointers long, 8-aligned, ours alone.
-    unsafe {
-        for i in 0..bucket_count as usize {
-            slots.add(i).write(PPtr::NULL);
-        }
-    }
-    for p in paths {
-        let name = base_name(p);
-        let hash = name_hash(name.as_bytes());
-        let len = std::mem::size_of::<Entry>() + p.len();
-        let entry = heap.alloc_in(obj, len as u64, 8)?;
-        let at = heap.deref(entry)?;
-        // The bucket array may have moved if the object grew: deref again.
-        let slots = heap.deref(buckets)?.cast::<PPtr<u8>>();
-        let bucket = (hash & (bucket_count - 1)) as usize;
-        // SAFETY: `at` is a fresh block of `len` bytes, 8-aligned; `slots` has
-        // bucket_count entries; nothing else holds references into the object.
-        unsafe {
-            let head = slots.add(bucket).read();
-            at.cast::<Entry>().write(Entry {
-                next: head,
-                hash,
-                path_len: p.len() as u32,
-                name_offset: (p.len() - name.len()) as u32,
-            });
-            std::ptr::copy_nonoverlapping(p.as_ptr(), at.add(std::mem::size_of::<Entry>()), p.len());
-            slots.add(bucket).write(entry);
-        }
-    }
-    let header = heap.pointer(obj)?.cast::<Header>();
-    // SAFETY: the object's user bytes are one Header.
-    unsafe { header.write(Header { buckets, bucket_count, entries: paths.len() as u64 }) };
+    let table = locate_table::build(paths)?;
+    let obj = heap.alloc((table.head.len() + table.data.len()) as u64)?;
+    heap.write_at(obj, 0, &table.head)?;
+    heap.write_at(obj, table.head.len() as u64, &table.data)?;
     heap.add_name(obj, TABLE_NAME)?;
     Ok(obj)
 }
@@ -137,28 +82,17 @@ fn build_table(heap: &Heap, paths: &[String]) -> Result<ObjectId> {
 /// checksum of the matching paths).
 #[allow(unsafe_code)]
 fn search(heap: &Heap, obj: ObjectId, name: &str) -> Result<(u64, u64)> {
-    let header = heap.pointer(obj)?.cast::<Header>();
-    // SAFETY: the object's user bytes are one Header (written by build_table).
-    let h = unsafe { header.read() };
-    ensure!(h.bucket_count.is_power_of_two(), "the table's header is damaged");
-    let hash = name_hash(name.as_bytes());
-    let slots = heap.deref(h.buckets)?.cast::<PPtr<u8>>();
-    // SAFETY: the bucket block holds bucket_count pointers.
-    let mut next = unsafe { slots.add((hash & (h.bucket_count - 1)) as usize).read() };
-    let (mut matches, mut checksum) = (0u64, 0u64);
-    while !next.is_null() {
-        let at = heap.deref(next)?;
-        // SAFETY: every non-null link is an Entry block followed by its path.
-        let (e, path) = unsafe {
-            let e = at.cast::<Entry>().read();
-            (e, std::slice::from_raw_parts(at.add(std::mem::size_of::<Entry>()), e.path_len as usize))
-        };
-        if e.hash == hash && &path[e.name_offset as usize..] == name.as_bytes() {
-            matches += 1;
-            checksum = checksum.wrapping_add(path_checksum(path));
-        }
-        next = e.next;
-    }
+    let len = usize::try_from(heap.size(obj)?)?;
+    let at = heap.pointer(obj)?;
+    // SAFETY: the object is attached with `len` bytes for the whole search
+    // (nothing here closes or frees it); the table is written once, before
+    // it is named, and never changed after, so nothing writes these bytes
+    // while this shared view exists.
+    let table = unsafe { std::slice::from_raw_parts(at.cast_const(), len) };
+    let mut checksum = 0u64;
+    let matches = locate_table::search(table, name.as_bytes(), |path| {
+        checksum = checksum.wrapping_add(path_checksum(path));
+    })?;
     Ok((matches, checksum))
 }
 
@@ -228,8 +162,8 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         super::child::children_max_rss_kib(),
         &[("matches", matches as f64), ("attach_search_secs", inner), ("open_secs", opening)],
     );
-    let info = "larder-heap: a hash table of paths in one heap object (alloc_in blocks linked by PPtr), \
-                synced after the build; fresh process = open store + heap, get_by_name, search"
+    let info = "larder-heap: a hash index over front-coded paths in one heap object, sized up front and \
+                laid out in one pass, synced after the build; fresh process = open store + heap, get_by_name, search"
         .to_string();
     Ok((info, vec![build, warm, fresh]))
 }
@@ -450,7 +384,7 @@ pub fn alloc(spec: &HeapSpec) -> Result<HeapResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heap_suite::paths;
+    use crate::heap_suite::paths::{self, base_name};
 
     /// What a plain scan of `paths` answers for `name`.
     fn scan(paths: &[String], name: &str) -> (u64, u64) {

@@ -13,8 +13,8 @@
 //!   sequential scan per search), `locate` (GNU findutils: frcode builds the
 //!   database, `locate.findutils -b '\NAME'` searches, a process per search),
 //!   `plocate` (`plocate-build -p` from the list, `plocate -b '\NAME'`), and
-//!   `larder` (a hash table of paths in one heap object, its buckets and
-//!   entries `alloc_in` blocks linked by `PPtr`s; built by a fresh process
+//!   `larder` (a hash index over front-coded paths in one heap object,
+//!   sized up front and laid out in one pass; built by a fresh process
 //!   and synced, searched warm in the building process and by fresh
 //!   processes that attach by name and search).
 //! - **`micro`** (paper Figs 4-1 to 4-4): sequential read, sequential write,
@@ -42,6 +42,8 @@ pub mod child;
 #[cfg(feature = "larder-heap")]
 mod larder;
 mod locate;
+#[cfg(feature = "larder-heap")]
+mod locate_table;
 mod micro;
 mod paths;
 mod report;

@@ -16,3 +16,7 @@ pub const MAX_NAME_BYTES: usize = larder_object::meta::MAX_NAME_BYTES;
 pub const MIN_RESERVE_BYTES: u64 = 1 << 30;
 /// Most objects one `clone` copies (its transaction holds them all).
 pub const MAX_CLONE_OBJECTS: usize = 1 << 16;
+/// Smallest `write_at` that goes to the object's file (pwrite) rather than
+/// through its mapping, when the mapping is real: 256 KiB, where the page
+/// faults it saves outweigh opening the file.
+pub const FILE_WRITE_BYTES: usize = 256 * 1024;

@@ -9,7 +9,7 @@ use larder_object::{Durability, LockRequest, ObjectError};
 
 use crate::error::{invalid, not_found, HeapError, Result};
 use crate::heap::OBJECT_MODE;
-use crate::limits::MAX_OBJECT_BYTES;
+use crate::limits::{FILE_WRITE_BYTES, MAX_OBJECT_BYTES};
 use crate::{Heap, ObjectId, PPtr};
 
 /// A free's transaction: failed, or must run again because the object's
@@ -109,9 +109,31 @@ impl Heap {
         self.attach(object.0)?.read(offset, buf)
     }
 
-    /// Copies `data` into `object` at `offset`.
+    /// Copies `data` into `object` at `offset`. A write of at least
+    /// [`crate::limits::FILE_WRITE_BYTES`] into a real mapping goes to the object's file
+    /// (pwrite; the page cache is the mapping's, so every mapping sees the
+    /// bytes at once): it takes no page fault per page, and its pages are
+    /// written back at `sync` without being write-protected in the mapping
+    /// first. Durable at the next [`Heap::sync`] either way.
     pub fn write_at(&self, object: ObjectId, offset: u64, data: &[u8]) -> Result<()> {
-        self.attach(object.0)?.write(offset, data)
+        let attached = self.attach(object.0)?;
+        if data.len() < FILE_WRITE_BYTES || attached.region().is_emulated() {
+            return attached.write(offset, data);
+        }
+        if attached.access != MapAccess::ReadWrite {
+            return Err(HeapError::PermissionDenied { what: format!("write object {} (mapped read-only)", object.0) });
+        }
+        attached.check(offset, data.len() as u64)?;
+        let file = match self.shared.store.open_heap_file(object.0, true) {
+            Ok(file) => file,
+            // Freed and removed since it was attached.
+            Err(ObjectError::Io(e)) if e.is_not_found() => return Err(not_found(format!("object {}", object.0))),
+            Err(e) => return Err(e.into()),
+        };
+        larder_io::write_all_at(&*file, data, offset)?;
+        // Written outside the mapping: its file is synced at the next sync.
+        self.shared.pending.lock().files.insert(object.0);
+        Ok(())
     }
 
     /// Grows `object` to `new_size` bytes (zeros past the old size). Objects

@@ -21,7 +21,8 @@ impl Heap {
     /// Returns once every object's mapped bytes and every metadata change
     /// made before the call are on disk: (1) every writable attached
     /// object's bytes are written back (msync), (2) the files created,
-    /// grown or written since the last sync are synced, (3) the `heap/`
+    /// grown or written since the last sync are synced (but for those a
+    /// real mapping's msync covered whole), (3) the `heap/`
     /// directory is synced if files were created, (4) one durable
     /// transaction records each synced object's durable size (and commits
     /// every earlier transaction with it). Files of freed objects are then
@@ -58,7 +59,15 @@ impl Heap {
         }
         let synced = (|| -> Result<()> {
             for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
+                let region = a.region();
                 a.flush()?;
+                // msync(MS_SYNC) of a real mapping is an fdatasync of the
+                // range it covers (the file's data and length, whoever
+                // wrote them): if that covers the size committed below,
+                // syncing the file again would only cost a device flush.
+                if !region.is_emulated() && sizes.get(&a.id).is_some_and(|&size| region.len() >= size) {
+                    to_sync.remove(&a.id);
+                }
             }
             for id in sizes.keys().filter(|id| to_sync.contains(id)) {
                 match self.shared.store.open_heap_file(*id, true) {
