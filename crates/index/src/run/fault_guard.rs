@@ -205,8 +205,17 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::os::unix::fs::FileExt;
+    use larder_io::{FileRef, Mapping, OpenOptions, RealStorage, Storage};
+
+    /// A file of `bytes` bytes of `fill` in a fresh directory, opened for
+    /// writing through the storage trait, and its mapping.
+    fn mapped_file(dir: &tempfile::TempDir, bytes: usize, fill: u8) -> (FileRef, std::sync::Arc<Mapping>) {
+        let storage = RealStorage::new();
+        let file = storage.open(&dir.path().join("run"), OpenOptions::CREATE_NEW).unwrap();
+        larder_io::write_all_at(&*file, &vec![fill; bytes], 0).unwrap();
+        let map = file.map().unwrap().expect("real files map");
+        (file, map)
+    }
 
     /// A file mapped, cut to a third of a page past a page boundary: loads
     /// past the end read zeros and count a fault; loads before do not.
@@ -216,9 +225,8 @@ mod tests {
             install();
             PAGE_BYTES.load(Ordering::Acquire)
         };
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(&vec![7u8; page * 4]).unwrap();
-        let map = unsafe_map(&file);
+        let dir = tempfile::tempdir().unwrap();
+        let (file, map) = mapped_file(&dir, page * 4, 7);
         let guard = Guard::register(&map).unwrap();
         assert_eq!(std::hint::black_box(map[page * 3]), 7);
         assert!(!guard.faulted());
@@ -236,15 +244,14 @@ mod tests {
         drop(map);
         // The file itself is as cut.
         let mut byte = [0u8; 1];
-        file.read_exact_at(&mut byte, page as u64).unwrap();
+        larder_io::read_exact_at(&*file, &mut byte, page as u64).unwrap();
         assert_eq!(byte[0], 7);
     }
 
     #[test]
     fn slots_are_reused_after_a_guard_drops() {
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(&[1u8; 100]).unwrap();
-        let map = unsafe_map(&file);
+        let dir = tempfile::tempdir().unwrap();
+        let (_file, map) = mapped_file(&dir, 100, 1);
         for _ in 0..SLOTS + 10 {
             let guard = Guard::register(&map).unwrap();
             assert!(!guard.faulted());
@@ -252,14 +259,5 @@ mod tests {
         let held: Vec<Guard> = (0..8).map(|_| Guard::register(&map).unwrap()).collect();
         let slots: std::collections::BTreeSet<usize> = held.iter().map(|g| g.slot).collect();
         assert_eq!(slots.len(), 8);
-    }
-
-    fn unsafe_map(file: &std::fs::File) -> memmap2::Mmap {
-        #[allow(unsafe_code)]
-        // SAFETY: a private temporary file; the test cuts it on purpose,
-        // under the guard.
-        unsafe {
-            memmap2::MmapOptions::new().map(file).unwrap()
-        }
     }
 }
