@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use larder_index::{Index, IndexError, Options, WriteBatch};
@@ -335,33 +335,61 @@ fn copy_index(from: &Path, to: &Path) {
 /// fault, and the guard turns the fault into the error.
 #[test]
 fn a_run_cut_anywhere_under_a_live_index_never_yields_wrong_data() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("base");
-    let index = open(&base, true);
-    let model = fill(&index);
-    index.close().unwrap();
-    let newest = run_files(&base).last().unwrap().file_name().unwrap().to_owned();
-    let len = std::fs::metadata(base.join(&newest)).unwrap().len();
+    let fixture = CutFixture::new();
+    let len = std::fs::metadata(fixture.base.join(&fixture.newest)).unwrap().len();
     let mut total_refused = 0;
     for tenth in [1u64, 3, 5, 7] {
         for nudge in [0u64, 1, 333, 1023, 4095] {
             let cut = (len * tenth / 10 / 4096 * 4096 + nudge).min(len - 1);
-            let dir = tmp.path().join(format!("cut-{cut}"));
-            copy_index(&base, &dir);
-            let run = dir.join(&newest);
-            let index = open(&dir, true);
-            assert_eq!(answers_are_right_or_refused(&index, &model, &run), 0, "before the cut");
-            std::fs::OpenOptions::new().write(true).open(&run).unwrap().set_len(cut).unwrap();
-            let refused = answers_are_right_or_refused(&index, &model, &run);
+            let refused = fixture.cut_a_copy(cut, |index, run| {
+                // Once refused, always refused: the run's mapping is not
+                // trusted again.
+                assert!(answers_are_right_or_refused(index, &fixture.model, run) > 0);
+            });
             assert!(refused > 0, "a cut at {cut} of {len} bytes went unnoticed");
-            // Once refused, always refused: the run's mapping is not trusted again.
-            assert!(answers_are_right_or_refused(&index, &model, &run) > 0);
             total_refused += refused;
-            drop(index);
-            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
     assert!(total_refused > 0);
+}
+
+/// An index filled and closed in `base`, its model, and the name of its
+/// newest run, for tests that cut a copy of it.
+struct CutFixture {
+    tmp: tempfile::TempDir,
+    base: PathBuf,
+    model: BTreeMap<Vec<u8>, Vec<u8>>,
+    newest: std::ffi::OsString,
+}
+
+impl CutFixture {
+    fn new() -> CutFixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("base");
+        let index = open(&base, true);
+        let model = fill(&index);
+        index.close().unwrap();
+        let newest = run_files(&base).last().unwrap().file_name().unwrap().to_owned();
+        CutFixture { tmp, base, model, newest }
+    }
+
+    /// Opens a copy of the index, checks every answer, cuts the copy's
+    /// newest run to `cut` bytes under it, and returns how many answers
+    /// were refused after the cut; `then` runs on the cut index before
+    /// the copy is removed.
+    fn cut_a_copy(&self, cut: u64, then: impl FnOnce(&Index, &Path)) -> usize {
+        let dir = self.tmp.path().join(format!("cut-{cut}"));
+        copy_index(&self.base, &dir);
+        let run = dir.join(&self.newest);
+        let index = open(&dir, true);
+        assert_eq!(answers_are_right_or_refused(&index, &self.model, &run), 0, "before the cut");
+        std::fs::OpenOptions::new().write(true).open(&run).unwrap().set_len(cut).unwrap();
+        let refused = answers_are_right_or_refused(&index, &self.model, &run);
+        then(&index, &run);
+        drop(index);
+        std::fs::remove_dir_all(&dir).unwrap();
+        refused
+    }
 }
 
 /// Readers getting and scanning on four threads while the main thread cuts
@@ -424,28 +452,14 @@ fn data_blocks_end(run: &Path) -> u64 {
 /// the zeros.
 #[test]
 fn a_cut_in_the_last_data_page_is_refused_without_a_fault() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("base");
-    let index = open(&base, true);
-    let model = fill(&index);
-    index.close().unwrap();
-    let newest = run_files(&base).last().unwrap().file_name().unwrap().to_owned();
-    let blocks_end = data_blocks_end(&base.join(&newest));
+    let fixture = CutFixture::new();
+    let blocks_end = data_blocks_end(&fixture.base.join(&fixture.newest));
     for back in [1u64, 4, 8, 9, 100, 700, 1500] {
-        let cut = blocks_end - back;
-        let dir = tmp.path().join(format!("cut-{cut}"));
-        copy_index(&base, &dir);
-        let run = dir.join(&newest);
-        let index = open(&dir, true);
-        assert_eq!(answers_are_right_or_refused(&index, &model, &run), 0, "before the cut");
-        std::fs::OpenOptions::new().write(true).open(&run).unwrap().set_len(cut).unwrap();
-        let refused = answers_are_right_or_refused(&index, &model, &run);
+        let refused = fixture.cut_a_copy(blocks_end - back, |_, _| {});
         // Zeros in the checksum alone leave the entries right, and may go
         // unnoticed; from the entry count on they must not.
         if back >= 8 {
             assert!(refused > 0, "a cut {back} bytes before the data blocks' end went unnoticed");
         }
-        drop(index);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
