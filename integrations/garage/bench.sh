@@ -20,12 +20,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-venv="$here/.venv"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet boto3
-fi
-cluster="$here/cluster.sh"
+. "$here/common.sh"
 
 for fsync in on off; do
     for setup in lmdb:file sqlite:file larder:file larder:larder; do

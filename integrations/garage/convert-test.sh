@@ -19,16 +19,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-venv="$here/.venv"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet boto3
-fi
+. "$here/common.sh"
 
-run="$here/run/convert-$from-$to-$(date +%s)"
-export GARAGE_CLUSTER_DIR="$run"
-cluster="$here/cluster.sh"
-trap '"$cluster" stop' EXIT
+use_cluster_run "convert-$from-$to"
 "$cluster" start --db "$from" --blocks "$blocks" --fsync on --dir "$run"
 
 journal="$run/acknowledged.txt"

@@ -26,16 +26,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-venv="$here/.venv"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet boto3
-fi
+. "$here/common.sh"
 
-run="$here/run/scrub-$db-$blocks-$(date +%s)"
-export GARAGE_CLUSTER_DIR="$run"
-cluster="$here/cluster.sh"
-trap '"$cluster" stop' EXIT
+use_cluster_run "scrub-$db-$blocks"
 # Garage checks every block 2 x rpc_timeout after its reference count
 # rises (it may not have arrived) and keeps the later of two resync times,
 # so a corrupted block found sooner after its write is fetched again only
