@@ -7,7 +7,7 @@
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -124,17 +124,7 @@ pub fn run_coordinator(spec: &str) -> Result<()> {
             sizes: spec.sizes,
             seed: spec.seed.wrapping_add(index as u64 * 7919),
         };
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("server-client")
-            .arg("--spec")
-            .arg(serde_json::to_string(&client)?)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting a client")?;
-        let stdout = BufReader::new(child.stdout.take().context("a client's stdout")?);
-        children.push((child, stdout));
+        children.push(spawn_client("server-client", &serde_json::to_string(&client)?)?);
     }
     for (index, (_, stdout)) in children.iter_mut().enumerate() {
         let mut line = String::new();
@@ -357,3 +347,20 @@ fn kv_steps(
 #[cfg(test)]
 #[path = "clients_tests.rs"]
 mod tests;
+
+/// Starts this program's `subcommand` as a client process given `spec`
+/// (JSON) on its command line, with its stdin and stdout piped (the
+/// harness and the client talk by lines).
+pub(super) fn spawn_client(subcommand: &str, spec: &str) -> Result<(Child, BufReader<ChildStdout>)> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .arg(subcommand)
+        .arg("--spec")
+        .arg(spec)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting a client")?;
+    let stdout = BufReader::new(child.stdout.take().context("a client's stdout")?);
+    Ok((child, stdout))
+}

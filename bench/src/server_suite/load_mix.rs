@@ -10,7 +10,7 @@
 //! to another of the timeline, one kind of call with a think time after
 //! each (a sleep: a light client leaves the CPU to others).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -271,17 +271,7 @@ pub fn run_coordinator(spec: &str) -> Result<()> {
             secs: spec.secs,
             seed: spec.seed.wrapping_add(index as u64 * 7919),
         };
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("server-mix-client")
-            .arg("--spec")
-            .arg(serde_json::to_string(&client)?)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting a client")?;
-        let stdout = BufReader::new(child.stdout.take().context("a client's stdout")?);
-        children.push((child, stdout));
+        children.push(super::clients::spawn_client("server-mix-client", &serde_json::to_string(&client)?)?);
         // One at a time: each takes its home in the order of the mix.
         let (_, stdout) = children.last_mut().context("the client just started")?;
         let mut line = String::new();
