@@ -81,12 +81,18 @@ fn search(heap: &Heap, obj: ObjectId, name: &str) -> Result<(u64, u64)> {
     Ok((matches, checksum))
 }
 
-/// The `larder-locate` program: built next to this one
-/// (`cargo build --release -p larder-locate`).
+/// The `larder-locate` program: built next to this one (C22 links it
+/// statically: `cargo rustc --release -p larder-locate --bin larder-locate
+/// -- -C target-feature=+crt-static`).
 fn locate_program() -> Result<std::path::PathBuf> {
     let exe = std::env::current_exe()?;
     let program = exe.with_file_name("larder-locate");
-    ensure!(program.exists(), "{} not found: build it with cargo build --release -p larder-locate", program.display());
+    ensure!(
+        program.exists(),
+        "{} not found: build it with cargo rustc --release -p larder-locate --bin larder-locate \
+         -- -C target-feature=+crt-static (or cargo build --release -p larder-locate)",
+        program.display()
+    );
     Ok(program)
 }
 
