@@ -80,8 +80,8 @@ fn read_store_options() -> StoreOptions {
 }
 
 /// Bytes of each index cache, and of the memtable, of a process that only
-/// searches.
-const READER_CACHE_BYTES: usize = 256 << 10;
+/// searches (under 64 blocks of 4 KiB, so the block cache is one shard).
+const READER_CACHE_BYTES: usize = 128 << 10;
 
 impl Database {
     /// Opens the store in `store_dir`, its heap and the table object, as
