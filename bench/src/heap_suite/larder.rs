@@ -176,7 +176,7 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         &[("matches", matches as f64), ("attach_search_secs", inner), ("open_secs", opening)],
     );
     let info = "larder-heap: a hash index over front-coded paths in one heap object, sized up front and \
-                laid out in one pass, synced after the build; fresh process = larder-locate (bench/locate): open store + heap, get_by_name, search, print"
+                laid out in one pass, synced after the build; fresh process = the larder-locate program (bench/locate; C22 links it statically): open store + heap, get_by_name, search, print"
         .to_string();
     Ok((info, vec![build, warm, fresh]))
 }
