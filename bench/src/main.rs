@@ -194,16 +194,6 @@ enum Sub {
         #[arg(long)]
         spec: String,
     },
-    /// A fresh process of the heap suite's locate workload: attach the table
-    /// in the store under `dir` by name, search `name`, print a JSON line.
-    #[cfg(feature = "larder-heap")]
-    #[command(hide = true)]
-    HeapSearch {
-        #[arg(long)]
-        dir: PathBuf,
-        #[arg(long)]
-        name: String,
-    },
     /// YCSB's core workloads A-F: Larder's KV API and index against RocksDB, fjall and LMDB.
     Ycsb(ycsb::YcsbArgs),
     /// Runs one engine's load and workloads of the YCSB suite and prints a JSON line (used by the parent).
@@ -277,8 +267,6 @@ fn main() -> Result<()> {
         Some(Sub::ServerMixClient { spec }) => server_suite::run_mix_client(&spec),
         Some(Sub::Heap(args)) => heap_suite::run(&args),
         Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
-        #[cfg(feature = "larder-heap")]
-        Some(Sub::HeapSearch { dir, name }) => heap_suite::fresh_search(&dir, &name),
         Some(Sub::Ycsb(args)) => ycsb::run(&args),
         Some(Sub::YcsbChild { spec }) => ycsb::workload::run_child(&spec),
         Some(Sub::Chart { inputs, out }) => chart::run(&inputs, &out),

@@ -58,6 +58,8 @@ pub struct Ran {
     pub secs: f64,
     /// What it printed.
     pub stdout: String,
+    /// What it printed on standard error.
+    pub stderr: String,
 }
 
 /// Runs `program` with `args`, stdin from `input` and stdout into `output`
@@ -91,7 +93,11 @@ pub fn run_program_to(
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(Ran { secs, stdout: String::from_utf8_lossy(&out.stdout).into_owned() })
+    Ok(Ran {
+        secs,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
 }
 
 /// Runs `program` with `args`; fails with its stderr unless it exits 0.

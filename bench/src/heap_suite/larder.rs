@@ -1,11 +1,12 @@
 //! Larder's side of the heap suite (feature `larder-heap`): a store in the
 //! run's directory, one heap in it (`/bench`), and the three workloads on it.
 //!
-//! - locate: a hash index over front-coded paths ([`locate_table`]) in ONE
-//!   heap object named `locate-db`, sized up front and laid out in one pass
-//!   (offsets inside the object, valid in any process), so a fresh process
-//!   attaches the object by name and searches it in place with no other
-//!   state.
+//! - locate: a hash index over front-coded paths (`larder_locate::table`)
+//!   in ONE heap object named `locate-db`, sized up front and laid out in
+//!   one pass (offsets inside the object, valid in any process), so a fresh
+//!   process attaches the object by name and searches it in place with no
+//!   other state. The fresh processes are `larder-locate` (bench/locate),
+//!   the small program a heap user would ship, as plocate is one.
 //! - micro: the heap object's mapping (`pointer`), read and written with the
 //!   same loops as the `mmap` ceiling (super::micro's mapped functions).
 //! - alloc: `alloc_in` / `free_in` in one heap object, the draws of
@@ -22,7 +23,6 @@ use larder_object::{CreationOptions, Store, StoreOptions};
 
 use super::alloc::{block_size, draw, slot, FILL_SALT};
 use super::locate::{phase, Inputs};
-use super::locate_table;
 use super::micro::{self, Target};
 use super::paths::path_checksum;
 use super::{HeapPhase, HeapResult, HeapSpec};
@@ -52,7 +52,8 @@ fn create(dir: &Path) -> Result<(Arc<Store>, Heap)> {
     Ok((store, heap))
 }
 
-/// Opens the store in `dir/store` and its heap (a fresh process's attach).
+/// Opens the store in `dir/store` and its heap, as a test's reopen.
+#[cfg(test)]
 fn open(dir: &Path) -> Result<(Arc<Store>, Heap)> {
     let store =
         Arc::new(Store::open(storage(), &dir.join("store"), StoreOptions::default()).context("opening the store")?);
@@ -65,35 +66,34 @@ fn heap_file(dir: &Path, obj: ObjectId) -> std::path::PathBuf {
     dir.join("store").join(larder_object::HEAP_DIR).join(obj.0.to_string())
 }
 
-/// Builds the table of `paths` ([`locate_table`]) in a new object sized
-/// to it, named [`TABLE_NAME`]. The table is written with `write_at`,
-/// which hands a large write to the object's file: no fault per page of
-/// the mapping, and `sync` writes the pages back without unmapping them.
+/// Builds the locate table of `paths` in a new object named [`TABLE_NAME`].
 fn build_table(heap: &Heap, paths: &[String]) -> Result<ObjectId> {
-    let table = locate_table::build(paths)?;
-    let obj = heap.alloc((table.head.len() + table.data.len()) as u64)?;
-    heap.write_at(obj, 0, &table.head)?;
-    heap.write_at(obj, table.head.len() as u64, &table.data)?;
-    heap.add_name(obj, TABLE_NAME)?;
-    Ok(obj)
+    Ok(larder_locate::write_table(heap, TABLE_NAME, paths)?)
 }
 
 /// Searches the table for paths whose last component is `name`: (matches,
 /// checksum of the matching paths).
-#[allow(unsafe_code)]
 fn search(heap: &Heap, obj: ObjectId, name: &str) -> Result<(u64, u64)> {
-    let len = usize::try_from(heap.size(obj)?)?;
-    let at = heap.pointer(obj)?;
-    // SAFETY: the object is attached with `len` bytes for the whole search
-    // (nothing here closes or frees it); the table is written once, before
-    // it is named, and never changed after, so nothing writes these bytes
-    // while this shared view exists.
-    let table = unsafe { std::slice::from_raw_parts(at.cast_const(), len) };
     let mut checksum = 0u64;
-    let matches = locate_table::search(table, name.as_bytes(), |path| {
+    let matches = larder_locate::search_object(heap, obj, name.as_bytes(), |path| {
         checksum = checksum.wrapping_add(path_checksum(path));
     })?;
     Ok((matches, checksum))
+}
+
+/// The `larder-locate` program: built next to this one (C22 links it
+/// statically: `cargo rustc --release -p larder-locate --bin larder-locate
+/// -- -C target-feature=+crt-static`).
+fn locate_program() -> Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let program = exe.with_file_name("larder-locate");
+    ensure!(
+        program.exists(),
+        "{} not found: build it with cargo rustc --release -p larder-locate --bin larder-locate \
+         -- -C target-feature=+crt-static (or cargo build --release -p larder-locate)",
+        program.display()
+    );
+    Ok(program)
 }
 
 /// The locate workload: build (a fresh process: this child) + sync, warm
@@ -140,19 +140,32 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
     // processes then open the store from the log's clean-close marker.
     let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("the heap still holds the store"))?;
     store.close().context("closing the store")?;
-    let exe = std::env::current_exe()?;
-    let store_dir = spec.dir.to_string_lossy().into_owned();
-    let (mut secs, mut inner, mut opening, mut matches, mut checksum, mut rss) = (0.0, 0.0, 0.0, 0u64, 0u64, 0u64);
+    let program = locate_program()?;
+    let store_dir = spec.dir.join("store").to_string_lossy().into_owned();
+    let search_one = |name: &str| -> Result<(f64, serde_json::Value, u64, u64)> {
+        let args = ["--heap", HEAP_PATH, "--table", TABLE_NAME, "--timings", &store_dir, name];
+        let ran = super::child::run_program_to(&program, &args, None, None, &[0, 1])?;
+        let v = super::child::json_line(&ran.stderr)?;
+        let (mut matches, mut checksum) = (0u64, 0u64);
+        for line in ran.stdout.lines().filter(|l| !l.is_empty()) {
+            matches += 1;
+            checksum = checksum.wrapping_add(path_checksum(line.as_bytes()));
+        }
+        ensure!(super::child::field(&v, "matches")? as u64 == matches, "larder-locate printed a wrong count");
+        Ok((ran.secs, v, matches, checksum))
+    };
+    // Warm the program's own files, as the peers' first search does.
+    if let Some(first) = inputs.fresh_names.first() {
+        search_one(first)?;
+    }
+    let (mut secs, mut inner, mut opening, mut matches, mut checksum) = (0.0, 0.0, 0.0, 0u64, 0u64);
     for name in &inputs.fresh_names {
-        let ran = super::child::run_program(&exe, &["heap-search", "--dir", &store_dir, "--name", name])?;
-        let v = super::child::json_line(&ran.stdout)?;
-        secs += ran.secs;
+        let (s, v, m, c) = search_one(name)?;
+        secs += s;
         inner += super::child::field(&v, "secs")?;
         opening += super::child::field(&v, "open_secs")?;
-        // Its own peak: this process's children inherit its peak memory at spawn.
-        rss = rss.max(super::child::field(&v, "vmhwm_kib")? as u64);
-        matches += super::child::field(&v, "matches")? as u64;
-        checksum = checksum.wrapping_add(v.get("checksum").and_then(|c| c.as_u64()).unwrap_or(0));
+        matches += m;
+        checksum = checksum.wrapping_add(c);
     }
     inputs.check_fresh("larder (fresh processes)", matches, checksum)?;
     let fresh = phase(
@@ -163,27 +176,9 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         &[("matches", matches as f64), ("attach_search_secs", inner), ("open_secs", opening)],
     );
     let info = "larder-heap: a hash index over front-coded paths in one heap object, sized up front and \
-                laid out in one pass, synced after the build; fresh process = open store + heap, get_by_name, search"
+                laid out in one pass, synced after the build; fresh process = the larder-locate program (bench/locate; C22 links it statically): open store + heap, get_by_name, search, print"
         .to_string();
     Ok((info, vec![build, warm, fresh]))
-}
-
-/// `larder-bench heap-search`: a fresh process opens the store in `dir`,
-/// attaches the table by name, searches `name` and prints one JSON line.
-pub fn fresh_search(dir: &Path, name: &str) -> Result<()> {
-    let start = Instant::now();
-    let (_store, heap) = open(dir)?;
-    let open_secs = start.elapsed().as_secs_f64();
-    let obj = heap.get_by_name(TABLE_NAME)?;
-    let (matches, checksum) = search(&heap, obj, name)?;
-    heap.close_object(obj)?;
-    let secs = start.elapsed().as_secs_f64();
-    let rss = crate::sys::status_kib("VmHWM");
-    println!(
-        "{{\"secs\":{secs:.9},\"open_secs\":{open_secs:.9},\"matches\":{matches},\"checksum\":{checksum},\
-         \"vmhwm_kib\":{rss}}}"
-    );
-    Ok(())
 }
 
 /// The micro workload's target: heap objects and their mappings.

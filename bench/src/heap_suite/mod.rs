@@ -42,14 +42,11 @@ pub mod child;
 #[cfg(feature = "larder-heap")]
 mod larder;
 mod locate;
-#[cfg(feature = "larder-heap")]
-mod locate_table;
+#[cfg(all(test, feature = "larder-heap"))]
+mod locate_table_tests;
 mod micro;
 mod paths;
 mod report;
-
-#[cfg(feature = "larder-heap")]
-pub use larder::fresh_search;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -106,13 +106,40 @@ impl Heap {
     /// directories if absent. Refuses a directory that is not a heap and a
     /// big-endian machine. The heap acts as `credentials`.
     pub fn open(store: &Arc<Store>, path: &str, credentials: Credentials) -> Result<Heap> {
+        let (parent, last) = Self::parent_of(store, path)?;
+        loop {
+            if let Some(d) = list::lookup(store, parent, &last)? {
+                return Self::existing(store, path, d.child, credentials);
+            }
+            match Self::create(store, parent, &last, &credentials) {
+                Ok(root) => return Self::existing(store, path, root, credentials),
+                // Another opener made it first: open theirs.
+                Err(HeapError::AlreadyExists { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Opens the heap at `path` only if it exists (NotFound otherwise):
+    /// for a process that only reads, so opening writes nothing.
+    pub fn open_existing(store: &Arc<Store>, path: &str, credentials: Credentials) -> Result<Heap> {
+        let (parent, last) = Self::parent_of(store, path)?;
+        match list::lookup(store, parent, &last)? {
+            Some(d) => Self::existing(store, path, d.child, credentials),
+            None => Err(crate::error::not_found(format!("heap {path}"))),
+        }
+    }
+
+    /// The directory that holds the heap at `path`, and the heap's name in
+    /// it. Refuses a big-endian machine.
+    fn parent_of(store: &Arc<Store>, path: &str) -> Result<(u64, Name)> {
         if cfg!(target_endian = "big") {
             return Err(HeapError::BigEndian);
         }
-        let parts = components(path)?;
-        let (last, dirs) = parts.split_last().ok_or_else(|| crate::error::invalid("empty path"))?;
+        let mut parts = components(path)?;
+        let last = parts.pop().ok_or_else(|| crate::error::invalid("empty path"))?;
         let mut parent = ROOT_ID;
-        for dir in dirs {
+        for dir in &parts {
             match list::lookup(store, parent, dir)? {
                 Some(d) if d.kind == Kind::Directory => parent = d.child,
                 Some(_) => {
@@ -121,17 +148,7 @@ impl Heap {
                 None => return Err(crate::error::not_found(format!("directory {dir} of {path}"))),
             }
         }
-        loop {
-            if let Some(d) = list::lookup(store, parent, last)? {
-                return Self::existing(store, path, d.child, credentials);
-            }
-            match Self::create(store, parent, last, &credentials) {
-                Ok(root) => return Self::existing(store, path, root, credentials),
-                // Another opener made it first: open theirs.
-                Err(HeapError::AlreadyExists { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        Ok((parent, last))
     }
 
     /// Creates a heap named `last` in `parent`: its root and two

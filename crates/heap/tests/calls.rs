@@ -469,3 +469,26 @@ fn a_copy_carries_its_blocks_and_their_generations() {
         Err(HeapError::Stale { .. })
     ));
 }
+
+#[test]
+fn open_existing_opens_a_heap_and_never_makes_one() {
+    let sim = SimStorage::new(11);
+    let store = sim_store(&sim);
+    assert!(matches!(Heap::open_existing(&store, "/heap", Credentials::root()), Err(HeapError::NotFound { .. })));
+    assert!(matches!(Heap::open_existing(&store, "/no/heap", Credentials::root()), Err(HeapError::NotFound { .. })));
+    // The failed opens made nothing: the store's root is still empty.
+    assert!(larder_namespace::list::lookup(
+        &store,
+        larder_object::ROOT_ID,
+        &larder_object::meta::Name::new(b"heap").unwrap()
+    )
+    .unwrap()
+    .is_none());
+    let h = heap(&store);
+    let a = h.alloc(8).unwrap();
+    h.add_name(a, "there").unwrap();
+    h.sync().unwrap();
+    drop(h);
+    let h = Heap::open_existing(&store, "/heap", Credentials::root()).unwrap();
+    assert_eq!(h.get_by_name("there").unwrap(), a);
+}

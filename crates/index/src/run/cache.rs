@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use larder_io::StorageRef;
 use parking_lot::{Mutex, RwLock};
 use quick_cache::sync::Cache;
-use quick_cache::Weighter;
+use quick_cache::{OptionsBuilder, Weighter};
 
 use super::block::Block;
 use super::reader::OpenRun;
@@ -37,10 +37,33 @@ pub(crate) struct BlockCache {
     cache: Cache<(u64, u64), Arc<Block>, BlockWeighter>,
 }
 
+/// Blocks below which a cache gets one shard. quick_cache halves the
+/// shards it is offered until each holds 32 items, so it would give such
+/// a cache one shard anyway (two at 63 items).
+const ONE_SHARD_ITEMS: usize = 64;
+
 impl BlockCache {
     pub(crate) fn new(capacity_bytes: usize) -> Self {
         let estimated_items = (capacity_bytes / 4096).max(16);
-        BlockCache { cache: Cache::with_weighter(estimated_items, capacity_bytes.max(1) as u64, BlockWeighter) }
+        let weight = capacity_bytes.max(1) as u64;
+        // Said outright for a small cache: unasked, quick_cache starts from
+        // the machine's parallelism, which std reads from cgroup files
+        // (80 us of a 0.3 ms open of a store by a fresh process here).
+        let one_shard = (estimated_items < ONE_SHARD_ITEMS)
+            .then(|| {
+                OptionsBuilder::new()
+                    .estimated_items_capacity(estimated_items)
+                    .weight_capacity(weight)
+                    .shards(1)
+                    .build()
+                    .ok()
+            })
+            .flatten();
+        let cache = match one_shard {
+            Some(options) => Cache::with_options(options, BlockWeighter, Default::default(), Default::default()),
+            None => Cache::with_weighter(estimated_items, weight, BlockWeighter),
+        };
+        BlockCache { cache }
     }
 
     pub(crate) fn get_or_load(

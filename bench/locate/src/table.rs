@@ -1,4 +1,4 @@
-//! The locate table Larder's side builds in one heap object: a hash index
+//! The locate table a heap user builds in one heap object: a hash index
 //! over a front-coded path list, laid out in one pass from the sorted list
 //! and written into an object sized up front (one `Heap::alloc`, no
 //! per-entry block), so a fresh process attaches the object and searches
@@ -30,7 +30,24 @@
 //! counts those whose last component is the name; every read is
 //! bounds-checked, so a damaged table is an error, not a crash.
 
-use anyhow::{bail, ensure, Context, Result};
+use crate::error::TableError;
+
+/// What the table's functions return.
+pub type Result<T> = std::result::Result<T, TableError>;
+
+/// Returns a [`TableError::Damaged`] made of the message unless `cond` holds.
+macro_rules! ensure_intact {
+    ($cond:expr, $($message:tt)+) => {
+        if !$cond {
+            return Err(TableError::Damaged(format!($($message)+)));
+        }
+    };
+}
+
+/// A damaged-table error saying `what`.
+fn damaged(what: &str) -> TableError {
+    TableError::Damaged(what.to_string())
+}
 
 /// Paths per group (a restart of the front coding: a whole path, 132
 /// bytes on average in the 1M tree, so fewer restarts make a smaller
@@ -122,14 +139,14 @@ fn put_varint(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
 fn get_varint(data: &[u8], at: &mut usize) -> Result<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
-        let b = *data.get(*at).context("the table's data ends inside a number")?;
+        let b = *data.get(*at).ok_or_else(|| damaged("the table's data ends inside a number"))?;
         *at += 1;
         v |= u64::from(b & 0x7f) << shift;
         if b & 0x80 == 0 {
             return Ok(v);
         }
     }
-    bail!("the table's data holds a number longer than 64 bits")
+    Err(damaged("the table's data holds a number longer than 64 bits"))
 }
 
 /// The size of each part of a table.
@@ -174,8 +191,8 @@ impl Layout {
 
     /// The layout a table's header gives, checked against the table's length.
     fn decode(table: &[u8]) -> Result<Layout> {
-        ensure!(table.len() >= HEADER_BYTES, "the table is shorter than its header");
-        ensure!(table[..8] == MAGIC, "not a locate table (magic)");
+        ensure_intact!(table.len() >= HEADER_BYTES, "the table is shorter than its header");
+        ensure_intact!(table[..8] == MAGIC, "not a locate table (magic)");
         let field = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&table[8 + i * 8..16 + i * 8]);
@@ -188,17 +205,20 @@ impl Layout {
             slot_width: field(3),
             data_len: field(4),
         };
-        ensure!(l.bucket_count.is_power_of_two(), "the table's bucket count is not a power of two");
+        ensure_intact!(l.bucket_count.is_power_of_two(), "the table's bucket count is not a power of two");
         let width = slot_width(l.entries);
-        ensure!(l.slot_width == width as u64, "the table's slot width {} is not {width}", l.slot_width);
-        ensure!(l.group_count == l.entries.div_ceil(GROUP as u64), "the table's group count is not its entries'");
+        ensure_intact!(l.slot_width == width as u64, "the table's slot width {} is not {width}", l.slot_width);
+        ensure_intact!(
+            l.group_count == l.entries.div_ceil(GROUP as u64),
+            "the table's group count is not its entries'"
+        );
         // Each part is bounded by the table's length before any is multiplied out.
         let len = table.len() as u64;
-        ensure!(
+        ensure_intact!(
             l.bucket_count < len && l.entries < len && l.data_len < len,
             "the table's header gives parts longer than the table"
         );
-        ensure!(
+        ensure_intact!(
             l.total() as u64 == field(5) && l.total() <= table.len(),
             "the table's parts ({} bytes) do not fit its {} bytes",
             l.total(),
@@ -278,7 +298,9 @@ pub fn build(paths: &[String]) -> Result<Table> {
         hashes.push(hash);
         starts[(hash & mask) as usize + 1] += 1;
         let shared = if i % GROUP == 0 {
-            group_at.push(u32::try_from(data.len()).context("the paths' front coding is over 4 GiB")?);
+            group_at.push(
+                u32::try_from(data.len()).map_err(|_| TableError::TooLarge("the paths' front coding is over 4 GiB"))?,
+            );
             before = 0;
             0
         } else {
@@ -287,8 +309,12 @@ pub fn build(paths: &[String]) -> Result<Table> {
         encode(&mut data, path, shared, before);
         (previous, before) = (path, shared);
     }
-    ensure!(data.len() <= u32::MAX as usize, "the paths' front coding is over 4 GiB");
-    ensure!(entries <= u64::from(u32::MAX), "over 2^32 paths");
+    if data.len() > u32::MAX as usize {
+        return Err(TableError::TooLarge("the paths' front coding is over 4 GiB"));
+    }
+    if entries > u64::from(u32::MAX) {
+        return Err(TableError::TooLarge("over 2^32 paths"));
+    }
     for b in 0..bucket_count as usize {
         starts[b + 1] += starts[b];
     }
@@ -318,7 +344,7 @@ pub fn build(paths: &[String]) -> Result<Table> {
 
 /// A little-endian number of `width` bytes at `at` of `table`.
 fn number(table: &[u8], at: usize, width: usize) -> Result<u64> {
-    let bytes = table.get(at..at + width).context("a table offset is past its end")?;
+    let bytes = table.get(at..at + width).ok_or_else(|| damaged("a table offset is past its end"))?;
     let mut b = [0u8; 8];
     b[..width].copy_from_slice(bytes);
     Ok(u64::from_le_bytes(b))
@@ -337,8 +363,8 @@ fn decode(data: &[u8], mut at: usize, index: usize, path: &mut Vec<u8>) -> Resul
         shared = usize::try_from(shared as i64 + change)
             .ok()
             .filter(|&s| s <= length && (j > 0 || s == 0))
-            .context("the table's data shares more bytes than the path before has")?;
-        ensure!(at.checked_add(rest).is_some_and(|end| end <= data.len()), "a path is past the data");
+            .ok_or_else(|| damaged("the table's data shares more bytes than the path before has"))?;
+        ensure_intact!(at.checked_add(rest).is_some_and(|end| end <= data.len()), "a path is past the data");
         *step = (shared, at, rest);
         at += rest;
         length = shared + rest;
@@ -349,7 +375,8 @@ fn decode(data: &[u8], mut at: usize, index: usize, path: &mut Vec<u8>) -> Resul
     for &(shared, rest_at, _) in walked[..=index].iter().rev() {
         if shared < need {
             // need <= this path's length, checked by the walk: in bounds.
-            let bytes = data.get(rest_at..rest_at + (need - shared)).context("a path is past the data")?;
+            let bytes =
+                data.get(rest_at..rest_at + (need - shared)).ok_or_else(|| damaged("a path is past the data"))?;
             path[shared..need].copy_from_slice(bytes);
             need = shared;
         }
@@ -368,7 +395,7 @@ pub fn search(table: &[u8], name: &[u8], mut found: impl FnMut(&[u8])) -> Result
     let bucket = (hash & (layout.bucket_count - 1)) as usize;
     let at = layout.buckets_at() + bucket * 4;
     let (first, end) = (number(table, at, 4)?, number(table, at + 4, 4)?);
-    ensure!(first <= end && end <= layout.entries, "the table's bucket {bucket} is damaged");
+    ensure_intact!(first <= end && end <= layout.entries, "the table's bucket {bucket} is damaged");
     let data = &table[layout.data_at()..layout.total()];
     let width = layout.slot_width as usize;
     let bits = hash_bits(layout.entries);
@@ -381,7 +408,7 @@ pub fn search(table: &[u8], name: &[u8], mut found: impl FnMut(&[u8])) -> Result
             continue;
         }
         let entry = value >> bits;
-        ensure!(entry < layout.entries, "the table's slot {slot} names no path");
+        ensure_intact!(entry < layout.entries, "the table's slot {slot} names no path");
         let group = entry / GROUP as u64;
         let at = number(table, layout.groups_at() + group as usize * 4, 4)? as usize;
         decode(data, at, (entry % GROUP as u64) as usize, &mut path)?;
@@ -396,8 +423,32 @@ pub fn search(table: &[u8], name: &[u8], mut found: impl FnMut(&[u8])) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::heap_suite::paths::{self, base_name};
-    use crate::workload::mix64;
+
+    /// SplitMix64's finaliser: the tests' random draws.
+    fn mix64(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The last component of a path.
+    fn base_name(path: &str) -> &str {
+        path.rsplit('/').next().unwrap_or(path)
+    }
+
+    /// A sorted list of `count` distinct paths in a small tree (repeated
+    /// names in different directories).
+    fn tree(count: u64, seed: u64) -> Vec<String> {
+        let mut list: Vec<String> = (0..count)
+            .map(|i| {
+                let d = mix64(seed ^ i);
+                format!("/home/u{}/src/d{}/file{}.c", d % 7, (d >> 8) % 50, i % 97)
+            })
+            .collect();
+        list.sort();
+        list.dedup();
+        list
+    }
 
     /// Builds a table of `paths` into a buffer (a test's stand-in for the
     /// heap object).
@@ -417,21 +468,6 @@ mod tests {
         let n = search(t, name.as_bytes(), |p| out.push(String::from_utf8_lossy(p).into_owned())).expect("search");
         assert_eq!(n as usize, out.len());
         out
-    }
-
-    #[test]
-    fn a_table_answers_as_a_scan_of_its_list() {
-        for (entries, seed) in [(0u64, 1u64), (1, 2), (31, 3), (32, 4), (33, 5), (1000, 6), (20_000, 7)] {
-            let tree = paths::tree(entries, seed);
-            let t = &table(&tree);
-            for name in paths::queries(&tree, 60, seed) {
-                assert_eq!(found(t, &name), scan(&tree, &name), "{entries} entries: {name}");
-            }
-            // Every path is found by its own name.
-            for p in tree.iter().step_by(97) {
-                assert!(found(t, base_name(p)).contains(p), "{p}");
-            }
-        }
     }
 
     /// Random lists: long shared prefixes (over 127 and 16K bytes), names
@@ -476,7 +512,7 @@ mod tests {
 
     #[test]
     fn a_damaged_table_is_an_error_not_a_crash() {
-        let tree = paths::tree(500, 9);
+        let tree = tree(500, 9);
         let t = table(&tree);
         let name = base_name(&tree[7]).to_string();
         assert!(search(&t[..HEADER_BYTES - 1], name.as_bytes(), |_| {}).is_err(), "short header");
