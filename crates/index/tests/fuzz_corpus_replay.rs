@@ -502,7 +502,7 @@ fn random_inputs_do_not_panic(target: &str, decode: Decode, framed: &mut dyn FnM
 // --- every target ---
 
 /// Where each fuzz target's committed corpus is replayed on stable.
-const REPLAYED: [(&str, &str); 28] = [
+const REPLAYED: [(&str, &str); 29] = [
     ("manifest", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("manifest_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("data_block", "crates/index/tests/fuzz_corpus_replay.rs"),
@@ -531,6 +531,7 @@ const REPLAYED: [(&str, &str); 28] = [
     ("protocol_descriptor_frame", "crates/protocol/tests/fuzz_corpus.rs"),
     ("heap_arena_record", "crates/heap/tests/arena_decoders.rs"),
     ("heap_arena_load", "crates/heap/tests/arena_decoders.rs"),
+    ("locate_table", "bench/locate/tests/fuzz_corpus.rs"),
 ];
 
 /// Every target in `fuzz/fuzz_targets/` has a committed seed corpus with
