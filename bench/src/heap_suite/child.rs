@@ -58,7 +58,9 @@ pub struct Ran {
     pub secs: f64,
     /// What it printed.
     pub stdout: String,
-    /// What it printed on standard error.
+    /// What it printed on standard error (read by the Larder engine's
+    /// fresh-process rows, which exist with feature `larder-heap`).
+    #[cfg_attr(not(feature = "larder-heap"), allow(dead_code))]
     pub stderr: String,
 }
 
