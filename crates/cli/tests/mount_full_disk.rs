@@ -89,7 +89,12 @@ fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_r
     kept.retain(|i| i % 2 == 1);
     let deleted = removed.len() as u64 * FILE as u64;
     // The store checkpoints for the freed space and punches it back to
-    // ext4 in the background (64 MiB/s).
+    // ext4 in the background (64 MiB/s). While ext4 is full it punches
+    // every freed block; once it is not, it keeps up to a quarter of its
+    // container space free for reuse (punch_free_threshold) and returns
+    // the rest, so how much comes back depends on when the frees are
+    // released: at least what lies beyond that quarter must.
+    let owed = deleted.saturating_sub(first as u64 * FILE as u64 / 4) * 9 / 10;
     let deadline = Instant::now() + Duration::from_secs(60);
     let returned = loop {
         let returned = ext4.available().saturating_sub(full);
@@ -98,8 +103,8 @@ fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_r
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    eprintln!("removed {deleted} bytes of files; {returned} bytes went back to ext4");
-    assert!(returned >= deleted * 8 / 10, "removed {deleted} bytes, ext4 got {returned} back");
+    eprintln!("removed {deleted} bytes of files; {returned} bytes went back to ext4 (at least {owed} owed)");
+    assert!(returned >= owed, "removed {deleted} bytes, ext4 got {returned} back, under the {owed} owed");
     let second = fill(&mnt, &mut kept, &mut next);
     eprintln!("{second} more files fit after the removes");
     assert!(second as usize * 10 >= removed.len() * 9, "after removing {} files only {second} fit", removed.len());

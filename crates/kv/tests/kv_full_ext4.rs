@@ -90,7 +90,12 @@ fn a_full_ext4_file_system_refuses_puts_and_gives_space_back_on_delete() {
     kv.store().checkpoint().unwrap();
     // Punching is rate-limited; on a machine busy with other work it can
     // take a while to catch up, so the wait is long, and ends as soon as
-    // the space is back.
+    // the space is back. While ext4 is full every freed block is punched;
+    // once it is not, the store keeps up to a quarter of its container
+    // space free for reuse (punch_free_threshold) and returns the rest, so
+    // how much comes back depends on when the frees are released: at
+    // least what lies beyond that quarter must.
+    let owed = deleted.saturating_sub(data / 4) * 9 / 10;
     let deadline = Instant::now() + Duration::from_secs(120);
     let returned = loop {
         kv.store().space().punch_some(Instant::now()).unwrap();
@@ -101,8 +106,10 @@ fn a_full_ext4_file_system_refuses_puts_and_gives_space_back_on_delete() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    eprintln!("deleted {deleted} bytes of values; {returned} bytes went back to the file system");
-    assert!(returned >= deleted * 8 / 10, "deleted {deleted} bytes, the file system got {returned} back");
+    eprintln!(
+        "deleted {deleted} bytes of values; {returned} bytes went back to the file system (at least {owed} owed)"
+    );
+    assert!(returned >= owed, "deleted {deleted} bytes, the file system got {returned} back, under the {owed} owed");
     // Puts go on into the space the deletes freed.
     let second = fill(&kv, &mut model, &mut next);
     eprintln!("{second} more values fit after the deletes");
