@@ -7,6 +7,18 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use super::{Engine, Kv};
 use crate::workload::ChildSpec;
 
+/// The keyspace options every suite gives fjall: the suite's memtable
+/// and bloom filter bits, no compression (as every engine of the suites).
+pub(crate) fn keyspace_options(memtable_bytes: u64, bloom_bits_per_key: f32) -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default()
+        .max_memtable_size(memtable_bytes)
+        .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(
+            bloom_bits_per_key,
+        ))))
+        .data_block_compression_policy(CompressionPolicy::disabled())
+        .index_block_compression_policy(CompressionPolicy::disabled())
+}
+
 pub struct Fjall {
     db: Database,
     keyspace: Keyspace,
@@ -24,14 +36,7 @@ impl Fjall {
             .open()?;
         let memtable = spec.memtable_bytes;
         let bits = spec.bloom_bits_per_key as f32;
-        let keyspace = db.keyspace("bench", || {
-            KeyspaceCreateOptions::default()
-                .max_memtable_size(memtable)
-                .manual_journal_persist(true)
-                .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits))))
-                .data_block_compression_policy(CompressionPolicy::disabled())
-                .index_block_compression_policy(CompressionPolicy::disabled())
-        })?;
+        let keyspace = db.keyspace("bench", || keyspace_options(memtable, bits).manual_journal_persist(true))?;
         let settings = format!(
             "fjall {}: max_memtable_size {} MiB (no bound on sealed memtables, the default), cache {} MiB \
              (blocks, filters, index), bloom {} bits/key on every level, {} worker threads, no compression, \

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use crate::workload::ChildSpec;
 
 #[cfg(feature = "fjall")]
-mod fjall;
+pub(crate) mod fjall;
 mod larder;
 #[cfg(feature = "lmdb")]
 pub(crate) mod lmdb;

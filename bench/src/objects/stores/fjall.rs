@@ -1,8 +1,7 @@
 //! fjall with a sync per durable write: insert, then `persist(SyncData)`.
 
 use anyhow::Result;
-use fjall::config::{BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, Keyspace, PersistMode};
 
 use super::Store;
 use crate::objects::ObjSpec;
@@ -23,13 +22,7 @@ impl FjallStore {
             .open()?;
         let memtable = spec.memtable_bytes;
         let bits = spec.bloom_bits as f32;
-        let keyspace = db.keyspace("bench", || {
-            KeyspaceCreateOptions::default()
-                .max_memtable_size(memtable)
-                .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits))))
-                .data_block_compression_policy(CompressionPolicy::disabled())
-                .index_block_compression_policy(CompressionPolicy::disabled())
-        })?;
+        let keyspace = db.keyspace("bench", || crate::engines::fjall::keyspace_options(memtable, bits))?;
         let settings = format!(
             "fjall {}: durable put = insert (journal written to the OS) + Database::persist(SyncData); \
              max_memtable_size {} MiB, cache {} MiB, bloom {} bits/key, {} worker threads, no compression, \

@@ -2,8 +2,7 @@
 //! persistence: every write is flushed to the OS, not synced.
 
 use anyhow::Result;
-use fjall::config::{BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry};
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, Keyspace, PersistMode};
 
 use super::RecordStore;
 use crate::ycsb::YcsbSpec;
@@ -22,13 +21,7 @@ impl FjallRecords {
             .open()?;
         let memtable = spec.memtable_bytes;
         let bits = spec.bloom_bits_per_key as f32;
-        let keyspace = db.keyspace("usertable", || {
-            KeyspaceCreateOptions::default()
-                .max_memtable_size(memtable)
-                .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bits))))
-                .data_block_compression_policy(CompressionPolicy::disabled())
-                .index_block_compression_policy(CompressionPolicy::disabled())
-        })?;
+        let keyspace = db.keyspace("usertable", || crate::engines::fjall::keyspace_options(memtable, bits))?;
         let settings = format!(
             "fjall {}: Keyspace::insert per insert or update (journal flushed to the OS per write, not synced: \
              fjall's default), a batch per load batch, get per read, range per scan; max_memtable_size {} MiB, cache {} MiB (blocks, \
