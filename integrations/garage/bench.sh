@@ -1,38 +1,65 @@
 #!/usr/bin/env bash
-# One-node S3 benchmark of the engines, peers in the same run: for each
-# setup, a fresh single node (cluster.sh start --nodes 1), PutObject then
-# GetObject from 8 client threads (s3_load.py bench), of 1 KiB objects
-# (inlined in the metadata) and of 1 MiB objects (one data block each).
+# S3 benchmark of the engines, peers in the same run: for each setup, a
+# fresh cluster (cluster.sh start --nodes N), PutObject then GetObject from
+# 8 client threads (s3_load.py bench), of 1 KiB objects (inlined in the
+# metadata) and of 1 MiB objects (one data block each).
 #
-#   bench.sh [--seconds 15] [--nodes 1|3]
+#   bench.sh [--seconds 15] [--nodes 1|3] [--rounds 3] [--out FILE]
 #
 # Setups: metadata_fsync and data_fsync on, then off; LMDB, SQLite and
 # Larder metadata with file blocks, and Larder metadata with Larder blocks.
-# Prints one line per setup and size (the client's rates, operations/s).
+# Each round runs every setup once, odd rounds in that order and even
+# rounds in reverse, so a slow stretch of the machine does not fall on one
+# setup. Prints one line per setup, size and round (the client's rates,
+# operations/s) as it goes, kept in FILE (default run/bench-N-DATE.txt),
+# then the medians over the rounds and the issue's ratios.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-seconds=15 nodes=1
+seconds=15 nodes=1 rounds=3 out=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --nodes) nodes="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
     *) echo "bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
 
 . "$here/common.sh"
 
+mkdir -p "$here/run"
+out="${out:-$here/run/bench-$nodes-$(date +%Y%m%d-%H%M%S).txt}"
+: >"$out"
+
+setups=()
 for fsync in on off; do
     for setup in lmdb:file sqlite:file larder:file larder:larder; do
-        db="${setup%%:*}" blocks="${setup##*:}"
+        setups+=("$fsync:$setup")
+    done
+done
+
+for round in $(seq 1 "$rounds"); do
+    order=("${setups[@]}")
+    if [ $((round % 2)) -eq 0 ]; then
+        order=()
+        for ((i = ${#setups[@]} - 1; i >= 0; i--)); do order+=("${setups[$i]}"); done
+    fi
+    for entry in "${order[@]}"; do
+        IFS=: read -r fsync db blocks <<<"$entry"
         run="$here/run/bench-$nodes-$db-$blocks-$fsync-$(date +%s)"
         export GARAGE_CLUSTER_DIR="$run"
+        trap '"$cluster" stop' EXIT
         "$cluster" start --db "$db" --blocks "$blocks" --fsync "$fsync" --nodes "$nodes" --dir "$run" >/dev/null
         for size in 1024 1048576; do
             result="$("$venv/bin/python" "$here/s3_load.py" bench --size "$size" --seconds "$seconds")"
-            echo "nodes=$nodes fsync=$fsync db_engine=$db block_store=$blocks ${result#bench: }"
+            echo "round=$round nodes=$nodes fsync=$fsync db_engine=$db block_store=$blocks ${result#bench: }" | tee -a "$out"
         done
         "$cluster" stop
+        trap - EXIT
         rm -rf "$run"
     done
 done
+
+echo "bench: rounds in $out"
+"$venv/bin/python" "$here/s3_load.py" summary "$out"

@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import os
 import random
+import statistics
 import sys
 import threading
 import time
@@ -187,7 +188,7 @@ def bench(args):
 
     put_s = run(put_worker)
     if not written:
-        print("bench: no put succeeded", file=sys.stderr)
+        print("bench: no put succeeded in %.1f s (%d failed)" % (put_s, failures["put"]), file=sys.stderr)
         sys.exit(1)
     get_s = run(get_worker)
     print(
@@ -216,6 +217,40 @@ def check_one(args):
     print(f"{args.key}: {len(body)} bytes read back through {args.endpoint}, SHA-256 matches")
 
 
+def summary(args):
+    """Medians over the rounds of bench.sh's lines, then the issue's ratios."""
+    rates = {}
+    with open(args.file) as f:
+        for line in f:
+            fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+            setup = (fields["fsync"], fields["db_engine"], fields["block_store"], int(fields["size"]))
+            for op in ("put", "get"):
+                rates.setdefault(setup + (op,), []).append(float(fields[op + "_ops_per_s"]))
+    median = {key: statistics.median(values) for key, values in rates.items()}
+    for key in sorted(median):
+        fsync, db, blocks, size, op = key
+        print("median: fsync=%s db_engine=%s block_store=%s size=%d %s_ops_per_s=%.1f rounds=%d"
+              % (fsync, db, blocks, size, op, median[key], len(rates[key])))
+
+    def ratio(label, fsync, size, op, ours, theirs):
+        a = median.get((fsync,) + ours + (size, op))
+        b = median.get((fsync,) + theirs + (size, op))
+        if a is None or b is None or b == 0:
+            return
+        print("ratio: %s fsync=%s size=%d %s %s/%s against %s/%s = %.2fx"
+              % (label, fsync, size, op, ours[0], ours[1], theirs[0], theirs[1], a / b))
+
+    larder_file, larder_blocks = ("larder", "file"), ("larder", "larder")
+    for fsync in ("on", "off"):
+        for peer in (("lmdb", "file"), ("sqlite", "file")):
+            ratio("metadata", fsync, 1024, "put", larder_file, peer)
+        ratio("blocks", fsync, 1048576, "put", larder_blocks, larder_file)
+        ratio("blocks", fsync, 1048576, "put", larder_blocks, ("lmdb", "file"))
+        for size in (1024, 1048576):
+            ratio("gets", fsync, size, "get", larder_blocks, larder_file)
+            ratio("gets", fsync, size, "get", larder_blocks, ("lmdb", "file"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -231,6 +266,8 @@ def main():
     b.add_argument("--seconds", type=float, required=True)
     b.add_argument("--threads", type=int, default=8)
     b.add_argument("--endpoint")
+    m = sub.add_parser("summary")
+    m.add_argument("file")
     for name in ("put", "check"):
         one = sub.add_parser(name)
         one.add_argument("key")
@@ -245,6 +282,8 @@ def main():
         put_one(args)
     elif args.command == "check":
         check_one(args)
+    elif args.command == "summary":
+        summary(args)
     else:
         verify(args)
 
