@@ -9,4 +9,5 @@ cd "$here"
 ./prepare.sh
 export CARGO_INCREMENTAL=0
 cargo build --release --locked -p garage --features larder "$@"
-echo "build: $here/target/release/garage"
+cargo build --release --locked --manifest-path s3-load/Cargo.toml
+echo "build: $here/target/release/garage and the load generator $here/s3-load/target/release/larder-s3-load"

@@ -7,9 +7,9 @@
     s3_load.py verify JOURNAL
         Reads every journaled object back through each of the three
         endpoints and compares its SHA-256; exits 1 on any loss.
-    s3_load.py bench --size BYTES --seconds S [--threads T] [--endpoint URL]
-        PutObject of BYTES-sized objects from T threads for S seconds, then
-        GetObject of random ones of them for S seconds; prints both rates.
+    s3_load.py summary FILE
+        The medians over the rounds of bench.sh's lines in FILE (written by
+        the Rust load generator, s3-load/), then the issue's ratios.
     s3_load.py put KEY FILE --endpoint URL
         PutObject of FILE's bytes under KEY (the scrub test's probe).
     s3_load.py check KEY FILE --endpoint URL
@@ -134,72 +134,6 @@ def verify(args):
         sys.exit(1)
 
 
-def bench(args):
-    endpoint = args.endpoint or ENDPOINTS[0]
-    lock = threading.Lock()
-    written = []
-    failures = {"put": 0, "get": 0}
-
-    def put_worker(tid, deadline):
-        c = client(endpoint)
-        rng = random.Random(tid)
-        i = 0
-        while time.monotonic() < deadline:
-            key = "bench-%d/%02d/%07d" % (args.size, tid, i)
-            i += 1
-            try:
-                c.put_object(Bucket=BUCKET, Key=key, Body=rng.randbytes(args.size))
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-                with lock:
-                    failures["put"] += 1
-                continue
-            with lock:
-                written.append(key)
-
-    got = [0]
-
-    def get_worker(tid, deadline):
-        c = client(endpoint)
-        rng = random.Random(1000 + tid)
-        while time.monotonic() < deadline:
-            key = rng.choice(written)
-            try:
-                body = c.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-                with lock:
-                    failures["get"] += 1
-                continue
-            if len(body) != args.size:
-                with lock:
-                    failures["get"] += 1
-                continue
-            with lock:
-                got[0] += 1
-
-    def run(worker):
-        deadline = time.monotonic() + args.seconds
-        threads = [threading.Thread(target=worker, args=(t, deadline)) for t in range(args.threads)]
-        started = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return time.monotonic() - started
-
-    put_s = run(put_worker)
-    if not written:
-        print("bench: no put succeeded in %.1f s (%d failed)" % (put_s, failures["put"]), file=sys.stderr)
-        sys.exit(1)
-    get_s = run(get_worker)
-    print(
-        "bench: size=%d threads=%d put_ops_per_s=%.1f get_ops_per_s=%.1f puts=%d gets=%d put_failures=%d get_failures=%d"
-        % (args.size, args.threads, len(written) / put_s, got[0] / get_s, len(written), got[0],
-           failures["put"], failures["get"])
-    )
-    if failures["put"] or failures["get"]:
-        sys.exit(1)
-
-
 def put_one(args):
     with open(args.file, "rb") as f:
         data = f.read()
@@ -261,11 +195,6 @@ def main():
     w.add_argument("--stop-file")
     v = sub.add_parser("verify")
     v.add_argument("journal")
-    b = sub.add_parser("bench")
-    b.add_argument("--size", type=int, required=True)
-    b.add_argument("--seconds", type=float, required=True)
-    b.add_argument("--threads", type=int, default=8)
-    b.add_argument("--endpoint")
     m = sub.add_parser("summary")
     m.add_argument("file")
     for name in ("put", "check"):
@@ -276,8 +205,6 @@ def main():
     args = parser.parse_args()
     if args.command == "write":
         write(args)
-    elif args.command == "bench":
-        bench(args)
     elif args.command == "put":
         put_one(args)
     elif args.command == "check":
