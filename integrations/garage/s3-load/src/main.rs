@@ -229,7 +229,11 @@ fn main() -> ExitCode {
     });
     let written = written.into_inner().unwrap_or_default();
     if written.is_empty() {
-        eprintln!("s3-load: no put succeeded in {:.1} s ({} failed)", put_time.as_secs_f64(), puts.failed.load(Ordering::Relaxed));
+        eprintln!(
+            "s3-load: no put succeeded in {:.1} s ({} failed)",
+            put_time.as_secs_f64(),
+            puts.failed.load(Ordering::Relaxed)
+        );
         return ExitCode::from(1);
     }
     let (gets, get_time) = run_phase(&options, |thread, client, deadline, phase, latencies| {
