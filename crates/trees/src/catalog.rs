@@ -103,5 +103,6 @@ pub(crate) fn delete(shared: &Shared, name: &str) -> Result<bool> {
     let mut c = shared.serial.catalog.write();
     c.by_name.remove(name);
     c.ids.remove(&id);
+    shared.serial.hints.forget(id);
     Ok(true)
 }

@@ -5,10 +5,13 @@
 use std::iter::Peekable;
 use std::marker::PhantomData;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use larder_index::{Iter, Snapshot};
 use larder_object::meta::{prefix_end, tree_entry_prefix, TREE_ENTRY_PREFIX_BYTES};
 
+use crate::registry::Serial;
+use crate::start_hint::Watch;
 use crate::{KeyRange, Result};
 
 /// An entry: the key and its value.
@@ -42,6 +45,19 @@ pub(crate) fn index_bounds(tree: u64, range: KeyRange<'_>) -> Result<IndexBounds
     Ok((start, end))
 }
 
+/// Moves a forward scan's `start` up to `hint`, the lowest key that can
+/// be live (see `start_hint`), when it lies below it.
+pub(crate) fn raise_start(start: &mut Bound<Vec<u8>>, hint: Option<Vec<u8>>) {
+    let Some(hint) = hint else { return };
+    let below = match &*start {
+        Bound::Included(s) | Bound::Excluded(s) => s.as_slice() < hint.as_slice(),
+        Bound::Unbounded => true,
+    };
+    if below {
+        *start = Bound::Included(hint);
+    }
+}
+
 /// Whether no key lies between `start` and `end` (`BTreeMap::range`
 /// panics on such bounds; the index returns nothing).
 pub(crate) fn is_empty_range(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
@@ -65,16 +81,88 @@ fn strip(kv: larder_index::Result<(Vec<u8>, Vec<u8>)>) -> Result<Entry> {
 /// corruption error is yielded once and ends the iteration.
 pub struct TreeIter {
     inner: Option<Iter>,
+    /// A scan from the tree's start that has yet to report its first live
+    /// key to the tree's start hint.
+    settle: Option<Settle>,
+}
+
+/// What a scan from a tree's start reports once it knows its first live
+/// key.
+struct Settle {
+    serial: Arc<Serial>,
+    watch: Watch,
+    seq: u64,
+    /// The end of the scanned range, if exclusive: the first key that can
+    /// be live when the scan finds none.
+    end: Option<Vec<u8>>,
 }
 
 impl TreeIter {
-    pub(crate) fn new(snapshot: &Snapshot, tree: u64, range: KeyRange<'_>, forward: bool) -> Result<TreeIter> {
-        let (start, end) = index_bounds(tree, range)?;
-        if is_empty_range(&start, &end) {
-            return Ok(TreeIter { inner: None });
+    /// A scan of `tree` in `range` as of `snapshot`. A forward scan starts
+    /// no lower than the tree's start hint for the snapshot; `watch` (a
+    /// forward scan from the tree's start, registered before the snapshot
+    /// was taken) reports the first live key it finds.
+    pub(crate) fn new(
+        snapshot: &Snapshot,
+        serial: &Arc<Serial>,
+        tree: u64,
+        range: KeyRange<'_>,
+        forward: bool,
+        watch: Option<Watch>,
+    ) -> Result<TreeIter> {
+        let (mut start, end) = index_bounds(tree, range)?;
+        if forward {
+            raise_start(&mut start, serial.hints.start_for(tree, snapshot.seq()));
         }
-        let inner = snapshot.range(as_slice(&start), as_slice(&end), forward)?;
-        Ok(TreeIter { inner: Some(inner) })
+        let settle = watch.map(|watch| Settle {
+            serial: serial.clone(),
+            watch,
+            seq: snapshot.seq(),
+            end: match &end {
+                Bound::Excluded(e) => Some(e.clone()),
+                _ => None,
+            },
+        });
+        if is_empty_range(&start, &end) {
+            // Empty by the hint or by the caller's bounds: nothing to learn.
+            if let Some(settle) = settle {
+                settle.serial.hints.cancel(&settle.watch);
+            }
+            return Ok(TreeIter { inner: None, settle: None });
+        }
+        let inner = match snapshot.range(as_slice(&start), as_slice(&end), forward) {
+            Ok(inner) => inner,
+            Err(e) => {
+                if let Some(settle) = settle {
+                    settle.serial.hints.cancel(&settle.watch);
+                }
+                return Err(e.into());
+            }
+        };
+        Ok(TreeIter { inner: Some(inner), settle })
+    }
+
+    /// Reports the scan's first live key (`None`: the scan ended without
+    /// one) to the tree's start hint; forgets the watch after an error.
+    fn report(&mut self, first: Option<&larder_index::Result<(Vec<u8>, Vec<u8>)>>) {
+        let Some(settle) = self.settle.take() else { return };
+        let hints = &settle.serial.hints;
+        match first {
+            Some(Ok((key, _))) => hints.settle(settle.watch, key, settle.seq),
+            None => match &settle.end {
+                Some(end) => hints.settle(settle.watch, end, settle.seq),
+                None => hints.cancel(&settle.watch),
+            },
+            Some(Err(_)) => hints.cancel(&settle.watch),
+        }
+    }
+}
+
+impl Drop for TreeIter {
+    fn drop(&mut self) {
+        if let Some(settle) = self.settle.take() {
+            settle.serial.hints.cancel(&settle.watch);
+        }
     }
 }
 
@@ -86,7 +174,11 @@ impl Iterator for TreeIter {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
-        let item = self.inner.as_mut()?.next()?;
+        let item = self.inner.as_mut()?.next();
+        if self.settle.is_some() {
+            self.report(item.as_ref());
+        }
+        let item = item?;
         if item.is_err() {
             self.inner = None;
         }

@@ -42,6 +42,7 @@ mod iter;
 mod read;
 mod registry;
 mod snapshot;
+mod start_hint;
 mod tree;
 mod write;
 mod writer;

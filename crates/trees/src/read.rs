@@ -21,14 +21,14 @@ pub(crate) fn committed_count(value: &Option<Vec<u8>>) -> Result<u64> {
 /// began. `Send`, `'static`; it pins the index's state as of its start
 /// (memtables and runs), so drop it when done.
 pub struct ReadTransaction {
-    _shared: Arc<Shared>,
+    shared: Arc<Shared>,
     snapshot: Snapshot,
 }
 
 impl ReadTransaction {
     pub(crate) fn new(shared: Arc<Shared>) -> ReadTransaction {
         let snapshot = shared.store.index().snapshot();
-        ReadTransaction { _shared: shared, snapshot }
+        ReadTransaction { shared, snapshot }
     }
 
     /// The value of `key` in `tree`.
@@ -49,7 +49,7 @@ impl ReadTransaction {
 
     /// The entries of `tree` in `range`, forward or backward.
     pub fn range(&self, tree: &Tree, range: KeyRange<'_>, forward: bool) -> Result<TreeIter> {
-        TreeIter::new(&self.snapshot, tree.id(), range, forward)
+        TreeIter::new(&self.snapshot, &self.shared.serial, tree.id(), range, forward, None)
     }
 
     /// Every entry of `tree`, forward or backward.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use larder_object::Store;
 
 use crate::catalog::Catalog;
+use crate::start_hint::StartHints;
 use crate::writer::WriterLock;
 use crate::Result;
 
@@ -18,6 +19,8 @@ pub(crate) struct Serial {
     pub(crate) writer: WriterLock,
     /// The trees that exist; changed only under `writer`.
     pub(crate) catalog: parking_lot::RwLock<Catalog>,
+    /// Where forward scans of each tree may start.
+    pub(crate) hints: StartHints,
 }
 
 /// The stores whose trees are open, each with what its `Trees` share.
@@ -37,8 +40,11 @@ pub(crate) fn serial_for(store: &Arc<Store>) -> Result<Arc<Serial>> {
     if let Some(serial) = existing {
         return Ok(serial);
     }
-    let serial =
-        Arc::new(Serial { writer: WriterLock::default(), catalog: parking_lot::RwLock::new(Catalog::load(store)?) });
+    let serial = Arc::new(Serial {
+        writer: WriterLock::default(),
+        catalog: parking_lot::RwLock::new(Catalog::load(store)?),
+        hints: StartHints::default(),
+    });
     open.push((Arc::downgrade(store), Arc::downgrade(&serial)));
     Ok(serial)
 }

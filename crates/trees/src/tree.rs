@@ -125,8 +125,12 @@ impl Tree {
     /// now: later commits are invisible to the iterator, which owns what it
     /// reads (`'static`, `Send`).
     pub fn range(&self, range: KeyRange<'_>, forward: bool) -> Result<TreeIter> {
+        let serial = &self.shared.serial;
+        // A forward scan from the start can teach the tree's start hint;
+        // its watch must exist before its snapshot.
+        let watch = (forward && matches!(range.0, std::ops::Bound::Unbounded)).then(|| serial.hints.watch(self.id));
         let snapshot = self.shared.store.index().snapshot();
-        TreeIter::new(&snapshot, self.id, range, forward)
+        TreeIter::new(&snapshot, serial, self.id, range, forward, watch)
     }
 
     /// Every entry in key order, from a snapshot taken now.

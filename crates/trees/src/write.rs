@@ -44,6 +44,9 @@ pub struct WriteTransaction<'a> {
     counts: HashMap<u64, Count>,
     /// Bytes of keys and values pending (for the commit size limit).
     pending_bytes: u64,
+    /// The smallest index key inserted per tree (for the trees' start
+    /// hints, lowered before the commit becomes visible).
+    smallest_inserted: HashMap<u64, Vec<u8>>,
 }
 
 impl<'a> WriteTransaction<'a> {
@@ -57,6 +60,7 @@ impl<'a> WriteTransaction<'a> {
             cleared: BTreeSet::new(),
             counts: HashMap::new(),
             pending_bytes: 0,
+            smallest_inserted: HashMap::new(),
         })
     }
 
@@ -131,6 +135,15 @@ impl<'a> WriteTransaction<'a> {
             count.now += 1;
         }
         self.pending_bytes += (full.len() + value.len()) as u64;
+        match self.smallest_inserted.entry(tree.id()) {
+            Entry::Occupied(mut e) if full < *e.get() => {
+                e.insert(full.clone());
+            }
+            Entry::Occupied(_) => {}
+            Entry::Vacant(e) => {
+                e.insert(full.clone());
+            }
+        }
         self.pending.insert(full, Some(value.to_vec()));
         Ok(())
     }
@@ -181,11 +194,21 @@ impl<'a> WriteTransaction<'a> {
         let index = if self.cleared.contains(&tree.id()) {
             None
         } else {
-            Some(self.shared.store.index().range(
-                start.as_ref().map(Vec::as_slice),
-                end.as_ref().map(Vec::as_slice),
-                forward,
-            )?)
+            // The committed part may skip what the start hint knows is not
+            // live (this transaction's own inserts are in `pending`).
+            let mut index_start = start;
+            if forward {
+                crate::iter::raise_start(&mut index_start, self.shared.serial.hints.start_now(tree.id()));
+            }
+            if crate::iter::is_empty_range(&index_start, &end) {
+                None
+            } else {
+                Some(self.shared.store.index().range(
+                    index_start.as_ref().map(Vec::as_slice),
+                    end.as_ref().map(Vec::as_slice),
+                    forward,
+                )?)
+            }
         };
         Ok(TxIter::new(pending, index, forward))
     }
@@ -205,7 +228,10 @@ impl<'a> WriteTransaction<'a> {
         if batch.is_empty() {
             return Ok(());
         }
+        // Inserts lower their trees' start hints before they are visible.
+        let in_flight = self.shared.serial.hints.inserting(&self.smallest_inserted);
         let lsn = self.shared.store.commit(&batch, Durability::Buffered)?;
+        drop(in_flight);
         // Ordered and visible: the next transaction may start while this
         // one waits for the disk.
         drop(self.writer.take());

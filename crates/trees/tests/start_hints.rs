@@ -1,0 +1,202 @@
+//! Trees used as queues: scans from a tree's start skip the removed front
+//! by a hint learned from earlier scans (src/start_hint.rs). Every scan,
+//! whatever its snapshot's age, must still see every live key: inserts
+//! below the front, old read transactions, write transactions' own view,
+//! and scans racing commits.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use larder_io::SimStorage;
+use larder_trees::{Durability, Tree, Trees};
+use proptest::prelude::*;
+
+/// Keys sort as their numbers do.
+fn key(i: u32) -> Vec<u8> {
+    format!("q{i:06}").into_bytes()
+}
+
+fn keys_of(tree: &Tree) -> Vec<Vec<u8>> {
+    tree.iter().unwrap().map(|kv| kv.unwrap().0).collect()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Insert key i (often below the front).
+    Insert(u32),
+    /// Remove the first entry, found by a write transaction's scan.
+    PopFront,
+    /// Remove key i.
+    Remove(u32),
+    /// The first entry by `Tree::first` (teaches the hint).
+    First,
+    /// Open a read transaction, checked at the end against the model then.
+    Read,
+    /// Clear the tree.
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u32..200).prop_map(Op::Insert),
+        4 => Just(Op::PopFront),
+        1 => (0u32..200).prop_map(Op::Remove),
+        3 => Just(Op::First),
+        1 => Just(Op::Read),
+        1 => Just(Op::Clear),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Every scan (fresh, inside a write transaction, and from read
+    /// transactions opened long before) matches a model of the queue.
+    #[test]
+    fn queue_scans_match_the_model(ops in proptest::collection::vec(op(), 1..300)) {
+        let sim = SimStorage::new(11);
+        let trees = common::create(&sim).unwrap();
+        let tree = trees.open_tree("queue").unwrap();
+        let mut model = BTreeSet::new();
+        let mut reads = Vec::new();
+        for op in ops {
+            match op {
+                Op::Insert(i) => {
+                    tree.insert(&key(i), b"v").unwrap();
+                    model.insert(key(i));
+                }
+                Op::PopFront => {
+                    let mut tx = trees.write(Durability::Buffered).unwrap();
+                    let first = tx.iter(&tree, true).unwrap().next().transpose().unwrap().map(|(k, _)| k);
+                    prop_assert_eq!(&first, &model.first().cloned());
+                    if let Some(first) = first {
+                        tx.remove(&tree, &first).unwrap();
+                        model.remove(&first);
+                    }
+                    tx.commit().unwrap();
+                }
+                Op::Remove(i) => {
+                    tree.remove(&key(i)).unwrap();
+                    model.remove(&key(i));
+                }
+                Op::First => {
+                    let first = tree.first().unwrap().map(|(k, _)| k);
+                    prop_assert_eq!(&first, &model.first().cloned());
+                }
+                Op::Read => reads.push((trees.read(), model.clone())),
+                Op::Clear => {
+                    tree.clear().unwrap();
+                    model.clear();
+                }
+            }
+        }
+        prop_assert_eq!(keys_of(&tree), model.iter().cloned().collect::<Vec<_>>());
+        for (read, then) in reads {
+            let seen: Vec<Vec<u8>> = read.iter(&tree, true).unwrap().map(|kv| kv.unwrap().0).collect();
+            prop_assert_eq!(seen, then.into_iter().collect::<Vec<_>>());
+        }
+    }
+}
+
+/// A read transaction older than the scan that taught the hint still sees
+/// the front that was removed after it began.
+#[test]
+fn an_old_read_transaction_ignores_a_newer_hint() {
+    let sim = SimStorage::new(12);
+    let trees = common::create(&sim).unwrap();
+    let tree = trees.open_tree("queue").unwrap();
+    for i in 0..100 {
+        tree.insert(&key(i), b"v").unwrap();
+    }
+    let old = trees.read();
+    for i in 0..90 {
+        tree.remove(&key(i)).unwrap();
+    }
+    assert_eq!(tree.first().unwrap().map(|(k, _)| k), Some(key(90)));
+    assert_eq!(old.iter(&tree, true).unwrap().count(), 100);
+    assert_eq!(old.iter(&tree, true).unwrap().next().unwrap().unwrap().0, key(0));
+    // A fresh one uses the hint and agrees with the model.
+    assert_eq!(trees.read().iter(&tree, true).unwrap().next().unwrap().unwrap().0, key(90));
+}
+
+/// One writer pops the front and inserts keys anywhere (often below the
+/// front) while scanners teach the hint and a checker proves, in each of
+/// its read transactions, that no live key lies below the first entry its
+/// scan returned (by point reads, which no hint touches).
+#[test]
+fn scans_racing_commits_never_skip_a_live_key() {
+    const UNIVERSE: u32 = 256;
+    const COMMITS: u64 = 4_000;
+    let sim = SimStorage::new(13);
+    let trees: Trees = common::create(&sim).unwrap();
+    let tree = trees.open_tree("queue").unwrap();
+    for i in (0..UNIVERSE).step_by(3) {
+        tree.insert(&key(i), b"v").unwrap();
+    }
+    let done = AtomicBool::new(false);
+    let commits = AtomicU64::new(0);
+    /// Ends the other threads' loops however the writer ends (a failed
+    /// assertion included).
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let checks = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let _done = Done(&done);
+            let mut state = 0x2545_f491_u64;
+            let mut live: BTreeSet<Vec<u8>> = (0..UNIVERSE).step_by(3).map(key).collect();
+            for _ in 0..COMMITS {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let mut tx = trees.write(Durability::Buffered).unwrap();
+                let first = tx.iter(&tree, true).unwrap().next().transpose().unwrap().map(|(k, _)| k);
+                assert_eq!(first, live.first().cloned(), "a write transaction's scan skipped a live key");
+                if state.is_multiple_of(3) {
+                    let k = key((state >> 8) as u32 % UNIVERSE);
+                    tx.insert(&tree, &k, b"v").unwrap();
+                    live.insert(k);
+                } else if let Some(first) = first {
+                    tx.remove(&tree, &first).unwrap();
+                    live.remove(&first);
+                }
+                tx.commit().unwrap();
+                commits.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while !done.load(Ordering::Acquire) {
+                    let _ = tree.first().unwrap();
+                    let _ = tree.iter().unwrap().take(3).count();
+                }
+            });
+        }
+        scope.spawn(|| {
+            while !done.load(Ordering::Acquire) {
+                let read = trees.read();
+                let first = read.iter(&tree, true).unwrap().next().transpose().unwrap().map(|(k, _)| k);
+                let below = match &first {
+                    Some(f) => (0..UNIVERSE).map(key).take_while(|k| k < f).collect::<Vec<_>>(),
+                    None => (0..UNIVERSE).map(key).collect(),
+                };
+                for k in below {
+                    assert_eq!(read.get(&tree, &k).unwrap(), None, "a scan skipped live key {k:?}");
+                }
+                if let Some(f) = first {
+                    assert!(read.get(&tree, &f).unwrap().is_some());
+                }
+                checks.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    });
+    assert_eq!(commits.load(Ordering::Relaxed), COMMITS);
+    assert!(checks.load(Ordering::Relaxed) > 0, "the checker never ran");
+}
