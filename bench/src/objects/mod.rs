@@ -81,7 +81,8 @@ pub struct ObjectsArgs {
     #[arg(long)]
     pub quick: bool,
     /// Engines, comma-separated: larder,larder-pre,larder-trees,ext4,rocksdb,fjall,lmdb,redb
-    /// (larder-pre: containers created with the store; 1 MiB puts only;
+    /// (larder-pre: containers and log segments created with the store;
+    /// durable puts only (a, b, c);
     /// larder-trees: Larder's transactional trees, built with its feature).
     #[arg(long, default_value = "larder,larder-pre,ext4,rocksdb,fjall,lmdb")]
     pub engines: String,
@@ -188,13 +189,14 @@ impl Workload {
     }
 
     /// Whether `engine` takes part (the delete workload is Larder and ext4
-    /// only; larder-pre runs the 1 MiB puts only; larder-trees, whose values
+    /// only; larder-pre runs the durable puts only (a, b, c); larder-trees, whose values
     /// are at most 1 MiB and written whole, not the 1 MiB puts).
     pub fn runs_on(self, engine: &str) -> bool {
         match (self, engine) {
             (_, CEILING) => self.has_ceiling(),
             (Workload::Delete, e) => e == "larder" || e == "ext4",
             (Workload::Big, e) => e != "larder-trees",
+            (Workload::Put1 | Workload::Put8, _) => true,
             (_, e) => e != "larder-pre",
         }
     }

@@ -184,7 +184,7 @@ fn puts_table(o: &mut String, plan: &Plan, results: &Results, w: Workload) {
         let vs = |engine: &str| ratio(pre, metric(results, w, engine, "puts", rate));
         let _ = writeln!(
             o,
-            "\nlarder-pre (containers created with the store, as the ceiling's file is written before timing) \
+            "\nlarder-pre (containers and log segments created with the store, as the ceiling's file is written before timing) \
              ÷ ceiling: {}; ÷ rocksdb: {}; ÷ ext4: {}.",
             vs(CEILING),
             vs("rocksdb"),

@@ -106,6 +106,31 @@ impl Inner {
         }
     }
 
+    /// Creates free segments until the log holds
+    /// [`crate::Options::min_segments`] files. Best effort, as
+    /// [`Inner::create_spare`]: it stops at the first failure (logged),
+    /// and rotations create what is missing when they need it.
+    pub(crate) fn create_ready_segments(&self) {
+        loop {
+            let id = {
+                let mut st = self.state.lock();
+                if st.closed || st.total_segments >= self.options.min_segments.min(self.options.max_segments) {
+                    return;
+                }
+                st.total_segments += 1;
+                st.next_id += 1;
+                st.next_id - 1
+            };
+            match self.create_segment(id) {
+                Ok(seg) => self.state.lock().free.push_back(seg),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "could not create a log segment ahead of need");
+                    return;
+                }
+            }
+        }
+    }
+
     /// Creates segment `id` (already counted in `total_segments`). On
     /// failure the partial file is removed and uncounted, so a retry can
     /// create another; if even the removal fails the file stays counted

@@ -385,6 +385,9 @@ impl Log {
             // zero-filled segment it never uses).
             inner.create_spare();
         }
+        if !clean_on_disk {
+            inner.create_ready_segments();
+        }
         let flusher = match inner.options.buffered_sync_interval {
             Some(interval) => {
                 let inner = inner.clone();

@@ -68,6 +68,17 @@ pub struct Options {
     /// test machine 8 durable writers gained about 7% over 1, and 4 lost
     /// (more, smaller groups: each sync costs CPU in the kernel).
     pub max_groups_in_flight: usize,
+    /// Segment files the log holds, zero-filled, once open: those missing
+    /// are created at open (before any record is replayed), unless the
+    /// log was closed cleanly (such an open writes nothing). A log sized
+    /// ahead of its records, as a careful user sizes a database file: the
+    /// first `min_segments * segment_bytes` of records are written while
+    /// no segment is being zero-filled beside them (a zero-fill doubles
+    /// the bytes the device takes and slows the groups' syncs meanwhile).
+    /// Best effort, like the spare made at open: a segment that cannot be
+    /// created (a full disk) is created when a rotation needs it. At most
+    /// `max_segments`. Default 0: only the one spare.
+    pub min_segments: usize,
     /// See [`OnDurable`]. Default none: the caller applies records itself
     /// and must do so in LSN order.
     pub on_durable: Option<OnDurable>,
@@ -87,6 +98,7 @@ impl Default for Options {
             buffered_sync_interval: Some(Duration::from_millis(10)),
             full_wait: Duration::from_secs(60),
             max_groups_in_flight: 2,
+            min_segments: 0,
             on_durable: None,
             on_checkpoint_needed: None,
             on_poison: None,
@@ -104,6 +116,7 @@ impl std::fmt::Debug for Options {
             .field("buffered_sync_interval", &self.buffered_sync_interval)
             .field("full_wait", &self.full_wait)
             .field("max_groups_in_flight", &self.max_groups_in_flight)
+            .field("min_segments", &self.min_segments)
             .field("on_durable", &self.on_durable.is_some())
             .field("on_checkpoint_needed", &self.on_checkpoint_needed.is_some())
             .field("on_poison", &self.on_poison.is_some())
@@ -139,6 +152,9 @@ impl Options {
         }
         if self.max_groups_in_flight == 0 {
             return bad("max_groups_in_flight", "must be at least 1");
+        }
+        if self.min_segments > self.max_segments {
+            return bad("min_segments", "must not exceed max_segments");
         }
         Ok(())
     }

@@ -37,12 +37,25 @@ impl Larder {
             // container is created while puts are timed.
             let data = spec.ops.saturating_mul(spec.threads as u64).saturating_mul(spec.value_bytes as u64);
             space.min_containers = data.div_ceil(space.container_bytes) + space.spare_containers;
+            // And log segments for every record of the run plus the spare,
+            // so no segment is zero-filled while puts are timed (as the
+            // ceiling's file is written before its overwrites): a put's
+            // record takes its value if inline (up to 4 KiB) and up to a
+            // block more for the header, the metadata and the rounding.
+            let log = &mut options.store.log;
+            let puts = spec.ops.saturating_mul(spec.threads as u64);
+            let record = (spec.value_bytes as u64).min(4096) + 4096;
+            let segments = puts.saturating_mul(record).div_ceil(log.segment_bytes) as usize + 1;
+            log.min_segments = segments.min(log.max_segments);
         }
         let prealloc = if preallocated {
             format!(
-                "; {} containers of {} MiB created with the store (min_containers)",
-                space.min_containers,
-                space.container_bytes >> 20
+                "; {} containers of {} MiB and {} log segments of {} MiB created with the store (min_containers, \
+                 log.min_segments)",
+                options.store.space.min_containers,
+                options.store.space.container_bytes >> 20,
+                options.store.log.min_segments,
+                options.store.log.segment_bytes >> 20
             )
         } else {
             String::new()
