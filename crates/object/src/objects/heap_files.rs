@@ -55,8 +55,10 @@ impl Store {
         self.heap_dir().join(id.to_string())
     }
 
-    /// Creates the heap directory (durably) if it is missing.
-    fn ensure_heap_dir(&self) -> Result<()> {
+    /// Creates the heap directory (durably) if it is missing. Creating a
+    /// heap calls it, so that its first object's create does not also pay
+    /// for the directory (and the store directory's sync).
+    pub fn ensure_heap_dir(&self) -> Result<()> {
         let dir = self.heap_dir();
         if !self.storage().exists(&dir)? {
             self.storage().create_dir_all(&dir)?;
