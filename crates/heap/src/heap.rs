@@ -57,6 +57,10 @@ pub(crate) struct Shared {
     /// before the freed object leaves `attached`: an attach that saw no
     /// change across its reads and its insert cannot have raced a free.
     pub(crate) frees: std::sync::atomic::AtomicU64,
+    /// Whether a sync of a heap file created since the `heap/` directory's
+    /// last sync makes its name durable too (asked once, at the first sync
+    /// that created files).
+    pub(crate) file_sync_keeps_entry: std::sync::OnceLock<bool>,
 }
 
 /// The heaps open in this process, by store (its address, which its
@@ -212,6 +216,7 @@ impl Heap {
                     lazy_checks: std::sync::atomic::AtomicU64::new(0),
                     sync_lock: Mutex::new(()),
                     frees: std::sync::atomic::AtomicU64::new(0),
+                    file_sync_keeps_entry: std::sync::OnceLock::new(),
                 });
                 open.insert(key, Arc::downgrade(&shared));
                 shared

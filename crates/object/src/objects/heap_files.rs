@@ -140,6 +140,15 @@ impl Store {
         Ok(self.storage().sync_dir(&self.heap_dir())?)
     }
 
+    /// Whether syncing a heap file created since the heap directory's last
+    /// sync also makes its name durable
+    /// ([`larder_io::Storage::file_sync_keeps_new_entry`]): then a caller
+    /// that synced every file it created need not sync the directory.
+    pub fn heap_file_sync_keeps_entry(&self) -> Result<bool> {
+        self.ensure_heap_dir()?;
+        Ok(self.storage().file_sync_keeps_new_entry(&self.heap_dir())?)
+    }
+
     /// Maps the file of heap object `id` (see `larder_io::Storage::map_shared`).
     pub fn map_heap_file(&self, id: u64, reserve: u64, access: MapAccess) -> Result<SharedRegion> {
         Ok(self.storage().map_shared(&self.heap_file_path(id), reserve, access)?)
