@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use larder_io::{MapAccess, SharedRegion};
+use larder_io::{IoError, MapAccess, SharedRegion};
 use larder_object::meta::DataLocation;
 use parking_lot::{Mutex, RwLock};
 
@@ -138,6 +138,8 @@ impl Heap {
             }
         }
         let missing = || not_found(format!("object {id}"));
+        // Read before the object's records: see the check after the insert.
+        let frees = self.shared.frees.load(Ordering::SeqCst);
         let onode = self.shared.store.stat(id)?.ok_or_else(missing)?;
         if onode.location != (DataLocation::OwnFile { file: id }) {
             return Err(missing());
@@ -153,17 +155,18 @@ impl Heap {
         } else {
             return Err(HeapError::PermissionDenied { what: format!("map object {id}") });
         };
-        let file_len = match self.shared.store.open_heap_file(id, false) {
-            Ok(file) => file.len()?,
+        let region = match self.map_file(id, access) {
+            Ok(region) => region,
             // Freed and removed since the record was read.
-            Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => return Err(missing()),
-            Err(e) => return Err(e.into()),
+            Err(HeapError::Object(larder_object::ObjectError::Io(e))) if e.is_not_found() => return Err(missing()),
+            Err(e) => return Err(e),
         };
+        // The region is the file's length when it was mapped.
+        let file_len = region.len();
         if file_len < record.durable_size || file_len < onode.size {
             let durable = record.durable_size.max(onode.size);
             return Err(HeapError::Shrunk { object: id, file_len, durable });
         }
-        let region = self.shared.store.map_heap_file(id, reserve_for(file_len), access)?;
         // The allocator of this heap may have grown the file past the
         // committed size (committed at the next sync).
         let size = if self.has_arena(id) { onode.size.max(file_len) } else { onode.size };
@@ -181,11 +184,37 @@ impl Heap {
         };
         let attached = map.write().entry(id).or_insert(attached).clone();
         // A free that committed while this mapped the file: not attached.
-        if self.shared.store.heap_object(id)?.is_none() {
+        // A free counts itself before it removes its object from the maps,
+        // so either the count moved since it was read above, or the free
+        // removes what was just inserted (the object then reads as got
+        // before it was freed). Frees come only through this heap's
+        // handles in this process (the store is this process's alone).
+        if self.shared.frees.load(Ordering::SeqCst) != frees && self.shared.store.heap_object(id)?.is_none() {
             map.write().remove(&id);
             return Err(missing());
         }
         Ok(attached)
+    }
+
+    /// Maps object `id`'s file in a reservation for its length: one open
+    /// of the file (the mapping tells its length), a second only for a file
+    /// longer than half the smallest reservation.
+    fn map_file(&self, id: u64, access: MapAccess) -> Result<SharedRegion> {
+        let store = &self.shared.store;
+        match store.map_heap_file(id, MIN_RESERVE_BYTES, access) {
+            Ok(region) if reserve_for(region.len()) <= region.reserve() => Ok(region),
+            Ok(region) => {
+                let len = region.len();
+                drop(region);
+                Ok(store.map_heap_file(id, reserve_for(len), access)?)
+            }
+            // Longer than the reservation: its length first.
+            Err(larder_object::ObjectError::Io(IoError::InvalidInput { .. })) => {
+                let len = store.open_heap_file(id, false)?.len()?;
+                Ok(store.map_heap_file(id, reserve_for(len), access)?)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Unmaps object `id` (once no caller holds its mapping); bytes an

@@ -53,6 +53,14 @@ pub(crate) struct Shared {
     pub(crate) lazy_checks: std::sync::atomic::AtomicU64,
     /// One sync at a time: each commits the durable sizes it measured.
     pub(crate) sync_lock: Mutex<()>,
+    /// Frees of this heap's objects committed by this process, counted
+    /// before the freed object leaves `attached`: an attach that saw no
+    /// change across its reads and its insert cannot have raced a free.
+    pub(crate) frees: std::sync::atomic::AtomicU64,
+    /// Whether a sync of a heap file created since the `heap/` directory's
+    /// last sync makes its name durable too (asked once, at the first sync
+    /// that created files).
+    pub(crate) file_sync_keeps_entry: std::sync::OnceLock<bool>,
 }
 
 /// The heaps open in this process, by store (its address, which its
@@ -112,7 +120,12 @@ impl Heap {
                 return Self::existing(store, path, d.child, credentials);
             }
             match Self::create(store, parent, &last, &credentials) {
-                Ok(root) => return Self::existing(store, path, root, credentials),
+                Ok(root) => {
+                    // The store's `heap/` directory, made once here rather
+                    // than by the heap's first allocation.
+                    store.ensure_heap_dir()?;
+                    return Self::existing(store, path, root, credentials);
+                }
                 // Another opener made it first: open theirs.
                 Err(HeapError::AlreadyExists { .. }) => continue,
                 Err(e) => return Err(e),
@@ -202,6 +215,8 @@ impl Heap {
                     arenas: RwLock::new(IdMap::default()),
                     lazy_checks: std::sync::atomic::AtomicU64::new(0),
                     sync_lock: Mutex::new(()),
+                    frees: std::sync::atomic::AtomicU64::new(0),
+                    file_sync_keeps_entry: std::sync::OnceLock::new(),
                 });
                 open.insert(key, Arc::downgrade(&shared));
                 shared

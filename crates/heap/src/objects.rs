@@ -209,6 +209,9 @@ impl Heap {
             let names = self.name_records(id)?;
             match self.free_once(id, &names) {
                 Ok(lsn) => {
+                    // Counted before the object leaves the maps (see
+                    // `Shared::frees`).
+                    self.shared.frees.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     self.shared.attached.write().remove(&id);
                     self.shared.readers.write().remove(&id);
                     self.drop_arena(id);

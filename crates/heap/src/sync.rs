@@ -23,7 +23,9 @@ impl Heap {
     /// object's bytes are written back (msync), (2) the files created,
     /// grown or written since the last sync are synced (but for those a
     /// real mapping's msync covered whole), (3) the `heap/`
-    /// directory is synced if files were created, (4) one durable
+    /// directory is synced if files were created, unless the storage says
+    /// step 1 or 2's sync of a new file made its name durable too (ext4),
+    /// (4) one durable
     /// transaction records each synced object's durable size (and commits
     /// every earlier transaction with it). Files of freed objects are then
     /// removed, their frees being durable.
@@ -77,7 +79,11 @@ impl Heap {
                     Err(e) => return Err(e.into()),
                 }
             }
-            if dir_changed {
+            // Every file created since the last sync is in `ids`: synced
+            // above (msync or fdatasync) unless freed since, and then its
+            // name need not last. Where such a sync makes the file's name
+            // durable too, the directory's own sync would only flush again.
+            if dir_changed && !self.file_sync_keeps_entry()? {
                 self.shared.store.sync_heap_dir()?;
             }
             self.commit_synced(&sizes)
@@ -89,6 +95,16 @@ impl Heap {
             return Err(e);
         }
         self.remove_freed_files()
+    }
+
+    /// Whether syncing a file created in `heap/` made its name durable
+    /// (`Store::heap_file_sync_keeps_entry`, asked once per open heap).
+    fn file_sync_keeps_entry(&self) -> Result<bool> {
+        if let Some(&kept) = self.shared.file_sync_keeps_entry.get() {
+            return Ok(kept);
+        }
+        let kept = self.shared.store.heap_file_sync_keeps_entry()?;
+        Ok(*self.shared.file_sync_keeps_entry.get_or_init(|| kept))
     }
 
     /// Step 4 of `sync`: durable transactions that record, per object

@@ -177,6 +177,10 @@ impl Storage for CheckedStorage {
         self.inner.shares_flush(synced, written)
     }
 
+    fn file_sync_keeps_new_entry(&self, dir: &Path) -> IoResult<bool> {
+        self.inner.file_sync_keeps_new_entry(dir)
+    }
+
     fn checked(&self) -> Option<CheckedStorage> {
         Some(self.clone())
     }

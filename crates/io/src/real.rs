@@ -113,16 +113,23 @@ impl Storage for RealStorage {
     /// (ext4 and XFS do: a journal commit with a flush, or an explicit
     /// flush when no commit was needed).
     fn shares_flush(&self, synced: &Path, written: &Path) -> IoResult<bool> {
-        const EXT4_SUPER_MAGIC: u64 = 0xEF53;
-        const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
         let (a, b) = (stat_path(synced)?, stat_path(written)?);
         if a.st_dev != b.st_dev {
             return Ok(false);
         }
-        let fs = rustix::fs::statfs(written).map_err(|e| IoError::os("statfs", written, e.into()))?;
-        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-        let magic = u64::try_from(fs.f_type as i64).unwrap_or(0);
+        let magic = file_system_magic(written)?;
         Ok(magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC)
+    }
+
+    /// Only on ext4. With a journal, creating a file and its directory
+    /// entry are one transaction, and the file's fdatasync commits the
+    /// transaction that created the inode or a later one (the new inode's
+    /// datasync transaction is set at its creation; jbd2 commits in order);
+    /// without a journal, ext4's fsync syncs the directory of an inode
+    /// created since (`ext4_sync_parent`). msync(MS_SYNC) is the same
+    /// fdatasync of the mapped range.
+    fn file_sync_keeps_new_entry(&self, dir: &Path) -> IoResult<bool> {
+        Ok(file_system_magic(dir)? == EXT4_SUPER_MAGIC)
     }
 
     /// Opens the file, maps it over the whole reservation and closes it
@@ -257,6 +264,17 @@ impl File for RealFile {
         crate::write_back::sync_file_range(&self.file, offset, len, true)
             .map_err(|e| IoError::os("write_back", &self.path, e))
     }
+}
+
+const EXT4_SUPER_MAGIC: u64 = 0xEF53;
+const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
+
+/// The `f_type` of the file system holding `path`.
+fn file_system_magic(path: &Path) -> IoResult<u64> {
+    let fs = rustix::fs::statfs(path).map_err(|e| IoError::os("statfs", path, e.into()))?;
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let magic = u64::try_from(fs.f_type as i64).unwrap_or(0);
+    Ok(magic)
 }
 
 fn stat_path(path: &Path) -> IoResult<rustix::fs::Stat> {

@@ -165,6 +165,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = (synced, written);
         Ok(false)
     }
+    /// Whether a sync of a file created in directory `dir` since `dir`'s
+    /// last sync ([`File::sync_data`], or `msync(MS_SYNC)` of a mapping of
+    /// it) also makes the file's entry in `dir` durable, so that syncing
+    /// `dir` after it would add only a device flush. The default says no:
+    /// the directory is then synced.
+    fn file_sync_keeps_new_entry(&self, dir: &Path) -> IoResult<bool> {
+        let _ = dir;
+        Ok(false)
+    }
     /// The poison latch this storage already goes through, if it is a
     /// [`crate::CheckedStorage`]: an engine wraps its storage in one only
     /// once, so every handle shares one latch.

@@ -55,8 +55,10 @@ impl Store {
         self.heap_dir().join(id.to_string())
     }
 
-    /// Creates the heap directory (durably) if it is missing.
-    fn ensure_heap_dir(&self) -> Result<()> {
+    /// Creates the heap directory (durably) if it is missing. Creating a
+    /// heap calls it, so that its first object's create does not also pay
+    /// for the directory (and the store directory's sync).
+    pub fn ensure_heap_dir(&self) -> Result<()> {
         let dir = self.heap_dir();
         if !self.storage().exists(&dir)? {
             self.storage().create_dir_all(&dir)?;
@@ -136,6 +138,15 @@ impl Store {
     pub fn sync_heap_dir(&self) -> Result<()> {
         self.ensure_heap_dir()?;
         Ok(self.storage().sync_dir(&self.heap_dir())?)
+    }
+
+    /// Whether syncing a heap file created since the heap directory's last
+    /// sync also makes its name durable
+    /// ([`larder_io::Storage::file_sync_keeps_new_entry`]): then a caller
+    /// that synced every file it created need not sync the directory.
+    pub fn heap_file_sync_keeps_entry(&self) -> Result<bool> {
+        self.ensure_heap_dir()?;
+        Ok(self.storage().file_sync_keeps_new_entry(&self.heap_dir())?)
     }
 
     /// Maps the file of heap object `id` (see `larder_io::Storage::map_shared`).
