@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use std::os::fd::OwnedFd;
 
+use larder_protocol::backoff::Spinner;
 use larder_protocol::codec::{decode_response, encode_request};
 use larder_protocol::descriptor::{receive_descriptor, DescriptorError};
 use larder_protocol::doorbell::Doorbell;
@@ -39,9 +40,10 @@ const DESCRIPTOR_WAIT: Duration = Duration::from_secs(5);
 /// How long the handshake may take before the client gives up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Times a waiting client checks its ring before it sleeps on the futex:
-/// about the server's time for a small request.
-const SPINS: u32 = 2_000;
+/// Most checks a waiting client spins on its completion ring before it
+/// sleeps on the futex; each ring's spinner adapts below this to how its
+/// answers arrive (`larder_protocol::backoff`).
+const MAX_SPINS: u32 = 2_000;
 
 /// Most redirects one request follows. A file that moves while its
 /// request travels redirects it again; only a server that never settles
@@ -56,6 +58,8 @@ const REDIRECTS_BEFORE_YIELD: usize = 8;
 struct Channel {
     record: Vec<u8>,
     reply: Vec<u8>,
+    /// How long a wait for this ring's completions spins.
+    spinner: Spinner,
 }
 
 /// A live connection to a server.
@@ -95,7 +99,11 @@ impl Connection {
         let connected = client_handshake(&stream, HANDSHAKE_TIMEOUT)
             .map_err(|source| ClientError::Handshake { path: socket.to_path_buf(), source })?;
         let workers = connected.welcome.layout.workers as usize;
-        let channels = (0..workers).map(|_| Mutex::new(Channel { record: Vec::new(), reply: Vec::new() })).collect();
+        let channels = (0..workers)
+            .map(|_| {
+                Mutex::new(Channel { record: Vec::new(), reply: Vec::new(), spinner: Spinner::adaptive(MAX_SPINS) })
+            })
+            .collect();
         Ok(Connection {
             socket: socket.to_path_buf(),
             stream,
@@ -220,7 +228,7 @@ impl Connection {
             .get(worker as usize)
             .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
         let mut channel = channel.lock();
-        let Channel { record, reply } = &mut *channel;
+        let Channel { record, reply, spinner } = &mut *channel;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         record.clear();
         encode_request(id, request, record);
@@ -257,7 +265,7 @@ impl Connection {
                 // thread saw the server gone: nobody waits for it.
                 continue;
             }
-            match rings.wait_for_completion(SPINS, WAIT_SLICE) {
+            match rings.wait_for_completion(spinner, WAIT_SLICE) {
                 Ok(Wake::TimedOut) | Err(_) => self.check_alive()?,
                 Ok(Wake::Ready | Wake::Woken) => {}
             }

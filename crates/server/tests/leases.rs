@@ -249,7 +249,9 @@ impl SilentClient {
                 assert_eq!(got, id);
                 return response;
             }
-            rings.wait_for_completion(1000, Duration::from_millis(100)).unwrap();
+            rings
+                .wait_for_completion(&mut larder_protocol::backoff::Spinner::fixed(1000), Duration::from_millis(100))
+                .unwrap();
         }
     }
 
