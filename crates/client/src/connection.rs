@@ -128,7 +128,10 @@ impl Connection {
             home: AtomicU32::new(connected.welcome.primary_worker),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
-            cache: std::sync::Arc::new(crate::cache::Cache::new(leases)),
+            cache: std::sync::Arc::new(crate::cache::Cache::new(
+                leases,
+                crate::cache::max_kept_handles(connected.welcome.max_open_handles),
+            )),
             descriptors: Mutex::new(HashMap::new()),
             descriptors_received: AtomicU64::new(0),
             next_tag: AtomicU64::new(1),
