@@ -2,8 +2,8 @@
 //! a round trip through larder-client. It speaks the same handshake (a
 //! sealed region, the doorbell), and its one worker takes each request,
 //! answers it with the response kind the client expects and wakes the
-//! client exactly as `larder serve`'s worker does (bounded spinning, then
-//! a timed doorbell sleep). It touches no storage: it keeps a table of
+//! client exactly as `larder serve`'s worker does (adaptive bounded spinning,
+//! then a timed doorbell sleep). It touches no storage: it keeps a table of
 //! names, so that creates are real creates (a later resolve finds the
 //! name) and listings list what was made, as the do-nothing FUSE file
 //! system of the fs suite does; reads answer zeros of the length asked,
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use larder_protocol::backoff::Spinner;
 use larder_protocol::codec::{decode_request, encode_response};
 use larder_protocol::doorbell::Doorbell;
 use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
@@ -31,8 +32,8 @@ use parking_lot::Mutex;
 
 /// Requests taken from one client's ring per round (as `larder serve`).
 const BATCH: usize = 16;
-/// Empty rounds before the worker sleeps (as `larder serve`).
-const SPIN_ROUNDS: u32 = 2_000;
+/// Most empty rounds before the worker sleeps (as `larder serve`).
+const MAX_SPIN_ROUNDS: u32 = 2_000;
 /// Longest doorbell sleep (as `larder serve`).
 const SLEEP: Duration = Duration::from_millis(100);
 /// The one worker.
@@ -116,7 +117,9 @@ fn work(doorbell: &Doorbell, clients: &Clients) {
     let mut snapshot: Vec<Arc<NullClient>> = Vec::new();
     let mut generation = u64::MAX;
     let (mut record, mut reply) = (Vec::new(), Vec::new());
-    let mut idle_rounds = 0u32;
+    // Spins before sleeping as `larder serve`'s worker does.
+    let mut spinner = Spinner::adaptive(MAX_SPIN_ROUNDS);
+    let (mut idle_rounds, mut spin_limit) = (0u32, 0u32);
     loop {
         if clients.generation.load(Ordering::Acquire) != generation {
             generation = clients.generation.load(Ordering::Acquire);
@@ -127,14 +130,21 @@ fn work(doorbell: &Doorbell, clients: &Clients) {
             served += serve(&mut state, client, &mut record, &mut reply);
         }
         if served > 0 {
-            idle_rounds = 0;
+            if idle_rounds > 0 {
+                spinner.finish(idle_rounds, true);
+                idle_rounds = 0;
+            }
             continue;
         }
-        idle_rounds += 1;
-        if idle_rounds < SPIN_ROUNDS {
+        if idle_rounds == 0 {
+            spin_limit = spinner.start();
+        }
+        if idle_rounds < spin_limit {
+            idle_rounds += 1;
             std::hint::spin_loop();
             continue;
         }
+        spinner.finish(idle_rounds, false);
         idle_rounds = 0;
         let Ok(seen) = doorbell.seen(WORKER) else { continue };
         let rings: Vec<ServerRings<'_>> = snapshot

@@ -39,8 +39,15 @@ const MAX_PAGES: usize = 256;
 /// Files cached at once at most.
 const MAX_FILES: usize = 1024;
 
-/// Opens kept after close at most, over all files.
-const MAX_KEPT_HANDLES: usize = 256;
+/// Opens kept after close at most, over all files, given the session's
+/// limit of open handles: seven eighths of it, so the application's own
+/// opens rarely meet EMFILE (which releases every kept open and tries
+/// again). A client that opens and closes files of a set larger than
+/// this pays an open's round trip for each file beyond it.
+pub(crate) fn max_kept_handles(max_open_handles: u32) -> usize {
+    let max = max_open_handles as usize;
+    max - max / 8
+}
 
 /// Lookups cached per directory at most.
 const MAX_LOOKUPS: usize = 4096;
@@ -122,6 +129,8 @@ pub struct CacheCounters {
 /// The cache of one connection.
 pub(crate) struct Cache {
     enabled: bool,
+    /// Opens kept after close at most (`max_kept_handles`).
+    max_kept_handles: usize,
     state: Mutex<State>,
     cached_opens: AtomicU64,
     cached_reads: AtomicU64,
@@ -140,9 +149,10 @@ pub(crate) fn open_class(flags: i32) -> Option<i32> {
 }
 
 impl Cache {
-    pub(crate) fn new(enabled: bool) -> Cache {
+    pub(crate) fn new(enabled: bool, max_kept_handles: usize) -> Cache {
         Cache {
             enabled,
+            max_kept_handles,
             state: Mutex::new(State { next_version: 1, ..State::default() }),
             cached_opens: AtomicU64::new(0),
             cached_reads: AtomicU64::new(0),
@@ -314,7 +324,7 @@ impl Cache {
         }
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        if state.kept_handles >= MAX_KEPT_HANDLES {
+        if state.kept_handles >= self.max_kept_handles {
             state.handle_files.remove(&handle);
             return false;
         }

@@ -6,14 +6,15 @@
 //! flight; threads that share a client queue on the channel, and a program
 //! that wants requests in flight at once on one worker opens more clients.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use std::os::fd::OwnedFd;
 
+use larder_protocol::backoff::Spinner;
 use larder_protocol::codec::{decode_response, encode_request};
 use larder_protocol::descriptor::{receive_descriptor, DescriptorError};
 use larder_protocol::doorbell::Doorbell;
@@ -39,9 +40,10 @@ const DESCRIPTOR_WAIT: Duration = Duration::from_secs(5);
 /// How long the handshake may take before the client gives up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Times a waiting client checks its ring before it sleeps on the futex:
-/// about the server's time for a small request.
-const SPINS: u32 = 2_000;
+/// Most checks a waiting client spins on its completion ring before it
+/// sleeps on the futex; each ring's spinner adapts below this to how its
+/// answers arrive (`larder_protocol::backoff`).
+const MAX_SPINS: u32 = 2_000;
 
 /// Most redirects one request follows. A file that moves while its
 /// request travels redirects it again; only a server that never settles
@@ -56,6 +58,11 @@ const REDIRECTS_BEFORE_YIELD: usize = 8;
 struct Channel {
     record: Vec<u8>,
     reply: Vec<u8>,
+    /// How long a wait for this ring's completions spins.
+    spinner: Spinner,
+    /// Releases posted on this ring whose completions were not read yet,
+    /// in order: (request id, handle).
+    posted: VecDeque<(u64, u64)>,
 }
 
 /// A live connection to a server.
@@ -85,6 +92,11 @@ pub(crate) struct Connection {
     /// server, which bounds those in flight).
     descriptors_received: AtomicU64,
     next_tag: AtomicU64,
+    /// Releases posted and not yet answered, over all rings.
+    posted: AtomicUsize,
+    /// Posted releases answered with a redirect (their file moved):
+    /// (handle, worker), released again there before the next call.
+    redirected_releases: Mutex<Vec<(u64, u32)>>,
 }
 
 impl Connection {
@@ -95,7 +107,16 @@ impl Connection {
         let connected = client_handshake(&stream, HANDSHAKE_TIMEOUT)
             .map_err(|source| ClientError::Handshake { path: socket.to_path_buf(), source })?;
         let workers = connected.welcome.layout.workers as usize;
-        let channels = (0..workers).map(|_| Mutex::new(Channel { record: Vec::new(), reply: Vec::new() })).collect();
+        let channels = (0..workers)
+            .map(|_| {
+                Mutex::new(Channel {
+                    record: Vec::new(),
+                    reply: Vec::new(),
+                    spinner: Spinner::adaptive(MAX_SPINS),
+                    posted: VecDeque::new(),
+                })
+            })
+            .collect();
         Ok(Connection {
             socket: socket.to_path_buf(),
             stream,
@@ -107,10 +128,15 @@ impl Connection {
             home: AtomicU32::new(connected.welcome.primary_worker),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
-            cache: std::sync::Arc::new(crate::cache::Cache::new(leases)),
+            cache: std::sync::Arc::new(crate::cache::Cache::new(
+                leases,
+                crate::cache::max_kept_handles(connected.welcome.max_open_handles),
+            )),
             descriptors: Mutex::new(HashMap::new()),
             descriptors_received: AtomicU64::new(0),
             next_tag: AtomicU64::new(1),
+            posted: AtomicUsize::new(0),
+            redirected_releases: Mutex::new(Vec::new()),
         })
     }
 
@@ -181,6 +207,7 @@ impl Connection {
         } else {
             handle.and_then(|h| self.handle_workers.lock().get(&h).copied()).unwrap_or(home)
         };
+        self.settle_posted(worker)?;
         for redirects in 0..MAX_REDIRECTS {
             if redirects >= REDIRECTS_BEFORE_YIELD {
                 std::thread::yield_now();
@@ -220,20 +247,38 @@ impl Connection {
             .get(worker as usize)
             .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
         let mut channel = channel.lock();
-        let Channel { record, reply } = &mut *channel;
+        let id = self.send(worker, &mut channel, request)?;
+        loop {
+            if let Some((reply_id, response)) = self.next_completion(worker, &mut channel)? {
+                if reply_id == id {
+                    return Ok(response);
+                }
+            }
+        }
+    }
+
+    /// Sends `request` on `worker`'s ring (its lock held as `channel`),
+    /// ringing the worker if it sleeps; returns the request's id.
+    fn send(&self, worker: u32, channel: &mut Channel, request: &Request) -> Result<u64> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        record.clear();
-        encode_request(id, request, record);
+        channel.record.clear();
+        encode_request(id, request, &mut channel.record);
         let rings = self.region.client_rings(worker).map_err(|e| ClientError::Protocol(e.to_string()))?;
         loop {
-            match rings.send(record) {
+            match rings.send(&channel.record) {
                 Ok(true) => break,
                 // Full: the server has not taken earlier requests yet
-                // (of calls abandoned when the server looked gone).
+                // (posted releases, or calls abandoned when the server
+                // looked gone). Reading their completions makes room for
+                // a back-pressured client.
                 Ok(false) => {
                     self.ring_doorbell(worker);
-                    std::thread::yield_now();
-                    self.check_alive()?;
+                    if rings.has_completion() {
+                        self.next_completion(worker, channel)?;
+                    } else {
+                        std::thread::yield_now();
+                        self.check_alive()?;
+                    }
                 }
                 Err(SendError::TooLarge { length, max }) => {
                     return Err(ClientError::Invalid(format!(
@@ -246,22 +291,93 @@ impl Connection {
         if rings.server_sleeping() {
             self.ring_doorbell(worker);
         }
+        Ok(id)
+    }
+
+    /// Waits for the next completion on `worker`'s ring (its lock held as
+    /// `channel`) and returns it, or `None` when it was the answer to a
+    /// posted release (recorded here) or to a call abandoned when its
+    /// thread saw the server gone (nobody waits for it).
+    fn next_completion(&self, worker: u32, channel: &mut Channel) -> Result<Option<(u64, Response)>> {
+        let rings = self.region.client_rings(worker).map_err(|e| ClientError::Protocol(e.to_string()))?;
         loop {
-            if rings.receive(reply).map_err(|e| ClientError::Protocol(e.to_string()))? {
+            if rings.receive(&mut channel.reply).map_err(|e| ClientError::Protocol(e.to_string()))? {
                 let (reply_id, response) =
-                    decode_response(reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
-                if reply_id == id {
-                    return Ok(response);
+                    decode_response(&channel.reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
+                if let Some(&(posted_id, handle)) = channel.posted.front() {
+                    if posted_id == reply_id {
+                        channel.posted.pop_front();
+                        self.posted.fetch_sub(1, Ordering::AcqRel);
+                        if let Response::Redirect { worker: to } = response {
+                            self.redirected_releases.lock().push((handle, to));
+                        }
+                        return Ok(None);
+                    }
                 }
-                // A completion of an earlier call abandoned when its
-                // thread saw the server gone: nobody waits for it.
-                continue;
+                return Ok(Some((reply_id, response)));
             }
-            match rings.wait_for_completion(SPINS, WAIT_SLICE) {
+            match rings.wait_for_completion(&mut channel.spinner, WAIT_SLICE) {
                 Ok(Wake::TimedOut) | Err(_) => self.check_alive()?,
                 Ok(Wake::Ready | Wake::Woken) => {}
             }
         }
+    }
+
+    /// Releases `handle` without waiting for the answer (a close, whose
+    /// error nobody could act on): the release is sent on the ring of
+    /// the handle's worker, and its answer read by the next call there.
+    /// A call to another worker first waits for the releases posted
+    /// elsewhere (`settle_posted`), so this client's requests still
+    /// take effect in its order.
+    pub(crate) fn post_release(&self, handle: u64) -> Result<()> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(ClientError::ServerGone);
+        }
+        let worker = self.handle_workers.lock().remove(&handle).unwrap_or_else(|| self.home.load(Ordering::Relaxed));
+        let channel = self
+            .channels
+            .get(worker as usize)
+            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
+        let request = Request::Release { handle };
+        // The handle is gone for the cache now, whatever the answer.
+        let unusable = self.cache.after_own(&request, &Ok(Response::Done));
+        crate::cache::release_all(self, &unusable);
+        let mut channel = channel.lock();
+        let id = self.send(worker, &mut channel, &request)?;
+        channel.posted.push_back((id, handle));
+        self.posted.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Before a call on `worker`: waits for the answers of releases posted
+    /// on every other worker's ring (on `worker`'s own they execute before
+    /// the call anyway), and releases again, where their files went,
+    /// those that were redirected.
+    fn settle_posted(&self, worker: u32) -> Result<()> {
+        if self.posted.load(Ordering::Acquire) > 0 {
+            for (other, channel) in self.channels.iter().enumerate() {
+                if other == worker as usize {
+                    continue;
+                }
+                let mut channel = channel.lock();
+                while !channel.posted.is_empty() {
+                    // Answers of abandoned calls are dropped; ours are
+                    // counted as they come.
+                    self.next_completion(other as u32, &mut channel)?;
+                }
+            }
+        }
+        let redirected = std::mem::take(&mut *self.redirected_releases.lock());
+        for (handle, to) in redirected {
+            if to as usize >= self.channels.len() {
+                return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
+            }
+            self.handle_workers.lock().insert(handle, to);
+            // A failure leaves the handle to the session's end.
+            let _ = self.call_uncounted(&Request::Release { handle });
+            self.forget_handle(handle);
+        }
+        Ok(())
     }
 
     fn ring_doorbell(&self, worker: u32) {

@@ -160,7 +160,7 @@ impl Client {
         };
         self.connection.cache().opened(handle, ino);
         let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append, class, readable })
+        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append, class, readable, open: true })
     }
 
     /// Opens `ino` with `flags`; when the session's handles run out, the
@@ -216,6 +216,7 @@ impl Client {
             append,
             class: Some(class),
             readable,
+            open: true,
         }))
     }
 
@@ -251,6 +252,8 @@ pub struct File {
     class: Option<i32>,
     /// Whether it is open for reading.
     readable: bool,
+    /// Whether it still holds its handle (`close` gave it up).
+    open: bool,
 }
 
 impl File {
@@ -367,6 +370,21 @@ impl File {
         }
     }
 
+    /// Closes the file and waits for the server's answer, returning its
+    /// error if any. Dropping a `File` closes it too, without waiting:
+    /// that release takes effect before the answer of this client's next
+    /// call, and its error is lost (as a close's in `std::fs::File`).
+    /// An open the lease cache keeps for reuse is kept either way.
+    pub fn close(mut self) -> Result<()> {
+        self.open = false;
+        if let Some(class) = self.class {
+            if self.client.connection.cache().keep_handle(&self.client.connection, self.ino, class, self.handle) {
+                return Ok(());
+            }
+        }
+        self.client.release(self.handle)
+    }
+
     /// Makes the file's changes, and every earlier change, durable.
     pub fn sync_all(&self) -> Result<()> {
         self.client.done("fsync", Request::Fsync { handle: self.handle })
@@ -452,11 +470,16 @@ impl Client {
 
 impl Drop for File {
     fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
         if let Some(class) = self.class {
             if self.client.connection.cache().keep_handle(&self.client.connection, self.ino, class, self.handle) {
                 return;
             }
         }
-        let _ = self.client.release(self.handle);
+        // A close's answer changes nothing the caller could act on: the
+        // release is posted, not waited for (`Connection::post_release`).
+        let _ = self.client.connection.post_release(self.handle);
     }
 }

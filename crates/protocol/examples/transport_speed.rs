@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use larder_protocol::backoff::Spinner;
 use larder_protocol::doorbell::Doorbell;
 use larder_protocol::layout::{Layout, PAGE_BYTES};
 use larder_protocol::region::Region;
@@ -52,14 +53,14 @@ fn round_trips(sleep: bool, count: u32) -> Result<Duration> {
     let rings = region.client_rings(0)?;
     let request = [7u8; 64];
     let mut out = Vec::new();
-    let spins = if sleep { 0 } else { u32::MAX };
+    let mut spinner = if sleep { Spinner::fixed(0) } else { Spinner::fixed(u32::MAX) };
     let started = Instant::now();
     for _ in 0..count {
         while !rings.send(&request)? {}
         if rings.server_sleeping() {
             doorbell.ring(0)?;
         }
-        rings.wait_for_completion(spins, Duration::from_secs(10))?;
+        rings.wait_for_completion(&mut spinner, Duration::from_secs(10))?;
         if !rings.receive(&mut out)? {
             return Err("no completion".into());
         }

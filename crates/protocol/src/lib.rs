@@ -12,6 +12,7 @@
 //! the message types ([`message`]) and their encoding ([`codec`]). The wire formats
 //! are in `docs/format.md`, the design in `docs/server.md`.
 
+pub mod backoff;
 pub mod codec;
 pub mod credentials;
 pub mod descriptor;

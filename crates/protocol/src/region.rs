@@ -12,12 +12,12 @@
 //! One thread at a time uses a given worker's rings on each side (the
 //! rings are single-producer single-consumer).
 
-use std::hint::spin_loop;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::backoff::Spinner;
 use crate::error::{RingKind, SendError, TransportError, Violation};
 use crate::futex::{self, Wake};
 use crate::layout::{Layout, HEADER_RECORD_BYTES, REGION_MAGIC};
@@ -280,17 +280,15 @@ impl ClientRings<'_> {
         self.request.consumer_sleeping()
     }
 
-    /// Waits until a completion is published: `spins` checks first, then
-    /// sleeps on the completion ring's futex word (sleeping flag set, ring
-    /// checked once more) until woken or `timeout` passes. Call it in
-    /// bounded waits, checking between them that the server's socket is
-    /// still open. Timeouts beyond a day count as a day.
-    pub fn wait_for_completion(&self, spins: u32, timeout: Duration) -> io::Result<Wake> {
-        for _ in 0..spins {
-            if self.has_completion() {
-                return Ok(Wake::Ready);
-            }
-            spin_loop();
+    /// Waits until a completion is published: spins as `spinner` allows
+    /// first (`crate::backoff`, which learns from this wait), then sleeps on the completion ring's
+    /// futex word (sleeping flag set, ring checked once more) until woken
+    /// or `timeout` passes. Call it in bounded waits, checking between
+    /// them that the server's socket is still open. Timeouts beyond a day
+    /// count as a day.
+    pub fn wait_for_completion(&self, spinner: &mut Spinner, timeout: Duration) -> io::Result<Wake> {
+        if spinner.spin(|| self.has_completion()) {
+            return Ok(Wake::Ready);
         }
         let deadline = futex::Deadline::after(timeout);
         let mut slept = false;

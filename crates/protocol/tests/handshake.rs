@@ -77,7 +77,7 @@ fn a_welcome_hands_over_a_region_both_sides_share() {
     connected.region.data().copy_in(PAGE_BYTES, b"data").unwrap();
     assert!(rings.send(b"hello through the region").unwrap());
     connected.doorbell.ring(1).unwrap();
-    rings.wait_for_completion(1000, TIMEOUT).unwrap();
+    rings.wait_for_completion(&mut larder_protocol::backoff::Spinner::fixed(1000), TIMEOUT).unwrap();
     let mut out = Vec::new();
     assert!(rings.receive(&mut out).unwrap());
     assert_eq!(out, b"done");

@@ -133,7 +133,7 @@ fn client(path: &str) {
             connected.doorbell.ring(WORKER).unwrap();
         }
         // No spinning: every wait that finds nothing sleeps on the futex.
-        match rings.wait_for_completion(0, WAIT).unwrap() {
+        match rings.wait_for_completion(&mut larder_protocol::backoff::Spinner::fixed(0), WAIT).unwrap() {
             Wake::TimedOut => panic!("request {index}: no completion within {WAIT:?} (a lost wake-up)"),
             Wake::Woken => woken += 1,
             Wake::Ready => ready += 1,

@@ -5,14 +5,17 @@
 //! writes each completion to the client's completion ring, or, when that
 //! is full, to the client's backlog for this worker. A client whose
 //! backlog reaches its in-flight limit is not read from until it reaps
-//! completions: the server never waits for a client. After `SPIN_ROUNDS`
-//! empty rounds the worker sleeps on its doorbell (timed), having set the
-//! sleeping flag in every ring it serves so that clients ring it.
+//! completions: the server never waits for a client. After as many empty
+//! rounds as its spinner allows (`larder_protocol::backoff`: it adapts to
+//! whether requests came while it spun) the worker sleeps on its doorbell
+//! (timed), having set the sleeping flag in every ring it serves so that
+//! clients ring it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use larder_protocol::backoff::Spinner;
 use larder_protocol::codec::{decode_request, encode_response};
 use larder_protocol::error::SendError;
 use larder_protocol::message::{Request, Response};
@@ -25,8 +28,9 @@ use crate::server::Shared;
 /// Requests taken from one client's ring per round.
 const BATCH: usize = 16;
 
-/// Empty rounds before a worker sleeps (each a pass over every ring).
-const SPIN_ROUNDS: u32 = 2_000;
+/// Most empty rounds before a worker sleeps (each a pass over every
+/// ring); its spinner adapts below this.
+const MAX_SPIN_ROUNDS: u32 = 2_000;
 
 /// Longest sleep: the worker looks at the registry and the stop flag at
 /// least this often.
@@ -47,7 +51,10 @@ pub(crate) struct WorkerStats {
 pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
     let mut clients: Vec<Arc<ConnectedClient>> = Vec::new();
     let mut generation = u64::MAX;
+    let mut spinner = Spinner::adaptive(MAX_SPIN_ROUNDS);
+    // Empty rounds so far, and how many the spinner allows this time.
     let mut idle_rounds = 0u32;
+    let mut spin_limit = 0u32;
     let mut record = Vec::new();
     let mut reply = Vec::new();
     // Requests waiting for the leases they revoke to be settled.
@@ -81,16 +88,23 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
             return;
         }
         if served > 0 {
-            idle_rounds = 0;
+            if idle_rounds > 0 {
+                spinner.finish(idle_rounds, true);
+                idle_rounds = 0;
+            }
             continue;
         }
-        idle_rounds += 1;
+        if idle_rounds == 0 {
+            spin_limit = spinner.start();
+        }
         // A parked worker takes no new work: it sleeps at once, woken only
         // by a client that still sends to it (and is redirected).
-        if idle_rounds < SPIN_ROUNDS && shared.placement.is_active(worker) {
+        if idle_rounds < spin_limit && shared.placement.is_active(worker) {
+            idle_rounds += 1;
             std::hint::spin_loop();
             continue;
         }
+        spinner.finish(idle_rounds, false);
         idle_rounds = 0;
         sleep(&shared, worker, &clients, crate::deferred::patience(&deferred, SLEEP));
     }

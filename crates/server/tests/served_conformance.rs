@@ -94,10 +94,11 @@ fn an_unlinked_open_file_lives_until_its_last_close() {
     }
     assert!(back[..read] == data[..]);
     writer.write_at(b"still writable", 0).unwrap();
-    drop(writer);
+    writer.close().unwrap();
     assert_eq!(second.metadata().unwrap().len(), 200_000, "one handle left");
     assert_eq!(t.orphans(), 1);
-    drop(second);
+    // `close` waits for the release: the file is freed when it returns.
+    second.close().unwrap();
     assert_eq!(t.orphans(), 0, "freed at its last close");
 }
 

@@ -174,7 +174,10 @@ fn an_unlinked_open_file_lives_until_closed() {
         read += f.read_at(&mut out[read..], read as u64).unwrap();
     }
     assert_eq!(out, pattern(50_000, 3));
+    // A dropped file's release is posted: it has taken effect once the
+    // client's next call is answered.
     drop(f);
+    c.ping().unwrap();
     assert_eq!(t.orphans(), 0, "freed at its last close");
     let mut t = t;
     t.assert_fsck_clean();

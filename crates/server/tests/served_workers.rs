@@ -136,3 +136,41 @@ fn one_client_shared_by_threads_over_two_workers() {
     t.wait_for_clients(0);
     t.assert_fsck_clean();
 }
+
+/// A dropped file's release is posted on its owner's ring without waiting;
+/// a later call of the client on another worker waits for it first, and a
+/// posted release redirected (its file moved) is sent again where the
+/// file went. Either way the file, unlinked while open, is freed once
+/// that later call is answered.
+#[test]
+fn posted_releases_land_before_the_next_call_on_any_worker() {
+    let t = serve_with(limits(2..=2));
+    let server = t.server();
+    let first = t.client();
+    let second = t.client();
+    for (round, move_it) in [(0, false), (1, true)] {
+        let path = format!("/posted{round}");
+        first.write(&path, &pattern(10_000, round)).unwrap();
+        // The file's owner is the home of the client that opened it first.
+        let held = first.open(&path).unwrap();
+        let ino = held.ino();
+        let owner = server.file_owner(ino).unwrap();
+        let other = second.open(&path).unwrap();
+        // `second` reads, so its requests reach the owner (redirected).
+        let mut out = vec![0u8; 10_000];
+        assert_eq!(other.read_at(&mut out, 0).unwrap(), 10_000);
+        second.remove_file(&path).unwrap();
+        held.close().unwrap();
+        assert_eq!(t.orphans(), 1, "kept while second has it open");
+        if move_it {
+            assert!(server.move_file(ino, 1 - owner));
+        }
+        drop(other);
+        // A call that goes to the primary or second's home, whichever ring
+        // the release went to.
+        second.metadata("/").unwrap();
+        assert_eq!(t.orphans(), 0, "round {round}: freed at the last close");
+    }
+    let counters = server.worker_counters();
+    assert!(counters.iter().all(|c| c.requests > 0), "both workers served: {counters:?}");
+}

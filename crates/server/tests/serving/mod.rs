@@ -198,7 +198,13 @@ impl Raw {
                 return Some(decode_response(&record).unwrap());
             }
             let left = deadline.checked_duration_since(Instant::now())?;
-            match rings.wait_for_completion(1000, left.min(Duration::from_millis(50))).unwrap() {
+            match rings
+                .wait_for_completion(
+                    &mut larder_protocol::backoff::Spinner::fixed(1000),
+                    left.min(Duration::from_millis(50)),
+                )
+                .unwrap()
+            {
                 Wake::Ready | Wake::Woken | Wake::TimedOut => {}
             }
         }
