@@ -21,7 +21,7 @@
 //! The file system's batch create and the KV API's (used by `larder
 //! import`) are both this, with their own checks around it.
 
-use larder_object::meta::{Kind, Name, Onode};
+use larder_object::meta::{dentry_key, Kind, Name, Onode};
 use larder_object::{Durability, LockRequest, ObjectError, Store, Transaction};
 
 use crate::error::NamespaceError;
@@ -209,9 +209,11 @@ fn create_chunk(
     let mut names: Vec<&Name> = Vec::with_capacity(chunk.len());
     let mut contents: Vec<&[u8]> = Vec::with_capacity(chunk.len());
     let mut dups = Vec::new();
+    // An empty directory holds none of them: no read at all; nor does one
+    // holding no name from the chunk's first to its last: one seek.
+    let check_each = !empty && holds_a_name_between(txn, dir, chunk)?;
     for f in chunk {
-        // An empty directory holds none of them: no read at all.
-        if !empty && txn.lookup(dir, &f.name)?.is_some() {
+        if check_each && txn.lookup(dir, &f.name)?.is_some() {
             dups.push(f.name.as_bytes().to_vec());
         } else {
             names.push(&f.name);
@@ -224,6 +226,21 @@ fn create_chunk(
     let ids = txn.create_files_in(dir, &names, &contents, owner.mode, owner.owner)?;
     let created = names.iter().zip(ids).map(|(n, id)| (n.as_bytes().to_vec(), id)).collect();
     Ok((created, dups))
+}
+
+/// Whether directory `dir` holds a name from the first of `chunk` (sorted)
+/// to its last, both included: when it does not, it holds none of the
+/// chunk's names. A large batch's later chunks take this path (the earlier
+/// ones made the directory non-empty, with names all before theirs).
+fn holds_a_name_between(txn: &Transaction<'_>, dir: u64, chunk: &[NewFile<'_>]) -> Result<bool, NamespaceError> {
+    let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
+        return Ok(false);
+    };
+    let start = dentry_key(dir, &first.name);
+    // The least key after the last name's: that key with a zero byte added.
+    let mut end = dentry_key(dir, &last.name);
+    end.push(0);
+    Ok(!txn.scan(&start, &end, true, 1)?.is_empty())
 }
 
 #[cfg(test)]
