@@ -62,8 +62,11 @@ fn probe_count(bits_per_key: u32) -> u32 {
     ((f64::from(bits_per_key) * 0.69).round() as u32).clamp(1, 30)
 }
 
-/// Hashes a builder gathers before setting their bits in line order.
-const PENDING_HASHES: usize = 16_384;
+/// Hashes a builder gathers before setting their bits in line order (512
+/// KiB). On the bench VM a filter of 2M keys at 14 bits each costs about
+/// 56 ns a key built in batches this size (as in batches of 256K), 79 in
+/// batches of 16K and 121 set one key at a time.
+const PENDING_HASHES: usize = 65_536;
 
 /// Builds a cache-local filter sized for an expected number of keys.
 ///
