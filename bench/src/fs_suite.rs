@@ -456,6 +456,7 @@ pub fn run_child(spec: &str) -> Result<()> {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());
     }
+    let mut details = Default::default();
     let (ops, secs) = match (spec.engine.as_str(), spec.workload.as_str()) {
         (e, w) if w.starts_with("fuse-mix-") && e != "ext4" => mix_through_mount(&spec, &w["fuse-mix-".len()..])?,
         (e, w) if w.starts_with("mix-") || w.starts_with("fuse-mix-") => {
@@ -465,11 +466,11 @@ pub fn run_child(spec: &str) -> Result<()> {
         ("ext4", w) if w.starts_with("fuse-") => {
             native_fs(&spec, if w == "fuse-create" { "create" } else { "stat-paths" })?
         }
-        ("larder", w) => larder(&spec, w)?,
+        ("larder", w) => larder(&spec, w, &mut details)?,
         ("ext4" | "xfs", w) => native_fs(&spec, w)?,
         (e, _) => bail!("unknown engine {e}"),
     };
-    let r = FsResult { ops, secs, vmhwm_kib: crate::sys::status_kib("VmHWM"), details: Default::default() };
+    let r = FsResult { ops, secs, vmhwm_kib: crate::sys::status_kib("VmHWM"), details };
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
 }
@@ -487,15 +488,26 @@ fn picks(seed: u64, n: u64, count: u64) -> Vec<u64> {
         .collect()
 }
 
-fn larder(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
+/// Larder's native workloads; `create` adds to `details` what its index did
+/// while the files were created (runs ingested, bytes merged, time writes
+/// waited for merging).
+fn larder(spec: &FsSpec, workload: &str, details: &mut std::collections::BTreeMap<String, f64>) -> Result<(u64, f64)> {
     use larder_fs::{Cred, Fs, FsOptions};
     let fs = Fs::create(&spec.dir.join("store"), FsOptions::default())?;
     let r = Cred::root();
     let d = fs.mkdir(&r, fs.root(), b"d", 0o755)?.ino;
     fs.sync()?;
     let names: Vec<String> = (0..spec.files).map(name).collect();
+    let before = fs.store().index().stats();
     let create_secs = create_timed(&fs, &r, d, &names)?;
     if workload == "create" {
+        let after = fs.store().index().stats();
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        details.insert("ingests".into(), (after.ingests - before.ingests) as f64);
+        details.insert("ingested_mib".into(), mib(after.bytes_ingested - before.bytes_ingested));
+        details.insert("merges".into(), (after.compactions - before.compactions) as f64);
+        details.insert("merged_mib".into(), mib(after.bytes_compacted - before.bytes_compacted));
+        details.insert("stall_secs".into(), (after.stall_micros - before.stall_micros) as f64 / 1e6);
         return Ok((spec.files, create_secs));
     }
     let picks = picks(spec.seed, spec.files, spec.stats);

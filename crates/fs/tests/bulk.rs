@@ -33,6 +33,32 @@ fn a_batch_creates_every_new_name_once_and_returns_the_duplicates() {
     assert_eq!(report.counts.dentries, 1 + 3000, "d, and 3000 names in it");
 }
 
+/// A chunk's names are checked against the directory one by one only when
+/// it holds a name between the chunk's first and last: names taken at a
+/// chunk's first and last place, and inside, are all found, and chunks
+/// with none taken in their span create every name.
+#[test]
+fn names_taken_at_a_chunks_ends_are_found() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let d = fs.mkdir(&r, fs.root(), b"d", 0o755).unwrap();
+    let chunk = larder_fs::BULK_CHUNK;
+    let taken = [chunk, 3 * chunk - 1, 3 * chunk + 5, 5 * chunk - 1];
+    for &i in &taken {
+        fs.mknod(&r, d.ino, format!("n{i:05}").as_bytes(), 0o644, 0).unwrap();
+    }
+    let n = 5 * chunk;
+    let owned: Vec<Vec<u8>> = (0..n).rev().map(|i| format!("n{i:05}").into_bytes()).collect();
+    let names: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
+    let done = fs.create_batch(&r, d.ino, &names, 0o644, Durability::Durable).unwrap();
+    let want: Vec<Vec<u8>> = taken.iter().map(|i| format!("n{i:05}").into_bytes()).collect();
+    assert_eq!(done.duplicates, want);
+    assert_eq!(done.created.len(), n - taken.len());
+    let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+    assert_eq!(report.counts.dentries, 1 + n as u64);
+}
+
 #[test]
 fn bad_names_and_permissions_fail_before_anything_is_written() {
     let (_d, fs) = fresh();

@@ -62,10 +62,24 @@ fn probe_count(bits_per_key: u32) -> u32 {
     ((f64::from(bits_per_key) * 0.69).round() as u32).clamp(1, 30)
 }
 
+/// Hashes a builder gathers before setting their bits in line order (512
+/// KiB). On the bench VM a filter of 2M keys at 14 bits each costs about
+/// 56 ns a key built in batches this size (as in batches of 256K), 79 in
+/// batches of 16K and 121 set one key at a time.
+const PENDING_HASHES: usize = 65_536;
+
 /// Builds a cache-local filter sized for an expected number of keys.
+///
+/// Hashes are gathered and their bits set a batch at a time, in line
+/// order: set as they came, every key of a filter larger than the CPU's
+/// caches was a cache (and TLB) miss, which profiled as most of a large
+/// run's writing (a bulk create of 4M files: 19% of every thread's time).
+/// In line order the lines are visited in address order, a few per page.
+/// The bits set, and so the filter, are the same in either order.
 pub(crate) struct BloomBuilder {
     bits: Vec<u8>,
     k: u32,
+    pending: Vec<u64>,
 }
 
 impl BloomBuilder {
@@ -74,18 +88,34 @@ impl BloomBuilder {
     pub(crate) fn new(expected_keys: u64, bits_per_key: u32) -> Self {
         let nbits = expected_keys.saturating_mul(u64::from(bits_per_key)).max(u64::from(LINE_BITS));
         let lines = nbits.div_ceil(u64::from(LINE_BITS)) as usize;
-        BloomBuilder { bits: vec![0; lines * LINE_BYTES], k: probe_count(bits_per_key) }
+        let pending = Vec::with_capacity(PENDING_HASHES.min(usize::try_from(expected_keys).unwrap_or(usize::MAX)));
+        BloomBuilder { bits: vec![0; lines * LINE_BYTES], k: probe_count(bits_per_key), pending }
     }
 
     pub(crate) fn add(&mut self, hash: u64) {
-        let at = local_line(hash, self.bits.len() / LINE_BYTES) * LINE_BYTES;
-        let line = &mut self.bits[at..at + LINE_BYTES];
-        for bit in local_probes(hash, self.k) {
-            line[(bit / 8) as usize] |= 1 << (bit % 8);
+        self.pending.push(hash);
+        if self.pending.len() >= PENDING_HASHES {
+            self.set_pending();
         }
     }
 
-    pub(crate) fn finish(self) -> Vec<u8> {
+    /// Sets the bits of the gathered hashes. Sorted by hash, they are in
+    /// line order: the line is a monotonic function of the upper half.
+    fn set_pending(&mut self) {
+        self.pending.sort_unstable();
+        let lines = self.bits.len() / LINE_BYTES;
+        for &hash in &self.pending {
+            let at = local_line(hash, lines) * LINE_BYTES;
+            let line = &mut self.bits[at..at + LINE_BYTES];
+            for bit in local_probes(hash, self.k) {
+                line[(bit / 8) as usize] |= 1 << (bit % 8);
+            }
+        }
+        self.pending.clear();
+    }
+
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        self.set_pending();
         let mut out = self.bits;
         out.push(self.k as u8);
         let c = crc(&out);
@@ -198,6 +228,43 @@ mod tests {
             }
             let rate = false_positive_rate(&f, n);
             assert!(rate < bound, "{bits_per_key} bits/key: false positive rate {rate}");
+        }
+    }
+
+    /// The filter as bits set one key at a time, in the order given.
+    fn set_one_by_one(hashes: &[u64], expected_keys: u64, bits_per_key: u32) -> Vec<u8> {
+        let b = BloomBuilder::new(expected_keys, bits_per_key);
+        let (mut bits, k) = (b.bits, b.k);
+        let lines = bits.len() / LINE_BYTES;
+        for &hash in hashes {
+            let at = local_line(hash, lines) * LINE_BYTES;
+            for bit in local_probes(hash, k) {
+                bits[at + (bit / 8) as usize] |= 1 << (bit % 8);
+            }
+        }
+        bits.push(k as u8);
+        let c = crc(&bits);
+        put_u32(&mut bits, c);
+        bits
+    }
+
+    /// Batching the bits in line order changes nothing in the filter, for
+    /// batches cut anywhere (fewer keys than a batch, exactly one, several
+    /// and a remainder), repeated keys, and more keys than expected.
+    #[test]
+    fn batched_bits_make_the_same_filter() {
+        for (keys, expected, bits_per_key) in [
+            (0u64, 1u64, 10u32),
+            (100, 100, 10),
+            (PENDING_HASHES as u64, PENDING_HASHES as u64, 14),
+            (3 * PENDING_HASHES as u64 + 17, 2 * PENDING_HASHES as u64, 14),
+        ] {
+            let hashes: Vec<u64> = (0..keys).map(|i| key_hash(&(i % 1000 * 7 + i).to_le_bytes())).collect();
+            let mut b = BloomBuilder::new(expected, bits_per_key);
+            for &h in &hashes {
+                b.add(h);
+            }
+            assert_eq!(b.finish(), set_one_by_one(&hashes, expected, bits_per_key), "{keys} keys");
         }
     }
 

@@ -43,12 +43,14 @@ impl Transaction<'_> {
     ) -> Result<std::ops::Range<u64>> {
         let limits = self.limits();
         let ids = self.allocate_blind(contents.len() as u64)?;
+        // One clock read for the batch: its files are created at one time.
+        let born = Onode::new(Kind::File, mode, uid, gid, ids.start);
         for (id, data) in ids.clone().zip(contents) {
             let len = data.len() as u64;
             if len > MAX_OBJECT_BYTES {
                 return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
             }
-            let mut onode = Onode::new(Kind::File, mode, uid, gid, id);
+            let mut onode = born.clone();
             onode.size = len;
             if len <= u64::from(limits.inline_max_bytes) {
                 onode.location = DataLocation::Inline(data.to_vec());

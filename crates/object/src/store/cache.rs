@@ -460,6 +460,23 @@ impl MetaCache {
     /// index, and followed by [`MetaCache::settle`] once it is in.
     pub(crate) fn invalidate(&self, batch: &WriteBatch) {
         let Some(cache) = self.cache.as_ref() else { return };
+        // A batch of more keys than the cache holds entries empties it: one
+        // clear rather than a search per key and three passes over the
+        // batch (a bulk create's chunk of 1M files: 2M keys, 8% of its
+        // time). Such a batch is never written through (see `settle`).
+        let wholesale = batch.len() > WRITE_THROUGH_OPS && batch.len() >= cache.len();
+        if wholesale {
+            {
+                let _gate = self.gate.write();
+                self.epoch.fetch_add(1, Ordering::AcqRel);
+                self.ns_epoch.fetch_add(1, Ordering::AcqRel);
+                self.ns_changing.store(true, Ordering::Relaxed);
+                self.touch_all_stripes();
+            }
+            self.merge_bases.lock().clear();
+            cache.clear();
+            return;
+        }
         let dmap = map_prefix(Map::Dmap)[0];
         let names = batch.iter().any(|op| match op {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => {
@@ -536,6 +553,16 @@ impl MetaCache {
                     }
                 }
                 BatchOp::DeleteRange { .. } => (0..paths::STRIPES).for_each(&mut touch),
+            }
+        }
+    }
+
+    /// As [`MetaCache::touch_stripes`] for a batch that may write any key.
+    fn touch_all_stripes(&self) {
+        let mut touched = self.touched.lock();
+        for (stripe, epoch) in self.stripes.iter().enumerate() {
+            if epoch.fetch_or(1, Ordering::AcqRel).is_multiple_of(2) {
+                touched.push(stripe);
             }
         }
     }
@@ -680,6 +707,40 @@ mod tests {
         c.settle(None);
         assert_eq!(linked(&c, &from, &onode, || Ok(None)), None, "the read during the batch is not remembered");
         drop(during);
+    }
+
+    /// A batch of more keys than the cache holds entries (and too many to
+    /// write through) empties the cache; a smaller one drops only its own
+    /// keys. Either way no key it writes answers with its old value.
+    #[test]
+    fn a_batch_larger_than_the_cache_empties_it_and_a_smaller_one_drops_its_keys() {
+        for cached in [3u64, 200] {
+            let c = MetaCache::new(1 << 20, None);
+            let keys: Vec<_> = (0..cached).map(crate::meta::onode_key).collect();
+            for k in &keys {
+                c.get_or_load(k, || Ok::<_, ()>(Some(b"old".to_vec()))).unwrap();
+            }
+            let mut batch = WriteBatch::new();
+            batch.put(keys[0], b"new");
+            for i in 1000..1100 {
+                batch.put(crate::meta::onode_key(i), b"x");
+            }
+            apply(&c, &batch);
+            let read = |key: &[u8], value: &[u8], loaded: &mut bool| {
+                c.get_or_load(key, || {
+                    *loaded = true;
+                    Ok::<_, ()>(Some(value.to_vec()))
+                })
+                .unwrap()
+                .map(|v| v.to_vec())
+            };
+            let mut loaded = false;
+            assert_eq!(read(&keys[0], b"new", &mut loaded), Some(b"new".to_vec()), "{cached} cached");
+            assert!(loaded, "the written key is read from the index ({cached} cached)");
+            let mut loaded = false;
+            assert_eq!(read(&keys[1], b"old", &mut loaded), Some(b"old".to_vec()));
+            assert_eq!(loaded, cached < 101, "an unwritten key is dropped only by a batch larger than the cache");
+        }
     }
 
     #[test]
