@@ -26,6 +26,9 @@ thread_local! {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MemKey {
     head: u128,
+    /// The key's bytes 16 to 32 ([`key_tail16`]): keys that tie on their
+    /// heads (a tree's entries) are mostly ordered without a memcmp.
+    tail: u128,
     key_len: u32,
     data: Arc<[u8]>,
     pub(crate) stamp: Stamp,
@@ -63,7 +66,7 @@ impl MemKey {
             }
             data
         });
-        MemKey { head: key_head16(key), key_len: key.len() as u32, data, stamp }
+        MemKey { head: key_head16(key), tail: key_tail16(key), key_len: key.len() as u32, data, stamp }
     }
 
     /// A key without payload to search for (key, stamp), as
@@ -80,7 +83,7 @@ impl MemKey {
             slot.clone()
         });
         let data = data.unwrap_or_else(|| Arc::from(key));
-        MemKey { head: key_head16(key), key_len: key.len() as u32, data, stamp }
+        MemKey { head: key_head16(key), tail: key_tail16(key), key_len: key.len() as u32, data, stamp }
     }
 
     pub(crate) fn key(&self) -> &[u8] {
@@ -92,6 +95,11 @@ impl MemKey {
         self.head
     }
 
+    /// The key's bytes 16 to 32 (see [`key_tail16`]).
+    pub(crate) fn tail(&self) -> u128 {
+        self.tail
+    }
+
     pub(crate) fn payload(&self) -> &[u8] {
         &self.data[self.key_len as usize..]
     }
@@ -101,9 +109,14 @@ impl MemKey {
         &self.data
     }
 
-    /// Orders against a bare (key, stamp) in internal order.
-    pub(crate) fn cmp_to(&self, head: u128, key: &[u8], stamp: Stamp) -> Ordering {
-        self.head.cmp(&head).then_with(|| self.key().cmp(key)).then_with(|| stamp.cmp(&self.stamp))
+    /// Orders against a bare (key, stamp), given its head and tail, in
+    /// internal order.
+    pub(crate) fn cmp_to(&self, (head, tail): (u128, u128), key: &[u8], stamp: Stamp) -> Ordering {
+        self.head
+            .cmp(&head)
+            .then(self.tail.cmp(&tail))
+            .then_with(|| self.key().cmp(key))
+            .then_with(|| stamp.cmp(&self.stamp))
     }
 
     /// Bytes charged to the memtable budget for this entry.
@@ -114,7 +127,7 @@ impl MemKey {
 
 impl Ord for MemKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.cmp_to(other.head, other.key(), other.stamp)
+        self.cmp_to((other.head, other.tail), other.key(), other.stamp)
     }
 }
 

@@ -111,7 +111,7 @@ impl SortedArray {
             };
             slots.push(Slot {
                 head: k.head(),
-                tail: key_tail16(k.key()),
+                tail: k.tail(),
                 stamp: k.stamp,
                 chunk: chunk as u32,
                 key_len: k.key().len() as u32,
