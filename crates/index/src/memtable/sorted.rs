@@ -304,4 +304,59 @@ mod tests {
             assert_eq!(merged.lower_bound(k.key(), k.stamp), i, "search for entry {i}");
         }
     }
+
+    proptest::proptest! {
+        /// Keys in long runs of equal heads (a shared 16-byte prefix) and
+        /// of equal tails (a shared 32-byte one), short keys among them,
+        /// several versions each, sealed and merged: every search, for keys
+        /// present or not, lands where a partition of the sorted entries
+        /// does, by the tail trees or without them.
+        #[test]
+        fn searches_agree_with_a_sorted_model(
+            suffixes in proptest::collection::vec(
+                (0u8..3, proptest::collection::vec(0u8..3, 0..20), 1u64..4),
+                1..300,
+            ),
+            probes in proptest::collection::vec((0u8..3, proptest::collection::vec(0u8..3, 0..20), 0u64..5), 1..60),
+        ) {
+            let prefixes: [&[u8]; 3] = [b"", b"a-shared-head-16", b"a-shared-head-16and-a-shared-tail"];
+            let key = |p: u8, rest: &[u8]| {
+                let mut k = prefixes[p as usize].to_vec();
+                k.extend_from_slice(rest);
+                k
+            };
+            let mut model: Vec<(Vec<u8>, Stamp)> = Vec::new();
+            let mut arrays = Vec::new();
+            for (chunk_no, chunk) in suffixes.chunks(64).enumerate() {
+                let mut entries = Vec::new();
+                for (i, (p, rest, versions)) in chunk.iter().enumerate() {
+                    for v in 0..*versions {
+                        let seq = (chunk_no * 1000 + i * 4) as u64 + v;
+                        let k = key(*p, rest);
+                        if model.iter().any(|(mk, ms)| *mk == k && ms.seq == seq) {
+                            continue;
+                        }
+                        model.push((k.clone(), Stamp { seq, sub: 0 }));
+                        entries.push(mem(&k, b"v", seq));
+                    }
+                }
+                arrays.push(sealed(entries));
+            }
+            let mut merged = arrays.pop().unwrap_or_else(|| sealed(Vec::new()));
+            while let Some(a) = arrays.pop() {
+                merged = merge(&a, &merged);
+            }
+            let internal = |k: &[u8], s: Stamp| MemKey::new(k, &[], s);
+            model.sort_by_key(|m| internal(&m.0, m.1));
+            proptest::prop_assert_eq!(merged.len(), model.len());
+            for (p, rest, seq) in probes.iter().chain(suffixes.iter()) {
+                let k = key(*p, rest);
+                let probe = internal(&k, Stamp { seq: *seq, sub: 0 });
+                let lower = model.partition_point(|m| internal(&m.0, m.1) < probe);
+                let upper = model.partition_point(|m| internal(&m.0, m.1) <= probe);
+                proptest::prop_assert_eq!(merged.lower_bound(&k, probe.stamp), lower);
+                proptest::prop_assert_eq!(merged.upper_bound(&k, probe.stamp), upper);
+            }
+        }
+    }
 }
