@@ -5,8 +5,8 @@
 //! 64-byte line (eight words) and every probe falls inside it, so a probe
 //! of a key costs one cache miss rather than one per probe. (With probes
 //! spread over the whole array, a 64 MiB memtable's filter of about 900 KB
-//! missed the cache six times per get: 7% of a get answered from a
-//! memtable, in perf.)
+//! missed the cache six times per get: about a sixth of a trees get
+//! answered from a memtable, in perf.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
