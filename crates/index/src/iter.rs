@@ -234,8 +234,9 @@ pub(crate) struct MergeIter {
     /// the source is used up): choosing the next key compares these,
     /// without decoding every source's entry again.
     keys: Vec<Option<Vec<u8>>>,
-    /// The first 16 bytes of each of `keys` ([`key_head16`]; 0 when used
-    /// up): most comparisons of the keys are settled by these.
+    /// The first 16 bytes of each of `keys` ([`key_head16`]; stale once
+    /// that source is used up): most comparisons of the keys are settled
+    /// by these.
     heads: Vec<u128>,
     forward: bool,
     primed: bool,

@@ -81,11 +81,12 @@ impl RunIter {
         Ok(())
     }
 
-    /// The block the cursor will start in, before it is positioned (None
-    /// once started, or when the range starts past the run).
+    /// The block a user scan's cursor will start in, before it is
+    /// positioned (None once started, when the range starts past the run,
+    /// and for a merge's cursor, which reads around the mapping).
     pub(crate) fn start_block(&self) -> Option<usize> {
         let n = self.run.index.len();
-        if self.started || n == 0 {
+        if self.started || n == 0 || self.cache.is_none() {
             return None;
         }
         let bound = if self.forward { &self.start } else { &self.end };
