@@ -6,7 +6,7 @@ use larder_index::Snapshot;
 use larder_object::meta::{decode_tree_record, tree_count_key, TreeRecordKind};
 
 use crate::iter::TreeIter;
-use crate::tree::{check_key, entry_key};
+use crate::tree::{check_key, with_entry_key};
 use crate::{KeyRange, Result, Shared, Tree};
 
 /// Decodes a count record read back (absent: 0).
@@ -34,7 +34,7 @@ impl ReadTransaction {
     /// The value of `key` in `tree`.
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        Ok(self.snapshot.get(&entry_key(tree.id(), key))?)
+        Ok(with_entry_key(tree.id(), key, |k| self.snapshot.get(k))?)
     }
 
     /// The number of entries in `tree` (exact).

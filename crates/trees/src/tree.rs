@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use larder_object::meta::{tree_count_key, tree_entry_key};
+use larder_object::meta::{tree_count_key, tree_entry_key, tree_entry_prefix, TREE_ENTRY_PREFIX_BYTES};
 
 use crate::iter::TreeIter;
 use crate::write::WriteTransaction;
@@ -47,6 +47,24 @@ pub(crate) fn entry_key(tree: u64, key: &[u8]) -> Vec<u8> {
     tree_entry_key(tree, key)
 }
 
+/// Index keys of at most this many bytes are built on the stack by
+/// [`with_entry_key`].
+const STACK_KEY_BYTES: usize = 128;
+
+/// Calls `f` with the index key of `key` in tree `tree`, built on the
+/// stack when it is short: a point read then allocates only the value it
+/// returns.
+pub(crate) fn with_entry_key<T>(tree: u64, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> T {
+    let len = TREE_ENTRY_PREFIX_BYTES + key.len();
+    if len > STACK_KEY_BYTES {
+        return f(&entry_key(tree, key));
+    }
+    let mut buf = [0u8; STACK_KEY_BYTES];
+    buf[..TREE_ENTRY_PREFIX_BYTES].copy_from_slice(&tree_entry_prefix(tree));
+    buf[TREE_ENTRY_PREFIX_BYTES..len].copy_from_slice(key);
+    f(&buf[..len])
+}
+
 impl Tree {
     pub(crate) fn new(shared: Arc<Shared>, name: &str, id: u64) -> Tree {
         Tree { shared, name: name.into(), id }
@@ -69,7 +87,7 @@ impl Tree {
     /// The committed value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        Ok(self.shared.store.index().get(&entry_key(self.id, key))?)
+        Ok(with_entry_key(self.id, key, |k| self.shared.store.index().get(k))?)
     }
 
     /// Sets `key` to `value`: one transaction, with the default durability.

@@ -21,7 +21,7 @@ use larder_object::Durability;
 use crate::writer::WriterGuard;
 
 use crate::iter::{entry_bounds, TxIter};
-use crate::tree::{check_key, check_value, entry_key};
+use crate::tree::{check_key, check_value, entry_key, with_entry_key};
 use crate::{KeyRange, Result, Shared, Tree, TreesError};
 
 /// A tree's entry count in a transaction: as committed, and now.
@@ -76,7 +76,7 @@ impl<'a> WriteTransaction<'a> {
     /// The value of `key` in `tree`, with this transaction's own writes.
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        self.get_full(tree.id(), &entry_key(tree.id(), key))
+        with_entry_key(tree.id(), key, |full| self.get_full(tree.id(), full))
     }
 
     fn get_full(&self, tree: u64, full: &[u8]) -> Result<Option<Vec<u8>>> {

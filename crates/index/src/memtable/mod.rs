@@ -18,7 +18,7 @@ mod key;
 mod sorted;
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
@@ -44,6 +44,8 @@ pub(crate) struct Memtable {
     view: RwLock<Arc<View>>,
     filter: MemFilter,
     tombstones: RwLock<Vec<RangeTombstone>>,
+    /// Whether `tombstones` holds any: a get then skips its lock.
+    has_tombstones: AtomicBool,
     size_bytes: AtomicUsize,
     /// Key and payload bytes in the skip list (a bound on the chunk its
     /// small entries are sealed into).
@@ -65,6 +67,7 @@ impl Memtable {
             // Every entry is charged at least 96 bytes.
             filter: MemFilter::new((budget_bytes / 96) as u64 + 1),
             tombstones: RwLock::new(Vec::new()),
+            has_tombstones: AtomicBool::new(false),
             size_bytes: AtomicUsize::new(0),
             recent_bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
@@ -113,6 +116,9 @@ impl Memtable {
     pub(crate) fn insert_tombstone(&self, t: RangeTombstone) {
         let charge = t.start.len() + t.end.len() + 96;
         self.tombstones.write().push(t);
+        // Set before the batch's sequence number is published (a release
+        // store): a reader whose read point covers the tombstone sees it.
+        self.has_tombstones.store(true, AtomicOrdering::Release);
         self.size_bytes.fetch_add(charge, AtomicOrdering::Relaxed);
     }
 
@@ -162,7 +168,7 @@ impl Memtable {
         let view = self.view();
         let from = Stamp { seq: read_seq, sub: u32::MAX };
         let before = out.len();
-        for e in view.recent.range(MemKey::new(key, &[], from)..) {
+        for e in view.recent.range(MemKey::probe(key, from)..) {
             if e.key().key() != key {
                 break;
             }
@@ -190,6 +196,9 @@ impl Memtable {
 
     /// The newest tombstone stamp covering `key` visible at `read_seq`.
     pub(crate) fn covering_tombstone(&self, key: &[u8], read_seq: u64) -> Option<Stamp> {
+        if !self.has_tombstones.load(AtomicOrdering::Acquire) {
+            return None;
+        }
         let ts = self.tombstones.read();
         if ts.is_empty() {
             return None;

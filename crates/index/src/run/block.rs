@@ -251,14 +251,6 @@ impl<'a> BlockRef<'a> {
         self.count
     }
 
-    /// Reads one byte of every cache line of the block, so a search that
-    /// follows finds them loaded: independent loads miss in parallel,
-    /// where a binary search's misses come one after another. For a block
-    /// in a mapping, not recently read.
-    pub(crate) fn touch_lines(&self) -> u8 {
-        self.data.iter().step_by(64).fold(0, |acc, &b| acc ^ b)
-    }
-
     fn offset(&self, i: usize) -> usize {
         let at = self.table + 4 * i;
         match self.data.get(at..at + 4) {

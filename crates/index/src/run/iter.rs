@@ -81,6 +81,32 @@ impl RunIter {
         Ok(())
     }
 
+    /// The block a user scan's cursor will start in, before it is
+    /// positioned (None once started, when the range starts past the run,
+    /// and for a merge's cursor, which reads around the mapping).
+    pub(crate) fn start_block(&self) -> Option<usize> {
+        let n = self.run.index.len();
+        if self.started || n == 0 || self.cache.is_none() {
+            return None;
+        }
+        let bound = if self.forward { &self.start } else { &self.end };
+        let block = match bound {
+            Bound::Included(k) | Bound::Excluded(k) => self.run.index.find(k),
+            Bound::Unbounded if self.forward => 0,
+            Bound::Unbounded => n - 1,
+        };
+        if self.forward {
+            (block < n).then_some(block)
+        } else {
+            Some(block.min(n - 1))
+        }
+    }
+
+    /// The run read.
+    pub(crate) fn run(&self) -> &OpenRun {
+        &self.run
+    }
+
     /// Entries in the current block (0 if none is loaded).
     fn block_len(&self) -> usize {
         self.block.as_ref().map_or(0, |b| view(&self.run, b).len())

@@ -257,8 +257,10 @@ impl OpenRun {
         stats.add(&stats.mapped_block_reads, 1);
         let (word, bit) = (&self.checked[i / 64], 1u64 << (i % 64));
         if word.load(Ordering::Relaxed) & bit != 0 {
+            // Every line of the block starts loading before the count at its
+            // end is read: that miss then overlaps the others.
+            std::hint::black_box(touch_lines(raw));
             let block = BlockRef::trusted(raw);
-            std::hint::black_box(block.touch_lines());
             self.check_mapping()?;
             // A page cut past the file's new end reads as zeros from the cut
             // on, without a fault: zeros that reach this block reach its
@@ -340,6 +342,27 @@ impl OpenRun {
         raw.unwrap_or_default()
     }
 
+    /// Reads the handle of data block `i` (`i` below the block count), so
+    /// a read of the block that follows finds it loaded.
+    pub(crate) fn touch_handle(&self, i: usize) -> u8 {
+        let h = self.index.handle(i);
+        (h.offset as u8) ^ (h.len as u8)
+    }
+
+    /// Reads one byte of every cache line of data block `i` in a guarded
+    /// mapping (a fault there reads as zeros and is reported by the read
+    /// that follows, through [`OpenRun::check_mapping`]); nothing for a run
+    /// not mapped or mapped without the guard, where a touch past a cut
+    /// would not be caught. The lines of several runs' blocks then miss
+    /// the cache in parallel, where each run's search would wait for its
+    /// own one after another.
+    pub(crate) fn touch_block(&self, i: usize) -> u8 {
+        if self.guard.is_none() {
+            return 0;
+        }
+        touch_lines(self.mapped_bytes(i))
+    }
+
     /// Reads the filter line a lookup of `hash` will probe (see
     /// `Bloom::touch`).
     pub(crate) fn touch_filter(&self, hash: u64) -> u8 {
@@ -401,6 +424,13 @@ impl OpenRun {
         self.check_mapping()?;
         Ok(true)
     }
+}
+
+/// Reads one byte of every cache line of `raw` and its last byte, so a
+/// search that follows finds them loaded: independent loads miss in
+/// parallel, where a binary search's misses come one after another.
+fn touch_lines(raw: &[u8]) -> u8 {
+    raw.iter().step_by(64).fold(raw.last().copied().unwrap_or(0), |acc, &b| acc ^ b)
 }
 
 fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, String> {
