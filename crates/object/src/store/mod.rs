@@ -653,7 +653,20 @@ impl Store {
         key: &[u8],
         derive: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, E>,
     ) -> std::result::Result<DerivedPath, E> {
-        self.meta_cache.get_or_derive(key, derive)
+        self.meta_cache.get_or_derive(key, false, derive)
+    }
+
+    /// As [`Store::derived_from_names`], for a caller that reads the
+    /// object the path leads to next, through [`Store::read_to_end_via`]:
+    /// a path derived anew and leading somewhere enters the cache only
+    /// then, together with the object's onode, as one entry inserted once
+    /// (a path leading nowhere enters at once).
+    pub fn derived_for_read<E>(
+        &self,
+        key: &[u8],
+        derive: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, E>,
+    ) -> std::result::Result<DerivedPath, E> {
+        self.meta_cache.get_or_derive(key, true, derive)
     }
 
     /// The path entry's value for `key`, as [`Store::derived_from_names`]

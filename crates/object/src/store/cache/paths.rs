@@ -90,7 +90,12 @@ impl PathEntry {
 pub struct DerivedPath {
     entry: Arc<PathEntry>,
     key: CacheKey,
-    cached: bool,
+    /// The entry may go into the cache with its target: it is there
+    /// already, or it was derived while no dentry batch was going in and
+    /// its insert was deferred until the target is read.
+    keep: bool,
+    /// Not in the cache yet: its insert was deferred.
+    deferred: bool,
 }
 
 impl DerivedPath {
@@ -134,15 +139,23 @@ impl MetaCache {
     /// The value a caller derives for `key` (a path) from dentry reads:
     /// cached while no dentry changed since, else from `derive` (which must
     /// read only dentries, through this cache or the index).
+    ///
+    /// With `defer`, a path that leads somewhere is not inserted now: the
+    /// caller reads its target next ([`MetaCache::reach`]), which inserts
+    /// the entry once, with the target, if the namespace is still as it
+    /// was derived (inserting it twice cost a second insert, its eviction
+    /// and the first entry's drop, a fifth of a first get of a key). A
+    /// path leading nowhere is inserted at once either way.
     pub(crate) fn get_or_derive<E>(
         &self,
         key: &[u8],
+        defer: bool,
         derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
     ) -> Result<DerivedPath, E> {
         let key = path_key(key);
         let Some(cache) = self.cache.as_ref() else {
             let entry = Arc::new(PathEntry { at: 0, value: derive()?.as_deref().map(CacheKey::new), target: None });
-            return Ok(DerivedPath { entry, key, cached: false });
+            return Ok(DerivedPath { entry, key, keep: false, deferred: false });
         };
         let before = self.ns_epoch.load(Ordering::Acquire);
         if let Some(path) = self.derived_at(&key, before) {
@@ -150,14 +163,19 @@ impl MetaCache {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let entry = Arc::new(PathEntry { at: before, value: derive()?.as_deref().map(CacheKey::new), target: None });
-        if before.is_multiple_of(2) {
-            let _gate = self.gate.read();
-            if self.ns_epoch.load(Ordering::Acquire) == before {
-                cache.insert(key.clone(), Slot::Path(entry.clone()));
-                return Ok(DerivedPath { entry, key, cached: true });
-            }
+        if !before.is_multiple_of(2) {
+            return Ok(DerivedPath { entry, key, keep: false, deferred: false });
         }
-        Ok(DerivedPath { entry, key, cached: false })
+        if defer && entry.value.is_some() {
+            // Checked again against the epoch when `reach` inserts it.
+            return Ok(DerivedPath { entry, key, keep: true, deferred: true });
+        }
+        let _gate = self.gate.read();
+        if self.ns_epoch.load(Ordering::Acquire) == before {
+            cache.insert(key.clone(), Slot::Path(entry.clone()));
+            return Ok(DerivedPath { entry, key, keep: true, deferred: false });
+        }
+        Ok(DerivedPath { entry, key, keep: false, deferred: false })
     }
 
     /// The cached value of `key` (a path), if it is cached and no dentry
@@ -177,7 +195,7 @@ impl MetaCache {
             return None;
         }
         self.hits.fetch_add(1, Ordering::Relaxed);
-        Some(DerivedPath { entry, key: key.clone(), cached: true })
+        Some(DerivedPath { entry, key: key.clone(), keep: true, deferred: false })
     }
 
     /// What `path` leads to if its entry holds the current value of `key`
@@ -195,8 +213,9 @@ impl MetaCache {
     /// What `path` leads to: [`MetaCache::reached_cached`], else the value
     /// of `key` from the metadata cache (not marked as used: the path
     /// entry is the one used) or from `load`, measured by `inline`; the
-    /// path's entry is then replaced by one holding it, if it was read
-    /// wholly while no batch wrote `key` and the path is still current.
+    /// path's entry is then replaced by (or, deferred, inserted as) one
+    /// holding it, if it was read wholly while no batch wrote `key` and
+    /// the path is still current.
     /// A value loaded for a path is not kept under its own key.
     pub(crate) fn reach<E>(
         &self,
@@ -226,12 +245,18 @@ impl MetaCache {
         };
         let inline = value.as_deref().map(inline).transpose()?.flatten();
         let (Some(cache), Some(link)) = (self.cache.as_ref(), LinkKey::new(key)) else { return Ok((value, inline)) };
-        if path.cached && before.is_multiple_of(2) {
+        if path.keep && before.is_multiple_of(2) {
             let _gate = self.gate.read();
             if stripe.load(Ordering::Acquire) == before && self.ns_epoch.load(Ordering::Acquire) == path.entry.at {
                 let target = Target { at: before, key: link, value: value.clone(), inline };
                 let entry = PathEntry { at: path.entry.at, value: path.entry.value.clone(), target: Some(target) };
                 cache.insert(path.key.clone(), Slot::Path(Arc::new(entry)));
+                if path.deferred {
+                    // Marked as used once, as the entry inserted at its
+                    // derivation and replaced here was: a key read once
+                    // is kept like one read twice, not evicted first.
+                    let _ = cache.get(&path.key);
+                }
             }
         }
         Ok((value, inline))
@@ -265,7 +290,7 @@ mod tests {
     }
 
     fn derive(c: &MetaCache, key: &[u8]) -> DerivedPath {
-        c.get_or_derive(key, || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap()
+        c.get_or_derive(key, false, || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap()
     }
 
     #[test]
@@ -308,6 +333,36 @@ mod tests {
         names.delete(crate::meta::dentry_key(1, &crate::meta::Name::new(b"n".to_vec()).unwrap()));
         apply(&c, &names);
         assert!(c.derived_cached(b"bucket/key").is_none());
+    }
+
+    #[test]
+    fn a_deferred_path_enters_the_cache_with_its_target_only() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let derive = |c: &MetaCache, key: &[u8], value: Option<&[u8]>| {
+            c.get_or_derive(key, true, || Ok::<_, ()>(value.map(<[u8]>::to_vec))).unwrap()
+        };
+        let path = derive(&c, b"p", Some(b"dentry"));
+        assert_eq!(path.value(), Some(&b"dentry"[..]));
+        assert!(c.derived_cached(b"p").is_none(), "not inserted before its target is read");
+        assert_eq!(reach(&c, &path, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        let cached = c.derived_cached(b"p").unwrap();
+        assert_eq!(cached.value(), Some(&b"dentry"[..]));
+        assert_eq!(reach(&c, &cached, &onode, no_load), Some(b"v1".to_vec()));
+
+        // A path leading nowhere is inserted at once.
+        let nowhere = derive(&c, b"q", None);
+        assert_eq!(nowhere.value(), None);
+        assert_eq!(c.derived_cached(b"q").unwrap().value(), None);
+
+        // A dentry batch between the derivation and the read: the path,
+        // derived before it, is not inserted.
+        let stale = derive(&c, b"r", Some(b"old dentry"));
+        let mut names = WriteBatch::new();
+        names.delete(crate::meta::dentry_key(1, &crate::meta::Name::new(b"n".to_vec()).unwrap()));
+        apply(&c, &names);
+        assert_eq!(reach(&c, &stale, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        assert!(c.derived_cached(b"r").is_none(), "derived before a dentry batch: not kept");
     }
 
     #[test]
