@@ -23,7 +23,7 @@ impl LarderKv {
         kv.create_bucket(BUCKET).context("creating the bucket")?;
         let settings = format!(
             "larder-kv {} (workspace): Kv::put(Durability::Buffered) per insert or update (logged, not synced), \
-             one KvBatch per load batch, Kv::get_into per read, Kv::scan_range stepped by Scan::next_value_into per scanned record (the scan yields each key with its value); \
+             one KvBatch per load batch, Kv::get_into per read, Kv::scan_range sized by Scan::expecting(scan length), stepped by Scan::next_value_into per scanned record (the scan yields each key with its value); \
              index memtable {} MiB and block cache {} MiB (KvOptions::with_budgets), other options default",
             env!("CARGO_PKG_VERSION"),
             spec.memtable_bytes >> 20,
@@ -57,7 +57,7 @@ impl RecordStore for LarderKv {
     }
 
     fn scan(&mut self, start: &[u8], count: usize, out: &mut Vec<u8>) -> Result<usize> {
-        let mut scan = self.kv.scan_range(BUCKET, start, None)?;
+        let mut scan = self.kv.scan_range(BUCKET, start, None)?.expecting(count);
         let mut key = Vec::new();
         let mut read = 0;
         // A key listed but deleted meanwhile is skipped by the scan, as
