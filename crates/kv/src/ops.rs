@@ -1,9 +1,9 @@
 //! Put, get, head and delete of one key.
 
 use larder_namespace::{list, NamespaceTxn};
-use larder_object::meta::{Dentry, Kind, Name};
+use larder_object::meta::{dentry_key, Dentry, Kind, Name};
 use larder_object::store::DerivedPath;
-use larder_object::{Durability, LockRequest, Store, Transaction};
+use larder_object::{Durability, LockRequest, Store, Transaction, ROOT_ID};
 
 use crate::error::Result;
 use crate::key::Key;
@@ -206,10 +206,12 @@ impl Kv {
     /// and a path found anew enters the cache then, with the onode.
     fn find_cached(&self, bucket: &[u8], key: &[u8], for_read: bool) -> Result<(DerivedPath, Option<Dentry>)> {
         let path = path_key(bucket, key);
-        let derive = || -> Result<Option<Vec<u8>>> {
+        let derive = |reads: &mut Vec<Vec<u8>>| -> Result<Option<Vec<u8>>> {
             let bucket = self.bucket(bucket)?;
+            reads.push(dentry_key(ROOT_ID, &bucket.name));
             let key = Key::parse(key)?;
-            Ok(find_unkept(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
+            let found = find_unkept(self.store(), bucket.id, &key, reads)?;
+            Ok(found.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
         };
         let found = if for_read {
             self.store().derived_for_read(&path, derive)?
@@ -234,15 +236,17 @@ fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
 /// The dentry `key` names in `bucket` (a file, not a level), not keeping
 /// the leaf's dentry in the metadata cache if it was not there: the path
 /// entry a get derives holds it (the levels above are kept, shared by
-/// many keys).
-fn find_unkept(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
+/// many keys). The key of every dentry read is pushed onto `reads`.
+fn find_unkept(store: &Store, bucket: u64, key: &Key, reads: &mut Vec<Vec<u8>>) -> Result<Option<Dentry>> {
     let mut dir = bucket;
     for part in key.dirs() {
+        reads.push(dentry_key(dir, part));
         match list::lookup(store, dir, part)? {
             Some(d) if d.kind == Kind::Directory => dir = d.child,
             _ => return Ok(None),
         }
     }
+    reads.push(dentry_key(dir, key.leaf()));
     Ok(list::lookup_unkept(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
 }
 

@@ -247,3 +247,50 @@ fn puts_after_gets_replace_the_whole_value() {
     assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&last[..]));
     assert_eq!(kv.get("b", "other").unwrap().as_deref(), Some(&b"x"[..]));
 }
+
+/// A cached key's path is retired only by a write of a dentry it was
+/// derived from: creates of other keys (in its bucket, under its level,
+/// in another bucket) leave it answered from the cache alone, while a key
+/// read as absent, then created (itself, or its missing level first), is
+/// found, and a deleted key reads as absent.
+#[test]
+fn only_the_names_a_key_was_found_through_retire_its_path() {
+    let sim = SimStorage::new(3);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    kv.create_bucket("c").unwrap();
+    kv.put("b", "k", b"top", Durability::Buffered).unwrap();
+    kv.put("b", "d/k", b"under", Durability::Buffered).unwrap();
+    let mut out = Vec::new();
+    assert!(kv.get_into("b", "k", &mut out).unwrap());
+    assert!(kv.get_into("b", "d/k", &mut out).unwrap());
+    assert!(!kv.get_into("b", "new", &mut out).unwrap());
+    assert!(!kv.get_into("b", "e/new", &mut out).unwrap());
+    for i in 0..8 {
+        kv.put("b", format!("other{i}"), b"x", Durability::Buffered).unwrap();
+        kv.put("b", format!("d/other{i}"), b"x", Durability::Buffered).unwrap();
+        kv.put("c", format!("k{i}"), b"x", Durability::Buffered).unwrap();
+    }
+    let mut cached = Vec::new();
+    assert_eq!(kv.get_cached_into("b", "k", &mut cached).unwrap(), Some(true), "a create elsewhere retired b/k");
+    assert_eq!(cached, b"top");
+    assert_eq!(kv.get_cached_into("b", "d/k", &mut cached).unwrap(), Some(true), "a create elsewhere retired b/d/k");
+    assert_eq!(cached, b"under");
+    // The absent keys' paths are retired by their creation.
+    kv.put("b", "new", b"made", Durability::Buffered).unwrap();
+    kv.put("b", "e/new", b"made under", Durability::Buffered).unwrap();
+    assert_eq!(kv.get("b", "new").unwrap().as_deref(), Some(&b"made"[..]));
+    assert_eq!(kv.get("b", "e/new").unwrap().as_deref(), Some(&b"made under"[..]));
+    // And a cached key's by its delete (and the level's, emptied).
+    assert!(kv.delete("b", "k", Durability::Buffered).unwrap());
+    assert_eq!(kv.get("b", "k").unwrap(), None);
+    assert!(!kv.get_cached_into("b", "k", &mut cached).unwrap().unwrap_or(false));
+    for i in 0..8 {
+        assert!(kv.delete("b", format!("d/other{i}"), Durability::Buffered).unwrap());
+    }
+    assert!(kv.delete("b", "d/k", Durability::Buffered).unwrap());
+    assert_eq!(kv.get("b", "d/k").unwrap(), None);
+    kv.put("b", "d", b"now a key", Durability::Buffered).unwrap();
+    assert_eq!(kv.get("b", "d").unwrap().as_deref(), Some(&b"now a key"[..]));
+    assert_eq!(kv.get("b", "d/k").unwrap(), None);
+}
