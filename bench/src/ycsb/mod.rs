@@ -64,6 +64,12 @@ pub struct YcsbArgs {
     /// Cache budget for every engine that has one, MiB (LMDB has none: the OS page cache).
     #[arg(long, default_value_t = 64)]
     pub cache_mb: u64,
+    /// Larder's metadata cache, MiB (the KV API's store: keys' paths with
+    /// their values up to the inline limit; the index: its own), besides
+    /// `--cache-mb`; default: their default (64 MiB). To give Larder the
+    /// memory another engine uses (LMDB's resident map), say so here.
+    #[arg(long)]
+    pub meta_cache_mb: Option<u64>,
     /// Background threads per engine (Larder's index: 1 flusher + the rest merging).
     #[arg(long, default_value_t = 2)]
     pub background_threads: usize,
@@ -102,6 +108,9 @@ pub struct YcsbSpec {
     pub workloads: String,
     pub memtable_bytes: u64,
     pub cache_bytes: u64,
+    /// Larder's metadata cache (`None`: its default).
+    #[serde(default)]
+    pub meta_cache_bytes: Option<u64>,
     pub max_immutable_memtables: usize,
     pub background_threads: usize,
     pub bloom_bits_per_key: u32,
@@ -218,6 +227,7 @@ fn run_one(plan: &Plan, round: usize, engine: &str, group: &str) -> Result<Child
         workloads: group.to_string(),
         memtable_bytes: args.memtable_mb << 20,
         cache_bytes: args.cache_mb << 20,
+        meta_cache_bytes: args.meta_cache_mb.map(|m| m << 20),
         max_immutable_memtables: MAX_IMMUTABLE_MEMTABLES,
         background_threads: args.background_threads.max(1),
         bloom_bits_per_key: args.bloom_bits,

@@ -117,8 +117,12 @@ pub fn render(plan: &Plan, info: &RunInfo, results: &Results) -> String {
         o,
         "- Same budgets for all: memtable {} MiB (+ up to 2 frozen), cache {} MiB (LMDB: none of its own, it \
          reads through the OS page cache, as every engine's files do), {} background threads, no compression; \
-         writes buffered, none synced per operation (YCSB's default is not durable per op); a clean close syncs",
-        a.memtable_mb, a.cache_mb, a.background_threads
+         writes buffered, none synced per operation (YCSB's default is not durable per op); a clean close syncs; \
+         Larder's metadata cache besides: {}",
+        a.memtable_mb,
+        a.cache_mb,
+        a.background_threads,
+        a.meta_cache_mb.map_or("its default, 64 MiB".to_string(), |m| format!("{m} MiB (--meta-cache-mb)"))
     );
     let _ = writeln!(
         o,

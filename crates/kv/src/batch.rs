@@ -85,7 +85,7 @@ impl Kv {
             let mut removed = Vec::new();
             for ((plan, key), (_, value)) in plans.iter().zip(&keys).zip(&batch.ops) {
                 match value {
-                    Some(v) => put_in(txn, plan, key, v, owner)?,
+                    Some(v) => put_in(txn, plan, key, v, owner, None)?,
                     None => {
                         if let Some(r) = delete_in(txn, plan, key)? {
                             removed.push((key, r));

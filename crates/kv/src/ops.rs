@@ -1,9 +1,9 @@
 //! Put, get, head and delete of one key.
 
 use larder_namespace::{list, NamespaceTxn};
-use larder_object::meta::{Dentry, Kind, Name};
+use larder_object::meta::{dentry_key, Dentry, Kind, Name};
 use larder_object::store::DerivedPath;
-use larder_object::{Durability, LockRequest, Store, Transaction};
+use larder_object::{Durability, LockRequest, Store, Transaction, ROOT_ID};
 
 use crate::error::Result;
 use crate::key::Key;
@@ -68,8 +68,11 @@ impl Kv {
         let key = Key::parse(key.as_ref())?;
         self.store().check_room(value.len() as u64)?;
         let owner = self.owner;
+        // A key read lately has its path entry cached, holding the
+        // object's onode: the put reads the onode from it.
+        let path = self.store().derived_cached(&path_key(bucket.name.as_bytes(), &key.bytes));
         with_plans(self.store(), &bucket, &[&key], durability, &[PlanKind::Put], &[], |txn, plans| {
-            put_in(txn, &plans[0], &key, value, owner)
+            put_in(txn, &plans[0], &key, value, owner, path.as_ref())
         })
     }
 
@@ -86,7 +89,7 @@ impl Kv {
     /// returns whether `key` exists, leaving `out` alone if not. A small
     /// object is copied once, from the metadata cache into `out`.
     pub fn get_into(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, out: &mut Vec<u8>) -> Result<bool> {
-        let (path, object) = self.find_cached(bucket.as_ref(), key.as_ref())?;
+        let (path, object) = self.find_cached(bucket.as_ref(), key.as_ref(), true)?;
         let Some(object) = object else { return Ok(false) };
         // A delete between the lookup and the read reads as absent.
         Ok(self.store().read_to_end_via(&path, object.child, out)?)
@@ -128,7 +131,7 @@ impl Kv {
 
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
-        let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref())?.1 else { return Ok(None) };
+        let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref(), false)?.1 else { return Ok(None) };
         Ok(self.store().with_attributes(d.child, |o| Head { object: d.child, size: o.size })?)
     }
 
@@ -198,13 +201,23 @@ impl Kv {
     /// unchanged, instead of one per level. Only a bucket and key that
     /// parsed and resolved are ever cached, so a hit needs no checks.
     /// Returns the path's cache handle too, whose entry holds the object's
-    /// onode once read through it: the key's one entry in the cache.
-    fn find_cached(&self, bucket: &[u8], key: &[u8]) -> Result<(DerivedPath, Option<Dentry>)> {
-        let found = self.store().derived_from_names(&path_key(bucket, key), || -> Result<Option<Vec<u8>>> {
+    /// onode once read through it: the key's one entry in the cache. With
+    /// `for_read` the caller reads the object next through the handle,
+    /// and a path found anew enters the cache then, with the onode.
+    fn find_cached(&self, bucket: &[u8], key: &[u8], for_read: bool) -> Result<(DerivedPath, Option<Dentry>)> {
+        let path = path_key(bucket, key);
+        let derive = |reads: &mut Vec<Vec<u8>>| -> Result<Option<Vec<u8>>> {
             let bucket = self.bucket(bucket)?;
+            reads.push(dentry_key(ROOT_ID, &bucket.name));
             let key = Key::parse(key)?;
-            Ok(find_unkept(self.store(), bucket.id, &key)?.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
-        })?;
+            let found = find_unkept(self.store(), bucket.id, &key, reads)?;
+            Ok(found.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
+        };
+        let found = if for_read {
+            self.store().derived_for_read(&path, derive)?
+        } else {
+            self.store().derived_from_names(&path, derive)?
+        };
         let dentry = found.value().map(Dentry::decode).transpose()?;
         Ok((found, dentry))
     }
@@ -223,15 +236,17 @@ fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
 /// The dentry `key` names in `bucket` (a file, not a level), not keeping
 /// the leaf's dentry in the metadata cache if it was not there: the path
 /// entry a get derives holds it (the levels above are kept, shared by
-/// many keys).
-fn find_unkept(store: &Store, bucket: u64, key: &Key) -> Result<Option<Dentry>> {
+/// many keys). The key of every dentry read is pushed onto `reads`.
+fn find_unkept(store: &Store, bucket: u64, key: &Key, reads: &mut Vec<Vec<u8>>) -> Result<Option<Dentry>> {
     let mut dir = bucket;
     for part in key.dirs() {
+        reads.push(dentry_key(dir, part));
         match list::lookup(store, dir, part)? {
             Some(d) if d.kind == Kind::Directory => dir = d.child,
             _ => return Ok(None),
         }
     }
+    reads.push(dentry_key(dir, key.leaf()));
     Ok(list::lookup_unkept(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
 }
 
@@ -242,6 +257,7 @@ pub(crate) fn put_in(
     key: &Key,
     value: &[u8],
     (uid, gid): (u32, u32),
+    path: Option<&DerivedPath>,
 ) -> std::result::Result<(), TxnError> {
     let dir = walk_owned(txn, plan, key, uid, gid)?;
     match txn.lookup(dir, key.leaf())? {
@@ -257,9 +273,14 @@ pub(crate) fn put_in(
             Err(leaf_is_a_level(key).into())
         }
         Some(d) => {
-            // Replaced in place: one object, its bytes rewritten.
-            txn.truncate(d.child, 0)?;
-            txn.write(d.child, 0, value)?;
+            // Replaced in place: one object, its bytes rewritten; its onode
+            // through the key's path entry when that leads to it.
+            let via =
+                path.filter(|p| p.value().and_then(|v| Dentry::decode(v).ok()).is_some_and(|p| p.child == d.child));
+            match via {
+                Some(path) => txn.replace_via(path, d.child, value)?,
+                None => txn.replace(d.child, value)?,
+            }
             Ok(())
         }
         None => {

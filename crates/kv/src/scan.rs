@@ -298,6 +298,19 @@ impl<'a> Scan<'a> {
         Ok(None)
     }
 
+    /// Sizes the scan's first listing for a caller that means to read
+    /// about `keys` keys (at most 256 are listed at once): a
+    /// short scan of known length then lists its directory once instead
+    /// of in pages growing from 16 (each listing is an index range read).
+    /// Call it before the first step; it changes only how the scan reads,
+    /// never what it returns.
+    pub fn expecting(mut self, keys: usize) -> Self {
+        if let Some(top) = self.stack.last_mut().filter(|c| c.page.is_empty() && c.after.is_none()) {
+            top.page_size = keys.clamp(1, LAST_PAGE);
+        }
+        self
+    }
+
     /// This scan as an iterator of `(key, value)` pairs (see
     /// [`Scan::next_value_into`]; that call reuses its buffers, this one
     /// allocates a key and a value per item).

@@ -94,6 +94,35 @@ fn scans_return_whole_keys_in_byte_order() {
     assert_eq!(got, want);
 }
 
+/// A scan sized for the keys its caller means to read lists differently,
+/// never returns anything else: from every start, for every expectation
+/// (below, at and above what is there, and above the largest listing),
+/// keys and values are those of the unsized scan.
+#[test]
+fn a_sized_scan_returns_what_an_unsized_one_does() {
+    let sim = SimStorage::new(4);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    let mut all: Vec<String> = (0..300).map(|i| format!("k{:04}", i * 7 % 300)).collect();
+    all.extend(["k0005a/in", "k0005a-x", "k01/a/b", "j", "l"].map(String::from));
+    for k in &all {
+        kv.put("b", k, k.to_uppercase().as_bytes(), Durable).unwrap();
+    }
+    let read = |scan: larder_kv::Scan, n: usize| -> Vec<(Vec<u8>, Vec<u8>)> {
+        scan.with_values().take(n).map(Result::unwrap).collect()
+    };
+    for start in [&b""[..], b"k0005", b"k0005a/", b"k01", b"k0299", b"z"] {
+        let whole = read(kv.scan_range("b", start, None).unwrap(), usize::MAX);
+        for expect in [0, 1, 2, 16, 17, 100, 256, 1000] {
+            for n in [1, expect.max(1), usize::MAX] {
+                let sized = read(kv.scan_range("b", start, None).unwrap().expecting(expect), n);
+                let want: Vec<_> = whole.iter().take(n).cloned().collect();
+                assert_eq!(sized, want, "start {start:?}, expecting {expect}, reading {n}");
+            }
+        }
+    }
+}
+
 #[test]
 fn streams_write_and_read_large_values() {
     let sim = SimStorage::new(5);

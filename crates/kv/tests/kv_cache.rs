@@ -214,3 +214,83 @@ fn readers_of_many_keys_never_see_one_go_back() {
     }
     assert!(answered > 0, "the path entries never answered");
 }
+
+/// A put of a key a get just read takes the object's onode from the key's
+/// path entry: whatever happened to the object since (puts of other sizes,
+/// inline or in extents, another get), the value, its size and the object
+/// are those of the last put, before and after a reopen.
+#[test]
+fn puts_after_gets_replace_the_whole_value() {
+    let sim = SimStorage::new(2);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    kv.put("b", "k", b"first value", Durability::Buffered).unwrap();
+    let object = kv.head("b", "k").unwrap().unwrap().object;
+    // Shorter, longer, in extents (above the 2 KiB inline limit), back
+    // inline, empty: each after a get that fills the path entry.
+    let sizes = [3usize, 900, 5000, 40, 0, 2048, 17];
+    let mut last = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        let value: Vec<u8> = (0..size).map(|b| (b as u8) ^ (i as u8 * 37 + 1)).collect();
+        assert!(kv.get("b", "k").unwrap().is_some());
+        kv.put("b", "k", &value, Durability::Buffered).unwrap();
+        assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&value[..]), "size {size}");
+        let head = kv.head("b", "k").unwrap().unwrap();
+        assert_eq!((head.object, head.size), (object, size as u64), "replaced in place");
+        last = value;
+    }
+    // A second key's puts leave this one alone.
+    kv.put("b", "other", b"x", Durability::Buffered).unwrap();
+    assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&last[..]));
+    kv.close().unwrap();
+    let kv = common::open(&sim);
+    assert_eq!(kv.get("b", "k").unwrap().as_deref(), Some(&last[..]));
+    assert_eq!(kv.get("b", "other").unwrap().as_deref(), Some(&b"x"[..]));
+}
+
+/// A cached key's path is retired only by a write of a dentry it was
+/// derived from: creates of other keys (in its bucket, under its level,
+/// in another bucket) leave it answered from the cache alone, while a key
+/// read as absent, then created (itself, or its missing level first), is
+/// found, and a deleted key reads as absent.
+#[test]
+fn only_the_names_a_key_was_found_through_retire_its_path() {
+    let sim = SimStorage::new(3);
+    let kv = common::create(&sim);
+    kv.create_bucket("b").unwrap();
+    kv.create_bucket("c").unwrap();
+    kv.put("b", "k", b"top", Durability::Buffered).unwrap();
+    kv.put("b", "d/k", b"under", Durability::Buffered).unwrap();
+    let mut out = Vec::new();
+    assert!(kv.get_into("b", "k", &mut out).unwrap());
+    assert!(kv.get_into("b", "d/k", &mut out).unwrap());
+    assert!(!kv.get_into("b", "new", &mut out).unwrap());
+    assert!(!kv.get_into("b", "e/new", &mut out).unwrap());
+    for i in 0..8 {
+        kv.put("b", format!("other{i}"), b"x", Durability::Buffered).unwrap();
+        kv.put("b", format!("d/other{i}"), b"x", Durability::Buffered).unwrap();
+        kv.put("c", format!("k{i}"), b"x", Durability::Buffered).unwrap();
+    }
+    let mut cached = Vec::new();
+    assert_eq!(kv.get_cached_into("b", "k", &mut cached).unwrap(), Some(true), "a create elsewhere retired b/k");
+    assert_eq!(cached, b"top");
+    assert_eq!(kv.get_cached_into("b", "d/k", &mut cached).unwrap(), Some(true), "a create elsewhere retired b/d/k");
+    assert_eq!(cached, b"under");
+    // The absent keys' paths are retired by their creation.
+    kv.put("b", "new", b"made", Durability::Buffered).unwrap();
+    kv.put("b", "e/new", b"made under", Durability::Buffered).unwrap();
+    assert_eq!(kv.get("b", "new").unwrap().as_deref(), Some(&b"made"[..]));
+    assert_eq!(kv.get("b", "e/new").unwrap().as_deref(), Some(&b"made under"[..]));
+    // And a cached key's by its delete (and the level's, emptied).
+    assert!(kv.delete("b", "k", Durability::Buffered).unwrap());
+    assert_eq!(kv.get("b", "k").unwrap(), None);
+    assert!(!kv.get_cached_into("b", "k", &mut cached).unwrap().unwrap_or(false));
+    for i in 0..8 {
+        assert!(kv.delete("b", format!("d/other{i}"), Durability::Buffered).unwrap());
+    }
+    assert!(kv.delete("b", "d/k", Durability::Buffered).unwrap());
+    assert_eq!(kv.get("b", "d/k").unwrap(), None);
+    kv.put("b", "d", b"now a key", Durability::Buffered).unwrap();
+    assert_eq!(kv.get("b", "d").unwrap().as_deref(), Some(&b"now a key"[..]));
+    assert_eq!(kv.get("b", "d/k").unwrap(), None);
+}

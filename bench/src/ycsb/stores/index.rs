@@ -21,12 +21,15 @@ pub struct LarderIndex {
 impl LarderIndex {
     pub fn open(spec: &YcsbSpec) -> Result<LarderIndex> {
         let storage: StorageRef = CheckedStorage::new(Arc::new(RealStorage::new())).storage_ref();
-        let options = Options {
+        let mut options = Options {
             memtable_size_bytes: spec.memtable_bytes as usize,
             block_cache_bytes: spec.cache_bytes as usize,
             compaction_threads: spec.background_threads.saturating_sub(1).max(1),
             ..Options::default()
         };
+        if let Some(bytes) = spec.meta_cache_bytes {
+            options.metadata_cache_bytes = bytes as usize;
+        }
         let settings = format!(
             "larder-index {} (workspace): Index::write of a one-put WriteBatch per operation (one per load batch); memtable {} MiB x \
              (1 + {} immutable), block cache {} MiB, metadata cache {} MiB, bloom {} bits/key, {} merge threads + \

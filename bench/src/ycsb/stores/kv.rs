@@ -18,16 +18,21 @@ pub struct LarderKv {
 impl LarderKv {
     pub fn open(spec: &YcsbSpec) -> Result<LarderKv> {
         let path = spec.dir.join("larder");
-        let options = KvOptions::default().with_budgets(spec.memtable_bytes as usize, spec.cache_bytes as usize);
+        let mut options = KvOptions::default().with_budgets(spec.memtable_bytes as usize, spec.cache_bytes as usize);
+        if let Some(bytes) = spec.meta_cache_bytes {
+            options.store.meta_cache_bytes = bytes as usize;
+        }
+        let meta_cache_mib = options.store.meta_cache_bytes >> 20;
         let kv = Kv::create(&path, options).with_context(|| format!("creating a store in {}", path.display()))?;
         kv.create_bucket(BUCKET).context("creating the bucket")?;
         let settings = format!(
             "larder-kv {} (workspace): Kv::put(Durability::Buffered) per insert or update (logged, not synced), \
-             one KvBatch per load batch, Kv::get_into per read, Kv::scan_range stepped by Scan::next_value_into per scanned record (the scan yields each key with its value); \
-             index memtable {} MiB and block cache {} MiB (KvOptions::with_budgets), other options default",
+             one KvBatch per load batch, Kv::get_into per read, Kv::scan_range sized by Scan::expecting(scan length), stepped by Scan::next_value_into per scanned record (the scan yields each key with its value); \
+             index memtable {} MiB and block cache {} MiB (KvOptions::with_budgets), metadata cache {} MiB, other options default",
             env!("CARGO_PKG_VERSION"),
             spec.memtable_bytes >> 20,
-            spec.cache_bytes >> 20
+            spec.cache_bytes >> 20,
+            meta_cache_mib
         );
         Ok(LarderKv { kv, settings })
     }
@@ -57,7 +62,7 @@ impl RecordStore for LarderKv {
     }
 
     fn scan(&mut self, start: &[u8], count: usize, out: &mut Vec<u8>) -> Result<usize> {
-        let mut scan = self.kv.scan_range(BUCKET, start, None)?;
+        let mut scan = self.kv.scan_range(BUCKET, start, None)?.expecting(count);
         let mut key = Vec::new();
         let mut read = 0;
         // A key listed but deleted meanwhile is skipped by the scan, as

@@ -4,10 +4,11 @@
 
 use super::delete::{delete_in, truncate_in};
 use super::fmap::{block_parts, read_range, write_blocks};
-use super::to_usize;
 use super::write::write_in;
+use super::{to_usize, touch_data};
 use crate::error::{ObjectError, Result};
 use crate::meta::{DataLocation, Kind, Onode, MAX_OBJECT_BYTES};
+use crate::store::DerivedPath;
 use crate::txn::Transaction;
 
 impl Transaction<'_> {
@@ -72,6 +73,46 @@ impl Transaction<'_> {
             return Err(ObjectError::TooLarge { object, end: size, max: MAX_OBJECT_BYTES });
         }
         truncate_in(self, object, size)
+    }
+
+    /// Replaces the whole of `object` (held exclusively) with `data`, as
+    /// [`Transaction::truncate`] to 0 and [`Transaction::write`] at 0 would:
+    /// an inline object staying inline has its onode read and written
+    /// once, not twice.
+    pub fn replace(&mut self, object: u64, data: &[u8]) -> Result<()> {
+        self.replace_from(None, object, data)
+    }
+
+    /// As [`Transaction::replace`], reading the object's committed onode
+    /// through `path`, a path entry leading to it
+    /// ([`Store::derived_for_read`](crate::Store::derived_for_read)): a
+    /// value a get just read through the path is not read from the index
+    /// again (the path entry holds it, not the cache under its own key).
+    pub fn replace_via(&mut self, path: &DerivedPath, object: u64, data: &[u8]) -> Result<()> {
+        self.replace_from(Some(path), object, data)
+    }
+
+    fn replace_from(&mut self, path: Option<&DerivedPath>, object: u64, data: &[u8]) -> Result<()> {
+        let len = data.len() as u64;
+        if len > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object, end: len, max: MAX_OBJECT_BYTES });
+        }
+        let onode = match path {
+            Some(path) => self.onode_via(path, object)?,
+            None => self.onode(object)?,
+        };
+        let mut onode = onode.ok_or(ObjectError::NoSuchObject { object })?;
+        if !matches!(onode.kind, Kind::File | Kind::Symlink) {
+            return Err(ObjectError::NoData { object, what: format!("a {:?}", onode.kind) });
+        }
+        if matches!(onode.location, DataLocation::Inline(_)) && len <= u64::from(self.limits().inline_max_bytes) {
+            onode.location = DataLocation::Inline(data.to_vec());
+            onode.size = len;
+            touch_data(&mut onode);
+            return self.put_onode(object, &onode);
+        }
+        truncate_in(self, object, 0)?;
+        self.write(object, 0, data)
     }
 
     /// Deletes `object` (held exclusively) with its data, extended

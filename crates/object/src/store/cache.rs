@@ -23,10 +23,12 @@
 //! The same cache holds path entries (module [`paths`]): for a path a
 //! caller resolved from several dentry reads (the KV API's bucket and
 //! key), the dentry it leads to and the value of the key it leads to (the
-//! object's onode), checked against the namespace epoch (a second seqlock
-//! counter bumped only by batches that write dentry keys) and the target
-//! key's stripe epoch; so a read-mostly get is one cache search, and a key
-//! costs one entry under the one budget.
+//! object's onode), checked against the stripe epochs of the dentry keys
+//! it was derived from (a path found through more than three against the
+//! namespace epoch, a second seqlock counter bumped only by batches that
+//! write dentry keys) and the target key's stripe epoch; so a read-mostly
+//! get is one cache search, a create elsewhere leaves it current, and a
+//! key costs one entry under the one budget.
 //!
 //! A cached value can likewise remember (weakly) the value of one key read
 //! through it ([`MetaCache::get_or_load_linked`]): a dentry remembers its

@@ -645,15 +645,32 @@ impl Store {
     }
 
     /// A value derived from dentry reads only (the dentry a path leads
-    /// to), kept in a path entry of the metadata cache while no dentry
-    /// anywhere changes, else computed by `derive`; `key` names it (the
-    /// caller's encoding of the path).
+    /// to), kept in a path entry of the metadata cache while none of the
+    /// dentries it was derived from changes, else computed by `derive`;
+    /// `key` names it (the caller's encoding of the path). `derive` pushes
+    /// the key ([`crate::meta::dentry_key`]) of every dentry it reads,
+    /// present or absent, onto the vector it is given: a batch writing
+    /// one of those retires the entry, and only those do, so a dentry
+    /// read but not named would leave a stale entry answering.
     pub fn derived_from_names<E>(
         &self,
         key: &[u8],
-        derive: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, E>,
+        derive: impl FnOnce(&mut Vec<Vec<u8>>) -> std::result::Result<Option<Vec<u8>>, E>,
     ) -> std::result::Result<DerivedPath, E> {
-        self.meta_cache.get_or_derive(key, derive)
+        self.meta_cache.get_or_derive(key, false, derive)
+    }
+
+    /// As [`Store::derived_from_names`], for a caller that reads the
+    /// object the path leads to next, through [`Store::read_to_end_via`]:
+    /// a path derived anew and leading somewhere enters the cache only
+    /// then, together with the object's onode, as one entry inserted once
+    /// (a path leading nowhere enters at once).
+    pub fn derived_for_read<E>(
+        &self,
+        key: &[u8],
+        derive: impl FnOnce(&mut Vec<Vec<u8>>) -> std::result::Result<Option<Vec<u8>>, E>,
+    ) -> std::result::Result<DerivedPath, E> {
+        self.meta_cache.get_or_derive(key, true, derive)
     }
 
     /// The path entry's value for `key`, as [`Store::derived_from_names`]

@@ -296,6 +296,24 @@ impl<'a> Transaction<'a> {
         Ok(())
     }
 
+    /// As [`Transaction::onode`], the committed onode read through `path`
+    /// (a path entry leading to `object`, [`crate::Store::derived_for_read`]):
+    /// the value the entry holds while no batch wrote the onode since it
+    /// was read, else the metadata cache's or the index's. The value is
+    /// current: this transaction holds the object, and a commit writing
+    /// it moved its stripe epoch before releasing its locks.
+    pub(crate) fn onode_via(&self, path: &crate::store::DerivedPath, object: u64) -> Result<Option<Onode>> {
+        let key = onode_key(object);
+        if self.pending.contains_key(&key[..]) || self.entry_deltas.contains_key(&object) {
+            return self.onode(object);
+        }
+        self.check_held(object)?;
+        // Decoded here rather than through the value's decoded form, which
+        // a path entry's weight does not count.
+        let (value, _) = self.store.reach(path, &key)?;
+        value.map(|v| Onode::decode(&v, &self.limits())).transpose()
+    }
+
     /// The onode of a held object (shared or exclusive), if it exists,
     /// with this transaction's own changes.
     pub fn onode(&self, object: u64) -> Result<Option<Onode>> {

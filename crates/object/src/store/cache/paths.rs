@@ -6,8 +6,10 @@
 //! search.
 //!
 //! An entry holds the value derived from dentries (the dentry the path
-//! leads to), good while the namespace epoch has not moved (no dentry
-//! written anywhere since), and the value of the key it leads to (the
+//! leads to), good while none of the dentry keys it was derived from was
+//! written since (their stripe epochs, below, have not moved: a create
+//! elsewhere in the bucket leaves it current), and the value of the key
+//! it leads to (the
 //! object's onode) with, for an inline object, the length of its bytes at
 //! the value's end: a get copies them out without decoding the onode.
 //! That target is good while its key's stripe epoch has not moved: each
@@ -46,10 +48,28 @@ pub(super) const SLOT_OVERHEAD: usize = 128;
 /// A path entry (see the module doc).
 #[derive(Debug)]
 pub(crate) struct PathEntry {
-    /// The namespace epoch it was derived at.
-    at: u64,
+    /// What retires it: the dentries it was derived from.
+    names: NameCheck,
     value: Option<CacheKey>,
     target: Option<Target>,
+}
+
+/// Most dentries a path entry checks by their stripes; a path derived
+/// from more (a key three levels deep or more) checks the namespace epoch,
+/// which every dentry batch moves.
+const CHECKED_NAMES: usize = 3;
+
+/// The dentries a path was derived from, checked in 16 bytes (most cache
+/// entries are small keys' paths, and the default cache must hold 100,000
+/// of them): the stripes of up to [`CHECKED_NAMES`] dentry keys and the
+/// sum of their epochs when derived. Stripe epochs only grow, so the sum
+/// is unchanged exactly when none of them moved. With `count` 0, `sum` is
+/// the namespace epoch instead.
+#[derive(Clone, Copy, Debug)]
+struct NameCheck {
+    count: u8,
+    stripes: [u16; CHECKED_NAMES],
+    sum: u64,
 }
 
 /// The value of the key a path leads to, read at stripe epoch `at`.
@@ -90,7 +110,12 @@ impl PathEntry {
 pub struct DerivedPath {
     entry: Arc<PathEntry>,
     key: CacheKey,
-    cached: bool,
+    /// The entry may go into the cache with its target: it is there
+    /// already, or it was derived while no dentry batch was going in and
+    /// its insert was deferred until the target is read.
+    keep: bool,
+    /// Not in the cache yet: its insert was deferred.
+    deferred: bool,
 }
 
 impl DerivedPath {
@@ -117,6 +142,12 @@ fn path_key(key: &[u8]) -> CacheKey {
     }
 }
 
+impl NameCheck {
+    /// A check that never passes (the namespace epoch is never odd when
+    /// compared, and this one is).
+    const NEVER: NameCheck = NameCheck { count: 0, stripes: [0; CHECKED_NAMES], sum: u64::MAX };
+}
+
 /// The stripe of `key`.
 pub(super) fn stripe_of(key: &[u8]) -> usize {
     // FNV-1a: keys are short, and object ids (the keys that matter) differ
@@ -132,52 +163,122 @@ pub(super) fn new_stripes() -> Box<[AtomicU64]> {
 
 impl MetaCache {
     /// The value a caller derives for `key` (a path) from dentry reads:
-    /// cached while no dentry changed since, else from `derive` (which must
-    /// read only dentries, through this cache or the index).
+    /// cached while none of the dentries it read changed since, else from
+    /// `derive`, which must read only dentries (through this cache or the
+    /// index) and push the key of every dentry it read, present or absent,
+    /// onto the vector it is given: those keys, and only those, retire
+    /// the entry when a batch writes one of them.
+    ///
+    /// With `defer`, a path that leads somewhere is not inserted now: the
+    /// caller reads its target next ([`MetaCache::reach`]), which inserts
+    /// the entry once, with the target, if the namespace is still as it
+    /// was derived (inserting it twice cost a second insert, its eviction
+    /// and the first entry's drop, a fifth of a first get of a key). A
+    /// path leading nowhere is inserted at once either way.
     pub(crate) fn get_or_derive<E>(
         &self,
         key: &[u8],
-        derive: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
+        defer: bool,
+        derive: impl FnOnce(&mut Vec<Vec<u8>>) -> Result<Option<Vec<u8>>, E>,
     ) -> Result<DerivedPath, E> {
         let key = path_key(key);
+        let mut reads = Vec::new();
         let Some(cache) = self.cache.as_ref() else {
-            let entry = Arc::new(PathEntry { at: 0, value: derive()?.as_deref().map(CacheKey::new), target: None });
-            return Ok(DerivedPath { entry, key, cached: false });
+            let value = derive(&mut reads)?.as_deref().map(CacheKey::new);
+            let entry = Arc::new(PathEntry { names: NameCheck::NEVER, value, target: None });
+            return Ok(DerivedPath { entry, key, keep: false, deferred: false });
         };
-        let before = self.ns_epoch.load(Ordering::Acquire);
-        if let Some(path) = self.derived_at(&key, before) {
+        if let Some(path) = self.derived_at(&key) {
             return Ok(path);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let entry = Arc::new(PathEntry { at: before, value: derive()?.as_deref().map(CacheKey::new), target: None });
-        if before.is_multiple_of(2) {
+        // Read before the derivation: unchanged after it, no dentry batch
+        // went in meanwhile, so the stripes read then are those of the
+        // dentries the derivation saw.
+        let before = self.ns_epoch.load(Ordering::Acquire);
+        let value = derive(&mut reads)?.as_deref().map(CacheKey::new);
+        let recorded = if before.is_multiple_of(2) {
             let _gate = self.gate.read();
             if self.ns_epoch.load(Ordering::Acquire) == before {
-                cache.insert(key.clone(), Slot::Path(entry.clone()));
-                return Ok(DerivedPath { entry, key, cached: true });
+                self.record(&reads, before)
+            } else {
+                None
             }
+        } else {
+            None
+        };
+        let Some(names) = recorded else {
+            let entry = Arc::new(PathEntry { names: NameCheck::NEVER, value, target: None });
+            return Ok(DerivedPath { entry, key, keep: false, deferred: false });
+        };
+        let entry = Arc::new(PathEntry { names, value, target: None });
+        if defer && entry.value.is_some() {
+            // Checked again against its stripes when `reach` inserts it.
+            return Ok(DerivedPath { entry, key, keep: true, deferred: true });
         }
-        Ok(DerivedPath { entry, key, cached: false })
+        let _gate = self.gate.read();
+        if self.current(&entry) {
+            cache.insert(key.clone(), Slot::Path(entry.clone()));
+            return Ok(DerivedPath { entry, key, keep: true, deferred: false });
+        }
+        Ok(DerivedPath { entry, key, keep: false, deferred: false })
     }
 
-    /// The cached value of `key` (a path), if it is cached and no dentry
-    /// changed since it was derived; nothing is derived or loaded.
-    pub(crate) fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
-        self.derived_at(&path_key(key), self.ns_epoch.load(Ordering::Acquire))
-    }
-
-    /// The path entry under `key` if it was derived at namespace epoch
-    /// `at` and `at` is even (no dentry batch going in).
-    fn derived_at(&self, key: &CacheKey, at: u64) -> Option<DerivedPath> {
-        if !at.is_multiple_of(2) {
+    /// The check of a path derived from the dentry keys `reads` while
+    /// the namespace epoch was `epoch` (even, and unchanged since: called
+    /// under the gate), or `None` if a batch writing one of their stripes
+    /// is going in (or the derivation named no key: nothing could retire
+    /// the entry).
+    fn record(&self, reads: &[Vec<u8>], epoch: u64) -> Option<NameCheck> {
+        if reads.is_empty() {
             return None;
         }
+        if reads.len() > CHECKED_NAMES {
+            return Some(NameCheck { count: 0, stripes: [0; CHECKED_NAMES], sum: epoch });
+        }
+        let mut check = NameCheck { count: 0, stripes: [0; CHECKED_NAMES], sum: 0 };
+        for key in reads {
+            let stripe = stripe_of(key);
+            let at = self.stripes[stripe].load(Ordering::Acquire);
+            if !at.is_multiple_of(2) {
+                return None;
+            }
+            check.stripes[usize::from(check.count)] = u16::try_from(stripe).ok()?;
+            check.count += 1;
+            check.sum = check.sum.wrapping_add(at);
+        }
+        Some(check)
+    }
+
+    /// Whether no batch wrote (or is writing) a dentry `entry` was
+    /// derived from since it was.
+    fn current(&self, entry: &PathEntry) -> bool {
+        let check = &entry.names;
+        if check.count == 0 {
+            return check.sum != NameCheck::NEVER.sum && self.ns_epoch.load(Ordering::Acquire) == check.sum;
+        }
+        let stripes = &check.stripes[..usize::from(check.count)];
+        let sum = stripes
+            .iter()
+            .fold(0u64, |sum, &stripe| sum.wrapping_add(self.stripes[usize::from(stripe)].load(Ordering::Acquire)));
+        sum == check.sum
+    }
+
+    /// The cached value of `key` (a path), if it is cached and none of
+    /// the dentries it was derived from changed since; nothing is derived
+    /// or loaded.
+    pub(crate) fn derived_cached(&self, key: &[u8]) -> Option<DerivedPath> {
+        self.derived_at(&path_key(key))
+    }
+
+    /// The path entry under `key` if it is current.
+    fn derived_at(&self, key: &CacheKey) -> Option<DerivedPath> {
         let Some(Slot::Path(entry)) = self.cache.as_ref()?.get(key) else { return None };
-        if entry.at != at {
+        if !self.current(&entry) {
             return None;
         }
         self.hits.fetch_add(1, Ordering::Relaxed);
-        Some(DerivedPath { entry, key: key.clone(), cached: true })
+        Some(DerivedPath { entry, key: key.clone(), keep: true, deferred: false })
     }
 
     /// What `path` leads to if its entry holds the current value of `key`
@@ -195,8 +296,9 @@ impl MetaCache {
     /// What `path` leads to: [`MetaCache::reached_cached`], else the value
     /// of `key` from the metadata cache (not marked as used: the path
     /// entry is the one used) or from `load`, measured by `inline`; the
-    /// path's entry is then replaced by one holding it, if it was read
-    /// wholly while no batch wrote `key` and the path is still current.
+    /// path's entry is then replaced by (or, deferred, inserted as) one
+    /// holding it, if it was read wholly while no batch wrote `key` and
+    /// the path is still current.
     /// A value loaded for a path is not kept under its own key.
     pub(crate) fn reach<E>(
         &self,
@@ -226,12 +328,19 @@ impl MetaCache {
         };
         let inline = value.as_deref().map(inline).transpose()?.flatten();
         let (Some(cache), Some(link)) = (self.cache.as_ref(), LinkKey::new(key)) else { return Ok((value, inline)) };
-        if path.cached && before.is_multiple_of(2) {
+        if path.keep && before.is_multiple_of(2) {
             let _gate = self.gate.read();
-            if stripe.load(Ordering::Acquire) == before && self.ns_epoch.load(Ordering::Acquire) == path.entry.at {
+            if stripe.load(Ordering::Acquire) == before && self.current(&path.entry) {
                 let target = Target { at: before, key: link, value: value.clone(), inline };
-                let entry = PathEntry { at: path.entry.at, value: path.entry.value.clone(), target: Some(target) };
+                let entry =
+                    PathEntry { names: path.entry.names, value: path.entry.value.clone(), target: Some(target) };
                 cache.insert(path.key.clone(), Slot::Path(Arc::new(entry)));
+                if path.deferred {
+                    // Marked as used once, as the entry inserted at its
+                    // derivation and replaced here was: a key read once
+                    // is kept like one read twice, not evicted first.
+                    let _ = cache.get(&path.key);
+                }
             }
         }
         Ok((value, inline))
@@ -264,8 +373,17 @@ mod tests {
         c.settle(Some(batch));
     }
 
+    /// The dentry key the test paths are derived from.
+    fn name_key(name: &[u8]) -> Vec<u8> {
+        crate::meta::dentry_key(1, &crate::meta::Name::new(name.to_vec()).unwrap())
+    }
+
     fn derive(c: &MetaCache, key: &[u8]) -> DerivedPath {
-        c.get_or_derive(key, || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap()
+        c.get_or_derive(key, false, |reads| {
+            reads.push(name_key(b"n"));
+            Ok::<_, ()>(Some(b"dentry".to_vec()))
+        })
+        .unwrap()
     }
 
     #[test]
@@ -303,11 +421,55 @@ mod tests {
         assert_eq!(reach(&c, &after, &onode, || Ok(Some(b"stale".to_vec()))), Some(b"v2".to_vec()));
         assert_eq!(reach(&c, &c.derived_cached(b"bucket/key").unwrap(), &onode, no_load), Some(b"v2".to_vec()));
 
-        // A dentry written anywhere retires the path itself.
+        // A dentry the path was not derived from leaves it current (most
+        // likely another stripe: pick one that is); one it was derived
+        // from retires it.
+        let mut elsewhere = WriteBatch::new();
+        let other = (0..)
+            .map(|i: u32| name_key(format!("m{i}").as_bytes()))
+            .find(|k| stripe_of(k) != stripe_of(&name_key(b"n")))
+            .unwrap();
+        elsewhere.put(other, b"another entry");
+        apply(&c, &elsewhere);
+        assert!(c.derived_cached(b"bucket/key").is_some(), "a create elsewhere kept the path");
         let mut names = WriteBatch::new();
         names.delete(crate::meta::dentry_key(1, &crate::meta::Name::new(b"n".to_vec()).unwrap()));
         apply(&c, &names);
         assert!(c.derived_cached(b"bucket/key").is_none());
+    }
+
+    #[test]
+    fn a_deferred_path_enters_the_cache_with_its_target_only() {
+        let c = MetaCache::new(1 << 20, None);
+        let onode = crate::meta::onode_key(7);
+        let derive = |c: &MetaCache, key: &[u8], value: Option<&[u8]>| {
+            c.get_or_derive(key, true, |reads| {
+                reads.push(name_key(b"n"));
+                Ok::<_, ()>(value.map(<[u8]>::to_vec))
+            })
+            .unwrap()
+        };
+        let path = derive(&c, b"p", Some(b"dentry"));
+        assert_eq!(path.value(), Some(&b"dentry"[..]));
+        assert!(c.derived_cached(b"p").is_none(), "not inserted before its target is read");
+        assert_eq!(reach(&c, &path, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        let cached = c.derived_cached(b"p").unwrap();
+        assert_eq!(cached.value(), Some(&b"dentry"[..]));
+        assert_eq!(reach(&c, &cached, &onode, no_load), Some(b"v1".to_vec()));
+
+        // A path leading nowhere is inserted at once.
+        let nowhere = derive(&c, b"q", None);
+        assert_eq!(nowhere.value(), None);
+        assert_eq!(c.derived_cached(b"q").unwrap().value(), None);
+
+        // A dentry batch between the derivation and the read: the path,
+        // derived before it, is not inserted.
+        let stale = derive(&c, b"r", Some(b"old dentry"));
+        let mut names = WriteBatch::new();
+        names.delete(crate::meta::dentry_key(1, &crate::meta::Name::new(b"n".to_vec()).unwrap()));
+        apply(&c, &names);
+        assert_eq!(reach(&c, &stale, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        assert!(c.derived_cached(b"r").is_none(), "derived before a dentry batch: not kept");
     }
 
     #[test]
