@@ -11,7 +11,7 @@ use larder_index::{Iter, Snapshot};
 use larder_object::meta::{prefix_end, tree_entry_prefix, TREE_ENTRY_PREFIX_BYTES};
 
 use crate::registry::Serial;
-use crate::start_hint::Watch;
+use crate::start_hint::{Plan, Watch};
 use crate::{KeyRange, Result};
 
 /// An entry: the key and its value.
@@ -45,17 +45,38 @@ pub(crate) fn index_bounds(tree: u64, range: KeyRange<'_>) -> Result<IndexBounds
     Ok((start, end))
 }
 
-/// Moves a forward scan's `start` up to `hint`, the lowest key that can
-/// be live (see `start_hint`), when it lies below it.
-pub(crate) fn raise_start(start: &mut Bound<Vec<u8>>, hint: Option<Vec<u8>>) {
-    let Some(hint) = hint else { return };
-    let below = match &*start {
-        Bound::Included(s) | Bound::Excluded(s) => s.as_slice() < hint.as_slice(),
-        Bound::Unbounded => true,
-    };
-    if below {
-        *start = Bound::Included(hint);
+/// Whether `key` lies below a forward scan's `start`.
+fn below_start(key: &[u8], start: &Bound<Vec<u8>>) -> bool {
+    match start {
+        Bound::Included(s) => key < s.as_slice(),
+        Bound::Excluded(s) => key <= s.as_slice(),
+        Bound::Unbounded => false,
     }
+}
+
+/// Moves a forward scan's `start` up by a tree's start hint (see
+/// `start_hint`): to the first of the plan's candidates at or past `start`
+/// that `get` finds live, else to the plan's end, when that lies past
+/// `start`.
+pub(crate) fn raise_start(
+    start: &mut Bound<Vec<u8>>,
+    plan: Option<Plan>,
+    mut get: impl FnMut(&[u8]) -> larder_index::Result<Option<Vec<u8>>>,
+) -> Result<()> {
+    let Some(plan) = plan else { return Ok(()) };
+    for candidate in plan.candidates {
+        if below_start(&candidate, start) {
+            continue;
+        }
+        if get(&candidate)?.is_some() {
+            *start = Bound::Included(candidate);
+            return Ok(());
+        }
+    }
+    if !below_start(&plan.end, start) {
+        *start = Bound::Included(plan.end);
+    }
+    Ok(())
 }
 
 /// Whether no key lies between `start` and `end` (`BTreeMap::range`
@@ -95,6 +116,8 @@ struct Settle {
     /// The end of the scanned range, if exclusive: the first key that can
     /// be live when the scan finds none.
     end: Option<Vec<u8>>,
+    /// The end of the start hint's plan the scan started by, if any.
+    plan_end: Option<Vec<u8>>,
 }
 
 impl TreeIter {
@@ -111,10 +134,7 @@ impl TreeIter {
         watch: Option<Watch>,
     ) -> Result<TreeIter> {
         let (mut start, end) = index_bounds(tree, range)?;
-        if forward {
-            raise_start(&mut start, serial.hints.start_for(tree, snapshot.seq()));
-        }
-        let settle = watch.map(|watch| Settle {
+        let mut settle = watch.map(|watch| Settle {
             serial: serial.clone(),
             watch,
             seq: snapshot.seq(),
@@ -122,7 +142,20 @@ impl TreeIter {
                 Bound::Excluded(e) => Some(e.clone()),
                 _ => None,
             },
+            plan_end: None,
         });
+        if forward {
+            let plan = serial.hints.plan(tree, Some(snapshot.seq()));
+            if let (Some(settle), Some(plan)) = (settle.as_mut(), plan.as_ref()) {
+                settle.plan_end = Some(plan.end.clone());
+            }
+            if let Err(e) = raise_start(&mut start, plan, |key| snapshot.get(key)) {
+                if let Some(settle) = settle {
+                    settle.serial.hints.cancel(&settle.watch);
+                }
+                return Err(e);
+            }
+        }
         if is_empty_range(&start, &end) {
             // Empty by the hint or by the caller's bounds: nothing to learn.
             if let Some(settle) = settle {
@@ -148,9 +181,9 @@ impl TreeIter {
         let Some(settle) = self.settle.take() else { return };
         let hints = &settle.serial.hints;
         match first {
-            Some(Ok((key, _))) => hints.settle(settle.watch, key, settle.seq),
+            Some(Ok((key, _))) => hints.settle(settle.watch, key, settle.seq, settle.plan_end.as_deref()),
             None => match &settle.end {
-                Some(end) => hints.settle(settle.watch, end, settle.seq),
+                Some(end) => hints.settle(settle.watch, end, settle.seq, settle.plan_end.as_deref()),
                 None => hints.cancel(&settle.watch),
             },
             Some(Err(_)) => hints.cancel(&settle.watch),

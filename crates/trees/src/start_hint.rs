@@ -1,53 +1,94 @@
-//! Where a forward scan of a tree may start: the lowest key that can be
-//! live, learned by earlier scans.
+//! Where a forward scan of a tree may start: below a key learned by an
+//! earlier scan nothing is live but the few keys inserted since.
 //!
-//! A tree used as a queue (Garage's Merkle to-do list, its insert queues)
-//! is read from its first entry and emptied from the front. In a
-//! write-optimized index every removed entry stays behind as a tombstone
-//! until a merge drops it, so a scan from the tree's start steps over all
-//! of them before it finds the first live entry: LMDB's B+tree finds it in
-//! one descent. A scan that found its first live key `K` therefore records
-//! that no key below `K` is live as of its snapshot; later scans whose
-//! snapshot is at least as new start at `K`. Removals keep the hint true;
-//! every commit that inserts into the tree lowers the hint to its smallest
-//! inserted key before the insert becomes visible, so no snapshot that
-//! holds the insert can read a hint above it.
+//! A tree used as a queue (Garage's Merkle to-do list, its insert queues,
+//! any work queue) is read from its first entry and emptied from the
+//! front. In a write-optimized index every removed entry stays behind as a
+//! tombstone until a merge drops it, so a scan from the tree's start steps
+//! over all of them before it finds the first live entry: LMDB's B+tree
+//! finds it in one descent. A scan that found its first live key `K`
+//! therefore records that no key below `K` is live as of its snapshot.
+//! A commit that inserts keys below `K` adds them to the hint as
+//! exceptions before they become visible (queues whose keys are hashes get
+//! new entries anywhere, mostly below the front). A later scan whose
+//! snapshot is at least as new checks the exceptions in order by point
+//! reads (a removed one reads as absent) and starts at the first live one,
+//! or at `K`. Removals keep the hint true.
 //!
 //! Setting a hint races with commits: a scan that found `K` in its
-//! snapshot must not raise the hint above a key inserted by a commit its
-//! snapshot missed. So a scan registers a watch before it takes its
-//! snapshot; the commit being applied at that moment and every later one
-//! lower the watch as they lower the hint, and the scan sets the hint to
-//! the smaller of `K` and its watch.
+//! snapshot must not drop an exception inserted by a commit its snapshot
+//! missed. So a scan registers a watch before it takes its snapshot; the
+//! commit being applied at that moment and every later one add their
+//! inserted keys to the watch as to the hint, and the scan's new hint
+//! keeps those below `K` as its exceptions.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use parking_lot::Mutex;
 
-/// No key of the tree below `key` is live in any snapshot at `seq` or
-/// later, but for keys inserted since, which lowered `key`.
+/// Most keys a hint, a watch or one commit's record keeps before giving
+/// up (the hint is dropped, the watch sets nothing): bounded memory for
+/// trees that are not queues.
+const MAX_TRACKED: usize = 4096;
+
+/// No key of the tree below `end` is live in any snapshot at `seq` or
+/// later, but for the keys in `inserted` (inserted since).
 #[derive(Clone, Debug)]
 struct Hint {
-    key: Vec<u8>,
+    end: Vec<u8>,
     seq: u64,
+    inserted: BTreeSet<Vec<u8>>,
+}
+
+/// A scan that may set its tree's hint, and the keys inserted into the
+/// tree since it registered (or in flight then).
+struct WatchState {
+    id: u64,
+    inserted: BTreeSet<Vec<u8>>,
+    overflowed: bool,
 }
 
 /// A tree's hint and what may change it.
 #[derive(Default)]
 struct TreeState {
     hint: Option<Hint>,
-    /// The smallest key the commit now being applied inserts (set before
-    /// the commit's batch enters the index, cleared once it is visible).
-    in_flight: Option<Vec<u8>>,
-    /// Scans that may set the hint: each one's id and the smallest key
-    /// inserted since it registered (or in flight then).
-    watches: Vec<(u64, Option<Vec<u8>>)>,
+    /// The keys the commit now being applied inserts (set before the
+    /// commit's batch enters the index, cleared once it is visible).
+    in_flight: Option<Inserted>,
+    watches: Vec<WatchState>,
 }
 
-fn lower(slot: &mut Option<Vec<u8>>, key: &[u8]) {
-    if slot.as_deref().is_none_or(|current| key < current) {
-        *slot = Some(key.to_vec());
+/// The keys one commit inserts into one tree: all of them, or, past
+/// [`MAX_TRACKED`], only the fact that there were too many.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Inserted {
+    keys: Vec<Vec<u8>>,
+    overflowed: bool,
+}
+
+impl Inserted {
+    /// Records `key` (an index key of the tree).
+    pub(crate) fn add(&mut self, key: &[u8]) {
+        if self.overflowed {
+            return;
+        }
+        if self.keys.len() >= MAX_TRACKED {
+            self.keys = Vec::new();
+            self.overflowed = true;
+        } else {
+            self.keys.push(key.to_vec());
+        }
     }
+}
+
+/// Where a forward scan may start: the first of `candidates` that is live
+/// in its snapshot, else `end`.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Keys below `end` that may be live, in order.
+    pub(crate) candidates: Vec<Vec<u8>>,
+    /// The first key at or above which entries may be live.
+    pub(crate) end: Vec<u8>,
 }
 
 /// The hints of every tree of one store (shared by every `Trees` on it).
@@ -64,6 +105,18 @@ pub(crate) struct Watch {
     id: u64,
 }
 
+impl WatchState {
+    fn add(&mut self, inserted: &Inserted) {
+        if inserted.overflowed || self.inserted.len() + inserted.keys.len() > MAX_TRACKED {
+            self.overflowed = true;
+            self.inserted.clear();
+        }
+        if !self.overflowed {
+            self.inserted.extend(inserted.keys.iter().cloned());
+        }
+    }
+}
+
 impl StartHints {
     /// Registers a scan of `tree` from its start; call before taking the
     /// scan's snapshot.
@@ -75,25 +128,45 @@ impl StartHints {
         };
         let mut trees = self.trees.lock();
         let state = trees.entry(tree).or_default();
-        let seen = state.in_flight.clone();
-        state.watches.push((id, seen));
+        let mut watch = WatchState { id, inserted: BTreeSet::new(), overflowed: false };
+        if let Some(in_flight) = &state.in_flight {
+            watch.add(in_flight);
+        }
+        state.watches.push(watch);
         Watch { tree, id }
     }
 
-    /// Records that no key of the watched tree below `first_live` is live
-    /// in the scan's snapshot `seq` (`first_live` is the first live key
-    /// the scan found, or the end of its range if it found none).
-    pub(crate) fn settle(&self, watch: Watch, first_live: &[u8], seq: u64) {
+    /// Records that the scan's snapshot `seq` holds no live key of the
+    /// watched tree below `first_live` (the first live key the scan found,
+    /// or the end of its range if it found none). `plan_end` is the end of
+    /// the plan the scan started by, if any: when the scan found a live
+    /// candidate below it, the hint keeps that end and drops only the
+    /// candidates below `first_live` (the scan read them as removed), so
+    /// popping the front of a queue whose new keys land below it does not
+    /// forget what lies between them and the old end.
+    pub(crate) fn settle(&self, watch: Watch, first_live: &[u8], seq: u64, plan_end: Option<&[u8]>) {
         let mut trees = self.trees.lock();
         let Some(state) = trees.get_mut(&watch.tree) else { return };
-        let Some(at) = state.watches.iter().position(|(id, _)| *id == watch.id) else { return };
-        let (_, inserted) = state.watches.swap_remove(at);
-        let key = match inserted {
-            Some(inserted) if inserted.as_slice() < first_live => inserted,
-            _ => first_live.to_vec(),
-        };
-        if state.hint.as_ref().is_none_or(|hint| key > hint.key) {
-            state.hint = Some(Hint { key, seq });
+        let Some(at) = state.watches.iter().position(|w| w.id == watch.id) else { return };
+        let found = state.watches.swap_remove(at);
+        if found.overflowed {
+            return;
+        }
+        match (state.hint.as_mut(), plan_end) {
+            // Still the hint the scan planned by: the candidates below
+            // `first_live` were read as removed in a snapshot holding every
+            // insert but those the watch saw, which stay.
+            (Some(hint), Some(end)) if first_live < end && hint.end.as_slice() == end && hint.seq <= seq => {
+                let mut kept = hint.inserted.split_off(first_live);
+                kept.extend(found.inserted.into_iter().filter(|k| k.as_slice() < end));
+                hint.inserted = kept;
+                hint.seq = seq;
+            }
+            (Some(hint), _) if hint.seq > seq => {}
+            _ => {
+                let inserted = found.inserted.into_iter().filter(|k| k.as_slice() < first_live).collect();
+                state.hint = Some(Hint { end: first_live.to_vec(), seq, inserted });
+            }
         }
     }
 
@@ -102,43 +175,47 @@ impl StartHints {
     pub(crate) fn cancel(&self, watch: &Watch) {
         let mut trees = self.trees.lock();
         if let Some(state) = trees.get_mut(&watch.tree) {
-            state.watches.retain(|(id, _)| *id != watch.id);
+            state.watches.retain(|w| w.id != watch.id);
         }
     }
 
-    /// The key a forward scan of `tree` from a snapshot at `seq` may start
-    /// at (call after taking the snapshot); None if nothing is known.
-    pub(crate) fn start_for(&self, tree: u64, seq: u64) -> Option<Vec<u8>> {
+    /// Where a forward scan of `tree` may start: from a snapshot at `seq`
+    /// (call after taking the snapshot), or, with `None`, of the latest
+    /// state by the one running write transaction (no commit can be in
+    /// flight beside it). None if nothing is known.
+    pub(crate) fn plan(&self, tree: u64, seq: Option<u64>) -> Option<Plan> {
         let trees = self.trees.lock();
         let hint = trees.get(&tree)?.hint.as_ref()?;
-        (hint.seq <= seq).then(|| hint.key.clone())
+        if seq.is_some_and(|seq| hint.seq > seq) {
+            return None;
+        }
+        Some(Plan { candidates: hint.inserted.iter().cloned().collect(), end: hint.end.clone() })
     }
 
-    /// The start for a scan of the latest state by the one running write
-    /// transaction (no commit can be in flight beside it).
-    pub(crate) fn start_now(&self, tree: u64) -> Option<Vec<u8>> {
-        let trees = self.trees.lock();
-        trees.get(&tree)?.hint.as_ref().map(|hint| hint.key.clone())
-    }
-
-    /// A commit that inserts, per tree, keys from `smallest` up is about to
-    /// enter the index: lowers hints and watches now; the returned guard
-    /// ends the commit's flight once its batch is visible (or failed).
-    pub(crate) fn inserting<'a>(&'a self, smallest: &HashMap<u64, Vec<u8>>) -> InFlight<'a> {
+    /// A commit that inserts `inserted` (per tree) is about to enter the
+    /// index: records the keys in hints and watches now; the returned
+    /// guard ends the commit's flight once its batch is visible (or
+    /// failed).
+    pub(crate) fn inserting<'a>(&'a self, inserted: &HashMap<u64, Inserted>) -> InFlight<'a> {
         let mut trees = self.trees.lock();
-        for (&tree, key) in smallest {
+        for (&tree, keys) in inserted {
             let state = trees.entry(tree).or_default();
             if let Some(hint) = state.hint.as_mut() {
-                if key.as_slice() < hint.key.as_slice() {
-                    hint.key = key.clone();
+                if keys.overflowed {
+                    state.hint = None;
+                } else {
+                    hint.inserted.extend(keys.keys.iter().filter(|k| k.as_slice() < hint.end.as_slice()).cloned());
+                    if hint.inserted.len() > MAX_TRACKED {
+                        state.hint = None;
+                    }
                 }
             }
-            for (_, seen) in &mut state.watches {
-                lower(seen, key);
+            for watch in &mut state.watches {
+                watch.add(keys);
             }
-            lower(&mut state.in_flight, key);
+            state.in_flight = Some(keys.clone());
         }
-        InFlight { hints: self, trees: smallest.keys().copied().collect() }
+        InFlight { hints: self, trees: inserted.keys().copied().collect() }
     }
 
     /// Forgets a deleted tree (ids are never reused).
@@ -169,58 +246,97 @@ impl Drop for InFlight<'_> {
 mod tests {
     use super::*;
 
+    fn inserted(keys: &[&[u8]]) -> Inserted {
+        let mut inserted = Inserted::default();
+        for key in keys {
+            inserted.add(key);
+        }
+        inserted
+    }
+
+    fn plan(hints: &StartHints, tree: u64, seq: Option<u64>) -> Option<(Vec<Vec<u8>>, Vec<u8>)> {
+        hints.plan(tree, seq).map(|plan| (plan.candidates, plan.end))
+    }
+
     #[test]
     fn a_settled_scan_sets_the_hint_for_newer_snapshots_only() {
         let hints = StartHints::default();
         let watch = hints.watch(7);
-        hints.settle(watch, b"k5", 10);
-        assert_eq!(hints.start_for(7, 10), Some(b"k5".to_vec()));
-        assert_eq!(hints.start_for(7, 9), None);
-        assert_eq!(hints.start_for(8, 10), None);
-        assert_eq!(hints.start_now(7), Some(b"k5".to_vec()));
+        hints.settle(watch, b"k5", 10, None);
+        assert_eq!(plan(&hints, 7, Some(10)), Some((vec![], b"k5".to_vec())));
+        assert_eq!(plan(&hints, 7, Some(9)), None);
+        assert_eq!(plan(&hints, 8, Some(10)), None);
+        assert_eq!(plan(&hints, 7, None), Some((vec![], b"k5".to_vec())));
     }
 
     #[test]
-    fn inserts_lower_the_hint_before_they_are_visible() {
+    fn inserts_below_the_end_become_candidates_before_they_are_visible() {
         let hints = StartHints::default();
-        hints.settle(hints.watch(1), b"m", 3);
-        let flight = hints.inserting(&HashMap::from([(1, b"c".to_vec())]));
-        assert_eq!(hints.start_for(1, 3), Some(b"c".to_vec()));
+        hints.settle(hints.watch(1), b"m", 3, None);
+        let flight = hints.inserting(&HashMap::from([(1, inserted(&[b"c", b"x", b"a"]))]));
+        assert_eq!(plan(&hints, 1, Some(3)), Some((vec![b"a".to_vec(), b"c".to_vec()], b"m".to_vec())));
         drop(flight);
-        // An insert above the hint leaves it.
-        drop(hints.inserting(&HashMap::from([(1, b"z".to_vec())])));
-        assert_eq!(hints.start_now(1), Some(b"c".to_vec()));
     }
 
     #[test]
-    fn a_scan_cannot_raise_the_hint_over_an_insert_its_snapshot_missed() {
+    fn a_scan_keeps_the_inserts_its_snapshot_may_have_missed() {
         let hints = StartHints::default();
         // In flight when the scan registers.
-        let flight = hints.inserting(&HashMap::from([(1, b"b".to_vec())]));
+        let flight = hints.inserting(&HashMap::from([(1, inserted(&[b"b"]))]));
         let early = hints.watch(1);
         drop(flight);
-        hints.settle(early, b"x", 5);
-        assert_eq!(hints.start_now(1), Some(b"b".to_vec()));
+        hints.settle(early, b"x", 5, None);
+        assert_eq!(plan(&hints, 1, None), Some((vec![b"b".to_vec()], b"x".to_vec())));
 
-        // Committed after the scan registered.
+        // Committed after the scan registered; one above what it found.
         let hints = StartHints::default();
         let late = hints.watch(1);
-        drop(hints.inserting(&HashMap::from([(1, b"d".to_vec())])));
-        hints.settle(late, b"x", 5);
-        assert_eq!(hints.start_now(1), Some(b"d".to_vec()));
+        drop(hints.inserting(&HashMap::from([(1, inserted(&[b"d", b"y"]))])));
+        hints.settle(late, b"x", 5, None);
+        assert_eq!(plan(&hints, 1, None), Some((vec![b"d".to_vec()], b"x".to_vec())));
     }
 
     #[test]
-    fn a_lower_or_cancelled_settle_changes_nothing() {
+    fn a_live_candidate_keeps_the_end_and_drops_the_removed_ones() {
         let hints = StartHints::default();
-        hints.settle(hints.watch(1), b"m", 3);
-        hints.settle(hints.watch(1), b"f", 4);
-        assert_eq!(hints.start_now(1), Some(b"m".to_vec()));
+        hints.settle(hints.watch(1), b"m", 3, None);
+        drop(hints.inserting(&HashMap::from([(1, inserted(&[b"a", b"c", b"e"]))])));
+        let watch = hints.watch(1);
+        let Some((candidates, end)) = plan(&hints, 1, Some(4)) else { panic!("the hint gives no plan") };
+        assert_eq!((candidates.len(), end.as_slice()), (3, &b"m"[..]));
+        // While the scan reads "a" as removed and "c" as live, a commit
+        // inserts "b", which its snapshot may miss.
+        drop(hints.inserting(&HashMap::from([(1, inserted(&[b"b"]))])));
+        hints.settle(watch, b"c", 4, Some(b"m"));
+        assert_eq!(plan(&hints, 1, None), Some((vec![b"b".to_vec(), b"c".to_vec(), b"e".to_vec()], b"m".to_vec())));
+    }
+
+    #[test]
+    fn an_older_settle_or_a_cancelled_one_changes_nothing() {
+        let hints = StartHints::default();
+        hints.settle(hints.watch(1), b"m", 4, None);
+        hints.settle(hints.watch(1), b"z", 3, None);
+        assert_eq!(plan(&hints, 1, None), Some((vec![], b"m".to_vec())));
         let watch = hints.watch(1);
         hints.cancel(&watch);
-        hints.settle(watch, b"z", 5);
-        assert_eq!(hints.start_now(1), Some(b"m".to_vec()));
+        hints.settle(watch, b"z", 5, None);
+        assert_eq!(plan(&hints, 1, None), Some((vec![], b"m".to_vec())));
         hints.forget(1);
-        assert_eq!(hints.start_now(1), None);
+        assert_eq!(plan(&hints, 1, None), None);
+    }
+
+    #[test]
+    fn too_many_inserts_drop_the_hint_and_void_the_watches() {
+        let hints = StartHints::default();
+        hints.settle(hints.watch(1), b"zzzz", 1, None);
+        let watch = hints.watch(1);
+        let mut many = Inserted::default();
+        for i in 0..=MAX_TRACKED {
+            many.add(format!("k{i:05}").as_bytes());
+        }
+        drop(hints.inserting(&HashMap::from([(1, many)])));
+        assert_eq!(plan(&hints, 1, None), None);
+        hints.settle(watch, b"zzzz", 2, None);
+        assert_eq!(plan(&hints, 1, None), None);
     }
 }

@@ -18,6 +18,7 @@ use larder_index::WriteBatch;
 use larder_object::meta::{encode_tree_record, tree_count_key};
 use larder_object::Durability;
 
+use crate::start_hint::Inserted;
 use crate::writer::WriterGuard;
 
 use crate::iter::{entry_bounds, TxIter};
@@ -44,9 +45,9 @@ pub struct WriteTransaction<'a> {
     counts: HashMap<u64, Count>,
     /// Bytes of keys and values pending (for the commit size limit).
     pending_bytes: u64,
-    /// The smallest index key inserted per tree (for the trees' start
-    /// hints, lowered before the commit becomes visible).
-    smallest_inserted: HashMap<u64, Vec<u8>>,
+    /// The index keys inserted per tree (for the trees' start hints,
+    /// told before the commit becomes visible).
+    inserted: HashMap<u64, Inserted>,
 }
 
 impl<'a> WriteTransaction<'a> {
@@ -60,7 +61,7 @@ impl<'a> WriteTransaction<'a> {
             cleared: BTreeSet::new(),
             counts: HashMap::new(),
             pending_bytes: 0,
-            smallest_inserted: HashMap::new(),
+            inserted: HashMap::new(),
         })
     }
 
@@ -135,15 +136,7 @@ impl<'a> WriteTransaction<'a> {
             count.now += 1;
         }
         self.pending_bytes += (full.len() + value.len()) as u64;
-        match self.smallest_inserted.entry(tree.id()) {
-            Entry::Occupied(mut e) if full < *e.get() => {
-                e.insert(full.clone());
-            }
-            Entry::Occupied(_) => {}
-            Entry::Vacant(e) => {
-                e.insert(full.clone());
-            }
-        }
+        self.inserted.entry(tree.id()).or_default().add(&full);
         self.pending.insert(full, Some(value.to_vec()));
         Ok(())
     }
@@ -198,7 +191,9 @@ impl<'a> WriteTransaction<'a> {
             // live (this transaction's own inserts are in `pending`).
             let mut index_start = start;
             if forward {
-                crate::iter::raise_start(&mut index_start, self.shared.serial.hints.start_now(tree.id()));
+                let index = self.shared.store.index();
+                let plan = self.shared.serial.hints.plan(tree.id(), None);
+                crate::iter::raise_start(&mut index_start, plan, |key| index.get(key))?;
             }
             if crate::iter::is_empty_range(&index_start, &end) {
                 None
@@ -228,8 +223,8 @@ impl<'a> WriteTransaction<'a> {
         if batch.is_empty() {
             return Ok(());
         }
-        // Inserts lower their trees' start hints before they are visible.
-        let in_flight = self.shared.serial.hints.inserting(&self.smallest_inserted);
+        // Inserts reach their trees' start hints before they are visible.
+        let in_flight = self.shared.serial.hints.inserting(&self.inserted);
         let lsn = self.shared.store.commit(&batch, Durability::Buffered)?;
         drop(in_flight);
         // Ordered and visible: the next transaction may start while this

@@ -129,7 +129,7 @@ fn an_old_read_transaction_ignores_a_newer_hint() {
 #[test]
 fn scans_racing_commits_never_skip_a_live_key() {
     const UNIVERSE: u32 = 256;
-    const COMMITS: u64 = 4_000;
+    const COMMITS: u64 = 12_000;
     let sim = SimStorage::new(13);
     let trees: Trees = common::create(&sim).unwrap();
     let tree = trees.open_tree("queue").unwrap();
@@ -175,7 +175,13 @@ fn scans_racing_commits_never_skip_a_live_key() {
             scope.spawn(|| {
                 while !done.load(Ordering::Acquire) {
                     let _ = tree.first().unwrap();
-                    let _ = tree.iter().unwrap().take(3).count();
+                    // Commits land between the scan's snapshot and the
+                    // first entry that settles its hint.
+                    let mut scan = tree.iter().unwrap();
+                    for i in 0..UNIVERSE / 4 {
+                        let _ = tree.get(&key(i)).unwrap();
+                    }
+                    let _ = scan.by_ref().take(3).count();
                 }
             });
         }
