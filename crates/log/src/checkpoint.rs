@@ -84,21 +84,28 @@ impl Inner {
         }
     }
 
+    /// Counts a new segment and hands out its id if the log is open and
+    /// `wanted` holds. A closed log writes nothing more (its clean-close
+    /// marker counts the files).
+    fn reserve_segment_id(&self, wanted: impl FnOnce(&crate::log::State) -> bool) -> Option<u64> {
+        let mut st = self.state.lock();
+        if st.closed || !wanted(&st) {
+            return None;
+        }
+        st.total_segments += 1;
+        st.next_id += 1;
+        Some(st.next_id - 1)
+    }
+
     /// Creates a segment for the free pool if it is empty and the bound
     /// allows. Best effort: the spare is only an optimisation, so a failure
     /// (a full disk) is logged, the partial file removed, and the next
     /// rotation tries again when a segment is really needed.
     pub(crate) fn create_spare(&self) {
-        let id = {
-            let mut st = self.state.lock();
-            // A closed log writes nothing more (its clean-close marker
-            // counts the files).
-            if st.closed || !st.free.is_empty() || st.total_segments >= self.options.max_segments {
-                return;
-            }
-            st.total_segments += 1;
-            st.next_id += 1;
-            st.next_id - 1
+        let Some(id) =
+            self.reserve_segment_id(|st| st.free.is_empty() && st.total_segments < self.options.max_segments)
+        else {
+            return;
         };
         match self.create_segment(id) {
             Ok(seg) => self.state.lock().free.push_back(seg),
@@ -111,15 +118,10 @@ impl Inner {
     /// [`Inner::create_spare`]: it stops at the first failure (logged),
     /// and rotations create what is missing when they need it.
     pub(crate) fn create_ready_segments(&self) {
+        let wanted = self.options.min_segments.min(self.options.max_segments);
         loop {
-            let id = {
-                let mut st = self.state.lock();
-                if st.closed || st.total_segments >= self.options.min_segments.min(self.options.max_segments) {
-                    return;
-                }
-                st.total_segments += 1;
-                st.next_id += 1;
-                st.next_id - 1
+            let Some(id) = self.reserve_segment_id(|st| st.total_segments < wanted) else {
+                return;
             };
             match self.create_segment(id) {
                 Ok(seg) => self.state.lock().free.push_back(seg),
