@@ -193,12 +193,14 @@ impl StartHints {
     }
 
     /// A commit that inserts `inserted` (per tree) is about to enter the
-    /// index: records the keys in hints and watches now; the returned
-    /// guard ends the commit's flight once its batch is visible (or
-    /// failed).
-    pub(crate) fn inserting<'a>(&'a self, inserted: &HashMap<u64, Inserted>) -> InFlight<'a> {
+    /// index: records the keys in hints and watches now, and keeps them as
+    /// the tree's keys in flight for watches registered meanwhile; the
+    /// returned guard ends the commit's flight once its batch is visible
+    /// (or failed).
+    pub(crate) fn inserting(&self, inserted: HashMap<u64, Inserted>) -> InFlight<'_> {
         let mut trees = self.trees.lock();
-        for (&tree, keys) in inserted {
+        let mut flying = Vec::with_capacity(inserted.len());
+        for (tree, keys) in inserted {
             let state = trees.entry(tree).or_default();
             if let Some(hint) = state.hint.as_mut() {
                 if keys.overflowed {
@@ -211,11 +213,12 @@ impl StartHints {
                 }
             }
             for watch in &mut state.watches {
-                watch.add(keys);
+                watch.add(&keys);
             }
-            state.in_flight = Some(keys.clone());
+            state.in_flight = Some(keys);
+            flying.push(tree);
         }
-        InFlight { hints: self, trees: inserted.keys().copied().collect() }
+        InFlight { hints: self, trees: flying }
     }
 
     /// Forgets a deleted tree (ids are never reused).
@@ -273,7 +276,7 @@ mod tests {
     fn inserts_below_the_end_become_candidates_before_they_are_visible() {
         let hints = StartHints::default();
         hints.settle(hints.watch(1), b"m", 3, None);
-        let flight = hints.inserting(&HashMap::from([(1, inserted(&[b"c", b"x", b"a"]))]));
+        let flight = hints.inserting(HashMap::from([(1, inserted(&[b"c", b"x", b"a"]))]));
         assert_eq!(plan(&hints, 1, Some(3)), Some((vec![b"a".to_vec(), b"c".to_vec()], b"m".to_vec())));
         drop(flight);
     }
@@ -282,7 +285,7 @@ mod tests {
     fn a_scan_keeps_the_inserts_its_snapshot_may_have_missed() {
         let hints = StartHints::default();
         // In flight when the scan registers.
-        let flight = hints.inserting(&HashMap::from([(1, inserted(&[b"b"]))]));
+        let flight = hints.inserting(HashMap::from([(1, inserted(&[b"b"]))]));
         let early = hints.watch(1);
         drop(flight);
         hints.settle(early, b"x", 5, None);
@@ -291,7 +294,7 @@ mod tests {
         // Committed after the scan registered; one above what it found.
         let hints = StartHints::default();
         let late = hints.watch(1);
-        drop(hints.inserting(&HashMap::from([(1, inserted(&[b"d", b"y"]))])));
+        drop(hints.inserting(HashMap::from([(1, inserted(&[b"d", b"y"]))])));
         hints.settle(late, b"x", 5, None);
         assert_eq!(plan(&hints, 1, None), Some((vec![b"d".to_vec()], b"x".to_vec())));
     }
@@ -300,13 +303,13 @@ mod tests {
     fn a_live_candidate_keeps_the_end_and_drops_the_removed_ones() {
         let hints = StartHints::default();
         hints.settle(hints.watch(1), b"m", 3, None);
-        drop(hints.inserting(&HashMap::from([(1, inserted(&[b"a", b"c", b"e"]))])));
+        drop(hints.inserting(HashMap::from([(1, inserted(&[b"a", b"c", b"e"]))])));
         let watch = hints.watch(1);
         let Some((candidates, end)) = plan(&hints, 1, Some(4)) else { panic!("the hint gives no plan") };
         assert_eq!((candidates.len(), end.as_slice()), (3, &b"m"[..]));
         // While the scan reads "a" as removed and "c" as live, a commit
         // inserts "b", which its snapshot may miss.
-        drop(hints.inserting(&HashMap::from([(1, inserted(&[b"b"]))])));
+        drop(hints.inserting(HashMap::from([(1, inserted(&[b"b"]))])));
         hints.settle(watch, b"c", 4, Some(b"m"));
         assert_eq!(plan(&hints, 1, None), Some((vec![b"b".to_vec(), b"c".to_vec(), b"e".to_vec()], b"m".to_vec())));
     }
@@ -334,7 +337,7 @@ mod tests {
         for i in 0..=MAX_TRACKED {
             many.add(format!("k{i:05}").as_bytes());
         }
-        drop(hints.inserting(&HashMap::from([(1, many)])));
+        drop(hints.inserting(HashMap::from([(1, many)])));
         assert_eq!(plan(&hints, 1, None), None);
         hints.settle(watch, b"zzzz", 2, None);
         assert_eq!(plan(&hints, 1, None), None);

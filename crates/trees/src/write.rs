@@ -224,7 +224,7 @@ impl<'a> WriteTransaction<'a> {
             return Ok(());
         }
         // Inserts reach their trees' start hints before they are visible.
-        let in_flight = self.shared.serial.hints.inserting(&self.inserted);
+        let in_flight = self.shared.serial.hints.inserting(std::mem::take(&mut self.inserted));
         let lsn = self.shared.store.commit(&batch, Durability::Buffered)?;
         drop(in_flight);
         // Ordered and visible: the next transaction may start while this
