@@ -25,6 +25,20 @@ fn served(workers: std::ops::RangeInclusive<u32>, policy: Option<LoadPolicy>) ->
 }
 
 /// One record: who wrote it and its number, fixed width.
+/// Client `c`'s own new file in `dir` (read-write) and the directory's
+/// shared file, opened for appends.
+fn own_and_shared(client: &Client, dir: &str, c: usize) -> (larder_client::File, larder_client::File) {
+    let own = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(client, format!("{dir}/own{c}"))
+        .unwrap();
+    let shared = OpenOptions::new().append(true).open(client, format!("{dir}/shared")).unwrap();
+    (own, shared)
+}
+
 fn record(client: usize, seq: usize) -> String {
     format!("{client:02}:{seq:06}\n")
 }
@@ -85,14 +99,7 @@ fn random_migrations_and_worker_changes_lose_reorder_and_repeat_nothing() {
             let (store, start) = (store.clone(), start.clone());
             std::thread::spawn(move || {
                 let client = Client::connect(&store).unwrap();
-                let own = OpenOptions::new()
-                    .write(true)
-                    .read(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .open(&client, format!("/w/own{c}"))
-                    .unwrap();
-                let mut shared = OpenOptions::new().append(true).open(&client, "/w/shared").unwrap();
+                let (own, mut shared) = own_and_shared(&client, "/w", c);
                 start.wait();
                 for seq in 0..records {
                     let line = record(c, seq);
@@ -239,14 +246,7 @@ fn the_load_manager_moving_clients_and_files_loses_reorders_and_repeats_nothing(
             let store = store.clone();
             std::thread::spawn(move || {
                 let client = Client::connect(&store).unwrap();
-                let own = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .open(&client, format!("/m/own{c}"))
-                    .unwrap();
-                let mut shared = OpenOptions::new().append(true).open(&client, "/m/shared").unwrap();
+                let (own, mut shared) = own_and_shared(&client, "/m", c);
                 let mut rng = rand::rngs::StdRng::seed_from_u64(100 + c as u64);
                 let mut file_model = vec![0u8; FILE_BYTES];
                 own.write_at(&file_model, 0).unwrap();
