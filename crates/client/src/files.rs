@@ -235,7 +235,9 @@ impl Client {
         while offset < data.len() {
             offset += file.write_at(&data[offset..], offset as u64)?;
         }
-        Ok(())
+        // Waits for the close, so its error is the caller's and the server
+        // has let the handle go when this returns.
+        file.close()
     }
 }
 
