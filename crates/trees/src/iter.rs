@@ -147,7 +147,7 @@ impl TreeIter {
         if forward {
             let plan = serial.hints.plan(tree, Some(snapshot.seq()));
             if let (Some(settle), Some(plan)) = (settle.as_mut(), plan.as_ref()) {
-                settle.plan_end = Some(plan.end.clone());
+                settle.plan_end = Some(plan.hint_end.clone());
             }
             if let Err(e) = raise_start(&mut start, plan, |key| snapshot.get(key)) {
                 if let Some(settle) = settle {

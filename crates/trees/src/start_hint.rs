@@ -81,14 +81,24 @@ impl Inserted {
     }
 }
 
+/// Most exceptions one plan hands out. A scan point-reads them in order
+/// and nearly always stops at the first few; past them it starts at the
+/// next exception and steps over what lies between by iterating, so a
+/// queue whose front is rarely read costs a scan no more than this many
+/// copies and reads under the hints' mutex.
+const PLAN_CANDIDATES: usize = 64;
+
 /// Where a forward scan may start: the first of `candidates` that is live
 /// in its snapshot, else `end`.
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// Keys below `end` that may be live, in order.
     pub(crate) candidates: Vec<Vec<u8>>,
-    /// The first key at or above which entries may be live.
+    /// The first key at or above which entries may be live: the hint's end,
+    /// or the first exception past `candidates` when it has more.
     pub(crate) end: Vec<u8>,
+    /// The hint's end (what a settling scan reports it planned by).
+    pub(crate) hint_end: Vec<u8>,
 }
 
 /// The hints of every tree of one store (shared by every `Trees` on it).
@@ -139,7 +149,7 @@ impl StartHints {
     /// Records that the scan's snapshot `seq` holds no live key of the
     /// watched tree below `first_live` (the first live key the scan found,
     /// or the end of its range if it found none). `plan_end` is the end of
-    /// the plan the scan started by, if any: when the scan found a live
+    /// the hint the scan planned by ([`Plan::hint_end`]), if any: when the scan found a live
     /// candidate below it, the hint keeps that end and drops only the
     /// candidates below `first_live` (the scan read them as removed), so
     /// popping the front of a queue whose new keys land below it does not
@@ -189,7 +199,10 @@ impl StartHints {
         if seq.is_some_and(|seq| hint.seq > seq) {
             return None;
         }
-        Some(Plan { candidates: hint.inserted.iter().cloned().collect(), end: hint.end.clone() })
+        let mut exceptions = hint.inserted.iter();
+        let candidates: Vec<Vec<u8>> = exceptions.by_ref().take(PLAN_CANDIDATES).cloned().collect();
+        let end = exceptions.next().unwrap_or(&hint.end).clone();
+        Some(Plan { candidates, end, hint_end: hint.end.clone() })
     }
 
     /// A commit that inserts `inserted` (per tree) is about to enter the
@@ -312,6 +325,31 @@ mod tests {
         drop(hints.inserting(HashMap::from([(1, inserted(&[b"b"]))])));
         hints.settle(watch, b"c", 4, Some(b"m"));
         assert_eq!(plan(&hints, 1, None), Some((vec![b"b".to_vec(), b"c".to_vec(), b"e".to_vec()], b"m".to_vec())));
+    }
+
+    #[test]
+    fn a_plan_hands_out_the_first_exceptions_and_starts_at_the_next() {
+        let hints = StartHints::default();
+        hints.settle(hints.watch(1), b"z", 1, None);
+        let keys: Vec<String> = (0..PLAN_CANDIDATES + 10).map(|i| format!("k{i:03}")).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        drop(hints.inserting(HashMap::from([(1, inserted(&refs))])));
+        let watch = hints.watch(1);
+        let Some(plan) = hints.plan(1, Some(2)) else { panic!("the hint gives no plan") };
+        assert_eq!(plan.candidates.len(), PLAN_CANDIDATES);
+        assert_eq!(plan.candidates.last().map(Vec::as_slice), Some(keys[PLAN_CANDIDATES - 1].as_bytes()));
+        assert_eq!(plan.end, keys[PLAN_CANDIDATES].as_bytes());
+        assert_eq!(plan.hint_end, b"z");
+        // The scan stepped past the handed-out exceptions and found the
+        // fifth after them live: the rest stay exceptions below the end.
+        let first_live = keys[PLAN_CANDIDATES + 4].as_bytes();
+        hints.settle(watch, first_live, 2, Some(&plan.hint_end));
+        let Some(after) = hints.plan(1, None) else { panic!("the hint was dropped") };
+        assert_eq!(
+            after.candidates,
+            keys[PLAN_CANDIDATES + 4..].iter().map(|k| k.as_bytes().to_vec()).collect::<Vec<_>>()
+        );
+        assert_eq!(after.end, b"z");
     }
 
     #[test]

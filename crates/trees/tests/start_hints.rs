@@ -122,6 +122,41 @@ fn an_old_read_transaction_ignores_a_newer_hint() {
     assert_eq!(trees.read().iter(&tree, true).unwrap().next().unwrap().unwrap().0, key(90));
 }
 
+/// More exceptions than one plan hands out: the scan starts past the
+/// handed-out ones, steps over the removed ones beyond, and still finds
+/// the first live key, in fresh scans, write transactions and old reads.
+#[test]
+fn a_hint_with_many_exceptions_still_finds_the_first_live_key() {
+    let sim = SimStorage::new(13);
+    let trees = common::create(&sim).unwrap();
+    let tree = trees.open_tree("queue").unwrap();
+    tree.insert(&key(10_000), b"v").unwrap();
+    assert_eq!(tree.first().unwrap().map(|(k, _)| k), Some(key(10_000)));
+    let mut model: BTreeSet<Vec<u8>> = BTreeSet::from([key(10_000)]);
+    for i in 0..300 {
+        tree.insert(&key(i * 7), b"v").unwrap();
+        model.insert(key(i * 7));
+    }
+    let before_removals = trees.read();
+    let all = model.clone();
+    // Remove the front in steps that leave the first live key at the 1st,
+    // 64th, 65th, 66th, 200th exception, then none.
+    for keep_from in [0usize, 63, 64, 65, 199, 300] {
+        for i in 0..keep_from.min(300) {
+            tree.remove(&key(i as u32 * 7)).unwrap();
+            model.remove(&key(i as u32 * 7));
+        }
+        assert_eq!(tree.first().unwrap().map(|(k, _)| k), model.first().cloned(), "keep from {keep_from}");
+        let tx = trees.write(Durability::Buffered).unwrap();
+        let first = tx.iter(&tree, true).unwrap().next().transpose().unwrap().map(|(k, _)| k);
+        assert_eq!(first, model.first().cloned(), "write transaction, keep from {keep_from}");
+        drop(tx);
+        assert_eq!(keys_of(&tree), model.iter().cloned().collect::<Vec<_>>());
+    }
+    let seen: Vec<Vec<u8>> = before_removals.iter(&tree, true).unwrap().map(|kv| kv.unwrap().0).collect();
+    assert_eq!(seen, all.into_iter().collect::<Vec<_>>());
+}
+
 /// One writer pops the front and inserts keys anywhere (often below the
 /// front) while scanners teach the hint and a checker proves, in each of
 /// its read transactions, that no live key lies below the first entry its
