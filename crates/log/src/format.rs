@@ -130,6 +130,12 @@ impl SegmentHeader {
     /// where it is), then feature flags.
     pub(crate) fn decode(b: &[u8]) -> HeaderRead {
         if b.len() < SEGMENT_HEADER_BYTES {
+            // A creation cut by a crash (zeros, never started) is unused as
+            // a whole one is: the clean-close open and the full recovery
+            // must agree on it, or every later open recovers in full.
+            if b.iter().all(|&x| x == 0) {
+                return HeaderRead::Unused;
+            }
             return HeaderRead::Invalid(format!("file of {} bytes is too short for a segment header", b.len()));
         }
         let full = b;
@@ -409,6 +415,18 @@ mod tests {
         let c = crc(&b[..76]);
         b[76..80].copy_from_slice(&c.to_le_bytes());
         assert_eq!(SegmentHeader::decode(&b), HeaderRead::UnknownFeature(4));
+    }
+
+    #[test]
+    fn a_short_file_of_zeros_is_unused_and_any_other_short_file_damaged() {
+        for len in [0, 1, 40, SEGMENT_HEADER_BYTES - 1] {
+            assert!(matches!(SegmentHeader::decode(&vec![0u8; len]), HeaderRead::Unused), "{len} zeros");
+        }
+        let mut short = vec![0u8; 40];
+        short[39] = 1;
+        assert!(matches!(SegmentHeader::decode(&short), HeaderRead::Invalid(_)));
+        let whole = seg().encode_block();
+        assert!(matches!(SegmentHeader::decode(&whole[..SEGMENT_HEADER_BYTES - 1]), HeaderRead::Invalid(_)));
     }
 
     #[test]

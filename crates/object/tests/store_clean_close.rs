@@ -12,27 +12,16 @@ mod common;
 
 use std::path::Path;
 
+use common::numbered::{self, commit, key};
 use common::{creation, storage, DIR};
-use larder_index::WriteBatch;
 use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
-use larder_object::{Durability, Store, StoreOptions};
+use larder_object::{Store, StoreOptions};
 
 fn options() -> StoreOptions {
     let mut o = common::deterministic();
     o.log.max_segments = 4;
     o
-}
-
-fn key(t: u64) -> Vec<u8> {
-    format!("t{t:04}").into_bytes()
-}
-
-fn commit(store: &Store, t: u64) -> larder_object::Result<()> {
-    let mut b = WriteBatch::new();
-    b.put(key(t), t.to_le_bytes().repeat(30));
-    b.put(b"last", t.to_le_bytes());
-    store.commit(&b, Durability::Durable).map(|_| ())
 }
 
 /// Transactions per open of the workload.
@@ -61,39 +50,8 @@ fn workload(sim: &SimStorage) -> u64 {
     acked
 }
 
-fn check(image: &SimStorage, acked: u64, what: &str) {
-    let store = match Store::open(storage(image), Path::new(DIR), options()) {
-        Ok(s) => s,
-        Err(larder_object::ObjectError::NotAStore { .. }) if acked == 0 => return,
-        Err(e) => panic!("{what}: reopen failed: {e}"),
-    };
-    let last = store.index().get(b"last").unwrap().map_or(0, |v| u64::from_le_bytes(v[..8].try_into().unwrap()));
-    assert!(last >= acked, "{what}: last transaction {last}, {acked} acknowledged");
-    for t in 1..=last {
-        assert_eq!(store.index().get(&key(t)).unwrap(), Some(t.to_le_bytes().repeat(30)), "{what}: transaction {t}");
-    }
-    assert_eq!(store.index().get(&key(last + 1)).unwrap(), None, "{what}: a transaction after `last` is there");
-    // It goes on, and its clean close opens clean.
-    commit(&store, last + 1).unwrap();
-    store.close().unwrap();
-    let again = Store::open(storage(image), Path::new(DIR), options()).unwrap();
-    assert!(again.log_recovery().clean, "{what}: a clean close did not open clean");
-    assert!(again.index().get(&key(last + 1)).unwrap().is_some(), "{what}");
-}
-
 fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
-    for k in 1..=count {
-        for (mi, mode) in
-            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
-        {
-            let sim = SimStorage::new(k * 3 + mi as u64);
-            sim.set_unordered_dir_ops(true);
-            arm(&sim, k);
-            let acked = workload(&sim);
-            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
-            check(&sim.crash_with(mode), acked, &format!("crash after {kind} {k} ({mode:?})"));
-        }
-    }
+    numbered::crash_at_every_point(kind, count, &options(), workload, arm);
 }
 
 fn probe() -> larder_io::sim::SimCounters {

@@ -2,6 +2,8 @@
 //! storage, with options each test adjusts.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod numbered;
+
 use std::sync::Arc;
 
 use larder_io::{SimStorage, StorageRef};
