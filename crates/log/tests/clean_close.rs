@@ -16,19 +16,11 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::crash_points::{check_goes_on, crash_at_every_point, Outcome};
 use common::{check_prefix, open, open_on, payload, small_options, Hooked, Hooks, DIR};
 use larder_io::sim::CrashMode;
 use larder_io::{SimStorage, Storage, StorageRef};
 use larder_log::Lsn;
-
-/// What the workload saw before a crash stopped it.
-#[derive(Debug, Default)]
-struct Outcome {
-    /// Highest LSN an append (or close) returned Ok for.
-    acked: Lsn,
-    /// Highest LSN handed out.
-    appended: Lsn,
-}
 
 const FIRST: Lsn = 7;
 const SECOND: Lsn = 5;
@@ -70,35 +62,11 @@ fn workload(sim: &SimStorage) -> Outcome {
 fn check(image: &SimStorage, out: &Outcome, what: &str) {
     // Until the first close returned, the index covers nothing; after, FIRST.
     let covered = if out.acked >= FIRST { FIRST } else { 0 };
-    let (log, replayed) =
-        open(image, small_options(), covered).unwrap_or_else(|e| panic!("{what}: open: {e} ({out:?})"));
-    let m = check_prefix(&replayed, covered);
-    assert!(m >= out.acked, "{what}: acknowledged {} but the log ends at {m} ({out:?})", out.acked);
-    assert!(m <= out.appended.max(covered), "{what}: log ends at {m}, beyond what was appended ({out:?})");
-    // It goes on, and a clean close of it opens clean.
-    for lsn in m + 1..=m + 3 {
-        assert_eq!(log.append(payload(lsn)).unwrap(), lsn, "{what}");
-    }
-    log.close().unwrap();
-    let (log, replayed) = open(image, small_options(), m + 3).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-    assert!(replayed.is_empty(), "{what}");
-    assert!(log.recovery_report().clean, "{what}: a clean close did not open clean");
+    check_goes_on(image, &small_options(), covered, out, what);
 }
 
 fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
-    for k in 1..=count {
-        for (mi, mode) in
-            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
-        {
-            let sim = SimStorage::new(k * 3 + mi as u64);
-            sim.set_unordered_dir_ops(true);
-            arm(&sim, k);
-            let out = workload(&sim);
-            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
-            let image = sim.crash_with(mode);
-            check(&image, &out, &format!("crash after {kind} {k} ({mode:?})"));
-        }
-    }
+    crash_at_every_point(kind, count, workload, check, arm);
 }
 
 fn probe() -> larder_io::sim::SimCounters {

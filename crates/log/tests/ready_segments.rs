@@ -9,8 +9,8 @@ mod common;
 
 use std::path::Path;
 
+use common::crash_points::{check_goes_on, crash_at_every_point, Outcome};
 use common::{check_prefix, open, payload, small_options, DIR};
-use larder_io::sim::CrashMode;
 use larder_io::{SimStorage, Storage};
 use larder_log::{LogError, Lsn, Options};
 
@@ -128,13 +128,6 @@ fn a_full_disk_at_open_makes_what_fits_and_rotations_make_the_rest() {
     assert_eq!(check_prefix(&replayed, 0), n);
 }
 
-/// What the crash workload saw.
-#[derive(Debug, Default)]
-struct Outcome {
-    acked: Lsn,
-    appended: Lsn,
-}
-
 const RECORDS: Lsn = 40;
 
 fn workload(sim: &SimStorage) -> Outcome {
@@ -156,32 +149,9 @@ fn workload(sim: &SimStorage) -> Outcome {
     out
 }
 
-fn check(image: &SimStorage, out: &Outcome, what: &str) {
-    let (log, replayed) = open(image, ready_options(), 0).unwrap_or_else(|e| panic!("{what}: open: {e}"));
-    let m = check_prefix(&replayed, 0);
-    assert!(m >= out.acked, "{what}: acknowledged {} but replay ends at {m}", out.acked);
-    assert!(m <= out.appended, "{what}: replay ends at {m}, beyond what was appended ({out:?})");
-    for lsn in m + 1..=m + 4 {
-        assert_eq!(log.append(payload(lsn)).unwrap(), lsn, "{what}");
-    }
-    log.close().unwrap();
-    let (_, replayed) = open(image, ready_options(), 0).unwrap_or_else(|e| panic!("{what}: second open: {e}"));
-    assert_eq!(check_prefix(&replayed, 0), m + 4, "{what}: second reopen");
-}
-
 fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
-    for k in 1..=count {
-        for (mi, mode) in
-            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
-        {
-            let sim = SimStorage::new(k * 3 + mi as u64);
-            sim.set_unordered_dir_ops(true);
-            arm(&sim, k);
-            let out = workload(&sim);
-            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
-            check(&sim.crash_with(mode), &out, &format!("crash after {kind} {k} ({mode:?})"));
-        }
-    }
+    let check = |image: &SimStorage, out: &Outcome, what: &str| check_goes_on(image, &ready_options(), 0, out, what);
+    crash_at_every_point(kind, count, workload, check, arm);
 }
 
 fn probe() -> SimStorage {

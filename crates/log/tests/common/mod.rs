@@ -1,6 +1,8 @@
 //! Helpers shared by the log's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod crash_points;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
