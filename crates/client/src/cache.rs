@@ -200,18 +200,25 @@ impl Cache {
     /// opens are released.
     fn room_for(&self, connection: &Connection, ino: u64) -> Option<bool> {
         let area = connection.region().leases();
-        let mut state = self.state.lock();
+        let state = self.state.lock();
         match state.files.get(&ino) {
             Some(file) if file.lease.valid(&area, Instant::now()) => Some(true),
-            None if state.files.len() >= MAX_FILES => {
-                let evicted = state.evict_expired(Instant::now());
-                let full = state.files.len() >= MAX_FILES;
-                drop(state);
-                release_all(connection, &evicted);
-                (!full).then_some(false)
-            }
-            _ => Some(false),
+            None => self.make_room(connection, state).then_some(false),
+            Some(_) => Some(false),
         }
+    }
+
+    /// Whether the cache has room for one more entry, once the objects
+    /// whose leases ran out made room (their kept opens are released).
+    fn make_room(&self, connection: &Connection, mut state: parking_lot::MutexGuard<'_, State>) -> bool {
+        if state.files.len() < MAX_FILES {
+            return true;
+        }
+        let evicted = state.evict_expired(Instant::now());
+        let full = state.files.len() >= MAX_FILES;
+        drop(state);
+        release_all(connection, &evicted);
+        !full
     }
 
     /// Makes sure the lease on file `ino` is valid; false if it cannot be.
@@ -290,7 +297,7 @@ impl Cache {
     /// Whether an open by path should ask for a lease on the file: the
     /// cache is on and has room for one more entry.
     pub(crate) fn wants_lease(&self, connection: &Connection) -> bool {
-        self.enabled && !connection.is_gone() && self.state.lock().files.len() < MAX_FILES
+        self.enabled && !connection.is_gone() && self.make_room(connection, self.state.lock())
     }
 
     /// Takes in the answer to an `OpenPath` sent at `sent` (with the
