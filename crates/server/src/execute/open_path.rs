@@ -35,7 +35,7 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
     let Some(found) = resolved.attr else {
         return Err(FsError::posix(
             libc::ENOENT,
-            format!("{:?}: no such file or directory", String::from_utf8_lossy(path)),
+            format!("{}: no such file or directory", String::from_utf8_lossy(path)),
         )
         .into());
     };
