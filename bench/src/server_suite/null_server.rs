@@ -295,6 +295,20 @@ impl NullState {
                 Err(errno) => error(errno),
             },
             Request::Open { ino, .. } | Request::OpenDirectory { ino } => Response::Handle(self.open(ino)),
+            // Resolved and opened at once; every file is empty, so the
+            // bytes asked for are none, and no leases are granted.
+            Request::OpenPath { path, read, .. } => match self.resolve(&path) {
+                Response::Resolved { parent, name, attributes: Some(attributes) } => Response::PathOpened {
+                    parent,
+                    name,
+                    handle: self.open(attributes.ino),
+                    data: (read > 0 && attributes.kind == FileKind::File).then(Vec::new),
+                    attributes,
+                    lease: None,
+                },
+                Response::Resolved { attributes: None, .. } => error(libc::ENOENT),
+                other => other,
+            },
             Request::Release { handle } | Request::ReleaseDirectory { handle } => {
                 self.handles.remove(&handle);
                 Response::Done

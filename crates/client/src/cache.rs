@@ -36,8 +36,13 @@ pub(crate) const PAGE: usize = 4096;
 /// Pages cached per file at most (1 MiB).
 const MAX_PAGES: usize = 256;
 
-/// Files cached at once at most.
-const MAX_FILES: usize = 1024;
+/// Objects cached at once at most: as many leases as a server grants one
+/// client at most (`max_leases`, at most the 4,096 slots of a lease area).
+const MAX_FILES: usize = 4096;
+
+/// Bytes of cached pages at most, over all files: a page that would go
+/// beyond is not cached (the read is served, uncached).
+const MAX_PAGE_BYTES: usize = 128 << 20;
 
 /// Opens kept after close at most, over all files, given the session's
 /// limit of open handles: seven eighths of it, so the application's own
@@ -50,7 +55,7 @@ pub(crate) fn max_kept_handles(max_open_handles: u32) -> usize {
 }
 
 /// Lookups cached per directory at most.
-const MAX_LOOKUPS: usize = 4096;
+const MAX_LOOKUPS: usize = 16_384;
 
 /// How long the watcher sleeps between checks that the client is still
 /// in use.
@@ -109,6 +114,8 @@ struct State {
     /// Which file an open handle of this client is on.
     handle_files: HashMap<u64, u64>,
     kept_handles: usize,
+    /// Bytes of pages cached over all files (at most `MAX_PAGE_BYTES`).
+    page_bytes: usize,
 }
 
 /// Counters of the cache, for tests and measurements.
@@ -187,28 +194,49 @@ impl Cache {
         }
     }
 
+    /// Whether file `ino` has a valid lease (`Some(true)`), or may get an
+    /// entry for one (`Some(false)`); `None` when the cache is full of
+    /// valid leases. Objects whose leases ran out make room; their kept
+    /// opens are released.
+    fn room_for(&self, connection: &Connection, ino: u64) -> Option<bool> {
+        let area = connection.region().leases();
+        let state = self.state.lock();
+        match state.files.get(&ino) {
+            Some(file) if file.lease.valid(&area, Instant::now()) => Some(true),
+            None => self.make_room(connection, state).then_some(false),
+            Some(_) => Some(false),
+        }
+    }
+
+    /// Whether the cache has room for one more entry, once the objects
+    /// whose leases ran out made room (their kept opens are released).
+    fn make_room(&self, connection: &Connection, mut state: parking_lot::MutexGuard<'_, State>) -> bool {
+        if state.files.len() < MAX_FILES {
+            return true;
+        }
+        let evicted = state.evict_expired(Instant::now());
+        let full = state.files.len() >= MAX_FILES;
+        drop(state);
+        release_all(connection, &evicted);
+        !full
+    }
+
     /// Makes sure the lease on file `ino` is valid; false if it cannot be.
     fn file_lease(&self, connection: &Connection, ino: u64) -> bool {
-        let area = connection.region().leases();
-        {
-            let mut state = self.state.lock();
-            match state.files.get(&ino) {
-                Some(file) if file.lease.valid(&area, Instant::now()) => return true,
-                None if state.files.len() >= MAX_FILES => {
-                    // Objects whose leases ran out make room; their kept
-                    // opens are released.
-                    let evicted = state.evict_expired(Instant::now());
-                    let full = state.files.len() >= MAX_FILES;
-                    drop(state);
-                    release_all(connection, &evicted);
-                    if full {
-                        return false;
-                    }
-                }
-                _ => {}
-            }
+        match self.room_for(connection, ino) {
+            Some(true) => return true,
+            None => return false,
+            Some(false) => {}
         }
         let Some(lease) = Cache::take_lease(connection, LeaseTarget::Object(ino)) else { return false };
+        self.adopt(connection, ino, lease, |_| {})
+    }
+
+    /// Puts `lease` on file `ino`'s entry, just granted; then, under the
+    /// same lock, `fill` may cache what came with the grant into the entry
+    /// (when the lease is valid). Whether the lease is valid.
+    fn adopt(&self, connection: &Connection, ino: u64, lease: Lease, fill: impl FnOnce(&mut State)) -> bool {
+        let area = connection.region().leases();
         let mut state = self.state.lock();
         if !lease.valid(&area, Instant::now()) {
             // Revoked (or ended) before this thread got here: another thread
@@ -238,6 +266,8 @@ impl Cache {
         let revoked_already = area.revoked(lease.slot, lease.sequence);
         if revoked_already {
             dropped.extend(self.drop_one(&mut state, &area, ino));
+        } else {
+            fill(&mut state);
         }
         drop(state);
         if revoked_already {
@@ -245,6 +275,70 @@ impl Cache {
         }
         release_all(connection, &dropped);
         lease.valid(&area, Instant::now())
+    }
+
+    /// A mark of the client's own changes so far, taken before a request
+    /// whose answer may be cached: [`Cache::opened_by_path`] caches the
+    /// answer's attributes and bytes only if no change (and no lease
+    /// installed) came between.
+    pub(crate) fn stamp(&self) -> u64 {
+        self.state.lock().next_version
+    }
+
+    /// Whether the client holds a valid lease on `ino` now.
+    pub(crate) fn holds(&self, connection: &Connection, ino: u64) -> bool {
+        if !self.enabled || connection.is_gone() {
+            return false;
+        }
+        let area = connection.region().leases();
+        self.state.lock().files.get(&ino).is_some_and(|f| f.lease.valid(&area, Instant::now()))
+    }
+
+    /// Whether an open by path should ask for a lease on the file: the
+    /// cache is on and has room for one more entry.
+    pub(crate) fn wants_lease(&self, connection: &Connection) -> bool {
+        self.enabled && !connection.is_gone() && self.make_room(connection, self.state.lock())
+    }
+
+    /// Takes in the answer to an `OpenPath` sent at `sent` (with the
+    /// cache's `stamp` then): the lease granted on the file, and under it
+    /// the file's attributes and its first bytes (`asked` were asked
+    /// for, a multiple of [`PAGE`], so a shorter answer ends the file).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn opened_by_path(
+        &self,
+        connection: &Connection,
+        grant: LeaseGrant,
+        sent: Instant,
+        stamp: u64,
+        attributes: &Attributes,
+        data: Option<&[u8]>,
+        asked: usize,
+    ) {
+        if !self.enabled {
+            return;
+        }
+        let lease = Lease::of(grant, sent);
+        let ino = attributes.ino;
+        self.adopt(connection, ino, lease, |state| {
+            // Installing the lease took one version; any other since the
+            // request was sent is a change the answer may predate.
+            if state.next_version != stamp + 1 || attributes.kind != FileKind::File {
+                return;
+            }
+            if let Some(file) = state.files.get_mut(&ino) {
+                file.attributes = Some(attributes.clone());
+                if let Some(bytes) = data {
+                    if asked > 0 && asked.is_multiple_of(PAGE) {
+                        let room = MAX_PAGE_BYTES.saturating_sub(state.page_bytes);
+                        if let Some(file) = state.files.get_mut(&ino) {
+                            let (added, replaced) = put_pages(file, 0, asked, bytes, room);
+                            state.page_bytes = state.page_bytes + added - replaced;
+                        }
+                    }
+                }
+            }
+        });
     }
 
     /// The root directory's object, once known.
@@ -455,23 +549,13 @@ impl Cache {
     ) {
         let area = connection.region().leases();
         let mut state = self.state.lock();
+        let room = MAX_PAGE_BYTES.saturating_sub(state.page_bytes);
         let Some(file) = state.files.get_mut(&ino) else { return };
         if file.version != version || !file.lease.valid(&area, Instant::now()) {
             return;
         }
-        let first = start / PAGE as u64;
-        let pages = asked.div_ceil(PAGE);
-        for i in 0..pages {
-            if file.pages.len() >= MAX_PAGES {
-                break;
-            }
-            let from = (i * PAGE).min(bytes.len());
-            let to = ((i + 1) * PAGE).min(bytes.len());
-            file.pages.insert(first + i as u64, bytes[from..to].to_vec());
-            if to - from < PAGE {
-                break;
-            }
-        }
+        let (added, replaced) = put_pages(file, start, asked, bytes, room);
+        state.page_bytes = state.page_bytes + added - replaced;
     }
 
     /// Drops what this client's own `request`, answered by `response`,
@@ -515,14 +599,14 @@ impl Cache {
                 state.paths_changed();
                 unusable = state.take_handles(*ino);
             }
-            Request::Unlink { .. } | Request::Rmdir { .. } | Request::Rename { .. } | Request::MetadataBatch { .. } => {
+            Request::Unlink { parent, name } => unusable = state.unlinked(*parent, name),
+            Request::Rmdir { .. } | Request::Rename { .. } | Request::MetadataBatch { .. } => {
                 // Opens kept of a name removed or replaced would keep the
                 // file alive after the application closed it; and an open
                 // closed later must not be kept either: the file's lease is
                 // forgotten here (the server grants none on an object left
                 // without a name).
                 unusable = match request {
-                    Request::Unlink { parent, name } => state.forget_named(&[(*parent, name)]),
                     Request::Rename { new_parent, new_name, .. } => state.forget_named(&[(*new_parent, new_name)]),
                     Request::Rmdir { .. } => Vec::new(),
                     _ => state.take_all_handles(),
@@ -579,6 +663,7 @@ impl Cache {
     /// the revocation; returns its kept opens, to release.
     fn drop_one(&self, state: &mut State, area: &LeaseArea<'_>, ino: u64) -> Vec<u64> {
         let Some(file) = state.files.remove(&ino) else { return Vec::new() };
+        state.page_bytes -= page_bytes(&file);
         answer(area, file.lease.slot, file.lease.sequence);
         self.revocations.fetch_add(1, Ordering::Relaxed);
         let handles: Vec<u64> = file.handles.iter().map(|(_, h)| *h).collect();
@@ -610,6 +695,7 @@ impl State {
                 }
                 file.lease = lease;
                 file.attributes = None;
+                self.page_bytes -= page_bytes(file);
                 file.pages.clear();
                 file.entries = None;
                 file.lookups.clear();
@@ -649,6 +735,7 @@ impl State {
         let version = self.new_version();
         if let Some(file) = self.files.get_mut(&ino) {
             file.attributes = None;
+            self.page_bytes -= page_bytes(file);
             file.pages.clear();
             file.entries = None;
             file.lookups.clear();
@@ -673,6 +760,7 @@ impl State {
         let mut handles = Vec::new();
         for ino in expired {
             if let Some(file) = self.files.remove(&ino) {
+                self.page_bytes -= page_bytes(&file);
                 handles.extend(file.handles.iter().map(|(_, h)| *h));
             }
         }
@@ -700,11 +788,51 @@ impl State {
         found.into_iter().flat_map(|ino| self.forget(ino)).collect()
     }
 
+    /// What this client's own unlink of `name` in `parent` made stale: the
+    /// directory's lookup of that name, its listing and attributes; and
+    /// the file it named, lease and all (opens kept of it would keep it
+    /// alive after the application closed it, and an open closed later
+    /// must not be kept either: the server grants no lease on an object
+    /// left without a name). Other directories' lookups, and the
+    /// directory's lookups of other names, stay. When the cache does not
+    /// know which file the name named, every entry that is not a directory
+    /// with something cached (lookups or a listing) is forgotten instead:
+    /// one of them may be that file, under another name. Returns the kept
+    /// opens to release.
+    fn unlinked(&mut self, parent: u64, name: &[u8]) -> Vec<u64> {
+        let version = self.new_version();
+        let named = match self.files.get_mut(&parent) {
+            Some(dir) => {
+                dir.entries = None;
+                dir.attributes = None;
+                dir.version = version;
+                dir.lookups.remove(name)
+            }
+            None => None,
+        };
+        match named {
+            // Entries are per object: its other names, if it has any, lead
+            // to the entry forgotten here.
+            Some(named) => self.forget(named.ino),
+            None => {
+                let files: Vec<u64> = self
+                    .files
+                    .iter()
+                    .filter(|(_, f)| f.lookups.is_empty() && f.entries.is_none())
+                    .map(|(ino, _)| *ino)
+                    .collect();
+                files.into_iter().flat_map(|ino| self.forget(ino)).collect()
+            }
+        }
+    }
+
     /// Drops object `ino` from the cache, lease and all; returns its kept
     /// opens, to release.
     fn forget(&mut self, ino: u64) -> Vec<u64> {
         let handles = self.take_handles(ino);
-        self.files.remove(&ino);
+        if let Some(file) = self.files.remove(&ino) {
+            self.page_bytes -= page_bytes(&file);
+        }
         handles
     }
 
@@ -742,6 +870,39 @@ impl State {
             file.version = version;
         }
     }
+}
+
+/// Caches `bytes` read at page-aligned `start` of `file`; `asked` bytes
+/// were asked for, so a shorter answer ends the file.
+/// Caches no more than `room` bytes more; returns the bytes cached and
+/// the bytes of the pages they replaced.
+fn put_pages(file: &mut FileCache, start: u64, asked: usize, bytes: &[u8], room: usize) -> (usize, usize) {
+    let first = start / PAGE as u64;
+    let pages = asked.div_ceil(PAGE);
+    let (mut added, mut replaced) = (0usize, 0usize);
+    for i in 0..pages {
+        if file.pages.len() >= MAX_PAGES {
+            break;
+        }
+        let from = (i * PAGE).min(bytes.len());
+        let to = ((i + 1) * PAGE).min(bytes.len());
+        if added + (to - from) > room {
+            break;
+        }
+        if let Some(old) = file.pages.insert(first + i as u64, bytes[from..to].to_vec()) {
+            replaced += old.len();
+        }
+        added += to - from;
+        if to - from < PAGE {
+            break;
+        }
+    }
+    (added, replaced)
+}
+
+/// Bytes of `file`'s cached pages.
+fn page_bytes(file: &FileCache) -> usize {
+    file.pages.values().map(Vec::len).sum()
 }
 
 /// Acknowledges the revocation of lease `sequence` of `slot` if it is the
@@ -849,11 +1010,13 @@ mod tests {
         let mut state = State { next_version: 1, ..State::default() };
         state.install(&area, 7, lease(3, 1));
         state.files.get_mut(&7).unwrap().pages.insert(0, vec![1; 8]);
+        state.page_bytes += 8;
         area.notify(3, 1);
         state.install(&area, 7, lease(4, 1));
         assert!(area.acknowledged(3, 1));
         let file = state.files.get(&7).unwrap();
         assert!(file.pages.is_empty(), "nothing cached under the old lease stays");
+        assert_eq!(state.page_bytes, 0, "and its bytes are no longer counted");
         assert_eq!((file.lease.slot, file.lease.sequence), (4, 1));
     }
 }

@@ -193,6 +193,14 @@ impl Connection {
     /// redirects. An error answer is returned as `Err(ClientError::Server)`.
     pub(crate) fn call(&self, request: &Request) -> Result<Response> {
         let answer = self.call_uncounted(request);
+        // A posted release whose redirect was read during this call (its
+        // file lives on another worker than the one the client knew) takes
+        // effect before this call returns.
+        let resent = self.resend_redirected_releases();
+        let answer = match (answer, resent) {
+            (Ok(_), Err(e)) => Err(e),
+            (answer, _) => answer,
+        };
         let unusable = self.cache.after_own(request, &answer);
         crate::cache::release_all(self, &unusable);
         answer
@@ -367,17 +375,27 @@ impl Connection {
                 }
             }
         }
-        let redirected = std::mem::take(&mut *self.redirected_releases.lock());
-        for (handle, to) in redirected {
-            if to as usize >= self.channels.len() {
-                return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
+        self.resend_redirected_releases()
+    }
+
+    /// Releases again, where their files went, the posted releases that
+    /// were answered with a redirect.
+    fn resend_redirected_releases(&self) -> Result<()> {
+        loop {
+            let redirected = std::mem::take(&mut *self.redirected_releases.lock());
+            if redirected.is_empty() {
+                return Ok(());
             }
-            self.handle_workers.lock().insert(handle, to);
-            // A failure leaves the handle to the session's end.
-            let _ = self.call_uncounted(&Request::Release { handle });
-            self.forget_handle(handle);
+            for (handle, to) in redirected {
+                if to as usize >= self.channels.len() {
+                    return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
+                }
+                self.handle_workers.lock().insert(handle, to);
+                // A failure leaves the handle to the session's end.
+                let _ = self.call_uncounted(&Request::Release { handle });
+                self.forget_handle(handle);
+            }
         }
-        Ok(())
     }
 
     fn ring_doorbell(&self, worker: u32) {

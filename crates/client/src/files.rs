@@ -2,13 +2,15 @@
 
 use std::io;
 use std::path::Path;
+use std::time::Instant;
 
-use larder_protocol::message::{Payload, Request, Response, SetAttributes};
+use larder_protocol::message::{FileKind, Payload, Request, Response, SetAttributes};
 
 use crate::buffers::Buffer;
 use crate::error::{ClientError, Result};
 use crate::kv::INLINE_VALUE_BYTES;
-use crate::paths::Metadata;
+use crate::paths::{path_bytes, Metadata};
+use crate::walk::Walked;
 use crate::{unexpected, Client};
 
 /// How to open a file, as `std::fs::OpenOptions`.
@@ -127,15 +129,20 @@ impl Client {
     }
 
     fn open_with(&self, path: &Path, options: &OpenOptions) -> Result<File> {
+        Ok(self.open_reading(path, options, false)?.0)
+    }
+
+    /// Opens `path`; with `want_bytes`, also returns the file's first
+    /// bytes when they came with the open's answer, and whether they are
+    /// the whole file (as of the open).
+    fn open_reading(&self, path: &Path, options: &OpenOptions, want_bytes: bool) -> Result<(File, Option<FirstBytes>)> {
         if options.truncate && !(options.write || options.append) {
             return Err(ClientError::Invalid("truncate needs write access".into()));
         }
         let flags = options.flags();
         let class = crate::cache::open_class(flags);
-        if let (Some(class), false) = (class, options.create || options.create_new) {
-            if let Some(file) = self.open_cached(path, class, options.append)? {
-                return Ok(file);
-            }
+        if !(options.create || options.create_new || options.truncate) {
+            return self.open_existing(path, flags, class, options.append, want_bytes);
         }
         let resolved = self.resolve(path, true)?;
         let (handle, ino) = match resolved.attributes {
@@ -159,8 +166,116 @@ impl Client {
             }
         };
         self.connection.cache().opened(handle, ino);
+        Ok((self.file(handle, ino, flags, class, options.append), None))
+    }
+
+    /// A `File` for `handle` on `ino`, opened with `flags`.
+    fn file(&self, handle: u64, ino: u64, flags: i32, class: Option<i32>, append: bool) -> File {
         let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        Ok(File { client: self.clone(), handle, ino, position: 0, append: options.append, class, readable, open: true })
+        File { client: self.clone(), handle, ino, position: 0, append, class, readable, open: true }
+    }
+
+    /// An open of an existing file (no create, no truncate): through the
+    /// lease cache when it holds the path (a kept open of the file under
+    /// its lease, or one `Open`), else by path in one request.
+    fn open_existing(
+        &self,
+        path: &Path,
+        flags: i32,
+        class: Option<i32>,
+        append: bool,
+        want_bytes: bool,
+    ) -> Result<(File, Option<FirstBytes>)> {
+        let cache = self.connection.cache();
+        let last = match self.walk_to_last(path)? {
+            // Without the file's lease, a kept open could not be used and
+            // a fresh one would take a lease and an open: one `OpenPath`
+            // does both.
+            Walked::Found(found) if found.kind == FileKind::File && cache.holds(&self.connection, found.ino) => {
+                if let Some(class) = class {
+                    let handle = match cache.take_handle(&self.connection, found.ino, class) {
+                        Some(handle) => handle,
+                        None => self.open_ino(found.ino, class)?,
+                    };
+                    cache.opened(handle, found.ino);
+                    return Ok((self.file(handle, found.ino, flags, Some(class), append), None));
+                }
+                None
+            }
+            Walked::Last { dir, version, name } => Some((dir, version, name)),
+            Walked::Found(_) | Walked::No => None,
+        };
+        self.open_by_path(path, flags, class, append, want_bytes, last)
+    }
+
+    /// Opens `path` by one `OpenPath`: with a lease on the file when the
+    /// cache takes one, and its first bytes when the caller or the cache
+    /// wants them. `last` is the walk's directory, version and last name,
+    /// whose lookup the answer caches.
+    fn open_by_path(
+        &self,
+        path: &Path,
+        flags: i32,
+        class: Option<i32>,
+        append: bool,
+        want_bytes: bool,
+        last: Option<(u64, u64, Vec<u8>)>,
+    ) -> Result<(File, Option<FirstBytes>)> {
+        let cache = self.connection.cache();
+        let lease = class.is_some() && cache.wants_lease(&self.connection);
+        let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
+        let inline = self.connection.inline_response_bytes();
+        let full = larder_protocol::lease::FULL_READ_BYTES as usize;
+        let page = crate::cache::PAGE;
+        // Whole pages for the cache (none when a page does not fit an
+        // answer); for the caller alone, what an answer carries.
+        let pages = inline.min(full) / page * page;
+        let asked = match (readable, want_bytes, lease) {
+            (false, _, _) => 0,
+            (true, true, _) if pages == 0 => inline,
+            (true, true, _) | (true, false, true) => pages,
+            (true, false, false) => 0,
+        };
+        let request = Request::OpenPath { path: path_bytes(path), flags, read: asked as u32, lease };
+        let call = || {
+            let stamp = cache.stamp();
+            let sent = Instant::now();
+            self.connection.call(&request).map(|answer| (answer, stamp, sent))
+        };
+        let (answer, stamp, sent) = match call() {
+            Err(e) if e.errno() == libc::EMFILE => {
+                for handle in cache.take_kept_handles() {
+                    self.release(handle)?;
+                }
+                call()?
+            }
+            answer => answer?,
+        };
+        let Response::PathOpened { parent, name, attributes, handle, data, lease: grant } = answer else {
+            return Err(unexpected("open", &answer));
+        };
+        if let Some((dir, version, walked)) = last {
+            // The name the server opened, unless a symbolic link led
+            // elsewhere.
+            if dir == parent && walked == name {
+                let found = crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind };
+                cache.insert_lookup(&self.connection, dir, version, &name, found);
+            }
+        }
+        // A shorter answer than asked ends the file, unless the server's
+        // limits cut it (then the file is longer than the bytes).
+        let whole = data.as_ref().map(|d| d.len() < asked && d.len() as u64 >= attributes.size);
+        if let Some(grant) = grant {
+            let pages = data.as_deref().filter(|d| d.len() == asked || whole == Some(true));
+            cache.opened_by_path(&self.connection, grant, sent, stamp, &attributes, pages, asked);
+        }
+        cache.opened(handle, attributes.ino);
+        let file = self.file(handle, attributes.ino, flags, class, append);
+        let first = match (want_bytes, data) {
+            (true, Some(bytes)) => Some(FirstBytes { whole: whole == Some(true), bytes }),
+            _ => None,
+        };
+        Ok((file, first))
     }
 
     /// Opens `ino` with `flags`; when the session's handles run out, the
@@ -181,51 +296,26 @@ impl Client {
         }
     }
 
-    /// An open of an existing regular file served from the lease cache:
-    /// the path walked under its directories' leases, a kept open of
-    /// the file under its lease, or one fresh open (`None` when the path
-    /// does not resolve to a regular file through the cache: the caller
-    /// opens it uncached).
-    fn open_cached(&self, path: &Path, class: i32, append: bool) -> Result<Option<File>> {
-        let cache = self.connection.cache();
-        if !cache.enabled() {
-            return Ok(None);
-        }
-        let found = match self.walk(path)? {
-            Some(found) => found,
-            None => {
-                let resolved = self.resolve(path, true)?;
-                let Some(attributes) = resolved.attributes else { return Ok(None) };
-                crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind }
-            }
-        };
-        if found.kind != larder_protocol::message::FileKind::File {
-            return Ok(None);
-        }
-        let handle = match cache.take_handle(&self.connection, found.ino, class) {
-            Some(handle) => handle,
-            None => self.open_ino(found.ino, class)?,
-        };
-        cache.opened(handle, found.ino);
-        let readable = class & libc::O_ACCMODE != libc::O_WRONLY;
-        Ok(Some(File {
-            client: self.clone(),
-            handle,
-            ino: found.ino,
-            position: 0,
-            append,
-            class: Some(class),
-            readable,
-            open: true,
-        }))
-    }
-
-    /// A whole file's bytes.
+    /// A whole file's bytes. A file the cache does not hold is opened by
+    /// path with its first bytes in one round trip; when they are the
+    /// whole file, that is all (the close is posted).
     pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
-        let mut file = self.open(path)?;
-        let mut out = Vec::new();
-        io::Read::read_to_end(&mut file, &mut out).map_err(|e| ClientError::Invalid(e.to_string()))?;
-        Ok(out)
+        let (file, first) = self.open_reading(path.as_ref(), OpenOptions::new().read(true), true)?;
+        let mut out = match first {
+            Some(FirstBytes { whole: true, bytes }) => return Ok(bytes),
+            Some(FirstBytes { bytes, .. }) => bytes,
+            None => Vec::new(),
+        };
+        let chunk = self.connection.inline_response_bytes().max(crate::cache::PAGE);
+        loop {
+            let at = out.len();
+            out.resize(at + chunk, 0);
+            let n = file.read_at(&mut out[at..], at as u64)?;
+            out.truncate(at + n);
+            if n == 0 {
+                return Ok(out);
+            }
+        }
     }
 
     /// Writes `data` as a file's whole content, creating it if needed.
@@ -239,6 +329,13 @@ impl Client {
         // has let the handle go when this returns.
         file.close()
     }
+}
+
+/// A file's first bytes, as they came with its open.
+struct FirstBytes {
+    /// Whether they are the whole file.
+    whole: bool,
+    bytes: Vec<u8>,
 }
 
 /// An open file on the server. Reads and writes through `io::Read`,

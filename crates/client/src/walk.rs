@@ -7,7 +7,9 @@
 //! The walk handles plain paths only: names, separated by one or more
 //! `/`. A path with `.` or `..`, a trailing `/`, a symbolic link on the
 //! way, or a lookup the server refuses is resolved by the server
-//! (`Resolve`), whose answer says what such paths mean.
+//! (`Resolve`, or `OpenPath` for an open), whose answer says what such
+//! paths mean. An open whose last name is not cached asks for it and the
+//! open in one request (`OpenPath`) and caches the name from the answer.
 
 use std::path::Path;
 
@@ -23,22 +25,62 @@ use crate::Client;
 const PATH_MAX: usize = 4096;
 const NAME_MAX: usize = 255;
 
+/// How far a path walks through the cache without asking the server for
+/// its last name.
+pub(crate) enum Walked {
+    /// The object the path names.
+    Found(CachedPath),
+    /// Every directory walked, under their leases; the last name is not
+    /// cached in `dir`, whose entry was at `version` before the caller
+    /// asks the server (to cache the answer as `Cache::insert_lookup`
+    /// does).
+    Last { dir: u64, version: u64, name: Vec<u8> },
+    /// Not a path the cache walks (the cache is off, `.`, `..`, a trailing
+    /// `/`, a symbolic link or a non-directory on the way, a refused lookup
+    /// or lease): the server resolves it.
+    No,
+}
+
 impl Client {
     /// The object `path` names (following symbolic links), walked through
     /// the lease cache; `None` when the cache is off or the path is one
     /// the server must resolve.
     pub(crate) fn walk(&self, path: &Path) -> Result<Option<CachedPath>> {
+        match self.walk_to_last(path)? {
+            Walked::Found(found) => Ok(Some(found)),
+            Walked::No => Ok(None),
+            Walked::Last { dir, version, name } => Ok(self.look_up(dir, version, &name)),
+        }
+    }
+
+    /// Looks `name` up in `dir` and caches the answer as of `version`.
+    fn look_up(&self, dir: u64, version: u64, name: &[u8]) -> Option<CachedPath> {
+        let request = Request::Lookup { parent: dir, name: name.to_vec() };
+        let attributes = match self.connection.call(&request) {
+            Ok(Response::Attributes(attributes)) => attributes,
+            _ => return None,
+        };
+        let found = CachedPath { ino: attributes.ino, kind: attributes.kind };
+        self.connection.cache().insert_lookup(&self.connection, dir, version, name, found);
+        (found.kind != FileKind::Symlink).then_some(found)
+    }
+
+    /// Walks `path` through the lease cache, looking up directories the
+    /// cache does not hold yet, and stops before asking for the last name
+    /// when the cache does not hold it (an open by path asks for it and
+    /// the open at once).
+    pub(crate) fn walk_to_last(&self, path: &Path) -> Result<Walked> {
         let cache = self.connection.cache();
         if !cache.enabled() {
-            return Ok(None);
+            return Ok(Walked::No);
         }
         let bytes = path_bytes(path);
         if bytes.is_empty() || bytes.len() >= PATH_MAX || bytes.contains(&0) || bytes.ends_with(b"/") {
-            return Ok(None);
+            return Ok(Walked::No);
         }
         let parts: Vec<&[u8]> = bytes.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
         if parts.is_empty() || parts.iter().any(|p| *p == b"." || *p == b".." || p.len() > NAME_MAX) {
-            return Ok(None);
+            return Ok(Walked::No);
         }
         let mut dir = match cache.root() {
             Some(root) => root,
@@ -47,35 +89,35 @@ impl Client {
                     cache.set_root(root.ino);
                     root.ino
                 }
-                None => return Ok(None),
+                None => return Ok(Walked::No),
             },
         };
         for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
             let found = match cache.lookup(&self.connection, dir, part) {
                 Some(found) => found,
                 None => {
-                    let Some(version) = cache.file_version(&self.connection, dir) else { return Ok(None) };
-                    let request = Request::Lookup { parent: dir, name: part.to_vec() };
-                    let attributes = match self.connection.call(&request) {
-                        Ok(Response::Attributes(attributes)) => attributes,
-                        _ => return Ok(None),
-                    };
-                    let found = CachedPath { ino: attributes.ino, kind: attributes.kind };
-                    cache.insert_lookup(&self.connection, dir, version, part, found);
-                    found
+                    let Some(version) = cache.file_version(&self.connection, dir) else { return Ok(Walked::No) };
+                    if last {
+                        return Ok(Walked::Last { dir, version, name: part.to_vec() });
+                    }
+                    match self.look_up(dir, version, part) {
+                        Some(found) => found,
+                        None => return Ok(Walked::No),
+                    }
                 }
             };
             if found.kind == FileKind::Symlink {
-                return Ok(None);
+                return Ok(Walked::No);
             }
-            if i + 1 == parts.len() {
-                return Ok(Some(found));
+            if last {
+                return Ok(Walked::Found(found));
             }
             if found.kind != FileKind::Directory {
-                return Ok(None);
+                return Ok(Walked::No);
             }
             dir = found.ino;
         }
-        Ok(None)
+        Ok(Walked::No)
     }
 }

@@ -487,6 +487,25 @@ pub enum Request {
         /// `open(2)` flags (access mode, O_APPEND, O_TRUNC...).
         flags: i32,
     },
+    /// Open an existing file by path in one round trip: the path resolved
+    /// from the root with the client's credentials as `Resolve` resolves
+    /// it (following a final symbolic link unless `flags` holds
+    /// O_NOFOLLOW, which makes a final link ELOOP), then opened as `Open`
+    /// opens it; optionally with the file's first bytes and a lease on
+    /// it. The response is `PathOpened`. O_CREAT, O_EXCL and O_TRUNC are
+    /// EINVAL here (`Create`, or `Open` by number, does those).
+    OpenPath {
+        /// The path (absolute; relative paths start at the root).
+        path: Vec<u8>,
+        /// `open(2)` flags: the access mode, O_APPEND, O_NOFOLLOW...
+        flags: i32,
+        /// Bytes of the file's start to return with the answer (0: none);
+        /// the server returns fewer only at the file's end, or when this
+        /// is more than `max_io_bytes` or than fits one completion record.
+        read: u32,
+        /// Take (or renew) a lease on the opened file, as `Lease` would.
+        lease: bool,
+    },
     /// Create and open a file.
     Create {
         /// The directory.
@@ -809,6 +828,26 @@ pub enum Response {
         handle: u64,
         /// The value's size in bytes.
         size: u64,
+    },
+    /// A file opened by path (`OpenPath`).
+    PathOpened {
+        /// The directory holding the name the path resolved to (after
+        /// following symbolic links).
+        parent: u64,
+        /// That name.
+        name: Vec<u8>,
+        /// The file's attributes, read after the open (and after the
+        /// lease, when one was granted).
+        attributes: Attributes,
+        /// The open handle.
+        handle: u64,
+        /// The file's first bytes, when asked for: fewer than asked only
+        /// at the file's end or at the server's limits.
+        data: Option<Vec<u8>>,
+        /// The lease on the file, when asked for and granted (none when
+        /// the server grants no leases, the client holds `max_leases`, or
+        /// another client's change is revoking leases on it).
+        lease: Option<LeaseGrant>,
     },
     /// A created file and its open handle.
     Created {

@@ -15,7 +15,7 @@ use codec_strategies::{request, response, Sizes};
 use larder_protocol::codec::{
     check_request, check_response, decode_request, decode_response, directory_entry_bytes, encode_request,
     encode_response, fuzzing, opcode_of, request_id_of, scan_entry_bytes, DecodeError, Opcode, ResponseKind,
-    LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES,
+    LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
 };
 use larder_protocol::message::{Request, Response};
 use proptest::prelude::*;
@@ -219,6 +219,21 @@ fn bad_tags_flags_and_text_are_refused_by_field() {
     *bytes.last_mut().unwrap() = 2;
     assert_eq!(decode_request(&bytes), Err(DecodeError::UnknownTag { field: "Resolve.follow", tag: 2 }));
 
+    let open = Request::OpenPath { path: b"/x".to_vec(), flags: 0, read: 0, lease: false };
+    let mut bytes = encoded_request(3, &open);
+    *bytes.last_mut().unwrap() = 2;
+    assert_eq!(decode_request(&bytes), Err(DecodeError::UnknownTag { field: "OpenPath.lease", tag: 2 }));
+    // A path whose length runs past the message (no terminator: lengths
+    // are counted, never searched for).
+    let mut bytes = encoded_request(3, &open);
+    bytes[12..16].copy_from_slice(&1000u32.to_le_bytes());
+    assert!(decode_request(&bytes).is_err());
+    let long = Request::OpenPath { path: vec![b'p'; MAX_PATH_BYTES + 1], flags: 0, read: 0, lease: false };
+    let expected =
+        DecodeError::FieldTooLong { field: "OpenPath.path", length: MAX_PATH_BYTES as u64 + 1, limit: MAX_PATH_BYTES };
+    assert_eq!(check_request(&long), Err(expected.clone()));
+    assert_eq!(decode_request(&encoded_request(3, &long)), Err(expected));
+
     let error = Response::Error { errno: 2, message: "ab".into() };
     let mut bytes = encoded_response(3, &error);
     *bytes.last_mut().unwrap() = 0xff;
@@ -249,6 +264,53 @@ fn encodings_are_pinned() {
         encoded_response(9, &error),
         [9, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 0xfb, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0xc3, 0xa9]
     );
+    // docs/format.md's OpenPath example.
+    let open = Request::OpenPath { path: b"/a".to_vec(), flags: 0o400000, read: 0x3000, lease: true };
+    assert_eq!(
+        encoded_request(7, &open),
+        [
+            7, 0, 0, 0, 0, 0, 0, 0, // request id
+            48, 0, // opcode OpenPath
+            0, 0, // reserved
+            2, 0, 0, 0, b'/', b'a', // path
+            0, 0, 2, 0, // flags: O_NOFOLLOW
+            0, 0x30, 0, 0, // read: 12,288 bytes
+            1, // lease
+        ]
+    );
+    let attributes = larder_protocol::message::Attributes {
+        ino: 5,
+        kind: larder_protocol::message::FileKind::File,
+        mode: 0o100644,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        size: 2,
+        blocks: 0,
+        atime: Default::default(),
+        mtime: Default::default(),
+        ctime: Default::default(),
+        btime: Default::default(),
+        generation: 0,
+    };
+    let opened = Response::PathOpened {
+        parent: 1,
+        name: b"a".to_vec(),
+        attributes: attributes.clone(),
+        handle: 3,
+        data: Some(b"hi".to_vec()),
+        lease: Some(larder_protocol::message::LeaseGrant { slot: 4, sequence: 1, term_nanos: 1_000_000_000 }),
+    };
+    let bytes = encoded_response(7, &opened);
+    assert_eq!(bytes.len(), 12 + 8 + 5 + 105 + 8 + 1 + 6 + 1 + 16, "the layout docs/format.md gives");
+    assert_eq!(&bytes[8..10], &[27, 0], "kind PathOpened");
+    assert_eq!(&bytes[12..25], &[1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, b'a'], "parent and name");
+    assert_eq!(&bytes[130..138], &3u64.to_le_bytes(), "handle after the 105 bytes of attributes");
+    assert_eq!(&bytes[138..145], &[1, 2, 0, 0, 0, b'h', b'i'], "data: option tag, length, bytes");
+    assert_eq!(&bytes[145..150], &[1, 4, 0, 0, 0], "lease: option tag, slot");
+    let bare = Response::PathOpened { parent: 1, name: b"a".to_vec(), attributes, handle: 3, data: None, lease: None };
+    assert_eq!(&encoded_response(7, &bare)[138..], &[0, 0], "no data, no lease: two zero tags");
     assert_eq!(request_id_of(&[1, 2, 3]), None);
     assert_eq!(opcode_of(&encoded_request(1, &Request::Stats)), Some(Opcode::Stats.code()));
     assert_eq!(

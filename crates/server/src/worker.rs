@@ -298,7 +298,7 @@ pub(crate) fn execute_now(
     request: Request,
 ) -> Result<Response, String> {
     let (_, file) = shared.route(client, &request);
-    let opened_file = matches!(request, Request::Open { .. } | Request::Create { .. });
+    let opened_file = matches!(request, Request::Open { .. } | Request::OpenPath { .. } | Request::Create { .. });
     let released = match request {
         Request::Release { handle } => Some(handle),
         _ => None,
@@ -330,6 +330,7 @@ pub(crate) fn execute_now(
         match (&response, opened_ino) {
             (Response::Handle(handle), Some(ino)) => client.opened(*handle, ino),
             (Response::Created { attributes, handle }, _) => client.opened(*handle, attributes.ino),
+            (Response::PathOpened { attributes, handle, .. }, _) => client.opened(*handle, attributes.ino),
             _ => {}
         }
     }

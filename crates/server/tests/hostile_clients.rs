@@ -529,3 +529,62 @@ fn a_client_that_floods_its_ring_does_not_starve_others() {
     });
     assert!(!raw.dropped_within(Duration::from_millis(1)), "busy is not hostile");
 }
+
+/// `OpenPath` from a client that lies about its path: a length running
+/// past the message, or over the codec's limit, breaks the protocol (the
+/// client is dropped); a path the fs layer refuses (too long for it, a NUL
+/// inside, a name over 255 bytes), garbage flags and a huge read are
+/// errors or capped answers, and the client is served on.
+#[test]
+fn open_path_with_lying_lengths_and_hostile_paths() {
+    let t = serve();
+    let good = t.client();
+    good.write("/page.html", &pattern(5000, 3)).unwrap();
+    let open = |path: Vec<u8>, flags: i32, read: u32| R::OpenPath { path, flags, read, lease: false };
+    t.wait_for_clients(1);
+
+    let mut record = Vec::new();
+    encode_request(7, &open(b"/page.html".to_vec(), libc::O_RDONLY, 0), &mut record);
+    // The path's length says more bytes than the message holds.
+    let mut longer = record.clone();
+    longer[12..16].copy_from_slice(&4000u32.to_le_bytes());
+    // Over the codec's path limit (8 KiB): refused before anything is read.
+    let mut over = Vec::new();
+    encode_request(8, &open(vec![b'a'; larder_protocol::codec::MAX_PATH_BYTES + 1], 0, 0), &mut over);
+    // Cut inside the path, and cut before the last field.
+    let cut_path = record[..18].to_vec();
+    let cut_flag = record[..record.len() - 1].to_vec();
+    for (what, bytes) in [
+        ("a path longer than the message", longer),
+        ("a path over the limit", over),
+        ("a cut path", cut_path),
+        ("no lease byte", cut_flag),
+    ] {
+        let raw = t.raw();
+        assert!(raw.send_record(0, &bytes), "{what}: the ring took it");
+        assert_dropped_and_others_served(&t, raw, &good, what);
+    }
+
+    let raw = t.raw();
+    let errno = |r: Response| match r {
+        Response::Error { errno, .. } => errno,
+        other => panic!("expected an error, got {other:?}"),
+    };
+    let mut long_path = b"/".to_vec();
+    long_path.extend(std::iter::repeat_n(b"d/", 2500).flatten());
+    assert_eq!(errno(raw.call_owner(&open(long_path, libc::O_RDONLY, 0))), libc::ENAMETOOLONG);
+    assert_eq!(errno(raw.call_owner(&open(b"/page.html\0/etc".to_vec(), libc::O_RDONLY, 0))), libc::EINVAL);
+    assert_eq!(errno(raw.call_owner(&open(vec![b'n'; 300], libc::O_RDONLY, 0))), libc::ENAMETOOLONG);
+    assert_eq!(errno(raw.call_owner(&open(b"/page.html".to_vec(), -1, 0))), libc::EINVAL);
+    assert_eq!(errno(raw.call_owner(&open(b"/page.html".to_vec(), i32::MIN | libc::O_TRUNC, 0))), libc::EINVAL);
+    // A read of 4 GiB is answered with the file, in one record.
+    match raw.call_owner(&open(b"/page.html".to_vec(), libc::O_RDONLY, u32::MAX)) {
+        Response::PathOpened { data: Some(data), handle, .. } => {
+            assert_eq!(data, pattern(5000, 3));
+            assert_eq!(raw.call_owner(&R::Release { handle }), Response::Done);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!raw.dropped_within(Duration::from_millis(1)), "refusals are not violations");
+    assert_served(&good, "after the hostile opens");
+}

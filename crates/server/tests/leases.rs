@@ -77,14 +77,156 @@ fn a_leased_open_stat_and_read_make_no_round_trip() {
     assert_eq!(now.cached_opens - counted.cached_opens, 200);
     assert!(now.cached_reads - counted.cached_reads >= 200);
     assert!(now.cached_attributes - counted.cached_attributes >= 400);
-    // Without leases every open is a round trip (two: resolve and open).
+    // Without leases every open is a round trip (an open by path).
     let plain = Client::connect_socket_with(&larder_client::socket_of(&store), false).unwrap();
     let before = server.requests();
     drop(plain.open("/cached.txt").unwrap());
     // The close's release is posted, not waited for: a ping on the same
     // ring is answered after it.
     plain.ping().unwrap();
-    assert!(server.requests() - before >= 4, "an uncached open, read-less, close and a ping");
+    assert_eq!(server.requests() - before, 3, "an uncached open, its close and a ping");
+}
+
+/// A file the client has not opened before is opened by path, with its
+/// lease and its first bytes, in one request: a small file is read whole
+/// without another; later opens and reads of it make none. Without
+/// leases, `Client::read` reads a small file in one request and the
+/// posted close.
+#[test]
+fn an_uncached_small_file_is_opened_and_read_in_one_round_trip() {
+    let (server, _dir, store) = served(long_term());
+    let writer = Client::connect(&store).unwrap();
+    writer.create_dir("/www", 0o755).unwrap();
+    let page = |i: usize| vec![i as u8; 16 << 10];
+    for i in 0..20 {
+        writer.write(format!("/www/p{i}"), &page(i)).unwrap();
+    }
+    let leased = Client::connect(&store).unwrap();
+    // The walk of the directories and their leases, once.
+    assert_eq!(read_all(&leased, "/www/p0"), page(0));
+    let mut buf = vec![0u8; 64 << 10];
+    for i in 1..20 {
+        let before = server.requests();
+        let file = leased.open(format!("/www/p{i}")).unwrap();
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), 16 << 10);
+        assert_eq!(buf[..16 << 10], page(i)[..], "file {i}");
+        assert_eq!(file.read_at(&mut buf, 16 << 10).unwrap(), 0, "the end, from the cache");
+        // Kept under the file's lease: no release.
+        file.close().unwrap();
+        assert_eq!(server.requests() - before, 1, "file {i}: one open by path, nothing more");
+    }
+    let before = server.requests();
+    for i in 0..20 {
+        assert_eq!(leased.read(format!("/www/p{i}")).unwrap(), page(i));
+    }
+    assert_eq!(server.requests(), before, "the names, opens and bytes cached by the opens by path");
+
+    let plain = Client::connect_socket_with(&larder_client::socket_of(&store), false).unwrap();
+    plain.ping().unwrap();
+    for i in 0..20 {
+        let before = server.requests();
+        assert_eq!(plain.read(format!("/www/p{i}")).unwrap(), page(i));
+        plain.ping().unwrap();
+        assert_eq!(server.requests() - before, 3, "file {i}: the open with the bytes, the posted close, the ping");
+    }
+    // A file longer than one answer is read on through its handle.
+    let long: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    writer.write("/www/long", &long).unwrap();
+    assert_eq!(plain.read("/www/long").unwrap(), long);
+    assert_eq!(leased.read("/www/long").unwrap(), long);
+    assert!(plain.read("/www/missing").unwrap_err().is_not_found());
+    assert!(leased.read("/www/missing").unwrap_err().is_not_found());
+}
+
+/// Files the leased client opened by path (their names, attributes and
+/// bytes cached from that one answer) show another client's write,
+/// rename, unlink and chmod as soon as it returns.
+#[test]
+fn files_opened_by_path_show_another_clients_changes_at_once() {
+    let (_server, _dir, store) = served(long_term());
+    let reader = Client::connect(&store).unwrap();
+    let writer = Client::connect(&store).unwrap();
+    writer.create_dir("/d", 0o755).unwrap();
+    for name in ["a", "b", "c"] {
+        writer.write(format!("/d/{name}"), format!("{name} first").as_bytes()).unwrap();
+    }
+    // The walk of /d once; then each file is new to the reader.
+    assert_eq!(read_all(&reader, "/d/a"), b"a first");
+    assert_eq!(read_all(&reader, "/d/b"), b"b first");
+    assert_eq!(read_all(&reader, "/d/c"), b"c first");
+    assert_eq!(reader.metadata("/d/c").unwrap().mode() & 0o777, 0o644);
+    let cached = reader.cache_counters();
+    assert_eq!(read_all(&reader, "/d/a"), b"a first");
+    assert!(reader.cache_counters().cached_reads > cached.cached_reads, "served from the cache");
+
+    // A write through an open file.
+    let file = OpenOptions::new().write(true).open(&writer, "/d/a").unwrap();
+    file.write_at(b"A", 0).unwrap();
+    file.close().unwrap();
+    assert_eq!(read_all(&reader, "/d/a"), b"A first");
+    // A rename: the old name is gone, the new one names the file.
+    writer.rename("/d/a", "/d/moved").unwrap();
+    assert!(reader.open("/d/a").err().unwrap().is_not_found());
+    assert_eq!(read_all(&reader, "/d/moved"), b"A first");
+    // An unlink.
+    writer.remove_file("/d/b").unwrap();
+    assert!(reader.open("/d/b").err().unwrap().is_not_found());
+    assert!(reader.read("/d/b").unwrap_err().is_not_found());
+    // A chmod: the attributes, and the next open is checked.
+    writer.set_permissions("/d/c", 0o000).unwrap();
+    assert_eq!(reader.metadata("/d/c").unwrap().mode() & 0o777, 0);
+    if test_uid() != 0 {
+        assert_eq!(reader.open("/d/c").err().unwrap().errno(), libc::EACCES);
+    }
+    assert!(reader.cache_counters().revocations > 0);
+}
+
+/// The client's own unlink drops the removed name's lookup and the file's
+/// entry, not the other lookups: a path walked before still opens without
+/// a request (a cleared cache would look every name up again).
+#[test]
+fn an_own_unlink_keeps_every_other_lookup_cached() {
+    let (server, _dir, store) = served(long_term());
+    let client = Client::connect(&store).unwrap();
+    let paths = ["/a/f1", "/a/f2", "/a/f3", "/b/g"];
+    client.create_dir("/a", 0o755).unwrap();
+    client.create_dir("/b", 0o755).unwrap();
+    for path in paths {
+        client.write(path, path.as_bytes()).unwrap();
+    }
+    for _ in 0..2 {
+        for path in paths {
+            assert_eq!(read_all(&client, path), path.as_bytes());
+        }
+    }
+    let before = server.requests();
+    for path in paths {
+        assert_eq!(read_all(&client, path), path.as_bytes());
+    }
+    assert_eq!(server.requests(), before, "warm: everything cached");
+
+    client.remove_file("/a/f1").unwrap();
+    let before = server.requests();
+    for path in &paths[1..] {
+        assert_eq!(read_all(&client, path), path.as_bytes());
+    }
+    assert_eq!(server.requests(), before, "the unlink dropped lookups of other names");
+    assert!(client.open("/a/f1").err().unwrap().is_not_found());
+    assert!(client.metadata("/a/f1").unwrap_err().is_not_found());
+    // The directory's listing was dropped: it shows the unlink.
+    let names: Vec<Vec<u8>> = client.read_dir("/a").unwrap().map(|e| e.unwrap().name).collect();
+    assert_eq!(names.len(), 2);
+
+    // A name the cache never walked: which file it named is not known, so
+    // every file's entry goes, but the directories' lookups stay: each
+    // file opens again with one request (an open by path), no lookup.
+    client.write("/a/unread", b"x").unwrap();
+    client.remove_file("/a/unread").unwrap();
+    for path in &paths[1..] {
+        let before = server.requests();
+        assert_eq!(read_all(&client, path), path.as_bytes());
+        assert_eq!(server.requests() - before, 1, "{path}: more than the open by path");
+    }
 }
 
 #[test]

@@ -92,6 +92,7 @@ codes! {
         RemoveXattr = 45,
         Sync = 46,
         MetadataBatch = 47,
+        OpenPath = 48,
         KvPut = 64,
         KvGet = 65,
         KvHead = 66,
@@ -140,6 +141,7 @@ codes! {
         HeapAttached = 24,
         HeapType = 25,
         HeapBlock = 26,
+        PathOpened = 27,
     }
 }
 
@@ -162,6 +164,7 @@ impl Request {
             Request::Rmdir { .. } => Opcode::Rmdir,
             Request::Rename { .. } => Opcode::Rename,
             Request::Open { .. } => Opcode::Open,
+            Request::OpenPath { .. } => Opcode::OpenPath,
             Request::Create { .. } => Opcode::Create,
             Request::Read { .. } => Opcode::Read,
             Request::ReadBuffer { .. } => Opcode::ReadBuffer,
@@ -211,6 +214,7 @@ impl Response {
             Response::Resolved { .. } => ResponseKind::Resolved,
             Response::Handle(_) => ResponseKind::Handle,
             Response::Opened { .. } => ResponseKind::Opened,
+            Response::PathOpened { .. } => ResponseKind::PathOpened,
             Response::Created { .. } => ResponseKind::Created,
             Response::Data(_) => ResponseKind::Data,
             Response::Length(_) => ResponseKind::Length,

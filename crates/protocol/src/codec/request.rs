@@ -71,6 +71,12 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
             e.bytes("Resolve.path", MAX_PATH_BYTES, path);
             e.bool(*follow);
         }
+        Request::OpenPath { path, flags, read, lease } => {
+            e.bytes("OpenPath.path", MAX_PATH_BYTES, path);
+            e.i32(*flags);
+            e.u32(*read);
+            e.bool(*lease);
+        }
         Request::Mknod { parent, name, mode, rdev } => {
             e.u64(*parent);
             e.bytes("Mknod.name", MAX_NAME_BYTES, name);
@@ -314,6 +320,12 @@ pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, Deco
         Opcode::Resolve => {
             Request::Resolve { path: r.bytes("Resolve.path", MAX_PATH_BYTES)?, follow: r.bool("Resolve.follow")? }
         }
+        Opcode::OpenPath => Request::OpenPath {
+            path: r.bytes("OpenPath.path", MAX_PATH_BYTES)?,
+            flags: r.i32("OpenPath.flags")?,
+            read: r.u32("OpenPath.read")?,
+            lease: r.bool("OpenPath.lease")?,
+        },
         Opcode::Mknod => Request::Mknod {
             parent: r.u64("Mknod.parent")?,
             name: r.bytes("Mknod.name", MAX_NAME_BYTES)?,

@@ -56,6 +56,22 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
             e.attributes(attributes);
             e.u64(*handle);
         }
+        Response::PathOpened { parent, name, attributes, handle, data, lease } => {
+            e.u64(*parent);
+            e.bytes("PathOpened.name", MAX_NAME_BYTES, name);
+            e.attributes(attributes);
+            e.u64(*handle);
+            e.option(data);
+            if let Some(data) = data {
+                e.bytes("PathOpened.data", MAX_DATA_BYTES, data);
+            }
+            e.option(lease);
+            if let Some(grant) = lease {
+                e.u32(grant.slot);
+                e.u32(grant.sequence);
+                e.u64(grant.term_nanos);
+            }
+        }
         Response::Data(data) => e.bytes("Data", MAX_DATA_BYTES, data),
         Response::Length(length) => e.u64(*length),
         Response::Entries(entries) => {
@@ -160,6 +176,24 @@ pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response,
         ResponseKind::Handle => Response::Handle(r.u64("Handle")?),
         ResponseKind::Opened => Response::Opened { handle: r.u64("Opened.handle")?, size: r.u64("Opened.size")? },
         ResponseKind::Created => Response::Created { attributes: r.attributes()?, handle: r.u64("Created.handle")? },
+        ResponseKind::PathOpened => {
+            let parent = r.u64("PathOpened.parent")?;
+            let name = r.bytes("PathOpened.name", MAX_NAME_BYTES)?;
+            let attributes = r.attributes()?;
+            let handle = r.u64("PathOpened.handle")?;
+            let data =
+                if r.option("PathOpened.data")? { Some(r.bytes("PathOpened.data", MAX_DATA_BYTES)?) } else { None };
+            let lease = if r.option("PathOpened.lease")? {
+                Some(LeaseGrant {
+                    slot: r.u32("PathOpened.lease.slot")?,
+                    sequence: r.u32("PathOpened.lease.sequence")?,
+                    term_nanos: r.u64("PathOpened.lease.term_nanos")?,
+                })
+            } else {
+                None
+            };
+            Response::PathOpened { parent, name, attributes, handle, data, lease }
+        }
         ResponseKind::Data => Response::Data(r.bytes("Data", MAX_DATA_BYTES)?),
         ResponseKind::Length => Response::Length(r.u64("Length")?),
         ResponseKind::Entries => {

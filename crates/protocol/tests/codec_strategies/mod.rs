@@ -234,6 +234,9 @@ pub fn request(sizes: Sizes) -> BoxedStrategy<Request> {
             .prop_map(|(ino, set, handle)| Request::SetAttributes { ino, set, handle })
             .boxed(),
         (path(s), any::<bool>()).prop_map(|(path, follow)| Request::Resolve { path, follow }).boxed(),
+        (path(s), any::<i32>(), any::<u32>(), any::<bool>())
+            .prop_map(|(path, flags, read, lease)| Request::OpenPath { path, flags, read, lease })
+            .boxed(),
         (any::<u64>(), name(s), any::<u32>(), any::<u64>())
             .prop_map(|(parent, name, mode, rdev)| Request::Mknod { parent, name, mode, rdev })
             .boxed(),
@@ -391,6 +394,23 @@ pub fn response(sizes: Sizes) -> BoxedStrategy<Response> {
         any::<u64>().prop_map(Response::Handle).boxed(),
         (any::<u64>(), any::<u64>()).prop_map(|(handle, size)| Response::Opened { handle, size }).boxed(),
         (attributes(s), any::<u64>()).prop_map(|(attributes, handle)| Response::Created { attributes, handle }).boxed(),
+        (
+            any::<u64>(),
+            name(s),
+            attributes(s),
+            any::<u64>(),
+            proptest::option::of(bytes(MAX_DATA_BYTES, s)),
+            proptest::option::of((any::<u32>(), any::<u32>(), any::<u64>())),
+        )
+            .prop_map(|(parent, name, attributes, handle, data, lease)| Response::PathOpened {
+                parent,
+                name,
+                attributes,
+                handle,
+                data,
+                lease: lease.map(|(slot, sequence, term_nanos)| LeaseGrant { slot, sequence, term_nanos }),
+            })
+            .boxed(),
         bytes(MAX_DATA_BYTES, s).prop_map(Response::Data).boxed(),
         any::<u64>().prop_map(Response::Length).boxed(),
         list(entry, empty_entry, s).prop_map(Response::Entries).boxed(),

@@ -1,7 +1,7 @@
 //! The executor: one request of one session in, one response out.
 //!
 //! Each area has its file: names and attributes (`names.rs`), open files
-//! (`files.rs`), directories and extended attributes (`directories.rs`),
+//! (`files.rs`, and by path in one request `open_path.rs`), directories and extended attributes (`directories.rs`),
 //! the KV API (`kv.rs`, with its permission rule in `kv_access.rs`).
 
 mod batch;
@@ -11,6 +11,7 @@ mod heap;
 mod kv;
 mod kv_access;
 mod names;
+mod open_path;
 
 use std::cell::Cell;
 
@@ -333,6 +334,7 @@ fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
         R::StatFs => names::statfs(call),
         R::Sync => names::sync(call),
         R::Open { ino, flags } => files::open(call, ino, flags),
+        R::OpenPath { path, flags, read, lease } => open_path::open_path(call, &path, flags, read, lease),
         R::Create { parent, name, mode, flags } => files::create(call, parent, &name, mode, flags),
         R::Read { handle, offset, length } => files::read(call, handle, offset, length),
         R::ReadBuffer { handle, offset, into } => files::read_buffer(call, handle, offset, into),
