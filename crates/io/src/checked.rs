@@ -185,6 +185,10 @@ impl Storage for CheckedStorage {
         Some(self.clone())
     }
 
+    fn file_status(&self, path: &Path) -> IoResult<crate::FileStatus> {
+        self.inner.file_status(path)
+    }
+
     /// A writable mapping is refused once poisoned. Stores through a mapping
     /// made before reach the page cache regardless: what makes them durable
     /// is a later sync, which the latch refuses.

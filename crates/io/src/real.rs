@@ -9,7 +9,7 @@ use rustix::fs::{FallocateFlags, FlockOperation};
 
 use crate::direct::DirectWriter;
 use crate::error::{IoError, IoResult};
-use crate::shared::{MapAccess, SharedRegion};
+use crate::shared::{FileIdentity, FileStatus, MapAccess, SharedRegion};
 use crate::storage::{File, FileRef, Lock, OpenOptions, Storage};
 
 /// The local file system. Paths are used as given.
@@ -141,8 +141,13 @@ impl Storage for RealStorage {
             .open(path)
             .map_err(|e| IoError::os("open", path, e))?;
         let stat = rustix::fs::fstat(&file).map_err(|e| IoError::os("len", path, e.into()))?;
-        let len = u64::try_from(stat.st_size).unwrap_or(0);
-        SharedRegion::map_file(&file, path, len, reserve, access)
+        SharedRegion::map_file(&file, path, status_of(&stat), reserve, access)
+    }
+
+    /// One `stat` of the path (no open): the inode and device numbers and
+    /// the size.
+    fn file_status(&self, path: &Path) -> IoResult<FileStatus> {
+        Ok(status_of(&stat_path(path)?))
     }
 
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
@@ -275,6 +280,16 @@ fn file_system_magic(path: &Path) -> IoResult<u64> {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
     let magic = u64::try_from(fs.f_type as i64).unwrap_or(0);
     Ok(magic)
+}
+
+/// A file's identity and length from its `stat`.
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn status_of(stat: &rustix::fs::Stat) -> FileStatus {
+    FileStatus {
+        identity: Some(FileIdentity { device: stat.st_dev as u64, inode: stat.st_ino as u64 }),
+        // st_size is never negative for a regular file; treat a negative one as empty.
+        len: u64::try_from(stat.st_size).unwrap_or(0),
+    }
 }
 
 fn stat_path(path: &Path) -> IoResult<rustix::fs::Stat> {

@@ -180,6 +180,15 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn checked(&self) -> Option<crate::CheckedStorage> {
         None
     }
+    /// The identity and length of the file at `path`, read without opening
+    /// it (one `stat` on the real backend), so a caller that mapped the
+    /// file earlier can tell whether the name still names the file it
+    /// mapped and how long that file is now. The default opens the file
+    /// for its length and reports no identity (the simulation).
+    fn file_status(&self, path: &Path) -> IoResult<crate::FileStatus> {
+        let file = self.open(path, OpenOptions::READ)?;
+        Ok(crate::FileStatus { identity: None, len: file.len()? })
+    }
     /// Maps the file at `path` for shared loads and stores inside a
     /// reservation of `reserve` bytes (at least the file's length), so the
     /// file can later grow in place ([`crate::SharedRegion::grow_to`]). No

@@ -154,6 +154,14 @@ impl Store {
         Ok(self.storage().map_shared(&self.heap_file_path(id), reserve, access)?)
     }
 
+    /// The identity and length of object `id`'s file, without opening it
+    /// (`Storage::file_status`: one `stat` on the real storage), for a
+    /// heap that checks a mapping it kept is still of that file, and that
+    /// the file was not shrunk, before it hands the mapping out again.
+    pub fn heap_file_status(&self, id: u64) -> Result<larder_io::FileStatus> {
+        Ok(self.storage().file_status(&self.heap_file_path(id))?)
+    }
+
     /// The heap object record of `id`, if it has one.
     pub fn heap_object(&self, id: u64) -> Result<Option<HeapObject>> {
         self.index().get(&heap_object_key(id))?.map(|v| HeapObject::decode(&v)).transpose()
