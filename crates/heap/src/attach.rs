@@ -9,6 +9,7 @@ use larder_io::{IoError, MapAccess, SharedRegion};
 use larder_object::meta::DataLocation;
 use parking_lot::{Mutex, RwLock};
 
+use crate::closed::ClosedMapping;
 use crate::credentials::Owner;
 use crate::error::{not_found, HeapError, Result};
 use crate::limits::MIN_RESERVE_BYTES;
@@ -138,15 +139,22 @@ impl Heap {
             }
         }
         let missing = || not_found(format!("object {id}"));
+        // Not an object of this heap (any more): a mapping kept at its
+        // close goes (unmapped once dropped here).
+        let gone = || {
+            let kept = self.shared.closed.lock().take(id);
+            drop(kept);
+            missing()
+        };
         // Read before the object's records: see the check after the insert.
         let frees = self.shared.frees.load(Ordering::SeqCst);
-        let onode = self.shared.store.stat(id)?.ok_or_else(missing)?;
+        let onode = self.shared.store.stat(id)?.ok_or_else(gone)?;
         if onode.location != (DataLocation::OwnFile { file: id }) {
-            return Err(missing());
+            return Err(gone());
         }
-        let record = self.shared.store.heap_object(id)?.ok_or_else(missing)?;
+        let record = self.shared.store.heap_object(id)?.ok_or_else(gone)?;
         if record.heap != self.shared.root {
-            return Err(missing());
+            return Err(gone());
         }
         let access = if self.credentials.may_write(&onode) {
             MapAccess::ReadWrite
@@ -155,14 +163,28 @@ impl Heap {
         } else {
             return Err(HeapError::PermissionDenied { what: format!("map object {id}") });
         };
-        let region = match self.map_file(id, access) {
-            Ok(region) => region,
-            // Freed and removed since the record was read.
-            Err(HeapError::Object(larder_object::ObjectError::Io(e))) if e.is_not_found() => return Err(missing()),
-            Err(e) => return Err(e),
+        let owner = Owner::of(&onode);
+        let kept = self.shared.closed.lock().take(id);
+        let reused = match kept {
+            Some(kept) => self.reuse_closed(id, kept, access, owner)?,
+            None => None,
         };
-        // The region is the file's length when it was mapped.
-        let file_len = region.len();
+        let (region, file_len) = match reused {
+            Some(reused) => reused,
+            None => {
+                let region = match self.map_file(id, access) {
+                    Ok(region) => region,
+                    // Freed and removed since the record was read.
+                    Err(HeapError::Object(larder_object::ObjectError::Io(e))) if e.is_not_found() => {
+                        return Err(missing())
+                    }
+                    Err(e) => return Err(e),
+                };
+                // The region is the file's length when it was mapped.
+                let file_len = region.len();
+                (Arc::new(region), file_len)
+            }
+        };
         if file_len < record.durable_size || file_len < onode.size {
             let durable = record.durable_size.max(onode.size);
             return Err(HeapError::Shrunk { object: id, file_len, durable });
@@ -172,27 +194,33 @@ impl Heap {
         let size = if self.has_arena(id) { onode.size.max(file_len) } else { onode.size };
         let attached = Arc::new(Attached {
             id,
-            region: RwLock::new(Arc::new(region)),
+            region: RwLock::new(region),
             retired: Mutex::new(Vec::new()),
             size: AtomicU64::new(size),
             access,
-            owner: Owner::of(&onode),
+            owner,
         });
         let map = match access {
             MapAccess::ReadWrite => &self.shared.attached,
             MapAccess::ReadOnly => &self.shared.readers,
         };
-        let attached = map.write().entry(id).or_insert(attached).clone();
         // A free that committed while this mapped the file: not attached.
-        // A free counts itself before it removes its object from the maps,
-        // so either the count moved since it was read above, or the free
-        // removes what was just inserted (the object then reads as got
-        // before it was freed). Frees come only through this heap's
-        // handles in this process (the store is this process's alone).
+        // A free counts itself and removes its object from the maps under
+        // the gate, held exclusively; the insert happens under it, shared.
+        // So either the free's section came first, and the count moved
+        // since it was read above (the object is then not inserted), or
+        // this insert came first and the free removes it (the object then
+        // reads as got before it was freed). Never is a freed object in the
+        // maps after its free returned, even for a moment. Frees come only
+        // through this heap's handles in this process (the store is this
+        // process's alone); other removals are caught by the record reads.
+        let gate = self.shared.free_gate.read();
         if self.shared.frees.load(Ordering::SeqCst) != frees && self.shared.store.heap_object(id)?.is_none() {
-            map.write().remove(&id);
+            drop(gate);
             return Err(missing());
         }
+        let attached = map.write().entry(id).or_insert(attached).clone();
+        drop(gate);
         Ok(attached)
     }
 
@@ -217,22 +245,72 @@ impl Heap {
         }
     }
 
-    /// Unmaps object `id` (once no caller holds its mapping); bytes an
-    /// emulated region holds are written back first and synced at the
-    /// next `sync`, as a real mapping's dirty pages are.
+    /// The mapping kept at object `id`'s close, if it may be handed out
+    /// again, with the file's length now: made for the access and owner
+    /// the caller gets now, of the file that `heap/<id>` names now (one
+    /// `stat`: a file replaced under the name is mapped anew), not longer
+    /// than that file (one shrunk behind the heap's back is mapped anew,
+    /// and refused if shorter than the object), and reserved for twice its
+    /// length, as an attach promises. A file grown since (through the
+    /// object layer, or by a thread still holding the object's old handle)
+    /// is taken into the region in place. `None`: map the file anew (the
+    /// kept region is dropped, so unmapped, on return). The object's
+    /// records were checked by the caller: a freed object never gets here.
+    fn reuse_closed(
+        &self,
+        id: u64,
+        kept: ClosedMapping,
+        access: MapAccess,
+        owner: Owner,
+    ) -> Result<Option<(Arc<SharedRegion>, u64)>> {
+        if kept.access != access || kept.owner != owner {
+            return Ok(None);
+        }
+        let Some(identity) = kept.region.identity() else { return Ok(None) };
+        let status = match self.shared.store.heap_file_status(id) {
+            Ok(status) => status,
+            // Removed since the record was read (freed, or by hand).
+            Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {
+                return Err(not_found(format!("object {id}")));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let region = kept.region;
+        if status.identity != Some(identity) || status.len < region.len() || reserve_for(status.len) > region.reserve()
+        {
+            return Ok(None);
+        }
+        if status.len > region.len() {
+            region.grow_to(status.len)?;
+        }
+        Ok(Some((region, status.len)))
+    }
+
+    /// Closes object `id` for this handle: a read-only mapping, or the
+    /// writable one every handle that may write shares. The mapping is kept
+    /// among the heap's closed ones (`closed::ClosedMappings`) when it may
+    /// be, else unmapped once no caller holds it; bytes an emulated region
+    /// holds are written back first and synced at the next `sync`, as a
+    /// real mapping's dirty pages are.
     pub(crate) fn detach(&self, id: u64) -> Result<()> {
         let writer = self.shared.attached.read().get(&id).is_some_and(|a| self.credentials.may_write_owned(a.owner));
-        if !writer {
-            self.shared.readers.write().remove(&id);
-            return Ok(());
-        }
-        let Some(attached) = self.shared.attached.write().remove(&id) else { return Ok(()) };
+        // Held while the object leaves its map and joins the closed ones,
+        // so a `free` (which takes it after removing the object from the
+        // maps) either finds the object in the maps or among the closed.
+        let mut closed = self.shared.closed.lock();
+        let map = if writer { &self.shared.attached } else { &self.shared.readers };
+        let Some(attached) = map.write().remove(&id) else { return Ok(()) };
         if attached.access == MapAccess::ReadWrite {
             if attached.region().is_emulated() {
                 attached.flush()?;
             }
             self.shared.pending.lock().files.insert(id);
         }
+        let unmapped = closed.keep(id, attached.region(), attached.access, attached.owner);
+        drop(closed);
+        // Unmapped outside the lock (if no caller holds them still).
+        drop(unmapped);
+        drop(attached);
         Ok(())
     }
 }

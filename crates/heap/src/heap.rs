@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::arena_glue::{ArenaSlot, IdMap};
 use crate::attach::Attached;
+use crate::closed::ClosedMappings;
 use crate::credentials::Credentials;
 use crate::error::{HeapError, Result};
 
@@ -44,6 +45,10 @@ pub(crate) struct Shared {
     pub(crate) attached: RwLock<IdMap<Arc<Attached>>>,
     /// Objects mapped read-only, for handles that may only read them.
     pub(crate) readers: RwLock<IdMap<Arc<Attached>>>,
+    /// Mappings of objects closed lately, reused by the next attach once
+    /// checked (`closed::ClosedMappings`). Taken before `attached` or
+    /// `readers` when both are held.
+    pub(crate) closed: Mutex<ClosedMappings>,
     pub(crate) pending: Mutex<Pending>,
     /// Each object's allocator, loaded on first use and kept while the
     /// heap is open (its changes wait for `sync`).
@@ -54,9 +59,14 @@ pub(crate) struct Shared {
     /// One sync at a time: each commits the durable sizes it measured.
     pub(crate) sync_lock: Mutex<()>,
     /// Frees of this heap's objects committed by this process, counted
-    /// before the freed object leaves `attached`: an attach that saw no
+    /// as the freed object leaves `attached`: an attach that saw no
     /// change across its reads and its insert cannot have raced a free.
     pub(crate) frees: std::sync::atomic::AtomicU64,
+    /// Held exclusively by a free while it counts itself and removes its
+    /// object from the maps, shared by an attach while it checks the count
+    /// and inserts: an attach that raced a free never shows the object in
+    /// the maps after the free returned.
+    pub(crate) free_gate: RwLock<()>,
     /// Whether a sync of a heap file created since the `heap/` directory's
     /// last sync makes its name durable too (asked once, at the first sync
     /// that created files).
@@ -211,11 +221,13 @@ impl Heap {
                     names_dir,
                     attached: RwLock::new(IdMap::default()),
                     readers: RwLock::new(IdMap::default()),
+                    closed: Mutex::new(ClosedMappings::default()),
                     pending: Mutex::new(Pending::default()),
                     arenas: RwLock::new(IdMap::default()),
                     lazy_checks: std::sync::atomic::AtomicU64::new(0),
                     sync_lock: Mutex::new(()),
                     frees: std::sync::atomic::AtomicU64::new(0),
+                    free_gate: RwLock::new(()),
                     file_sync_keeps_entry: std::sync::OnceLock::new(),
                 });
                 open.insert(key, Arc::downgrade(&shared));
@@ -243,6 +255,12 @@ impl Heap {
     /// The id of the heap's `names/` directory.
     pub fn names_dir_id(&self) -> u64 {
         self.shared.names_dir
+    }
+
+    /// How many closed objects' mappings this heap keeps now, for reuse by
+    /// their next attach (at most [`crate::limits::CLOSED_MAPPINGS`]).
+    pub fn kept_mappings(&self) -> usize {
+        self.shared.closed.lock().len()
     }
 
     /// Every object of this heap, in id order.

@@ -25,6 +25,7 @@ pub mod arena;
 mod arena_glue;
 mod attach;
 mod clone;
+mod closed;
 mod credentials;
 mod deref;
 mod error;

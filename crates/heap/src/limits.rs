@@ -14,6 +14,16 @@ pub const MAX_NAME_BYTES: usize = larder_object::meta::MAX_NAME_BYTES;
 /// Smallest address range reserved per attached object, so it grows in
 /// place: an object is mapped in `max(2 x size, MIN_RESERVE_BYTES)`.
 pub const MIN_RESERVE_BYTES: u64 = 1 << 30;
+/// Most closed objects whose mapping a heap keeps (per heap, in each
+/// process), so that attaching one again costs one `stat` of its file
+/// instead of an open, an mmap, page faults and the munmap of its
+/// reservation at the next close (docs/heap.md, "Closed mappings"). Each
+/// is one of the process's `vm.max_map_count` mappings.
+pub const CLOSED_MAPPINGS: usize = 64;
+/// Most bytes of file the kept mappings of closed objects expose together
+/// (per heap): what their page tables and the pages they keep mapped can
+/// cost. An object longer than this is unmapped when closed.
+pub const CLOSED_MAPPING_BYTES: u64 = 64 << 20;
 /// Most objects one `clone` copies (its transaction holds them all).
 pub const MAX_CLONE_OBJECTS: usize = 1 << 16;
 /// Smallest `write_at` that goes to the object's file (pwrite) rather than

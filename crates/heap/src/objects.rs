@@ -97,9 +97,12 @@ impl Heap {
         Ok(self.attach(object.0)?.access == MapAccess::ReadWrite)
     }
 
-    /// Unmaps `object` from this process (PSHFS's mfcloseobj); its bytes
+    /// Closes `object` in this process (PSHFS's mfcloseobj); its bytes
     /// are kept (durable at the next [`Heap::sync`]). Pointers from
-    /// [`Heap::pointer`] into it become invalid.
+    /// [`Heap::pointer`] into it become invalid. Its mapping may be kept a
+    /// while (at most [`crate::limits::CLOSED_MAPPINGS`] per heap), so that
+    /// attaching it again is cheap; that attach checks the object and its
+    /// file as a first one does.
     pub fn close_object(&self, object: ObjectId) -> Result<()> {
         self.detach(object.0)
     }
@@ -209,11 +212,19 @@ impl Heap {
             let names = self.name_records(id)?;
             match self.free_once(id, &names) {
                 Ok(lsn) => {
-                    // Counted before the object leaves the maps (see
-                    // `Shared::frees`).
-                    self.shared.frees.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    self.shared.attached.write().remove(&id);
-                    self.shared.readers.write().remove(&id);
+                    // Counted and out of the maps in one section of the
+                    // gate (see `Shared::frees`).
+                    {
+                        let _gate = self.shared.free_gate.write();
+                        self.shared.frees.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        self.shared.attached.write().remove(&id);
+                        self.shared.readers.write().remove(&id);
+                    }
+                    // Its closed mapping goes too (unmapped here, outside
+                    // the lock): an attach would refuse it anyway, the
+                    // object's record being gone.
+                    let kept = self.shared.closed.lock().take(id);
+                    drop(kept);
                     self.drop_arena(id);
                     let mut pending = self.shared.pending.lock();
                     pending.files.remove(&id);

@@ -240,8 +240,10 @@ impl Heap {
         // Other handles of this heap in the process keep its mappings.
         if Arc::strong_count(&self.shared) == 1 {
             // The sync wrote back and synced every writable mapping.
+            let closed = self.shared.closed.lock().clear();
             self.shared.attached.write().clear();
             self.shared.readers.write().clear();
+            drop(closed);
         }
         Ok(())
     }

@@ -185,6 +185,15 @@ impl Storage for CheckedStorage {
         Some(self.clone())
     }
 
+    fn file_status(&self, path: &Path) -> IoResult<crate::FileStatus> {
+        self.inner.file_status(path)
+    }
+
+    /// Lookups change nothing, so the latch does not stand in their way.
+    fn open_directory(&self, path: &Path) -> IoResult<Option<crate::DirectoryRef>> {
+        self.inner.open_directory(path)
+    }
+
     /// A writable mapping is refused once poisoned. Stores through a mapping
     /// made before reach the page cache regardless: what makes them durable
     /// is a later sync, which the latch refuses.

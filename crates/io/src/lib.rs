@@ -45,6 +45,9 @@ pub use error::{IoError, IoResult};
 pub use mapping::Mapping;
 pub use rangeset::RangeSet;
 pub use real::RealStorage;
-pub use shared::{page_size, MapAccess, SharedRegion};
+pub use shared::{page_size, FileIdentity, FileStatus, MapAccess, SharedRegion};
 pub use sim::SimStorage;
-pub use storage::{read_exact_at, write_all_at, File, FileRef, Lock, OpenOptions, Storage, StorageRef, DIRECT_ALIGN};
+pub use storage::{
+    read_exact_at, write_all_at, Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage, StorageRef,
+    DIRECT_ALIGN,
+};

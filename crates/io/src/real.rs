@@ -5,12 +5,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{FallocateFlags, FlockOperation};
+use rustix::fs::{AtFlags, FallocateFlags, FlockOperation, Mode, OFlags};
 
 use crate::direct::DirectWriter;
 use crate::error::{IoError, IoResult};
-use crate::shared::{MapAccess, SharedRegion};
-use crate::storage::{File, FileRef, Lock, OpenOptions, Storage};
+use crate::shared::{FileIdentity, FileStatus, MapAccess, SharedRegion};
+use crate::storage::{Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage};
 
 /// The local file system. Paths are used as given.
 #[derive(Clone, Copy, Debug, Default)]
@@ -141,8 +141,21 @@ impl Storage for RealStorage {
             .open(path)
             .map_err(|e| IoError::os("open", path, e))?;
         let stat = rustix::fs::fstat(&file).map_err(|e| IoError::os("len", path, e.into()))?;
-        let len = u64::try_from(stat.st_size).unwrap_or(0);
-        SharedRegion::map_file(&file, path, len, reserve, access)
+        SharedRegion::map_file(&file, path, status_of(&stat), reserve, access)
+    }
+
+    /// One `stat` of the path (no open): the inode and device numbers and
+    /// the size.
+    fn file_status(&self, path: &Path) -> IoResult<FileStatus> {
+        Ok(status_of(&stat_path(path)?))
+    }
+
+    /// An `O_PATH` descriptor of the directory: it grants no access of its
+    /// own, and `fstatat` through it walks one component, not the path.
+    fn open_directory(&self, path: &Path) -> IoResult<Option<DirectoryRef>> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| IoError::os("open", path, e.into()))?;
+        Ok(Some(Box::new(RealDirectory { fd, path: path.to_path_buf() })))
     }
 
     fn lock(&self, path: &Path) -> IoResult<Box<dyn Lock>> {
@@ -275,6 +288,32 @@ fn file_system_magic(path: &Path) -> IoResult<u64> {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
     let magic = u64::try_from(fs.f_type as i64).unwrap_or(0);
     Ok(magic)
+}
+
+/// A directory held open by an `O_PATH` descriptor.
+#[derive(Debug)]
+struct RealDirectory {
+    fd: std::os::fd::OwnedFd,
+    path: PathBuf,
+}
+
+impl Directory for RealDirectory {
+    fn file_status(&self, name: &str) -> IoResult<FileStatus> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::empty()) {
+            Ok(stat) => Ok(status_of(&stat)),
+            Err(e) => Err(IoError::os("stat", self.path.join(name), e.into())),
+        }
+    }
+}
+
+/// A file's identity and length from its `stat`.
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn status_of(stat: &rustix::fs::Stat) -> FileStatus {
+    FileStatus {
+        identity: Some(FileIdentity { device: stat.st_dev as u64, inode: stat.st_ino as u64 }),
+        // st_size is never negative for a regular file; treat a negative one as empty.
+        len: u64::try_from(stat.st_size).unwrap_or(0),
+    }
 }
 
 fn stat_path(path: &Path) -> IoResult<rustix::fs::Stat> {

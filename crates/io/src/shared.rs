@@ -32,6 +32,30 @@ pub enum MapAccess {
     ReadOnly,
 }
 
+/// Which file a path named when it was looked at: its device and inode
+/// numbers. A file replaced under the same name (removed and made again,
+/// or renamed over) has another identity; one truncated or written in place
+/// keeps its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    /// The device holding the file (`st_dev`).
+    pub device: u64,
+    /// The file's inode number (`st_ino`).
+    pub inode: u64,
+}
+
+/// A file's identity and length, read by its path without opening it
+/// ([`crate::Storage::file_status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStatus {
+    /// Which file the path names; `None` on storage that does not tell (the
+    /// simulation), where a caller cannot tell a replaced file from the one
+    /// it saw.
+    pub identity: Option<FileIdentity>,
+    /// The file's length in bytes.
+    pub len: u64,
+}
+
 /// How the region's pages reach the file.
 #[derive(Debug)]
 enum Backing {
@@ -59,6 +83,8 @@ pub struct SharedRegion {
     access: MapAccess,
     backing: Backing,
     path: PathBuf,
+    /// The file mapped, as it was when mapped (real mappings only).
+    identity: Option<FileIdentity>,
 }
 
 // SAFETY: the region owns its mapping (nothing else unmaps it) and holds no
@@ -102,15 +128,17 @@ fn reservation(path: &Path, reserve: u64, len: u64) -> IoResult<u64> {
 }
 
 impl SharedRegion {
-    /// Maps `file` (its length now, `len`) `MAP_SHARED` over a reservation
-    /// of `reserve` bytes. The descriptor may be closed afterwards.
+    /// Maps `file` (its length now, `len`; which file it is, `identity`)
+    /// `MAP_SHARED` over a reservation of `reserve` bytes. The descriptor
+    /// may be closed afterwards.
     pub(crate) fn map_file(
         file: &std::fs::File,
         path: &Path,
-        len: u64,
+        status: FileStatus,
         reserve: u64,
         access: MapAccess,
     ) -> IoResult<SharedRegion> {
+        let len = status.len;
         let reserve = reservation(path, reserve, len)?;
         let prot = match access {
             MapAccess::ReadWrite => ProtFlags::READ | ProtFlags::WRITE,
@@ -134,6 +162,7 @@ impl SharedRegion {
             access,
             backing: Backing::Mapped,
             path: path.to_path_buf(),
+            identity: status.identity,
         })
     }
 
@@ -165,6 +194,7 @@ impl SharedRegion {
             access,
             backing: Backing::Emulated { file, grow: Mutex::new(()) },
             path,
+            identity: None,
         };
         region.grow_to(len)?;
         Ok(region)
@@ -206,6 +236,13 @@ impl SharedRegion {
     /// The file the region maps, for error messages.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Which file a real mapping maps (as [`crate::Storage::file_status`]
+    /// reports it); `None` for an emulated region, whose bytes are a copy
+    /// and so cannot be told current by the file's identity alone.
+    pub fn identity(&self) -> Option<FileIdentity> {
+        self.identity
     }
 
     /// Exposes the file's bytes up to `new_len` at the same base, after the

@@ -125,6 +125,18 @@ pub trait File: Send + Sync + std::fmt::Debug {
 /// process dies, for the real backend).
 pub trait Lock: Send + Sync + std::fmt::Debug {}
 
+/// A directory held open so that the files in it are looked up by name
+/// without walking the directory's path each time
+/// ([`Storage::open_directory`]).
+pub trait Directory: Send + Sync + std::fmt::Debug {
+    /// The identity and length of the file `name` in this directory,
+    /// without opening it (one `fstatat` on the real backend).
+    fn file_status(&self, name: &str) -> IoResult<crate::FileStatus>;
+}
+
+/// A shared directory handle.
+pub type DirectoryRef = Box<dyn Directory>;
+
 /// A file system as the engine sees it.
 ///
 /// Directory operations (create, rename, remove) are durable only after
@@ -179,6 +191,24 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// once, so every handle shares one latch.
     fn checked(&self) -> Option<crate::CheckedStorage> {
         None
+    }
+    /// The identity and length of the file at `path`, read without opening
+    /// it (one `stat` on the real backend), so a caller that mapped the
+    /// file earlier can tell whether the name still names the file it
+    /// mapped and how long that file is now. The default opens the file
+    /// for its length and reports no identity (the simulation).
+    fn file_status(&self, path: &Path) -> IoResult<crate::FileStatus> {
+        let file = self.open(path, OpenOptions::READ)?;
+        Ok(crate::FileStatus { identity: None, len: file.len()? })
+    }
+    /// Holds the directory at `path` open for [`Directory::file_status`]
+    /// lookups by name: one descriptor for the directory (`O_PATH` on the
+    /// real backend), none per file. `None` where the storage has no such
+    /// handle (the default; the simulation): callers then use
+    /// [`Storage::file_status`] with the file's path.
+    fn open_directory(&self, path: &Path) -> IoResult<Option<DirectoryRef>> {
+        let _ = path;
+        Ok(None)
     }
     /// Maps the file at `path` for shared loads and stores inside a
     /// reservation of `reserve` bytes (at least the file's length), so the

@@ -239,3 +239,50 @@ fn sim_region_stress_from_many_threads() {
     assert_eq!(bytes[0], 0, "thread 0 round 0 stored 0");
     assert_eq!(bytes[512], 31, "thread 1 round 0 stored 31 and it was flushed and synced");
 }
+
+/// `file_status` by path and through a directory handle agree with the
+/// mapped region's identity: the same file keeps it through truncation
+/// and growth, a file renamed over the name has another, a missing one is
+/// NotFound.
+#[test]
+fn real_file_status_tells_the_mapped_file_and_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = CheckedStorage::new(Arc::new(RealStorage::new()));
+    let path = real_file(dir.path(), "object", &[1u8; 5000]);
+    let region = storage.map_shared(&path, 1 << 20, MapAccess::ReadOnly).unwrap();
+    let identity = region.identity().expect("a real mapping knows its file");
+    let handle = storage.open_directory(dir.path()).unwrap().expect("the real backend holds directories");
+    let by_path = storage.file_status(&path).unwrap();
+    let by_name = handle.file_status("object").unwrap();
+    assert_eq!(by_path, by_name);
+    assert_eq!((by_path.identity, by_path.len), (Some(identity), 5000));
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100).unwrap();
+    assert_eq!(handle.file_status("object").unwrap().len, 100);
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(9000).unwrap();
+    let grown = handle.file_status("object").unwrap();
+    assert_eq!((grown.identity, grown.len), (Some(identity), 9000), "the same file, longer");
+    let other = real_file(dir.path(), "other", &[2u8; 9000]);
+    std::fs::rename(&other, &path).unwrap();
+    let replaced = handle.file_status("object").unwrap();
+    assert_ne!(replaced.identity, Some(identity), "another file under the name");
+    assert_eq!(storage.file_status(&path).unwrap(), replaced);
+    std::fs::remove_file(&path).unwrap();
+    assert!(handle.file_status("object").unwrap_err().is_not_found());
+    assert!(storage.file_status(&path).unwrap_err().is_not_found());
+}
+
+/// The simulation has no directory handles and tells no identity: its
+/// regions are copies, never to be reused by identity.
+#[test]
+fn sim_file_status_has_a_length_and_no_identity() {
+    let sim = SimStorage::new(3);
+    let path = Path::new("/d/object");
+    sim.create_dir_all(Path::new("/d")).unwrap();
+    let file = sim.open(path, OpenOptions::CREATE).unwrap();
+    write_all_at(&*file, &[7u8; 300], 0).unwrap();
+    let status = sim.file_status(path).unwrap();
+    assert_eq!((status.identity, status.len), (None, 300));
+    assert!(sim.open_directory(Path::new("/d")).unwrap().is_none());
+    let region = sim.map_shared(path, 4096, MapAccess::ReadOnly).unwrap();
+    assert_eq!(region.identity(), None);
+}

@@ -456,6 +456,53 @@ fn grow_keeps_the_base_and_another_client_sees_the_growth() {
     heap_b.close().unwrap();
 }
 
+/// The server keeps the mappings of objects its session heaps closed
+/// (docs/heap.md, "Closed mappings"; every attach for a client closes the
+/// object again in the server): a free, a growth or a file cut by another
+/// process between two attaches is seen by the next one.
+#[test]
+fn the_servers_kept_mappings_follow_frees_growth_and_cut_files() {
+    let t = serve();
+    let a = t.client();
+    let b = t.client();
+    let heap_a = a.heap("/k").unwrap();
+    let heap_b = b.heap("/k").unwrap();
+    let object = heap_a.alloc(4096).unwrap();
+    heap_a.write_at(object, 0, b"kept").unwrap();
+    heap_a.close_object(object).unwrap();
+    let mut buf = [0u8; 4];
+    heap_b.get(object).unwrap();
+    heap_b.read_at(object, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"kept");
+    heap_b.close_object(object).unwrap();
+    // Growth by another client, between b's attaches.
+    heap_a.get(object).unwrap();
+    heap_a.grow(object, 3 * 4096).unwrap();
+    heap_a.write_at(object, 2 * 4096, b"more").unwrap();
+    heap_a.close_object(object).unwrap();
+    heap_b.get(object).unwrap();
+    assert_eq!(heap_b.size(object).unwrap(), 3 * 4096);
+    heap_b.read_at(object, 2 * 4096, &mut buf).unwrap();
+    assert_eq!(&buf, b"more");
+    heap_b.close_object(object).unwrap();
+    heap_a.sync().unwrap();
+    // The file cut by another process: refused (EIO), not mapped; whole
+    // again, attached again.
+    let path = t.store.join(larder_object::HEAP_DIR).join(object.to_string());
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(100).unwrap();
+    assert_eq!(heap_b.get(object).unwrap_err().errno(), libc::EIO);
+    file.set_len(3 * 4096).unwrap();
+    heap_b.get(object).unwrap();
+    heap_b.close_object(object).unwrap();
+    // Freed by another client: gone for b, never its old bytes.
+    heap_a.free(object).unwrap();
+    assert_eq!(heap_b.get(object).unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(heap_b.size(object).unwrap_err().errno(), libc::ENOENT, "the server's attach for the size");
+    heap_a.close().unwrap();
+    heap_b.close().unwrap();
+}
+
 #[test]
 fn threads_of_one_client_attach_at_once_and_each_gets_its_descriptor() {
     let t = serve_with(limits(1..=2));

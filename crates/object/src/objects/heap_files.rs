@@ -154,6 +154,28 @@ impl Store {
         Ok(self.storage().map_shared(&self.heap_file_path(id), reserve, access)?)
     }
 
+    /// The identity and length of object `id`'s file, without opening it,
+    /// for a heap that checks a mapping it kept is still of that file, and
+    /// that the file was not shrunk, before it hands the mapping out again.
+    /// One `fstatat` through the `heap/` directory's handle (one
+    /// descriptor per store, opened at the first call), or a `stat` of the
+    /// path where the storage has no directory handles.
+    pub fn heap_file_status(&self, id: u64) -> Result<larder_io::FileStatus> {
+        let handle = match self.heap_dir_handle.get() {
+            Some(handle) => handle,
+            None => match self.storage().open_directory(&self.heap_dir()) {
+                Ok(opened) => self.heap_dir_handle.get_or_init(|| opened),
+                // No `heap/` yet (no heap was made): nothing to keep open.
+                Err(e) if e.is_not_found() => &None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        match handle {
+            Some(dir) => Ok(dir.file_status(&id.to_string())?),
+            None => Ok(self.storage().file_status(&self.heap_file_path(id))?),
+        }
+    }
+
     /// The heap object record of `id`, if it has one.
     pub fn heap_object(&self, id: u64) -> Result<Option<HeapObject>> {
         self.index().get(&heap_object_key(id))?.map(|v| HeapObject::decode(&v)).transpose()

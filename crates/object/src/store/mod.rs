@@ -179,6 +179,10 @@ pub struct Store {
     /// Large writes' data may be written back instead of synced
     /// ([`StoreOptions::write_back_data`], where the storage allows it).
     write_back_data: bool,
+    /// The `heap/` directory held open for lookups of heap files by name
+    /// (`Store::heap_file_status`), opened at the first; `None` inside
+    /// where the storage has no directory handles.
+    pub(crate) heap_dir_handle: std::sync::OnceLock<Option<larder_io::DirectoryRef>>,
     _lock: Box<dyn Lock>,
 }
 
@@ -377,6 +381,7 @@ impl Store {
             pending_operands: parking_lot::Mutex::new(std::collections::HashMap::new()),
             meta_cache,
             extent_cache,
+            heap_dir_handle: std::sync::OnceLock::new(),
             _lock: lock,
         };
         if high_water.is_none() && store.stat(ROOT_ID)?.is_none() {
