@@ -61,6 +61,9 @@ impl Inner {
                 None => return Ok(false),
             }
         };
+        // Writes other than ingests are under way: the ingests' sort
+        // buffer is not kept for them.
+        self.spare_slots.lock().release();
         let run = if mem.is_empty() { None } else { Some(self.write_memtable_run(&mem, bottom)?) };
         if let Some(r) = &run {
             self.stats.add(&self.stats.bytes_flushed, r.file_size);
