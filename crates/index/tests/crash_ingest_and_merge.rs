@@ -1,7 +1,7 @@
-//! A bulk load on the simulated storage: a small flushed run, then runs
-//! ingested one after another, each far larger. The small run does not
-//! fill level 0 (the merge policy waits for one run more), so the merge
-//! comes after the fourth ingest and takes all five runs; the fourth
+//! A bulk load on the simulated storage: two small flushed runs, then
+//! runs ingested one after another, each far larger. The small runs do
+//! not fill level 0 (the merge policy waits for four large runs), so the
+//! merge comes after the fourth ingest and takes all six runs; the fourth
 //! ingest and that merge are crashed at every write, sync and namespace
 //! operation they make, in every crash mode, and the reopened index must
 //! show exactly the model at its durable sequence number, never below what
@@ -71,16 +71,19 @@ impl Load {
     }
 }
 
-/// A small flushed run (the directory made), then three ingests: four
-/// runs on level 0 and no merge.
+/// Two small flushed runs, then three ingests: five runs on level 0 and
+/// no merge.
 fn prepare(sim: &SimStorage) -> (Index, Load) {
     let index = open(sim).unwrap();
     let mut load = Load { history: vec![Model::default()] };
+    // Two small flushed runs, as a store's creation and a mkdir leave.
     let mut model = Model::default();
-    model.put(b"dir", &[0]);
-    index.write(1, WriteBatch::new().put(b"dir", vec![0])).unwrap();
-    load.history.push(model);
-    index.flush().unwrap();
+    for (seq, key) in [(1u64, &b"root"[..]), (2, b"dir")] {
+        model.put(key, &[0]);
+        index.write(seq, WriteBatch::new().put(key, vec![0])).unwrap();
+        load.history.push(model.clone());
+        index.flush().unwrap();
+    }
     for chunk in 1..=3 {
         load.ingest(&index, chunk).unwrap();
     }
@@ -88,7 +91,7 @@ fn prepare(sim: &SimStorage) -> (Index, Load) {
 }
 
 /// The operation under test: the fourth ingest, then the pending work the
-/// next flush runs inline (the merge of all five runs).
+/// next flush runs inline (the merge of all six runs).
 fn fourth_ingest_and_merge(index: &Index, load: &mut Load) -> larder_index::Result<()> {
     load.ingest(index, 4)?;
     index.flush()
@@ -106,17 +109,17 @@ fn check_recovered(image: &SimStorage, load: &Load, acknowledged: u64, what: &st
 }
 
 #[test]
-fn the_small_run_waits_and_rides_along_in_the_merge_after_the_fourth_ingest() {
+fn the_small_runs_wait_and_ride_along_in_the_merge_after_the_fourth_ingest() {
     let sim = SimStorage::new(3);
     let (index, mut load) = prepare(&sim);
-    assert_eq!(run_files(&sim), 4, "the small run and three ingested ones");
+    assert_eq!(run_files(&sim), 5, "two small runs and three ingested ones");
     assert_eq!(index.stats().compactions, 0, "no merge before the fourth ingest");
     fourth_ingest_and_merge(&index, &mut load).unwrap();
     assert_eq!(index.stats().compactions, 1);
-    assert_eq!(run_files(&sim), 1, "one merge took all five runs");
+    assert_eq!(run_files(&sim), 1, "one merge took all six runs");
     assert_eq!(index.get(b"dir").unwrap(), Some(vec![4]));
     drop(index);
-    check_recovered(&sim, &load, 5, "clean reopen");
+    check_recovered(&sim, &load, 6, "clean reopen");
 }
 
 #[derive(Clone, Copy, Debug)]
