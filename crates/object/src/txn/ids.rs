@@ -76,6 +76,8 @@ impl IdAllocator {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use std::cell::RefCell;
 
     use super::*;
