@@ -81,6 +81,9 @@ pub(crate) struct Inner {
     pub work_cv: Condvar,
     /// Wakes waiters: a flush or merge finished, or the index was poisoned.
     pub done_cv: Condvar,
+    /// The sort buffer of the last ingest, kept for the next (see
+    /// [`crate::ingest::SpareSlots`]).
+    pub spare_slots: Mutex<crate::ingest::SpareSlots>,
     _lock: Box<dyn Lock>,
 }
 
@@ -244,6 +247,7 @@ impl Index {
             bg: Mutex::new(BgState::default()),
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
+            spare_slots: Mutex::new(crate::ingest::SpareSlots::default()),
             _lock: lock,
             options,
         });

@@ -61,6 +61,9 @@ impl Inner {
                 None => return Ok(false),
             }
         };
+        // Writes other than ingests are under way: the ingests' sort
+        // buffer is not kept for them.
+        self.spare_slots.lock().release();
         let run = if mem.is_empty() { None } else { Some(self.write_memtable_run(&mem, bottom)?) };
         if let Some(r) = &run {
             self.stats.add(&self.stats.bytes_flushed, r.file_size);
@@ -288,7 +291,7 @@ impl Inner {
         // bg, then committed, as in compact_all.)
         let mut bg = self.bg.lock();
         let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
-        let task = choose(&metas, &bg.busy_runs, self.options.merge_fanout)?;
+        let task = choose(&metas, &bg.busy_runs, self.options.merge_fanout, self.options.l0_slowdown_runs)?;
         bg.busy_runs.extend(task.inputs.iter().copied());
         bg.compactions_running += 1;
         Some(task)

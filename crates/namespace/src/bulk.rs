@@ -121,6 +121,12 @@ where
         if as_runs { (BULK_RUN_CHUNK, BULK_RUN_BYTES) } else { (BULK_CHUNK, record_budget(store)) };
     let inline_max = u64::from(store.superblock().options.inline_max_bytes);
     let chunks = chunk(&unique, max_names, max_bytes, |f| record_bytes(f, inline_max));
+    if as_runs {
+        // One high-water commit for the whole batch, not one per chunk
+        // (each a log record flushed as a small run between the ingested
+        // ones). At most the batch's duplicates go unused.
+        store.reserve_object_ids(unique.len() as u64)?;
+    }
     let lock = [LockRequest::Exclusive(dir)];
     let mut out = BulkCreated::default();
     for (i, chunk) in chunks.iter().enumerate() {

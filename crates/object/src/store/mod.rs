@@ -532,18 +532,32 @@ impl Store {
         Ok(self.allocate_object_ids(1)?.start)
     }
 
+    /// Makes the next `count` object ids allocatable without a durable
+    /// high-water commit each (one commit now, if the reserved ids do not
+    /// already cover them). A bulk create of N files calls it once for N:
+    /// each of its chunks would otherwise commit its own high-water mark,
+    /// a log record the next chunk's ingest flushed as a run of its own
+    /// between the ingested ones. Ids reserved and never used are skipped,
+    /// as a crash skips the rest of a reserved chunk.
+    pub fn reserve_object_ids(&self, count: u64) -> Result<()> {
+        self.ids.reserve_ahead(count, |high| self.commit_id_high_water(high))
+    }
+
     /// `count` new object ids, consecutive, never handed out before, even
     /// across crashes.
     pub fn allocate_object_ids(&self, count: u64) -> Result<std::ops::Range<u64>> {
-        self.ids.allocate_range(count, |high| {
-            let mut b = WriteBatch::new();
-            b.put(next_object_id_key()?, encode_counter(high));
-            // IMPORTANT: committed before any id of the new chunk is handed
-            // out, so its LSN precedes every transaction using one, and
-            // durability is prefix-closed. Durable keeps that argument
-            // local; it costs one sync per chunk.
-            self.commit(&b, Durability::Durable).map(|_| ())
-        })
+        self.ids.allocate_range(count, |high| self.commit_id_high_water(high))
+    }
+
+    /// Durably records `high` as the object ids' high-water mark.
+    fn commit_id_high_water(&self, high: u64) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(next_object_id_key()?, encode_counter(high));
+        // IMPORTANT: committed before any id of the new chunk is handed
+        // out, so its LSN precedes every transaction using one, and
+        // durability is prefix-closed. Durable keeps that argument
+        // local; it costs one sync per chunk.
+        self.commit(&b, Durability::Durable).map(|_| ())
     }
 
     /// Runs `f` as a transaction on `objects`, which it may change (see

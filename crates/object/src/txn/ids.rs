@@ -38,6 +38,21 @@ impl IdAllocator {
         IdAllocator { range: Mutex::new(Range { next: start, reserved: start }) }
     }
 
+    /// Makes the next `count` ids allocatable without a high-water commit
+    /// each: if the current chunk cannot hold them, `reserve(h)` records
+    /// a high-water mark `h` past them (and a chunk more), as
+    /// [`IdAllocator::allocate_range`] would for one range of `count`.
+    pub(crate) fn reserve_ahead(&self, count: u64, reserve: impl FnOnce(u64) -> Result<()>) -> Result<()> {
+        let mut r = self.range.lock();
+        let end = r.next.saturating_add(count);
+        if end > r.reserved {
+            let high = end.saturating_add(CHUNK);
+            reserve(high)?;
+            r.reserved = high;
+        }
+        Ok(())
+    }
+
     /// `count` consecutive new ids. `reserve(h)` must durably record `h`
     /// as the new high-water mark; it runs (under this allocator's lock, at
     /// most once) when the current chunk cannot hold them.
@@ -56,5 +71,56 @@ impl IdAllocator {
         let ids = r.next..end;
         r.next = end;
         Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::cell::RefCell;
+
+    use super::*;
+
+    #[test]
+    fn ids_reserved_ahead_are_allocated_without_another_high_water_commit() {
+        let ids = IdAllocator::new(100);
+        let commits = RefCell::new(Vec::new());
+        let record = |h: u64| -> Result<()> {
+            commits.borrow_mut().push(h);
+            Ok(())
+        };
+        ids.reserve_ahead(3 * CHUNK, record).unwrap();
+        assert_eq!(*commits.borrow(), [100 + 4 * CHUNK]);
+        // Three chunks' worth in three ranges: no commit at all.
+        let mut next = 100;
+        for _ in 0..3 {
+            let range = ids.allocate_range(CHUNK, record).unwrap();
+            assert_eq!(range, next..next + CHUNK);
+            next += CHUNK;
+        }
+        assert_eq!(commits.borrow().len(), 1);
+        // Reserving what is already reserved commits nothing.
+        ids.reserve_ahead(CHUNK, record).unwrap();
+        assert_eq!(commits.borrow().len(), 1);
+        // Past the reservation: a commit, and the ids go on from there.
+        let range = ids.allocate_range(CHUNK + 1, record).unwrap();
+        assert_eq!(range, next..next + CHUNK + 1);
+        assert_eq!(*commits.borrow(), [100 + 4 * CHUNK, next + 2 * CHUNK + 1]);
+    }
+
+    #[test]
+    fn a_failed_reservation_changes_nothing() {
+        let ids = IdAllocator::new(FIRST_ID);
+        let failed = ids.reserve_ahead(10, |_| Err(crate::ObjectError::Poisoned { cause: "test".into() }));
+        assert!(failed.is_err());
+        let mut commits = 0;
+        let range = ids
+            .allocate_range(1, |_| {
+                commits += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((range, commits), (FIRST_ID..FIRST_ID + 1, 1));
     }
 }
