@@ -202,10 +202,18 @@ fn paged_key(i: usize) -> String {
     }
 }
 
-/// Puts `keys` (index, length, fill) then deletes `deleted`, then scans
-/// with values from `start` taking `take` items (a scan consumed partly,
-/// as YCSB's short scans are), against the model.
-fn run_paged(keys: Vec<(usize, usize, u8)>, deleted: Vec<usize>, start: usize, end: Option<usize>, take: usize) {
+/// Puts `keys` (index, length, fill) then deletes `deleted`, gets
+/// `read_first` (their paths then cached, holding small values: a scan
+/// reads those from there and fetches the onodes of the others), then
+/// scans with values from `start` taking `take` items (a scan consumed
+/// partly, as YCSB's short scans are), against the model.
+fn run_paged(
+    keys: Vec<(usize, usize, u8)>,
+    deleted: Vec<usize>,
+    read_first: Vec<usize>,
+    (start, end): (usize, Option<usize>),
+    take: usize,
+) {
     let sim = SimStorage::new(5);
     let kv = common::create(&sim);
     kv.create_bucket("b").unwrap();
@@ -229,6 +237,10 @@ fn run_paged(keys: Vec<(usize, usize, u8)>, deleted: Vec<usize>, start: usize, e
     for i in deleted {
         let k = paged_key(i);
         assert_eq!(kv.delete("b", &k, Durability::Buffered).unwrap(), model.remove(&k).is_some());
+    }
+    for i in read_first {
+        let k = paged_key(i);
+        assert_eq!(kv.get("b", &k).unwrap(), model.get(&k).cloned(), "get {k}");
     }
     let (start, end) = (paged_key(start), end.map(paged_key));
     let mut scan = kv.scan_range("b", start.as_bytes(), end.as_deref().map(str::as_bytes)).unwrap();
@@ -363,10 +375,11 @@ proptest! {
             1..400,
         ),
         deleted in prop::collection::vec(0usize..600, 0..60),
+        read_first in prop::collection::vec(0usize..600, 0..200),
         start in 0usize..600,
         end in prop::option::of(0usize..600),
         take in prop_oneof![1usize..20, 1usize..700],
     ) {
-        run_paged(keys, deleted, start, end, take);
+        run_paged(keys, deleted, read_first, (start, end), take);
     }
 }
