@@ -1,8 +1,8 @@
 //! Point lookups of many sorted keys in one run, for a sorted multi-get:
-//! one pass that finds each block once for the neighbouring keys it
-//! holds, and starts loading every filter line and block the keys need
-//! before searching any, so their cache misses overlap instead of
-//! queueing one after another.
+//! one pass that loads each block once for the neighbouring keys it
+//! holds, and starts loading every filter line, block index line and
+//! block the keys need before searching any, so their cache misses
+//! overlap instead of queueing one after another.
 
 use super::block::BlockRef;
 use super::cache::BlockCache;
@@ -39,25 +39,24 @@ impl OpenRun {
             let touched = wanted.iter().fold(0u8, |t, &i| t ^ bloom.touch(probes[i].hash));
             std::hint::black_box(touched);
         }
-        // (probe, block) for every key the filter lets through.
-        let mut found: Vec<(usize, usize)> = Vec::with_capacity(wanted.len());
-        let blocks = self.index.len();
+        // The keys the filter lets through, then the block of each.
+        let mut passed: Vec<usize> = Vec::with_capacity(wanted.len());
         for &i in wanted {
-            let Probe { key, hash } = probes[i];
             if let Some(bloom) = &self.bloom {
-                if !bloom.may_contain(hash) {
+                if !bloom.may_contain(probes[i].hash) {
                     stats.add(&stats.bloom_negatives, 1);
                     continue;
                 }
             }
-            // Keys ascend: a key not past the last key of the block the
-            // previous one was found in is in that block too (every block
-            // before it ends below the previous key).
-            let block = match found.last() {
-                Some(&(_, b)) if key <= self.index.key(b) => b,
-                _ => self.index.find(key),
-            };
-            if block == blocks {
+            passed.push(i);
+        }
+        let keys: Vec<&[u8]> = passed.iter().map(|&i| probes[i].key).collect();
+        let mut blocks = Vec::new();
+        self.index.find_many(&keys, &mut blocks);
+        // (probe, block) for every key whose block exists.
+        let mut found: Vec<(usize, usize)> = Vec::with_capacity(passed.len());
+        for (&i, &block) in passed.iter().zip(&blocks) {
+            if block == self.index.len() {
                 if self.bloom.is_some() {
                     stats.add(&stats.bloom_false_positives, 1);
                 }
