@@ -251,8 +251,11 @@ impl<'a> Scan<'a> {
     fn step(&mut self) -> Result<Option<ScanEntry>> {
         let mut key = Vec::new();
         while let Some(object) = self.next_listed(&mut key)? {
+            if !self.fetched.holds(object) && self.left_out.binary_search(&object).is_err() {
+                self.fetch_page(object)?;
+            }
             // A key deleted since its listing is skipped.
-            if let Some(size) = self.kv.store().with_attributes(object, |o| o.size)? {
+            if let Some(size) = self.kv.store().with_attributes_fetched(&self.fetched, object, |o| o.size)? {
                 return Ok(Some(ScanEntry { key, object, size }));
             }
         }
@@ -323,7 +326,8 @@ impl<'a> Scan<'a> {
 
     /// Fetches together the onodes of `object` (listed last) and of the
     /// objects of the keys left in the page being read, up to the scan's
-    /// end: one sorted multi-get of the index for them all, where reading
+    /// end (for their values, or for their sizes when the scan yields
+    /// [`ScanEntry`]s): one sorted multi-get of the index for them all, where reading
     /// each in turn was one point get each (object ids follow creation
     /// order, not key order, so a page's onodes are scattered: a point get
     /// each was three quarters of a scan). A key whose path entry is

@@ -75,10 +75,13 @@ fn scan_values(kv: &Kv, prefix: &str) -> Vec<(String, Vec<u8>)> {
 
 fn check_all(kv: &Kv, model: &Model) {
     check_reads(kv, model);
-    let got: Vec<String> =
-        kv.scan_prefix("b", b"").unwrap().map(|e| String::from_utf8(e.unwrap().key).unwrap()).collect();
-    let want: Vec<String> = model.keys().cloned().collect();
-    assert_eq!(got, want);
+    let got: Vec<(String, u64)> = kv
+        .scan_prefix("b", b"")
+        .unwrap()
+        .map(|e| e.map(|e| (String::from_utf8(e.key).unwrap(), e.size)).unwrap())
+        .collect();
+    let want: Vec<(String, u64)> = model.iter().map(|(k, v)| (k.clone(), v.len() as u64)).collect();
+    assert_eq!(got, want, "keys and sizes");
     let pairs: Vec<(String, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(scan_values(kv, ""), pairs);
     let iterated: Vec<(String, Vec<u8>)> = kv

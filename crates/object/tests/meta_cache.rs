@@ -107,6 +107,11 @@ fn onodes_fetched_together_read_as_one_by_one_and_stay_coherent() {
         assert!(store.read_to_end_fetched(&fetched, id, &mut out).unwrap());
         assert_eq!(out, value(i as u64), "object {i}");
     }
+    for (i, &id) in ids.iter().enumerate() {
+        let size = store.with_attributes_fetched(&fetched, id, |o| o.size).unwrap();
+        assert_eq!(size, Some(value(i as u64).len() as u64), "object {i}'s size");
+    }
+    assert_eq!(store.with_attributes_fetched(&fetched, absent, |o| o.size).unwrap(), None);
     assert!(fetched.holds(absent));
     assert!(!store.read_to_end_fetched(&fetched, absent, &mut out).unwrap(), "an absent object reads as absent");
     // Not among them: read now.

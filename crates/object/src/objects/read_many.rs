@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::meta::onode_key;
+use crate::meta::{onode_key, Onode};
 use crate::store::{MetaValue, Store};
 
 /// The onodes of a set of objects, fetched together
@@ -50,6 +50,24 @@ impl Store {
         let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
         let values = self.get_meta_many(&refs)?;
         Ok(FetchedOnodes { objects, values })
+    }
+
+    /// As [`Store::with_attributes`], with `object`'s onode taken from
+    /// `fetched` when it is there (as of when it was fetched), else read
+    /// now.
+    pub fn with_attributes_fetched<T>(
+        &self,
+        fetched: &FetchedOnodes,
+        object: u64,
+        f: impl FnOnce(&Onode) -> T,
+    ) -> Result<Option<T>> {
+        match fetched.objects.binary_search(&object) {
+            Ok(at) => match &fetched.values[at] {
+                Some(value) => Ok(Some(f(value.attributes(&self.limits())?))),
+                None => Ok(None),
+            },
+            Err(_) => self.with_attributes(object, f),
+        }
     }
 
     /// As [`Store::read_to_end_into`], with `object`'s onode taken from
