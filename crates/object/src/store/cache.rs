@@ -428,12 +428,15 @@ impl MetaCache {
         let before = self.epoch.load(Ordering::Acquire);
         let loaded = load(&missed)?;
         let keep = self.cache.as_ref().filter(|_| before.is_multiple_of(2));
-        let _gate = keep.map(|_| self.gate.read());
-        let keep = keep.filter(|_| self.epoch.load(Ordering::Acquire) == before);
         for ((&at, &key), value) in missed_at.iter().zip(&missed).zip(loaded) {
             let value: Cached = value.map(|b| Arc::new(MetaValue::new(b)));
             if let Some(cache) = keep.filter(|_| cacheable(key)) {
-                cache.insert(CacheKey::new(key), Slot::Meta(value.clone()));
+                // The gate per key, as a single load takes it: a commit
+                // waiting for it waits for one insert, not for the batch.
+                let _gate = self.gate.read();
+                if self.epoch.load(Ordering::Acquire) == before {
+                    cache.insert(CacheKey::new(key), Slot::Meta(value.clone()));
+                }
             }
             values[at] = value;
         }
