@@ -274,6 +274,34 @@ impl Index {
         self.inner.get_at(&sv, seq, key)
     }
 
+    /// The values of `keys`, in their order, seeing the index as of this
+    /// call (one view for all of them): what [`Index::get`] returns for
+    /// each, found in one pass (each memtable's view taken once, each run
+    /// consulted once for the keys still unsettled that it may hold, a
+    /// data block found and loaded once for the neighbouring keys it
+    /// holds, and every filter line and block the keys need loading
+    /// before any is searched). Keys may come in any order and repeat;
+    /// strictly ascending ones skip a sort.
+    ///
+    /// ```
+    /// use larder_index::{Index, Options, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let tmp = tempfile::tempdir()?;
+    /// let index = Index::open(std::sync::Arc::new(larder_io::RealStorage::new()), tmp.path(), Options::default())?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put(b"a", b"1");
+    /// batch.put(b"c", b"3");
+    /// index.write(1, &batch)?;
+    /// let values = index.get_many(&[&b"c"[..], b"b", b"a"])?;
+    /// assert_eq!(values, [Some(b"3".to_vec()), None, Some(b"1".to_vec())]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        let (sv, seq) = self.inner.read_view();
+        self.inner.get_many_any_order(&sv, seq, keys)
+    }
+
     /// Live keys between `start` and `end`, forward or backward, as
     /// `(key, value)` pairs, seeing the index as of this call. A seek is a
     /// range with an unbounded end. An I/O or corruption error is yielded
@@ -429,6 +457,12 @@ impl Snapshot {
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get_at(&self.sv, self.seq, key)
+    }
+
+    /// The values of `keys` as of the snapshot, in their order (see
+    /// [`Index::get_many`]).
+    pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.get_many_any_order(&self.sv, self.seq, keys)
     }
 
     /// Live keys between `start` and `end` as of the snapshot.

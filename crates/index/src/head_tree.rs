@@ -93,6 +93,31 @@ impl HeadTree {
         at.min(self.len)
     }
 
+    /// [`HeadTree::first_at_least`] of every head of `heads`, into `out`
+    /// (replaced): the searches descend together, a level at a time, so
+    /// the lines one level misses for different heads load in parallel
+    /// instead of one search's misses waiting for the previous search's.
+    pub(crate) fn first_at_least_many(&self, heads: &[u128], out: &mut Vec<usize>) {
+        /// A search that ran past the last line: every head is smaller.
+        const PAST: usize = usize::MAX;
+        out.clear();
+        out.resize(heads.len(), 0);
+        for level in self.levels.iter().rev() {
+            for (at, &head) in out.iter_mut().zip(heads) {
+                if *at == PAST {
+                    continue;
+                }
+                *at = match level.get(*at) {
+                    Some(line) => *at * FANOUT + line.0.iter().filter(|&&h| h < head).count(),
+                    None => PAST,
+                };
+            }
+        }
+        for at in out.iter_mut() {
+            *at = (*at).min(self.len);
+        }
+    }
+
     /// The positions whose head equals `head`: `[first >= head, first > head)`.
     pub(crate) fn equal_range(&self, head: u128) -> (usize, usize) {
         let lo = self.first_at_least(head);
@@ -129,12 +154,16 @@ mod tests {
             let mut probes: Vec<u128> =
                 heads.iter().flat_map(|&h| [h, h.saturating_sub(1), h.saturating_add(1)]).collect();
             probes.extend([0, u128::MAX, 5]);
-            for p in probes {
+            for &p in &probes {
                 let lo = heads.partition_point(|&h| h < p);
                 let hi = heads.partition_point(|&h| h <= p);
                 assert_eq!(tree.first_at_least(p), lo, "n {n} probe {p}");
                 assert_eq!(tree.equal_range(p), (lo, hi), "n {n} probe {p}");
             }
+            let mut many = vec![7];
+            tree.first_at_least_many(&probes, &mut many);
+            let one: Vec<usize> = probes.iter().map(|&p| heads.partition_point(|&h| h < p)).collect();
+            assert_eq!(many, one, "n {n}: together as one by one");
             for (i, &h) in heads.iter().enumerate() {
                 assert_eq!(tree.get(i), h);
             }

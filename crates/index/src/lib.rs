@@ -34,6 +34,7 @@ mod memtable;
 mod merge;
 mod options;
 mod read;
+mod read_many;
 mod resolve;
 mod run;
 mod stats;

@@ -14,6 +14,28 @@ use crate::run::iter::RunIter;
 use crate::run::reader::OpenRun;
 use crate::version::SuperVersion;
 
+/// Moves a source's versions of one key (newest first, in `scratch`) to
+/// `collected` until one settles the key (a put or a delete) or one is
+/// older than the newest tombstone covering it; says whether the key is
+/// settled (no older source can change the read). `scratch` is emptied.
+pub(crate) fn absorb(
+    scratch: &mut Vec<(Stamp, Op)>,
+    covering: Option<Stamp>,
+    collected: &mut Vec<(Stamp, Op)>,
+) -> bool {
+    for (stamp, op) in scratch.drain(..) {
+        if covering.is_some_and(|c| stamp < c) {
+            return true;
+        }
+        let settles = !matches!(op, Op::Merge { .. });
+        collected.push((stamp, op));
+        if settles {
+            return true;
+        }
+    }
+    false
+}
+
 /// Runs whose candidates a point read keeps on the stack at a time (more
 /// are taken in further chunks).
 const STACK_RUNS: usize = 16;
@@ -37,21 +59,6 @@ impl Inner {
         let mut covering: Option<Stamp> = None;
         let mut read_block = false;
         let mut done = false;
-
-        // Takes this source's versions in order until one settles the key.
-        let absorb = |scratch: &mut Vec<(Stamp, Op)>, covering: Option<Stamp>, collected: &mut Vec<(Stamp, Op)>| {
-            for (stamp, op) in scratch.drain(..) {
-                if covering.is_some_and(|c| stamp < c) {
-                    return true;
-                }
-                let settles = !matches!(op, Op::Merge { .. });
-                collected.push((stamp, op));
-                if settles {
-                    return true;
-                }
-            }
-            false
-        };
 
         let hash = key_hash(key);
         for mem in sv.memtables() {

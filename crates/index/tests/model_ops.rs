@@ -1,6 +1,6 @@
 //! Property test: random sequences of puts, deletes, range deletes, counter
 //! merges, batches, flushes, merges, reopens (clean and crash-like),
-//! snapshots and scans in both directions, checked against a BTreeMap model
+//! snapshots, scans in both directions and multi-gets, checked against a BTreeMap model
 //! after every step. Runs on the simulated storage with tiny memtables so
 //! flushes and merges happen every few operations, both inline
 //! (deterministic) and on background threads.
@@ -35,6 +35,8 @@ enum Step {
     /// A batch prepared as a run, then dropped: nothing changes.
     AbandonIngest(Vec<Write>),
     Get(Vec<u8>),
+    /// A multi-get of keys in any order, repeats allowed.
+    GetMany(Vec<Vec<u8>>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
     Prefix(Vec<u8>, bool),
     Snapshot,
@@ -75,6 +77,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => prop::collection::vec(write(), 0..8).prop_map(Step::Ingest),
         1 => prop::collection::vec(write(), 1..4).prop_map(Step::AbandonIngest),
         8 => prop_oneof![plain_key(), counter_key()].prop_map(Step::Get),
+        4 => prop::collection::vec(prop_oneof![plain_key(), counter_key()], 0..12).prop_map(Step::GetMany),
         4 => (bound(), bound(), any::<bool>()).prop_map(|(a, b, f)| Step::Range(a, b, f)),
         2 => (prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'm']), 0..2), any::<bool>()).prop_map(|(p, f)| Step::Prefix(p, f)),
         2 => Just(Step::Snapshot),
@@ -178,6 +181,15 @@ fn run(steps: Vec<Step>, background: bool) {
                 drop(idx.prepare_ingest(history.len() as u64, &b).unwrap());
             }
             Step::Get(k) => assert_eq!(idx.get(&k).unwrap(), model.map.get(&k).cloned(), "get {k:?}"),
+            Step::GetMany(keys) => {
+                let expected: Vec<_> = keys.iter().map(|k| model.map.get(k).cloned()).collect();
+                assert_eq!(idx.get_many(&keys).unwrap(), expected, "get_many {keys:?}");
+                let mut sorted = keys.clone();
+                sorted.sort();
+                sorted.dedup();
+                let expected: Vec<_> = sorted.iter().map(|k| model.map.get(k).cloned()).collect();
+                assert_eq!(idx.get_many(&sorted).unwrap(), expected, "get_many sorted {sorted:?}");
+            }
             Step::Range(a, b, fwd) => {
                 let got = collect(idx.range(as_ref(&a), as_ref(&b), fwd).unwrap());
                 assert_eq!(got, model.range(as_ref(&a), as_ref(&b), fwd), "range {a:?}..{b:?} fwd={fwd}");
@@ -200,6 +212,12 @@ fn run(steps: Vec<Step>, background: bool) {
                     for k in m.map.keys() {
                         assert_eq!(s.get(k).unwrap(), m.map.get(k).cloned());
                     }
+                    // Every key the snapshot holds and every key since, at once.
+                    let mut keys: Vec<Vec<u8>> = m.map.keys().chain(model.map.keys()).cloned().collect();
+                    keys.sort();
+                    keys.dedup();
+                    let expected: Vec<_> = keys.iter().map(|k| m.map.get(k).cloned()).collect();
+                    assert_eq!(s.get_many(&keys).unwrap(), expected, "snapshot get_many");
                 }
             }
             Step::Flush => {

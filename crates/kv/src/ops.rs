@@ -129,6 +129,13 @@ impl Kv {
         }
     }
 
+    /// Whether the path entry of `key` is cached, current, and leads to
+    /// `object` (then [`Kv::read_path_cached`] answers for it).
+    pub(crate) fn path_cached_leads_to(&self, bucket: &[u8], key: &[u8], object: u64) -> bool {
+        let Some(path) = self.store().derived_cached(&path_key(bucket, key)) else { return false };
+        path.value().and_then(|v| Dentry::decode(v).ok()).is_some_and(|d| d.child == object)
+    }
+
     /// The object under `key` and its size, or `None`.
     pub fn head(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Option<Head>> {
         let Some(d) = self.find_cached(bucket.as_ref(), key.as_ref(), false)?.1 else { return Ok(None) };

@@ -20,6 +20,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use larder_namespace::list;
 use larder_object::meta::{Dentry, Kind, Name};
+use larder_object::FetchedOnodes;
 
 use crate::error::Result;
 use crate::Kv;
@@ -72,6 +73,12 @@ pub struct Scan<'a> {
     stack: Vec<Cursor>,
     start: Vec<u8>,
     end: Option<Vec<u8>>,
+    /// The onodes of the objects listed next, fetched together when the
+    /// first of them was to be read (see [`Scan::fetch_page`]).
+    fetched: FetchedOnodes,
+    /// The objects of that page left out of the fetch (ascending): their
+    /// keys' path entries were cached.
+    left_out: Vec<u64>,
 }
 
 impl Kv {
@@ -103,8 +110,15 @@ impl Kv {
     pub fn scan_range(&self, bucket: impl AsRef<[u8]>, start: &[u8], end: Option<&[u8]>) -> Result<Scan<'_>> {
         let dir = self.bucket(bucket.as_ref())?.id;
         let name = bucket.as_ref().to_vec();
-        let mut scan =
-            Scan { kv: self, bucket: name, stack: Vec::new(), start: start.to_vec(), end: end.map(<[u8]>::to_vec) };
+        let mut scan = Scan {
+            kv: self,
+            bucket: name,
+            stack: Vec::new(),
+            start: start.to_vec(),
+            end: end.map(<[u8]>::to_vec),
+            fetched: FetchedOnodes::default(),
+            left_out: Vec::new(),
+        };
         let root = scan.cursor(dir, Vec::new(), start.to_vec())?;
         scan.stack.push(root);
         Ok(scan)
@@ -237,8 +251,11 @@ impl<'a> Scan<'a> {
     fn step(&mut self) -> Result<Option<ScanEntry>> {
         let mut key = Vec::new();
         while let Some(object) = self.next_listed(&mut key)? {
+            if !self.fetched.holds(object) && self.left_out.binary_search(&object).is_err() {
+                self.fetch_page(object)?;
+            }
             // A key deleted since its listing is skipped.
-            if let Some(size) = self.kv.store().with_attributes(object, |o| o.size)? {
+            if let Some(size) = self.kv.store().with_attributes_fetched(&self.fetched, object, |o| o.size)? {
                 return Ok(Some(ScanEntry { key, object, size }));
             }
         }
@@ -289,13 +306,53 @@ impl<'a> Scan<'a> {
             // again would keep it twice).
             let found = match self.kv.read_path_cached(&self.bucket, key, object, value)? {
                 Some(found) => found,
-                None => self.kv.store().read_to_end_into(object, value)?,
+                None => {
+                    if self.left_out.binary_search(&object).is_ok() {
+                        self.kv.store().read_to_end_into(object, value)?
+                    } else {
+                        if !self.fetched.holds(object) {
+                            self.fetch_page(object)?;
+                        }
+                        self.kv.store().read_to_end_fetched(&self.fetched, object, value)?
+                    }
+                }
             };
             if found {
                 return Ok(Some(object));
             }
         }
         Ok(None)
+    }
+
+    /// Fetches together the onodes of `object` (listed last) and of the
+    /// objects of the keys left in the page being read, up to the scan's
+    /// end (for their values, or for their sizes when the scan yields
+    /// [`ScanEntry`]s): one sorted multi-get of the index for them all, where reading
+    /// each in turn was one point get each (object ids follow creation
+    /// order, not key order, so a page's onodes are scattered: a point get
+    /// each was three quarters of a scan). A key whose path entry is
+    /// cached is left out: its value is read from there.
+    fn fetch_page(&mut self, object: u64) -> Result<()> {
+        let mut objects = vec![object];
+        self.left_out.clear();
+        if let Some(top) = self.stack.last() {
+            let mut key = top.prefix.clone();
+            for (name, d) in top.page.iter().filter(|(_, d)| d.kind == Kind::File) {
+                key.truncate(top.prefix.len());
+                key.extend_from_slice(name.as_bytes());
+                if self.past_end(&key) {
+                    break;
+                }
+                if self.kv.path_cached_leads_to(&self.bucket, &key, d.child) {
+                    self.left_out.push(d.child);
+                } else {
+                    objects.push(d.child);
+                }
+            }
+        }
+        self.left_out.sort_unstable();
+        self.fetched = self.kv.store().fetch_onodes(&objects)?;
+        Ok(())
     }
 
     /// Sizes the scan's first listing for a caller that means to read

@@ -75,10 +75,13 @@ fn scan_values(kv: &Kv, prefix: &str) -> Vec<(String, Vec<u8>)> {
 
 fn check_all(kv: &Kv, model: &Model) {
     check_reads(kv, model);
-    let got: Vec<String> =
-        kv.scan_prefix("b", b"").unwrap().map(|e| String::from_utf8(e.unwrap().key).unwrap()).collect();
-    let want: Vec<String> = model.keys().cloned().collect();
-    assert_eq!(got, want);
+    let got: Vec<(String, u64)> = kv
+        .scan_prefix("b", b"")
+        .unwrap()
+        .map(|e| e.map(|e| (String::from_utf8(e.key).unwrap(), e.size)).unwrap())
+        .collect();
+    let want: Vec<(String, u64)> = model.iter().map(|(k, v)| (k.clone(), v.len() as u64)).collect();
+    assert_eq!(got, want, "keys and sizes");
     let pairs: Vec<(String, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(scan_values(kv, ""), pairs);
     let iterated: Vec<(String, Vec<u8>)> = kv
@@ -202,10 +205,18 @@ fn paged_key(i: usize) -> String {
     }
 }
 
-/// Puts `keys` (index, length, fill) then deletes `deleted`, then scans
-/// with values from `start` taking `take` items (a scan consumed partly,
-/// as YCSB's short scans are), against the model.
-fn run_paged(keys: Vec<(usize, usize, u8)>, deleted: Vec<usize>, start: usize, end: Option<usize>, take: usize) {
+/// Puts `keys` (index, length, fill) then deletes `deleted`, gets
+/// `read_first` (their paths then cached, holding small values: a scan
+/// reads those from there and fetches the onodes of the others), then
+/// scans with values from `start` taking `take` items (a scan consumed
+/// partly, as YCSB's short scans are), against the model.
+fn run_paged(
+    keys: Vec<(usize, usize, u8)>,
+    deleted: Vec<usize>,
+    read_first: Vec<usize>,
+    (start, end): (usize, Option<usize>),
+    take: usize,
+) {
     let sim = SimStorage::new(5);
     let kv = common::create(&sim);
     kv.create_bucket("b").unwrap();
@@ -229,6 +240,10 @@ fn run_paged(keys: Vec<(usize, usize, u8)>, deleted: Vec<usize>, start: usize, e
     for i in deleted {
         let k = paged_key(i);
         assert_eq!(kv.delete("b", &k, Durability::Buffered).unwrap(), model.remove(&k).is_some());
+    }
+    for i in read_first {
+        let k = paged_key(i);
+        assert_eq!(kv.get("b", &k).unwrap(), model.get(&k).cloned(), "get {k}");
     }
     let (start, end) = (paged_key(start), end.map(paged_key));
     let mut scan = kv.scan_range("b", start.as_bytes(), end.as_deref().map(str::as_bytes)).unwrap();
@@ -363,10 +378,11 @@ proptest! {
             1..400,
         ),
         deleted in prop::collection::vec(0usize..600, 0..60),
+        read_first in prop::collection::vec(0usize..600, 0..200),
         start in 0usize..600,
         end in prop::option::of(0usize..600),
         take in prop_oneof![1usize..20, 1usize..700],
     ) {
-        run_paged(keys, deleted, start, end, take);
+        run_paged(keys, deleted, read_first, (start, end), take);
     }
 }

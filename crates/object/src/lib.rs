@@ -18,7 +18,7 @@ pub mod superblock;
 mod txn;
 
 pub use error::{CheckpointError, ObjectError, Result};
-pub use objects::{FreedHeapObject, HeapRecovery, HEAP_DIR};
+pub use objects::{FetchedOnodes, FreedHeapObject, HeapRecovery, HEAP_DIR};
 pub use store::{
     ChangeObserver, Durability, IndexView, MetaChange, Store, StoreHealth, StoreOptions, ThreadHealth, ThreadState,
     ROOT_ID,

@@ -66,3 +66,67 @@ fn an_entry_count_operand_is_folded_into_the_cached_onode() {
     assert_eq!(entries(&store), 1);
     assert_eq!(store.meta_cache_stats().0, hits + 1, "then it is cached");
 }
+
+/// Onodes fetched together (`Store::fetch_onodes`, one multi-get of the
+/// index for the ones not cached) read as `Store::read_to_end_into` reads
+/// each, in any order, repeats and absent objects included; what they put
+/// in the cache stays coherent (a later write is seen), while a fetched
+/// onode keeps the value it had when fetched.
+#[test]
+fn onodes_fetched_together_read_as_one_by_one_and_stay_coherent() {
+    let sim = SimStorage::new(12);
+    let store = Store::create(storage(&sim), Path::new(DIR), creation(), common::deterministic()).unwrap();
+    let value = |i: u64| -> Vec<u8> {
+        // Small ones inline, every fifth one in extents.
+        let len = if i.is_multiple_of(5) { 6000 } else { 10 + i as usize };
+        (0..len).map(|b| (b as u64 * 7 + i) as u8).collect()
+    };
+    let ids: Vec<u64> = (0..40)
+        .map(|i| {
+            let id = common::create_named(&store, Kind::File, 0o644, 0, 0, Durability::Buffered).unwrap();
+            store.write(id, 0, &value(i), Durability::Buffered).unwrap();
+            id
+        })
+        .collect();
+    // Out of the cache, so that the fetch reads the index: reopen.
+    store.close().unwrap();
+    let store = Store::open(storage(&sim), Path::new(DIR), common::deterministic()).unwrap();
+    let absent = ids.iter().max().unwrap() + 1000;
+    // Reversed, with a repeat and an object that never existed.
+    let mut asked: Vec<u64> = ids.iter().rev().copied().collect();
+    asked.push(ids[3]);
+    asked.push(absent);
+    let (_, misses_before, _) = store.meta_cache_stats();
+    let fetched = store.fetch_onodes(&asked).unwrap();
+    assert_eq!(fetched.len(), ids.len() + 1, "distinct objects");
+    let (_, misses_after, _) = store.meta_cache_stats();
+    assert_eq!(misses_after - misses_before, ids.len() as u64 + 1, "each onode missed the cache once");
+    let mut out = b"stale".to_vec();
+    for (i, &id) in ids.iter().enumerate() {
+        assert!(fetched.holds(id));
+        assert!(store.read_to_end_fetched(&fetched, id, &mut out).unwrap());
+        assert_eq!(out, value(i as u64), "object {i}");
+    }
+    for (i, &id) in ids.iter().enumerate() {
+        let size = store.with_attributes_fetched(&fetched, id, |o| o.size).unwrap();
+        assert_eq!(size, Some(value(i as u64).len() as u64), "object {i}'s size");
+    }
+    assert_eq!(store.with_attributes_fetched(&fetched, absent, |o| o.size).unwrap(), None);
+    assert!(fetched.holds(absent));
+    assert!(!store.read_to_end_fetched(&fetched, absent, &mut out).unwrap(), "an absent object reads as absent");
+    // Not among them: read now.
+    assert!(!fetched.holds(absent + 1));
+    assert!(!store.read_to_end_fetched(&fetched, absent + 1, &mut out).unwrap());
+    // The fetch cached them: a stat is a hit.
+    assert!(stat_hit(&store, ids[1]).1, "fetched onodes are cached");
+    // A write after the fetch: the cache shows it, the fetched onode is
+    // the value as fetched.
+    store.write(ids[1], 0, b"new bytes", Durability::Buffered).unwrap();
+    assert_eq!(store.read_to_end(ids[1]).unwrap().unwrap()[..9], b"new bytes"[..]);
+    assert!(store.read_to_end_fetched(&fetched, ids[1], &mut out).unwrap());
+    assert_eq!(out, value(1), "the value when fetched");
+    // Fetched again: the new value, from the cache.
+    let again = store.fetch_onodes(&[ids[1]]).unwrap();
+    assert!(store.read_to_end_fetched(&again, ids[1], &mut out).unwrap());
+    assert_eq!(out[..9], b"new bytes"[..]);
+}

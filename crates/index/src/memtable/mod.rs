@@ -162,10 +162,20 @@ impl Memtable {
     /// rewritten N times (a directory's onode, once per create) cost O(N)
     /// per read.
     pub(crate) fn versions(&self, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
-        if self.entries.load(AtomicOrdering::Relaxed) == 0 || !self.filter.may_contain(hash) {
-            return;
+        if self.may_hold(hash) {
+            Self::versions_in(&self.view(), key, read_seq, out);
         }
-        let view = self.view();
+    }
+
+    /// Whether a key of hash `hash` may have versions here (false: it
+    /// certainly has none).
+    pub(crate) fn may_hold(&self, hash: u64) -> bool {
+        self.entries.load(AtomicOrdering::Relaxed) != 0 && self.filter.may_contain(hash)
+    }
+
+    /// As [`Memtable::versions`], through `view` (taken once for the keys
+    /// of a sorted multi-get), for a key that [`Memtable::may_hold`].
+    pub(crate) fn versions_in(view: &View, key: &[u8], read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
         let from = Stamp { seq: read_seq, sub: u32::MAX };
         let before = out.len();
         for e in view.recent.range(MemKey::probe(key, from)..) {

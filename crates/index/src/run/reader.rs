@@ -30,7 +30,7 @@ pub(crate) struct OpenRun {
     pub(crate) path: PathBuf,
     file: FileRef,
     pub(crate) index: BlockIndex,
-    bloom: Option<Bloom>,
+    pub(super) bloom: Option<Bloom>,
     pub(crate) tombstones: Vec<RangeTombstone>,
     /// Run operator id -> registry id.
     pub(crate) op_map: Vec<u32>,
@@ -234,7 +234,7 @@ impl OpenRun {
     /// system call, copy or block-cache entry); `None` if the run is not
     /// mapped. Every page of the block has been read when this returns, so
     /// a cut file is refused here (see [`OpenRun::check_mapping`]).
-    fn mapped_block(&self, i: usize, check_length: bool, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
+    pub(super) fn mapped_block(&self, i: usize, check_length: bool, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
         let Some(map) = &self.map else { return Ok(None) };
         // A page of the mapping past the file's end faults (SIGBUS) when
         // touched. With the fault guard the fault is counted and the page
@@ -401,25 +401,7 @@ impl OpenRun {
                 cached.view()
             }
         };
-        let first = block.seek(key, Stamp { seq: u64::MAX, sub: u32::MAX });
-        // The filter was right if any version of the key is here, even one
-        // newer than this read.
-        let present = first < block.len() && block.entry(first).key == key;
-        if self.bloom.is_some() {
-            let counter = if present { &stats.bloom_true_positives } else { &stats.bloom_false_positives };
-            stats.add(counter, 1);
-        }
-        if present {
-            let mut i = block.seek(key, Stamp { seq: read_seq, sub: u32::MAX });
-            while i < block.len() {
-                let e = block.entry(i);
-                if e.key != key {
-                    break;
-                }
-                out.push((e.stamp, e.to_op(&self.op_map)));
-                i += 1;
-            }
-        }
+        self.versions_in_block(&block, key, read_seq, stats, out);
         // A cut racing the read above: what it read may be zeros.
         self.check_mapping()?;
         Ok(true)

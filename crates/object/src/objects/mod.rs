@@ -22,6 +22,7 @@ mod heap_free;
 mod in_txn;
 mod prealloc;
 mod read;
+mod read_many;
 mod replay;
 mod write;
 mod xattrs;
@@ -29,6 +30,7 @@ mod xattrs;
 pub(crate) use extent_cache::ExtentCache;
 pub use heap_files::{HeapRecovery, HEAP_DIR};
 pub use heap_free::FreedHeapObject;
+pub use read_many::FetchedOnodes;
 pub(crate) use replay::{DataDamage, ReplayVerifier};
 
 use crate::error::{ObjectError, Result};

@@ -123,7 +123,12 @@ impl Store {
     }
 
     /// The read, given the object's cached onode value (`meta`).
-    fn read_to_end_from(&self, meta: Option<Arc<MetaValue>>, object: u64, out: &mut Vec<u8>) -> Result<bool> {
+    pub(super) fn read_to_end_from(
+        &self,
+        meta: Option<Arc<MetaValue>>,
+        object: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
         let Some(meta) = meta else { return Ok(false) };
         // An inline object is wholly in its onode: the cached one will do.
         if let Some(bytes) = meta.inline_bytes(&self.limits())? {

@@ -394,6 +394,55 @@ impl MetaCache {
         Ok(value)
     }
 
+    /// The values of `keys`, in their order, as [`MetaCache::get_or_load`]
+    /// gives each: from the cache, the misses from one call of `load`
+    /// (given them in the order of `keys`, it returns their values in that
+    /// order), each kept under the same rule (read wholly inside one even
+    /// epoch).
+    pub(crate) fn get_or_load_many<E>(
+        &self,
+        keys: &[&[u8]],
+        load: impl FnOnce(&[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, E>,
+    ) -> Result<Vec<Cached>, E> {
+        let mut values: Vec<Cached> = Vec::with_capacity(keys.len());
+        // The keys the cache does not answer, and where they go.
+        let mut missed: Vec<&[u8]> = Vec::new();
+        let mut missed_at: Vec<usize> = Vec::new();
+        for (i, &key) in keys.iter().enumerate() {
+            match self.cache.as_ref().filter(|_| cacheable(key)).and_then(|c| c.get(key)) {
+                Some(Slot::Meta(v)) => {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    values.push(v);
+                }
+                _ => {
+                    missed.push(key);
+                    missed_at.push(i);
+                    values.push(None);
+                }
+            }
+        }
+        if missed.is_empty() {
+            return Ok(values);
+        }
+        self.misses.fetch_add(missed.len() as u64, Ordering::Relaxed);
+        let before = self.epoch.load(Ordering::Acquire);
+        let loaded = load(&missed)?;
+        let keep = self.cache.as_ref().filter(|_| before.is_multiple_of(2));
+        for ((&at, &key), value) in missed_at.iter().zip(&missed).zip(loaded) {
+            let value: Cached = value.map(|b| Arc::new(MetaValue::new(b)));
+            if let Some(cache) = keep.filter(|_| cacheable(key)) {
+                // The gate per key, as a single load takes it: a commit
+                // waiting for it waits for one insert, not for the batch.
+                let _gate = self.gate.read();
+                if self.epoch.load(Ordering::Acquire) == before {
+                    cache.insert(CacheKey::new(key), Slot::Meta(value.clone()));
+                }
+            }
+            values[at] = value;
+        }
+        Ok(values)
+    }
+
     /// The value of `key` from the cache (not marked as used) or from
     /// `load`, which is then not kept.
     pub(crate) fn get_unkept<E>(

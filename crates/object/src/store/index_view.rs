@@ -22,6 +22,12 @@ impl<'a> IndexView<'a> {
         self.index.get(key)
     }
 
+    /// The values of `keys`, in their order (see
+    /// [`larder_index::Index::get_many`]).
+    pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.index.get_many(keys)
+    }
+
     /// Live keys between `start` and `end`, forward or backward.
     pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, forward: bool) -> Result<Iter> {
         self.index.range(start, end, forward)

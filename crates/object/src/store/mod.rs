@@ -663,6 +663,15 @@ impl Store {
         self.meta_cache.get_or_load(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
+    /// The committed values of `keys` (onode or dentry keys, in any
+    /// order), in their order, as [`Store::get_meta`] gives each: from the
+    /// metadata cache, the keys it does not hold from one sorted
+    /// multi-get of the index ([`larder_index::Index::get_many`], which
+    /// shares its searches between neighbouring keys), then cached.
+    pub fn get_meta_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Arc<MetaValue>>>> {
+        self.meta_cache.get_or_load_many(keys, |missed| self.index.get_many(missed).map_err(ObjectError::from))
+    }
+
     /// A value derived from dentry reads only (the dentry a path leads
     /// to), kept in a path entry of the metadata cache while none of the
     /// dentries it was derived from changes, else computed by `derive`;

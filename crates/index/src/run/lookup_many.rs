@@ -1,0 +1,129 @@
+//! Point lookups of many sorted keys in one run, for a sorted multi-get:
+//! one pass that loads each block once for the neighbouring keys it
+//! holds, and starts loading every filter line, block index line and
+//! block the keys need before searching any, so their cache misses
+//! overlap instead of queueing one after another.
+
+use super::block::BlockRef;
+use super::cache::BlockCache;
+use super::reader::OpenRun;
+use crate::entry::{Op, Stamp};
+use crate::error::Result;
+use crate::stats::Stats;
+
+/// One key of a sorted multi-get, as a run sees it.
+pub(crate) struct Probe<'k> {
+    /// The key (probes come in ascending key order).
+    pub key: &'k [u8],
+    /// Its filter hash.
+    pub hash: u64,
+}
+
+impl OpenRun {
+    /// For each `wanted[j]` (indices into `probes`, ascending), appends the
+    /// versions of that key visible at `read_seq`, newest first, to
+    /// `out[wanted[j]]`, exactly as [`OpenRun::versions`] would, and sets
+    /// `read_block[wanted[j]]` when a data block was consulted for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn versions_sorted(
+        &self,
+        probes: &[Probe<'_>],
+        wanted: &[usize],
+        read_seq: u64,
+        cache: &BlockCache,
+        stats: &Stats,
+        out: &mut [Vec<(Stamp, Op)>],
+        read_block: &mut [bool],
+    ) -> Result<()> {
+        if let Some(bloom) = &self.bloom {
+            let touched = wanted.iter().fold(0u8, |t, &i| t ^ bloom.touch(probes[i].hash));
+            std::hint::black_box(touched);
+        }
+        // The keys the filter lets through, then the block of each.
+        let mut passed: Vec<usize> = Vec::with_capacity(wanted.len());
+        for &i in wanted {
+            if let Some(bloom) = &self.bloom {
+                if !bloom.may_contain(probes[i].hash) {
+                    stats.add(&stats.bloom_negatives, 1);
+                    continue;
+                }
+            }
+            passed.push(i);
+        }
+        let keys: Vec<&[u8]> = passed.iter().map(|&i| probes[i].key).collect();
+        let mut blocks = Vec::new();
+        self.index.find_many(&keys, &mut blocks);
+        // (probe, block) for every key whose block exists.
+        let mut found: Vec<(usize, usize)> = Vec::with_capacity(passed.len());
+        for (&i, &block) in passed.iter().zip(&blocks) {
+            if block == self.index.len() {
+                if self.bloom.is_some() {
+                    stats.add(&stats.bloom_false_positives, 1);
+                }
+                continue;
+            }
+            found.push((i, block));
+        }
+        let mut touched = 0u8;
+        for (n, &(_, block)) in found.iter().enumerate() {
+            if n == 0 || found[n - 1].1 != block {
+                touched ^= self.touch_block(block);
+            }
+        }
+        std::hint::black_box(touched);
+        let mut at = 0;
+        while at < found.len() {
+            let block_index = found[at].1;
+            let end = found[at..].iter().position(|&(_, b)| b != block_index).map_or(found.len(), |n| at + n);
+            let cached;
+            // The file's length is checked (where it must be) at the
+            // first block only, as a scan does.
+            let block: BlockRef<'_> = match self.mapped_block(block_index, at == 0, stats)? {
+                Some(view) => view,
+                None => {
+                    cached = self.block(block_index, Some(cache), stats)?;
+                    cached.view()
+                }
+            };
+            for &(i, _) in &found[at..end] {
+                read_block[i] = true;
+                self.versions_in_block(&block, probes[i].key, read_seq, stats, &mut out[i]);
+            }
+            at = end;
+        }
+        // A cut racing the reads above: what they read may be zeros.
+        self.check_mapping()
+    }
+
+    /// The versions of `key` visible at `read_seq` in `block` (the one the
+    /// block index names for it), appended to `out`, with the filter's
+    /// count of whether it was right.
+    pub(super) fn versions_in_block(
+        &self,
+        block: &BlockRef<'_>,
+        key: &[u8],
+        read_seq: u64,
+        stats: &Stats,
+        out: &mut Vec<(Stamp, Op)>,
+    ) {
+        let first = block.seek(key, Stamp { seq: u64::MAX, sub: u32::MAX });
+        // The filter was right if any version of the key is here, even one
+        // newer than this read.
+        let present = first < block.len() && block.entry(first).key == key;
+        if self.bloom.is_some() {
+            let counter = if present { &stats.bloom_true_positives } else { &stats.bloom_false_positives };
+            stats.add(counter, 1);
+        }
+        if present {
+            let mut i = block.seek(key, Stamp { seq: read_seq, sub: u32::MAX });
+            while i < block.len() {
+                let e = block.entry(i);
+                if e.key != key {
+                    break;
+                }
+                out.push((e.stamp, e.to_op(&self.op_map)));
+                i += 1;
+            }
+        }
+    }
+}
