@@ -91,6 +91,11 @@ impl ExtentCache {
 }
 
 impl ExtentCache {
+    /// Whether a map of `object` is cached, of any generation.
+    pub(crate) fn holds(&self, object: u64) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.contains_key(&object))
+    }
+
     /// Whether maps are cached at all (a capacity of 0 caches none).
     pub(crate) fn is_enabled(&self) -> bool {
         self.cache.is_some()
@@ -99,8 +104,14 @@ impl ExtentCache {
     /// Caches the maps a transaction left (see [`maps_after`]); called
     /// once its record is committed, its locks still held.
     pub(crate) fn settle(&self, maps: Vec<MapAfter>) {
+        let Some(cache) = &self.cache else { return };
         for m in maps {
-            self.insert(m.object, m.generation, &m.entries, true);
+            let map = if m.entries.len() <= MAX_CACHED_ENTRIES {
+                CachedMap::Whole(m.entries.into())
+            } else {
+                CachedMap::TooLarge
+            };
+            cache.insert(m.object, (m.generation, map));
         }
     }
 }
@@ -114,7 +125,8 @@ pub(crate) struct MapAfter {
 }
 
 /// The maps `txn` leaves for the extent-mapped objects whose onode it
-/// writes with a new generation. Called before its record is committed,
+/// writes with a new generation (an onode of an object with no entry
+/// written and no map cached, a directory's say, is not even decoded). Called before its record is committed,
 /// when the committed state of each object it holds exclusively is still
 /// the state it started from: the map at the committed generation (cached,
 /// or empty for an object with no onode yet or with inline bytes, which
@@ -137,6 +149,13 @@ pub(crate) fn maps_after(txn: &Transaction<'_>) -> Vec<MapAfter> {
 /// [`maps_after`] for the onode `key` the transaction writes as `value`.
 fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimits) -> Option<MapAfter> {
     let object = decode_onode_key(key).ok()?;
+    let prefix = fmap_prefix(object);
+    let end = prefix_end(&prefix)?;
+    let cache = txn.store().extent_cache();
+    if txn.pending_in(&prefix, &end).next().is_none() && !cache.holds(object) {
+        // No entry written and no map to carry: nothing to decode.
+        return None;
+    }
     // Only the objects this transaction holds exclusively: their
     // committed state cannot change before its record commits.
     txn.check_locked(object).ok()?;
@@ -156,7 +175,7 @@ fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimit
         Some(c) if c.generation == onode.generation => return None,
         Some(c) => match c.location {
             DataLocation::Inline(_) => Vec::new(),
-            DataLocation::Extents => match txn.store().extent_cache().get(object, c.generation)? {
+            DataLocation::Extents => match cache.get(object, c.generation)? {
                 CachedMap::Whole(entries) => entries.to_vec(),
                 CachedMap::TooLarge => return None,
             },
@@ -164,8 +183,6 @@ fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimit
         },
     };
     let mut map: BTreeMap<u64, Mapped> = start.into_iter().map(|m| (m.offset, m)).collect();
-    let prefix = fmap_prefix(object);
-    let end = prefix_end(&prefix)?;
     for (key, value) in txn.pending_in(&prefix, &end) {
         let (_, offset) = decode_fmap_key(key).ok()?;
         match value {

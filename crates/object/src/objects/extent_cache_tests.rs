@@ -192,7 +192,8 @@ fn carried_maps_are_checked() {
         Op::Write { obj: 0, offset: 0, len: 20_000, byte: 5 },
         Op::Delete { obj: 0 },
     ];
-    assert!(run(&ops) >= 8, "too few steps had a cached map to check");
+    let cached = run(&ops);
+    assert!(cached >= 8, "{cached}: too few steps had a cached map to check");
 }
 
 proptest! {
