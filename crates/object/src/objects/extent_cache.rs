@@ -125,15 +125,16 @@ pub(crate) struct MapAfter {
 }
 
 /// The maps `txn` leaves for the extent-mapped objects whose onode it
-/// writes with a new generation (an onode of an object with no entry
-/// written and no map cached, a directory's say, is not even decoded). Called before its record is committed,
-/// when the committed state of each object it holds exclusively is still
-/// the state it started from: the map at the committed generation (cached,
-/// or empty for an object with no onode yet or with inline bytes, which
-/// have no fmap entries) with the transaction's own fmap writes applied is
-/// the map at the new generation. An object whose starting map is not
-/// cached, or whose records do not decode, is left out: it is scanned at
-/// its next read, as before.
+/// writes with a new generation (the onode of an object with no fmap
+/// entry written and no map cached, a directory's say, is not even
+/// decoded). Called before its record is committed, when the committed
+/// state of each object it holds exclusively is still the state it started
+/// from: the map at the committed generation (cached, or empty for an
+/// object with no onode yet or with inline bytes, which have no fmap
+/// entries) with the transaction's own fmap writes applied is the map at
+/// the new generation. An object whose starting map is not cached, or
+/// whose records do not decode, is left out: it is scanned at its next
+/// read, as before.
 pub(crate) fn maps_after(txn: &Transaction<'_>) -> Vec<MapAfter> {
     if !txn.store().extent_cache().is_enabled() {
         return Vec::new();
@@ -163,8 +164,11 @@ fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimit
     if !matches!(onode.location, DataLocation::Extents) {
         return None;
     }
-    let committed = match txn.store().get_meta(&onode_key(object)).ok()? {
-        Some(meta) => Some(meta.onode(limits).ok()?),
+    let committed = txn.store().get_meta(&onode_key(object)).ok()?;
+    // Borrowed, not cloned: only its generation and where its bytes are
+    // matter here.
+    let committed = match &committed {
+        Some(meta) => Some(meta.attributes(limits).ok()?),
         None => None,
     };
     let start: Vec<Mapped> = match committed {
@@ -173,7 +177,7 @@ fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimit
         None => Vec::new(),
         // The same tag for what may be another map: cache nothing.
         Some(c) if c.generation == onode.generation => return None,
-        Some(c) => match c.location {
+        Some(c) => match &c.location {
             DataLocation::Inline(_) => Vec::new(),
             DataLocation::Extents => match cache.get(object, c.generation)? {
                 CachedMap::Whole(entries) => entries.to_vec(),
