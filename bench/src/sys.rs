@@ -87,3 +87,9 @@ pub fn filesystem_of(dir: &Path) -> String {
     }
     best.map(|(_, s)| s).unwrap_or_else(|| "unknown".to_string())
 }
+
+/// CPU seconds (user and system) this process's threads have used so far.
+pub fn process_cpu_secs() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}

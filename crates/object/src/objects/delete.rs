@@ -2,6 +2,7 @@
 //! one block (a truncate cutting inside a block rewrites that block, so its
 //! tail reads as zeros), and free what they drop at the commit's LSN.
 
+use super::extent_cache::CachedMap;
 use super::fmap::{overlapping, punch, read_range, spill_inline, write_blocks};
 use super::heap_data::{heap_file, truncate_heap};
 use super::{align_down, align_up, data_onode, to_usize, touch_data};
@@ -9,8 +10,8 @@ use crate::error::{ObjectError, Result};
 use std::ops::Bound;
 
 use crate::meta::{
-    decode_orphan_key, fmap_prefix, heap_name_prefix, heap_object_key, heap_span_prefix, map_prefix, orphan_key,
-    prefix_end, xattr_prefix, DataLocation, Map, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES,
+    decode_orphan_key, fmap_key, fmap_prefix, heap_name_prefix, heap_object_key, heap_span_prefix, map_prefix,
+    orphan_key, prefix_end, xattr_prefix, DataLocation, Map, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES,
 };
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
@@ -90,8 +91,37 @@ pub(crate) fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     let Some(onode) = txn.onode(object)? else {
         return Err(ObjectError::NoSuchObject { object });
     };
-    drop_fmap_entries(txn, object, usize::MAX)?;
+    if !drop_cached_fmap_entries(txn, object, &onode) {
+        drop_fmap_entries(txn, object, usize::MAX)?;
+    }
     delete_rest(txn, object, is_heap(&onode))
+}
+
+/// Drops the object's fmap entries as the extent cache has them for its
+/// onode's generation, without scanning the index; false (nothing done)
+/// when the cache does not hold its whole map or the transaction already
+/// changed the map. `onode` is the transaction's view of the object,
+/// which it holds exclusively: a generation the cache knows is a
+/// committed one (maps are cached only once committed, and generations
+/// only grow), and with no fmap write of its own the transaction sees
+/// exactly that generation's map.
+fn drop_cached_fmap_entries(txn: &mut Transaction<'_>, object: u64, onode: &Onode) -> bool {
+    if !matches!(onode.location, DataLocation::Extents) {
+        return false;
+    }
+    let prefix = fmap_prefix(object);
+    let Some(end) = prefix_end(&prefix) else { return false };
+    if txn.pending_in(&prefix, &end).next().is_some() {
+        return false;
+    }
+    let Some(CachedMap::Whole(entries)) = txn.store().extent_cache().get(object, onode.generation) else {
+        return false;
+    };
+    for m in entries.iter() {
+        txn.delete(&fmap_key(object, m.offset));
+        txn.free_after_commit(m.entry.extent);
+    }
+    true
 }
 
 /// Whether the object is a heap object (with heap records to drop).

@@ -27,7 +27,7 @@ mod replay;
 mod write;
 mod xattrs;
 
-pub(crate) use extent_cache::ExtentCache;
+pub(crate) use extent_cache::{maps_after, ExtentCache};
 pub use heap_files::{HeapRecovery, HEAP_DIR};
 pub use heap_free::FreedHeapObject;
 pub use read_many::FetchedOnodes;

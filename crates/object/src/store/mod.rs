@@ -626,6 +626,7 @@ impl Store {
                 return Err(e);
             }
         };
+        let maps = crate::objects::maps_after(&txn);
         let done = txn.finish();
         // On a failed commit the record may still be durable (a failed
         // data sync poisons the log after the record was written), so the
@@ -635,6 +636,7 @@ impl Store {
             CommitAs::Record(durability) => self.commit_owned(done.batch, done.deps, durability)?,
             CommitAs::Run => self.commit_ingest(&done.batch, &done.deps)?,
         };
+        self.extent_cache.settle(maps);
         drop(held);
         // IMPORTANT: the transaction has committed: nothing below may turn
         // it into an error, or a caller would retry what is done (an

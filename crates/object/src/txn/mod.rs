@@ -177,6 +177,14 @@ impl<'a> Transaction<'a> {
         Ok(out)
     }
 
+    /// This transaction's own writes to keys in `[start, end)`, in key
+    /// order: `None` for a delete.
+    pub(crate) fn pending_in<'p>(&'p self, start: &[u8], end: &[u8]) -> impl Iterator<Item = PendingEntry<'p>> + 'p {
+        let range =
+            (start < end).then(|| self.pending.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end))));
+        range.into_iter().flatten()
+    }
+
     /// Makes `dep` a dependency of the record: durable no later than the
     /// record (in the log's round that writes the record).
     pub(crate) fn add_dependency(&mut self, dep: Dependency) {
