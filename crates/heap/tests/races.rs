@@ -70,12 +70,21 @@ fn race(h: &larder_heap::Heap) {
                 }
             });
         }
-        for _ in 0..ROUNDS {
+        for round in 0..ROUNDS {
             barrier.wait();
             barrier.wait();
             assert_eq!(winners.swap(0, Ordering::AcqRel), 1, "exactly one add_name wins");
             let object = winner_id.lock().take().unwrap();
             assert_eq!(h.get_by_name("contended").unwrap(), object);
+            if round == 0 {
+                // The readers race the frees of later rounds; here they
+                // get to see one named object, however busy the machine.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while seen.load(Ordering::Relaxed) == 0 {
+                    assert!(std::time::Instant::now() < deadline, "no reader saw the named object within 30 s");
+                    std::thread::yield_now();
+                }
+            }
             // Freed while the readers look it up.
             h.free(object).unwrap();
             assert!(matches!(h.get_by_name("contended"), Err(HeapError::NotFound { .. })));
