@@ -27,8 +27,11 @@ fn content(i: u32) -> Vec<u8> {
 }
 
 /// Writes and fsyncs 1 MiB files from `next` on until one gets ENOSPC;
-/// returns how many were written. The file that failed is removed.
-fn fill(dir: &Path, kept: &mut Vec<u32>, next: &mut u32) -> u32 {
+/// returns how many were written. The file that failed is removed. With
+/// `available` (ext4's free bytes), an ENOSPC is final only once ext4
+/// stops gaining space: the store punches freed space back in the
+/// background, and a write may run out while a punch is still on its way.
+fn fill(dir: &Path, kept: &mut Vec<u32>, next: &mut u32, available: Option<&dyn Fn() -> u64>) -> u32 {
     let mut written = 0;
     loop {
         let path = dir.join(format!("f{:05}", *next));
@@ -51,7 +54,15 @@ fn fill(dir: &Path, kept: &mut Vec<u32>, next: &mut u32) -> u32 {
                 if path.exists() {
                     std::fs::remove_file(&path).unwrap();
                 }
-                return written;
+                let Some(available) = available else { return written };
+                let after_failure = available();
+                let deadline = Instant::now() + Duration::from_secs(3);
+                while available() <= after_failure {
+                    if Instant::now() > deadline {
+                        return written;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
         }
         assert!(written < 1000, "256 MiB never ran out");
@@ -74,7 +85,7 @@ fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_r
     let m = Mount::start(&store, &mnt, &[]);
     let mut kept = Vec::new();
     let mut next = 0;
-    let first = fill(&mnt, &mut kept, &mut next);
+    let first = fill(&mnt, &mut kept, &mut next, None);
     let full = ext4.available();
     eprintln!(
         "full: {first} files of 1 MiB, {:.1}% of the {at_start} bytes available after init; {full} left",
@@ -105,7 +116,7 @@ fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_r
     };
     eprintln!("removed {deleted} bytes of files; {returned} bytes went back to ext4 (at least {owed} owed)");
     assert!(returned >= owed, "removed {deleted} bytes, ext4 got {returned} back, under the {owed} owed");
-    let second = fill(&mnt, &mut kept, &mut next);
+    let second = fill(&mnt, &mut kept, &mut next, Some(&|| ext4.available()));
     eprintln!("{second} more files fit after the removes");
     assert!(second as usize * 10 >= removed.len() * 9, "after removing {} files only {second} fit", removed.len());
     for &i in &kept {
