@@ -240,13 +240,36 @@ pub(crate) struct MergeIter {
     heads: Vec<u128>,
     forward: bool,
     primed: bool,
+    /// For a read at this sequence number: versions of a key older than a
+    /// put or delete already taken and visible at it are stepped over
+    /// without being copied (no read can see through that version). None
+    /// for a merge of runs, which keeps every version.
+    read_seq: Option<u64>,
 }
 
 impl MergeIter {
+    /// Yields every version of every key (a flush or merge of runs).
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
         let keys = sources.iter().map(|_| None).collect();
         let heads = vec![0; sources.len()];
-        MergeIter { sources, keys, heads, forward, primed: false }
+        MergeIter { sources, keys, heads, forward, primed: false, read_seq: None }
+    }
+
+    /// Yields, per key, at least the versions a read at `read_seq` needs:
+    /// those from the newest down to the newest put or delete visible at
+    /// `read_seq`. A key rewritten many times (a queue's key, put and
+    /// removed once per request) then costs one copy per scan, not one
+    /// per version still in the memtables.
+    pub(crate) fn for_read(sources: Vec<Source>, forward: bool, read_seq: u64) -> Self {
+        MergeIter { read_seq: Some(read_seq), ..Self::new(sources, forward) }
+    }
+
+    /// The stamp of `op` if it settles a read at `read_seq` (a put or a
+    /// delete visible at it): older versions of its key cannot change what
+    /// the read sees.
+    fn settling(&self, stamp: Stamp, op: &OpRef<'_>) -> Option<Stamp> {
+        let read_seq = self.read_seq?;
+        (stamp.seq <= read_seq && !matches!(op, OpRef::Merge { .. })).then_some(stamp)
     }
 
     /// Copies source `i`'s key under its cursor into `keys[i]`.
@@ -311,6 +334,8 @@ impl MergeIter {
         key.clear();
         key.extend_from_slice(e.key);
         let stamp = e.stamp;
+        // The newest version taken so far that settles the read, if any.
+        let mut settled = self.settling(stamp, &e.op);
         let single_put = match e.op {
             OpRef::Put(v) => {
                 value.clear();
@@ -331,6 +356,14 @@ impl MergeIter {
         for i in first..self.sources.len() {
             while self.heads[i] == head && self.keys[i].as_deref() == Some(key.as_slice()) {
                 let Some(e) = self.sources[i].current() else { break };
+                if settled.is_some_and(|s| e.stamp < s) {
+                    self.sources[i].advance()?;
+                    self.refresh(i);
+                    continue;
+                }
+                if let Some(s) = self.settling(e.stamp, &e.op) {
+                    settled = Some(settled.map_or(s, |t| t.max(s)));
+                }
                 if single_put && !more {
                     versions.clear();
                     versions.push((stamp, Op::Put(value.clone())));

@@ -163,7 +163,7 @@ impl Inner {
                 forward,
             )));
         }
-        Ok(Iter::new(MergeIter::new(sources, forward), tombstones, read_seq, self.registry.clone(), sv))
+        Ok(Iter::new(MergeIter::for_read(sources, forward, read_seq), tombstones, read_seq, self.registry.clone(), sv))
     }
 }
 

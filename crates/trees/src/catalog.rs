@@ -104,5 +104,6 @@ pub(crate) fn delete(shared: &Shared, name: &str) -> Result<bool> {
     c.by_name.remove(name);
     c.ids.remove(&id);
     shared.serial.hints.forget(id);
+    shared.serial.counts.forget([id]);
     Ok(true)
 }

@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod catalog;
+mod counts;
 mod error;
 mod iter;
 mod read;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use larder_object::Store;
 
 use crate::catalog::Catalog;
+use crate::counts::CommittedCounts;
 use crate::start_hint::StartHints;
 use crate::writer::WriterLock;
 use crate::Result;
@@ -21,6 +22,8 @@ pub(crate) struct Serial {
     pub(crate) catalog: parking_lot::RwLock<Catalog>,
     /// Where forward scans of each tree may start.
     pub(crate) hints: StartHints,
+    /// The trees' committed entry counts; used under `writer` only.
+    pub(crate) counts: CommittedCounts,
 }
 
 /// The stores whose trees are open, each with what its `Trees` share.
@@ -44,6 +47,7 @@ pub(crate) fn serial_for(store: &Arc<Store>) -> Result<Arc<Serial>> {
         writer: WriterLock::default(),
         catalog: parking_lot::RwLock::new(Catalog::load(store)?),
         hints: StartHints::default(),
+        counts: CommittedCounts::default(),
     });
     open.push((Arc::downgrade(store), Arc::downgrade(&serial)));
     Ok(serial)

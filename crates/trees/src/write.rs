@@ -32,6 +32,17 @@ struct Count {
     now: u64,
 }
 
+/// The committed count of `tree`, from the trees' counts or, the first
+/// time, from the index. Only under the writer lock (see `counts`).
+fn committed_count(shared: &Shared, tree: u64) -> Result<u64> {
+    if let Some(n) = shared.serial.counts.get(tree) {
+        return Ok(n);
+    }
+    let n = crate::read::committed_count(&shared.store.index().get(&tree_count_key(tree))?)?;
+    shared.serial.counts.set(tree, n);
+    Ok(n)
+}
+
 /// A write transaction (see the module doc). Dropping it without
 /// [`WriteTransaction::commit`] aborts it.
 pub struct WriteTransaction<'a> {
@@ -95,7 +106,7 @@ impl<'a> WriteTransaction<'a> {
         match self.counts.entry(tree) {
             Entry::Occupied(e) => Ok(e.into_mut()),
             Entry::Vacant(e) => {
-                let committed = crate::read::committed_count(&shared.store.index().get(&tree_count_key(tree))?)?;
+                let committed = committed_count(shared, tree)?;
                 Ok(e.insert(Count { committed, now: committed }))
             }
         }
@@ -107,7 +118,7 @@ impl<'a> WriteTransaction<'a> {
         if let Some(c) = self.counts.get(&tree.id()) {
             return Ok(c.now);
         }
-        crate::read::committed_count(&self.shared.store.index().get(&tree_count_key(tree.id()))?)
+        committed_count(self.shared, tree.id())
     }
 
     /// Whether `tree` has no entries, with this transaction's own writes.
@@ -225,8 +236,22 @@ impl<'a> WriteTransaction<'a> {
         }
         // Inserts reach their trees' start hints before they are visible.
         let in_flight = self.shared.serial.hints.inserting(std::mem::take(&mut self.inserted));
-        let lsn = self.shared.store.commit(&batch, Durability::Buffered)?;
+        let committed = self.shared.store.commit(&batch, Durability::Buffered);
         drop(in_flight);
+        // Still under the writer lock: the counts as this commit left them.
+        let counts = &self.shared.serial.counts;
+        let lsn = match committed {
+            Ok(lsn) => {
+                for (&tree, c) in &self.counts {
+                    counts.set(tree, c.now);
+                }
+                lsn
+            }
+            Err(e) => {
+                counts.forget(self.counts.keys().copied());
+                return Err(e.into());
+            }
+        };
         // Ordered and visible: the next transaction may start while this
         // one waits for the disk.
         drop(self.writer.take());
