@@ -44,6 +44,9 @@ use crate::head_tree::HeadTree;
 /// small beside its bytes.
 const OWN_CHUNK_BYTES: usize = 1024;
 
+// An entry that large must have a shared allocation to keep as a chunk.
+const _: () = assert!(OWN_CHUNK_BYTES > super::key::INLINE_BYTES);
+
 /// Where one entry lies and what it does.
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -101,9 +104,9 @@ impl SortedArray {
         let mut slots = Vec::with_capacity(recent.len());
         for e in recent.iter() {
             let (k, op) = (e.key(), *e.value());
-            let (chunk, offset, end) = if k.data().len() >= OWN_CHUNK_BYTES {
-                chunks.push(k.data().clone());
-                (chunks.len() - 1, 0, k.data().len())
+            let (chunk, offset, end) = if let Some(own) = k.shared().filter(|d| d.len() >= OWN_CHUNK_BYTES) {
+                chunks.push(own.clone());
+                (chunks.len() - 1, 0, own.len())
             } else {
                 let offset = small.len();
                 small.extend_from_slice(k.data());
