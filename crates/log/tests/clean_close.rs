@@ -16,8 +16,9 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::crash_points::{check_goes_on, crash_at_every_point, Outcome};
+use common::crash_points::{check_goes_on, Outcome};
 use common::{check_prefix, open, open_on, payload, small_options, Hooked, Hooks, DIR};
+use larder_io::sim::crash_at_every_point;
 use larder_io::sim::CrashMode;
 use larder_io::{SimStorage, Storage, StorageRef};
 use larder_log::Lsn;
@@ -66,7 +67,7 @@ fn check(image: &SimStorage, out: &Outcome, what: &str) {
 }
 
 fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
-    crash_at_every_point(kind, count, workload, check, arm);
+    crash_at_every_point(kind, count, arm, workload, |image, out, what| check(image, &out, what));
 }
 
 fn probe() -> larder_io::sim::SimCounters {

@@ -14,7 +14,6 @@
 mod common;
 
 use common::{check_prefix, open, payload, small_options};
-use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_log::Lsn;
 
@@ -91,19 +90,7 @@ fn check(image: &SimStorage, out: &Outcome, what: &str) {
 }
 
 fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
-    for k in 1..=count {
-        for (mi, mode) in
-            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
-        {
-            let sim = SimStorage::new(k * 3 + mi as u64);
-            sim.set_unordered_dir_ops(true);
-            arm(&sim, k);
-            let out = workload(&sim);
-            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
-            let image = sim.crash_with(mode);
-            check(&image, &out, &format!("crash after {kind} {k} ({mode:?})"));
-        }
-    }
+    larder_io::sim::crash_at_every_point(kind, count, arm, workload, |image, out, what| check(image, &out, what));
 }
 
 fn probe() -> (u64, u64) {

@@ -9,8 +9,9 @@ mod common;
 
 use std::path::Path;
 
-use common::crash_points::{check_goes_on, crash_at_every_point, Outcome};
+use common::crash_points::{check_goes_on, Outcome};
 use common::{check_prefix, open, payload, small_options, DIR};
+use larder_io::sim::crash_at_every_point;
 use larder_io::{SimStorage, Storage};
 use larder_log::{LogError, Lsn, Options};
 
@@ -151,7 +152,7 @@ fn workload(sim: &SimStorage) -> Outcome {
 
 fn run_all(kind: &str, count: u64, arm: impl Fn(&SimStorage, u64)) {
     let check = |image: &SimStorage, out: &Outcome, what: &str| check_goes_on(image, &ready_options(), 0, out, what);
-    crash_at_every_point(kind, count, workload, check, arm);
+    crash_at_every_point(kind, count, arm, workload, |image, out, what| check(image, &out, what));
 }
 
 fn probe() -> SimStorage {

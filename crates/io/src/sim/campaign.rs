@@ -107,3 +107,31 @@ pub fn campaign_seeds(default: u64) -> std::ops::Range<u64> {
     let base = var("LARDER_CRASH_SEED_BASE", 0);
     base..base.saturating_add(var("LARDER_CRASH_SEEDS", default))
 }
+
+/// An exhaustive campaign: for each crash point `1..=count` (armed on a
+/// fresh storage by `arm`, e.g. [`SimStorage::crash_after_writes`]) and
+/// each [`CrashMode`], runs `workload` until the crash and hands its
+/// outcome and the crashed image to `check`, with a description naming
+/// `kind`, the point and the mode. Every storage has unordered directory
+/// operations. A workload that finishes before its crash point fails the
+/// campaign: `count` must come from a probe run of the same workload.
+pub fn crash_at_every_point<T>(
+    kind: &str,
+    count: u64,
+    arm: impl Fn(&SimStorage, u64),
+    workload: impl Fn(&SimStorage) -> T,
+    check: impl Fn(&SimStorage, T, &str),
+) {
+    for k in 1..=count {
+        for (m, mode) in
+            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
+        {
+            let sim = SimStorage::new(k * 3 + m as u64);
+            sim.set_unordered_dir_ops(true);
+            arm(&sim, k);
+            let outcome = workload(&sim);
+            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
+            check(&sim.crash_with(mode), outcome, &format!("crash after {kind} {k} ({mode:?})"));
+        }
+    }
+}

@@ -88,7 +88,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-pub use campaign::{campaign_seeds, crash_runs, CampaignShape, CrashRun};
+pub use campaign::{campaign_seeds, crash_at_every_point, crash_runs, CampaignShape, CrashRun};
 pub use crash::CrashMode;
 pub use faults::{SimFault, SimOp};
 

@@ -1,8 +1,7 @@
-//! A crash at every point of a workload, and the check that a crashed
-//! image reopens with every acknowledged record, goes on, and opens clean
+//! The check that a crashed image (of `larder_io::sim::crash_at_every_point`)
+//! reopens with every acknowledged record, goes on, and opens clean
 //! after a clean close.
 
-use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_log::{Lsn, Options};
 
@@ -34,27 +33,4 @@ pub fn check_goes_on(image: &SimStorage, options: &Options, covered: Lsn, out: &
     let (log, replayed) = open(image, options.clone(), end + 3).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
     assert!(replayed.is_empty(), "{what}");
     assert!(log.recovery_report().clean, "{what}: a clean close did not open clean");
-}
-
-/// For each of `count` crash points armed by `arm` and each crash mode:
-/// runs `workload` until the crash, then `check`s the image.
-pub fn crash_at_every_point(
-    kind: &str,
-    count: u64,
-    workload: impl Fn(&SimStorage) -> Outcome,
-    check: impl Fn(&SimStorage, &Outcome, &str),
-    arm: impl Fn(&SimStorage, u64),
-) {
-    for k in 1..=count {
-        for (mi, mode) in
-            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
-        {
-            let sim = SimStorage::new(k * 3 + mi as u64);
-            sim.set_unordered_dir_ops(true);
-            arm(&sim, k);
-            let out = workload(&sim);
-            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
-            check(&sim.crash_with(mode), &out, &format!("crash after {kind} {k} ({mode:?})"));
-        }
-    }
 }

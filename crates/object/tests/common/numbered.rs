@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use larder_index::WriteBatch;
-use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_object::{Durability, Store, StoreOptions};
 
@@ -47,9 +46,8 @@ pub fn check(image: &SimStorage, options: &StoreOptions, acked: u64, what: &str)
     assert!(again.index().get(&key(last + 1)).unwrap().is_some(), "{what}");
 }
 
-/// For each of `count` crash points armed by `arm` and each crash mode:
-/// runs `workload` (which returns the highest transaction acknowledged)
-/// until the crash, then checks the image.
+/// A crash at every point armed by `arm` of `workload` (which returns the
+/// highest transaction acknowledged), each image checked.
 pub fn crash_at_every_point(
     kind: &str,
     count: u64,
@@ -57,16 +55,7 @@ pub fn crash_at_every_point(
     workload: impl Fn(&SimStorage) -> u64,
     arm: impl Fn(&SimStorage, u64),
 ) {
-    for k in 1..=count {
-        for (mi, mode) in
-            [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending].into_iter().enumerate()
-        {
-            let sim = SimStorage::new(k * 3 + mi as u64);
-            sim.set_unordered_dir_ops(true);
-            arm(&sim, k);
-            let acked = workload(&sim);
-            assert!(sim.is_crashed(), "{kind} {k}: the workload finished before the crash point");
-            check(&sim.crash_with(mode), options, acked, &format!("crash after {kind} {k} ({mode:?})"));
-        }
-    }
+    larder_io::sim::crash_at_every_point(kind, count, arm, workload, |image, acked, what| {
+        check(image, options, acked, what)
+    });
 }
