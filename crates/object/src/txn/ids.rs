@@ -45,12 +45,7 @@ impl IdAllocator {
     pub(crate) fn reserve_ahead(&self, count: u64, reserve: impl FnOnce(u64) -> Result<()>) -> Result<()> {
         let mut r = self.range.lock();
         let end = r.next.saturating_add(count);
-        if end > r.reserved {
-            let high = end.saturating_add(CHUNK);
-            reserve(high)?;
-            r.reserved = high;
-        }
-        Ok(())
+        r.cover(end, reserve)
     }
 
     /// `count` consecutive new ids. `reserve(h)` must durably record `h`
@@ -63,14 +58,23 @@ impl IdAllocator {
     ) -> Result<std::ops::Range<u64>> {
         let mut r = self.range.lock();
         let end = r.next.saturating_add(count);
-        if end > r.reserved {
-            let high = end.saturating_add(CHUNK);
-            reserve(high)?;
-            r.reserved = high;
-        }
+        r.cover(end, reserve)?;
         let ids = r.next..end;
         r.next = end;
         Ok(ids)
+    }
+}
+
+impl Range {
+    /// Makes ids below `end` allocatable: if they pass the reserved mark,
+    /// `reserve(h)` records a high-water mark `h` a chunk past `end`.
+    fn cover(&mut self, end: u64, reserve: impl FnOnce(u64) -> Result<()>) -> Result<()> {
+        if end > self.reserved {
+            let high = end.saturating_add(CHUNK);
+            reserve(high)?;
+            self.reserved = high;
+        }
+        Ok(())
     }
 }
 
