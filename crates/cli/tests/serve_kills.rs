@@ -176,6 +176,9 @@ struct Held {
     handles: u64,
     in_flight: u64,
     backlog: u64,
+    /// Handshakes under way: one holds a memfd and a socket for a moment
+    /// after its client is welcomed.
+    handshakes: u64,
     /// Sockets and memfds among its descriptors (clients' connections and
     /// regions; the store's own files come and go with its runs).
     client_descriptors: usize,
@@ -197,8 +200,23 @@ fn held(server: u32, monitor: &Client) -> Held {
         handles: number(&section, "open handles"),
         in_flight: number(&section, "in flight"),
         backlog: number(&section, "backlog"),
+        handshakes: number(&section, "handshakes"),
         client_descriptors: links.iter().filter(|l| l.starts_with("socket:") || l.starts_with("/memfd:")).count(),
         region_mappings: maps.lines().filter(|l| l.contains("/memfd:")).count(),
+    }
+}
+
+/// What the server holds once the monitor's handshake has let go of
+/// its descriptors (the monitor is welcomed a moment before).
+fn settled(server: u32, monitor: &Client) -> Held {
+    let start = Instant::now();
+    loop {
+        let now = held(server, monitor);
+        if now.handshakes == 0 {
+            return now;
+        }
+        assert!(start.elapsed() < RECLAIMED_WITHIN, "the monitor's handshake did not end: {now:?}");
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -234,7 +252,7 @@ fn killed_clients_leave_the_server_as_it_was() {
     let server = Served::start(&store, &["--workers", "2..4"]);
     let pid = server.pid();
     let monitor = Client::connect(&store).unwrap();
-    let baseline = held(pid, &monitor);
+    let baseline = settled(pid, &monitor);
     assert_eq!((baseline.clients, baseline.sessions, baseline.handles), (1, 1, 0), "{baseline:?}");
     let (fds_at_start, maps_at_start) = (descriptors(pid), mappings(pid));
     // Memory is measured once the store's caches and tables have filled in

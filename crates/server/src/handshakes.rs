@@ -73,16 +73,19 @@ impl Handshakes {
         self.next += 1;
         let number = self.next;
         self.pending.streams.lock().insert(number, kept);
-        let (shared, doorbell_fd, pending) = (shared.clone(), self.doorbell_fd.clone(), self.pending.clone());
+        shared.handshakes_under_way.fetch_add(1, Ordering::AcqRel);
+        let (thread_shared, doorbell_fd, pending) = (shared.clone(), self.doorbell_fd.clone(), self.pending.clone());
         let spawned = std::thread::Builder::new().name("larder-handshake".into()).spawn(move || {
-            if let Err(e) = admit(&shared, stream, &doorbell_fd) {
+            if let Err(e) = admit(&thread_shared, stream, &doorbell_fd) {
                 tracing::warn!("a client was not admitted: {e}");
             }
             pending.end(number);
+            thread_shared.handshakes_under_way.fetch_sub(1, Ordering::AcqRel);
         });
         if let Err(e) = spawned {
             tracing::warn!("a client was not admitted: no thread for its handshake: {e}");
             self.pending.end(number);
+            shared.handshakes_under_way.fetch_sub(1, Ordering::AcqRel);
         }
     }
 

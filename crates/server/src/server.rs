@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::ops::RangeInclusive;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -153,6 +153,10 @@ pub(crate) struct Shared {
     pub(crate) layout: Layout,
     pub(crate) limits: Limits,
     pub(crate) next_client: AtomicU64,
+    /// Handshakes started and not yet ended: a client is welcomed before
+    /// its handshake lets go of the descriptors it used (the region's
+    /// memfd, a clone of the socket), so these count until it does.
+    pub(crate) handshakes_under_way: AtomicUsize,
     /// Written to wake the listener (a client was added, or the server
     /// stops), so it polls the clients as they are now at once.
     listener_wake: UnixStream,
@@ -291,6 +295,7 @@ impl Server {
             layout,
             limits: options.limits.clone(),
             next_client: AtomicU64::new(1),
+            handshakes_under_way: AtomicUsize::new(0),
             listener_wake,
         });
         for w in 0..min {

@@ -50,6 +50,7 @@ pub(crate) fn section(shared: &Shared) -> String {
     let _ = writeln!(out, "  open handles:     {handles} in all sessions");
     let _ = writeln!(out, "  in flight:        {in_flight} requests executing");
     let _ = writeln!(out, "  backlog:          {backlog} completions waiting for room in a ring");
+    let _ = writeln!(out, "  handshakes:       {} under way", shared.handshakes_under_way.load(Ordering::Acquire));
     // Parked workers are listed too: they served requests before.
     let started = shared.started_workers();
     for (w, stats) in shared.worker_stats.iter().enumerate().take(started) {
