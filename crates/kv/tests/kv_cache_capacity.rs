@@ -14,7 +14,11 @@ fn key(i: usize) -> String {
 
 /// The Python benchmark's keys (100,000 of 16 bytes, values of 100) in a
 /// store with the default metadata cache: after one pass of gets, a second
-/// is answered from the cache alone, every key of it.
+/// is answered from the cache alone. The cache is sharded by a hash seeded
+/// at random per process and each shard has its share of the budget, so a
+/// shard that drew more than its share of keys evicts a few (97.5% of the
+/// budget is in use: 7 of 100,000 keys were once missed); a tenth of a
+/// percent allows for that (a 48 MiB cache misses 23%).
 #[test]
 fn the_default_cache_holds_a_hundred_thousand_small_keys() {
     const MANY: usize = 100_000;
@@ -30,5 +34,5 @@ fn the_default_cache_holds_a_hundred_thousand_small_keys() {
         assert!(kv.get_into("b", key(i), &mut out).unwrap());
     }
     let missed = (0..MANY).filter(|&i| kv.get_cached_into("b", key(i), &mut out).unwrap() != Some(true)).count();
-    assert_eq!(missed, 0, "keys the cache no longer held");
+    assert!(missed <= MANY / 1000, "{missed} keys of {MANY} the cache no longer held");
 }
