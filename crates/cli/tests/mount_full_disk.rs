@@ -69,6 +69,27 @@ fn fill(dir: &Path, kept: &mut Vec<u32>, next: &mut u32, available: Option<&dyn 
     }
 }
 
+/// Each file under `dir` with its length and the bytes ext4 gave it, a
+/// line each: where a store's space went.
+fn disk_use(dir: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let mut lines = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                todo.push(e.path());
+            } else {
+                lines.push(format!("  {} {} bytes, {} allocated", e.path().display(), m.len(), m.blocks() * 512));
+            }
+        }
+    }
+    lines.sort();
+    lines.join("\n")
+}
+
 #[test]
 fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_remove() {
     if !common::fuse_available() {
@@ -118,7 +139,13 @@ fn a_full_file_system_through_the_mount_refuses_writes_and_gives_space_back_on_r
     assert!(returned >= owed, "removed {deleted} bytes, ext4 got {returned} back, under the {owed} owed");
     let second = fill(&mnt, &mut kept, &mut next, Some(&|| ext4.available()));
     eprintln!("{second} more files fit after the removes");
-    assert!(second as usize * 10 >= removed.len() * 9, "after removing {} files only {second} fit", removed.len());
+    assert!(
+        second as usize * 10 >= removed.len() * 9,
+        "after removing {} files only {second} fit; ext4 has {} bytes free; the store's files:\n{}",
+        removed.len(),
+        ext4.available(),
+        disk_use(&store)
+    );
     for &i in &kept {
         assert!(std::fs::read(mnt.join(format!("f{i:05}"))).unwrap() == content(i), "f{i:05} lost or changed");
     }

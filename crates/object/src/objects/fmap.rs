@@ -292,7 +292,7 @@ pub(crate) fn write_blocks(
     debug_assert!((body.len() as u64).is_multiple_of(BLOCK_BYTES) && tail.len() as u64 <= BLOCK_BYTES);
     debug_assert_eq!(total, align_up(logical_len));
     let space = txn.store().space();
-    let extents = space.allocate(total)?;
+    let extents = txn.store().allocate_space(total)?;
     for e in &extents {
         txn.note_allocated(*e);
     }

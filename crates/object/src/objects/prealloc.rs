@@ -68,7 +68,7 @@ impl Transaction<'_> {
         let space = self.store().space();
         let mut set_aside = 0;
         for (h0, h1) in holes {
-            let extents = space.allocate(h1 - h0)?;
+            let extents = self.store().allocate_space(h1 - h0)?;
             for e in &extents {
                 self.note_allocated(*e);
             }

@@ -14,6 +14,7 @@
 //! into the index, flush the index and checkpoint the log ("recovery ends
 //! with an index flush"), then start the checkpointer.
 
+mod allocate;
 mod apply;
 mod cache;
 pub use cache::{DerivedPath, MetaValue};
