@@ -89,6 +89,11 @@ pub(crate) struct Checkpointer {
 const PENDING_FREE_SHARE: u64 = 4;
 /// Least time between two checkpoints taken for space.
 const SPACE_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// Longest freed space waits for a checkpoint when less than
+/// [`PENDING_FREE_SHARE`] of it waits: a store that goes quiet after
+/// deletes would otherwise keep their space (neither reusable nor given
+/// back to the file system) until the log next needs a checkpoint.
+const PENDING_FREE_LONGEST_WAIT: Duration = Duration::from_secs(5);
 
 /// Whether enough freed space waits for a checkpoint (frees become
 /// reusable only once the index covers the transaction that made them)
@@ -301,6 +306,8 @@ fn checkpoint_loop(signal: &Signal, parts: &Parts, status: &ThreadStatus) {
     // so frees held back by an old reader (not by the index) cost a
     // small flush a second, not one per poll.
     let mut for_space_at: Option<std::time::Instant> = None;
+    // Since when some freed space has waited for a checkpoint.
+    let mut pending_since: Option<std::time::Instant> = None;
     let mut retries = Retries::default();
     // A failed round is tried again whole, its flush forced.
     let mut retry_wanted = false;
@@ -318,10 +325,16 @@ fn checkpoint_loop(signal: &Signal, parts: &Parts, status: &ThreadStatus) {
         if stop_if_poisoned(status, poisoner) {
             return;
         }
-        let for_space = frees_wait_for_checkpoint(&space.stats(), space.options().container_bytes)
+        let stats = space.stats();
+        let now = std::time::Instant::now();
+        pending_since = (stats.bytes_pending_free > 0).then(|| pending_since.unwrap_or(now));
+        let waited_long = pending_since.is_some_and(|t| now.duration_since(t) >= PENDING_FREE_LONGEST_WAIT);
+        let for_space = (frees_wait_for_checkpoint(&stats, space.options().container_bytes) || waited_long)
             && for_space_at.is_none_or(|t| t.elapsed() >= SPACE_CHECKPOINT_EVERY);
         if for_space {
-            for_space_at = Some(std::time::Instant::now());
+            for_space_at = Some(now);
+            // Frees an old reader still holds wait another while.
+            pending_since = None;
         }
         let round = checkpoint_once(index, log, space, wanted || for_space)
             .map_err(RoundError::Checkpoint)
