@@ -123,8 +123,11 @@ pub(crate) struct State {
     pub queue: VecDeque<Pending>,
     /// Payload plus record overhead of the queue.
     pub queued_bytes: usize,
-    /// Groups being written and synced.
+    /// Groups being written and synced (changed only through
+    /// `Inner::set_writing`, which times it).
     pub writing: usize,
+    /// When `writing` last changed.
+    pub writing_since: std::time::Instant,
     /// A thread is starting the next segment: no group is formed meanwhile.
     pub rotating: bool,
     /// A thread is publishing finished groups (see `writer`).
@@ -335,6 +338,7 @@ impl Log {
             queue: VecDeque::new(),
             queued_bytes: 0,
             writing: 0,
+            writing_since: std::time::Instant::now(),
             rotating: false,
             publishing: false,
             in_flight: VecDeque::new(),

@@ -21,6 +21,10 @@ pub(crate) struct Stats {
     pub full_waits: AtomicU64,
     pub reserve_segments: AtomicU64,
     pub overlapped_groups: AtomicU64,
+    /// Kept in nanoseconds: a group on fast storage takes less than a
+    /// microsecond, which whole microseconds per change would drop.
+    pub busy_nanos: AtomicU64,
+    pub at_limit_nanos: AtomicU64,
 }
 
 impl Stats {
@@ -47,6 +51,8 @@ impl Stats {
             full_waits: g(&self.full_waits),
             reserve_segments: g(&self.reserve_segments),
             overlapped_groups: g(&self.overlapped_groups),
+            busy_micros: g(&self.busy_nanos) / 1000,
+            at_limit_micros: g(&self.at_limit_nanos) / 1000,
         }
     }
 }
@@ -89,6 +95,15 @@ pub struct LogStats {
     /// Groups whose write started while an earlier group was still being
     /// written or synced (see [`crate::Options::max_groups_in_flight`]).
     pub overlapped_groups: u64,
+    /// Microseconds during which at least one group was being written or
+    /// synced: over a timed window, the rest is time in which the log had
+    /// no write or sync at the device (its records, if any, were waiting
+    /// for a leader to be scheduled or were not yet appended).
+    pub busy_micros: u64,
+    /// Microseconds during which [`crate::Options::max_groups_in_flight`]
+    /// groups were being written or synced, so a record appended then
+    /// waited for one of them to finish before its group could start.
+    pub at_limit_micros: u64,
 }
 
 impl LogStats {

@@ -169,6 +169,21 @@ impl Inner {
         !needs_rotation(st, front) || st.in_flight.is_empty()
     }
 
+    /// Sets the number of groups being written and synced, adding the
+    /// time since the last change to the busy and at-limit counters.
+    fn set_writing(&self, st: &mut State, writing: usize) {
+        let now = Instant::now();
+        let nanos = u64::try_from(now.saturating_duration_since(st.writing_since).as_nanos()).unwrap_or(u64::MAX);
+        if st.writing > 0 {
+            self.stats.add(&self.stats.busy_nanos, nanos);
+        }
+        if st.writing >= self.max_in_flight() {
+            self.stats.add(&self.stats.at_limit_nanos, nanos);
+        }
+        st.writing = writing;
+        st.writing_since = now;
+    }
+
     /// Groups that may be written and synced at once (hooks run at
     /// publication, in order, so they need no lower limit).
     fn max_in_flight(&self) -> usize {
@@ -199,14 +214,16 @@ impl Inner {
         if st.writing > 0 {
             self.stats.add(&self.stats.overlapped_groups, 1);
         }
-        st.writing += 1;
+        let writing = st.writing + 1;
+        self.set_writing(st, writing);
         let hook = self.options.on_durable.is_some();
         let (written, batch) = MutexGuard::unlocked(st, || {
             let written = self.write_group(&formed);
             // Payloads are needed after the write only by the hook.
             (written, if hook { batch } else { Vec::new() })
         });
-        st.writing -= 1;
+        let writing = st.writing - 1;
+        self.set_writing(st, writing);
         // A slot is free: a queued syncer may lead the next group.
         self.wake_syncers(st);
         if st.w.bufs.len() < KEPT_BUFFERS {

@@ -90,6 +90,8 @@ impl Store for Larder {
             ("log_dependency_syncs", log.dependency_syncs),
             ("log_dependency_write_backs", log.dependency_write_backs),
             ("log_overlapped_groups", log.overlapped_groups),
+            ("log_busy_micros", log.busy_micros),
+            ("log_at_limit_micros", log.at_limit_micros),
             ("log_bytes_written", log.bytes_written),
             ("log_zero_fill_bytes", log.zero_fill_bytes),
             ("log_segments_created", log.segments_created),
