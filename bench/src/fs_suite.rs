@@ -31,8 +31,10 @@
 //!   (see `fs_mix`), natively; `fuse-mix-*` the same through a mount
 //!   (Larder's, bindfs over ext4) with ext4 without FUSE beside them.
 //! - `fuse-create`, `fuse-stat0`, `fuse-stat`: creates and stats through
-//!   a mount of Larder, a do-nothing fuser file system, bindfs, and ext4
-//!   without FUSE.
+//!   a mount of Larder, a do-nothing fuser file system (`null`, mounted
+//!   with `default_permissions`, so that the kernel asks for a directory's
+//!   attributes before each create in it; `null-unchecked` without), bindfs,
+//!   and ext4 without FUSE.
 //!
 //! Peak memory is each child's VmHWM.
 
@@ -62,8 +64,9 @@ pub struct FsArgs {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Engines, comma-separated: larder,ext4,xfs (native workloads) and
-    /// larder,null,bindfs,ext4 (fuse-* workloads: Larder's mount, a
-    /// do-nothing fuser file system, bindfs over ext4, ext4 without FUSE).
+    /// larder,null,null-unchecked,bindfs,ext4 (fuse-* workloads: Larder's
+    /// mount, a do-nothing fuser file system with and without the kernel's
+    /// permission checks, bindfs over ext4, ext4 without FUSE).
     #[arg(long, default_value = "larder,ext4,xfs,null,bindfs")]
     engines: String,
     /// Workloads, comma-separated: create,stat,stat-warm,stat-cold (native API),
@@ -224,8 +227,8 @@ pub fn run(args: &FsArgs) -> Result<()> {
     let engines: Vec<String> = args.engines.split(',').map(str::to_string).collect();
     let workloads: Vec<String> = args.workloads.split(',').map(str::to_string).collect();
     for e in &engines {
-        if !["larder", "ext4", "xfs", "null", "bindfs"].contains(&e.as_str()) {
-            bail!("unknown engine {e:?}: larder, ext4, xfs, null, bindfs");
+        if !["larder", "ext4", "xfs", "null", "null-unchecked", "bindfs"].contains(&e.as_str()) {
+            bail!("unknown engine {e:?}: larder, ext4, xfs, null, null-unchecked, bindfs");
         }
     }
     std::fs::create_dir_all(&args.dir)?;
@@ -423,7 +426,7 @@ fn applies(e: &str, w: &str) -> bool {
     match e {
         "larder" | "ext4" => true,
         "xfs" => !fuse,
-        "null" => fuse && !w.starts_with("fuse-mix-"),
+        "null" | "null-unchecked" => fuse && !w.starts_with("fuse-mix-"),
         _ => fuse,
     }
 }
@@ -628,9 +631,12 @@ fn mount(spec: &FsSpec, zero_timeouts: bool, store: larder_fs::FsOptions) -> Res
             let o = larder_fuse::MountOptions { entry_timeout: ttl, attr_timeout: ttl, ..Default::default() };
             Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &o)?))
         }
-        "null" => {
+        "null" | "null-unchecked" => {
             let mut c = fuser::Config::default();
-            c.mount_options = vec![fuser::MountOption::FSName("null".into()), fuser::MountOption::DefaultPermissions];
+            c.mount_options = vec![fuser::MountOption::FSName("null".into())];
+            if spec.engine == "null" {
+                c.mount_options.push(fuser::MountOption::DefaultPermissions);
+            }
             c.n_threads = Some(larder_fuse::MountOptions::default().threads);
             c.clone_fd = true;
             Mounted::Null(Some(fuser::spawn_mount(crate::null_fuse::NullFs::new(ttl), &mnt, &c)?))

@@ -72,6 +72,7 @@ pub(crate) fn run(args: &MountArgs) -> Result<()> {
         attr_timeout: Duration::from_secs_f64(args.attr_timeout),
         allow_other: args.allow_other,
         threads: args.threads.max(1),
+        ..MountOptions::default()
     };
     let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
     let handle = signals.handle();

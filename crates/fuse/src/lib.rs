@@ -2,9 +2,18 @@
 //! requests served by [`larder_fs::Fs`], multi-threaded, through fuser
 //! (pure Rust; it mounts with Debian's `fusermount3`, from `fuse3`).
 //!
-//! The mount asks for `default_permissions` (the kernel checks modes as
-//! for a local file system; larder-fs checks again with the same rules),
-//! `allow_other` when asked, and writes of up to 1 MiB per request.
+//! larder-fs checks every request's permissions itself, with Linux's
+//! rules, in the transaction that acts on them. The mount also asks the
+//! kernel to check modes first (`default_permissions`) whenever such a
+//! check could refuse something: always when users other than the
+//! mounting one reach the mount (`allow_other`), since only the kernel
+//! checks search permission on the directories of names it has cached.
+//! A mount of root's that only root reaches is not checked twice (see
+//! [`KernelChecks`]): there the kernel's check could refuse nothing, yet
+//! it costs a GETATTR of the directory with every create or removal in it
+//! (each one invalidates the directory's cached attributes, which the
+//! check reads). The mount asks for `allow_other` when told to, and for
+//! writes of up to 1 MiB per request.
 //! fsync and fsyncdir are implemented (an unimplemented fsync would make
 //! the kernel report success for every later one), each making every
 //! earlier change durable; close does not sync. Create, mknod, mkdir,
@@ -41,6 +50,41 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Threads serving requests. Default 4.
     pub threads: usize,
+    /// When the kernel checks modes before larder-fs does. Default
+    /// [`KernelChecks::WhenTheyCanRefuse`].
+    pub kernel_checks: KernelChecks,
+}
+
+/// When the kernel checks modes itself (`default_permissions`) before a
+/// request reaches larder-fs, which checks every request in any case.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelChecks {
+    /// On every mount.
+    Always,
+    /// On every mount but one made by root without `allow_other`. Only
+    /// processes of uid 0 reach such a mount (the kernel refuses the
+    /// others), and the kernel refuses uid 0 nothing that larder-fs
+    /// allows: both let it read, write and search anything, and the one
+    /// refusal it is owed, executing a file with no execute bit, the
+    /// kernel makes without `default_permissions` too. (A process of uid 0
+    /// that gave up CAP_DAC_OVERRIDE is refused by the kernel's check but
+    /// not by larder-fs, which sees only uids: use `Always` where such
+    /// processes must be kept out.) Without the check the kernel sends no
+    /// GETATTR of a directory before each name it creates or removes in
+    /// it, a round trip of three per create.
+    #[default]
+    WhenTheyCanRefuse,
+}
+
+impl KernelChecks {
+    /// Whether a mount with `allow_other` made by a process of effective
+    /// uid `mounting_uid` asks the kernel to check.
+    pub fn applies(self, allow_other: bool, mounting_uid: u32) -> bool {
+        match self {
+            KernelChecks::Always => true,
+            KernelChecks::WhenTheyCanRefuse => allow_other || mounting_uid != 0,
+        }
+    }
 }
 
 impl Default for MountOptions {
@@ -50,6 +94,7 @@ impl Default for MountOptions {
             attr_timeout: Duration::from_secs(60),
             allow_other: false,
             threads: 4,
+            kernel_checks: KernelChecks::default(),
         }
     }
 }
@@ -77,15 +122,19 @@ pub enum MountError {
 
 fn config(options: &MountOptions) -> Config {
     let mut c = Config::default();
-    c.mount_options = vec![
-        MountOption::FSName("larder".into()),
-        MountOption::Subtype("larder".into()),
-        MountOption::DefaultPermissions,
-    ];
+    c.mount_options = vec![MountOption::FSName("larder".into()), MountOption::Subtype("larder".into())];
+    if options.kernel_checks.applies(options.allow_other, mounting_uid()) {
+        c.mount_options.push(MountOption::DefaultPermissions);
+    }
     c.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     c.n_threads = Some(options.threads.max(1));
     c.clone_fd = true;
     c
+}
+
+/// The effective uid of this process, which mounts.
+fn mounting_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
 }
 
 /// A mount served by background threads; unmounted by [`Mounted::unmount`]

@@ -9,7 +9,6 @@
 //! and wait for those same locks; an invalidation that needs the inode
 //! lock, sent from the commit, would deadlock with it.
 
-use std::cell::Cell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,14 +23,11 @@ use fuser::{INodeNo, Notifier};
 use larder_fs::Fs;
 use larder_object::MetaChange;
 
-thread_local! {
-    /// Set on threads that serve the mount's requests.
-    static SERVING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Marks the current thread as one serving kernel requests.
+/// Marks the current thread as one serving kernel requests: the store
+/// does not tell the observer of its commits (the kernel knows them from
+/// the replies).
 pub(crate) fn serving() {
-    SERVING.with(|s| s.set(true));
+    larder_object::unobserved_thread();
 }
 
 /// Invalidates the kernel's copies of what other interfaces change, until
@@ -90,9 +86,6 @@ impl Watcher {
         let queued = progress.clone();
         let tx = std::sync::Mutex::new(tx);
         fs.store().set_change_observer(Some(Arc::new(move |changes: &[MetaChange]| {
-            if SERVING.with(|s| s.get()) {
-                return;
-            }
             if let Ok(tx) = tx.lock() {
                 if tx.send(changes.to_vec()).is_ok() {
                     queued.queued.fetch_add(1, Ordering::AcqRel);

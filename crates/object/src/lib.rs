@@ -20,8 +20,8 @@ mod txn;
 pub use error::{CheckpointError, ObjectError, Result};
 pub use objects::{FetchedOnodes, FreedHeapObject, HeapRecovery, HEAP_DIR};
 pub use store::{
-    ChangeObserver, Durability, IndexView, MetaChange, Store, StoreHealth, StoreOptions, ThreadHealth, ThreadState,
-    ROOT_ID,
+    unobserved_thread, ChangeObserver, Durability, IndexView, MetaChange, Store, StoreHealth, StoreOptions,
+    ThreadHealth, ThreadState, ROOT_ID,
 };
 pub use superblock::{CreationOptions, Superblock};
 pub use txn::{LockRequest, Transaction};

@@ -336,3 +336,42 @@ fn combined_durable_commits_survive_a_crash_and_fail_one_by_one() {
         assert!(store.index().get(key.as_bytes()).unwrap().is_some(), "{key} was acknowledged durable but is lost");
     }
 }
+
+/// The change observer is told of every commit, buffered or durable,
+/// except those made on a thread marked by `unobserved_thread` (a FUSE
+/// mount's request threads); other threads stay observed.
+#[test]
+fn the_observer_hears_every_commit_but_those_of_unobserved_threads() {
+    use larder_object::MetaChange;
+    let sim = SimStorage::new(5);
+    let store = Arc::new(Store::create(storage(&sim), Path::new(DIR), creation(), options(false)).unwrap());
+    let heard: Arc<parking_lot::Mutex<Vec<MetaChange>>> = Arc::default();
+    let into = heard.clone();
+    store.set_change_observer(Some(Arc::new(move |changes: &[MetaChange]| into.lock().extend_from_slice(changes))));
+    let commit = |store: &Store, durability| {
+        let id = store.allocate_object_id().unwrap();
+        store.transact(&[id], durability, |t| t.put_onode(id, &file(1))).unwrap();
+        id
+    };
+    let seen = commit(&store, Durability::Buffered);
+    let also_seen = commit(&store, Durability::Durable);
+    let unseen = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                larder_object::unobserved_thread();
+                [commit(&store, Durability::Buffered), commit(&store, Durability::Durable)]
+            })
+            .join()
+            .unwrap()
+    });
+    let seen_after = commit(&store, Durability::Buffered);
+    let objects: Vec<u64> = heard
+        .lock()
+        .iter()
+        .filter_map(|c| match c {
+            MetaChange::Object(id) => Some(*id),
+            MetaChange::Entry { .. } => None,
+        })
+        .collect();
+    assert_eq!(objects, vec![seen, also_seen, seen_after], "unobserved commits: {unseen:?}");
+}

@@ -50,7 +50,7 @@ impl Store {
         // run, so the index's durable seq never passes the log's end.
         self.log.sync_to(lsn)?;
         self.apply_order.apply_with(&self.log, &self.meta_cache, lsn, batch, || self.index.install_ingest(prepared))?;
-        if let Some(observer) = self.observer.read().clone() {
+        if let Some(observer) = self.observer.read().clone().filter(|_| observe::observed_thread()) {
             let changes = observe::changes(batch);
             if !changes.is_empty() {
                 observer(&changes);

@@ -53,7 +53,7 @@ use cache::MetaCache;
 use checkpoint::{checkpoint_once, Checkpointer, Parts, Signal};
 pub use health::{StoreHealth, ThreadHealth, ThreadState};
 pub use index_view::IndexView;
-pub use observe::{ChangeObserver, MetaChange};
+pub use observe::{unobserved_thread, ChangeObserver, MetaChange};
 use payload::Payload;
 
 /// The index's directory inside the store.
@@ -458,7 +458,7 @@ impl Store {
     /// applied: tells the change observer, checkpoints if due. Nothing
     /// here can fail the commit, which has happened.
     fn after_commit(&self, batch: &WriteBatch, lsn: u64) {
-        if let Some(observer) = self.observer.read().clone() {
+        if let Some(observer) = self.observer.read().clone().filter(|_| observe::observed_thread()) {
             let changes = observe::changes(batch);
             if !changes.is_empty() {
                 observer(&changes);
@@ -840,7 +840,8 @@ impl Store {
     /// Sets (or, with `None`, removes) the observer told, after each
     /// commit, which objects and entries it changed: a FUSE mount drops
     /// the kernel's cached copies when another interface in the process
-    /// changes them.
+    /// changes them. Commits on threads marked by
+    /// [`unobserved_thread`] are not told.
     pub fn set_change_observer(&self, observer: Option<ChangeObserver>) {
         *self.observer.write() = observer;
     }

@@ -3,6 +3,7 @@
 //! when another interface (the KV API in the same process) changes an
 //! object.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -28,6 +29,25 @@ pub enum MetaChange {
 /// committing thread, with the changes in order; it must not block on the
 /// store.
 pub type ChangeObserver = Arc<dyn Fn(&[MetaChange]) + Send + Sync>;
+
+thread_local! {
+    /// Set on threads whose commits the observer is not told of.
+    static UNOBSERVED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// From now on, commits made on this thread are not told to the change
+/// observer: for the threads of a cache that learns of their changes from
+/// the changes themselves (a FUSE mount's request threads, whose replies
+/// update the kernel's copies), so that their commits gather no list of
+/// changes that nobody reads.
+pub fn unobserved_thread() {
+    UNOBSERVED.with(|u| u.set(true));
+}
+
+/// Whether commits made on this thread are told to the observer.
+pub(crate) fn observed_thread() -> bool {
+    !UNOBSERVED.with(|u| u.get())
+}
 
 /// The changes `batch` makes, each once.
 pub(crate) fn changes(batch: &WriteBatch) -> Vec<MetaChange> {

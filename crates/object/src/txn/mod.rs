@@ -15,10 +15,11 @@
 //! replacing or removing that one dentry. Objects the transaction creates
 //! are its own, exclusively.
 
+mod dir_deltas;
 pub(crate) mod ids;
 pub(crate) mod locks;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use larder_index::WriteBatch;
@@ -31,6 +32,7 @@ use crate::meta::{
     DIR_ENTRIES_OPERATOR,
 };
 use crate::store::Store;
+use dir_deltas::DirDeltas;
 pub use locks::LockRequest;
 
 /// An open transaction (see the module doc).
@@ -49,7 +51,7 @@ pub struct Transaction<'a> {
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Entry-count deltas written as merge operands, by directory, for
     /// directories whose onode this transaction has not written whole.
-    entry_deltas: HashMap<u64, DirDelta>,
+    entry_deltas: DirDeltas,
     /// Container files holding data this transaction's record refers to:
     /// made durable no later than the record.
     deps: Vec<Dependency>,
@@ -98,7 +100,7 @@ impl<'a> Transaction<'a> {
             names,
             batch: WriteBatch::new(),
             pending: BTreeMap::new(),
-            entry_deltas: HashMap::new(),
+            entry_deltas: DirDeltas::default(),
             deps: Vec::new(),
             allocated: Vec::new(),
             frees: Vec::new(),
@@ -312,7 +314,7 @@ impl<'a> Transaction<'a> {
     /// it moved its stripe epoch before releasing its locks.
     pub(crate) fn onode_via(&self, path: &crate::store::DerivedPath, object: u64) -> Result<Option<Onode>> {
         let key = onode_key(object);
-        if self.pending.contains_key(&key[..]) || self.entry_deltas.contains_key(&object) {
+        if self.pending.contains_key(&key[..]) || self.entry_deltas.contains(object) {
             return self.onode(object);
         }
         self.check_held(object)?;
@@ -334,7 +336,7 @@ impl<'a> Transaction<'a> {
             // releasing its locks, and this transaction holds the object.
             None => self.store.stat(object)?,
         };
-        if let (Some(o), Some(&d)) = (onode.as_mut(), self.entry_deltas.get(&object)) {
+        if let (Some(o), Some(d)) = (onode.as_mut(), self.entry_deltas.get(object)) {
             apply_dir_delta(o, d)?;
         }
         Ok(onode)
@@ -355,9 +357,7 @@ impl<'a> Transaction<'a> {
         }
         // Summed here and written as one operand at the end (`finish`), so
         // a transaction creating many names adds one operand, not many.
-        let d = self.entry_deltas.entry(dir).or_default();
-        d.entries += delta.entries;
-        d.links += delta.links;
+        self.entry_deltas.add(dir, delta);
         Ok(())
     }
 
@@ -394,7 +394,7 @@ impl<'a> Transaction<'a> {
         self.check_locked(object)?;
         let bytes = onode.encode(&self.limits())?;
         self.put(&onode_key(object), &bytes);
-        self.entry_deltas.remove(&object);
+        self.entry_deltas.remove(object);
         Ok(())
     }
 
@@ -402,13 +402,13 @@ impl<'a> Transaction<'a> {
     pub fn delete_onode(&mut self, object: u64) -> Result<()> {
         self.check_locked(object)?;
         self.delete(&onode_key(object));
-        self.entry_deltas.remove(&object);
+        self.entry_deltas.remove(object);
         Ok(())
     }
 
     pub(crate) fn finish(mut self) -> Finished {
         let mut merged_dirs = Vec::new();
-        for (&dir, &delta) in &self.entry_deltas {
+        for (dir, delta) in self.entry_deltas.iter() {
             if !delta.is_zero() {
                 self.batch.merge(DIR_ENTRIES_OPERATOR, onode_key(dir), encode_dir_delta(delta));
                 merged_dirs.push(dir);
