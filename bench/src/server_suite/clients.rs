@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::targets::{Served, Syscalls, Target};
 use super::workloads::{plan, replay, Sizes, Step, Workload};
-use super::{connect, ServerProcess};
+use super::{connect, connect_with, ServerProcess};
 
 /// Workload peers: ext4 by syscalls, `larder serve` through larder-client
 /// without and with leases, and `kv`: the same steps by larder-client's
@@ -101,6 +101,11 @@ pub fn run_coordinator(spec: &str) -> Result<()> {
                 .arg(&socket)
                 .arg("--workers")
                 .arg(&spec.workers)
+                // As a careful user serving a web server's 10,000 files
+                // would raise `ulimit -n`: a caching client keeps seven
+                // eighths of these open after close.
+                .arg("--max-open-handles")
+                .arg(MAX_OPEN_HANDLES.to_string())
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
@@ -168,9 +173,21 @@ pub fn run_client(spec: &str) -> Result<()> {
             client_steps(&target, &name, &plan.setup, &plan.timed, (&setup_reads, &timed_reads))?
         }
         "served" | "leased" => {
-            let client = connect(&spec.socket, spec.peer == "leased", Duration::from_secs(30))?;
+            let options = larder_client::ClientOptions {
+                leases: spec.peer == "leased",
+                cache_page_bytes: cache_page_bytes(spec.workload, spec.sizes),
+            };
+            let client = connect_with(&spec.socket, &options, Duration::from_secs(30))?;
             let target = Served::new(client, &name)?;
-            client_steps(&target, "files", &plan.setup, &plan.timed, (&setup_reads, &timed_reads))?
+            let result = client_steps(&target, "files", &plan.setup, &plan.timed, (&setup_reads, &timed_reads))?;
+            if options.leases {
+                let counters = target.client.cache_counters();
+                eprintln!(
+                    "{} client {}: opens kept {}, reads cached {}, revocations {}",
+                    spec.peer, spec.index, counters.cached_opens, counters.cached_reads, counters.revocations
+                );
+            }
+            result
         }
         "kv" => {
             let client = connect(&spec.socket, true, Duration::from_secs(30))?;
@@ -180,6 +197,22 @@ pub fn run_client(spec: &str) -> Result<()> {
     };
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
+}
+
+/// `larder serve --max-open-handles` of the workload runs.
+const MAX_OPEN_HANDLES: u32 = 16_384;
+
+/// The leased client's page cache: the workload's set of files, as a user
+/// who knows it would size it (at least the client's default, 128 MiB).
+fn cache_page_bytes(workload: Workload, sizes: Sizes) -> usize {
+    let files = match workload {
+        Workload::Varmail => sizes.varmail_files,
+        Workload::Webserver => sizes.webserver_files,
+        Workload::Smallfile => sizes.smallfile_files,
+        Workload::Webproxy => sizes.webproxy_files,
+    };
+    let set = files as usize * super::workloads::FILE_BYTES as usize;
+    set.next_power_of_two().max(128 << 20)
 }
 
 /// Sets up, says ready, waits for go, runs the timed steps.

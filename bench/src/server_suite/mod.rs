@@ -436,9 +436,18 @@ fn served(spec: &ServerSpec, wanted: &dyn Fn(&str) -> bool) -> Result<Vec<Timed>
 /// Connects to the server at `socket` (with or without leases), waiting
 /// up to `timeout` for it to listen.
 fn connect(socket: &Path, leases: bool, timeout: Duration) -> Result<larder_client::Client> {
+    connect_with(socket, &larder_client::ClientOptions { leases, ..Default::default() }, timeout)
+}
+
+/// [`connect`] with the client's options.
+fn connect_with(
+    socket: &Path,
+    options: &larder_client::ClientOptions,
+    timeout: Duration,
+) -> Result<larder_client::Client> {
     let deadline = Instant::now() + timeout;
     loop {
-        match larder_client::Client::connect_socket_with(socket, leases) {
+        match larder_client::Client::connect_socket_with_options(socket, options) {
             Ok(client) => return Ok(client),
             Err(e) if Instant::now() >= deadline => bail!("no server answered on {}: {e}", socket.display()),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),

@@ -38,6 +38,14 @@ pub(crate) struct ServeArgs {
     /// this. 0 grants no leases (so does --mount).
     #[arg(long, default_value_t = 1000)]
     lease_term_ms: u64,
+    /// Handles one client may hold open at once (files, directories, KV
+    /// writers and readers; like RLIMIT_NOFILE): one more is EMFILE. A
+    /// caching client keeps up to seven eighths of them open after close,
+    /// so a later open of the same file is no round trip; a client that
+    /// reads a set of more files again and again needs more than the
+    /// default.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_open_handles: u32,
     /// Where clients and open files go: `managed` (the load manager
     /// measures the workers every few milliseconds, moves clients and hot
     /// files, and adds or parks workers within MIN..MAX) or `round-robin`
@@ -126,6 +134,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
         options.socket = socket.clone();
     }
     options.limits.lease_term = std::time::Duration::from_millis(args.lease_term_ms);
+    options.limits.max_open_handles = args.max_open_handles as usize;
     if args.mount.is_some() {
         // The mount changes the store without the server seeing it, so
         // no change through it could revoke a lease: grant none.

@@ -298,3 +298,27 @@ fn a_round_robin_placement_runs_a_fixed_count_without_the_manager() {
     let (status, stderr) = server.wait(Duration::from_secs(60));
     assert!(status.success(), "{status}: {stderr:?}");
 }
+
+/// `--max-open-handles` is each client's limit of open handles: one more
+/// open is EMFILE; 0 is refused before anything is served.
+#[test]
+fn max_open_handles_limits_each_clients_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = new_store(tmp.path());
+    let st = s(&store);
+    let refused = larder(&["serve", st, "--max-open-handles", "0"]);
+    assert!(!refused.status.success(), "--max-open-handles 0 was accepted");
+
+    let server = Served::start(&store, &["--max-open-handles", "3"]);
+    let client = larder_client::Client::connect_socket_with(&larder_client::socket_of(&store), false).unwrap();
+    for i in 0..4 {
+        client.write(format!("/f{i}"), b"x").unwrap();
+    }
+    let open: Vec<larder_client::File> = (0..3).map(|i| client.open(format!("/f{i}")).unwrap()).collect();
+    let fourth = client.open("/f3").err().map(|e| e.errno());
+    assert_eq!(fourth, Some(libc::EMFILE), "a fourth open of a client limited to 3");
+    drop(open);
+    server.signal(Signal::TERM);
+    let (status, stderr) = server.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status}: {stderr:?}");
+}

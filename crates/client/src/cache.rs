@@ -33,16 +33,22 @@ use crate::connection::Connection;
 /// Bytes of a cached page.
 pub(crate) const PAGE: usize = 4096;
 
-/// Pages cached per file at most (1 MiB).
-const MAX_PAGES: usize = 256;
+/// Pages cached per file at most: an eighth of the cache's page bytes
+/// (16 MiB of the default 128 MiB), so a few large files cannot take all
+/// of it, and at least 1 MiB.
+fn max_file_pages(max_page_bytes: usize) -> usize {
+    (max_page_bytes / 8 / PAGE).max(256)
+}
 
 /// Objects cached at once at most: as many leases as a server grants one
-/// client at most (`max_leases`, at most the 4,096 slots of a lease area).
-const MAX_FILES: usize = 4096;
+/// client at most (`max_leases`, at most the 16,384 slots of a lease
+/// area).
+const MAX_FILES: usize = larder_protocol::layout::MAX_LEASE_SLOTS as usize;
 
-/// Bytes of cached pages at most, over all files: a page that would go
-/// beyond is not cached (the read is served, uncached).
-const MAX_PAGE_BYTES: usize = 128 << 20;
+/// Bytes of cached pages at most, over all files, unless the client's
+/// options say otherwise (`ClientOptions::cache_page_bytes`): a page that
+/// would go beyond is not cached (the read is served, uncached).
+pub(crate) const DEFAULT_PAGE_BYTES: usize = 128 << 20;
 
 /// Opens kept after close at most, over all files, given the session's
 /// limit of open handles: seven eighths of it, so the application's own
@@ -114,7 +120,8 @@ struct State {
     /// Which file an open handle of this client is on.
     handle_files: HashMap<u64, u64>,
     kept_handles: usize,
-    /// Bytes of pages cached over all files (at most `MAX_PAGE_BYTES`).
+    /// Bytes of pages cached over all files (at most the cache's
+    /// `max_page_bytes`).
     page_bytes: usize,
 }
 
@@ -138,6 +145,10 @@ pub(crate) struct Cache {
     enabled: bool,
     /// Opens kept after close at most (`max_kept_handles`).
     max_kept_handles: usize,
+    /// Bytes of cached pages at most, over all files.
+    max_page_bytes: usize,
+    /// Pages cached per file at most (`max_file_pages`).
+    max_file_pages: usize,
     state: Mutex<State>,
     cached_opens: AtomicU64,
     cached_reads: AtomicU64,
@@ -156,10 +167,12 @@ pub(crate) fn open_class(flags: i32) -> Option<i32> {
 }
 
 impl Cache {
-    pub(crate) fn new(enabled: bool, max_kept_handles: usize) -> Cache {
+    pub(crate) fn new(enabled: bool, max_kept_handles: usize, max_page_bytes: usize) -> Cache {
         Cache {
             enabled,
             max_kept_handles,
+            max_page_bytes,
+            max_file_pages: max_file_pages(max_page_bytes),
             state: Mutex::new(State { next_version: 1, ..State::default() }),
             cached_opens: AtomicU64::new(0),
             cached_reads: AtomicU64::new(0),
@@ -330,9 +343,9 @@ impl Cache {
                 file.attributes = Some(attributes.clone());
                 if let Some(bytes) = data {
                     if asked > 0 && asked.is_multiple_of(PAGE) {
-                        let room = MAX_PAGE_BYTES.saturating_sub(state.page_bytes);
+                        let room = self.max_page_bytes.saturating_sub(state.page_bytes);
                         if let Some(file) = state.files.get_mut(&ino) {
-                            let (added, replaced) = put_pages(file, 0, asked, bytes, room);
+                            let (added, replaced) = put_pages(file, 0, asked, bytes, room, self.max_file_pages);
                             state.page_bytes = state.page_bytes + added - replaced;
                         }
                     }
@@ -401,6 +414,13 @@ impl Cache {
         state.kept_handles -= 1;
         self.cached_opens.fetch_add(1, Ordering::Relaxed);
         Some(handle)
+    }
+
+    /// Whether the cache keeps an open of `ino` in `class`, under a lease
+    /// valid or run out: [`Cache::take_handle`] renews a lease that ran
+    /// out, which keeps the open when the server held the lease unrevoked.
+    pub(crate) fn keeps_open(&self, ino: u64, class: i32) -> bool {
+        self.enabled && self.state.lock().files.get(&ino).is_some_and(|f| f.handles.iter().any(|(c, _)| *c == class))
     }
 
     /// Records that `handle` is open on `ino`.
@@ -549,12 +569,12 @@ impl Cache {
     ) {
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        let room = MAX_PAGE_BYTES.saturating_sub(state.page_bytes);
+        let room = self.max_page_bytes.saturating_sub(state.page_bytes);
         let Some(file) = state.files.get_mut(&ino) else { return };
         if file.version != version || !file.lease.valid(&area, Instant::now()) {
             return;
         }
-        let (added, replaced) = put_pages(file, start, asked, bytes, room);
+        let (added, replaced) = put_pages(file, start, asked, bytes, room, self.max_file_pages);
         state.page_bytes = state.page_bytes + added - replaced;
     }
 
@@ -876,12 +896,19 @@ impl State {
 /// were asked for, so a shorter answer ends the file.
 /// Caches no more than `room` bytes more; returns the bytes cached and
 /// the bytes of the pages they replaced.
-fn put_pages(file: &mut FileCache, start: u64, asked: usize, bytes: &[u8], room: usize) -> (usize, usize) {
+fn put_pages(
+    file: &mut FileCache,
+    start: u64,
+    asked: usize,
+    bytes: &[u8],
+    room: usize,
+    max_pages: usize,
+) -> (usize, usize) {
     let first = start / PAGE as u64;
     let pages = asked.div_ceil(PAGE);
     let (mut added, mut replaced) = (0usize, 0usize);
     for i in 0..pages {
-        if file.pages.len() >= MAX_PAGES {
+        if file.pages.len() >= max_pages && !file.pages.contains_key(&(first + i as u64)) {
             break;
         }
         let from = (i * PAGE).min(bytes.len());

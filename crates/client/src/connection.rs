@@ -101,7 +101,7 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Connects to the server listening at `socket`.
-    pub(crate) fn connect(socket: &Path, leases: bool) -> Result<Connection> {
+    pub(crate) fn connect(socket: &Path, options: &crate::ClientOptions) -> Result<Connection> {
         let stream = UnixStream::connect(socket)
             .map_err(|source| ClientError::Connect { path: socket.to_path_buf(), source })?;
         let connected = client_handshake(&stream, HANDSHAKE_TIMEOUT)
@@ -129,8 +129,9 @@ impl Connection {
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
             cache: std::sync::Arc::new(crate::cache::Cache::new(
-                leases,
+                options.leases,
                 crate::cache::max_kept_handles(connected.welcome.max_open_handles),
+                options.cache_page_bytes,
             )),
             descriptors: Mutex::new(HashMap::new()),
             descriptors_received: AtomicU64::new(0),

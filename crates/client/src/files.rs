@@ -188,10 +188,17 @@ impl Client {
     ) -> Result<(File, Option<FirstBytes>)> {
         let cache = self.connection.cache();
         let last = match self.walk_to_last(path)? {
-            // Without the file's lease, a kept open could not be used and
-            // a fresh one would take a lease and an open: one `OpenPath`
+            // From the cache: a file whose lease holds, or one with a kept
+            // open whose lease ran out (the renewal, one small round trip,
+            // keeps the open and the pages when the server held the lease
+            // unrevoked). Otherwise a kept open could not be used and a
+            // fresh one would take a lease and an open: one `OpenPath`
             // does both.
-            Walked::Found(found) if found.kind == FileKind::File && cache.holds(&self.connection, found.ino) => {
+            Walked::Found(found)
+                if found.kind == FileKind::File
+                    && (cache.holds(&self.connection, found.ino)
+                        || class.is_some_and(|class| cache.keeps_open(found.ino, class))) =>
+            {
                 if let Some(class) = class {
                     let handle = match cache.take_handle(&self.connection, found.ino, class) {
                         Some(handle) => handle,

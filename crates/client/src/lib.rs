@@ -91,9 +91,15 @@ impl Client {
     /// a thread of the client answers revocations. Without, every call
     /// is a round trip.
     pub fn connect_socket_with(socket: &Path, leases: bool) -> Result<Client> {
-        let connection = Arc::new(Connection::connect(socket, leases)?);
+        Client::connect_socket_with_options(socket, &ClientOptions { leases, ..ClientOptions::default() })
+    }
+
+    /// Connects to the server listening at `socket` with `options`: with
+    /// or without leases, and how much the lease cache may hold.
+    pub fn connect_socket_with_options(socket: &Path, options: &ClientOptions) -> Result<Client> {
+        let connection = Arc::new(Connection::connect(socket, options)?);
         let area = connection.welcome().layout.data_bytes;
-        if leases {
+        if options.leases {
             let (weak, cache, region) =
                 (Arc::downgrade(&connection), connection.cache().clone(), connection.shared_region());
             std::thread::Builder::new()
@@ -152,6 +158,25 @@ impl Client {
     /// The socket this client is connected to.
     pub fn socket(&self) -> &Path {
         self.connection.socket()
+    }
+}
+
+/// How a client connects ([`Client::connect_socket_with_options`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// Cache under leases (see [`Client::connect_socket_with`]). Default on.
+    pub leases: bool,
+    /// Bytes of file pages the lease cache holds at most, over all files;
+    /// a page beyond is not cached (its reads are round trips). Default
+    /// 128 MiB. A program that reads a larger working set again and
+    /// again (a web server's files) sets it to cover that set: the pages
+    /// are this process's memory.
+    pub cache_page_bytes: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions { leases: true, cache_page_bytes: cache::DEFAULT_PAGE_BYTES }
     }
 }
 

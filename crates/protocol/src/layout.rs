@@ -37,8 +37,10 @@ pub const REGION_MAGIC: [u8; 8] = *b"LARDRGN1";
 /// Bytes of an encoded layout (in the header page and the welcome).
 pub const ENCODED_LAYOUT_BYTES: usize = 24;
 /// Lease slots in every region's lease area: a client holds at most this
-/// many leases (the server's `max_leases` may not exceed it).
-pub const MAX_LEASE_SLOTS: u32 = 4096;
+/// many leases (the server's `max_leases` may not exceed it). 16,384
+/// slots (128 KiB of the memfd, whose pages exist once written) let a
+/// client cache a working set of that many files and directories.
+pub const MAX_LEASE_SLOTS: u32 = 16_384;
 /// Bytes of one lease slot: the server's revocation notice (`u32`, the
 /// revoked lease's sequence) and the client's acknowledgement (`u32`).
 pub const LEASE_SLOT_BYTES: u32 = 8;

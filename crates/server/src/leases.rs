@@ -81,6 +81,9 @@ struct Slots {
     entries: Vec<Slot>,
     by_target: HashMap<LeaseTarget, u32>,
     live: usize,
+    /// Slots of `entries` holding no lease, so a grant takes one without
+    /// scanning every slot (a client may hold 16,384).
+    free: Vec<u32>,
 }
 
 #[derive(Default)]
@@ -169,8 +172,8 @@ impl LeaseTable {
                 format!("this client holds {} leases, the limit (max_leases)", slots.live),
             ));
         }
-        let slot = match slots.entries.iter().position(|s| s.lease.is_none()) {
-            Some(free) => free,
+        let slot = match slots.free.pop() {
+            Some(free) => free as usize,
             None => {
                 slots.entries.push(Slot::default());
                 slots.entries.len() - 1
@@ -305,6 +308,7 @@ impl Slots {
         if let Some(entry) = self.entries.get_mut(slot as usize) {
             if entry.lease.take().is_some() {
                 self.live -= 1;
+                self.free.push(slot);
             }
         }
         if self.by_target.get(&target) == Some(&slot) {
@@ -436,6 +440,26 @@ mod tests {
 
     fn holder_of(table: &LeaseTable) -> Arc<LeaseHolder> {
         table.holder(8)
+    }
+
+    #[test]
+    fn every_slot_of_the_area_is_granted_and_an_ended_one_is_reused() {
+        let table = LeaseTable::new(Duration::from_secs(60));
+        let holder = table.holder(MAX_LEASE_SLOTS as usize);
+        let mut slots = std::collections::HashSet::new();
+        for ino in 0..u64::from(MAX_LEASE_SLOTS) {
+            let grant = table.grant(&holder, LeaseTarget::Object(ino)).unwrap();
+            assert!(grant.slot < MAX_LEASE_SLOTS, "slot {} beyond the lease area", grant.slot);
+            assert!(slots.insert(grant.slot), "slot {} granted twice", grant.slot);
+        }
+        let extra = LeaseTarget::Object(u64::MAX);
+        assert_eq!(errno(table.grant(&holder, extra).unwrap_err()), libc::ENOLCK);
+        let renewed = table.grant(&holder, LeaseTarget::Object(7)).unwrap();
+        table.end(&holder, LeaseTarget::Object(7), renewed.slot, renewed.sequence);
+        let next = table.grant(&holder, extra).unwrap();
+        assert_eq!((next.slot, next.sequence), (renewed.slot, renewed.sequence + 1), "the ended slot, a new sequence");
+        assert_eq!(holder.live(), MAX_LEASE_SLOTS as usize);
+        assert_eq!(table.held(), MAX_LEASE_SLOTS as usize);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct Limits {
     /// [`Session`]: crate::Session
     pub max_known_objects: usize,
     /// Leases one client may hold at once; one more is ENOLCK. At most
-    /// 4,096 (the slots of a region's lease area). Default 4,096.
+    /// 16,384 (the slots of a region's lease area). Default 16,384.
     pub max_leases: usize,
     /// How long a lease lasts from its grant or renewal: a client that
     /// does not answer a revocation delays the conflicting change by at
@@ -76,7 +76,7 @@ impl Default for Limits {
             max_in_flight: 256,
             data_area_bytes: 16 << 20,
             max_known_objects: 1 << 20,
-            max_leases: 4096,
+            max_leases: larder_protocol::layout::MAX_LEASE_SLOTS as usize,
             lease_term: std::time::Duration::from_secs(1),
             max_io_bytes: 16 << 20,
             max_entries: 4096,
