@@ -195,10 +195,10 @@ const WARM_RUNS: usize = 16;
 /// a chain of cache misses (the block index, the handle, the block's
 /// entry count, its keys); taken run after run, a prefix scan over a few
 /// runs waited for each chain in turn (half of a scan's time in perf).
-fn warm_runs(sources: &[Source]) {
+fn warm_runs(sources: &mut [Source]) {
     let mut blocks = [(0usize, 0usize); WARM_RUNS];
     let mut n = 0;
-    for (i, source) in sources.iter().enumerate() {
+    for (i, source) in sources.iter_mut().enumerate() {
         if let (Source::Run(r), true) = (source, n < WARM_RUNS) {
             if let Some(block) = r.start_block() {
                 blocks[n] = (i, block);
@@ -320,11 +320,16 @@ impl MergeIter {
         value: &mut Vec<u8>,
         versions: &mut Vec<(Stamp, Op)>,
     ) -> Result<Option<Group>> {
+        // Each source is checked right after its key under the cursor is
+        // read (a source whose read faulted could hide a newer version of
+        // the key chosen); a fault stays recorded, so a key checked once
+        // stays vouched for while the cursor stays on it.
         if !self.primed {
-            warm_runs(&self.sources);
+            warm_runs(&mut self.sources);
             for i in 0..self.sources.len() {
                 self.sources[i].prime()?;
                 self.refresh(i);
+                self.sources[i].check()?;
             }
             self.primed = true;
         }
@@ -350,6 +355,7 @@ impl MergeIter {
         };
         self.sources[first].advance()?;
         self.refresh(first);
+        self.sources[first].check()?;
         // Sources before `first` hold keys later in the scan order (it is
         // the first source holding the next key), so none holds this one.
         let mut more = false;
@@ -359,6 +365,7 @@ impl MergeIter {
                 if settled.is_some_and(|s| e.stamp < s) {
                     self.sources[i].advance()?;
                     self.refresh(i);
+                    self.sources[i].check()?;
                     continue;
                 }
                 if let Some(s) = self.settling(e.stamp, &e.op) {
@@ -372,12 +379,8 @@ impl MergeIter {
                 versions.push((e.stamp, e.op.to_owned()));
                 self.sources[i].advance()?;
                 self.refresh(i);
+                self.sources[i].check()?;
             }
-        }
-        // Every source's key was read to choose this one (a source whose
-        // read faulted could have hidden a newer version of this key).
-        for s in &self.sources {
-            s.check()?;
         }
         if single_put && !more {
             return Ok(Some(Group::Single(stamp)));

@@ -4,7 +4,7 @@
 //! blocks whose heads tie.
 
 use crate::codec::Decoder;
-use crate::head_tree::HeadTree;
+use crate::head_tree::{HeadTree, FANOUT as HEADS_PER_LINE};
 use crate::memtable::key_head16;
 use crate::MAX_KEY_BYTES;
 
@@ -78,7 +78,13 @@ impl BlockIndex {
     pub(crate) fn find(&self, key: &[u8]) -> usize {
         // Blocks before `lo` end below the key's head, blocks from `hi` on
         // above it; only the tied ones need their keys compared.
-        let (mut lo, mut hi) = self.heads.equal_range(key_head16(key));
+        // The handles of the bottom line's blocks start loading with it:
+        // a get reads the found block's handle next.
+        let touch_handles = |first: usize| {
+            let last = (first + HEADS_PER_LINE - 1).min(self.handles.len().saturating_sub(1));
+            [first, last].iter().filter_map(|&i| self.handles.get(i)).fold(0u8, |t, h| t ^ h.len as u8)
+        };
+        let (mut lo, mut hi) = self.heads.equal_range_touching(key_head16(key), touch_handles);
         while lo < hi {
             let mid = (lo + hi) / 2;
             if self.key(mid) < key {
