@@ -10,6 +10,7 @@ use crossbeam_skiplist::SkipMap;
 use crate::memtable::{key_head16, skiplist_chunk, MemKey, MemOp, Memtable, SortedArray};
 use crate::merge::Registry;
 use crate::resolve::resolve_read;
+use crate::run::block_index::BlockIndex;
 use crate::run::iter::RunIter;
 
 /// Entries fetched from a memtable per refill, at most.
@@ -196,6 +197,31 @@ const WARM_RUNS: usize = 16;
 /// entry count, its keys); taken run after run, a prefix scan over a few
 /// runs waited for each chain in turn (half of a scan's time in perf).
 fn warm_runs(sources: &mut [Source]) {
+    // The block index searches first, every run's together.
+    let mut searched = [usize::MAX; WARM_RUNS];
+    let mut found = [0usize; WARM_RUNS];
+    let mut n = 0;
+    {
+        let mut searches: [Option<(&BlockIndex, &[u8])>; WARM_RUNS] = [None; WARM_RUNS];
+        for (i, source) in sources.iter().enumerate() {
+            if let (Source::Run(r), true) = (source, n < WARM_RUNS) {
+                if let Some(key) = r.search_key() {
+                    searches[n] = Some((&r.run().index, key));
+                    searched[n] = i;
+                    n += 1;
+                }
+            }
+        }
+        if n < 2 {
+            return;
+        }
+        BlockIndex::find_each(&searches[..n], &mut found[..n]);
+    }
+    for (&i, &f) in searched[..n].iter().zip(&found[..n]) {
+        if let Some(Source::Run(r)) = sources.get_mut(i) {
+            r.set_found(f);
+        }
+    }
     let mut blocks = [(0usize, 0usize); WARM_RUNS];
     let mut n = 0;
     for (i, source) in sources.iter_mut().enumerate() {
@@ -205,9 +231,6 @@ fn warm_runs(sources: &mut [Source]) {
                 n += 1;
             }
         }
-    }
-    if n < 2 {
-        return;
     }
     let run = |i: usize| match &sources[i] {
         Source::Run(r) => Some(r.run()),

@@ -85,6 +85,27 @@ impl RunIter {
         Ok(())
     }
 
+    /// The key a user scan's cursor searches the block index for to
+    /// position itself, while it is not positioned: None once started, for
+    /// an unbounded start, in an empty run, and for a merge's cursor,
+    /// which reads around the mapping.
+    pub(crate) fn search_key(&self) -> Option<&[u8]> {
+        if self.started || self.run.index.is_empty() || self.cache.is_none() {
+            return None;
+        }
+        match if self.forward { &self.start } else { &self.end } {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        }
+    }
+
+    /// Gives the cursor the block index's answer for its
+    /// [`RunIter::search_key`], found by the caller (for several runs
+    /// together), which positioning then uses instead of searching.
+    pub(crate) fn set_found(&mut self, found: usize) {
+        self.found = Some(found);
+    }
+
     /// The block a user scan's cursor will start in, before it is
     /// positioned (None once started, when the range starts past the run,
     /// and for a merge's cursor, which reads around the mapping).
@@ -96,7 +117,7 @@ impl RunIter {
         let bound = if self.forward { &self.start } else { &self.end };
         let block = match bound {
             Bound::Included(k) | Bound::Excluded(k) => {
-                let found = self.run.index.find(k);
+                let found = self.found.unwrap_or_else(|| self.run.index.find(k));
                 self.found = Some(found);
                 found
             }
