@@ -197,7 +197,8 @@ const WARM_RUNS: usize = 16;
 /// entry count, its keys); taken run after run, a prefix scan over a few
 /// runs waited for each chain in turn (half of a scan's time in perf).
 fn warm_runs(sources: &mut [Source]) {
-    // The block index searches first, every run's together.
+    // The block index searches first, every run's together (a range
+    // without a starting bound starts at a run's end: no search).
     let mut searched = [usize::MAX; WARM_RUNS];
     let mut found = [0usize; WARM_RUNS];
     let mut n = 0;
@@ -212,10 +213,11 @@ fn warm_runs(sources: &mut [Source]) {
                 }
             }
         }
-        if n < 2 {
-            return;
+        if n >= 2 {
+            BlockIndex::find_each(&searches[..n], &mut found[..n]);
+        } else {
+            n = 0;
         }
-        BlockIndex::find_each(&searches[..n], &mut found[..n]);
     }
     for (&i, &f) in searched[..n].iter().zip(&found[..n]) {
         if let Some(Source::Run(r)) = sources.get_mut(i) {
@@ -231,6 +233,9 @@ fn warm_runs(sources: &mut [Source]) {
                 n += 1;
             }
         }
+    }
+    if n < 2 {
+        return;
     }
     let run = |i: usize| match &sources[i] {
         Source::Run(r) => Some(r.run()),
