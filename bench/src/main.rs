@@ -415,7 +415,11 @@ fn run_one(
             let summary: Vec<String> = r
                 .phases
                 .iter()
-                .map(|p| format!("{} {} ops/s in {:.2} s", p.name, report::thousands(p.ops as f64 / p.secs), p.secs))
+                .map(|p| {
+                    let per_cpu_second = report::thousands(p.ops as f64 / p.cpu_secs.max(1e-9));
+                    let wall = report::thousands(p.ops as f64 / p.secs);
+                    format!("{} {wall} ops/s in {:.2} s ({per_cpu_second} per CPU-second)", p.name, p.secs)
+                })
                 .collect();
             eprintln!("  {kind_name:<10} {engine:<8} {}", summary.join("; "));
             if let Some(f) = raw {

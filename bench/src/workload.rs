@@ -130,6 +130,11 @@ pub struct Phase {
     /// Operations done: puts, gets or scans.
     pub ops: u64,
     pub secs: f64,
+    /// CPU time of the thread that ran the phase, seconds (0 in results
+    /// written before it was recorded): on a shared machine the wall
+    /// clock also measures the neighbours, this the work's own cost.
+    #[serde(default)]
+    pub cpu_secs: f64,
     /// User bytes written (ingest) or entries read (scans).
     pub bytes: u64,
     pub entries: u64,
@@ -179,23 +184,31 @@ pub fn run_child(spec_json: &str) -> Result<()> {
 /// Counters and memory at the start of a phase, to close it with.
 struct PhaseStart {
     at: Instant,
+    cpu: f64,
     io: u64,
     counters: BTreeMap<String, f64>,
 }
 
 impl PhaseStart {
     fn new(engine: &mut dyn engines::Engine) -> PhaseStart {
-        PhaseStart { at: Instant::now(), io: sys::io_write_bytes(), counters: engine.counters() }
+        PhaseStart {
+            at: Instant::now(),
+            cpu: sys::thread_cpu_secs(),
+            io: sys::io_write_bytes(),
+            counters: engine.counters(),
+        }
     }
 
     fn finish(self, engine: &mut dyn engines::Engine, name: &str, ops: u64) -> Phase {
         let secs = self.at.elapsed().as_secs_f64();
+        let cpu_secs = sys::thread_cpu_secs() - self.cpu;
         let now = engine.counters();
         let counters = now.iter().map(|(k, v)| (k.clone(), v - self.counters.get(k).copied().unwrap_or(0.0))).collect();
         Phase {
             name: name.to_string(),
             ops,
             secs,
+            cpu_secs,
             vmhwm_kib: sys::status_kib("VmHWM"),
             rss_anon_kib: sys::status_kib("RssAnon"),
             io_write_bytes: sys::io_write_bytes().saturating_sub(self.io),

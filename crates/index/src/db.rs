@@ -559,7 +559,8 @@ impl Inner {
         IndexStats {
             block_cache_hits: l(&s.block_cache_hits),
             block_cache_misses: l(&s.block_cache_misses),
-            block_reads: l(&s.block_reads),
+            // A read in a mapped run is counted once, as a mapped one.
+            block_reads: l(&s.block_reads) + l(&s.mapped_block_reads),
             mapped_block_reads: l(&s.mapped_block_reads),
             bloom_negatives: l(&s.bloom_negatives),
             bloom_true_positives: l(&s.bloom_true_positives),

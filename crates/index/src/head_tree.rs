@@ -14,7 +14,7 @@
 //! the keys themselves misses about twenty (and dereferences keys besides).
 
 /// Heads per line: 4 × 16 bytes = one cache line.
-const FANOUT: usize = 4;
+pub(crate) const FANOUT: usize = 4;
 
 /// One cache line of heads; unused slots hold `u128::MAX`.
 #[repr(align(64))]
@@ -83,14 +83,76 @@ impl HeadTree {
 
     /// The first position whose head is >= `head` (len() if none).
     pub(crate) fn first_at_least(&self, head: u128) -> usize {
+        self.first_at_least_touching(head, |_| 0)
+    }
+
+    /// [`HeadTree::first_at_least`], calling `touch(first)` once the
+    /// bottom line the search reads is known (before it has loaded), with
+    /// the position of that line's first head: the caller starts loading
+    /// what it reads next for one of those [`FANOUT`] positions (a block's
+    /// handle), and that miss overlaps the bottom line's.
+    ///
+    /// A line's slots point at [`FANOUT`] consecutive lines of the level
+    /// below; the search starts loading all of them with the line itself,
+    /// so whichever the comparison picks is already loading: a level's
+    /// miss overlaps the next one's, where a plain descent waits for each
+    /// level in turn (a quarter of a point get's time, in perf).
+    pub(crate) fn first_at_least_touching(&self, head: u128, mut touch: impl FnMut(usize) -> u8) -> usize {
         let mut at = 0;
-        for level in self.levels.iter().rev() {
-            // A slot past the level's last line (padding above) means every
-            // head is smaller.
-            let Some(line) = level.get(at) else { return self.len };
-            at = at * FANOUT + line.0.iter().filter(|&&h| h < head).count();
+        for depth in (0..self.levels.len()).rev() {
+            match self.visit(depth, at, head, &mut touch) {
+                Some(below) => at = below,
+                None => return self.len,
+            }
         }
         at.min(self.len)
+    }
+
+    /// One level of a search: reads line `at` of level `depth`, starting
+    /// to load what the search reads next (see
+    /// [`HeadTree::first_at_least_touching`]), and gives the position the
+    /// search takes on the level below; None past the level's last line
+    /// (padding above: every head is smaller).
+    fn visit(&self, depth: usize, at: usize, head: u128, touch: &mut impl FnMut(usize) -> u8) -> Option<usize> {
+        let line = self.levels.get(depth)?.get(at)?;
+        let touched = match depth.checked_sub(1).and_then(|below| self.levels.get(below)) {
+            Some(below) => below.iter().skip(at * FANOUT).take(FANOUT).fold(0u8, |t, l| t ^ l.0[0] as u8),
+            None => touch(at * FANOUT),
+        };
+        std::hint::black_box(touched);
+        Some(at * FANOUT + line.0.iter().filter(|&&h| h < head).count())
+    }
+
+    /// [`HeadTree::first_at_least_touching`] in several trees, each for
+    /// its own head (`searches[i]`, None for none), into `out[i]`: the
+    /// searches take their levels in turn, so one tree's misses at a level
+    /// overlap the others' instead of each search waiting for the one
+    /// before. `touch(i, first)` is called as `touch(first)` is for one.
+    pub(crate) fn first_at_least_each(
+        searches: &[Option<(&HeadTree, u128)>],
+        mut touch: impl FnMut(usize, usize) -> u8,
+        out: &mut [usize],
+    ) {
+        /// A search that ran past a level's last line: every head is smaller.
+        const PAST: usize = usize::MAX;
+        out.iter_mut().for_each(|at| *at = 0);
+        let levels = searches.iter().flatten().map(|(tree, _)| tree.levels.len()).max().unwrap_or(0);
+        for step in 0..levels {
+            for (i, (search, at)) in searches.iter().zip(out.iter_mut()).enumerate() {
+                let Some((tree, head)) = search else { continue };
+                // Every search starts at its tree's top: one of fewer levels
+                // is done sooner.
+                let Some(depth) = (levels - 1 - step).checked_sub(levels - tree.levels.len()) else { continue };
+                if *at != PAST {
+                    *at = tree.visit(depth, *at, *head, &mut |first| touch(i, first)).unwrap_or(PAST);
+                }
+            }
+        }
+        for (search, at) in searches.iter().zip(out.iter_mut()) {
+            if let Some((tree, _)) = search {
+                *at = (*at).min(tree.len);
+            }
+        }
     }
 
     /// [`HeadTree::first_at_least`] of every head of `heads`, into `out`

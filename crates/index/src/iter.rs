@@ -10,6 +10,7 @@ use crossbeam_skiplist::SkipMap;
 use crate::memtable::{key_head16, skiplist_chunk, MemKey, MemOp, Memtable, SortedArray};
 use crate::merge::Registry;
 use crate::resolve::resolve_read;
+use crate::run::block_index::BlockIndex;
 use crate::run::iter::RunIter;
 
 /// Entries fetched from a memtable per refill, at most.
@@ -195,10 +196,37 @@ const WARM_RUNS: usize = 16;
 /// a chain of cache misses (the block index, the handle, the block's
 /// entry count, its keys); taken run after run, a prefix scan over a few
 /// runs waited for each chain in turn (half of a scan's time in perf).
-fn warm_runs(sources: &[Source]) {
+fn warm_runs(sources: &mut [Source]) {
+    // The block index searches first, every run's together (a range
+    // without a starting bound starts at a run's end: no search).
+    let mut searched = [usize::MAX; WARM_RUNS];
+    let mut found = [0usize; WARM_RUNS];
+    let mut n = 0;
+    {
+        let mut searches: [Option<(&BlockIndex, &[u8])>; WARM_RUNS] = [None; WARM_RUNS];
+        for (i, source) in sources.iter().enumerate() {
+            if let (Source::Run(r), true) = (source, n < WARM_RUNS) {
+                if let Some(key) = r.search_key() {
+                    searches[n] = Some((&r.run().index, key));
+                    searched[n] = i;
+                    n += 1;
+                }
+            }
+        }
+        if n >= 2 {
+            BlockIndex::find_each(&searches[..n], &mut found[..n]);
+        } else {
+            n = 0;
+        }
+    }
+    for (&i, &f) in searched[..n].iter().zip(&found[..n]) {
+        if let Some(Source::Run(r)) = sources.get_mut(i) {
+            r.set_found(f);
+        }
+    }
     let mut blocks = [(0usize, 0usize); WARM_RUNS];
     let mut n = 0;
-    for (i, source) in sources.iter().enumerate() {
+    for (i, source) in sources.iter_mut().enumerate() {
         if let (Source::Run(r), true) = (source, n < WARM_RUNS) {
             if let Some(block) = r.start_block() {
                 blocks[n] = (i, block);
@@ -320,11 +348,16 @@ impl MergeIter {
         value: &mut Vec<u8>,
         versions: &mut Vec<(Stamp, Op)>,
     ) -> Result<Option<Group>> {
+        // Each source is checked right after its key under the cursor is
+        // read (a source whose read faulted could hide a newer version of
+        // the key chosen); a fault stays recorded, so a key checked once
+        // stays vouched for while the cursor stays on it.
         if !self.primed {
-            warm_runs(&self.sources);
+            warm_runs(&mut self.sources);
             for i in 0..self.sources.len() {
                 self.sources[i].prime()?;
                 self.refresh(i);
+                self.sources[i].check()?;
             }
             self.primed = true;
         }
@@ -350,6 +383,7 @@ impl MergeIter {
         };
         self.sources[first].advance()?;
         self.refresh(first);
+        self.sources[first].check()?;
         // Sources before `first` hold keys later in the scan order (it is
         // the first source holding the next key), so none holds this one.
         let mut more = false;
@@ -359,6 +393,7 @@ impl MergeIter {
                 if settled.is_some_and(|s| e.stamp < s) {
                     self.sources[i].advance()?;
                     self.refresh(i);
+                    self.sources[i].check()?;
                     continue;
                 }
                 if let Some(s) = self.settling(e.stamp, &e.op) {
@@ -372,12 +407,8 @@ impl MergeIter {
                 versions.push((e.stamp, e.op.to_owned()));
                 self.sources[i].advance()?;
                 self.refresh(i);
+                self.sources[i].check()?;
             }
-        }
-        // Every source's key was read to choose this one (a source whose
-        // read faulted could have hidden a newer version of this key).
-        for s in &self.sources {
-            s.check()?;
         }
         if single_put && !more {
             return Ok(Some(Group::Single(stamp)));

@@ -11,7 +11,7 @@ use crate::resolve::resolve_read;
 use crate::run::bloom::key_hash;
 use crate::run::cache::RunHandle;
 use crate::run::iter::RunIter;
-use crate::run::reader::OpenRun;
+use crate::run::reader::{Lookup, OpenRun};
 use crate::version::SuperVersion;
 
 /// Moves a source's versions of one key (newest first, in `scratch`) to
@@ -59,6 +59,7 @@ impl Inner {
         let mut covering: Option<Stamp> = None;
         let mut read_block = false;
         let mut done = false;
+        let mut filter_negatives = 0;
 
         let hash = key_hash(key);
         for mem in sv.memtables() {
@@ -83,7 +84,11 @@ impl Inner {
                 if run.meta.tombstone_count > 0 {
                     covering = covering.max(crate::entry::max_covering(&open.tombstones, key, read_seq));
                 }
-                read_block |= open.versions(key, hash, read_seq, &self.block_cache, stats, &mut scratch)?;
+                match open.versions(key, hash, read_seq, &self.block_cache, stats, &mut scratch)? {
+                    Lookup::FilterSaidAbsent => filter_negatives += 1,
+                    Lookup::PastLastBlock => {}
+                    Lookup::ReadBlock => read_block = true,
+                }
                 Ok(absorb(&mut scratch, covering, &mut collected))
             };
             let may_hold = |run: &RunHandle| key >= run.meta.min_key.as_slice() && key <= run.meta.max_key.as_slice();
@@ -108,6 +113,9 @@ impl Inner {
                     }
                 }
             }
+        }
+        if filter_negatives > 0 {
+            stats.add(&stats.bloom_negatives, filter_negatives);
         }
         // `collected` ends at the settling version; deletions by a tombstone
         // stopped before it, which resolve_read reads as "no base".

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) struct Stats {
     pub block_cache_hits: AtomicU64,
     pub block_cache_misses: AtomicU64,
+    /// Blocks read by `pread` (through the cache or around it); reads in
+    /// a mapping count in `mapped_block_reads` only.
     pub block_reads: AtomicU64,
     pub mapped_block_reads: AtomicU64,
     pub bloom_negatives: AtomicU64,

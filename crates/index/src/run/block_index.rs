@@ -4,7 +4,7 @@
 //! blocks whose heads tie.
 
 use crate::codec::Decoder;
-use crate::head_tree::HeadTree;
+use crate::head_tree::{HeadTree, FANOUT as HEADS_PER_LINE};
 use crate::memtable::key_head16;
 use crate::MAX_KEY_BYTES;
 
@@ -13,6 +13,10 @@ use super::BlockHandle;
 /// The fewest bytes an entry takes: an empty key's length, the offset and
 /// the length.
 const MIN_ENTRY_BYTES: usize = 1 + 8 + 4;
+
+/// Indexes [`BlockIndex::find_each`] searches together, at most (more are
+/// taken in further rounds).
+const FIND_EACH_AT_ONCE: usize = 16;
 
 /// The block index of one run.
 #[derive(Debug)]
@@ -65,6 +69,10 @@ impl BlockIndex {
         self.handles.len()
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+
     pub(crate) fn key(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.key_ends[i - 1] as usize };
         &self.keys[start..self.key_ends[i] as usize]
@@ -76,9 +84,47 @@ impl BlockIndex {
 
     /// The first block whose last key is >= `key` (== len() if none).
     pub(crate) fn find(&self, key: &[u8]) -> usize {
-        // Blocks before `lo` end below the key's head, blocks from `hi` on
-        // above it; only the tied ones need their keys compared.
-        let (mut lo, mut hi) = self.heads.equal_range(key_head16(key));
+        let head = key_head16(key);
+        let lo = self.heads.first_at_least_touching(head, |first| self.touch_handles(first));
+        self.past_ties(lo, head, key)
+    }
+
+    /// [`BlockIndex::find`] in several indexes, each for its own key
+    /// (`searches[i]`, None for none), into `out[i]`, with the head
+    /// searches made together ([`HeadTree::first_at_least_each`]): a scan
+    /// positions a cursor in every run, and their misses then overlap.
+    pub(crate) fn find_each(searches: &[Option<(&BlockIndex, &[u8])>], out: &mut [usize]) {
+        let mut trees: [Option<(&HeadTree, u128)>; FIND_EACH_AT_ONCE] = [None; FIND_EACH_AT_ONCE];
+        for (chunk, out) in searches.chunks(FIND_EACH_AT_ONCE).zip(out.chunks_mut(FIND_EACH_AT_ONCE)) {
+            for (tree, search) in trees.iter_mut().zip(chunk) {
+                *tree = search.map(|(index, key)| (&index.heads, key_head16(key)));
+            }
+            let touch = |i: usize, first: usize| chunk[i].map_or(0, |(index, _)| index.touch_handles(first));
+            HeadTree::first_at_least_each(&trees[..chunk.len()], touch, out);
+            for (at, search) in out.iter_mut().zip(chunk) {
+                if let Some((index, key)) = search {
+                    *at = index.past_ties(*at, key_head16(key), key);
+                }
+            }
+        }
+    }
+
+    /// Reads the handles of the blocks from `first` to the end of its
+    /// head-tree line, so a read of the found block's handle finds it
+    /// loaded.
+    fn touch_handles(&self, first: usize) -> u8 {
+        let last = (first + HEADS_PER_LINE - 1).min(self.handles.len().saturating_sub(1));
+        [first, last].iter().filter_map(|&i| self.handles.get(i)).fold(0u8, |t, h| t ^ h.len as u8)
+    }
+
+    /// From the first block whose last key's head is >= `head` (`lo`),
+    /// the first whose last key is >= `key`: only blocks whose heads tie
+    /// with the key's need their keys compared.
+    fn past_ties(&self, lo: usize, head: u128, key: &[u8]) -> usize {
+        if lo >= self.len() || self.heads.get(lo) != head {
+            return lo;
+        }
+        let (mut lo, mut hi) = (lo, head.checked_add(1).map_or(self.len(), |next| self.heads.first_at_least(next)));
         while lo < hi {
             let mid = (lo + hi) / 2;
             if self.key(mid) < key {
@@ -99,22 +145,7 @@ impl BlockIndex {
         let heads: Vec<u128> = keys.iter().map(|k| key_head16(k)).collect();
         self.heads.first_at_least_many(&heads, out);
         for ((at, key), &head) in out.iter_mut().zip(keys).zip(&heads) {
-            // As `find` does from the head's equal range: only blocks whose
-            // last key's head ties with the key's need their keys compared.
-            let mut lo = *at;
-            if lo == self.len() || self.heads.get(lo) != head {
-                continue;
-            }
-            let mut hi = head.checked_add(1).map_or(self.len(), |next| self.heads.first_at_least(next));
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if self.key(mid) < *key {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            *at = lo;
+            *at = self.past_ties(*at, head, key);
         }
     }
 
@@ -190,6 +221,35 @@ mod tests {
         keys.sort();
         keys.dedup();
         check_against_plain_search(&keys, &[vec![0xff; 30], vec![0, 0xff]]);
+    }
+
+    /// Searches of several indexes made together (of different depths,
+    /// some empty, some slots without a search) find what one search of
+    /// each finds.
+    #[test]
+    fn find_each_agrees_with_find() {
+        let keys: Vec<Vec<u8>> = (0..3000u32).map(|i| format!("{:016}{i:04}", i / 7 * 7).into_bytes()).collect();
+        let indexes: Vec<BlockIndex> = [0usize, 1, 5, 64, 65, 700, 3000]
+            .iter()
+            .enumerate()
+            .map(|(j, &n)| index(&keys.iter().skip(j).step_by(j + 1).take(n).cloned().collect::<Vec<_>>()))
+            .collect();
+        let probes: Vec<Vec<u8>> = keys.iter().step_by(97).cloned().chain([vec![], vec![0xff; 24]]).collect();
+        for probe in &probes {
+            let mut searches: Vec<Option<(&BlockIndex, &[u8])>> =
+                indexes.iter().map(|i| Some((i, probe.as_slice()))).collect();
+            // Slots without a search, and more indexes than one round takes.
+            searches.insert(2, None);
+            searches.extend(indexes.iter().map(|i| Some((i, &probe[..probe.len().min(9)]))));
+            searches.extend(indexes.iter().map(|i| Some((i, probe.as_slice()))));
+            let mut out = vec![usize::MAX; searches.len()];
+            BlockIndex::find_each(&searches, &mut out);
+            for (search, &at) in searches.iter().zip(&out) {
+                if let Some((index, key)) = search {
+                    assert_eq!(at, index.find(key), "probe {probe:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub(crate) struct RunIter {
     current: Option<EntrySpan>,
     started: bool,
     done: bool,
+    /// What [`RunIter::start_block`] found in the block index for the
+    /// range's starting bound, kept for positioning (one search, not two).
+    found: Option<usize>,
 }
 
 /// The bytes of the block a cursor is in.
@@ -67,6 +70,7 @@ impl RunIter {
             current: None,
             started: false,
             done: false,
+            found: None,
         }
     }
 
@@ -81,17 +85,42 @@ impl RunIter {
         Ok(())
     }
 
+    /// The key a user scan's cursor searches the block index for to
+    /// position itself, while it is not positioned: None once started, for
+    /// an unbounded start, in an empty run, and for a merge's cursor,
+    /// which reads around the mapping.
+    pub(crate) fn search_key(&self) -> Option<&[u8]> {
+        if self.started || self.run.index.is_empty() || self.cache.is_none() {
+            return None;
+        }
+        match if self.forward { &self.start } else { &self.end } {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        }
+    }
+
+    /// Gives the cursor the block index's answer for its
+    /// [`RunIter::search_key`], found by the caller (for several runs
+    /// together), which positioning then uses instead of searching.
+    pub(crate) fn set_found(&mut self, found: usize) {
+        self.found = Some(found);
+    }
+
     /// The block a user scan's cursor will start in, before it is
     /// positioned (None once started, when the range starts past the run,
     /// and for a merge's cursor, which reads around the mapping).
-    pub(crate) fn start_block(&self) -> Option<usize> {
+    pub(crate) fn start_block(&mut self) -> Option<usize> {
         let n = self.run.index.len();
         if self.started || n == 0 || self.cache.is_none() {
             return None;
         }
         let bound = if self.forward { &self.start } else { &self.end };
         let block = match bound {
-            Bound::Included(k) | Bound::Excluded(k) => self.run.index.find(k),
+            Bound::Included(k) | Bound::Excluded(k) => {
+                let found = self.found.unwrap_or_else(|| self.run.index.find(k));
+                self.found = Some(found);
+                found
+            }
             Bound::Unbounded if self.forward => 0,
             Bound::Unbounded => n - 1,
         };
@@ -144,7 +173,7 @@ impl RunIter {
                 self.pos = 0;
                 return Ok(());
             };
-            let bi = self.run.index.find(&key);
+            let bi = self.found.take().unwrap_or_else(|| self.run.index.find(&key));
             if bi == n {
                 self.done = true;
                 return Ok(());
@@ -169,7 +198,7 @@ impl RunIter {
                     self.pos = self.block_len();
                 }
                 Some(key) => {
-                    let bi = self.run.index.find(&key).min(n - 1);
+                    let bi = self.found.take().unwrap_or_else(|| self.run.index.find(&key)).min(n - 1);
                     self.load(bi)?;
                     self.pos = self.block_seek(&key, stamp);
                     if matches!(self.end, Bound::Included(_)) {

@@ -253,7 +253,7 @@ impl OpenRun {
             .ok()
             .and_then(|at| map.get(at..at.checked_add(h.len as usize)?))
             .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
-        stats.add(&stats.block_reads, 1);
+        // Counted once: `IndexStats::block_reads` adds these in.
         stats.add(&stats.mapped_block_reads, 1);
         let (word, bit) = (&self.checked[i / 64], 1u64 << (i % 64));
         if word.load(Ordering::Relaxed) & bit != 0 {
@@ -369,8 +369,10 @@ impl OpenRun {
         self.bloom.as_ref().map_or(0, |b| b.touch(hash))
     }
 
-    /// Appends the versions of `key` visible at `read_seq` (newest first).
-    /// Returns whether a data block was consulted.
+    /// Appends the versions of `key` visible at `read_seq` (newest first)
+    /// and says how the run was searched. A filter's "absent" is not
+    /// counted here: the caller counts them per read (one atomic add, not
+    /// one per run it passes over).
     pub(crate) fn versions(
         &self,
         key: &[u8],
@@ -379,11 +381,10 @@ impl OpenRun {
         cache: &BlockCache,
         stats: &Stats,
         out: &mut Vec<(Stamp, Op)>,
-    ) -> Result<bool> {
+    ) -> Result<Lookup> {
         if let Some(b) = &self.bloom {
             if !b.may_contain(hash) {
-                stats.add(&stats.bloom_negatives, 1);
-                return Ok(false);
+                return Ok(Lookup::FilterSaidAbsent);
             }
         }
         let bi = self.index.find(key);
@@ -391,7 +392,7 @@ impl OpenRun {
             if self.bloom.is_some() {
                 stats.add(&stats.bloom_false_positives, 1);
             }
-            return Ok(false);
+            return Ok(Lookup::PastLastBlock);
         }
         let cached;
         let block = match self.mapped_block(bi, true, stats)? {
@@ -404,8 +405,19 @@ impl OpenRun {
         self.versions_in_block(&block, key, read_seq, stats, out);
         // A cut racing the read above: what it read may be zeros.
         self.check_mapping()?;
-        Ok(true)
+        Ok(Lookup::ReadBlock)
     }
+}
+
+/// How [`OpenRun::versions`] searched a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Its filter said the key is absent.
+    FilterSaidAbsent,
+    /// The key is past the run's last block.
+    PastLastBlock,
+    /// A data block was read.
+    ReadBlock,
 }
 
 /// Reads one byte of every cache line of `raw` and its last byte, so a
