@@ -214,6 +214,12 @@ impl SortedArray {
         (s.stamp(), op_of(self.payload_of(s), s.op()))
     }
 
+    /// Entry `i`'s payload and operation (None past the end).
+    pub(crate) fn payload_and_op(&self, i: usize) -> Option<(&[u8], MemOp)> {
+        let s = self.slots.get(i)?;
+        Some((self.payload_of(s), s.op()))
+    }
+
     /// Entry `i`'s stamp and operation, borrowed (None past the end).
     pub(crate) fn version_ref(&self, i: usize) -> Option<(Stamp, OpRef<'_>)> {
         let s = self.slots.get(i)?;
