@@ -25,7 +25,7 @@ use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
 use crate::entry::{Entry, Kind, Op, RangeTombstone, Stamp};
-use filter::MemFilter;
+use filter::{FilterProbe, MemFilter};
 pub(crate) use key::{key_head16, to_op, MemKey, MemOp};
 pub(crate) use sorted::SortedArray;
 
@@ -259,12 +259,13 @@ impl Memtable {
     /// value out once, and takes no reference count on the view (it holds
     /// the view's lock for the search, which a seal waits on).
     pub(crate) fn newest<T>(&self, key: &[u8], hash: u64, read_seq: u64, f: impl FnOnce(Newest<'_>) -> T) -> T {
-        if !self.may_hold(hash) {
+        let filter_probe = FilterProbe::new(hash);
+        if self.entries.load(AtomicOrdering::Relaxed) == 0 || !self.filter.may_contain_probe(&filter_probe) {
             return f(Newest::Absent);
         }
         let view = self.view.read();
         let from = Stamp { seq: read_seq, sub: u32::MAX };
-        if view.recent_filter.may_contain(hash) {
+        if view.recent_filter.may_contain_probe(&filter_probe) {
             let probe = MemKey::probe(key, from);
             if let Some(e) = view.recent.lower_bound(Bound::Included(&probe)) {
                 if e.key().key() == key {
