@@ -410,4 +410,41 @@ mod tests {
         assert_eq!(out[0].0.seq, 250);
         assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
     }
+
+    proptest::proptest! {
+        /// Writes of a few keys over many seals (a 4-entry skip list), and
+        /// at every read point the newest version `newest` borrows is the
+        /// newest a model of every write holds at that point, in the skip
+        /// list or in any array.
+        #[test]
+        fn newest_is_the_models_newest_at_every_read_point(
+            writes in proptest::collection::vec((0u8..6, 0u8..3, proptest::prelude::any::<u8>()), 1..120),
+        ) {
+            // 4 entries per seal: budget / 96 / 64 below 4.
+            let m = Memtable::new(1, 1 << 10);
+            let key = |k: u8| format!("a-key-sharing-its-first-32-bytes-{k}").into_bytes();
+            let mut model: Vec<(Vec<u8>, u64, Kind, Vec<u8>)> = Vec::new();
+            for (seq, (k, kind, v)) in (1u64..).zip(&writes) {
+                let kind = [Kind::Put, Kind::Delete, Kind::Merge][*kind as usize];
+                let key = key(*k);
+                m.insert(&key, key_hash(&key), &[*v], Stamp { seq, sub: 0 }, kind, 0);
+                model.push((key, seq, kind, vec![*v]));
+            }
+            proptest::prop_assert!(!m.view().arrays.is_empty() || writes.len() < 4, "the test must reach sealed arrays");
+            for read_seq in 0..=writes.len() as u64 + 1 {
+                for k in 0u8..7 {
+                    let key = key(k);
+                    let want = model.iter().rev().find(|(mk, seq, _, _)| *mk == key && *seq <= read_seq).map(
+                        |(_, _, kind, v)| match kind {
+                            Kind::Put => Newest::Put(v),
+                            Kind::Delete => Newest::Delete,
+                            Kind::Merge => Newest::Merge,
+                        },
+                    );
+                    let got = m.newest(&key, key_hash(&key), read_seq, |n| format!("{n:?}"));
+                    proptest::prop_assert_eq!(got, format!("{:?}", want.unwrap_or(Newest::Absent)), "{} at {}", k, read_seq);
+                }
+            }
+        }
+    }
 }
