@@ -17,6 +17,7 @@ use crate::manifest::{self, commit_manifest, load_manifest, parse_manifest_file_
 use crate::memtable::Memtable;
 use crate::merge::Registry;
 use crate::options::Options;
+use crate::read::MemtableRead;
 use crate::run::cache::{BlockCache, RunCache, RunHandle};
 use crate::run::{parse_run_file_name, run_file_name};
 use crate::stats::{IndexStats, Stats};
@@ -270,8 +271,15 @@ impl Index {
     /// The value of `key`, or None. A block that fails its checksum is
     /// [`IndexError::Corrupt`], naming the file, never wrong bytes.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (sv, seq) = self.inner.read_view();
-        self.inner.get_at(&sv, seq, key)
+        self.inner.get_latest(key, <[u8]>::to_vec, |v| v)
+    }
+
+    /// The value of `key` copied into `out` (true), or false and `out`
+    /// left as it was: [`Index::get`] without allocating a value for a key
+    /// answered from a memtable, when `out` has the room.
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let value = self.inner.get_latest(key, copy_into(out), Some)?;
+        Ok(settle_into(value, out))
     }
 
     /// The values of `keys`, in their order, seeing the index as of this
@@ -441,6 +449,29 @@ impl Drop for Index {
     }
 }
 
+/// What a get into `out` does with a value found in a memtable: copies
+/// it into `out`'s allocation.
+fn copy_into(out: &mut Vec<u8>) -> impl FnOnce(&[u8]) -> Option<Vec<u8>> + '_ {
+    move |v| {
+        out.clear();
+        out.extend_from_slice(v);
+        None
+    }
+}
+
+/// Whether a get into `out` found a value, moving into `out` one the read
+/// built (a get's two closures cannot both hold `out`).
+fn settle_into(value: Option<Option<Vec<u8>>>, out: &mut Vec<u8>) -> bool {
+    match value {
+        Some(Some(built)) => {
+            *out = built;
+            true
+        }
+        Some(None) => true,
+        None => false,
+    }
+}
+
 /// A fixed view of the index at one sequence number.
 pub struct Snapshot {
     inner: Arc<Inner>,
@@ -457,6 +488,13 @@ impl Snapshot {
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get_at(&self.sv, self.seq, key)
+    }
+
+    /// The value of `key` as of the snapshot copied into `out` (true), or
+    /// false and `out` left as it was (see [`Index::get_into`]).
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let value = self.inner.get_with(&self.sv, self.seq, key, copy_into(out), Some)?;
+        Ok(settle_into(value, out))
     }
 
     /// The values of `keys` as of the snapshot, in their order (see
@@ -533,6 +571,30 @@ impl Inner {
         self.bg.lock().work_epoch += 1;
         self.work_cv.notify_all();
         self.done_cv.notify_all();
+    }
+
+    /// The value of `key` as of now (see [`Inner::get_with`]). The memtable
+    /// step reads under the super version's lock (held for a search of
+    /// memory, which a swap of super versions waits on), so the get takes no
+    /// reference count on the super version unless it reads runs.
+    pub(crate) fn get_latest<T>(
+        &self,
+        key: &[u8],
+        found: impl FnOnce(&[u8]) -> T,
+        owned: impl FnOnce(Vec<u8>) -> T,
+    ) -> Result<Option<T>> {
+        let hash = crate::run::bloom::key_hash(key);
+        let g = self.sv.read();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        let fold = match self.get_from_memtables(&g, seq, key, hash, found) {
+            MemtableRead::Settled(value) => return Ok(value),
+            MemtableRead::Runs => false,
+            MemtableRead::Fold => true,
+        };
+        // Runs may be read from disk: not under the lock.
+        let sv = g.clone();
+        drop(g);
+        Ok(self.get_general(&sv, seq, key, hash, fold)?.map(owned))
     }
 
     /// The current super version and the sequence number to read at, taken

@@ -7,6 +7,7 @@ use crate::db::Inner;
 use crate::entry::{Op, Stamp};
 use crate::error::Result;
 use crate::iter::{as_ref, memtable_sources, Iter, MergeIter, Source};
+use crate::memtable::Newest;
 use crate::resolve::resolve_read;
 use crate::run::bloom::key_hash;
 use crate::run::cache::RunHandle;
@@ -49,20 +50,97 @@ thread_local! {
     static GET_BUFFERS: std::cell::Cell<Option<(Versions, Versions)>> = const { std::cell::Cell::new(None) };
 }
 
+/// Where a point read's search of the memtables ended.
+pub(crate) enum MemtableRead<T> {
+    /// A memtable settled the key: its value made into `T`, or absent.
+    Settled(Option<T>),
+    /// No memtable holds a version of the key: the runs decide.
+    Runs,
+    /// A range tombstone or a merge operand is in the way: the full read
+    /// (`Inner::get_general`) folds the key's versions.
+    Fold,
+}
+
 impl Inner {
-    /// The value of `key` in `sv` as of `read_seq`: sources are consulted
-    /// newest first and the search stops at the first put or delete.
-    pub(crate) fn get_at(&self, sv: &SuperVersion, read_seq: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// The value of `key` in `sv` as of `read_seq`, `found` making it into
+    /// a `T` where it lies in a memtable (borrowed), `owned` where the read
+    /// built it (from runs, or folded).
+    pub(crate) fn get_with<T>(
+        &self,
+        sv: &SuperVersion,
+        read_seq: u64,
+        key: &[u8],
+        found: impl FnOnce(&[u8]) -> T,
+        owned: impl FnOnce(Vec<u8>) -> T,
+    ) -> Result<Option<T>> {
+        let hash = key_hash(key);
+        let fold = match self.get_from_memtables(sv, read_seq, key, hash, found) {
+            MemtableRead::Settled(value) => return Ok(value),
+            MemtableRead::Runs => false,
+            MemtableRead::Fold => true,
+        };
+        Ok(self.get_general(sv, read_seq, key, hash, fold)?.map(owned))
+    }
+
+    /// The first step of a point read, which answers most reads of recent
+    /// keys: the memtables newest first, each asked for its newest version
+    /// of the key, borrowed. Counts the get, and the miss if it settles one.
+    pub(crate) fn get_from_memtables<T>(
+        &self,
+        sv: &SuperVersion,
+        read_seq: u64,
+        key: &[u8],
+        hash: u64,
+        found: impl FnOnce(&[u8]) -> T,
+    ) -> MemtableRead<T> {
         let stats = &self.stats;
         stats.add(&stats.gets, 1);
+        let mut found = Some(found);
+        for mem in sv.memtables() {
+            if mem.has_tombstones() {
+                return MemtableRead::Fold;
+            }
+            let step = mem.newest(key, hash, read_seq, |newest| match newest {
+                Newest::Absent => None,
+                Newest::Put(v) => Some(MemtableRead::Settled(found.take().map(|f| f(v)))),
+                Newest::Delete => Some(MemtableRead::Settled(None)),
+                Newest::Merge => Some(MemtableRead::Fold),
+            });
+            if let Some(step) = step {
+                if matches!(step, MemtableRead::Settled(None)) {
+                    stats.add(&stats.get_misses, 1);
+                }
+                return step;
+            }
+        }
+        MemtableRead::Runs
+    }
+
+    /// The value of `key` in `sv` as of `read_seq`.
+    pub(crate) fn get_at(&self, sv: &SuperVersion, read_seq: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_with(sv, read_seq, key, <[u8]>::to_vec, |v| v)
+    }
+
+    /// The value of `key` in `sv` as of `read_seq` from every source
+    /// (`memtables` false: from the runs alone, which the caller found
+    /// the memtables leave to), newest first, stopping at the first put or
+    /// delete. The get is counted already.
+    pub(crate) fn get_general(
+        &self,
+        sv: &SuperVersion,
+        read_seq: u64,
+        key: &[u8],
+        hash: u64,
+        memtables: bool,
+    ) -> Result<Option<Vec<u8>>> {
+        let stats = &self.stats;
         let (mut collected, mut scratch) = GET_BUFFERS.take().unwrap_or_default();
         let mut covering: Option<Stamp> = None;
         let mut read_block = false;
         let mut done = false;
         let mut filter_negatives = 0;
 
-        let hash = key_hash(key);
-        for mem in sv.memtables() {
+        for mem in sv.memtables().filter(|_| memtables) {
             covering = covering.max(mem.covering_tombstone(key, read_seq));
             mem.versions(key, hash, read_seq, &mut scratch);
             if absorb(&mut scratch, covering, &mut collected) {

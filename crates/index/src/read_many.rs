@@ -37,7 +37,7 @@ impl Inner {
                 let Probe { key, hash } = probes[i];
                 covering[i] = covering[i].max(mem.covering_tombstone(key, read_seq));
                 if mem.may_hold(hash) {
-                    Memtable::versions_in(&view, key, read_seq, &mut scratch);
+                    Memtable::versions_in(&view, key, hash, read_seq, &mut scratch);
                 }
                 !absorb(&mut scratch, covering[i], &mut collected[i])
             });

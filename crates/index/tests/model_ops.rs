@@ -129,6 +129,20 @@ fn collect_into(mut it: larder_index::Iter) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
+/// What a get into a buffer holding other bytes returns as a value:
+/// the buffer's bytes when it says found, None when it says absent (the
+/// buffer then unchanged).
+fn get_into(get: impl Fn(&[u8], &mut Vec<u8>) -> larder_index::Result<bool>, key: &[u8]) -> Option<Vec<u8>> {
+    let junk = b"left over from an earlier read".to_vec();
+    let mut out = junk.clone();
+    if get(key, &mut out).unwrap() {
+        Some(out)
+    } else {
+        assert_eq!(out, junk, "a get that finds nothing leaves the buffer");
+        None
+    }
+}
+
 fn run(steps: Vec<Step>, background: bool) {
     let sim = SimStorage::new(7);
     let storage: StorageRef = Arc::new(sim.clone());
@@ -180,7 +194,11 @@ fn run(steps: Vec<Step>, background: bool) {
                 }
                 drop(idx.prepare_ingest(history.len() as u64, &b).unwrap());
             }
-            Step::Get(k) => assert_eq!(idx.get(&k).unwrap(), model.map.get(&k).cloned(), "get {k:?}"),
+            Step::Get(k) => {
+                let want = model.map.get(&k).cloned();
+                assert_eq!(idx.get(&k).unwrap(), want, "get {k:?}");
+                assert_eq!(get_into(|k, out| idx.get_into(k, out), &k), want, "get_into {k:?}");
+            }
             Step::GetMany(keys) => {
                 let expected: Vec<_> = keys.iter().map(|k| model.map.get(k).cloned()).collect();
                 assert_eq!(idx.get_many(&keys).unwrap(), expected, "get_many {keys:?}");
@@ -209,8 +227,9 @@ fn run(steps: Vec<Step>, background: bool) {
                 if let Some((s, m)) = snapshots.get(i % snapshots.len().max(1)) {
                     assert_eq!(collect(s.iter(true).unwrap()), m.range(Bound::Unbounded, Bound::Unbounded, true));
                     assert_eq!(collect(s.iter(false).unwrap()), m.range(Bound::Unbounded, Bound::Unbounded, false));
-                    for k in m.map.keys() {
+                    for k in m.map.keys().chain(model.map.keys()) {
                         assert_eq!(s.get(k).unwrap(), m.map.get(k).cloned());
+                        assert_eq!(get_into(|k, out| s.get_into(k, out), k), m.map.get(k).cloned(), "{k:?}");
                     }
                     // Every key the snapshot holds and every key since, at once.
                     let mut keys: Vec<Vec<u8>> = m.map.keys().chain(model.map.keys()).cloned().collect();

@@ -37,6 +37,13 @@ impl ReadTransaction {
         Ok(with_entry_key(tree.id(), key, |k| self.snapshot.get(k))?)
     }
 
+    /// The value of `key` in `tree` copied into `out` (true), or false and
+    /// `out` left as it was (see [`Tree::get_into`]).
+    pub fn get_into(&self, tree: &Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        check_key(key)?;
+        Ok(with_entry_key(tree.id(), key, |k| self.snapshot.get_into(k, out))?)
+    }
+
     /// The number of entries in `tree` (exact).
     pub fn len(&self, tree: &Tree) -> Result<u64> {
         committed_count(&self.snapshot.get(&tree_count_key(tree.id()))?)

@@ -90,6 +90,14 @@ impl Tree {
         Ok(with_entry_key(self.id, key, |k| self.shared.store.index().get(k))?)
     }
 
+    /// The committed value of `key` copied into `out` (true), or false and
+    /// `out` left as it was: [`Tree::get`] without allocating the value
+    /// when `out` has the room.
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        check_key(key)?;
+        Ok(with_entry_key(self.id, key, |k| self.shared.store.index().get_into(k, out))?)
+    }
+
     /// Sets `key` to `value`: one transaction, with the default durability.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut tx = self.write()?;

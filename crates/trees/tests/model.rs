@@ -169,8 +169,15 @@ fn check_committed(trees: &Trees, handles: &[Tree], model: &[State]) {
         assert_eq!(t.approximate_len().unwrap(), m.len() as u64);
         assert_eq!(read.len(t).unwrap(), m.len() as u64);
         assert_eq!(t.first().unwrap(), m.iter().next().map(|(k, v)| (k.clone(), v.clone())));
-        for k in m.keys().take(3) {
+        let mut out = Vec::new();
+        for k in m.keys().take(3).chain([&b"never-written"[..].to_vec()]) {
             assert_eq!(read.get(t, k).unwrap(), m.get(k).cloned());
+            out.clear();
+            out.extend_from_slice(b"an earlier value");
+            let found = t.get_into(k, &mut out).unwrap();
+            assert_eq!(found.then(|| out.clone()), m.get(k).cloned(), "Tree::get_into {k:?}");
+            let found = read.get_into(t, k, &mut out).unwrap();
+            assert_eq!(found.then(|| out.clone()), m.get(k).cloned(), "ReadTransaction::get_into {k:?}");
             let gt = m.range::<Vec<u8>, _>((Bound::Excluded(k.clone()), Bound::Unbounded)).next();
             assert_eq!(t.get_gt(k).unwrap(), gt.map(|(k, v)| (k.clone(), v.clone())));
         }

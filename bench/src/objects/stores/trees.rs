@@ -36,7 +36,7 @@ impl LarderTrees {
         let settings = format!(
             "larder-trees {} (workspace): durable put = one write transaction of one insert, \
              commit(Durability::Durable) (the writer lock is released before the log sync, so concurrent \
-             transactions share syncs); bulk loads one Buffered transaction per batch; get = Tree::get; index \
+             transactions share syncs); bulk loads one Buffered transaction per batch; get = Tree::get_into; index \
              memtable {} MiB and block cache {} MiB, other options default",
             env!("CARGO_PKG_VERSION"),
             spec.memtable_bytes >> 20,
@@ -81,13 +81,7 @@ impl Store for LarderTrees {
     }
 
     fn get(&self, key: &str, out: &mut Vec<u8>) -> Result<bool> {
-        match self.tree.get(key.as_bytes())? {
-            Some(v) => {
-                *out = v;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(self.tree.get_into(key.as_bytes(), out)?)
     }
 
     fn delete(&self, key: &str) -> Result<bool> {

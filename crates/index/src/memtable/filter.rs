@@ -39,6 +39,19 @@ fn line_masks(hash: u64) -> [u64; LINE_WORDS] {
     masks
 }
 
+/// A key's probe of memtable filters, its bits worked out once: a get
+/// asks two filters (the memtable's, its skip list's) with one probe.
+pub(crate) struct FilterProbe {
+    hash: u64,
+    masks: [u64; LINE_WORDS],
+}
+
+impl FilterProbe {
+    pub(crate) fn new(hash: u64) -> FilterProbe {
+        FilterProbe { hash, masks: line_masks(hash) }
+    }
+}
+
 impl MemFilter {
     pub(crate) fn new(expected_keys: u64) -> Self {
         let bits = expected_keys.max(64) * BITS_PER_KEY;
@@ -65,8 +78,13 @@ impl MemFilter {
     }
 
     pub(crate) fn may_contain(&self, hash: u64) -> bool {
-        let line = self.line(hash);
-        line.0.iter().zip(line_masks(hash)).all(|(word, mask)| word.load(Ordering::Relaxed) & mask == mask)
+        self.may_contain_probe(&FilterProbe::new(hash))
+    }
+
+    /// [`MemFilter::may_contain`] of the probe's key.
+    pub(crate) fn may_contain_probe(&self, probe: &FilterProbe) -> bool {
+        let line = self.line(probe.hash);
+        line.0.iter().zip(probe.masks).all(|(word, mask)| word.load(Ordering::Relaxed) & mask == mask)
     }
 
     pub(crate) fn size_bytes(&self) -> usize {

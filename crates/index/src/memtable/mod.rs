@@ -25,7 +25,7 @@ use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
 use crate::entry::{Entry, Kind, Op, RangeTombstone, Stamp};
-use filter::MemFilter;
+use filter::{FilterProbe, MemFilter};
 pub(crate) use key::{key_head16, to_op, MemKey, MemOp};
 pub(crate) use sorted::SortedArray;
 
@@ -33,10 +33,41 @@ pub(crate) use sorted::SortedArray;
 /// (fewer for small memtables, so each holds several arrays).
 const SEAL_ENTRIES: usize = 8192;
 
-/// A consistent view of a memtable's entries.
+/// A consistent view of a memtable's entries. Its sources hold disjoint
+/// spans of the memtable's batches, in order: the arrays oldest first (a
+/// seal merges the new array only with the newest ones, of equal level),
+/// then the skip list, newest. A point read takes them newest first and
+/// stops at the first that holds the key.
 pub(crate) struct View {
     pub recent: Arc<SkipMap<MemKey, MemOp>>,
+    /// A filter of the keys in `recent` only: a get for a key sealed into
+    /// an array skips the skip list's search (a pointer chase per level).
+    recent_filter: Arc<MemFilter>,
     pub arrays: Vec<Arc<SortedArray>>,
+}
+
+impl View {
+    fn empty(seal_entries: usize) -> View {
+        View {
+            recent: Arc::new(SkipMap::new()),
+            recent_filter: Arc::new(MemFilter::new(seal_entries as u64)),
+            arrays: Vec::new(),
+        }
+    }
+}
+
+/// The newest version of a key a memtable holds at a read point, its
+/// payload borrowed from the memtable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Newest<'a> {
+    /// No version is visible here: older sources decide.
+    Absent,
+    /// A put of these bytes: the read's answer.
+    Put(&'a [u8]),
+    /// A delete: the key is absent.
+    Delete,
+    /// A merge operand: the read must fold the key's versions.
+    Merge,
 }
 
 /// One memtable. Holds exactly the batches from `first_seq` to `last_seq`.
@@ -62,8 +93,9 @@ impl Memtable {
     /// An empty memtable for batches from `first_seq` on, sized for
     /// `budget_bytes` of entries.
     pub(crate) fn new(first_seq: u64, budget_bytes: usize) -> Self {
+        let seal_entries = (budget_bytes / 96 / 64).clamp(4, SEAL_ENTRIES);
         Memtable {
-            view: RwLock::new(Arc::new(View { recent: Arc::new(SkipMap::new()), arrays: Vec::new() })),
+            view: RwLock::new(Arc::new(View::empty(seal_entries))),
             // Every entry is charged at least 96 bytes.
             filter: MemFilter::new((budget_bytes / 96) as u64 + 1),
             tombstones: RwLock::new(Vec::new()),
@@ -71,7 +103,7 @@ impl Memtable {
             size_bytes: AtomicUsize::new(0),
             recent_bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
-            seal_entries: (budget_bytes / 96 / 64).clamp(4, SEAL_ENTRIES),
+            seal_entries,
             first_seq,
             last_seq: AtomicU64::new(first_seq.saturating_sub(1)),
         }
@@ -87,12 +119,15 @@ impl Memtable {
         let entry = MemKey::new(key, payload, stamp);
         let charge = entry.charge();
         self.recent_bytes.fetch_add(key.len() + payload.len(), AtomicOrdering::Relaxed);
-        let recent = self.view.read().recent.clone();
-        recent.insert(entry, MemOp { kind, operator });
+        let view = self.view.read();
+        view.recent.insert(entry, MemOp { kind, operator });
+        view.recent_filter.add(hash);
         self.filter.add(hash);
         self.size_bytes.fetch_add(charge, AtomicOrdering::Relaxed);
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
-        if recent.len() >= self.seal_entries {
+        let full = view.recent.len() >= self.seal_entries;
+        drop(view);
+        if full {
             self.seal();
         }
     }
@@ -109,7 +144,8 @@ impl Memtable {
             new = Arc::new(sorted::merge(&other, &new));
         }
         arrays.push(new);
-        *self.view.write() = Arc::new(View { recent: Arc::new(SkipMap::new()), arrays });
+        let fresh = View::empty(self.seal_entries);
+        *self.view.write() = Arc::new(View { arrays, ..fresh });
     }
 
     /// Adds a range tombstone. Callers serialize writers.
@@ -156,14 +192,14 @@ impl Memtable {
 
     /// Versions of `key` (whose hash is `hash`) visible at `read_seq`,
     /// newest first, appended to `out`, down to the newest one that is not
-    /// a merge operand: nothing older can change a read. Each source is
-    /// newest first, so each is cut at its own first such version (the
-    /// newest overall is among those cut points). Without the cut, a key
-    /// rewritten N times (a directory's onode, once per create) cost O(N)
-    /// per read.
+    /// a merge operand: nothing older can change a read. Sources are taken
+    /// newest first, each cut at its own first such version, and the
+    /// search ends with the first source that holds one. Without the cut, a
+    /// key rewritten N times (a directory's onode, once per create) cost
+    /// O(N) per read.
     pub(crate) fn versions(&self, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
         if self.may_hold(hash) {
-            Self::versions_in(&self.view(), key, read_seq, out);
+            Self::versions_in(&self.view.read(), key, hash, read_seq, out);
         }
     }
 
@@ -173,35 +209,77 @@ impl Memtable {
         self.entries.load(AtomicOrdering::Relaxed) != 0 && self.filter.may_contain(hash)
     }
 
+    /// Whether any range tombstone was added (a point read may then need
+    /// to weigh one against the key's versions).
+    pub(crate) fn has_tombstones(&self) -> bool {
+        self.has_tombstones.load(AtomicOrdering::Acquire)
+    }
+
     /// As [`Memtable::versions`], through `view` (taken once for the keys
     /// of a sorted multi-get), for a key that [`Memtable::may_hold`].
-    pub(crate) fn versions_in(view: &View, key: &[u8], read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
+    pub(crate) fn versions_in(view: &View, key: &[u8], hash: u64, read_seq: u64, out: &mut Vec<(Stamp, Op)>) {
         let from = Stamp { seq: read_seq, sub: u32::MAX };
         let before = out.len();
-        for e in view.recent.range(MemKey::probe(key, from)..) {
-            if e.key().key() != key {
-                break;
-            }
-            let op = to_op(e.key(), *e.value());
-            let settles = !matches!(op, Op::Merge { .. });
-            out.push((e.key().stamp, op));
-            if settles {
-                break;
+        let mut settled = false;
+        if view.recent_filter.may_contain(hash) {
+            for e in view.recent.range(MemKey::probe(key, from)..) {
+                if e.key().key() != key {
+                    break;
+                }
+                let op = to_op(e.key(), *e.value());
+                settled = !matches!(op, Op::Merge { .. });
+                out.push((e.key().stamp, op));
+                if settled {
+                    break;
+                }
             }
         }
-        for a in &view.arrays {
+        for a in view.arrays.iter().rev() {
+            if settled {
+                break;
+            }
             let mut i = a.lower_bound(key, from);
             while i < a.len() && a.key(i) == key {
                 let (stamp, op) = a.version(i);
-                let settles = !matches!(op, Op::Merge { .. });
+                settled = !matches!(op, Op::Merge { .. });
                 out.push((stamp, op));
-                if settles {
+                if settled {
                     break;
                 }
                 i += 1;
             }
         }
+        // Already newest first by the sources' order; the sort keeps a
+        // read right should that order ever change.
         out[before..].sort_by_key(|v| std::cmp::Reverse(v.0));
+    }
+
+    /// Calls `f` with the newest version of `key` (whose hash is `hash`)
+    /// visible at `read_seq`, its payload borrowed: a point read copies a
+    /// value out once, and takes no reference count on the view (it holds
+    /// the view's lock for the search, which a seal waits on).
+    pub(crate) fn newest<T>(&self, key: &[u8], hash: u64, read_seq: u64, f: impl FnOnce(Newest<'_>) -> T) -> T {
+        let filter_probe = FilterProbe::new(hash);
+        if self.entries.load(AtomicOrdering::Relaxed) == 0 || !self.filter.may_contain_probe(&filter_probe) {
+            return f(Newest::Absent);
+        }
+        let view = self.view.read();
+        let from = Stamp { seq: read_seq, sub: u32::MAX };
+        if view.recent_filter.may_contain_probe(&filter_probe) {
+            let probe = MemKey::probe(key, from);
+            if let Some(e) = view.recent.lower_bound(Bound::Included(&probe)) {
+                if e.key().key() == key {
+                    return f(newest_of(e.key().payload(), *e.value()));
+                }
+            }
+        }
+        for a in view.arrays.iter().rev() {
+            let i = a.lower_bound(key, from);
+            if let Some((payload, op)) = a.payload_and_op(i).filter(|_| a.key(i) == key) {
+                return f(newest_of(payload, op));
+            }
+        }
+        f(Newest::Absent)
     }
 
     /// The newest tombstone stamp covering `key` visible at `read_seq`.
@@ -224,6 +302,15 @@ impl Memtable {
     /// All tombstones (for a flush).
     pub(crate) fn all_tombstones(&self) -> Vec<RangeTombstone> {
         self.tombstones.read().clone()
+    }
+}
+
+/// What a version doing `op` with `payload` tells a point read.
+fn newest_of(payload: &[u8], op: MemOp) -> Newest<'_> {
+    match op.kind {
+        Kind::Put => Newest::Put(payload),
+        Kind::Delete => Newest::Delete,
+        Kind::Merge => Newest::Merge,
     }
 }
 
@@ -322,5 +409,42 @@ mod tests {
         m.versions(key, key_hash(key), 250, &mut out);
         assert_eq!(out[0].0.seq, 250);
         assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
+    }
+
+    proptest::proptest! {
+        /// Writes of a few keys over many seals (a 4-entry skip list), and
+        /// at every read point the newest version `newest` borrows is the
+        /// newest a model of every write holds at that point, in the skip
+        /// list or in any array.
+        #[test]
+        fn newest_is_the_models_newest_at_every_read_point(
+            writes in proptest::collection::vec((0u8..6, 0u8..3, proptest::prelude::any::<u8>()), 1..120),
+        ) {
+            // 4 entries per seal: budget / 96 / 64 below 4.
+            let m = Memtable::new(1, 1 << 10);
+            let key = |k: u8| format!("a-key-sharing-its-first-32-bytes-{k}").into_bytes();
+            let mut model: Vec<(Vec<u8>, u64, Kind, Vec<u8>)> = Vec::new();
+            for (seq, (k, kind, v)) in (1u64..).zip(&writes) {
+                let kind = [Kind::Put, Kind::Delete, Kind::Merge][*kind as usize];
+                let key = key(*k);
+                m.insert(&key, key_hash(&key), &[*v], Stamp { seq, sub: 0 }, kind, 0);
+                model.push((key, seq, kind, vec![*v]));
+            }
+            proptest::prop_assert!(!m.view().arrays.is_empty() || writes.len() < 4, "the test must reach sealed arrays");
+            for read_seq in 0..=writes.len() as u64 + 1 {
+                for k in 0u8..7 {
+                    let key = key(k);
+                    let want = model.iter().rev().find(|(mk, seq, _, _)| *mk == key && *seq <= read_seq).map(
+                        |(_, _, kind, v)| match kind {
+                            Kind::Put => Newest::Put(v),
+                            Kind::Delete => Newest::Delete,
+                            Kind::Merge => Newest::Merge,
+                        },
+                    );
+                    let got = m.newest(&key, key_hash(&key), read_seq, |n| format!("{n:?}"));
+                    proptest::prop_assert_eq!(got, format!("{:?}", want.unwrap_or(Newest::Absent)), "{} at {}", k, read_seq);
+                }
+            }
+        }
     }
 }

@@ -22,6 +22,12 @@ impl<'a> IndexView<'a> {
         self.index.get(key)
     }
 
+    /// The value of `key` copied into `out` (true), or false and `out`
+    /// left as it was (see [`larder_index::Index::get_into`]).
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.index.get_into(key, out)
+    }
+
     /// The values of `keys`, in their order (see
     /// [`larder_index::Index::get_many`]).
     pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
