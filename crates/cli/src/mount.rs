@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use larder_fs::{Fs, FsOptions};
-use larder_fuse::MountOptions;
+use larder_fuse::{KernelChecks, MountOptions};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -27,6 +27,12 @@ pub(crate) struct MountArgs {
     /// Let other users use the mount (FUSE's allow_other).
     #[arg(long)]
     allow_other: bool,
+    /// Have the kernel check modes too (FUSE's default_permissions) on a
+    /// mount made by root without --allow-other, where it is otherwise
+    /// left out: it keeps out root processes that gave up
+    /// CAP_DAC_OVERRIDE, which larder-fs, seeing only uids, lets in.
+    #[arg(long)]
+    kernel_permission_checks: bool,
     /// Seconds the kernel may cache a name lookup (0: ask every time). The
     /// mount is the store's only owner, so long is safe.
     #[arg(long, default_value_t = 60.0)]
@@ -40,6 +46,16 @@ pub(crate) struct MountArgs {
     /// Set by --daemon for the process it starts.
     #[arg(long, hide = true)]
     detached: bool,
+}
+
+/// The mount's kernel checks: always when asked, else where they can
+/// refuse something.
+pub(crate) fn kernel_checks(always: bool) -> KernelChecks {
+    if always {
+        KernelChecks::Always
+    } else {
+        KernelChecks::WhenTheyCanRefuse
+    }
 }
 
 /// How long `--daemon` waits for the background process to mount.
@@ -72,7 +88,7 @@ pub(crate) fn run(args: &MountArgs) -> Result<()> {
         attr_timeout: Duration::from_secs_f64(args.attr_timeout),
         allow_other: args.allow_other,
         threads: args.threads.max(1),
-        ..MountOptions::default()
+        kernel_checks: kernel_checks(args.kernel_permission_checks),
     };
     let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
     let handle = signals.handle();
@@ -108,6 +124,9 @@ fn daemonize(args: &MountArgs) -> Result<()> {
     cmd.arg("--threads").arg(args.threads.to_string());
     if args.allow_other {
         cmd.arg("--allow-other");
+    }
+    if args.kernel_permission_checks {
+        cmd.arg("--kernel-permission-checks");
     }
     let log = std::env::temp_dir().join(format!("larder-mount-{}.log", std::process::id()));
     let err = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;

@@ -33,6 +33,10 @@ pub(crate) struct ServeArgs {
     /// With --mount: let other users use the mount (FUSE's allow_other).
     #[arg(long)]
     allow_other: bool,
+    /// With --mount: have the kernel check modes too, as `larder mount
+    /// --kernel-permission-checks` does.
+    #[arg(long)]
+    kernel_permission_checks: bool,
     /// How long a client's lease lasts, in milliseconds: a client that
     /// does not answer a revocation delays another's change by at most
     /// this. 0 grants no leases (so does --mount).
@@ -145,7 +149,11 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
     // kernel was told to drop its copies of what the client changed.
     let mount = match &args.mount {
         Some(dir) => {
-            let options = larder_fuse::MountOptions { allow_other: args.allow_other, ..Default::default() };
+            let options = larder_fuse::MountOptions {
+                allow_other: args.allow_other,
+                kernel_checks: crate::mount::kernel_checks(args.kernel_permission_checks),
+                ..Default::default()
+            };
             Some(larder_fuse::spawn(fs.clone(), dir, &options)?)
         }
         None => None,
