@@ -285,6 +285,24 @@ impl<'a> WriteTransaction<'a> {
         Ok(batch)
     }
 
+    /// The durability [`WriteTransaction::commit`] will use: the one the
+    /// transaction began with unless changed by
+    /// [`WriteTransaction::set_durability`].
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// Changes the durability [`WriteTransaction::commit`] will use. A
+    /// caller that learns only from its writes whether they must be on
+    /// disk when the commit returns (derived state that a later commit or
+    /// a replay of its inputs rebuilds, say) decides here, before
+    /// committing. A buffered commit is still ordered in the log: every
+    /// later durable commit makes it durable too, and a crash loses at most
+    /// a suffix of the commits.
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
     /// Aborts: writes nothing (as dropping does).
     pub fn abort(self) {}
 
