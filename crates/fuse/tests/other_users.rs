@@ -6,6 +6,8 @@
 //! tests fail unless `LARDER_SKIP_FUSE=1` says to skip them.
 #![allow(clippy::unwrap_used)]
 
+mod root;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,22 +19,6 @@ use larder_object::CreationOptions;
 
 /// The unprivileged user the commands run as.
 const NOBODY: &str = "65534";
-
-/// Whether the machine can mount and switch users; fails the test when
-/// it cannot, unless `LARDER_SKIP_FUSE=1`.
-fn can_run() -> bool {
-    let missing = if !Path::new("/dev/fuse").exists() {
-        "no /dev/fuse on this machine, so nothing can be mounted"
-    } else if !rustix::process::geteuid().is_root() {
-        "not root, so commands cannot run as another user"
-    } else {
-        return true;
-    };
-    let skip = std::env::var("LARDER_SKIP_FUSE").is_ok_and(|v| v == "1");
-    assert!(skip, "{missing}; set LARDER_SKIP_FUSE=1 to skip the tests that need FUSE or root");
-    eprintln!("SKIPPED (LARDER_SKIP_FUSE=1): {missing}");
-    false
-}
 
 /// A store mounted with `allow_other` and the default timeouts, in a
 /// temporary directory others may enter.
@@ -79,7 +65,7 @@ fn as_nobody(dir: &Path, script: &str) -> (bool, String) {
 
 #[test]
 fn a_non_owner_writes_setuid_and_setgid_files_and_drops_the_bits_as_ext4_does() {
-    if !can_run() {
+    if !root::can_run("to run commands as another user") {
         return;
     }
     let s = Setup::new();
@@ -122,7 +108,7 @@ fn a_non_owner_writes_setuid_and_setgid_files_and_drops_the_bits_as_ext4_does() 
 /// unlinks of its own files): every one succeeds, as on ext4.
 #[test]
 fn renames_between_open_directories_by_another_user_all_succeed_under_concurrent_work() {
-    if !can_run() {
+    if !root::can_run("to run commands as another user") {
         return;
     }
     let s = Setup::new();

@@ -20,6 +20,8 @@
 //! to skip it.
 #![allow(clippy::unwrap_used)]
 
+mod root;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -29,22 +31,6 @@ use std::sync::Arc;
 use larder_fs::{Fs, FsOptions};
 use larder_fuse::{spawn, MountOptions};
 use larder_object::CreationOptions;
-
-/// Whether the machine can mount and switch users; fails the test when
-/// it cannot, unless `LARDER_SKIP_FUSE=1`.
-fn can_run() -> bool {
-    let missing = if !Path::new("/dev/fuse").exists() {
-        "no /dev/fuse on this machine, so nothing can be mounted"
-    } else if !rustix::process::geteuid().is_root() {
-        "not root, so operations cannot run as another user"
-    } else {
-        return true;
-    };
-    let skip = std::env::var("LARDER_SKIP_FUSE").is_ok_and(|v| v == "1");
-    assert!(skip, "{missing}; set LARDER_SKIP_FUSE=1 to skip the tests that need FUSE or root");
-    eprintln!("SKIPPED (LARDER_SKIP_FUSE=1): {missing}");
-    false
-}
 
 /// SplitMix64: a small, seedable source of choices.
 struct Choices(u64);
@@ -446,7 +432,7 @@ impl Reader {
 
 #[test]
 fn permission_operations_through_the_mount_match_the_local_file_system() {
-    if can_run() {
+    if root::can_run("to run operations as another user") {
         soak(MountOptions { allow_other: true, ..MountOptions::default() });
     }
 }
@@ -457,7 +443,7 @@ fn permission_operations_through_the_mount_match_the_local_file_system() {
 /// its caches shows.
 #[test]
 fn permission_operations_through_an_uncached_mount_match_the_local_file_system() {
-    if can_run() {
+    if root::can_run("to run operations as another user") {
         let zero = std::time::Duration::ZERO;
         soak(MountOptions { allow_other: true, entry_timeout: zero, attr_timeout: zero, ..MountOptions::default() });
     }

@@ -8,6 +8,8 @@
 //! `LARDER_SKIP_FUSE=1` says to skip them.
 #![allow(clippy::unwrap_used)]
 
+mod root;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,22 +18,6 @@ use std::sync::Arc;
 use larder_fs::{Fs, FsOptions};
 use larder_fuse::{spawn, KernelChecks, MountOptions};
 use larder_object::CreationOptions;
-
-/// Whether the machine can mount as root; fails the test when it cannot,
-/// unless `LARDER_SKIP_FUSE=1`.
-fn can_run() -> bool {
-    let missing = if !Path::new("/dev/fuse").exists() {
-        "no /dev/fuse on this machine, so nothing can be mounted"
-    } else if !rustix::process::geteuid().is_root() {
-        "not root, so no mount of root's can be made"
-    } else {
-        return true;
-    };
-    let skip = std::env::var("LARDER_SKIP_FUSE").is_ok_and(|v| v == "1");
-    assert!(skip, "{missing}; set LARDER_SKIP_FUSE=1 to skip the tests that need FUSE or root");
-    eprintln!("SKIPPED (LARDER_SKIP_FUSE=1): {missing}");
-    false
-}
 
 /// Runs `script` with `sh` in `dir`, as root or (with `nobody`) as uid
 /// and gid 65534; returns whether it succeeded.
@@ -88,7 +74,7 @@ fn mounted(checks: KernelChecks) -> (tempfile::TempDir, PathBuf, larder_fuse::Mo
 
 #[test]
 fn root_alone_gets_from_an_unchecked_mount_what_it_gets_from_ext4_and_a_checked_mount() {
-    if !can_run() {
+    if !root::can_run("to mount as root") {
         return;
     }
     let model = tempfile::tempdir().unwrap();
@@ -107,7 +93,7 @@ fn root_alone_gets_from_an_unchecked_mount_what_it_gets_from_ext4_and_a_checked_
 
 #[test]
 fn other_users_cannot_reach_an_unchecked_mount_of_roots() {
-    if !can_run() {
+    if !root::can_run("to mount as root") {
         return;
     }
     let (_tmp, mnt, mounted) = mounted(KernelChecks::WhenTheyCanRefuse);
