@@ -7,23 +7,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use larder_client::{Client, ClientOptions};
-use larder_fs::Fs;
-use larder_server::{Limits, Server, ServerOptions};
-
-/// A server with `limits` (one worker) over a fresh store.
-fn served(limits: Limits) -> (Server, tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let fs = Fs::create(&store, common::options()).unwrap();
-    let options = ServerOptions { limits, ..ServerOptions::for_store(&store) }.workers(1..=1);
-    let server = Server::start(Arc::new(fs), options).unwrap();
-    (server, dir, store)
-}
+use larder_server::Limits;
 
 /// Opens `path`, reads it whole through `read_at` with a buffer larger
 /// than the file (as the webserver workload does), closes it.
@@ -51,7 +38,7 @@ fn content(i: usize, bytes: usize) -> Vec<u8> {
 fn a_working_set_beyond_4096_files_is_read_again_without_a_round_trip() {
     const FILES: usize = 5_000;
     let limits = Limits { lease_term: Duration::from_secs(60), max_open_handles: 8_192, ..Limits::default() };
-    let (server, _dir, store) = served(limits);
+    let (server, _dir, store) = common::served(limits);
     let writer = Client::connect_socket_with(&larder_client::socket_of(&store), false).unwrap();
     writer.create_dir("/www", 0o755).unwrap();
     for i in 0..FILES {
@@ -79,7 +66,7 @@ fn a_working_set_beyond_4096_files_is_read_again_without_a_round_trip() {
 #[test]
 fn a_kept_open_whose_lease_ran_out_is_reused_after_one_renewal() {
     let term = Duration::from_millis(300);
-    let (server, _dir, store) = served(Limits { lease_term: term, ..Limits::default() });
+    let (server, _dir, store) = common::served(Limits { lease_term: term, ..Limits::default() });
     let writer = Client::connect_socket_with(&larder_client::socket_of(&store), false).unwrap();
     writer.create_dir("/www", 0o755).unwrap();
     for i in 0..4 {
@@ -115,7 +102,7 @@ fn a_kept_open_whose_lease_ran_out_is_reused_after_one_renewal() {
 /// (a 4 MiB file is cached whole).
 #[test]
 fn the_page_cache_keeps_to_its_option_and_caches_large_files_whole() {
-    let (server, _dir, store) = served(Limits { lease_term: Duration::from_secs(60), ..Limits::default() });
+    let (server, _dir, store) = common::served(Limits { lease_term: Duration::from_secs(60), ..Limits::default() });
     let socket = larder_client::socket_of(&store);
     let writer = Client::connect_socket_with(&socket, false).unwrap();
     writer.create_dir("/www", 0o755).unwrap();

@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,16 +20,6 @@ use larder_protocol::handshake::{client_handshake, Connected};
 use larder_protocol::message::{LeaseGrant, LeaseTarget, Request, Response};
 use larder_server::{Limits, Server, ServerOptions};
 use proptest::prelude::*;
-
-/// A server with `limits` (one worker) over a fresh store.
-fn served(limits: Limits) -> (Server, tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let fs = Fs::create(&store, common::options()).unwrap();
-    let options = ServerOptions { limits, ..ServerOptions::for_store(&store) }.workers(1..=1);
-    let server = Server::start(Arc::new(fs), options).unwrap();
-    (server, dir, store)
-}
 
 fn long_term() -> Limits {
     Limits { lease_term: Duration::from_secs(30), ..Limits::default() }
@@ -53,7 +43,7 @@ fn read_all(client: &Client, path: &str) -> Vec<u8> {
 
 #[test]
 fn a_leased_open_stat_and_read_make_no_round_trip() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let client = Client::connect(&store).unwrap();
     client.write("/cached.txt", &vec![7u8; 10_000]).unwrap();
     // Warm: the leases, the path, the open kept, the pages.
@@ -94,7 +84,7 @@ fn a_leased_open_stat_and_read_make_no_round_trip() {
 /// posted close.
 #[test]
 fn an_uncached_small_file_is_opened_and_read_in_one_round_trip() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let writer = Client::connect(&store).unwrap();
     writer.create_dir("/www", 0o755).unwrap();
     let page = |i: usize| vec![i as u8; 16 << 10];
@@ -143,7 +133,7 @@ fn an_uncached_small_file_is_opened_and_read_in_one_round_trip() {
 /// rename, unlink and chmod as soon as it returns.
 #[test]
 fn files_opened_by_path_show_another_clients_changes_at_once() {
-    let (_server, _dir, store) = served(long_term());
+    let (_server, _dir, store) = common::served(long_term());
     let reader = Client::connect(&store).unwrap();
     let writer = Client::connect(&store).unwrap();
     writer.create_dir("/d", 0o755).unwrap();
@@ -186,7 +176,7 @@ fn files_opened_by_path_show_another_clients_changes_at_once() {
 /// a request (a cleared cache would look every name up again).
 #[test]
 fn an_own_unlink_keeps_every_other_lookup_cached() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let client = Client::connect(&store).unwrap();
     let paths = ["/a/f1", "/a/f2", "/a/f3", "/b/g"];
     client.create_dir("/a", 0o755).unwrap();
@@ -231,7 +221,7 @@ fn an_own_unlink_keeps_every_other_lookup_cached() {
 
 #[test]
 fn another_clients_changes_are_seen_as_soon_as_they_return() {
-    let (_server, _dir, store) = served(long_term());
+    let (_server, _dir, store) = common::served(long_term());
     let reader = Client::connect(&store).unwrap();
     let writer = Client::connect(&store).unwrap();
     writer.write("/shared.txt", b"first version").unwrap();
@@ -279,7 +269,7 @@ fn test_uid() -> u32 {
 
 #[test]
 fn a_kv_put_over_a_cached_file_is_seen() {
-    let (_server, _dir, store) = served(long_term());
+    let (_server, _dir, store) = common::served(long_term());
     let reader = Client::connect(&store).unwrap();
     let writer = Client::connect(&store).unwrap();
     writer.create_bucket("b").unwrap();
@@ -318,7 +308,7 @@ proptest! {
     /// returns, every read and stat of either client sees the model.
     #[test]
     fn two_caching_clients_always_read_the_latest_bytes(steps in proptest::collection::vec(step(), 1..120)) {
-        let (_server, _dir, store) = served(long_term());
+        let (_server, _dir, store) = common::served(long_term());
         let clients = [Client::connect(&store).unwrap(), Client::connect(&store).unwrap()];
         clients[0].write("/model.bin", &[]).unwrap();
         let mut model: Vec<u8> = Vec::new();
@@ -416,7 +406,7 @@ impl SilentClient {
 #[test]
 fn a_client_that_never_answers_delays_a_writer_by_at_most_two_terms_and_blocks_nobody_else() {
     let term = Duration::from_secs(1);
-    let (server, _dir, store) = served(Limits { lease_term: term, ..Limits::default() });
+    let (server, _dir, store) = common::served(Limits { lease_term: term, ..Limits::default() });
     let writer = Client::connect(&store).unwrap();
     writer.write("/contended.txt", b"before").unwrap();
     writer.write("/elsewhere.txt", b"unrelated").unwrap();
@@ -454,7 +444,7 @@ fn a_client_that_never_answers_delays_a_writer_by_at_most_two_terms_and_blocks_n
 #[test]
 fn a_client_that_answers_lets_the_writer_go_at_once() {
     let term = Duration::from_secs(20);
-    let (_server, _dir, store) = served(Limits { lease_term: term, ..Limits::default() });
+    let (_server, _dir, store) = common::served(Limits { lease_term: term, ..Limits::default() });
     let reader = Client::connect(&store).unwrap();
     let writer = Client::connect(&store).unwrap();
     writer.write("/quick.txt", b"one").unwrap();
@@ -469,7 +459,7 @@ fn a_client_that_answers_lets_the_writer_go_at_once() {
 
 #[test]
 fn leases_go_with_a_client_that_disconnects() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let writer = Client::connect(&store).unwrap();
     for i in 0..5 {
         writer.write(format!("/f{i}"), b"bytes").unwrap();
@@ -490,7 +480,7 @@ fn leases_go_with_a_client_that_disconnects() {
 
 #[test]
 fn max_leases_is_enforced_and_renewal_is_not_a_new_lease() {
-    let (server, _dir, store) = served(Limits { max_leases: 3, ..long_term() });
+    let (server, _dir, store) = common::served(Limits { max_leases: 3, ..long_term() });
     let writer = Client::connect(&store).unwrap();
     for i in 0..4 {
         writer.write(format!("/m{i}"), b"m").unwrap();
@@ -522,7 +512,7 @@ fn max_leases_is_enforced_and_renewal_is_not_a_new_lease() {
 
 #[test]
 fn an_unknown_object_gets_no_lease() {
-    let (server, _dir, _store) = served(long_term());
+    let (server, _dir, _store) = common::served(long_term());
     let mut raw = SilentClient::connect(server.socket());
     match raw.call(&Request::Lease { target: LeaseTarget::Object(987_654) }) {
         Response::Error { errno, .. } => assert_eq!(errno, libc::ENOENT),
@@ -557,7 +547,7 @@ fn a_dead_server_fails_cached_calls_and_a_new_epoch_starts_clean() {
 
 #[test]
 fn a_permission_change_makes_the_next_open_a_checked_one() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let client = Client::connect(&store).unwrap();
     client.write("/guarded.txt", b"g").unwrap();
     drop(client.open("/guarded.txt").unwrap());
@@ -633,7 +623,7 @@ fn without_a_region_a_change_waits_for_expiry_only() {
 #[test]
 fn no_reader_reads_a_value_older_than_a_returned_write() {
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    let (_server, _dir, store) = served(long_term());
+    let (_server, _dir, store) = common::served(long_term());
     let writer = Client::connect(&store).unwrap();
     writer.write("/counter", &0u64.to_le_bytes()).unwrap();
     let returned = Arc::new(AtomicU64::new(0));
@@ -690,7 +680,7 @@ fn no_reader_reads_a_value_older_than_a_returned_write() {
 #[test]
 fn threads_sharing_a_client_never_read_a_value_older_than_a_returned_write() {
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    let (_server, _dir, store) = served(long_term());
+    let (_server, _dir, store) = common::served(long_term());
     let writer = Client::connect(&store).unwrap();
     writer.write("/counter", &[0u8; 200]).unwrap();
     let shared = Client::connect(&store).unwrap();
@@ -741,7 +731,7 @@ fn threads_sharing_a_client_never_read_a_value_older_than_a_returned_write() {
 #[test]
 fn a_hand_written_client_answers_through_the_lease_area() {
     let term = Duration::from_secs(3);
-    let (server, _dir, store) = served(Limits { lease_term: term, ..Limits::default() });
+    let (server, _dir, store) = common::served(Limits { lease_term: term, ..Limits::default() });
     let writer = Client::connect(&store).unwrap();
     writer.write("/hand.txt", b"one").unwrap();
     let file = OpenOptions::new().write(true).open(&writer, "/hand.txt").unwrap();
@@ -786,7 +776,7 @@ fn names(client: &Client, path: &str) -> Vec<String> {
 
 #[test]
 fn a_listing_is_cached_under_the_directory_lease_and_changes_show_at_once() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let reader = Client::connect(&store).unwrap();
     let writer = Client::connect(&store).unwrap();
     writer.create_dir("/d", 0o755).unwrap();
@@ -820,7 +810,7 @@ fn a_listing_is_cached_under_the_directory_lease_and_changes_show_at_once() {
 
 #[test]
 fn a_write_only_open_reads_nothing_from_the_cache() {
-    let (_server, _dir, store) = served(long_term());
+    let (_server, _dir, store) = common::served(long_term());
     let client = Client::connect(&store).unwrap();
     client.write("/wo.txt", b"secret bytes").unwrap();
     assert_eq!(read_all(&client, "/wo.txt"), b"secret bytes");
@@ -854,7 +844,7 @@ fn a_server_that_grants_leases_refuses_a_small_read_limit() {
 
 #[test]
 fn a_change_in_one_directory_spares_the_lookups_of_others() {
-    let (server, _dir, store) = served(long_term());
+    let (server, _dir, store) = common::served(long_term());
     let reader = Client::connect(&store).unwrap();
     let writer = Client::connect(&store).unwrap();
     for dir in ["/x", "/y"] {

@@ -2,13 +2,14 @@
 //! temporary directory, sessions of chosen users, and request helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use larder_fs::{Fs, FsOptions};
 use larder_object::meta::{map_prefix, Map};
 use larder_object::CreationOptions;
 use larder_protocol::message::{Request, Response};
-use larder_server::{execute, Limits, ServerState, Session, VecMemory};
+use larder_server::{execute, Limits, Server, ServerOptions, ServerState, Session, VecMemory};
 
 /// Bytes of the test data area.
 pub const AREA: usize = 1 << 20;
@@ -91,4 +92,15 @@ pub fn ino(r: Response) -> u64 {
         Response::Created { attributes, .. } => attributes.ino,
         other => panic!("expected attributes, got {other:?}"),
     }
+}
+
+/// A running server with `limits` (one worker) over a fresh store; the
+/// directory holding the store, and the store's path.
+pub fn served(limits: Limits) -> (Server, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fs = Fs::create(&store, options()).unwrap();
+    let options = ServerOptions { limits, ..ServerOptions::for_store(&store) }.workers(1..=1);
+    let server = Server::start(Arc::new(fs), options).unwrap();
+    (server, dir, store)
 }
