@@ -159,7 +159,11 @@ fn drop_fmap_entries(txn: &mut Transaction<'_>, object: u64, limit: usize) -> Re
 /// spans; its file, then without a record, is removed at the next open),
 /// orphan record and onode.
 fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool, orphan: bool) -> Result<()> {
-    let mut prefixes = vec![xattr_prefix(object).to_vec()];
+    let mut prefixes = Vec::new();
+    let xattrs = xattr_prefix(object);
+    if may_have_xattrs(txn, &xattrs) {
+        prefixes.push(xattrs.to_vec());
+    }
     if heap {
         prefixes.extend([heap_name_prefix(object), heap_span_prefix(object)]);
         txn.delete(&heap_object_key(object));
@@ -174,6 +178,16 @@ fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool, orphan: bool)
         txn.delete(&orphan_key(object));
     }
     txn.delete_onode(object)
+}
+
+/// Whether the object whose xattr keys start with `prefix` may have an
+/// extended attribute: one this transaction set, or any in a store where
+/// one may exist (while none does, the scan for them is skipped).
+fn may_have_xattrs(txn: &Transaction<'_>, prefix: &[u8]) -> bool {
+    if txn.store().xattrs_may_exist() {
+        return true;
+    }
+    prefix_end(prefix).is_none_or(|end| txn.pending_in(prefix, &end).next().is_some())
 }
 
 /// Fmap entries one step of freeing an orphan removes: a bounded record,
