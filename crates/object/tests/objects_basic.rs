@@ -110,6 +110,34 @@ fn overwrites_shadow_and_deletes_free_everything() {
     assert!(matches!(store.write(dir, 0, b"x", Durability::Durable), Err(ObjectError::NoData { .. })));
 }
 
+/// An orphan record goes with its object, whichever way it is deleted;
+/// a named object (which can have none) is deleted without a tombstone
+/// for one: of two objects of the same bytes, the anonymous one's delete
+/// writes exactly the record's key more.
+#[test]
+fn deletes_drop_orphan_records_only_where_one_may_exist() {
+    use larder_object::meta::orphan_key;
+    let sim = SimStorage::new(2);
+    let store = store(&sim);
+    let written = || store.index().stats().user_bytes_written;
+    let delete = |id: u64| {
+        store.write(id, 0, &[7u8; 20_000], Durability::Buffered).unwrap();
+        let before = written();
+        store.delete_object(id, Durability::Durable).unwrap();
+        assert!(store.stat(id).unwrap().is_none());
+        assert_eq!(store.index().get(&orphan_key(id)).unwrap(), None);
+        written() - before
+    };
+    let anonymous = store.create_object(Kind::File, 0o644, 1, 2, Durability::Durable).unwrap();
+    assert!(store.index().get(&orphan_key(anonymous)).unwrap().is_some(), "an anonymous object is an orphan");
+    let with_record = delete(anonymous);
+    let named = common::create_named(&store, Kind::File, 0o644, 1, 2, Durability::Durable).unwrap();
+    let without = delete(named);
+    assert_eq!(with_record - without, orphan_key(anonymous).len() as u64);
+    assert_eq!(store.used_extents().unwrap(), Vec::new());
+    assert_clean(&store);
+}
+
 /// Reads `len` bytes at `offset`.
 fn read_at(store: &Store, id: u64, offset: u64, len: usize) -> Vec<u8> {
     let mut buf = vec![0xEEu8; len];

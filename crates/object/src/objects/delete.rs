@@ -94,7 +94,17 @@ pub(crate) fn delete_in(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     if !drop_cached_fmap_entries(txn, object, &onode) {
         drop_fmap_entries(txn, object, usize::MAX)?;
     }
-    delete_rest(txn, object, is_heap(&onode))
+    delete_rest(txn, object, is_heap(&onode), may_be_orphan(&onode))
+}
+
+/// Whether an object whose onode (as the deleting transaction sees it) is
+/// `onode` may have an orphan record: records exist only while an object
+/// has no name (they are written with its last link's removal or its
+/// anonymous birth, and removed when it is linked or freed), so a named
+/// object's delete (an unlink of its last name deletes the object in the
+/// same transaction, its onode not rewritten) writes no tombstone for one.
+fn may_be_orphan(onode: &Onode) -> bool {
+    onode.nlink == 0
 }
 
 /// Drops the object's fmap entries as the extent cache has them for its
@@ -148,8 +158,12 @@ fn drop_fmap_entries(txn: &mut Transaction<'_>, object: u64, limit: usize) -> Re
 /// attributes, heap records (a heap object's table entry, names and arena
 /// spans; its file, then without a record, is removed at the next open),
 /// orphan record and onode.
-fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool) -> Result<()> {
-    let mut prefixes = vec![xattr_prefix(object).to_vec()];
+fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool, orphan: bool) -> Result<()> {
+    let mut prefixes = Vec::new();
+    let xattrs = xattr_prefix(object);
+    if may_have_xattrs(txn, &xattrs) {
+        prefixes.push(xattrs.to_vec());
+    }
     if heap {
         prefixes.extend([heap_name_prefix(object), heap_span_prefix(object)]);
         txn.delete(&heap_object_key(object));
@@ -160,8 +174,20 @@ fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool) -> Result<()>
             txn.delete(&k);
         }
     }
-    txn.delete(&orphan_key(object));
+    if orphan {
+        txn.delete(&orphan_key(object));
+    }
     txn.delete_onode(object)
+}
+
+/// Whether the object whose xattr keys start with `prefix` may have an
+/// extended attribute: one this transaction set, or any in a store where
+/// one may exist (while none does, the scan for them is skipped).
+fn may_have_xattrs(txn: &Transaction<'_>, prefix: &[u8]) -> bool {
+    if txn.store().xattrs_may_exist() {
+        return true;
+    }
+    prefix_end(prefix).is_none_or(|end| txn.pending_in(prefix, &end).next().is_some())
 }
 
 /// Fmap entries one step of freeing an orphan removes: a bounded record,
@@ -226,6 +252,6 @@ fn free_step(txn: &mut Transaction<'_>, object: u64) -> Result<bool> {
         txn.put_onode(object, &onode)?;
         return Ok(false);
     }
-    delete_rest(txn, object, is_heap(&onode))?;
+    delete_rest(txn, object, is_heap(&onode), true)?;
     Ok(true)
 }

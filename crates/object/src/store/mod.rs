@@ -193,6 +193,16 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Whether `index` (recovered) holds any key of the xattr map: one seek.
+fn holds_xattrs(index: &Index) -> Result<bool> {
+    let start = crate::meta::map_prefix(crate::meta::Map::Xattr);
+    let end = crate::meta::prefix_end(&start).unwrap_or_default();
+    match index.range(std::ops::Bound::Included(&start[..]), std::ops::Bound::Excluded(&end[..]), true)?.next() {
+        Some(entry) => entry.map(|_| true).map_err(ObjectError::from),
+        None => Ok(false),
+    }
+}
+
 /// Creates every missing level of `dir` and syncs each new level's parent.
 fn create_dir_durably(storage: &StorageRef, dir: &Path) -> Result<()> {
     let mut missing = Vec::new();
@@ -321,7 +331,7 @@ impl Store {
             }
         })?;
         let log = Arc::new(log);
-        let apply_order = Arc::new(ApplyOrder::new());
+        let apply_order = Arc::new(ApplyOrder::new(holds_xattrs(&index)?));
         // Nothing else has set it: this open made the slot.
         let _ = log_slot.set((log.clone(), apply_order.clone()));
         let background = options.background_checkpoints;
@@ -738,6 +748,12 @@ impl Store {
     /// committed since `from` last led to `key`, no lookup at all.
     pub fn get_meta_linked(&self, from: &MetaValue, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
         self.meta_cache.get_or_load_linked(from, key, || self.index.get(key).map_err(ObjectError::from))
+    }
+
+    /// Whether any object may have an extended attribute (see
+    /// `ApplyOrder::xattrs_may_exist`).
+    pub(crate) fn xattrs_may_exist(&self) -> bool {
+        self.apply_order.xattrs_may_exist()
     }
 
     /// The cache of decoded extent maps.
