@@ -12,7 +12,17 @@
 //! about twice as long as recent answers took to arrive while spinning,
 //! halves its budget each time the spin ran out, and now and then tries a
 //! budget twice as long, so spinning comes back once answers are quick
-//! again.
+//! again. While no thread waits for a CPU (the runnable threads, sampled
+//! from /proc/loadavg every few milliseconds, are no more than the CPUs)
+//! a spin takes a CPU from no one, and every wait spins its whole maximum:
+//! on an idle machine both sides otherwise learnt to sleep at once (a
+//! spin from a small budget cannot outlast the peer's wake-up, 40-50 µs
+//! for an idle vCPU), and every round trip then paid two wake-ups.
+
+use std::io::Read as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 /// Every this many waits, a spinner tries twice its budget (plus
 /// [`PROBE_SPINS`]), so a budget cut to nothing can grow again.
@@ -24,6 +34,9 @@ pub const PROBE_SPINS: u32 = 32;
 /// Checks added to twice the checks an answer took, for the next budget.
 const MARGIN_SPINS: u32 = 8;
 
+/// How often [`cpus_to_spare`] reads /proc/loadavg again, in nanoseconds.
+const SPARE_SAMPLE_NANOS: u64 = 5_000_000;
+
 /// The adaptive spin budget of one waiting side (one ring, one worker).
 #[derive(Debug, Clone)]
 pub struct Spinner {
@@ -31,19 +44,30 @@ pub struct Spinner {
     max: u32,
     adaptive: bool,
     waits: u32,
+    /// Whether a spin would take a CPU from no one now.
+    spare_cpus: fn() -> bool,
+    /// The wait under way spins its maximum because CPUs were to spare:
+    /// running out then says nothing about the machine.
+    spare_wait: bool,
 }
 
 impl Spinner {
     /// A spinner that starts with `max` checks and adapts between 0 and
-    /// `max`.
+    /// `max`, spinning `max` whenever [`cpus_to_spare`].
     pub fn adaptive(max: u32) -> Spinner {
-        Spinner { budget: max, max, adaptive: true, waits: 0 }
+        Spinner::adaptive_with(max, cpus_to_spare)
+    }
+
+    /// As [`Spinner::adaptive`], with `spare_cpus` saying when CPUs are to
+    /// spare (tests give a fixed answer).
+    pub fn adaptive_with(max: u32, spare_cpus: fn() -> bool) -> Spinner {
+        Spinner { budget: max, max, adaptive: true, waits: 0, spare_cpus, spare_wait: false }
     }
 
     /// A spinner that always spins `checks` checks (tests, and callers
     /// that know their peer has a CPU of its own).
     pub fn fixed(checks: u32) -> Spinner {
-        Spinner { budget: checks, max: checks, adaptive: false, waits: 0 }
+        Spinner { budget: checks, max: checks, adaptive: false, waits: 0, spare_cpus: || false, spare_wait: false }
     }
 
     /// The checks the current budget allows (what the next wait spins,
@@ -58,6 +82,10 @@ impl Spinner {
             return self.budget;
         }
         self.waits = self.waits.wrapping_add(1);
+        self.spare_wait = (self.spare_cpus)();
+        if self.spare_wait {
+            return self.max;
+        }
         if self.waits.is_multiple_of(PROBE_EVERY) {
             self.budget.saturating_mul(2).saturating_add(PROBE_SPINS).min(self.max)
         } else {
@@ -74,7 +102,7 @@ impl Spinner {
         if arrived {
             let wanted = checks.saturating_mul(2).saturating_add(MARGIN_SPINS).min(self.max);
             self.budget = self.budget.max(wanted);
-        } else {
+        } else if !self.spare_wait {
             self.budget /= 2;
         }
     }
@@ -93,6 +121,40 @@ impl Spinner {
         self.finish(limit, false);
         false
     }
+}
+
+/// Whether no thread waits for a CPU: the runnable threads (the fourth
+/// field of /proc/loadavg, this one included) are no more than the CPUs
+/// this process may use. Sampled at most every few milliseconds for the
+/// whole process; false where /proc cannot say.
+pub fn cpus_to_spare() -> bool {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    // Nanoseconds since EPOCH of the last sample, plus one (0: none yet).
+    static SAMPLED_AT: AtomicU64 = AtomicU64::new(0);
+    static SPARE: AtomicBool = AtomicBool::new(false);
+    let now = u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX - 1) + 1;
+    let at = SAMPLED_AT.load(Ordering::Relaxed);
+    if (at == 0 || now.saturating_sub(at) >= SPARE_SAMPLE_NANOS)
+        && SAMPLED_AT.compare_exchange(at, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    {
+        SPARE.store(sample_spare_cpus().unwrap_or(false), Ordering::Relaxed);
+    }
+    SPARE.load(Ordering::Relaxed)
+}
+
+/// One reading of /proc/loadavg against the CPUs this process may use.
+fn sample_spare_cpus() -> Option<bool> {
+    let mut buf = [0u8; 128];
+    let n = std::fs::File::open("/proc/loadavg").ok()?.read(&mut buf).ok()?;
+    let running = runnable_threads(std::str::from_utf8(&buf[..n]).ok()?)?;
+    let cpus = u64::try_from(std::thread::available_parallelism().ok()?.get()).ok()?;
+    Some(running <= cpus)
+}
+
+/// The runnable threads in /proc/loadavg's text ("0.24 1.29 4.00 2/345
+/// 12345": 2).
+fn runnable_threads(loadavg: &str) -> Option<u64> {
+    loadavg.split_whitespace().nth(3)?.split('/').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -115,7 +177,7 @@ mod tests {
 
     #[test]
     fn failed_spins_halve_the_budget_down_to_nothing() {
-        let mut spinner = Spinner::adaptive(1024);
+        let mut spinner = Spinner::adaptive_with(1024, || false);
         let mut budgets = Vec::new();
         for _ in 0..12 {
             spinner.spin(|| false);
@@ -135,7 +197,7 @@ mod tests {
 
     #[test]
     fn probes_grow_a_budget_back_when_answers_are_quick() {
-        let mut spinner = Spinner::adaptive(1024);
+        let mut spinner = Spinner::adaptive_with(1024, || false);
         for _ in 0..15 {
             spinner.spin(|| false);
         }
@@ -169,7 +231,7 @@ mod tests {
 
     #[test]
     fn budget_never_passes_its_max() {
-        let mut spinner = Spinner::adaptive(100);
+        let mut spinner = Spinner::adaptive_with(100, || false);
         for _ in 0..50 {
             let mut checks = 0;
             spinner.spin(|| {
@@ -179,5 +241,28 @@ mod tests {
             assert!(spinner.budget() <= 100);
             assert!(spinner.start() <= 100);
         }
+    }
+
+    #[test]
+    fn with_cpus_to_spare_every_wait_spins_its_maximum_and_running_out_costs_nothing() {
+        let mut spinner = Spinner::adaptive_with(64, || true);
+        for _ in 0..40 {
+            let mut checks = 0;
+            assert!(!spinner.spin(|| {
+                checks += 1;
+                false
+            }));
+            assert_eq!(checks, 64);
+        }
+        assert_eq!(spinner.budget(), 64);
+    }
+
+    #[test]
+    fn runnable_threads_are_the_fourth_field() {
+        assert_eq!(runnable_threads("0.24 1.29 4.00 2/345 12345\n"), Some(2));
+        assert_eq!(runnable_threads("0.24 1.29 4.00"), None);
+        assert_eq!(runnable_threads("0.24 1.29 4.00 x/345 1"), None);
+        // This process runs the test: on Linux there is at least one.
+        assert!(sample_spare_cpus().is_some());
     }
 }
