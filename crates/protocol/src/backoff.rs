@@ -161,15 +161,21 @@ fn runnable_threads(loadavg: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn fixed_spins_its_checks_and_never_learns() {
-        let mut spinner = Spinner::fixed(5);
+    /// Spins `spinner` once for something that never comes; the checks it
+    /// made before giving up.
+    fn fruitless_spin(spinner: &mut Spinner) -> u32 {
         let mut checks = 0;
         assert!(!spinner.spin(|| {
             checks += 1;
             false
         }));
-        assert_eq!(checks, 5);
+        checks
+    }
+
+    #[test]
+    fn fixed_spins_its_checks_and_never_learns() {
+        let mut spinner = Spinner::fixed(5);
+        assert_eq!(fruitless_spin(&mut spinner), 5);
         assert_eq!(spinner.budget(), 5);
         assert!(spinner.spin(|| true));
         assert_eq!(spinner.budget(), 5);
@@ -187,12 +193,7 @@ mod tests {
         assert_eq!(budgets[..4], [512, 256, 128, 64]);
         assert_eq!(spinner.budget(), 0);
         // With no budget, a wait checks nothing before sleeping.
-        let mut checks = 0;
-        assert!(!spinner.spin(|| {
-            checks += 1;
-            false
-        }));
-        assert_eq!(checks, 0);
+        assert_eq!(fruitless_spin(&mut spinner), 0);
     }
 
     #[test]
@@ -247,12 +248,7 @@ mod tests {
     fn with_cpus_to_spare_every_wait_spins_its_maximum_and_running_out_costs_nothing() {
         let mut spinner = Spinner::adaptive_with(64, || true);
         for _ in 0..40 {
-            let mut checks = 0;
-            assert!(!spinner.spin(|| {
-                checks += 1;
-                false
-            }));
-            assert_eq!(checks, 64);
+            assert_eq!(fruitless_spin(&mut spinner), 64);
         }
         assert_eq!(spinner.budget(), 64);
     }

@@ -9,7 +9,7 @@
 use larder_space::Extent;
 
 use super::checkpoint::checkpoint_once;
-use super::{health, Store};
+use super::Store;
 use crate::error::Result;
 
 impl Store {
@@ -40,14 +40,7 @@ impl Store {
         match done {
             Ok(()) => true,
             Err(e) => {
-                match health::checkpoint_reaction(&e) {
-                    health::Reaction::Poison => {
-                        self.poison(format!("the checkpoint to reuse freed space failed: {e}"));
-                    }
-                    health::Reaction::RetryBriefly | health::Reaction::RetryWhileItLasts => {
-                        tracing::warn!(error = %e, "a checkpoint to reuse freed space failed; the write gets no space");
-                    }
-                }
+                self.checkpoint_failed(&e, "the checkpoint to reuse freed space", "the write gets no space");
                 false
             }
         }

@@ -486,13 +486,19 @@ impl Store {
             return;
         }
         if let Err(e) = checkpoint_once(&self.index, &self.log, &self.space, true) {
-            match health::checkpoint_reaction(&e) {
-                health::Reaction::Poison => {
-                    self.poison(format!("the checkpoint after commit {lsn} failed: {e}"));
-                }
-                health::Reaction::RetryBriefly | health::Reaction::RetryWhileItLasts => {
-                    tracing::warn!(lsn, error = %e, "checkpoint after a commit failed; the next commit retries it");
-                }
+            self.checkpoint_failed(&e, &format!("the checkpoint after commit {lsn}"), "the next commit retries it");
+        }
+    }
+
+    /// Reacts to a checkpoint that a caller (not the checkpointer thread)
+    /// took and that failed (`during` names it): a failure not worth a
+    /// retry poisons the store, any other is logged, saying what happens
+    /// `instead`.
+    fn checkpoint_failed(&self, e: &crate::error::CheckpointError, during: &str, instead: &str) {
+        match health::checkpoint_reaction(e) {
+            health::Reaction::Poison => self.poison(format!("{during} failed: {e}")),
+            health::Reaction::RetryBriefly | health::Reaction::RetryWhileItLasts => {
+                tracing::warn!(error = %e, "{during} failed; {instead}");
             }
         }
     }
