@@ -16,9 +16,9 @@ fn key(i: usize) -> String {
 /// store with the default metadata cache: after one pass of gets, a second
 /// is answered from the cache alone. The cache is sharded by a hash seeded
 /// at random per process and each shard has its share of the budget, so a
-/// shard that drew more than its share of keys evicts a few (97.5% of the
-/// budget is in use: 7 of 100,000 keys were once missed); a tenth of a
-/// percent allows for that (a 48 MiB cache misses 23%).
+/// shard that drew more than its share of keys evicts a few (the keys use
+/// 97.5% of the budget); a tenth of a percent allows for that (a 48 MiB
+/// cache misses 23%).
 #[test]
 fn the_default_cache_holds_a_hundred_thousand_small_keys() {
     const MANY: usize = 100_000;
