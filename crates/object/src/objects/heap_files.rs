@@ -57,13 +57,19 @@ impl Store {
 
     /// Creates the heap directory (durably) if it is missing. Creating a
     /// heap calls it, so that its first object's create does not also pay
-    /// for the directory (and the store directory's sync).
+    /// for the directory (and the store directory's sync). Once it is
+    /// known to exist, later calls do nothing: a heap file's create does
+    /// not look for it first (a create that finds it gone makes it again).
     pub fn ensure_heap_dir(&self) -> Result<()> {
+        if self.heap_dir_made.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         let dir = self.heap_dir();
         if !self.storage().exists(&dir)? {
             self.storage().create_dir_all(&dir)?;
             self.storage().sync_dir(self.dir())?;
         }
+        self.heap_dir_made.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
@@ -78,7 +84,16 @@ impl Store {
             return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
         }
         self.ensure_heap_dir()?;
-        let file = self.storage().open(&self.heap_file_path(id), OpenOptions::CREATE_NEW)?;
+        let file = match self.storage().open(&self.heap_file_path(id), OpenOptions::CREATE_NEW) {
+            Ok(file) => file,
+            Err(e) if e.is_not_found() => {
+                // `heap/` went behind the store's back since it was made.
+                self.heap_dir_made.store(false, std::sync::atomic::Ordering::Release);
+                self.ensure_heap_dir()?;
+                self.storage().open(&self.heap_file_path(id), OpenOptions::CREATE_NEW)?
+            }
+            Err(e) => return Err(e.into()),
+        };
         if len > 0 {
             file.set_len(len)?;
         }

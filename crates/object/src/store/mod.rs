@@ -184,6 +184,9 @@ pub struct Store {
     /// (`Store::heap_file_status`), opened at the first; `None` inside
     /// where the storage has no directory handles.
     pub(crate) heap_dir_handle: std::sync::OnceLock<Option<larder_io::DirectoryRef>>,
+    /// Whether `heap/` is known to exist (`Store::ensure_heap_dir`), so
+    /// that a heap file's create does not look for it first.
+    pub(crate) heap_dir_made: std::sync::atomic::AtomicBool,
     _lock: Box<dyn Lock>,
 }
 
@@ -393,6 +396,7 @@ impl Store {
             meta_cache,
             extent_cache,
             heap_dir_handle: std::sync::OnceLock::new(),
+            heap_dir_made: std::sync::atomic::AtomicBool::new(false),
             _lock: lock,
         };
         if high_water.is_none() && store.stat(ROOT_ID)?.is_none() {
