@@ -9,9 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use larder_heap::limits::MIN_RESERVE_BYTES;
 use larder_heap::{Heap, HeapError, ObjectId};
-use larder_io::SimStorage;
 
-use common::{heap, real_store, sim_store};
+use common::{real_heap, sim_heap};
 
 /// Re-attaches `object` of `size` bytes and checks that it grows in place
 /// to twice that size (the reservation an attach promises) with its bytes.
@@ -32,9 +31,7 @@ fn reattached_whole(h: &Heap, object: ObjectId, size: u64) {
 
 #[test]
 fn large_objects_are_attached_in_a_reservation_for_their_length() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, _store, h) = real_heap();
     // Past half the smallest reservation: mapped again in a bigger one.
     let half = MIN_RESERVE_BYTES / 2 + 8192;
     let a = h.alloc(half).unwrap();
@@ -84,18 +81,14 @@ fn attach_racing_free(h: &Heap, rounds: usize) {
 
 #[test]
 fn an_attach_racing_a_free_leaves_nothing_attached_on_real_mappings() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, store, h) = real_heap();
     attach_racing_free(&h, 200);
     assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "every freed object's file is removed");
 }
 
 #[test]
 fn an_attach_racing_a_free_leaves_nothing_attached_on_the_simulation() {
-    let sim = SimStorage::new(7);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, store, h) = sim_heap(7);
     attach_racing_free(&h, 100);
     assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "every freed object's file is removed");
 }

@@ -9,10 +9,9 @@ mod common;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use larder_heap::{Heap, HeapError, ObjectId, PPtr, TypeId};
-use larder_io::SimStorage;
 use proptest::prelude::*;
 
-use common::{heap, sim_store};
+use common::sim_heap;
 
 /// Pointer slots per node (a type per count); the payload follows them.
 const MAX_SLOTS: usize = 3;
@@ -83,9 +82,7 @@ proptest! {
 
     #[test]
     fn clone_is_isomorphic_with_fresh_ids(graph in graphs(), seed in 0u64..1000) {
-        let sim = SimStorage::new(seed);
-        let store = sim_store(&sim);
-        let h = heap(&store);
+        let (_sim, store, h) = sim_heap(seed);
         let types = types(&h);
         let ids = build(&h, &graph, &types);
         let before = store.list_heap_files().unwrap().0;
@@ -133,9 +130,7 @@ proptest! {
 
     #[test]
     fn clone_with_a_bad_pointer_leaves_nothing(graph in graphs(), victim in 0usize..10, seed in 0u64..1000) {
-        let sim = SimStorage::new(seed);
-        let store = sim_store(&sim);
-        let h = heap(&store);
+        let (_sim, store, h) = sim_heap(seed);
         let types = types(&h);
         let ids = build(&h, &graph, &types);
         let reach: Vec<usize> = reachable(&graph).into_iter().collect();
@@ -152,9 +147,7 @@ proptest! {
 
 #[test]
 fn a_type_offset_past_the_object_is_refused_and_leaves_nothing() {
-    let sim = SimStorage::new(1);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, store, h) = sim_heap(1);
     let t = h.alloc_type(&[0, 24]).unwrap();
     let a = h.alloc(48).unwrap();
     let b = h.alloc(8).unwrap();

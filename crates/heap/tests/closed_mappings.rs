@@ -16,7 +16,7 @@ use larder_heap::limits::{CLOSED_MAPPINGS, CLOSED_MAPPING_BYTES};
 use larder_heap::{Credentials, Heap, HeapError, ObjectId};
 use larder_object::{Durability, Store};
 
-use common::{heap, real_store};
+use common::{heap, real_heap};
 
 /// The host file of `object` in the store at `dir`.
 fn file_of(dir: &std::path::Path, object: ObjectId) -> PathBuf {
@@ -49,9 +49,7 @@ fn is_not_found<T: std::fmt::Debug>(result: larder_heap::Result<T>) -> bool {
 
 #[test]
 fn a_closed_object_is_attached_again_from_its_kept_mapping_with_its_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, _store, h) = real_heap();
     let object = closed_object(&h, 1024, 7);
     h.add_name(object, "seven").unwrap();
     for round in 0..100 {
@@ -72,9 +70,7 @@ fn a_closed_object_is_attached_again_from_its_kept_mapping_with_its_bytes() {
 
 #[test]
 fn a_freed_object_is_not_found_never_its_old_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, _store, h) = real_heap();
     let object = closed_object(&h, 4096, 0xAB);
     h.add_name(object, "gone").unwrap();
     assert_eq!(mappings_of(dir.path(), object), 1);
@@ -93,9 +89,7 @@ fn a_freed_object_is_not_found_never_its_old_bytes() {
 
 #[test]
 fn a_free_through_another_handle_is_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, store, h) = real_heap();
     let other = Heap::open(&store, "/heap", Credentials::root()).unwrap();
     let object = closed_object(&h, 1024, 1);
     other.free(object).unwrap();
@@ -104,9 +98,7 @@ fn a_free_through_another_handle_is_seen() {
 
 #[test]
 fn a_free_through_the_object_layer_is_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, store, h) = real_heap();
     // Buffered: the file stays (until the next open), only the records go.
     let buffered = closed_object(&h, 1024, 2);
     store.free_heap_object(h.root_id(), buffered.0, Durability::Buffered).unwrap();
@@ -122,9 +114,7 @@ fn a_free_through_the_object_layer_is_seen() {
 
 #[test]
 fn a_delete_through_the_object_layer_is_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, store, h) = real_heap();
     let object = closed_object(&h, 1024, 4);
     store.delete_object(object.0, Durability::Buffered).unwrap();
     assert!(file_of(dir.path(), object).exists(), "the file goes at the next open");
@@ -134,9 +124,7 @@ fn a_delete_through_the_object_layer_is_seen() {
 
 #[test]
 fn a_file_shrunk_behind_the_heap_is_refused_not_mapped() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, _store, h) = real_heap();
     let object = closed_object(&h, 64 << 10, 5);
     std::fs::OpenOptions::new().write(true).open(file_of(dir.path(), object)).unwrap().set_len(4096).unwrap();
     match h.get(object) {
@@ -154,9 +142,7 @@ fn a_file_shrunk_behind_the_heap_is_refused_not_mapped() {
 
 #[test]
 fn a_file_removed_behind_the_heap_is_not_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, _store, h) = real_heap();
     let object = closed_object(&h, 4096, 6);
     std::fs::remove_file(file_of(dir.path(), object)).unwrap();
     assert!(is_not_found(h.get(object)), "no file: nothing to map, whatever is kept");
@@ -164,9 +150,7 @@ fn a_file_removed_behind_the_heap_is_not_found() {
 
 #[test]
 fn a_file_replaced_under_its_name_is_mapped_anew() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, _store, h) = real_heap();
     let object = closed_object(&h, 4096, 0x11);
     let path = file_of(dir.path(), object);
     let replacement = path.with_extension("new");
@@ -179,9 +163,7 @@ fn a_file_replaced_under_its_name_is_mapped_anew() {
 
 #[test]
 fn growth_through_the_object_layer_is_seen_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, store, h) = real_heap();
     let object = closed_object(&h, 1024, 9);
     // A write past the end extends the file in place (the heap's one
     // exception to shadowing), then commits the new size.
@@ -202,9 +184,7 @@ fn growth_through_the_object_layer_is_seen_in_place() {
 
 #[test]
 fn growth_past_half_the_reservation_behind_the_heap_is_mapped_anew() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, store, h) = real_heap();
     let object = closed_object(&h, 4096, 10);
     // Longer than half the kept mapping's reservation: growth to twice the
     // length (what an attach promises in place) would not fit it.
@@ -221,9 +201,7 @@ fn growth_past_half_the_reservation_behind_the_heap_is_mapped_anew() {
 
 #[test]
 fn growth_in_another_handle_is_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, store, h) = real_heap();
     let other = Heap::open(&store, "/heap", Credentials::root()).unwrap();
     let object = closed_object(&h, 1024, 12);
     other.grow(object, 8192).unwrap();
@@ -237,9 +215,7 @@ fn growth_in_another_handle_is_seen() {
 
 #[test]
 fn a_mode_change_while_closed_decides_the_next_mapping() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let owner = heap(&store);
+    let (_dir, store, owner) = real_heap();
     let object = closed_object(&owner, 1024, 13);
     let stranger = Heap::open(&store, "/heap", Credentials::user(2000, 2000)).unwrap();
     // 0644: the stranger may read only, so gets a read-only mapping, not
@@ -259,9 +235,7 @@ fn a_mode_change_while_closed_decides_the_next_mapping() {
 
 #[test]
 fn the_kept_mappings_are_bounded_in_count_and_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, _store, h) = real_heap();
     let objects: Vec<ObjectId> = (0..CLOSED_MAPPINGS + 8).map(|_| h.alloc(4096).unwrap()).collect();
     for (i, &object) in objects.iter().enumerate() {
         h.write_at(object, 0, &[i as u8]).unwrap();
@@ -301,9 +275,7 @@ fn the_kept_mappings_are_bounded_in_count_and_bytes() {
 
 #[test]
 fn closing_the_heap_unmaps_the_kept_mappings() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, store, h) = real_heap();
     let other = heap(&store);
     let object = closed_object(&h, 1024, 14);
     h.close().unwrap();
@@ -326,9 +298,7 @@ fn closing_the_heap_unmaps_the_kept_mappings() {
 /// own bytes or NotFound, never another's or a freed one's after its free.
 #[test]
 fn racing_attaches_closes_and_frees_never_show_freed_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, _store, h) = real_heap();
     let live: parking_lot::Mutex<Vec<ObjectId>> = parking_lot::Mutex::new(Vec::new());
     let freed: parking_lot::Mutex<Vec<ObjectId>> = parking_lot::Mutex::new(Vec::new());
     let make = |h: &Heap| {

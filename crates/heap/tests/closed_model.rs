@@ -17,7 +17,7 @@ use larder_heap::{Heap, HeapError, ObjectId};
 use larder_object::Durability;
 use proptest::prelude::*;
 
-use common::{heap, real_store};
+use common::real_heap;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -110,9 +110,7 @@ fn check(h: &Heap, object: &mut Object) -> Result<(), TestCaseError> {
 }
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (dir, store, h) = real_heap();
     let mut objects: Vec<Object> = Vec::new();
     for op in ops {
         let pick = |i: usize, objects: &[Object]| if objects.is_empty() { None } else { Some(i % objects.len()) };

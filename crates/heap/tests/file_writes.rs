@@ -9,7 +9,7 @@ mod common;
 use larder_heap::limits::FILE_WRITE_BYTES;
 use larder_heap::{Credentials, Heap, HeapError};
 
-use common::{heap, real_store};
+use common::{heap, real_heap, real_store};
 
 /// `len` bytes of a pattern that differs at every offset mod 251.
 fn pattern(len: usize, salt: u8) -> Vec<u8> {
@@ -59,9 +59,7 @@ fn a_large_write_reaches_the_mapping_and_the_disk() {
 
 #[test]
 fn a_bad_large_write_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let admin = heap(&store);
+    let (dir, store, admin) = real_heap();
     let size = FILE_WRITE_BYTES + 100;
     let a = admin.alloc(size as u64).unwrap();
     let data = pattern(FILE_WRITE_BYTES, 1);
@@ -85,9 +83,7 @@ fn a_bad_large_write_changes_nothing() {
 
 #[test]
 fn another_handle_sees_a_large_write_through_its_mapping() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let writer = heap(&store);
+    let (_dir, store, writer) = real_heap();
     let a = writer.alloc(FILE_WRITE_BYTES as u64).unwrap();
     writer.sync().unwrap();
     let reader = Heap::open(&store, "/heap", Credentials::user(1000, 1000)).unwrap();

@@ -8,9 +8,8 @@
 mod common;
 
 use larder_heap::{Heap, HeapError, ObjectId, PPtr};
-use larder_io::SimStorage;
 
-use common::{heap, reopen_sim, sim_store};
+use common::{heap, reopen_sim, sim_heap};
 
 /// The verdict of one deref, comparable across heaps.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,9 +44,7 @@ fn probes(blocks: &[(PPtr<u8>, u64)]) -> Vec<PPtr<[u8; 8]>> {
 
 #[test]
 fn checks_from_the_index_agree_with_the_loaded_allocator() {
-    let sim = SimStorage::new(31);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(31);
     let a: ObjectId = h.alloc(64).unwrap();
     let mut blocks = Vec::new();
     for i in 0..40u64 {
@@ -96,9 +93,7 @@ fn checks_from_the_index_agree_with_the_loaded_allocator() {
 
 #[test]
 fn an_object_without_allocator_records_has_only_user_bytes() {
-    let sim = SimStorage::new(32);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, store, h) = sim_heap(32);
     let a = h.alloc(4096).unwrap();
     h.sync().unwrap();
     drop(h);

@@ -10,9 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 
 use larder_heap::HeapError;
-use larder_io::SimStorage;
 
-use common::{heap, real_store, sim_store};
+use common::{heap, real_heap, sim_heap};
 
 const WRITERS: usize = 4;
 const READERS: usize = 2;
@@ -96,9 +95,7 @@ fn race(h: &larder_heap::Heap) {
 
 #[test]
 fn one_winner_nothing_torn_on_the_simulation() {
-    let sim = SimStorage::new(1);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, store, h) = sim_heap(1);
     race(&h);
     h.sync().unwrap();
     assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "every object was freed and its file removed");
@@ -106,9 +103,7 @@ fn one_winner_nothing_torn_on_the_simulation() {
 
 #[test]
 fn one_winner_nothing_torn_on_real_mappings() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, store, h) = real_heap();
     race(&h);
     h.sync().unwrap();
     assert_eq!(store.list_heap_files().unwrap().0.len(), 0);
@@ -149,9 +144,7 @@ fn blocks_race(h: &larder_heap::Heap) -> (larder_heap::ObjectId, Vec<larder_heap
 
 #[test]
 fn alloc_in_from_many_threads_on_the_simulation() {
-    let sim = SimStorage::new(2);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(2);
     let (object, live) = blocks_race(&h);
     h.sync().unwrap();
     drop(h);
@@ -166,9 +159,7 @@ fn alloc_in_from_many_threads_on_the_simulation() {
 
 #[test]
 fn alloc_in_from_many_threads_on_real_mappings() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, _store, h) = real_heap();
     let (_, live) = blocks_race(&h);
     for p in &live {
         h.deref(*p).unwrap();

@@ -8,7 +8,7 @@ mod common;
 
 use larder_heap::HeapError;
 
-use common::{heap, real_store};
+use common::{heap, real_heap, real_store};
 
 #[test]
 fn a_file_shrunk_outside_larder_is_refused_at_attach() {
@@ -45,9 +45,7 @@ fn a_file_shrunk_outside_larder_is_refused_at_attach() {
 
 #[test]
 fn growing_past_the_reservation_maps_anew_and_keeps_the_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = real_store(dir.path());
-    let h = heap(&store);
+    let (_dir, _store, h) = real_heap();
     let a = h.alloc(16).unwrap();
     h.write_at(a, 0, b"first sixteen b.").unwrap();
     let before = h.pointer(a).unwrap();

@@ -56,3 +56,22 @@ pub fn real_store(dir: &Path) -> Arc<Store> {
 pub fn heap(store: &Arc<Store>) -> Heap {
     Heap::open(store, "/heap", Credentials::root()).unwrap()
 }
+
+/// A new store on a simulated storage of `seed`, and its heap `/heap` as
+/// root: the simulation (to crash it), the store and the heap.
+pub fn sim_heap(seed: u64) -> (SimStorage, Arc<Store>, Heap) {
+    let sim = SimStorage::new(seed);
+    let store = sim_store(&sim);
+    let heap = heap(&store);
+    (sim, store, heap)
+}
+
+/// A new store on the real file system in a temporary directory, and its
+/// heap `/heap` as root. The directory is removed when the first value is
+/// dropped: keep it bound (`_dir`, not `_`) for as long as the store.
+pub fn real_heap() -> (tempfile::TempDir, Arc<Store>, Heap) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = real_store(dir.path());
+    let heap = heap(&store);
+    (dir, store, heap)
+}
