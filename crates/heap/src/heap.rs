@@ -31,6 +31,9 @@ pub(crate) struct Pending {
     pub(crate) dir_changed: bool,
     /// Freed objects whose file goes once the free (at this LSN) is durable.
     pub(crate) removals: Vec<(u64, u64)>,
+    /// Files of freed objects were removed since the last sync (by `free`,
+    /// once their frees were durable): the directory is synced.
+    pub(crate) removed: bool,
 }
 
 /// What every handle of one heap in this process shares: its mappings,

@@ -226,9 +226,12 @@ impl Heap {
                     let kept = self.shared.closed.lock().take(id);
                     drop(kept);
                     self.drop_arena(id);
-                    let mut pending = self.shared.pending.lock();
-                    pending.files.remove(&id);
-                    pending.removals.push((lsn, id));
+                    {
+                        let mut pending = self.shared.pending.lock();
+                        pending.files.remove(&id);
+                        pending.removals.push((lsn, id));
+                    }
+                    self.remove_files_freed_durably();
                     return Ok(());
                 }
                 Err(FreeFailure::NamesChanged) => continue,

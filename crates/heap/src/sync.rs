@@ -212,23 +212,61 @@ impl Heap {
     }
 
     /// Removes the files of freed objects whose free is durable, and makes
-    /// the removals durable.
+    /// the removals durable (with those `free` made since the last sync).
     fn remove_freed_files(&self) -> Result<()> {
-        let durable = self.shared.store.durable_lsn();
-        let ready: Vec<(u64, u64)> = {
+        let ready = self.take_durably_freed();
+        let removed = std::mem::take(&mut self.shared.pending.lock().removed);
+        let outcome = (|| -> Result<()> {
+            for (_, id) in &ready {
+                self.shared.store.remove_heap_file(*id)?;
+            }
+            if removed || !ready.is_empty() {
+                self.shared.store.sync_heap_dir()?;
+            }
+            Ok(())
+        })();
+        if outcome.is_err() {
+            // Tried again at the next sync (a removal is idempotent).
             let mut pending = self.shared.pending.lock();
-            let (ready, later) = pending.removals.drain(..).partition(|(lsn, _)| *lsn <= durable);
-            pending.removals = later;
-            ready
-        };
+            pending.removals.extend(ready);
+            pending.removed |= removed;
+        }
+        outcome
+    }
+
+    /// The freed objects whose free is durable now, taken from the pending
+    /// removals.
+    fn take_durably_freed(&self) -> Vec<(u64, u64)> {
+        let durable = self.shared.store.durable_lsn();
+        let mut pending = self.shared.pending.lock();
+        let (ready, later) = pending.removals.drain(..).partition(|(lsn, _)| *lsn <= durable);
+        pending.removals = later;
+        ready
+    }
+
+    /// Removes, without syncing the directory, the files of freed objects
+    /// whose free the log has made durable since (its background sync, or
+    /// any durable commit), so that a program that allocates and frees
+    /// between syncs does not pile up files to remove all at once: without
+    /// a journal ext4 walks every inode freed in the last minutes at each
+    /// create in that block group (docs/heap.md, "Metadata and the log").
+    /// The next `sync` makes the removals durable; one lost in a crash
+    /// leaves a file without a record, which the next open removes. A
+    /// removal that fails is left to that `sync`, which reports it.
+    pub(crate) fn remove_files_freed_durably(&self) {
+        let ready = self.take_durably_freed();
         if ready.is_empty() {
-            return Ok(());
+            return;
         }
-        for (_, id) in &ready {
-            self.shared.store.remove_heap_file(*id)?;
+        let mut failed = Vec::new();
+        for (lsn, id) in ready {
+            if self.shared.store.remove_heap_file(id).is_err() {
+                failed.push((lsn, id));
+            }
         }
-        self.shared.store.sync_heap_dir()?;
-        Ok(())
+        let mut pending = self.shared.pending.lock();
+        pending.removed = true;
+        pending.removals.extend(failed);
     }
 
     /// Syncs the heap and, if this is its last handle in the process,

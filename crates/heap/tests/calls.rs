@@ -7,13 +7,11 @@ mod common;
 use larder_heap::{Credentials, Heap, HeapError, ObjectId, PPtr};
 use larder_io::SimStorage;
 
-use common::{heap, reopen_sim, sim_store};
+use common::{heap, reopen_sim, sim_heap, sim_store};
 
 #[test]
 fn alloc_write_sync_reopen_reads_the_bytes() {
-    let sim = SimStorage::new(1);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(1);
     let a = h.alloc(100).unwrap();
     assert_eq!(h.size(a).unwrap(), 100);
     h.write_at(a, 10, b"hello").unwrap();
@@ -43,9 +41,7 @@ fn alloc_write_sync_reopen_reads_the_bytes() {
 
 #[test]
 fn names_are_create_if_absent() {
-    let sim = SimStorage::new(2);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, _store, h) = sim_heap(2);
     let (a, b) = (h.alloc(8).unwrap(), h.alloc(8).unwrap());
     h.add_name(a, "n").unwrap();
     assert!(matches!(h.add_name(b, "n"), Err(HeapError::AlreadyExists { .. })));
@@ -59,9 +55,7 @@ fn names_are_create_if_absent() {
 
 #[test]
 fn free_drops_every_name_and_the_file_once_durable() {
-    let sim = SimStorage::new(3);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, store, h) = sim_heap(3);
     let a = h.alloc(4096).unwrap();
     h.add_name(a, "x").unwrap();
     h.add_name(a, "y").unwrap();
@@ -81,9 +75,7 @@ fn free_drops_every_name_and_the_file_once_durable() {
 
 #[test]
 fn grow_keeps_the_base_and_never_shrinks() {
-    let sim = SimStorage::new(4);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(4);
     let a = h.alloc(10).unwrap();
     let base = h.pointer(a).unwrap();
     h.write_at(a, 0, b"0123456789").unwrap();
@@ -108,9 +100,7 @@ fn grow_keeps_the_base_and_never_shrinks() {
 
 #[test]
 fn close_object_unmaps_and_keeps_the_bytes() {
-    let sim = SimStorage::new(5);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(5);
     let a = h.alloc(16).unwrap();
     h.write_at(a, 0, b"kept after close").unwrap();
     h.close_object(a).unwrap();
@@ -126,9 +116,7 @@ fn close_object_unmaps_and_keeps_the_bytes() {
 
 #[test]
 fn types_persist_and_must_fit() {
-    let sim = SimStorage::new(6);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(6);
     let t = h.alloc_type(&[0, 24]).unwrap();
     assert!(matches!(h.alloc_type(&[0, 8]), Err(HeapError::BadType { .. })));
     assert!(matches!(h.alloc_type(&[3]), Err(HeapError::BadType { .. })));
@@ -149,9 +137,7 @@ fn types_persist_and_must_fit() {
 
 #[test]
 fn pointers_deref_with_checks() {
-    let sim = SimStorage::new(7);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, _store, h) = sim_heap(7);
     let a = h.alloc(64).unwrap();
     let p = h.nptr(a).unwrap();
     assert_eq!(p, PPtr::new(a.0, 0, 0));
@@ -214,9 +200,7 @@ fn read_only_users_attach_read_only() {
 
 #[test]
 fn copy_is_one_object_with_the_same_bytes_and_type() {
-    let sim = SimStorage::new(10);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, _store, h) = sim_heap(10);
     let t = h.alloc_type(&[0]).unwrap();
     let a = h.alloc(30).unwrap();
     let b = h.alloc(5).unwrap();
@@ -236,9 +220,7 @@ fn copy_is_one_object_with_the_same_bytes_and_type() {
 fn sync_and_clone_of_many_objects_fit_the_log() {
     // The test store's log segments are 64 KiB: 1,500 objects' durable
     // sizes or 200 copies do not fit one record.
-    let sim = SimStorage::new(11);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(11);
     let t = h.alloc_type(&[0]).unwrap();
     let mut chain = Vec::new();
     for _ in 0..200 {
@@ -268,9 +250,7 @@ fn sync_and_clone_of_many_objects_fit_the_log() {
 
 #[test]
 fn alloc_in_blocks_live_through_sync_and_go_stale_when_freed() {
-    let sim = SimStorage::new(12);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(12);
     let a = h.alloc(100).unwrap();
     h.write_at(a, 0, b"user bytes").unwrap();
     let mut blocks = Vec::new();
@@ -327,9 +307,7 @@ fn alloc_in_blocks_live_through_sync_and_go_stale_when_freed() {
 
 #[test]
 fn check_counts_the_allocators_growth_before_sync() {
-    let sim = SimStorage::new(14);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (_sim, store, h) = sim_heap(14);
     let a = h.alloc(64).unwrap();
     h.sync().unwrap();
     // Blocks past the committed 64 bytes: the object's size in the store
@@ -351,9 +329,7 @@ fn check_counts_the_allocators_growth_before_sync() {
 
 #[test]
 fn grow_after_alloc_in_keeps_both() {
-    let sim = SimStorage::new(13);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(13);
     let a = h.alloc(10).unwrap();
     let p = h.alloc_in(a, 100, 16).unwrap();
     h.write_at(a, p.offset, &[9u8; 100]).unwrap();
@@ -433,9 +409,7 @@ fn a_persistent_pointer_is_24_bytes_object_offset_generation() {
 
 #[test]
 fn a_copy_carries_its_blocks_and_their_generations() {
-    let sim = SimStorage::new(16);
-    let store = sim_store(&sim);
-    let h = heap(&store);
+    let (sim, store, h) = sim_heap(16);
     let a = h.alloc(8).unwrap();
     let blocks: Vec<PPtr<u8>> = (0..50).map(|i| h.alloc_in(a, 40 + i * 90, 8).unwrap()).collect();
     for (i, p) in blocks.iter().enumerate() {
@@ -491,4 +465,30 @@ fn open_existing_opens_a_heap_and_never_makes_one() {
     drop(h);
     let h = Heap::open_existing(&store, "/heap", Credentials::root()).unwrap();
     assert_eq!(h.get_by_name("there").unwrap(), a);
+}
+
+#[test]
+fn a_free_removes_the_files_of_earlier_frees_once_they_are_durable() {
+    let (sim, store, h) = sim_heap(17);
+    let (a, b) = (h.alloc(64).unwrap(), h.alloc(64).unwrap());
+    h.write_at(b, 0, b"kept").unwrap();
+    h.sync().unwrap();
+    let files = |store: &std::sync::Arc<larder_object::Store>| store.list_heap_files().unwrap().0;
+    h.free(a).unwrap();
+    assert_eq!(files(&store), vec![a.0, b.0], "a free not yet durable keeps the file");
+    store.sync().unwrap();
+    h.free(b).unwrap();
+    assert_eq!(files(&store), vec![b.0], "the next free removes the file of the one made durable since");
+    // No heap sync: b's free is lost in the crash (taken before the store
+    // closes, which would write its log), a's stands.
+    let after = sim.crash_with(larder_io::sim::CrashMode::DropAllPending);
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&after);
+    let h = heap(&store);
+    assert!(matches!(h.get(a), Err(HeapError::NotFound { .. })));
+    let mut buf = [0u8; 4];
+    h.read_at(b, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"kept", "a free lost in the crash leaves the object with its file");
+    assert_eq!(files(&store), vec![b.0], "a removal lost in the crash is redone at open");
 }
