@@ -323,10 +323,7 @@ impl RunIter {
     /// is the registry's id.
     pub(crate) fn current(&self) -> Option<EntryRef<'_>> {
         let span = self.current.as_ref()?;
-        let bytes = match self.block.as_ref()? {
-            Loaded::Cached(block) => block.view().bytes(),
-            Loaded::Mapped { at, shape, .. } => self.run.mapped_at(*at, shape.len()),
-        };
+        let bytes = self.block_bytes()?;
         let payload = bytes.get(span.payload.clone()).unwrap_or_default();
         let op = match span.kind {
             Kind::Put => OpRef::Put(payload),
@@ -337,6 +334,20 @@ impl RunIter {
             },
         };
         Some(EntryRef { key: bytes.get(span.key.clone()).unwrap_or_default(), stamp: span.stamp, op })
+    }
+
+    /// The key of [`RunIter::current`]'s entry.
+    pub(crate) fn current_key(&self) -> Option<&[u8]> {
+        let span = self.current.as_ref()?;
+        Some(self.block_bytes()?.get(span.key.clone()).unwrap_or_default())
+    }
+
+    /// The bytes the current entry's [`EntrySpan`] indexes.
+    fn block_bytes(&self) -> Option<&[u8]> {
+        Some(match self.block.as_ref()? {
+            Loaded::Cached(block) => block.view().bytes(),
+            Loaded::Mapped { at, shape, .. } => self.run.mapped_at(*at, shape.len()),
+        })
     }
 
     /// Moves past the entry under the cursor.
