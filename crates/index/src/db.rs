@@ -17,7 +17,6 @@ use crate::manifest::{self, commit_manifest, load_manifest, parse_manifest_file_
 use crate::memtable::Memtable;
 use crate::merge::Registry;
 use crate::options::Options;
-use crate::read::MemtableRead;
 use crate::run::cache::{BlockCache, RunCache, RunHandle};
 use crate::run::{parse_run_file_name, run_file_name};
 use crate::stats::{IndexStats, Stats};
@@ -586,15 +585,14 @@ impl Inner {
         let hash = crate::run::bloom::key_hash(key);
         let g = self.sv.read();
         let seq = self.visible_seq.load(Ordering::Acquire);
-        let fold = match self.get_from_memtables(&g, seq, key, hash, found) {
-            MemtableRead::Settled(value) => return Ok(value),
-            MemtableRead::Runs => false,
-            MemtableRead::Fold => true,
-        };
+        let step = self.get_from_memtables(&g, seq, key, hash, found);
         // Runs may be read from disk: not under the lock.
-        let sv = g.clone();
-        drop(g);
-        Ok(self.get_general(&sv, seq, key, hash, fold)?.map(owned))
+        let unlocked = || {
+            let sv = g.clone();
+            drop(g);
+            sv
+        };
+        self.get_after_memtables(step, unlocked, seq, key, hash, owned)
     }
 
     /// The current super version and the sequence number to read at, taken

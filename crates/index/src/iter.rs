@@ -163,6 +163,15 @@ impl Source {
         }
     }
 
+    /// The key of [`Source::current`]'s entry alone (a run's cursor then
+    /// slices its key without making the rest of the entry).
+    fn current_key(&self) -> Option<&[u8]> {
+        match self {
+            Source::Run(r) => r.current_key(),
+            other => other.current().map(|e| e.key),
+        }
+    }
+
     fn advance(&mut self) -> Result<()> {
         match self {
             Source::SkipList(m) => {
@@ -306,12 +315,12 @@ impl MergeIter {
         else {
             return;
         };
-        match source.current() {
-            Some(e) => {
+        match source.current_key() {
+            Some(current) => {
                 let key = slot.get_or_insert_with(Vec::new);
                 key.clear();
-                key.extend_from_slice(e.key);
-                *head = key_head16(e.key);
+                key.extend_from_slice(current);
+                *head = key_head16(current);
             }
             None => *slot = None,
         }

@@ -74,12 +74,29 @@ impl Inner {
         owned: impl FnOnce(Vec<u8>) -> T,
     ) -> Result<Option<T>> {
         let hash = key_hash(key);
-        let fold = match self.get_from_memtables(sv, read_seq, key, hash, found) {
+        let step = self.get_from_memtables(sv, read_seq, key, hash, found);
+        self.get_after_memtables(step, || sv, read_seq, key, hash, owned)
+    }
+
+    /// The rest of a point read after its memtable step (`step`, of
+    /// [`Inner::get_from_memtables`]): the memtables' answer if they
+    /// settled the key, else the read of the super version `sv()` gives
+    /// (taken only then), `owned` making its value into a `T`.
+    pub(crate) fn get_after_memtables<T, V: std::ops::Deref<Target = SuperVersion>>(
+        &self,
+        step: MemtableRead<T>,
+        sv: impl FnOnce() -> V,
+        read_seq: u64,
+        key: &[u8],
+        hash: u64,
+        owned: impl FnOnce(Vec<u8>) -> T,
+    ) -> Result<Option<T>> {
+        let memtables = match step {
             MemtableRead::Settled(value) => return Ok(value),
             MemtableRead::Runs => false,
             MemtableRead::Fold => true,
         };
-        Ok(self.get_general(sv, read_seq, key, hash, fold)?.map(owned))
+        Ok(self.get_general(&sv(), read_seq, key, hash, memtables)?.map(owned))
     }
 
     /// The first step of a point read, which answers most reads of recent

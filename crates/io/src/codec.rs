@@ -208,6 +208,13 @@ pub fn check_trailing_crc(buf: &[u8]) -> DecodeResult<&[u8]> {
 /// returns 0 past the end instead of failing (callers validated first).
 #[inline]
 pub fn read_varint_unchecked(buf: &[u8], pos: &mut usize) -> u64 {
+    // Most varints (lengths under 128) are one byte.
+    if let Some(&b) = buf.get(*pos) {
+        if b < 0x80 {
+            *pos += 1;
+            return u64::from(b);
+        }
+    }
     let mut v = 0u64;
     let mut shift = 0;
     while let Some(&b) = buf.get(*pos) {

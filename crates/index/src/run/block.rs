@@ -119,6 +119,24 @@ pub(crate) struct BlockRef<'a> {
     count: usize,
 }
 
+/// Where a viewed block's parts lie ([`BlockRef::shape`]): kept by a
+/// cursor, it views the block's bytes again ([`BlockRef::with_shape`])
+/// without reading its entry count at every entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// The bytes of the entries and the offset table.
+    len: usize,
+    table: usize,
+    count: usize,
+}
+
+impl Shape {
+    /// The bytes of the entries and the offset table.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
 /// Parses one entry from `bytes` (exactly the entry), checking everything.
 fn parse_checked(bytes: &[u8], operators: usize) -> Result<RawEntry<'_>, String> {
     let mut d = Decoder::new(bytes);
@@ -251,12 +269,24 @@ impl<'a> BlockRef<'a> {
         self.count
     }
 
-    fn offset(&self, i: usize) -> usize {
-        let at = self.table + 4 * i;
-        match self.data.get(at..at + 4) {
-            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
-            None => 0,
+    /// Where this view's parts lie.
+    pub(crate) fn shape(&self) -> Shape {
+        Shape { len: self.data.len(), table: self.table, count: self.count }
+    }
+
+    /// Views `data` (what [`BlockRef::bytes`] gave for `shape`) again as
+    /// the block `shape` was taken from; a block of no entries if `data`
+    /// is not as long as it was.
+    pub(crate) fn with_shape(data: &'a [u8], shape: Shape) -> BlockRef<'a> {
+        if data.len() != shape.len {
+            return BlockRef { data: &[], table: 0, count: 0 };
         }
+        BlockRef { data, table: shape.table, count: shape.count }
+    }
+
+    fn offset(&self, i: usize) -> usize {
+        let at = self.table.saturating_add(i.saturating_mul(4));
+        self.data.get(at..).and_then(<[u8]>::first_chunk::<4>).map_or(0, |b| u32::from_le_bytes(*b) as usize)
     }
 
     /// The key of entry `i` (checked at decode).
@@ -271,8 +301,9 @@ impl<'a> BlockRef<'a> {
     fn stamp_at(&self, after_key: usize) -> Stamp {
         let seq = self
             .data
-            .get(after_key.saturating_add(1)..after_key.saturating_add(9))
-            .map_or(0, |b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]));
+            .get(after_key.saturating_add(1)..)
+            .and_then(<[u8]>::first_chunk::<8>)
+            .map_or(0, |b| u64::from_le_bytes(*b));
         let mut pos = after_key.saturating_add(9);
         let sub = read_varint_unchecked(self.data, &mut pos) as u32;
         Stamp { seq, sub }

@@ -3,18 +3,21 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::block::{Block, BlockRef, EntrySpan};
+use super::block::{Block, BlockRef, EntrySpan, Shape};
 use super::cache::BlockCache;
 use super::reader::OpenRun;
 use crate::entry::{EntryRef, Kind, OpRef, Stamp};
 use crate::error::Result;
+use crate::memtable::key_head16;
 use crate::stats::Stats;
 
 /// The block a cursor is in: read through the block cache, or viewed in
-/// place in a mapped run (no system call, copy or cache entry).
+/// place in a mapped run (no system call, copy or cache entry): block
+/// `index`, its entries and offset table `shape.len()` bytes from byte
+/// `at` of the mapping (found once per block, not per entry).
 enum Loaded {
     Cached(Arc<Block>),
-    Mapped(usize),
+    Mapped { index: usize, at: usize, shape: Shape },
 }
 
 /// A cursor over one run. User scans view blocks in the mapping when the
@@ -27,6 +30,10 @@ pub(crate) struct RunIter {
     forward: bool,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    /// The head ([`key_head16`]) of the bound the range ends at in the
+    /// iteration direction (0 if unbounded): most range checks are
+    /// settled by it.
+    far_head: u128,
     block_idx: usize,
     block: Option<Loaded>,
     /// Next entry to return within `block` (forward: index; backward: index + 1).
@@ -44,7 +51,7 @@ pub(crate) struct RunIter {
 fn view<'a>(run: &'a OpenRun, loaded: &'a Loaded) -> BlockRef<'a> {
     match loaded {
         Loaded::Cached(block) => block.view(),
-        Loaded::Mapped(i) => run.checked_view(*i),
+        Loaded::Mapped { at, shape, .. } => BlockRef::with_shape(run.mapped_at(*at, shape.len()), *shape),
     }
 }
 
@@ -57,6 +64,11 @@ impl RunIter {
         end: Bound<Vec<u8>>,
         forward: bool,
     ) -> Self {
+        let far = if forward { &end } else { &start };
+        let far_head = match far {
+            Bound::Included(k) | Bound::Excluded(k) => key_head16(k),
+            Bound::Unbounded => 0,
+        };
         RunIter {
             run,
             cache,
@@ -64,6 +76,7 @@ impl RunIter {
             forward,
             start,
             end,
+            far_head,
             block_idx: 0,
             block: None,
             pos: 0,
@@ -78,7 +91,14 @@ impl RunIter {
         self.block_idx = i;
         let first = self.block.take().is_none();
         if self.cache.is_some() && self.run.is_mapped() && self.run.scan_block(i, first, &self.stats)? {
-            self.block = Some(Loaded::Mapped(i));
+            let view = self.run.checked_view(i);
+            // A checked block never views as empty: the file was cut under
+            // the mapping since.
+            if view.len() == 0 {
+                return Err(self.run.changed(self.run.index.handle(i).offset));
+            }
+            let at = usize::try_from(self.run.index.handle(i).offset).unwrap_or(usize::MAX);
+            self.block = Some(Loaded::Mapped { index: i, at, shape: view.shape() });
         } else {
             self.block = Some(Loaded::Cached(self.run.block(i, self.cache.as_deref(), &self.stats)?));
         }
@@ -213,6 +233,12 @@ impl RunIter {
     }
 
     fn in_range(&self, key: &[u8]) -> bool {
+        // Unequal heads order the key and the bound as their bytes do.
+        let head = key_head16(key);
+        let bounded = !matches!(if self.forward { &self.end } else { &self.start }, Bound::Unbounded);
+        if bounded && head != self.far_head {
+            return (head < self.far_head) == self.forward;
+        }
         if self.forward {
             match &self.end {
                 Bound::Included(e) => key <= e.as_slice(),
@@ -243,11 +269,11 @@ impl RunIter {
                 return Ok(());
             };
             let block = view(&self.run, loaded);
-            if let Loaded::Mapped(i) = loaded {
-                // A checked block never views as empty: the file was cut
-                // under the mapping since.
+            if let Loaded::Mapped { index, .. } = loaded {
+                // Viewed once per block at its load, where a block that
+                // views as empty is refused: the mapping reads shorter now.
                 if block.len() == 0 {
-                    return Err(self.run.changed(self.run.index.handle(*i).offset));
+                    return Err(self.run.changed(self.run.index.handle(*index).offset));
                 }
             }
             let at = if self.forward {
@@ -297,10 +323,7 @@ impl RunIter {
     /// is the registry's id.
     pub(crate) fn current(&self) -> Option<EntryRef<'_>> {
         let span = self.current.as_ref()?;
-        let bytes = match self.block.as_ref()? {
-            Loaded::Cached(block) => block.view().bytes(),
-            Loaded::Mapped(i) => self.run.mapped_bytes(*i),
-        };
+        let bytes = self.block_bytes()?;
         let payload = bytes.get(span.payload.clone()).unwrap_or_default();
         let op = match span.kind {
             Kind::Put => OpRef::Put(payload),
@@ -311,6 +334,20 @@ impl RunIter {
             },
         };
         Some(EntryRef { key: bytes.get(span.key.clone()).unwrap_or_default(), stamp: span.stamp, op })
+    }
+
+    /// The key of [`RunIter::current`]'s entry.
+    pub(crate) fn current_key(&self) -> Option<&[u8]> {
+        let span = self.current.as_ref()?;
+        Some(self.block_bytes()?.get(span.key.clone()).unwrap_or_default())
+    }
+
+    /// The bytes the current entry's [`EntrySpan`] indexes.
+    fn block_bytes(&self) -> Option<&[u8]> {
+        Some(match self.block.as_ref()? {
+            Loaded::Cached(block) => block.view().bytes(),
+            Loaded::Mapped { at, shape, .. } => self.run.mapped_at(*at, shape.len()),
+        })
     }
 
     /// Moves past the entry under the cursor.
@@ -333,7 +370,7 @@ impl RunIter {
     /// mapped and a read of it faulted (its file was cut under the index).
     pub(crate) fn check(&self) -> Result<()> {
         match self.block {
-            Some(Loaded::Mapped(_)) => self.run.check_mapping(),
+            Some(Loaded::Mapped { .. }) => self.run.check_mapping(),
             _ => Ok(()),
         }
     }

@@ -342,6 +342,14 @@ impl OpenRun {
         raw.unwrap_or_default()
     }
 
+    /// `len` bytes of the mapping from byte `at` (empty if the run is not
+    /// mapped or they lie past its end): a block's bytes a cursor found
+    /// before with [`OpenRun::mapped_bytes`].
+    pub(crate) fn mapped_at(&self, at: usize, len: usize) -> &[u8] {
+        let raw = self.map.as_deref().and_then(|map| map.get(at..at.checked_add(len)?));
+        raw.unwrap_or_default()
+    }
+
     /// Reads the handle of data block `i` (`i` below the block count), so
     /// a read of the block that follows finds it loaded.
     pub(crate) fn touch_handle(&self, i: usize) -> u8 {
