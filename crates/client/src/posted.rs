@@ -4,8 +4,9 @@
 //!
 //! A posted request travels on the ring of its handle's worker, so the
 //! worker's later requests execute after it. Before any call, the client
-//! reads the answers of every posted write, on every ring, and of the
-//! releases posted on other rings than the call's; a posted request
+//! reads the answers of every posted write, on every ring (on the call's
+//! own only where files can move: the layout has several workers), and
+//! of the releases posted on other rings than the call's; a posted request
 //! answered with a redirect (its file moved meanwhile) is sent again to
 //! the new owner, in the order it was posted, before the call is sent. So
 //! once any later call of the client is answered, everything it posted
@@ -164,8 +165,11 @@ impl Connection {
     }
 
     /// As [`Connection::settle_posted`]; the writes posted on `worker`'s
-    /// own ring are waited for only with `own_writes`.
+    /// own ring are waited for only with `own_writes`, and only when the
+    /// layout has other workers: with one, no file can move, no posted
+    /// write is redirected, and the ring's order is the client's.
     fn settle_posted_with(&self, worker: u32, own_writes: bool) -> Result<()> {
+        let own_writes = own_writes && self.channels.len() > 1;
         if self.posted.load(Ordering::Acquire) > 0 {
             for (other, channel) in self.channels.iter().enumerate() {
                 let mut channel = channel.lock();
