@@ -439,17 +439,21 @@ impl File {
     /// this client's next call (any call: a later read, stat or listing
     /// of this client sees it), and other clients see it once the server
     /// executed it. If it fails, the next [`File::write_at`],
-    /// [`File::write_posted`], [`File::sync_all`] or [`File::close`] of
-    /// this file returns that failure (the first, if several failed), as
-    /// ext4 returns a failed writeback at the next fsync; a file dropped
-    /// before then loses it, as a dropped `std::fs::File` loses its
-    /// close's error. Data longer than one request carries inline
-    /// ([`Client::max_inline_bytes`]) is written by waiting writes
-    /// instead. Returns an earlier posted write's failure, and then
-    /// writes nothing.
+    /// [`File::sync_all`] or [`File::close`] of this file returns that
+    /// failure (the first, if several failed; each waits for the answers
+    /// of the writes posted before it), as ext4 returns a failed
+    /// writeback at the next fsync, and so does the next
+    /// `write_posted` once the failure's answer was read (it does not
+    /// wait for answers); a file dropped before then loses it, as a
+    /// dropped `std::fs::File` loses its close's error. Data longer than
+    /// one request carries inline ([`Client::max_inline_bytes`]) is
+    /// written by waiting writes instead. Returning an earlier posted
+    /// write's failure, it writes nothing.
     pub fn write_posted(&self, data: &[u8], offset: u64) -> Result<()> {
         let connection = &self.client.connection;
-        connection.take_post_failure(self.handle)?;
+        // Only a failure already seen: waiting for the answers would make
+        // every post a round trip.
+        connection.take_known_post_failure(self.handle)?;
         if data.len() <= connection.inline_request_bytes() {
             return connection.post_write(self.handle, offset, data);
         }

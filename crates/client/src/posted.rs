@@ -141,6 +141,12 @@ impl Connection {
         if self.posted_writes.load(Ordering::Acquire) > 0 {
             self.settle_all_posted()?;
         }
+        self.take_known_post_failure(handle)
+    }
+
+    /// As [`Connection::take_post_failure`], without waiting: only a
+    /// failure whose answer was read already.
+    pub(crate) fn take_known_post_failure(&self, handle: u64) -> Result<()> {
         match self.post_failures.lock().remove(&handle) {
             Some(failure) => Err(failure),
             None => Ok(()),
