@@ -68,6 +68,8 @@ struct Channel {
     /// Requests posted on this ring whose completions were not read yet,
     /// in order, by request id.
     posted: VecDeque<(u64, Posted)>,
+    /// Bytes of the requests in `posted`, as sent.
+    posted_bytes: usize,
 }
 
 /// A live connection to a server.
@@ -125,6 +127,7 @@ impl Connection {
                     reply: Vec::new(),
                     spinner: Spinner::adaptive(MAX_SPINS),
                     posted: VecDeque::new(),
+                    posted_bytes: 0,
                 })
             })
             .collect();
@@ -328,6 +331,7 @@ impl Connection {
                     decode_response(&channel.reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
                 if channel.posted.front().is_some_and(|(posted_id, _)| *posted_id == reply_id) {
                     if let Some((_, posted)) = channel.posted.pop_front() {
+                        channel.posted_bytes = channel.posted_bytes.saturating_sub(posted.bytes());
                         self.posted_answered(posted, response);
                     }
                     return Ok(None);

@@ -24,6 +24,9 @@ use crate::error::{ClientError, Result};
 /// (256 by default), so a posted request is never refused for it.
 const MAX_POSTED_PER_RING: usize = 32;
 
+/// What a posted release counts for against a ring's room (its record).
+const RELEASE_BYTES: usize = 64;
+
 /// A request posted without waiting for its answer.
 pub(super) enum Posted {
     /// A release of `handle`.
@@ -31,6 +34,16 @@ pub(super) enum Posted {
     /// A write of `length` bytes through `handle`; the request is kept to
     /// be sent again where a redirect says its file went.
     Write { handle: u64, length: usize, request: Request },
+}
+
+impl Posted {
+    /// About what its request takes of a ring.
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            Posted::Release { .. } => RELEASE_BYTES,
+            Posted::Write { length, .. } => RELEASE_BYTES + length,
+        }
+    }
 }
 
 impl Connection {
@@ -87,13 +100,21 @@ impl Connection {
             .get(worker as usize)
             .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
         let mut channel = channel.lock();
-        while channel.posted.len() >= MAX_POSTED_PER_RING {
+        // Posted requests fill at most half the ring: a post that finds
+        // it fuller waits for the oldest answer (a futex wait), where one
+        // that found the ring full would poll it, yielding, and on busy
+        // CPUs keep the worker it waits for off them.
+        let room = self.welcome.layout.request_ring_bytes as usize / 2;
+        while !channel.posted.is_empty()
+            && (channel.posted.len() >= MAX_POSTED_PER_RING || channel.posted_bytes + posted.bytes() > room)
+        {
             self.next_completion(worker, &mut channel)?;
         }
         let id = match &posted {
             Posted::Release { handle } => self.send(worker, &mut channel, &Request::Release { handle: *handle })?,
             Posted::Write { request, .. } => self.send(worker, &mut channel, request)?,
         };
+        channel.posted_bytes += posted.bytes();
         channel.posted.push_back((id, posted));
         self.posted.fetch_add(1, Ordering::AcqRel);
         Ok(())
