@@ -85,9 +85,14 @@ impl Connection {
         // it is a call, which waits for the write's answer first.
         let unusable = self.cache.after_own(&request, &Ok(Response::Length(data.len() as u64)));
         crate::cache::release_all(self, &unusable);
-        self.post(worker, Posted::Write { handle, length: data.len(), request })?;
+        // Counted before it is sent: another thread may read its answer
+        // (and count it off) before `post` returns.
         self.posted_writes.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        let posted = self.post(worker, Posted::Write { handle, length: data.len(), request });
+        if posted.is_err() {
+            self.posted_writes.fetch_sub(1, Ordering::AcqRel);
+        }
+        posted
     }
 
     /// Sends the request of `posted` on `worker`'s ring and records it.

@@ -117,3 +117,30 @@ fn posted_writes_follow_their_file_when_it_moves() {
     let redirected: u64 = server.worker_requests().iter().map(|(_, redirected)| redirected).sum();
     assert!(redirected >= 4, "posts went to the old owner and were redirected: {redirected}");
 }
+
+/// Threads sharing one client over two workers, each posting appends to
+/// a file of its own while the others post and read: each file holds its
+/// thread's writes in order, and a `sync_all` after them, which waits for
+/// every posted write's answer, returns.
+#[test]
+fn threads_sharing_a_client_post_in_their_own_order() {
+    let t = serve_with(limits(2..=2));
+    let client = t.client();
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let client = client.clone();
+            scope.spawn(move || {
+                let path = format!("/thread{thread}");
+                let expected = post_appends(&client, &path, 60, thread * 1000);
+                assert!(client.read(&path).unwrap() == expected, "thread {thread}: its writes, in order");
+                let file = OpenOptions::new().write(true).open(&client, &path).unwrap();
+                file.sync_all().unwrap();
+            });
+        }
+    });
+    for thread in 0..4u64 {
+        let expected: Vec<u8> =
+            (0..60).flat_map(|i| pattern(SIZES[i % SIZES.len()], thread * 1000 + i as u64)).collect();
+        assert!(client.read(format!("/thread{thread}")).unwrap() == expected, "thread {thread}, afterwards");
+    }
+}
