@@ -296,7 +296,7 @@ impl<T: Target> Runner<'_, T> {
         if bytes > self.data.len() {
             bail!("a write of {bytes} bytes, more than {}", self.data.len());
         }
-        let n = self.target.write_at(file, &self.data[..bytes], 0)?;
+        let n = self.target.write_buffered(file, &self.data[..bytes], 0)?;
         if n != bytes {
             bail!("a short write: {n} of {bytes} bytes");
         }

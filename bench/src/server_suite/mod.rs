@@ -78,7 +78,8 @@ pub struct ServerArgs {
     image_gib: u64,
     /// Operations to time, comma-separated [default: all]: read4k-seq,
     /// read4k-rand, read16k-seq, read16k-rand, read4k-small, write4k-seq, write4k-rand,
-    /// write16k-seq, write16k-rand, append16k, stat, open-close, listdir,
+    /// write16k-seq, write16k-rand, append16k, append16k-posted (posted
+    /// by a client, the last waiting; read its mean), stat, open-close, listdir,
     /// create, rename, unlink, append16k-zc; uncached (each block once,
     /// the peer reopened and the machine's caches dropped before each):
     /// read4k-cold-seq, read4k-cold-rand, write4k-cold-rand; two clients

@@ -41,6 +41,12 @@ pub trait Target {
     fn read_at(&self, file: &Self::File, buf: &mut [u8], offset: u64) -> Result<usize>;
     /// pwrite(2) (at the end, for a file opened to append).
     fn write_at(&self, file: &Self::File, data: &[u8], offset: u64) -> Result<usize>;
+    /// A write whose failure may show at the next write, fsync or close
+    /// of the file, as a buffered write(2)'s writeback failure does:
+    /// `write_at` unless the target can post it without waiting.
+    fn write_buffered(&self, file: &Self::File, data: &[u8], offset: u64) -> Result<usize> {
+        self.write_at(file, data, offset)
+    }
     /// fsync(2) of an open file.
     fn sync_file(&self, file: &Self::File) -> Result<()>;
     /// Makes everything written so far durable (syncfs(2)).
@@ -344,6 +350,13 @@ impl Target for Served {
 
     fn write_at(&self, file: &larder_client::File, data: &[u8], offset: u64) -> Result<usize> {
         Ok(file.write_at(data, offset)?)
+    }
+
+    /// Posted (`File::write_posted`): the client goes on while the server
+    /// writes; a failure shows at the file's next write, sync or close.
+    fn write_buffered(&self, file: &larder_client::File, data: &[u8], offset: u64) -> Result<usize> {
+        file.write_posted(data, offset)?;
+        Ok(data.len())
     }
 
     fn sync_file(&self, file: &larder_client::File) -> Result<()> {

@@ -28,6 +28,11 @@ use rustix::net::RecvFlags;
 
 use crate::error::{ClientError, Result};
 
+#[path = "posted.rs"]
+mod posted;
+
+use posted::Posted;
+
 /// How long one wait for a completion lasts before the client checks that
 /// the server is still there: a dead server is noticed within this.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
@@ -60,9 +65,11 @@ struct Channel {
     reply: Vec<u8>,
     /// How long a wait for this ring's completions spins.
     spinner: Spinner,
-    /// Releases posted on this ring whose completions were not read yet,
-    /// in order: (request id, handle).
-    posted: VecDeque<(u64, u64)>,
+    /// Requests posted on this ring whose completions were not read yet,
+    /// in order, by request id.
+    posted: VecDeque<(u64, Posted)>,
+    /// Bytes of the requests in `posted`, as sent.
+    posted_bytes: usize,
 }
 
 /// A live connection to a server.
@@ -92,11 +99,17 @@ pub(crate) struct Connection {
     /// server, which bounds those in flight).
     descriptors_received: AtomicU64,
     next_tag: AtomicU64,
-    /// Releases posted and not yet answered, over all rings.
+    /// Requests posted and not yet answered, over all rings.
     posted: AtomicUsize,
-    /// Posted releases answered with a redirect (their file moved):
-    /// (handle, worker), released again there before the next call.
-    redirected_releases: Mutex<Vec<(u64, u32)>>,
+    /// Posted writes not yet answered, over all rings.
+    posted_writes: AtomicUsize,
+    /// Posted requests answered with a redirect (their file moved), in
+    /// the order they were posted, with the worker the file went to:
+    /// sent again there before the next call.
+    redirected_posts: Mutex<Vec<(Posted, u32)>>,
+    /// The first failure of a posted write, by handle, until a call on
+    /// that handle returns it.
+    post_failures: Mutex<HashMap<u64, ClientError>>,
 }
 
 impl Connection {
@@ -114,6 +127,7 @@ impl Connection {
                     reply: Vec::new(),
                     spinner: Spinner::adaptive(MAX_SPINS),
                     posted: VecDeque::new(),
+                    posted_bytes: 0,
                 })
             })
             .collect();
@@ -137,7 +151,9 @@ impl Connection {
             descriptors_received: AtomicU64::new(0),
             next_tag: AtomicU64::new(1),
             posted: AtomicUsize::new(0),
-            redirected_releases: Mutex::new(Vec::new()),
+            posted_writes: AtomicUsize::new(0),
+            redirected_posts: Mutex::new(Vec::new()),
+            post_failures: Mutex::new(HashMap::new()),
         })
     }
 
@@ -197,7 +213,7 @@ impl Connection {
         // A posted release whose redirect was read during this call (its
         // file lives on another worker than the one the client knew) takes
         // effect before this call returns.
-        let resent = self.resend_redirected_releases();
+        let resent = self.resend_redirected_posts();
         let answer = match (answer, resent) {
             (Ok(_), Err(e)) => Err(e),
             (answer, _) => answer,
@@ -313,88 +329,18 @@ impl Connection {
             if rings.receive(&mut channel.reply).map_err(|e| ClientError::Protocol(e.to_string()))? {
                 let (reply_id, response) =
                     decode_response(&channel.reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
-                if let Some(&(posted_id, handle)) = channel.posted.front() {
-                    if posted_id == reply_id {
-                        channel.posted.pop_front();
-                        self.posted.fetch_sub(1, Ordering::AcqRel);
-                        if let Response::Redirect { worker: to } = response {
-                            self.redirected_releases.lock().push((handle, to));
-                        }
-                        return Ok(None);
+                if channel.posted.front().is_some_and(|(posted_id, _)| *posted_id == reply_id) {
+                    if let Some((_, posted)) = channel.posted.pop_front() {
+                        channel.posted_bytes = channel.posted_bytes.saturating_sub(posted.bytes());
+                        self.posted_answered(posted, response);
                     }
+                    return Ok(None);
                 }
                 return Ok(Some((reply_id, response)));
             }
             match rings.wait_for_completion(&mut channel.spinner, WAIT_SLICE) {
                 Ok(Wake::TimedOut) | Err(_) => self.check_alive()?,
                 Ok(Wake::Ready | Wake::Woken) => {}
-            }
-        }
-    }
-
-    /// Releases `handle` without waiting for the answer (a close, whose
-    /// error nobody could act on): the release is sent on the ring of
-    /// the handle's worker, and its answer read by the next call there.
-    /// A call to another worker first waits for the releases posted
-    /// elsewhere (`settle_posted`), so this client's requests still
-    /// take effect in its order.
-    pub(crate) fn post_release(&self, handle: u64) -> Result<()> {
-        if self.gone.load(Ordering::Relaxed) {
-            return Err(ClientError::ServerGone);
-        }
-        let worker = self.handle_workers.lock().remove(&handle).unwrap_or_else(|| self.home.load(Ordering::Relaxed));
-        let channel = self
-            .channels
-            .get(worker as usize)
-            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
-        let request = Request::Release { handle };
-        // The handle is gone for the cache now, whatever the answer.
-        let unusable = self.cache.after_own(&request, &Ok(Response::Done));
-        crate::cache::release_all(self, &unusable);
-        let mut channel = channel.lock();
-        let id = self.send(worker, &mut channel, &request)?;
-        channel.posted.push_back((id, handle));
-        self.posted.fetch_add(1, Ordering::AcqRel);
-        Ok(())
-    }
-
-    /// Before a call on `worker`: waits for the answers of releases posted
-    /// on every other worker's ring (on `worker`'s own they execute before
-    /// the call anyway), and releases again, where their files went,
-    /// those that were redirected.
-    fn settle_posted(&self, worker: u32) -> Result<()> {
-        if self.posted.load(Ordering::Acquire) > 0 {
-            for (other, channel) in self.channels.iter().enumerate() {
-                if other == worker as usize {
-                    continue;
-                }
-                let mut channel = channel.lock();
-                while !channel.posted.is_empty() {
-                    // Answers of abandoned calls are dropped; ours are
-                    // counted as they come.
-                    self.next_completion(other as u32, &mut channel)?;
-                }
-            }
-        }
-        self.resend_redirected_releases()
-    }
-
-    /// Releases again, where their files went, the posted releases that
-    /// were answered with a redirect.
-    fn resend_redirected_releases(&self) -> Result<()> {
-        loop {
-            let redirected = std::mem::take(&mut *self.redirected_releases.lock());
-            if redirected.is_empty() {
-                return Ok(());
-            }
-            for (handle, to) in redirected {
-                if to as usize >= self.channels.len() {
-                    return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
-                }
-                self.handle_workers.lock().insert(handle, to);
-                // A failure leaves the handle to the session's end.
-                let _ = self.call_uncounted(&Request::Release { handle });
-                self.forget_handle(handle);
             }
         }
     }

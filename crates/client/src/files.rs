@@ -432,6 +432,43 @@ impl File {
         self.written(request)
     }
 
+    /// Writes `data` at `offset` (at the end for a file opened to append)
+    /// without waiting for the server's answer, as a buffered write(2)
+    /// returns before the bytes reach the disk: the bytes are copied into
+    /// the request at once, the write takes effect before the answer of
+    /// this client's next call (any call: a later read, stat or listing
+    /// of this client sees it), and other clients see it once the server
+    /// executed it. If it fails, the next [`File::write_at`],
+    /// [`File::sync_all`] or [`File::close`] of this file returns that
+    /// failure (the first, if several failed; each waits for the answers
+    /// of the writes posted before it), as ext4 returns a failed
+    /// writeback at the next fsync, and so does the next
+    /// `write_posted` once the failure's answer was read (it does not
+    /// wait for answers); a file dropped before then loses it, as a
+    /// dropped `std::fs::File` loses its close's error. Data longer than
+    /// one request carries inline ([`Client::max_inline_bytes`]) is
+    /// written by waiting writes instead. Returning an earlier posted
+    /// write's failure, it writes nothing.
+    pub fn write_posted(&self, data: &[u8], offset: u64) -> Result<()> {
+        let connection = &self.client.connection;
+        // Only a failure already seen: waiting for the answers would make
+        // every post a round trip.
+        connection.take_known_post_failure(self.handle)?;
+        if data.len() <= connection.inline_request_bytes() {
+            return connection.post_write(self.handle, offset, data);
+        }
+        let mut done = 0;
+        while done < data.len() {
+            // O_APPEND writes land at the end whatever the offset says.
+            let n = self.write_at(&data[done..], offset + done as u64)?;
+            if n == 0 {
+                return Err(ClientError::Server { errno: libc::EIO, message: "a write wrote nothing".into() });
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Writes the bytes of `buffer` at `offset`: the zero-copy write.
     pub fn write_buffer(&self, buffer: &Buffer, offset: u64) -> Result<usize> {
         self.written(Request::Write {
@@ -470,6 +507,7 @@ impl File {
     }
 
     fn written(&self, request: Request) -> Result<usize> {
+        self.client.connection.take_post_failure(self.handle)?;
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
             other => Err(unexpected("write", &other)),
@@ -483,16 +521,22 @@ impl File {
     /// An open the lease cache keeps for reuse is kept either way.
     pub fn close(mut self) -> Result<()> {
         self.open = false;
+        // A posted write's failure is this close's error; the handle goes
+        // (or is kept) all the same.
+        let posted = self.client.connection.take_post_failure(self.handle);
         if let Some(class) = self.class {
             if self.client.connection.cache().keep_handle(&self.client.connection, self.ino, class, self.handle) {
-                return Ok(());
+                return posted;
             }
         }
-        self.client.release(self.handle)
+        let released = self.client.release(self.handle);
+        posted.and(released)
     }
 
-    /// Makes the file's changes, and every earlier change, durable.
+    /// Makes the file's changes, and every earlier change, durable; first
+    /// returns a posted write's failure, if one failed.
     pub fn sync_all(&self) -> Result<()> {
+        self.client.connection.take_post_failure(self.handle)?;
         self.client.done("fsync", Request::Fsync { handle: self.handle })
     }
 

@@ -1,0 +1,266 @@
+//! Requests posted without waiting for their answers: releases (a close,
+//! whose error nobody could act on) and writes (a buffered write, whose
+//! failure the next flush point of its file returns).
+//!
+//! A posted request travels on the ring of its handle's worker, so the
+//! worker's later requests execute after it. Before any call, the client
+//! reads the answers of every posted write, on every ring (on the call's
+//! own only where files can move: the layout has several workers), and
+//! of the releases posted on other rings than the call's; a posted request
+//! answered with a redirect (its file moved meanwhile) is sent again to
+//! the new owner, in the order it was posted, before the call is sent. So
+//! once any later call of the client is answered, everything it posted
+//! before has taken effect.
+
+use std::sync::atomic::Ordering;
+
+use larder_protocol::message::{Payload, Request, Response};
+
+use super::{Channel, Connection};
+use crate::error::{ClientError, Result};
+
+/// Requests one ring may carry posted and unanswered; one more first
+/// reads the oldest answer. Well below the server's `max_in_flight`
+/// (256 by default), so a posted request is never refused for it.
+const MAX_POSTED_PER_RING: usize = 32;
+
+/// What a posted release counts for against a ring's room (its record).
+const RELEASE_BYTES: usize = 64;
+
+/// A request posted without waiting for its answer.
+pub(super) enum Posted {
+    /// A release of `handle`.
+    Release { handle: u64 },
+    /// A write of `length` bytes through `handle`; the request is kept to
+    /// be sent again where a redirect says its file went.
+    Write { handle: u64, length: usize, request: Request },
+}
+
+impl Posted {
+    /// About what its request takes of a ring.
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            Posted::Release { .. } => RELEASE_BYTES,
+            Posted::Write { length, .. } => RELEASE_BYTES + length,
+        }
+    }
+}
+
+impl Connection {
+    /// Releases `handle` without waiting for the answer (a close, whose
+    /// error nobody could act on). Takes effect before the answer of this
+    /// client's next call.
+    pub(crate) fn post_release(&self, handle: u64) -> Result<()> {
+        let worker = self.handle_workers.lock().remove(&handle).unwrap_or_else(|| self.home.load(Ordering::Relaxed));
+        let request = Request::Release { handle };
+        // The handle is gone for the cache now, whatever the answer.
+        let unusable = self.cache.after_own(&request, &Ok(Response::Done));
+        crate::cache::release_all(self, &unusable);
+        self.post(worker, Posted::Release { handle })
+    }
+
+    /// Writes `data` at `offset` through `handle` (at the end for a file
+    /// opened to append) without waiting for the answer: the data is
+    /// copied into the request, which takes effect before the answer of
+    /// this client's next call. Its failure is kept for the handle and
+    /// returned by [`Connection::take_post_failure`]. `data` must fit one
+    /// request inline (at most [`Connection::inline_request_bytes`]);
+    /// longer is EINVAL, and nothing is sent.
+    pub(crate) fn post_write(&self, handle: u64, offset: u64, data: &[u8]) -> Result<()> {
+        if data.len() > self.inline_request_bytes() {
+            return Err(ClientError::Invalid(format!(
+                "a posted write of {} bytes; one request carries at most {}",
+                data.len(),
+                self.inline_request_bytes()
+            )));
+        }
+        let worker =
+            self.handle_workers.lock().get(&handle).copied().unwrap_or_else(|| self.home.load(Ordering::Relaxed));
+        // Posted writes execute in the client's order across workers too:
+        // those posted elsewhere are answered first; those on this ring
+        // execute before it anyway.
+        self.settle_posted_with(worker, false)?;
+        let request = Request::Write { handle, offset, data: Payload::Inline(data.to_vec()) };
+        // What the write makes stale in the cache goes now: a read after
+        // it is a call, which waits for the write's answer first.
+        let unusable = self.cache.after_own(&request, &Ok(Response::Length(data.len() as u64)));
+        crate::cache::release_all(self, &unusable);
+        // Counted before it is sent: another thread may read its answer
+        // (and count it off) before `post` returns.
+        self.posted_writes.fetch_add(1, Ordering::AcqRel);
+        let posted = self.post(worker, Posted::Write { handle, length: data.len(), request });
+        if posted.is_err() {
+            self.posted_writes.fetch_sub(1, Ordering::AcqRel);
+        }
+        posted
+    }
+
+    /// Sends the request of `posted` on `worker`'s ring and records it.
+    fn post(&self, worker: u32, posted: Posted) -> Result<()> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Err(ClientError::ServerGone);
+        }
+        let channel = self
+            .channels
+            .get(worker as usize)
+            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
+        let mut channel = channel.lock();
+        // Posted requests fill at most half the ring: a post that finds
+        // it fuller waits for the oldest answer (a futex wait), where one
+        // that found the ring full would poll it, yielding, and on busy
+        // CPUs keep the worker it waits for off them.
+        let room = self.welcome.layout.request_ring_bytes as usize / 2;
+        while !channel.posted.is_empty()
+            && (channel.posted.len() >= MAX_POSTED_PER_RING || channel.posted_bytes + posted.bytes() > room)
+        {
+            self.next_completion(worker, &mut channel)?;
+        }
+        let id = match &posted {
+            Posted::Release { handle } => self.send(worker, &mut channel, &Request::Release { handle: *handle })?,
+            Posted::Write { request, .. } => self.send(worker, &mut channel, request)?,
+        };
+        channel.posted_bytes += posted.bytes();
+        channel.posted.push_back((id, posted));
+        self.posted.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Records the answer to a posted request: a redirect to send it
+    /// again, a write's failure for its handle.
+    pub(super) fn posted_answered(&self, posted: Posted, response: Response) {
+        self.posted.fetch_sub(1, Ordering::AcqRel);
+        if let Posted::Write { .. } = posted {
+            self.posted_writes.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Response::Redirect { worker } = response {
+            self.redirected_posts.lock().push((posted, worker));
+            return;
+        }
+        match posted {
+            // Its handle is gone: no later call can take a failure of it.
+            Posted::Release { handle } => {
+                self.post_failures.lock().remove(&handle);
+            }
+            Posted::Write { handle, length, .. } => self.write_answered(handle, length, Ok(response)),
+        }
+    }
+
+    /// Keeps the failure, if `answer` is one, of a posted write of
+    /// `length` bytes through `handle` (the first, if several failed).
+    fn write_answered(&self, handle: u64, length: usize, answer: Result<Response>) {
+        let failure = match answer {
+            Ok(Response::Length(n)) if n == length as u64 => return,
+            Ok(Response::Length(n)) => {
+                ClientError::Server { errno: libc::EIO, message: format!("a posted write of {length} bytes wrote {n}") }
+            }
+            Ok(Response::Error { errno, message }) => ClientError::Server { errno, message },
+            Ok(other) => crate::unexpected("posted write", &other),
+            Err(e) => e,
+        };
+        self.post_failures.lock().entry(handle).or_insert(failure);
+    }
+
+    /// The failure of a write posted through `handle`, if one failed
+    /// since the last time it was taken. Waits for the answers of the
+    /// writes posted so far, so a failure of any of them is seen.
+    pub(crate) fn take_post_failure(&self, handle: u64) -> Result<()> {
+        if self.posted_writes.load(Ordering::Acquire) > 0 {
+            self.settle_all_posted()?;
+        }
+        self.take_known_post_failure(handle)
+    }
+
+    /// As [`Connection::take_post_failure`], without waiting: only a
+    /// failure whose answer was read already.
+    pub(crate) fn take_known_post_failure(&self, handle: u64) -> Result<()> {
+        match self.post_failures.lock().remove(&handle) {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the answers of every request posted, on every ring.
+    fn settle_all_posted(&self) -> Result<()> {
+        for (worker, channel) in self.channels.iter().enumerate() {
+            let mut channel = channel.lock();
+            self.drain(worker as u32, &mut channel, |_| true)?;
+        }
+        self.resend_redirected_posts()
+    }
+
+    /// Before a call on `worker`: reads the answers of requests posted
+    /// on every other worker's ring and of writes posted on `worker`'s
+    /// own (its releases execute before the call anyway), and sends
+    /// again, where their files went, those that were redirected.
+    pub(super) fn settle_posted(&self, worker: u32) -> Result<()> {
+        self.settle_posted_with(worker, true)
+    }
+
+    /// As [`Connection::settle_posted`]; the writes posted on `worker`'s
+    /// own ring are waited for only with `own_writes`, and only when the
+    /// layout has other workers: with one, no file can move, no posted
+    /// write is redirected, and the ring's order is the client's.
+    fn settle_posted_with(&self, worker: u32, own_writes: bool) -> Result<()> {
+        let own_writes = own_writes && self.channels.len() > 1;
+        if self.posted.load(Ordering::Acquire) > 0 {
+            for (other, channel) in self.channels.iter().enumerate() {
+                let mut channel = channel.lock();
+                if other == worker as usize {
+                    if own_writes {
+                        self.drain(worker, &mut channel, |posted| matches!(posted, Posted::Write { .. }))?;
+                    }
+                } else {
+                    self.drain(other as u32, &mut channel, |_| true)?;
+                }
+            }
+        }
+        self.resend_redirected_posts()
+    }
+
+    /// Reads completions of `worker`'s ring (its lock held as `channel`)
+    /// until no posted request that `wanted` picks is unanswered.
+    fn drain(&self, worker: u32, channel: &mut Channel, wanted: impl Fn(&Posted) -> bool) -> Result<()> {
+        while channel.posted.iter().any(|(_, posted)| wanted(posted)) {
+            // Answers of abandoned calls are dropped; posted ones are
+            // recorded as they come.
+            self.next_completion(worker, channel)?;
+        }
+        Ok(())
+    }
+
+    /// Sends again, where their files went and in the order they were
+    /// posted, the posted requests that were answered with a redirect.
+    pub(super) fn resend_redirected_posts(&self) -> Result<()> {
+        loop {
+            let redirected = std::mem::take(&mut *self.redirected_posts.lock());
+            if redirected.is_empty() {
+                return Ok(());
+            }
+            for (posted, to) in redirected {
+                if to as usize >= self.channels.len() {
+                    return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
+                }
+                match posted {
+                    Posted::Release { handle } => {
+                        self.handle_workers.lock().insert(handle, to);
+                        // A failure leaves the handle to the session's end.
+                        let _ = self.call_uncounted(&Request::Release { handle });
+                        self.forget_handle(handle);
+                        self.post_failures.lock().remove(&handle);
+                    }
+                    Posted::Write { handle, length, request } => {
+                        self.handle_workers.lock().insert(handle, to);
+                        let answer = match self.call_uncounted(&request) {
+                            Err(ClientError::Server { errno, message }) => Ok(Response::Error { errno, message }),
+                            answer => answer,
+                        };
+                        if let Err(ClientError::ServerGone) = answer {
+                            return Err(ClientError::ServerGone);
+                        }
+                        self.write_answered(handle, length, answer);
+                    }
+                }
+            }
+        }
+    }
+}
