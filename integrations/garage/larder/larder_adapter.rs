@@ -41,7 +41,7 @@
 //! per put; in `block_in_place`, 0.37-0.40, so the durable commits of
 //! concurrent requests do share syncs. The writer lock is not what kept
 //! them apart (the trees let it go before the wait, docs/trees.md), nor
-//! Garage: a worker blocked in the wait took its queued requests with it.
+//! Garage itself: a worker blocked in the wait held its queued requests.
 //! The 1.09 syncs per put strace once showed came from strace itself, which
 //! slowed the node to a tenth of its rate, too slow for commits to meet.
 //!
@@ -49,7 +49,7 @@
 //! the log's default 2): a commit arriving while a sync runs waits for it
 //! and joins the next group instead of starting a second sync beside it.
 //! Garage's node is short of CPU, not of disk, and each sync costs CPU in
-//! the kernel: 0.28-0.30 syncs per 1 KiB put instead of 0.38-0.40, and
+//! the kernel: 0.26-0.30 syncs per 1 KiB put instead of 0.38-0.40, and
 //! 2.7-2.8 per 1 MiB put instead of 3.3 (`LARDER_GARAGE_GROUPS_IN_FLIGHT`
 //! sets another value, `LARDER_GARAGE_DURABLE_WAIT=in_place` waits without
 //! `block_in_place`, both for measurements).
