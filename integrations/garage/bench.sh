@@ -14,7 +14,10 @@
 # rounds in reverse, so a slow stretch of the machine does not fall on one
 # setup. Prints one line per setup, size and round (the client's rates,
 # operations/s) as it goes, kept in FILE (default run/bench-N-DATE.txt),
-# then the medians over the rounds and the issue's ratios.
+# then the medians over the rounds and the issue's ratios. Failed requests
+# do not stop the run: each line counts them (put_failures, get_failures;
+# client_exit=1 when any failed) and the summary lists the setups that had
+# any.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 seconds=15 nodes=1 rounds=3 out=""
@@ -57,8 +60,16 @@ for round in $(seq 1 "$rounds"); do
         trap '"$cluster" stop' EXIT
         "$cluster" start --db "$db" --blocks "$blocks" --fsync "$fsync" --nodes "$nodes" --dir "$run" >/dev/null
         for size in 1024 1048576; do
-            result="$("$load" --size "$size" --seconds "$seconds")"
-            echo "round=$round nodes=$nodes fsync=$fsync db_engine=$db block_store=$blocks ${result#bench: }" | tee -a "$out"
+            # A failed request (SQLite's 503 "database is locked" under
+            # load, say) is counted in the line, not the end of the run:
+            # the client exits 1 after printing it.
+            status=0
+            result="$("$load" --size "$size" --seconds "$seconds")" || status=$?
+            if [[ "$result" != "bench: "* ]]; then
+                echo "bench: the load generator printed no result (exit status $status): counted as 0 operations/s" >&2
+                result="bench: size=$size put_ops_per_s=0 get_ops_per_s=0 no_result=1"
+            fi
+            echo "round=$round nodes=$nodes fsync=$fsync db_engine=$db block_store=$blocks client_exit=$status ${result#bench: }" | tee -a "$out"
         done
         "$cluster" stop
         trap - EXIT

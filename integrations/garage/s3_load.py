@@ -154,13 +154,26 @@ def check_one(args):
 def summary(args):
     """Medians over the rounds of bench.sh's lines, then the issue's ratios."""
     rates = {}
+    failures = {}
     with open(args.file) as f:
         for line in f:
             fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
             setup = (fields["fsync"], fields["db_engine"], fields["block_store"], int(fields["size"]))
+            if fields.get("no_result"):
+                # No figure to take a median of: listed with the failures.
+                failures.setdefault(setup + ("put",), []).append(
+                    "round %s: no result (client exit %s)" % (fields.get("round", "?"), fields.get("client_exit", "?")))
+                continue
             for op in ("put", "get"):
                 rates.setdefault(setup + (op,), []).append(float(fields[op + "_ops_per_s"]))
+                failed = fields.get(op + "_failures", "0")
+                if failed.isdigit() and int(failed) > 0:
+                    failures.setdefault(setup + (op,), []).append("round %s: %s failed" % (fields.get("round", "?"), failed))
     median = {key: statistics.median(values) for key, values in rates.items()}
+    for key in sorted(failures):
+        fsync, db, blocks, size, op = key
+        print("failures: fsync=%s db_engine=%s block_store=%s size=%d %s: %s"
+              % (fsync, db, blocks, size, op, ", ".join(failures[key])))
     for key in sorted(median):
         fsync, db, blocks, size, op = key
         print("median: fsync=%s db_engine=%s block_store=%s size=%d %s_ops_per_s=%.1f rounds=%d"
