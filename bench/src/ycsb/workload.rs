@@ -212,6 +212,7 @@ pub fn run_child(spec_json: &str) -> Result<()> {
         ..Default::default()
     });
     eprintln!("    {} load {:.0} ops/s", spec.engine, spec.records as f64 / secs);
+    print_counters(&spec.engine, "load", &*store);
 
     let mut counter = InsertCounter::new(spec.records);
     for letter in spec.workloads.chars() {
@@ -219,6 +220,7 @@ pub fn run_child(spec_json: &str) -> Result<()> {
         let phase = run_workload(&spec, workload, &mut *store, &values, &mut counter)
             .with_context(|| format!("workload {letter}"))?;
         eprintln!("    {} {letter} {:.0} ops/s", spec.engine, phase.ops_per_sec());
+        print_counters(&spec.engine, &letter.to_string(), &*store);
         result.phases.push(phase);
     }
     store.close()?;
@@ -226,6 +228,14 @@ pub fn run_child(spec_json: &str) -> Result<()> {
     result.io_write_bytes = sys::io_write_bytes().saturating_sub(io_start);
     println!("{}", serde_json::to_string(&result)?);
     Ok(())
+}
+
+/// The engine's counters after `phase` (cumulative since the open), on
+/// stderr: they say whether a phase's tail was the engine's own stalls.
+fn print_counters(engine: &str, phase: &str, store: &dyn RecordStore) {
+    if let Some(counters) = store.counters() {
+        eprintln!("    {engine} after {phase}: {counters}");
+    }
 }
 
 /// One workload of `spec.operations` operations.

@@ -69,9 +69,10 @@ fn an_entry_count_operand_is_folded_into_the_cached_onode() {
 
 /// Onodes fetched together (`Store::fetch_onodes`, one multi-get of the
 /// index for the ones not cached) read as `Store::read_to_end_into` reads
-/// each, in any order, repeats and absent objects included; what they put
-/// in the cache stays coherent (a later write is seen), while a fetched
-/// onode keeps the value it had when fetched.
+/// each, in any order, repeats and absent objects included; the ones
+/// loaded are not kept in the cache, the ones it held are answered from
+/// it (marked used), and a fetched onode keeps the value it had when
+/// fetched while later reads see later writes.
 #[test]
 fn onodes_fetched_together_read_as_one_by_one_and_stay_coherent() {
     let sim = SimStorage::new(12);
@@ -117,15 +118,25 @@ fn onodes_fetched_together_read_as_one_by_one_and_stay_coherent() {
     // Not among them: read now.
     assert!(!fetched.holds(absent + 1));
     assert!(!store.read_to_end_fetched(&fetched, absent + 1, &mut out).unwrap());
-    // The fetch cached them: a stat is a hit.
-    assert!(stat_hit(&store, ids[1]).1, "fetched onodes are cached");
+    // The fetch did not keep what it loaded: a stat misses, and then
+    // keeps it (a stat reads through the cache).
+    assert!(!stat_hit(&store, ids[1]).1, "loaded onodes are not kept");
+    assert!(stat_hit(&store, ids[1]).1, "the stat kept it");
+    // A fetch of a cached onode is answered by the cache.
+    let (hits_before, misses_before, _) = store.meta_cache_stats();
+    let cached = store.fetch_onodes(&[ids[1], ids[2]]).unwrap();
+    let (hits_after, misses_after, _) = store.meta_cache_stats();
+    assert_eq!((hits_after - hits_before, misses_after - misses_before), (1, 1), "one hit, one miss");
+    assert!(store.read_to_end_fetched(&cached, ids[2], &mut out).unwrap());
+    assert_eq!(out, value(2));
+    assert!(!stat_hit(&store, ids[2]).1, "the one loaded was not kept");
     // A write after the fetch: the cache shows it, the fetched onode is
     // the value as fetched.
     store.write(ids[1], 0, b"new bytes", Durability::Buffered).unwrap();
     assert_eq!(store.read_to_end(ids[1]).unwrap().unwrap()[..9], b"new bytes"[..]);
     assert!(store.read_to_end_fetched(&fetched, ids[1], &mut out).unwrap());
     assert_eq!(out, value(1), "the value when fetched");
-    // Fetched again: the new value, from the cache.
+    // Fetched again: the new value.
     let again = store.fetch_onodes(&[ids[1]]).unwrap();
     assert!(store.read_to_end_fetched(&again, ids[1], &mut out).unwrap());
     assert_eq!(out[..9], b"new bytes"[..]);

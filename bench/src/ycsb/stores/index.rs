@@ -96,4 +96,8 @@ impl RecordStore for LarderIndex {
         self.index.close()?;
         Ok(())
     }
+
+    fn counters(&self) -> Option<String> {
+        Some(super::index_counters(&self.index.stats()))
+    }
 }

@@ -77,4 +77,8 @@ impl RecordStore for LarderKv {
         self.kv.close()?;
         Ok(())
     }
+
+    fn counters(&self) -> Option<String> {
+        Some(super::index_counters(&self.kv.store().index().stats()))
+    }
 }

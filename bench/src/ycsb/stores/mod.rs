@@ -44,6 +44,27 @@ pub trait RecordStore {
     fn scan(&mut self, start: &[u8], count: usize, out: &mut Vec<u8>) -> Result<usize>;
     /// Clean close: everything written is on disk.
     fn close(self: Box<Self>) -> Result<()>;
+    /// The engine's own counters of what slowed it (Larder's index: write
+    /// stalls and runs per level), printed on the child's stderr after
+    /// each phase; None where the engine keeps none the suite reads.
+    fn counters(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Larder's index counters that explain a phase's tail: writes stopped or
+/// delayed, the time they waited, flushes and merges done, runs per level.
+pub fn index_counters(stats: &larder_index::IndexStats) -> String {
+    format!(
+        "stops {}, slowdowns {}, stalled {:.3} s, flushes {}, merges {}, runs per level {:?}, memtables {} MiB",
+        stats.stops,
+        stats.slowdowns,
+        stats.stall_micros as f64 / 1e6,
+        stats.flushes,
+        stats.compactions,
+        stats.runs_per_level,
+        stats.memtable_bytes >> 20
+    )
 }
 
 /// The cargo feature `engine` needs, or None if this binary has it.

@@ -40,8 +40,9 @@ impl Store {
     /// The onodes of `objects` (any order, repeats allowed), as
     /// [`Store::get_meta`] reads each: from the metadata cache, the rest
     /// from one sorted multi-get of the index ([`Store::get_meta_many`]),
-    /// then cached. Object ids are onode keys in the same order, so the
-    /// multi-get walks each run once, in file order.
+    /// not kept in the cache (a scan reads each once). Object ids are
+    /// onode keys in the same order, so the multi-get walks each run once,
+    /// in file order.
     pub fn fetch_onodes(&self, objects: &[u64]) -> Result<FetchedOnodes> {
         let mut objects = objects.to_vec();
         objects.sort_unstable();

@@ -28,7 +28,9 @@
 //! namespace epoch, a second seqlock counter bumped only by batches that
 //! write dentry keys) and the target key's stripe epoch; so a read-mostly
 //! get is one cache search, a create elsewhere leaves it current, and a
-//! key costs one entry under the one budget.
+//! key costs one entry under the one budget. While inserts evict path
+//! entries often, a path read anew enters only on its second read lately
+//! (module [`admission`]), so keys read once do not evict keys read again.
 //!
 //! A cached value can likewise remember (weakly) the value of one key read
 //! through it ([`MetaCache::get_or_load_linked`]): a dentry remembers its
@@ -46,6 +48,7 @@ use quick_cache::Weighter;
 
 use std::sync::OnceLock;
 
+mod admission;
 mod paths;
 pub use paths::DerivedPath;
 pub(crate) use paths::{PathEntry, Reached};
@@ -313,9 +316,15 @@ const ENTRY_BYTES_ESTIMATE: usize = 384;
 /// sets aside room for as many as the cache may keep.
 const GHOST_BYTES: usize = 88;
 
+/// The cache's map: quick_cache with the lifecycle that counts path
+/// evictions (module [`admission`]).
+type MetaCacheMap = Cache<CacheKey, Slot, EntryWeighter, quick_cache::DefaultHashBuilder, admission::PathEvictions>;
+
 /// See the module doc.
 pub(crate) struct MetaCache {
-    cache: Option<Cache<CacheKey, Slot, EntryWeighter>>,
+    cache: Option<MetaCacheMap>,
+    /// Whether a path read anew enters the cache (module [`admission`]).
+    admission: admission::Admission,
     epoch: AtomicU64,
     /// Stripe epochs of the keys path entries lead to (module [`paths`]):
     /// odd while a batch writing one of the stripe's keys goes in.
@@ -349,13 +358,16 @@ impl MetaCache {
     /// alike, its ghosts' room included; `dir_entries` applies entry-count
     /// operands written through.
     pub(crate) fn new(capacity_bytes: usize, dir_entries: Option<DirEntriesOperator>) -> Self {
+        let entries = (capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16);
+        let set_aside = entries / 2 * GHOST_BYTES + admission::Admission::bytes(entries);
+        let weight = capacity_bytes.saturating_sub(set_aside).max(capacity_bytes / 2) as u64;
+        let (admission, evictions) = admission::Admission::new(if capacity_bytes > 0 { entries } else { 0 });
         let cache = (capacity_bytes > 0).then(|| {
-            let entries = (capacity_bytes / ENTRY_BYTES_ESTIMATE).max(16);
-            let weight = capacity_bytes.saturating_sub(entries / 2 * GHOST_BYTES).max(capacity_bytes / 2);
-            Cache::with_weighter(entries, weight as u64, EntryWeighter)
+            Cache::with(entries, weight, EntryWeighter, quick_cache::DefaultHashBuilder::default(), evictions)
         });
         MetaCache {
             cache,
+            admission,
             epoch: AtomicU64::new(0),
             stripes: paths::new_stripes(),
             touched: parking_lot::Mutex::new(Vec::new()),
@@ -394,12 +406,13 @@ impl MetaCache {
         Ok(value)
     }
 
-    /// The values of `keys`, in their order, as [`MetaCache::get_or_load`]
-    /// gives each: from the cache, the misses from one call of `load`
-    /// (given them in the order of `keys`, it returns their values in that
-    /// order), each kept under the same rule (read wholly inside one even
-    /// epoch).
-    pub(crate) fn get_or_load_many<E>(
+    /// The values of `keys`, in their order: from the cache where it holds
+    /// them (marked as used), the rest from one call of `load` (given them
+    /// in the order of `keys`, it returns their values in that order),
+    /// which are not kept. For a scan's values: each is read once, and
+    /// inserting them (1 KiB onodes, 50 a scan in YCSB E) evicted as many
+    /// entries a scan and cost more than the reads they could save.
+    pub(crate) fn get_many_unkept<E>(
         &self,
         keys: &[&[u8]],
         load: impl FnOnce(&[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, E>,
@@ -425,20 +438,8 @@ impl MetaCache {
             return Ok(values);
         }
         self.misses.fetch_add(missed.len() as u64, Ordering::Relaxed);
-        let before = self.epoch.load(Ordering::Acquire);
-        let loaded = load(&missed)?;
-        let keep = self.cache.as_ref().filter(|_| before.is_multiple_of(2));
-        for ((&at, &key), value) in missed_at.iter().zip(&missed).zip(loaded) {
-            let value: Cached = value.map(|b| Arc::new(MetaValue::new(b)));
-            if let Some(cache) = keep.filter(|_| cacheable(key)) {
-                // The gate per key, as a single load takes it: a commit
-                // waiting for it waits for one insert, not for the batch.
-                let _gate = self.gate.read();
-                if self.epoch.load(Ordering::Acquire) == before {
-                    cache.insert(CacheKey::new(key), Slot::Meta(value.clone()));
-                }
-            }
-            values[at] = value;
+        for (&at, value) in missed_at.iter().zip(load(&missed)?) {
+            values[at] = value.map(|b| Arc::new(MetaValue::new(b)));
         }
         Ok(values)
     }
@@ -637,7 +638,7 @@ impl MetaCache {
 /// value, leaves the key uncached (its value needs a read). A range delete
 /// leaves everything uncached (`invalidate` cleared the cache).
 fn write_through(
-    cache: &Cache<CacheKey, Slot, EntryWeighter>,
+    cache: &MetaCacheMap,
     batch: &WriteBatch,
     bases: &[(Vec<u8>, Cached)],
     dir_entries: Option<&DirEntriesOperator>,

@@ -687,12 +687,14 @@ impl Store {
     }
 
     /// The committed values of `keys` (onode or dentry keys, in any
-    /// order), in their order, as [`Store::get_meta`] gives each: from the
-    /// metadata cache, the keys it does not hold from one sorted
-    /// multi-get of the index ([`larder_index::Index::get_many`], which
-    /// shares its searches between neighbouring keys), then cached.
+    /// order), in their order: from the metadata cache where it holds
+    /// them, the rest from one sorted multi-get of the index
+    /// ([`larder_index::Index::get_many`], which shares its searches
+    /// between neighbouring keys), which are not kept in the cache (a
+    /// scan's values, each read once: keeping them evicted what gets
+    /// reuse).
     pub fn get_meta_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Arc<MetaValue>>>> {
-        self.meta_cache.get_or_load_many(keys, |missed| self.index.get_many(missed).map_err(ObjectError::from))
+        self.meta_cache.get_many_unkept(keys, |missed| self.index.get_many(missed).map_err(ObjectError::from))
     }
 
     /// A value derived from dentry reads only (the dentry a path leads

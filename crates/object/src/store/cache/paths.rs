@@ -192,6 +192,7 @@ impl MetaCache {
             return Ok(path);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
+        self.admission.after_miss();
         // Read before the derivation: unchanged after it, no dentry batch
         // went in meanwhile, so the stripes read then are those of the
         // dentries the derivation saw.
@@ -298,7 +299,8 @@ impl MetaCache {
     /// entry is the one used) or from `load`, measured by `inline`; the
     /// path's entry is then replaced by (or, deferred, inserted as) one
     /// holding it, if it was read wholly while no batch wrote `key` and
-    /// the path is still current.
+    /// the path is still current (and, read anew, if a full cache admits
+    /// it: its second read lately).
     /// A value loaded for a path is not kept under its own key.
     pub(crate) fn reach<E>(
         &self,
@@ -328,7 +330,8 @@ impl MetaCache {
         };
         let inline = value.as_deref().map(inline).transpose()?.flatten();
         let (Some(cache), Some(link)) = (self.cache.as_ref(), LinkKey::new(key)) else { return Ok((value, inline)) };
-        if path.keep && before.is_multiple_of(2) {
+        // A path read anew may not enter a full cache (module `admission`).
+        if path.keep && before.is_multiple_of(2) && (!path.deferred || self.admission.admits(path.key.as_slice())) {
             let _gate = self.gate.read();
             if stripe.load(Ordering::Acquire) == before && self.current(&path.entry) {
                 let target = Target { at: before, key: link, value: value.clone(), inline };
@@ -470,6 +473,40 @@ mod tests {
         apply(&c, &names);
         assert_eq!(reach(&c, &stale, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
         assert!(c.derived_cached(b"r").is_none(), "derived before a dentry batch: not kept");
+    }
+
+    #[test]
+    fn a_full_cache_keeps_a_path_read_anew_from_its_second_read() {
+        // About 90 path entries of 1 KiB targets fit.
+        let c = MetaCache::new(128 << 10, None);
+        let read = |c: &MetaCache, key: &[u8]| {
+            let path = c
+                .get_or_derive(key, true, |reads| {
+                    reads.push(name_key(key));
+                    Ok::<_, ()>(Some(b"dentry".to_vec()))
+                })
+                .unwrap();
+            reach(c, &path, &crate::meta::onode_key(7), || Ok(Some(vec![1u8; 1000])));
+        };
+        // With room, a first read keeps the path.
+        read(&c, b"first");
+        assert!(c.derived_cached(b"first").is_some(), "kept while the cache had room");
+        // Fill it past its capacity, and let the admission look at the
+        // path entries that evicted.
+        // 300 reads (fewer misses than the admission counts between two
+        // looks) evict about 210 paths.
+        for i in 0..300u32 {
+            read(&c, format!("fill{i}").as_bytes());
+        }
+        c.admission.look();
+        read(&c, b"new key");
+        assert!(c.derived_cached(b"new key").is_none(), "a first read does not enter a churning cache");
+        read(&c, b"new key");
+        assert!(c.derived_cached(b"new key").is_some(), "its second read does");
+        // No path evicted since the last look: first reads enter again.
+        c.admission.look();
+        read(&c, b"another");
+        assert!(c.derived_cached(b"another").is_some());
     }
 
     #[test]
