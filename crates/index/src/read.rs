@@ -10,7 +10,7 @@ use crate::iter::{as_ref, memtable_sources, Iter, MergeIter, Source};
 use crate::memtable::Newest;
 use crate::resolve::resolve_read;
 use crate::run::bloom::key_hash;
-use crate::run::cache::RunHandle;
+use crate::run::cache::{OpenRef, RunHandle};
 use crate::run::iter::RunIter;
 use crate::run::reader::{Lookup, OpenRun};
 use crate::version::SuperVersion;
@@ -171,11 +171,7 @@ impl Inner {
             // parallel. Runs not open now are opened only if reached. The
             // candidates live on the stack (an allocation per get was a few
             // percent of a cached one).
-            let mut probe = |run: &Arc<RunHandle>, open: Option<Arc<OpenRun>>| -> Result<bool> {
-                let open = match open {
-                    Some(o) => o,
-                    None => self.run_cache.get(run, stats)?,
-                };
+            let mut probe = |run: &RunHandle, open: &OpenRun| -> Result<bool> {
                 if run.meta.tombstone_count > 0 {
                     covering = covering.max(crate::entry::max_covering(&open.tombstones, key, read_seq));
                 }
@@ -187,23 +183,40 @@ impl Inner {
                 Ok(absorb(&mut scratch, covering, &mut collected))
             };
             let may_hold = |run: &RunHandle| key >= run.meta.min_key.as_slice() && key <= run.meta.max_key.as_slice();
-            // A chunk of STACK_RUNS runs at a time, newest first.
+            // A chunk of STACK_RUNS runs at a time, newest first. The open
+            // runs are pinned by their read guards for the chunk (a lock and
+            // its release per run, where a counted reference cost twice
+            // that); see `RunCache::pin` for why that cannot deadlock.
             'chunks: for chunk in sv.version.runs.chunks(STACK_RUNS) {
-                let mut opens: [Option<Arc<OpenRun>>; STACK_RUNS] = Default::default();
+                let mut opens: [Option<OpenRef<'_>>; STACK_RUNS] = [const { None }; STACK_RUNS];
                 let mut candidates = 0u32;
                 for (i, run) in chunk.iter().enumerate() {
                     if may_hold(run) {
-                        opens[i] = self.run_cache.peek(run);
+                        opens[i] = self.run_cache.pin(run);
                         candidates |= 1 << i;
                     }
                 }
-                // Apart from the peeks: their atomic operations are full
+                // Apart from the pins: their atomic operations are full
                 // barriers, which made each filter line's miss wait for the
                 // one before (a quarter of a get, in perf).
                 let touched = opens.iter().flatten().fold(0u8, |t, o| t ^ o.touch_filter(hash));
                 std::hint::black_box(touched);
                 for (i, run) in chunk.iter().enumerate() {
-                    if candidates & (1 << i) != 0 && probe(run, opens[i].take())? {
+                    if candidates & (1 << i) == 0 {
+                        continue;
+                    }
+                    let open = match opens[i].take() {
+                        Some(open) => open,
+                        None => {
+                            // Taking the run may wait on locks: no pin may
+                            // be held across it.
+                            for later in opens.iter_mut().skip(i + 1) {
+                                *later = later.take().map(OpenRef::unpinned);
+                            }
+                            OpenRef::Owned(self.run_cache.get(run, stats)?)
+                        }
+                    };
+                    if probe(run, &open)? {
                         break 'chunks;
                     }
                 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use larder_io::StorageRef;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
 use quick_cache::sync::Cache;
 use quick_cache::{OptionsBuilder, Weighter};
 
@@ -136,6 +136,14 @@ impl Drop for RunHandle {
     }
 }
 
+/// Marks `run` used since the last sweep, writing the shared flag only
+/// when it changes (a store per get would move its line between readers).
+fn mark_referenced(run: &RunHandle) {
+    if !run.referenced.load(Ordering::Relaxed) {
+        run.referenced.store(true, Ordering::Relaxed);
+    }
+}
+
 struct ClockState {
     ring: VecDeque<Weak<RunHandle>>,
     open_count: usize,
@@ -177,9 +185,28 @@ impl RunCache {
     pub(crate) fn peek(&self, run: &RunHandle) -> Option<Arc<OpenRun>> {
         let open = run.open.read().clone();
         if open.is_some() {
-            run.referenced.store(true, Ordering::Relaxed);
+            mark_referenced(run);
         }
         open
+    }
+
+    /// The open state of `run` pinned by its read guard (no reference
+    /// count taken), if it is open now and no one holds or waits for its
+    /// write lock (counted as a use); else None, and the caller takes it by
+    /// [`RunCache::get`] after letting go of its other pins.
+    ///
+    /// Why pins cannot deadlock: a pin never waits (`try_read`), and a
+    /// reader holding pins waits on no lock: before anything that may
+    /// block (a run's state by `get`, which may wait on a run's lock, open
+    /// the run and take the clock's lock) it lets go of every pin it holds
+    /// ([`OpenRef::unpinned`]). The writers of a run's state (an open,
+    /// `forget`) so wait only for readers that finish without them, and
+    /// the clock's sweep does not wait at all (`try_write`).
+    pub(crate) fn pin<'a>(&self, run: &'a RunHandle) -> Option<OpenRef<'a>> {
+        let guard = run.open.try_read()?;
+        let pinned = RwLockReadGuard::try_map(guard, Option::as_ref).ok()?;
+        mark_referenced(run);
+        Some(OpenRef::Pinned(pinned))
     }
 
     /// The open state of `run`, opening (and verifying) it if needed.
@@ -223,7 +250,14 @@ impl RunCache {
                 st.ring.push_back(w);
                 continue;
             }
-            let taken = h.open.write().take();
+            // A run a reader holds (pinned, or being opened) is in use:
+            // it stays, and the sweep never waits on a reader.
+            let Some(mut slot) = h.open.try_write() else {
+                st.ring.push_back(w);
+                continue;
+            };
+            let taken = slot.take();
+            drop(slot);
             if let Some(o) = taken {
                 st.open_count -= 1;
                 st.bytes = st.bytes.saturating_sub(o.metadata_bytes());
@@ -245,5 +279,36 @@ impl RunCache {
     pub(crate) fn usage(&self) -> (usize, usize) {
         let st = self.state.lock();
         (st.open_count, st.bytes)
+    }
+}
+
+/// A run's open state as one get holds it: pinned (the run's read guard,
+/// held for the get) or owned (a counted reference, for a get that had to
+/// wait on a lock or open the run).
+pub(crate) enum OpenRef<'a> {
+    /// Held by the run's read guard: no reference count taken.
+    Pinned(MappedRwLockReadGuard<'a, Arc<OpenRun>>),
+    /// Held by a reference of its own.
+    Owned(Arc<OpenRun>),
+}
+
+impl OpenRef<'_> {
+    /// The same open state held by a reference, its guard let go.
+    pub(crate) fn unpinned(self) -> OpenRef<'static> {
+        match self {
+            OpenRef::Pinned(guard) => OpenRef::Owned(Arc::clone(&guard)),
+            OpenRef::Owned(open) => OpenRef::Owned(open),
+        }
+    }
+}
+
+impl std::ops::Deref for OpenRef<'_> {
+    type Target = OpenRun;
+
+    fn deref(&self) -> &OpenRun {
+        match self {
+            OpenRef::Pinned(guard) => guard,
+            OpenRef::Owned(open) => open,
+        }
     }
 }
