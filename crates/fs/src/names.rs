@@ -6,9 +6,9 @@
 //! count changes; permissions are checked inside it, on the state the
 //! locks protect.
 
-use larder_namespace::{list, NamespaceTxn};
+use larder_namespace::{list, NamespaceError, NamespaceTxn};
 use larder_object::meta::{Kind, Name, Onode, Timestamp, MODE_PERM_MASK, MODE_TYPE_MASK};
-use larder_object::{Durability, LockRequest, Transaction};
+use larder_object::{Durability, LockRequest, ObjectError, Transaction};
 
 use crate::attr::{Attr, SetAttr, SetTime};
 use crate::cred::Cred;
@@ -35,13 +35,20 @@ pub(crate) fn new_name(bytes: &[u8]) -> Result<Name> {
 
 /// `bytes` as a stored name (not `.` or `..`).
 pub(crate) fn stored_name(bytes: &[u8]) -> Result<Name> {
+    check_length(bytes)?;
+    Name::new(bytes.to_vec()).map_err(|e| FsError::posix(libc::EINVAL, e.to_string()))
+}
+
+/// ENAMETOOLONG past NAME_MAX, ENOENT for an empty name: the errors a
+/// name gets before its bytes are checked (EINVAL, as [`stored_name`]).
+fn check_length(bytes: &[u8]) -> Result<()> {
     if bytes.len() > NAME_MAX {
         return Err(FsError::posix(libc::ENAMETOOLONG, format!("a name of {} bytes", bytes.len())));
     }
     if bytes.is_empty() {
         return Err(FsError::posix(libc::ENOENT, "an empty name"));
     }
-    Name::new(bytes.to_vec()).map_err(|e| FsError::posix(libc::EINVAL, e.to_string()))
+    Ok(())
 }
 
 pub(crate) fn shown(bytes: &[u8]) -> String {
@@ -148,8 +155,14 @@ impl Fs {
             b"." => parent,
             b".." => info.parent,
             _ => {
-                let n = stored_name(name)?;
-                let found = list::lookup_attributes(&self.store, parent, &n, |d, o| Attr::from_onode(d.child, o))?;
+                check_length(name)?;
+                let found = list::lookup_attributes(&self.store, parent, name, |d, o| Attr::from_onode(d.child, o))
+                    .map_err(|e| match e {
+                        NamespaceError::Object(ObjectError::InvalidName { .. }) => {
+                            FsError::posix(libc::EINVAL, e.to_string())
+                        }
+                        e => e.into(),
+                    })?;
                 let (dentry, attr) = found.ok_or_else(|| FsError::no_entry(parent, name))?;
                 return attr.ok_or_else(|| missing(dentry.child));
             }

@@ -42,6 +42,13 @@ fn create_lookup_and_the_errors_of_names() {
     assert_eq!(errno(fs.mkdir(&r, top, b"a/b", 0o755)), libc::EINVAL);
     assert_eq!(errno(fs.mkdir(&r, top, b"a\0b", 0o755)), libc::EINVAL);
     assert_eq!(errno(fs.mkdir(&r, top, b"", 0o755)), libc::ENOENT);
+    // A lookup refuses the same names with the same errors, and finds the
+    // longest name allowed.
+    assert_eq!(errno(fs.lookup(&r, top, &long)), libc::ENAMETOOLONG);
+    assert_eq!(fs.lookup(&r, top, &long[..NAME_MAX]).unwrap().kind, Kind::Directory);
+    assert_eq!(errno(fs.lookup(&r, top, b"a/b")), libc::EINVAL);
+    assert_eq!(errno(fs.lookup(&r, top, b"a\0b")), libc::EINVAL);
+    assert_eq!(errno(fs.lookup(&r, top, b"")), libc::ENOENT);
     assert_eq!(errno(fs.resolve(&r, &vec![b'a'; PATH_MAX], true)), libc::ENAMETOOLONG);
 }
 

@@ -3,7 +3,7 @@
 
 use std::ops::Bound;
 
-use larder_object::meta::{decode_dentry_key, dentry_key, dmap_prefix, prefix_end, Dentry, Name, Onode};
+use larder_object::meta::{decode_dentry_key, dentry_key, dmap_prefix, prefix_end, Dentry, DentryKey, Name, Onode};
 use larder_object::Store;
 
 use crate::error::Result;
@@ -23,16 +23,18 @@ pub fn lookup_unkept(store: &Store, dir: u64, name: &Name) -> Result<Option<Dent
 
 /// The entry `name` in `dir` and `f` of it and the attributes (the onode) of
 /// the object it names (`None` if that object does not exist); `None` if
-/// there is no such entry. No lock, as [`lookup`]. The entry's cached
-/// value remembers the onode it led to, so while nothing is committed a
-/// repeated lookup costs one metadata-cache search instead of two.
+/// there is no such entry. `name` is checked as [`Name::new`] checks it
+/// (an error for bytes it refuses), but neither it nor the key is kept.
+/// No lock, as [`lookup`]. The entry's cached value remembers the onode
+/// it led to, so while nothing is committed a repeated lookup costs one
+/// metadata-cache search instead of two.
 pub fn lookup_attributes<T>(
     store: &Store,
     dir: u64,
-    name: &Name,
+    name: &[u8],
     f: impl FnOnce(&Dentry, &Onode) -> T,
 ) -> Result<Option<(Dentry, Option<T>)>> {
-    let Some(value) = store.get_meta(&dentry_key(dir, name))? else { return Ok(None) };
+    let Some(value) = store.get_meta(DentryKey::new(dir, name)?.as_bytes())? else { return Ok(None) };
     let dentry = Dentry::decode(&value)?;
     let attributes = store.with_attributes_linked(&value, dentry.child, |o| f(&dentry, o))?;
     Ok(Some((dentry, attributes)))

@@ -8,7 +8,7 @@ use larder_object::meta::keys::FMAP_KEY_BYTES;
 use larder_object::meta::{
     decode_dentry_key, decode_fmap_key, decode_onode_key, decode_orphan_key, decode_store_key, decode_xattr_key,
     dentry_key, dmap_prefix, fmap_key, fmap_prefix, map_prefix, onode_key, orphan_key, prefix_end, xattr_key,
-    xattr_prefix, Map, MetaKey, Name, StoreName, XattrName, MAX_OBJECT_BYTES, NEXT_OBJECT_ID,
+    xattr_prefix, DentryKey, Map, MetaKey, Name, StoreName, XattrName, MAX_OBJECT_BYTES, NEXT_OBJECT_ID,
 };
 use larder_object::ObjectError;
 use proptest::prelude::*;
@@ -230,4 +230,28 @@ fn name_validation_says_why() {
     let e = StoreName::new("Next").unwrap_err();
     assert!(matches!(e, ObjectError::InvalidName { class: "store metadata name", .. }), "{e}");
     assert!(Name::try_from("ok").is_ok());
+}
+
+proptest! {
+    /// A dentry key built in place is `dentry_key`'s bytes for every name
+    /// `Name::new` takes, and refused, as `Name::new` refuses it, for every
+    /// other.
+    #[test]
+    fn a_dentry_key_in_place_is_the_same_key_or_the_same_refusal(
+        parent in id(),
+        bytes in prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..300),
+            proptest::collection::vec(b'a'..=b'z', 1..256),
+            Just(b".".to_vec()),
+            Just(b"..".to_vec()),
+        ],
+    ) {
+        match (Name::new(bytes.clone()), DentryKey::new(parent, &bytes)) {
+            (Ok(name), Ok(key)) => prop_assert_eq!(key.as_bytes(), &dentry_key(parent, &name)[..]),
+            (Err(ObjectError::InvalidName { reason: a, .. }), Err(ObjectError::InvalidName { reason: b, .. })) => {
+                prop_assert_eq!(a, b)
+            }
+            (a, b) => prop_assert!(false, "Name::new gave {:?}, DentryKey::new {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
 }

@@ -12,7 +12,7 @@ pub const MAX_NAME_BYTES: usize = 255;
 
 /// The name as an error shows it: non-printable bytes escaped, cut after
 /// 64 bytes so a hostile name cannot flood a log.
-fn shown(bytes: &[u8]) -> String {
+pub(super) fn shown(bytes: &[u8]) -> String {
     let cut = bytes.get(..64).unwrap_or(bytes);
     let mut s = cut.escape_ascii().to_string();
     if cut.len() < bytes.len() {

@@ -109,14 +109,13 @@ impl Store {
     /// through the dentry's value `dentry` (from [`Store::get_meta`]): the
     /// dentry remembers the onode, so while nothing is committed a second
     /// lookup of the name costs one cache search (see
-    /// [`Store::get_meta_linked`]).
+    /// [`Store::attributes_linked`]).
     pub fn with_attributes_linked<T>(
         &self,
         dentry: &crate::store::MetaValue,
         object: u64,
         f: impl FnOnce(&Onode) -> T,
     ) -> Result<Option<T>> {
-        let Some(v) = self.get_meta_linked(dentry, &crate::meta::onode_key(object))? else { return Ok(None) };
-        Ok(Some(f(v.attributes(&self.limits())?)))
+        self.attributes_linked(dentry, &crate::meta::onode_key(object), f)
     }
 }

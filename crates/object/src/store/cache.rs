@@ -33,7 +33,7 @@
 //! (module [`admission`]), so keys read once do not evict keys read again.
 //!
 //! A cached value can likewise remember (weakly) the value of one key read
-//! through it ([`MetaCache::get_or_load_linked`]): a dentry remembers its
+//! through it ([`MetaCache::attributes_linked`]): a dentry remembers its
 //! child's onode, so a lookup in a directory whose entries are cached is
 //! one cache search rather than two while no batch goes in (each search
 //! is a few cache misses over a table of a million names: the second was
@@ -80,22 +80,26 @@ pub struct MetaValue {
     /// Inside the value when short (every dentry): decoding it costs no
     /// further cache miss.
     bytes: CacheKey,
-    /// Boxed: a dentry's value (half the entries) never holds one, and
+    /// Apart: a dentry's value (half the entries) never holds one, and
     /// an empty slot then costs a pointer, not the decoded onode's bytes.
-    onode: OnceLock<Box<Decoded>>,
+    /// Shared, so a link can lead to it straight (see [`Link`]).
+    onode: OnceLock<Arc<Decoded>>,
     /// The value of one key last read through this one (see
-    /// [`MetaCache::get_or_load_linked`]).
+    /// [`MetaCache::attributes_linked`]).
     link: parking_lot::Mutex<Option<Link>>,
 }
 
 /// What a value remembers of a key read through it: the cache epoch it
-/// was read at, the key, and its value, held weakly so that a value the
-/// cache evicted is not kept alive.
+/// was read at, the key, and its value's decoded onode, held weakly so
+/// that a value the cache evicted is not kept alive (the decoded onode
+/// lives as long as its value). The decoded onode rather than the value:
+/// one pointer less to follow (a cache miss in a table of a million
+/// names).
 #[derive(Debug)]
 struct Link {
     at: u64,
     key: LinkKey,
-    value: std::sync::Weak<MetaValue>,
+    value: std::sync::Weak<Decoded>,
 }
 
 /// Longest key a link remembers (an onode key is 9 bytes); longer keys
@@ -158,7 +162,16 @@ impl MetaValue {
             }
             _ => None,
         };
-        Ok(self.onode.get_or_init(|| Box::new(Decoded { onode, inline })))
+        Ok(self.onode.get_or_init(|| Arc::new(Decoded { onode, inline })))
+    }
+
+    /// The decoded onode, shared (see [`Link`]).
+    fn decoded_shared(&self, limits: &MetaLimits) -> crate::Result<&Arc<Decoded>> {
+        self.decoded(limits)?;
+        self.onode.get().ok_or_else(|| crate::ObjectError::BadRecord {
+            record: "onode",
+            what: "its decoded form was not kept".to_string(),
+        })
     }
 
     /// The value decoded as an onode (`limits` must be the store's).
@@ -282,7 +295,7 @@ impl Weighter<CacheKey, Slot> for EntryWeighter {
             // it will hold.
             Slot::Meta(value) => {
                 let decoded = if key.as_slice().first() == Some(&map_prefix(Map::Omap)[0]) {
-                    std::mem::size_of::<Decoded>()
+                    std::mem::size_of::<Decoded>() + 16
                 } else {
                     0
                 };
@@ -459,53 +472,41 @@ impl MetaCache {
         Ok(load()?.map(|b| Arc::new(MetaValue::new(b))))
     }
 
-    /// As [`MetaCache::get_or_load`], for a key read through the value
-    /// `from` (a dentry's, for its child's onode): the value `from`
-    /// remembers for `key` if no batch went in since it was read, else a
-    /// lookup, whose result `from` then remembers (one key at a time).
-    pub(crate) fn get_or_load_linked<E>(
+    /// `f` of the onode (its attributes, as [`MetaValue::attributes`]
+    /// gives them) that key `key` holds, read through the value `from` (a
+    /// dentry's, for its child's onode); `None` if the key is absent. The
+    /// onode `from` remembers for `key` if no batch went in since it was
+    /// read, else a lookup as [`MetaCache::get_or_load`] does, whose
+    /// result `from` then remembers (one key at a time), but only if it
+    /// was read wholly inside one even epoch: then it was the committed
+    /// value then, and stays so while the epoch holds.
+    pub(crate) fn attributes_linked<T>(
         &self,
         from: &MetaValue,
         key: &[u8],
-        load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
-    ) -> Result<Cached, E> {
+        limits: &MetaLimits,
+        load: impl FnOnce() -> crate::Result<Option<Vec<u8>>>,
+        f: impl FnOnce(&Onode) -> T,
+    ) -> crate::Result<Option<T>> {
         let Some(link_key) = LinkKey::new(key).filter(|_| self.cache.is_some() && cacheable(key)) else {
-            return self.get_or_load(key, load);
+            let Some(v) = self.get_or_load(key, load)? else { return Ok(None) };
+            return Ok(Some(f(v.attributes(limits)?)));
         };
-        self.remembered_or_load(
-            key,
-            load,
-            |at| from.link.lock().as_ref().filter(|l| l.at == at && l.key.is(key)).and_then(|l| l.value.upgrade()),
-            |at, v| *from.link.lock() = Some(Link { at, key: link_key, value: Arc::downgrade(v) }),
-        )
-    }
-
-    /// The value `recall` gives for the current epoch if no batch is going
-    /// in (an even epoch), else a lookup whose result goes to `remember`
-    /// with the epoch it was read in, but only if it was read wholly inside
-    /// one even epoch: then it was the committed value then, and stays so
-    /// while the epoch holds.
-    fn remembered_or_load<E>(
-        &self,
-        key: &[u8],
-        load: impl FnOnce() -> Result<Option<Vec<u8>>, E>,
-        recall: impl FnOnce(u64) -> Cached,
-        remember: impl FnOnce(u64, &Arc<MetaValue>),
-    ) -> Result<Cached, E> {
         let before = self.epoch.load(Ordering::Acquire);
         if before.is_multiple_of(2) {
-            if let Some(v) = recall(before) {
+            let recalled =
+                from.link.lock().as_ref().filter(|l| l.at == before && l.key.is(key)).and_then(|l| l.value.upgrade());
+            if let Some(d) = recalled {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Some(v));
+                return Ok(Some(f(&d.onode)));
             }
         }
-        let value = self.get_or_load(key, load)?;
-        if let Some(v) = &value {
-            if before.is_multiple_of(2) && self.epoch.load(Ordering::Acquire) == before {
-                remember(before, v);
-            }
+        let Some(value) = self.get_or_load(key, load)? else { return Ok(None) };
+        let decoded = value.decoded_shared(limits)?;
+        if before.is_multiple_of(2) && self.epoch.load(Ordering::Acquire) == before {
+            *from.link.lock() = Some(Link { at: before, key: link_key, value: Arc::downgrade(decoded) });
         }
-        Ok(value)
+        Ok(Some(f(&decoded.onode)))
     }
 
     /// Drops every key `batch` writes; called before the batch enters the
@@ -695,9 +696,16 @@ mod tests {
         panic!("the path's entry (or the value's link) should have answered")
     }
 
-    /// Bytes of the value `c` holds for `key`, read through the value `from`.
-    fn linked(c: &MetaCache, from: &MetaValue, key: &[u8], load: impl FnOnce() -> Loaded) -> Option<Vec<u8>> {
-        c.get_or_load_linked(from, key, load).unwrap().map(|v| v.to_vec())
+    /// An encoded onode told apart by its owner, `uid`.
+    fn onode_of(uid: u32) -> Vec<u8> {
+        crate::meta::Onode::new(crate::meta::Kind::File, 0o644, uid, 0, 7).encode(&MetaLimits::default()).unwrap()
+    }
+
+    /// The owner of the onode `c` holds for `key`, read through the value
+    /// `from`.
+    fn linked(c: &MetaCache, from: &MetaValue, key: &[u8], load: impl FnOnce() -> Loaded) -> Option<u32> {
+        let load = || load().map_err(|()| crate::ObjectError::BadRecord { record: "test", what: String::new() });
+        c.attributes_linked(from, key, &MetaLimits::default(), load, |o| o.uid).unwrap()
     }
 
     /// Runs `batch` through the cache as the log's apply hook does.
@@ -713,30 +721,30 @@ mod tests {
         let onode = crate::meta::onode_key(7);
         let from = c.get_or_load(&dentry, || Ok::<_, ()>(Some(b"dentry".to_vec()))).unwrap().unwrap();
         // Held, as a reader still using it would.
-        let held = c.get_or_load_linked(&from, &onode, || Ok::<_, ()>(Some(b"v1".to_vec()))).unwrap();
-        assert_eq!(held.as_deref().map(|v| &v[..]), Some(&b"v1"[..]));
+        let held = c.get_or_load(&onode, || Ok::<_, ()>(Some(onode_of(1)))).unwrap();
+        assert_eq!(linked(&c, &from, &onode, no_load), Some(1), "read from the cache and remembered");
         // Evicted from the cache: only the link can answer now.
         c.cache.as_ref().unwrap().remove(&onode[..]);
-        assert_eq!(linked(&c, &from, &onode, no_load), Some(b"v1".to_vec()), "the link answers while the epoch holds");
+        assert_eq!(linked(&c, &from, &onode, no_load), Some(1), "the link answers while the epoch holds");
         // Another key through the same value is looked up, not the link's.
         let other = crate::meta::onode_key(8);
-        assert_eq!(linked(&c, &from, &other, || Ok(Some(b"eight".to_vec()))), Some(b"eight".to_vec()));
-        assert_eq!(linked(&c, &from, &other, no_load), Some(b"eight".to_vec()), "the link now names key 8");
+        assert_eq!(linked(&c, &from, &other, || Ok(Some(onode_of(8)))), Some(8));
+        assert_eq!(linked(&c, &from, &other, no_load), Some(8), "the link now names key 8");
         // A batch that writes the first key: the link (to key 8, read
         // before it) is not trusted, and key 7 reads its new value even
         // though `held` keeps the old one alive.
-        assert_eq!(linked(&c, &from, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        assert_eq!(linked(&c, &from, &onode, || Ok(Some(onode_of(1)))), Some(1));
         let mut batch = WriteBatch::new();
-        batch.put(onode, b"v2");
+        batch.put(onode, onode_of(2));
         apply(&c, &batch);
-        assert_eq!(linked(&c, &from, &onode, || Ok(Some(b"stale".to_vec()))), Some(b"v2".to_vec()));
+        assert_eq!(linked(&c, &from, &onode, || Ok(Some(onode_of(99)))), Some(2));
         // A batch of another key only: the link is read anew, from the
         // cache (written through) or the loader.
         let mut unrelated = WriteBatch::new();
         unrelated.delete(crate::meta::onode_key(9));
         apply(&c, &unrelated);
         c.cache.as_ref().unwrap().remove(&onode[..]);
-        assert_eq!(linked(&c, &from, &onode, || Ok(Some(b"v3".to_vec()))), Some(b"v3".to_vec()));
+        assert_eq!(linked(&c, &from, &onode, || Ok(Some(onode_of(3)))), Some(3));
         drop(held);
     }
 
@@ -745,20 +753,18 @@ mod tests {
         let c = MetaCache::new(1 << 20, None);
         let onode = crate::meta::onode_key(7);
         let from = MetaValue::new(b"dentry".to_vec());
-        assert_eq!(linked(&c, &from, &onode, || Ok(Some(b"v1".to_vec()))), Some(b"v1".to_vec()));
+        assert_eq!(linked(&c, &from, &onode, || Ok(Some(onode_of(1)))), Some(1));
         c.cache.as_ref().unwrap().remove(&onode[..]);
-        assert_eq!(linked(&c, &from, &onode, || Ok(Some(b"v1 again".to_vec()))), Some(b"v1 again".to_vec()));
+        assert_eq!(linked(&c, &from, &onode, || Ok(Some(onode_of(11)))), Some(11), "the evicted value was not kept");
         // Read while a batch is going in (odd epoch): neither cached nor
         // remembered, so the value the batch leaves is read after it.
         c.cache.as_ref().unwrap().remove(&onode[..]);
         let mut batch = WriteBatch::new();
         batch.delete(onode);
         c.invalidate(&batch);
-        let during = c.get_or_load_linked(&from, &onode, || Ok::<_, ()>(Some(b"old".to_vec()))).unwrap();
-        assert_eq!(during.as_deref().map(|v| &v[..]), Some(&b"old"[..]));
+        assert_eq!(linked(&c, &from, &onode, || Ok(Some(onode_of(5)))), Some(5));
         c.settle(None);
         assert_eq!(linked(&c, &from, &onode, || Ok(None)), None, "the read during the batch is not remembered");
-        drop(during);
     }
 
     /// A batch of more keys than the cache holds entries (and too many to

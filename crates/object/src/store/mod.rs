@@ -755,11 +755,14 @@ impl Store {
         self.meta_cache.get_unkept(key, || self.index.get(key).map_err(ObjectError::from))
     }
 
-    /// As [`Store::get_meta`], for a key read through the value `from`
-    /// (a dentry's value, for its child's onode): while nothing was
-    /// committed since `from` last led to `key`, no lookup at all.
-    pub fn get_meta_linked(&self, from: &MetaValue, key: &[u8]) -> Result<Option<Arc<MetaValue>>> {
-        self.meta_cache.get_or_load_linked(from, key, || self.index.get(key).map_err(ObjectError::from))
+    /// `f` of the attributes of the onode key `key` holds (`None` if it
+    /// is absent), as [`Store::with_attributes`] gives them, for a key
+    /// read through the value `from` (a dentry's value, for its child's
+    /// onode): while nothing was committed since `from` last led to
+    /// `key`, no lookup at all.
+    pub fn attributes_linked<T>(&self, from: &MetaValue, key: &[u8], f: impl FnOnce(&Onode) -> T) -> Result<Option<T>> {
+        let limits = self.limits();
+        self.meta_cache.attributes_linked(from, key, &limits, || self.index.get(key).map_err(ObjectError::from), f)
     }
 
     /// Whether any object may have an extended attribute (see
