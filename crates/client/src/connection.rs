@@ -263,15 +263,18 @@ impl Connection {
         self.handle_workers.lock().remove(&handle);
     }
 
-    fn round_trip(&self, worker: u32, request: &Request) -> Result<Response> {
+    /// The ring pair of `worker`, unless the server is gone.
+    fn live_channel(&self, worker: u32) -> Result<&Mutex<Channel>> {
         if self.gone.load(Ordering::Relaxed) {
             return Err(ClientError::ServerGone);
         }
-        let channel = self
-            .channels
+        self.channels
             .get(worker as usize)
-            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
-        let mut channel = channel.lock();
+            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))
+    }
+
+    fn round_trip(&self, worker: u32, request: &Request) -> Result<Response> {
+        let mut channel = self.live_channel(worker)?.lock();
         let id = self.send(worker, &mut channel, request)?;
         loop {
             if let Some((reply_id, response)) = self.next_completion(worker, &mut channel)? {

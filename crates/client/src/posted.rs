@@ -97,14 +97,7 @@ impl Connection {
 
     /// Sends the request of `posted` on `worker`'s ring and records it.
     fn post(&self, worker: u32, posted: Posted) -> Result<()> {
-        if self.gone.load(Ordering::Relaxed) {
-            return Err(ClientError::ServerGone);
-        }
-        let channel = self
-            .channels
-            .get(worker as usize)
-            .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))?;
-        let mut channel = channel.lock();
+        let mut channel = self.live_channel(worker)?.lock();
         // Posted requests fill at most half the ring: a post that finds
         // it fuller waits for the oldest answer (a futex wait), where one
         // that found the ring full would poll it, yielding, and on busy
