@@ -145,7 +145,8 @@ impl MetaValue {
         self.bytes.as_slice()
     }
 
-    fn decoded(&self, limits: &MetaLimits) -> crate::Result<&Decoded> {
+    /// The decoded onode, shared so a link can lead to it (see [`Link`]).
+    fn decoded(&self, limits: &MetaLimits) -> crate::Result<&Arc<Decoded>> {
         if let Some(d) = self.onode.get() {
             return Ok(d);
         }
@@ -163,15 +164,6 @@ impl MetaValue {
             _ => None,
         };
         Ok(self.onode.get_or_init(|| Arc::new(Decoded { onode, inline })))
-    }
-
-    /// The decoded onode, shared (see [`Link`]).
-    fn decoded_shared(&self, limits: &MetaLimits) -> crate::Result<&Arc<Decoded>> {
-        self.decoded(limits)?;
-        self.onode.get().ok_or_else(|| crate::ObjectError::BadRecord {
-            record: "onode",
-            what: "its decoded form was not kept".to_string(),
-        })
     }
 
     /// The value decoded as an onode (`limits` must be the store's).
@@ -502,7 +494,7 @@ impl MetaCache {
             }
         }
         let Some(value) = self.get_or_load(key, load)? else { return Ok(None) };
-        let decoded = value.decoded_shared(limits)?;
+        let decoded = value.decoded(limits)?;
         if before.is_multiple_of(2) && self.epoch.load(Ordering::Acquire) == before {
             *from.link.lock() = Some(Link { at: before, key: link_key, value: Arc::downgrade(decoded) });
         }
