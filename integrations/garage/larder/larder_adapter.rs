@@ -35,15 +35,11 @@
 //! allowed at most two commits in flight, and a log sync carried about 1.1
 //! records.
 //!
-//! Measured on one node under 1 KiB PutObject from 8 client threads
-//! (fdatasyncs counted by the kernel's syscall tracepoint, which does not
-//! slow the node as strace does): waiting in place, 1.08-1.14 log syncs
-//! per put; in `block_in_place`, 0.37-0.40, so the durable commits of
-//! concurrent requests do share syncs. The writer lock is not what kept
-//! them apart (the trees let it go before the wait, docs/trees.md), nor
-//! Garage itself: a worker blocked in the wait held its queued requests.
-//! The 1.09 syncs per put strace once showed came from strace itself, which
-//! slowed the node to a tenth of its rate, too slow for commits to meet.
+//! The writer lock does not keep durable commits apart (the trees let it
+//! go before the wait, docs/trees.md): under 1 KiB PutObject from 8
+//! client threads, 1.08-1.14 log syncs per put waiting in place, 0.37-0.40
+//! in `block_in_place` (fdatasyncs counted by the kernel's syscall
+//! tracepoint; strace slows the node too much for commits to meet).
 //!
 //! The log forms one group at a time here (`max_groups_in_flight` 1, not
 //! the log's default 2): a commit arriving while a sync runs waits for it
