@@ -67,7 +67,24 @@ impl SkipListSource {
         self.buf.pop_front();
         self.refill();
     }
+
+    /// Moves a forward cursor past every remaining version of `key`: the
+    /// next chunk starts after the key's oldest possible version instead
+    /// of copying the versions in between.
+    fn skip_key(&mut self, key: &[u8]) {
+        while self.buf.front().is_some_and(|e| e.key == key) {
+            self.buf.pop_front();
+        }
+        if self.buf.is_empty() && !self.exhausted {
+            self.last = Some((key.to_vec(), OLDEST));
+            self.refill();
+        }
+    }
 }
+
+/// A stamp no version has (sequence numbers start at 1): a bound after
+/// every version of a key in the internal order (newest first).
+const OLDEST: Stamp = Stamp { seq: 0, sub: 0 };
 
 /// A memtable sorted array's entries over a range.
 pub(crate) struct ArraySource {
@@ -96,6 +113,12 @@ impl ArraySource {
                 self.hi -= 1;
             }
         }
+    }
+
+    /// Moves a forward cursor past every remaining version of `key` by one
+    /// search of the array.
+    fn skip_key(&mut self, key: &[u8]) {
+        self.lo = self.array.upper_bound(key, OLDEST).clamp(self.lo, self.hi);
     }
 }
 
@@ -184,6 +207,24 @@ impl Source {
             }
             Source::Run(r) => r.advance(),
         }
+    }
+
+    /// Moves a forward cursor past every remaining version of `key`, the
+    /// key under it. A queue's key, put and removed once per request, has
+    /// thousands of versions in the memtables; a read that has found the
+    /// version it sees skips the rest per source with one search instead
+    /// of a step (and a copy of the key) per version.
+    fn skip_key(&mut self, key: &[u8]) -> Result<()> {
+        match self {
+            Source::SkipList(m) => m.skip_key(key),
+            Source::Array(a) => a.skip_key(key),
+            Source::Run(r) => {
+                while r.current_key() == Some(key) {
+                    r.advance()?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Vouches for what was read of the source so far (a mapped run's
@@ -400,7 +441,13 @@ impl MergeIter {
             while self.heads[i] == head && self.keys[i].as_deref() == Some(key.as_slice()) {
                 let Some(e) = self.sources[i].current() else { break };
                 if settled.is_some_and(|s| e.stamp < s) {
-                    self.sources[i].advance()?;
+                    // This source's later versions of the key are older
+                    // still (newest first going forward): none is needed.
+                    if self.forward {
+                        self.sources[i].skip_key(key)?;
+                    } else {
+                        self.sources[i].advance()?;
+                    }
                     self.refresh(i);
                     self.sources[i].check()?;
                     continue;
