@@ -175,20 +175,21 @@ where
 }
 
 /// `files` sorted by name with repeats taken out (the first occurrence
-/// stays), and the repeats' names.
+/// stays), and the repeats' names. In place: a copy of a large batch's
+/// files was as many fresh pages to fault in.
 fn distinct(mut files: Vec<NewFile<'_>>) -> (Vec<NewFile<'_>>, Vec<Vec<u8>>) {
     // Stable: of a repeated name, the caller's first occurrence comes first.
     files.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    let mut unique: Vec<NewFile<'_>> = Vec::with_capacity(files.len());
     let mut duplicates = Vec::new();
-    for f in files {
-        if unique.last().is_some_and(|last| last.name.as_bytes() == f.name.as_bytes()) {
-            duplicates.push(f.name.into_bytes());
-        } else {
-            unique.push(f);
+    // `later` is removed when it repeats `kept`, the occurrence before it.
+    files.dedup_by(|later, kept| {
+        let repeat = later.name == kept.name;
+        if repeat {
+            duplicates.push(later.name.as_bytes().to_vec());
         }
-    }
-    (unique, duplicates)
+        repeat
+    });
+    (files, duplicates)
 }
 
 /// The lengths of consecutive slices of `files` of at most `max_names`
