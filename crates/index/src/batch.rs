@@ -185,6 +185,17 @@ impl WriteBatch {
         self.push(BatchOp::DeleteRange { start: start.as_ref(), end: end.as_ref() })
     }
 
+    /// Empties the batch, keeping its allocation: a caller writing batch
+    /// after batch of millions of operations reuses pages it faulted in
+    /// once.
+    pub fn clear(&mut self) {
+        self.rep.truncate(HEADER_BYTES);
+        self.rep[..HEADER_BYTES].fill(0);
+        self.count = 0;
+        self.payload_bytes = 0;
+        self.summary = Summary::default();
+    }
+
     /// Makes room for `additional` more bytes of operations, for a caller
     /// about to add many (one allocation instead of a doubling series,
     /// each copying what the batch holds).

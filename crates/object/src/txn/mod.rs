@@ -291,6 +291,13 @@ impl<'a> Transaction<'a> {
         Ok(ids)
     }
 
+    /// Writes into `batch` (empty) instead of a new one: a large
+    /// transaction reusing the allocation of the one before.
+    pub(crate) fn use_batch(&mut self, batch: WriteBatch) {
+        debug_assert!(batch.is_empty() && self.batch.is_empty());
+        self.batch = batch;
+    }
+
     /// Makes room in this transaction's batch for `bytes` more bytes of
     /// keys and values, for a caller about to write many (a bulk create):
     /// one allocation instead of a doubling series, each copying what the
