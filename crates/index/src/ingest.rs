@@ -26,6 +26,7 @@ use crate::entry::{max_covering, Op, OpRef, Stamp};
 use crate::error::{IndexError, Result};
 use crate::flush::Edit;
 use crate::memtable::Memtable;
+use crate::merge_order::merged_ranges;
 use crate::resolve::resolve_output;
 use crate::run::writer::RunWriter;
 use crate::run::RunMeta;
@@ -239,6 +240,10 @@ impl SpareSlots {
     }
 }
 
+/// Sorted stretches of a batch visited in order without sorting it: a
+/// bulk create's are three; more, and the batch is sorted.
+const MERGED_STRETCHES: usize = 16;
+
 /// Writes `batch`'s entries, stamped `seq`, into `w` in internal order,
 /// each key resolved as a flush would (`bottom`: no older run exists).
 fn write_batch(
@@ -268,33 +273,32 @@ fn write_batch(
         };
         slots.push(Slot { key, sub, op });
     }
-    // Stable on purpose: a bulk batch is a few sorted stretches (new
-    // onodes by id, new dentries by name), which this sort merges in
-    // linear time.
-    slots.sort_by(|a, b| a.key.cmp(b.key).then(b.sub.cmp(&a.sub)));
+    // A bulk batch is a few sorted stretches (new onodes by id, new
+    // dentries by name), visited in order without moving them; any other
+    // is sorted. Within a stretch keys strictly increase: a key written
+    // twice has a greater sub the second time, so it starts a stretch.
+    let less = |a: &Slot<'_>, b: &Slot<'_>| a.key.cmp(b.key).then(b.sub.cmp(&a.sub)).is_lt();
+    let (ranges, distinct_within) = match merged_ranges(&slots, less, MERGED_STRETCHES) {
+        Some(ranges) => (ranges, true),
+        None => {
+            slots.sort_by(|a, b| a.key.cmp(b.key).then(b.sub.cmp(&a.sub)));
+            (std::iter::once(0..slots.len()).collect(), false)
+        }
+    };
     let mut versions: Vec<(Stamp, Op)> = Vec::new();
     let mut out: Vec<(Stamp, Op)> = Vec::new();
-    let mut i = 0;
-    while i < slots.len() {
-        let key = slots[i].key;
-        let n = slots[i..].iter().take_while(|s| s.key == key).count();
-        let group = &slots[i..i + n];
-        i += n;
+    let mut group: Vec<&Slot<'_>> = Vec::new();
+    let mut group_out = |group: &[&Slot<'_>]| -> Result<()> {
+        let Some(first) = group.first() else { return Ok(()) };
+        let key = first.key;
         let stamp = |s: &Slot<'_>| Stamp { seq, sub: s.sub };
         // The common case, one put or delete and no range delete, is
         // written as it stands: what resolve_output would keep.
-        if n == 1 && tombstones.is_empty() {
-            match group[0].op {
-                OpRef::Put(_) => {
-                    w.add_ref(key, stamp(&group[0]), group[0].op)?;
-                    continue;
-                }
-                OpRef::Delete => {
-                    if !bottom {
-                        w.add_ref(key, stamp(&group[0]), OpRef::Delete)?;
-                    }
-                    continue;
-                }
+        if group.len() == 1 && tombstones.is_empty() {
+            match first.op {
+                OpRef::Put(_) => return w.add_ref(key, stamp(first), first.op),
+                OpRef::Delete if bottom => return Ok(()),
+                OpRef::Delete => return w.add_ref(key, stamp(first), OpRef::Delete),
                 OpRef::Merge { .. } => {}
             }
         }
@@ -306,7 +310,21 @@ fn write_batch(
         for (stamp, op) in &out {
             w.add(key, *stamp, op)?;
         }
+        Ok(())
+    };
+    for range in &ranges {
+        for (at, slot) in slots[range.clone()].iter().enumerate() {
+            // Equal keys meet only where ranges join, unless sorted.
+            let same = group.last().is_some_and(|last| (at == 0 || !distinct_within) && last.key == slot.key);
+            if !same {
+                group_out(&group)?;
+                group.clear();
+            }
+            group.push(slot);
+        }
     }
+    group_out(&group)?;
+    drop(group);
     if !bottom {
         for t in tombstones {
             w.add_tombstone(t);

@@ -32,6 +32,7 @@ mod iter;
 mod manifest;
 mod memtable;
 mod merge;
+mod merge_order;
 mod options;
 mod read;
 mod read_many;

@@ -121,6 +121,7 @@ where
         if as_runs { (BULK_RUN_CHUNK, BULK_RUN_BYTES) } else { (BULK_CHUNK, record_budget(store)) };
     let inline_max = u64::from(store.superblock().options.inline_max_bytes);
     let chunks = chunk(&unique, max_names, max_bytes, |f| record_bytes(f, inline_max));
+    let total = unique.len();
     if as_runs {
         // One high-water commit for the whole batch, not one per chunk
         // (each a log record flushed as a small run between the ingested
@@ -128,8 +129,11 @@ where
         store.reserve_object_ids(unique.len() as u64)?;
     }
     let lock = [LockRequest::Exclusive(dir)];
-    let mut out = BulkCreated::default();
-    for (i, chunk) in chunks.iter().enumerate() {
+    let mut out = BulkCreated { created: Vec::with_capacity(total), duplicates: Vec::new() };
+    // The names move from `files` into what is returned, uncopied.
+    let mut files = unique.into_iter();
+    for (i, &len) in chunks.iter().enumerate() {
+        let chunk = files.as_slice().get(..len).unwrap_or_default();
         let create = |txn: &mut Transaction<'_>| -> Result<ChunkDone, E> {
             let onode = txn.onode(dir)?.ok_or(ObjectError::NoSuchObject { object: dir })?;
             if onode.kind != Kind::Directory {
@@ -138,19 +142,26 @@ where
             let owner = begin(txn, &onode)?;
             let empty = onode.dir.is_some_and(|d| d.entries == 0);
             let done = create_chunk(txn, dir, chunk, owner, empty)?;
-            if !done.0.is_empty() {
+            if !done.ids.is_empty() {
                 after(txn)?;
             }
             Ok(done)
         };
-        let (created, dups) = if as_runs {
+        let done = if as_runs {
             store.transact_as_run(&lock, create)?.0
         } else {
             let d = if i + 1 == chunks.len() { durability } else { Durability::Buffered };
             store.transact_locked(&lock, d, create)?.0
         };
-        out.created.extend(created);
-        duplicates.extend(dups);
+        let mut ids = done.ids;
+        let mut dups = done.dups.into_iter().peekable();
+        for (at, f) in files.by_ref().take(len).enumerate() {
+            if dups.next_if_eq(&at).is_some() {
+                duplicates.push(f.name.into_bytes());
+            } else if let Some(id) = ids.next() {
+                out.created.push((f.name.into_bytes(), id));
+            }
+        }
     }
     if chunks.is_empty() && durability == Durability::Durable {
         // No names, so no commit made anything durable: every earlier
@@ -164,48 +175,54 @@ where
 }
 
 /// `files` sorted by name with repeats taken out (the first occurrence
-/// stays), and the repeats' names.
+/// stays), and the repeats' names. In place: a copy of a large batch's
+/// files was as many fresh pages to fault in.
 fn distinct(mut files: Vec<NewFile<'_>>) -> (Vec<NewFile<'_>>, Vec<Vec<u8>>) {
     // Stable: of a repeated name, the caller's first occurrence comes first.
     files.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    let mut unique: Vec<NewFile<'_>> = Vec::with_capacity(files.len());
     let mut duplicates = Vec::new();
-    for f in files {
-        if unique.last().is_some_and(|last| last.name.as_bytes() == f.name.as_bytes()) {
-            duplicates.push(f.name.into_bytes());
-        } else {
-            unique.push(f);
+    // `later` is removed when it repeats `kept`, the occurrence before it.
+    files.dedup_by(|later, kept| {
+        let repeat = later.name == kept.name;
+        if repeat {
+            duplicates.push(later.name.as_bytes().to_vec());
         }
-    }
-    (unique, duplicates)
+        repeat
+    });
+    (files, duplicates)
 }
 
-/// Consecutive slices of `files` of at most `max_names` names and
-/// `max_bytes` bytes each as `weight` counts them (a heavier file alone).
-fn chunk<'f, 'a>(
-    files: &'f [NewFile<'a>],
+/// The lengths of consecutive slices of `files` of at most `max_names`
+/// names and `max_bytes` bytes each as `weight` counts them (a heavier
+/// file alone).
+fn chunk<'a>(
+    files: &[NewFile<'a>],
     max_names: usize,
     max_bytes: u64,
     weight: impl Fn(&NewFile<'a>) -> u64,
-) -> Vec<&'f [NewFile<'a>]> {
+) -> Vec<usize> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
     for (i, f) in files.iter().enumerate() {
         let len = weight(f);
         if i > start && (i - start == max_names || bytes + len > max_bytes) {
-            out.push(&files[start..i]);
+            out.push(i - start);
             (start, bytes) = (i, 0);
         }
         bytes += len;
     }
     if start < files.len() {
-        out.push(&files[start..]);
+        out.push(files.len() - start);
     }
     out
 }
 
-/// Names created and duplicates found by one chunk.
-type ChunkDone = (Vec<(Vec<u8>, u64)>, Vec<Vec<u8>>);
+/// What one chunk did: the ids of the files it created, in name order,
+/// and the positions in the chunk of the names it found already there.
+struct ChunkDone {
+    ids: std::ops::Range<u64>,
+    dups: Vec<usize>,
+}
 
 /// Creates the files of `chunk` (sorted, distinct) in `dir`, held
 /// exclusively, except those it already holds; `empty`: `dir` holds none.
@@ -222,20 +239,19 @@ fn create_chunk(
     // An empty directory holds none of them: no read at all; nor does one
     // holding no name from the chunk's first to its last: one seek.
     let check_each = !empty && holds_a_name_between(txn, dir, chunk)?;
-    for f in chunk {
+    for (at, f) in chunk.iter().enumerate() {
         if check_each && txn.lookup(dir, &f.name)?.is_some() {
-            dups.push(f.name.as_bytes().to_vec());
+            dups.push(at);
         } else {
             names.push(&f.name);
             contents.push(f.data);
         }
     }
     if names.is_empty() {
-        return Ok((Vec::new(), dups));
+        return Ok(ChunkDone { ids: 0..0, dups });
     }
     let ids = txn.create_files_in(dir, &names, &contents, owner.mode, owner.owner)?;
-    let created = names.iter().zip(ids).map(|(n, id)| (n.as_bytes().to_vec(), id)).collect();
-    Ok((created, dups))
+    Ok(ChunkDone { ids, dups })
 }
 
 /// Whether directory `dir` holds a name from the first of `chunk` (sorted)
@@ -267,7 +283,7 @@ mod tests {
     #[test]
     fn chunks_close_at_the_name_count_or_the_byte_budget() {
         let files: Vec<_> = (0..7).map(|i| file(&format!("f{i}"), 10)).collect();
-        let sizes = |c: Vec<&[NewFile<'_>]>| c.iter().map(|c| c.len()).collect::<Vec<_>>();
+        let sizes = |c: Vec<usize>| c;
         let len = |f: &NewFile<'_>| f.data.len() as u64;
         assert_eq!(sizes(chunk(&files, 3, 1000, len)), [3, 3, 1]);
         assert_eq!(sizes(chunk(&files, 100, 25, len)), [2, 2, 2, 1]);

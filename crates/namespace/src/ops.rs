@@ -168,8 +168,12 @@ impl NamespaceTxn for Transaction<'_> {
         owner: (u32, u32),
     ) -> Result<std::ops::Range<u64>> {
         debug_assert_eq!(names.len(), contents.len());
+        // An empty file's onode and dentry, with their keys and the
+        // batch's framing, take under 88 bytes besides the name.
+        let names_bytes: usize = names.iter().map(|n| n.as_bytes().len()).sum();
+        self.reserve_batch(names.len() * 88 + names_bytes);
         // As create_in does for one: born named, no orphan record.
-        let ids = self.create_files_blind(contents, mode, owner, |_, o| o.nlink = 1)?;
+        let ids = self.create_files_blind(contents, mode, owner, |o| o.nlink = 1)?;
         for (name, child) in names.iter().zip(ids.clone()) {
             self.put_dentry_blind(dir, name, &Dentry { child, kind: Kind::File })?;
         }

@@ -247,7 +247,11 @@ proptest! {
         ],
     ) {
         match (Name::new(bytes.clone()), DentryKey::new(parent, &bytes)) {
-            (Ok(name), Ok(key)) => prop_assert_eq!(key.as_bytes(), &dentry_key(parent, &name)[..]),
+            (Ok(name), Ok(key)) => {
+                prop_assert_eq!(key.as_bytes(), &dentry_key(parent, &name)[..]);
+                let built = DentryKey::of(parent, &name);
+                prop_assert_eq!(built.as_bytes(), &dentry_key(parent, &name)[..]);
+            }
             (Err(ObjectError::InvalidName { reason: a, .. }), Err(ObjectError::InvalidName { reason: b, .. })) => {
                 prop_assert_eq!(a, b)
             }

@@ -80,6 +80,8 @@ pub(crate) struct BloomBuilder {
     bits: Vec<u8>,
     k: u32,
     pending: Vec<u64>,
+    /// The radix passes' other buffer, as long as `pending`.
+    scratch: Vec<u64>,
 }
 
 impl BloomBuilder {
@@ -89,7 +91,7 @@ impl BloomBuilder {
         let nbits = expected_keys.saturating_mul(u64::from(bits_per_key)).max(u64::from(LINE_BITS));
         let lines = nbits.div_ceil(u64::from(LINE_BITS)) as usize;
         let pending = Vec::with_capacity(PENDING_HASHES.min(usize::try_from(expected_keys).unwrap_or(usize::MAX)));
-        BloomBuilder { bits: vec![0; lines * LINE_BYTES], k: probe_count(bits_per_key), pending }
+        BloomBuilder { bits: vec![0; lines * LINE_BYTES], k: probe_count(bits_per_key), pending, scratch: Vec::new() }
     }
 
     pub(crate) fn add(&mut self, hash: u64) {
@@ -99,10 +101,13 @@ impl BloomBuilder {
         }
     }
 
-    /// Sets the bits of the gathered hashes. Sorted by hash, they are in
-    /// line order: the line is a monotonic function of the upper half.
+    /// Sets the bits of the gathered hashes. Ordered by their top 16
+    /// bits, they are in line order to within a line per 65,536th of the
+    /// filter: the line is a monotonic function of the upper half. Two
+    /// radix passes of 8 bits order them in linear time (a comparison sort
+    /// of the 64K hashes took a tenth of a bulk create's run writing).
     fn set_pending(&mut self) {
-        self.pending.sort_unstable();
+        order_by_top_bits(&mut self.pending, &mut self.scratch);
         let lines = self.bits.len() / LINE_BYTES;
         for &hash in &self.pending {
             let at = local_line(hash, lines) * LINE_BYTES;
@@ -121,6 +126,33 @@ impl BloomBuilder {
         let c = crc(&out);
         put_u32(&mut out, c);
         out
+    }
+}
+
+/// Orders `hashes` by their top 16 bits (stable least-significant-digit
+/// radix passes over bits 48-55, then 56-63), `scratch` the other buffer.
+fn order_by_top_bits(hashes: &mut Vec<u64>, scratch: &mut Vec<u64>) {
+    for shift in [48, 56] {
+        let digit = |h: u64| usize::from((h >> shift) as u8);
+        let mut starts = [0usize; 256];
+        for &h in hashes.iter() {
+            starts[digit(h)] += 1;
+        }
+        let mut sum = 0;
+        for s in starts.iter_mut() {
+            (*s, sum) = (sum, sum + *s);
+        }
+        scratch.clear();
+        scratch.resize(hashes.len(), 0);
+        for &h in hashes.iter() {
+            let d = digit(h);
+            // starts[d] < hashes.len(): the counts sum to it.
+            if let Some(slot) = scratch.get_mut(starts[d]) {
+                *slot = h;
+            }
+            starts[d] += 1;
+        }
+        std::mem::swap(hashes, scratch);
     }
 }
 
@@ -266,6 +298,19 @@ mod tests {
             }
             assert_eq!(b.finish(), set_one_by_one(&hashes, expected, bits_per_key), "{keys} keys");
         }
+    }
+
+    #[test]
+    fn radix_passes_order_by_the_top_bits_and_keep_every_hash() {
+        let mut hashes: Vec<u64> = (0..5000u64).map(|i| key_hash(&i.to_le_bytes())).collect();
+        hashes.extend([u64::MAX, 0, 1 << 48, 1 << 56]);
+        let mut sorted = hashes.clone();
+        sorted.sort_unstable();
+        let mut scratch = Vec::new();
+        order_by_top_bits(&mut hashes, &mut scratch);
+        assert!(hashes.windows(2).all(|w| w[0] >> 48 <= w[1] >> 48));
+        hashes.sort_unstable();
+        assert_eq!(hashes, sorted);
     }
 
     /// Filters of runs written before the cache-local layout still answer.

@@ -340,6 +340,19 @@ impl DentryKey {
         Ok(DentryKey { len, bytes })
     }
 
+    /// The key of entry `name` in directory `parent` (a name already
+    /// checked), the same bytes as [`dentry_key`] gives, without
+    /// allocating: for a bulk create's million keys.
+    pub fn of(parent: u64, name: &Name) -> DentryKey {
+        let name = name.as_bytes();
+        let mut bytes = [0u8; ID_KEY_BYTES + MAX_NAME_BYTES];
+        bytes[..ID_KEY_BYTES].copy_from_slice(&id_key(Map::Dmap, parent));
+        // A Name holds at most MAX_NAME_BYTES bytes.
+        let len = ID_KEY_BYTES + name.len().min(MAX_NAME_BYTES);
+        bytes[ID_KEY_BYTES..len].copy_from_slice(&name[..len - ID_KEY_BYTES]);
+        DentryKey { len, bytes }
+    }
+
     /// The key's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]

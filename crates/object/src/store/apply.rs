@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use larder_index::{BatchOp, Index, WriteBatch};
+use larder_index::{Index, WriteBatch};
 use larder_log::{Dependency, Log};
 use parking_lot::Mutex;
 
@@ -190,11 +190,7 @@ impl ApplyOrder {
 
 /// Whether `batch` puts (or merges into) a key of the xattr map.
 fn puts_xattrs(batch: &WriteBatch) -> bool {
-    let xattr = crate::meta::Map::Xattr.prefix();
-    batch.iter().any(|op| match op {
-        BatchOp::Put { key, .. } | BatchOp::Merge { key, .. } => key.first() == Some(&xattr),
-        BatchOp::Delete { .. } | BatchOp::DeleteRange { .. } => false,
-    })
+    batch.writes_first_byte(crate::meta::Map::Xattr.prefix())
 }
 
 /// Marks the order failed if a thread panics while applying a batch: the

@@ -523,12 +523,7 @@ impl MetaCache {
             return;
         }
         let dmap = map_prefix(Map::Dmap)[0];
-        let names = batch.iter().any(|op| match op {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key } | BatchOp::Merge { key, .. } => {
-                key.first() == Some(&dmap)
-            }
-            BatchOp::DeleteRange { .. } => true,
-        });
+        let names = batch.may_change_first_byte(dmap);
         {
             let _gate = self.gate.write();
             self.epoch.fetch_add(1, Ordering::AcqRel);

@@ -28,8 +28,8 @@ use larder_space::Extent;
 
 use crate::error::{ObjectError, Result};
 use crate::meta::{
-    apply_dir_delta, dentry_key, encode_dir_delta, onode_key, Dentry, DirDelta, Kind, MetaLimits, Name, Onode,
-    DIR_ENTRIES_OPERATOR,
+    apply_dir_delta, dentry_key, encode_dir_delta, onode_key, Dentry, DentryKey, DirDelta, Kind, MetaLimits, Name,
+    Onode, DIR_ENTRIES_OPERATOR,
 };
 use crate::store::Store;
 use dir_deltas::DirDeltas;
@@ -291,10 +291,31 @@ impl<'a> Transaction<'a> {
         Ok(ids)
     }
 
+    /// Writes into `batch` (empty) instead of a new one: a large
+    /// transaction reusing the allocation of the one before.
+    pub(crate) fn use_batch(&mut self, batch: WriteBatch) {
+        debug_assert!(batch.is_empty() && self.batch.is_empty());
+        self.batch = batch;
+    }
+
+    /// Makes room in this transaction's batch for `bytes` more bytes of
+    /// keys and values, for a caller about to write many (a bulk create):
+    /// one allocation instead of a doubling series, each copying what the
+    /// batch holds.
+    pub fn reserve_batch(&mut self, bytes: usize) {
+        self.batch.reserve(bytes);
+    }
+
     /// Puts the onode of an object created blind ([`Transaction::allocate_blind`]).
     pub(crate) fn put_onode_blind(&mut self, object: u64, onode: &Onode, limits: &MetaLimits) -> Result<()> {
-        self.batch.put(onode_key(object), onode.encode(limits)?);
+        self.put_encoded_onode_blind(object, &onode.encode(limits)?);
         Ok(())
+    }
+
+    /// [`Transaction::put_onode_blind`] of an onode already encoded (and
+    /// so checked).
+    pub(crate) fn put_encoded_onode_blind(&mut self, object: u64, encoded: &[u8]) {
+        self.batch.put(onode_key(object), encoded);
     }
 
     /// Sets the dentry `name` in `dir` (the name held) blind: this
@@ -302,7 +323,7 @@ impl<'a> Transaction<'a> {
     /// [`Transaction::create_files_blind`]).
     pub fn put_dentry_blind(&mut self, dir: u64, name: &Name, dentry: &Dentry) -> Result<()> {
         self.check_name(dir, name)?;
-        self.batch.put(dentry_key(dir, name), dentry.encode()?);
+        self.batch.put(DentryKey::of(dir, name).as_bytes(), dentry.encode()?);
         Ok(())
     }
 
