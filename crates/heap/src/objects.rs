@@ -35,7 +35,12 @@ impl Heap {
             return Err(invalid(format!("size {size} is above the largest object ({MAX_OBJECT_BYTES} bytes)")));
         }
         self.check_writable("allocate an object")?;
-        let id = self.shared.store.allocate_object_id()?;
+        // A spare file is already named by the id issued for it.
+        let spare = self.shared.pending.lock().spares.pop();
+        let id = match spare {
+            Some(id) => id,
+            None => self.shared.store.allocate_object_id()?,
+        };
         let name = Heap::object_name(id)?;
         let locks = [
             LockRequest::Exclusive(id),
@@ -44,7 +49,6 @@ impl Heap {
         ];
         let record = HeapObject { heap: self.shared.root, type_id: 0, durable_size: 0, flags: 0 };
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
-        let spare = self.shared.pending.lock().spares.pop();
         // Read before the transaction: see `Heap::insert_attached`.
         let frees = self.shared.frees.load(std::sync::atomic::Ordering::SeqCst);
         let made = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<_> {
@@ -53,7 +57,7 @@ impl Heap {
                 size,
                 owner,
                 &record,
-                spare,
+                spare.is_some(),
                 (crate::attach::reserve_for(size), MapAccess::ReadWrite),
             )?;
             let onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;

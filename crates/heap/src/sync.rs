@@ -249,13 +249,19 @@ impl Heap {
     /// among the spares if there is room and nothing else holds it open or
     /// mapped (a client may still map a freed object: a new object's bytes
     /// must not appear there), else removed. Whether it was kept.
+    /// A kept file is renamed at once to a new object id, the one the
+    /// `alloc` that takes it will use: that `alloc` then only sizes and
+    /// maps it, and this runs in `free` or `sync`, off `alloc`'s path.
     fn keep_or_remove(&self, id: u64) -> Result<bool> {
+        let store = &self.shared.store;
         let room = self.shared.pending.lock().spares.len() < SPARE_FILES;
-        if room && self.shared.store.empty_heap_file_if_unshared(id)? {
-            self.shared.pending.lock().spares.push(id);
+        if room && store.empty_heap_file_if_unshared(id)? {
+            let spare = store.allocate_object_id()?;
+            store.rename_heap_file(id, spare)?;
+            self.shared.pending.lock().spares.push(spare);
             return Ok(true);
         }
-        self.shared.store.remove_heap_file(id)?;
+        store.remove_heap_file(id)?;
         Ok(false)
     }
 

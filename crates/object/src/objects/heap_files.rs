@@ -16,8 +16,9 @@
 //! removed (a create costs an inode allocation, which on ext4 without a
 //! journal walks every inode of the group freed in the last minutes): once
 //! the free is durable and nothing holds the file open or mapped, it is
-//! emptied ([`Store::empty_heap_file_if_unshared`]), then renamed to the
-//! new object's id and sized ([`Transaction::create_heap_object_mapped`]).
+//! emptied ([`Store::empty_heap_file_if_unshared`]), then renamed to an id issued for
+//! the object that will take it ([`Store::rename_heap_file`]), and sized
+//! when that object is made ([`Transaction::create_heap_object_mapped`]).
 //! The new record says so (`HEAP_OBJECT_RECYCLED`) until a sync makes the
 //! bytes durable: a crash may keep the rename and lose the emptying, so
 //! recovery empties such a file again.
@@ -182,6 +183,14 @@ impl Store {
         };
         file.set_len(0)?;
         Ok(true)
+    }
+
+    /// Renames the file of heap object `from` (a spare: emptied, without a
+    /// record) to `heap/<to>`, `to` an id issued for the object that will
+    /// take it ([`Transaction::create_heap_object_mapped`]). Durable after
+    /// [`Store::sync_heap_dir`].
+    pub fn rename_heap_file(&self, from: u64, to: u64) -> Result<()> {
+        Ok(self.storage().rename(&self.heap_file_path(from), &self.heap_file_path(to))?)
     }
 
     /// Ids of the files in the heap directory, in id order, and the names
@@ -377,19 +386,21 @@ impl Transaction<'_> {
     }
 
     /// Creates heap object `id` as [`Transaction::create_heap_object`]
-    /// does, in the file of freed object `spare` if one is given (renamed to
-    /// `heap/<id>`, extended to `size` (zeros) and flagged
-    /// `HEAP_OBJECT_RECYCLED`: no inode to allocate; a spare gone from the
-    /// directory is passed over), and maps its file (`reserve`,
-    /// `access`: see [`Store::map_heap_file`]) through the descriptor that
-    /// made it. Returns the mapping and whether the spare was used.
+    /// does, and maps its file (`reserve`, `access`: see
+    /// [`Store::map_heap_file`]) through the descriptor that made it. With
+    /// `spare`, `heap/<id>` is a freed object's file already there,
+    /// emptied and renamed to this id ([`Store::empty_heap_file_if_unshared`],
+    /// [`Store::rename_heap_file`]): it is extended to `size` (zeros) and the
+    /// record flagged `HEAP_OBJECT_RECYCLED`, with no inode to allocate; a
+    /// spare gone from the directory is passed over. Returns the mapping
+    /// and whether the spare was used.
     pub fn create_heap_object_mapped(
         &mut self,
         id: u64,
         size: u64,
         owner: (u32, u32, u32),
         record: &HeapObject,
-        spare: Option<u64>,
+        spare: bool,
         (reserve, access): (u64, MapAccess),
     ) -> Result<(SharedRegion, bool)> {
         if size > MAX_OBJECT_BYTES {
@@ -397,18 +408,19 @@ impl Transaction<'_> {
         }
         self.check_new_heap_object(id)?;
         let store = self.store();
-        let renamed = match spare {
-            Some(spare) => match store.storage().rename(&store.heap_file_path(spare), &store.heap_file_path(id)) {
-                Ok(()) => true,
-                Err(e) if e.is_not_found() => false,
+        let recycled = if spare {
+            match store.storage().map_shared_sized(&store.heap_file_path(id), false, size, reserve, access) {
+                Ok(region) => Some(region),
+                Err(e) if e.is_not_found() => None,
                 Err(e) => return Err(e.into()),
-            },
-            None => false,
-        };
-        let region = if renamed {
-            store.storage().map_shared_sized(&store.heap_file_path(id), false, size, reserve, access)?
+            }
         } else {
-            store.create_heap_file_mapped(id, size, reserve, access)?
+            None
+        };
+        let renamed = recycled.is_some();
+        let region = match recycled {
+            Some(region) => region,
+            None => store.create_heap_file_mapped(id, size, reserve, access)?,
         };
         let flags = if renamed { record.flags | HEAP_OBJECT_RECYCLED } else { record.flags };
         self.put_new_heap_object(id, size, owner, &HeapObject { flags, ..*record })?;
