@@ -38,10 +38,19 @@ pub(crate) struct Pending {
     /// else holds open or mapped, kept for `alloc` to rename (at most
     /// `limits::SPARE_FILES`). Files without a record: a crash leaves them
     /// for the next open to remove.
-    pub(crate) spares: Vec<u64>,
+    pub(crate) spares: Vec<Spare>,
     /// An `alloc` renamed a spare file since the last sync: the directory
     /// is synced (a file's own sync need not make a rename durable).
     pub(crate) renamed: bool,
+}
+
+/// A freed object's file kept for reuse: emptied, renamed to the id issued
+/// for the object that will take it, and mapped (when that worked) in the
+/// smallest reservation, so that `alloc` only sizes it.
+#[derive(Debug)]
+pub(crate) struct Spare {
+    pub(crate) id: u64,
+    pub(crate) region: Option<larder_io::SharedRegion>,
 }
 
 /// What every handle of one heap in this process shares: its mappings,

@@ -37,8 +37,8 @@ impl Heap {
         self.check_writable("allocate an object")?;
         // A spare file is already named by the id issued for it.
         let spare = self.shared.pending.lock().spares.pop();
-        let id = match spare {
-            Some(id) => id,
+        let id = match &spare {
+            Some(spare) => spare.id,
             None => self.shared.store.allocate_object_id()?,
         };
         let name = Heap::object_name(id)?;
@@ -52,14 +52,24 @@ impl Heap {
         // Read before the transaction: see `Heap::insert_attached`.
         let frees = self.shared.frees.load(std::sync::atomic::Ordering::SeqCst);
         let made = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<_> {
-            let (region, recycled) = txn.create_heap_object_mapped(
-                id,
-                size,
-                owner,
-                &record,
-                spare.is_some(),
-                (crate::attach::reserve_for(size), MapAccess::ReadWrite),
-            )?;
+            let reserve = crate::attach::reserve_for(size);
+            let has_spare = spare.is_some();
+            let mapped = spare.and_then(|s| s.region).filter(|r| r.reserve() >= reserve);
+            let made = match mapped {
+                Some(region) => match txn.create_heap_object_in_mapped_spare(id, size, owner, &record, &region) {
+                    Ok(()) => Some((region, true)),
+                    // Removed behind the heap's back: a new file, then.
+                    Err(ObjectError::Io(e)) if e.is_not_found() => None,
+                    Err(e) => return Err(e.into()),
+                },
+                None => None,
+            };
+            let (region, recycled) = match made {
+                Some(made) => made,
+                None => {
+                    txn.create_heap_object_mapped(id, size, owner, &record, has_spare, (reserve, MapAccess::ReadWrite))?
+                }
+            };
             let onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
             {
                 let mut pending = self.shared.pending.lock();

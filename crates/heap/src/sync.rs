@@ -11,7 +11,8 @@ use larder_object::{Durability, LockRequest};
 
 use crate::arena_glue::Staged;
 use crate::error::Result;
-use crate::limits::SPARE_FILES;
+use crate::heap::Spare;
+use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES};
 
 /// Bytes an object's durable-size update adds to a log record, about (key,
 /// value and the batch's framing).
@@ -250,15 +251,16 @@ impl Heap {
     /// mapped (a client may still map a freed object: a new object's bytes
     /// must not appear there), else removed. Whether it was kept.
     /// A kept file is renamed at once to a new object id, the one the
-    /// `alloc` that takes it will use: that `alloc` then only sizes and
-    /// maps it, and this runs in `free` or `sync`, off `alloc`'s path.
+    /// `alloc` that takes it will use, and mapped: that `alloc` then only
+    /// sizes it, and this runs in `free` or `sync`, off `alloc`'s path.
     fn keep_or_remove(&self, id: u64) -> Result<bool> {
         let store = &self.shared.store;
         let room = self.shared.pending.lock().spares.len() < SPARE_FILES;
         if room && store.empty_heap_file_if_unshared(id)? {
             let spare = store.allocate_object_id()?;
             store.rename_heap_file(id, spare)?;
-            self.shared.pending.lock().spares.push(spare);
+            let region = store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok();
+            self.shared.pending.lock().spares.push(Spare { id: spare, region });
             return Ok(true);
         }
         store.remove_heap_file(id)?;
@@ -309,8 +311,9 @@ impl Heap {
         if spares.is_empty() {
             return Ok(());
         }
-        for &id in &spares {
-            self.shared.store.remove_heap_file(id)?;
+        for spare in spares {
+            drop(spare.region);
+            self.shared.store.remove_heap_file(spare.id)?;
         }
         Ok(self.shared.store.sync_heap_dir()?)
     }

@@ -194,6 +194,11 @@ impl Storage for CheckedStorage {
         self.inner.open_directory(path)
     }
 
+    fn set_file_len(&self, path: &Path, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.set_file_len(path, len)
+    }
+
     fn map_shared_sized(
         &self,
         path: &Path,

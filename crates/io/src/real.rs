@@ -156,6 +156,22 @@ impl Storage for RealStorage {
         SharedRegion::map_file(&file, path, status_of(&stat), reserve, access)
     }
 
+    fn set_file_len(&self, path: &Path, len: u64) -> IoResult<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let invalid = || IoError::InvalidInput { path: path.to_path_buf(), reason: "a path with a NUL byte" };
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| invalid())?;
+        let len =
+            i64::try_from(len).map_err(|_| IoError::InvalidInput { path: path.to_path_buf(), reason: "too long" })?;
+        #[allow(unsafe_code)]
+        // SAFETY: `c_path` is a NUL-terminated string alive for the call.
+        let done = unsafe { libc::truncate(c_path.as_ptr(), len) };
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(IoError::os("truncate", path, std::io::Error::last_os_error()))
+        }
+    }
+
     fn map_shared_sized(
         &self,
         path: &Path,

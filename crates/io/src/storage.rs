@@ -210,6 +210,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = path;
         Ok(None)
     }
+    /// Sets the length of the file at `path` (zeros past the old end),
+    /// without keeping it open: one `truncate` on the real backend.
+    fn set_file_len(&self, path: &Path, len: u64) -> IoResult<()> {
+        self.open(path, OpenOptions::WRITE)?.set_len(len)
+    }
     /// Opens the file at `path` for writing (creating it if `create`: it
     /// must not exist then), extends it to `len` bytes (zeros) if it is
     /// shorter, and maps it as [`Storage::map_shared`] does, through the

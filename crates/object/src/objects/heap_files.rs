@@ -427,6 +427,30 @@ impl Transaction<'_> {
         Ok((region, renamed))
     }
 
+    /// Creates heap object `id` as [`Transaction::create_heap_object_mapped`]
+    /// does with a spare, the spare `heap/<id>` being mapped already
+    /// (`region`, made when the spare was, its reservation big enough for
+    /// `size`): the file is sized (one `truncate`) and the region grown to
+    /// it. `NotFound` if the spare is gone from the directory.
+    pub fn create_heap_object_in_mapped_spare(
+        &mut self,
+        id: u64,
+        size: u64,
+        owner: (u32, u32, u32),
+        record: &HeapObject,
+        region: &SharedRegion,
+    ) -> Result<()> {
+        if size > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
+        }
+        self.check_new_heap_object(id)?;
+        let store = self.store();
+        store.storage().set_file_len(&store.heap_file_path(id), size)?;
+        region.grow_to(size)?;
+        let record = HeapObject { flags: record.flags | HEAP_OBJECT_RECYCLED, ..*record };
+        self.put_new_heap_object(id, size, owner, &record)
+    }
+
     /// Refuses an id not held exclusively or already an object.
     fn check_new_heap_object(&self, id: u64) -> Result<()> {
         self.check_locked(id)?;
