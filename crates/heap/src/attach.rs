@@ -32,7 +32,7 @@ pub(crate) struct Attached {
 }
 
 /// The reservation for an object of `len` bytes.
-fn reserve_for(len: u64) -> u64 {
+pub(crate) fn reserve_for(len: u64) -> u64 {
     len.saturating_mul(2).max(MIN_RESERVE_BYTES)
 }
 
@@ -192,6 +192,23 @@ impl Heap {
         // The allocator of this heap may have grown the file past the
         // committed size (committed at the next sync).
         let size = if self.has_arena(id) { onode.size.max(file_len) } else { onode.size };
+        self.insert_attached(id, region, size, access, owner, frees)
+    }
+
+    /// Makes `region` object `id`'s mapping in this process (of `size`
+    /// bytes), unless a free of this heap committed since `frees` was read
+    /// (before the object's records were) and the object is gone; returns
+    /// the mapping attached (another thread's, if it attached first).
+    pub(crate) fn insert_attached(
+        &self,
+        id: u64,
+        region: Arc<SharedRegion>,
+        size: u64,
+        access: MapAccess,
+        owner: Owner,
+        frees: u64,
+    ) -> Result<Arc<Attached>> {
+        let missing = || not_found(format!("object {id}"));
         let attached = Arc::new(Attached {
             id,
             region: RwLock::new(region),

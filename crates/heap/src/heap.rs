@@ -34,6 +34,23 @@ pub(crate) struct Pending {
     /// Files of freed objects were removed since the last sync (by `free`,
     /// once their frees were durable): the directory is synced.
     pub(crate) removed: bool,
+    /// Files of freed objects whose free is durable, emptied, that nothing
+    /// else holds open or mapped, kept for `alloc` to rename (at most
+    /// `limits::SPARE_FILES`). Files without a record: a crash leaves them
+    /// for the next open to remove.
+    pub(crate) spares: Vec<Spare>,
+    /// An `alloc` renamed a spare file since the last sync: the directory
+    /// is synced (a file's own sync need not make a rename durable).
+    pub(crate) renamed: bool,
+}
+
+/// A freed object's file kept for reuse: emptied, renamed to the id issued
+/// for the object that will take it, and mapped (when that worked) in the
+/// smallest reservation, so that `alloc` only sizes it.
+#[derive(Debug)]
+pub(crate) struct Spare {
+    pub(crate) id: u64,
+    pub(crate) region: Option<larder_io::SharedRegion>,
 }
 
 /// What every handle of one heap in this process shares: its mappings,

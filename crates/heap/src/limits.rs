@@ -30,3 +30,8 @@ pub const MAX_CLONE_OBJECTS: usize = 1 << 16;
 /// through its mapping, when the mapping is real: 256 KiB, where the page
 /// faults it saves outweigh opening the file.
 pub const FILE_WRITE_BYTES: usize = 256 * 1024;
+/// Most files of freed objects a heap keeps, emptied, for its next
+/// allocations to reuse (renamed) instead of creating files: a create
+/// allocates an inode, which on ext4 without a journal walks every inode
+/// of its group freed in the last minutes (docs/heap.md, "Recycled files").
+pub const SPARE_FILES: usize = 128;

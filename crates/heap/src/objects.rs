@@ -7,6 +7,7 @@ use larder_namespace::NamespaceTxn;
 use larder_object::meta::{heap_name_key, heap_name_prefix, prefix_end, HeapObject, Name};
 use larder_object::{Durability, LockRequest, ObjectError};
 
+use crate::credentials::Owner;
 use crate::error::{invalid, not_found, HeapError, Result};
 use crate::heap::OBJECT_MODE;
 use crate::limits::{FILE_WRITE_BYTES, MAX_OBJECT_BYTES};
@@ -34,7 +35,12 @@ impl Heap {
             return Err(invalid(format!("size {size} is above the largest object ({MAX_OBJECT_BYTES} bytes)")));
         }
         self.check_writable("allocate an object")?;
-        let id = self.shared.store.allocate_object_id()?;
+        // A spare file is already named by the id issued for it.
+        let spare = self.shared.pending.lock().spares.pop();
+        let id = match &spare {
+            Some(spare) => spare.id,
+            None => self.shared.store.allocate_object_id()?,
+        };
         let name = Heap::object_name(id)?;
         let locks = [
             LockRequest::Exclusive(id),
@@ -43,22 +49,47 @@ impl Heap {
         ];
         let record = HeapObject { heap: self.shared.root, type_id: 0, durable_size: 0, flags: 0 };
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
-        let made = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<()> {
-            txn.create_heap_object(id, size, owner, &record)?;
+        // Read before the transaction: see `Heap::insert_attached`.
+        let frees = self.shared.frees.load(std::sync::atomic::Ordering::SeqCst);
+        let made = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<_> {
+            let reserve = crate::attach::reserve_for(size);
+            let has_spare = spare.is_some();
+            let mapped = spare.and_then(|s| s.region).filter(|r| r.reserve() >= reserve);
+            let made = match mapped {
+                Some(region) => match txn.create_heap_object_in_mapped_spare(id, size, owner, &record, &region) {
+                    Ok(()) => Some((region, true)),
+                    // Removed behind the heap's back: a new file, then.
+                    Err(ObjectError::Io(e)) if e.is_not_found() => None,
+                    Err(e) => return Err(e.into()),
+                },
+                None => None,
+            };
+            let (region, recycled) = match made {
+                Some(made) => made,
+                None => {
+                    txn.create_heap_object_mapped(id, size, owner, &record, has_spare, (reserve, MapAccess::ReadWrite))?
+                }
+            };
+            let onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
             {
                 let mut pending = self.shared.pending.lock();
                 pending.files.insert(id);
                 pending.dir_changed = true;
+                pending.renamed |= recycled;
             }
             txn.link_in(self.shared.objects_dir, &name, id)?;
-            Ok(())
+            Ok((region, Owner::of(&onode)))
         });
-        if let Err(e) = made {
-            // The transaction did not commit: its file is a leftover.
-            let _ = self.shared.store.remove_heap_file(id);
-            return Err(e);
-        }
-        self.attach(id)?;
+        let ((region, owner), _) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                // The transaction did not commit: its file is a leftover.
+                let _ = self.shared.store.remove_heap_file(id);
+                return Err(e);
+            }
+        };
+        let len = region.len();
+        self.insert_attached(id, std::sync::Arc::new(region), len, MapAccess::ReadWrite, owner, frees)?;
         Ok(ObjectId(id))
     }
 
@@ -202,8 +233,9 @@ impl Heap {
 
     /// Frees `object` (PSHFS's mffreeobj): drops every name and its entry
     /// in `objects/`, in one transaction; it is unmapped from this process.
-    /// Its file is removed once the free is durable (at the next
-    /// [`Heap::sync`]). A racing [`Heap::get_by_name`] sees the object or
+    /// Its file is removed, or kept emptied for a later [`Heap::alloc`]
+    /// to reuse, once the free is durable (at the next [`Heap::sync`] at
+    /// the latest). A racing [`Heap::get_by_name`] sees the object or
     /// `NotFound`.
     pub fn free(&self, object: ObjectId) -> Result<()> {
         let id = object.0;

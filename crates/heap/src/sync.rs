@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use larder_io::MapAccess;
-use larder_object::meta::HEAP_OBJECT_ARENA;
+use larder_object::meta::{HEAP_OBJECT_ARENA, HEAP_OBJECT_RECYCLED};
 use larder_object::{Durability, LockRequest};
 
 use crate::arena_glue::Staged;
 use crate::error::Result;
+use crate::heap::Spare;
+use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES};
 
 /// Bytes an object's durable-size update adds to a log record, about (key,
 /// value and the batch's framing).
@@ -24,18 +26,20 @@ impl Heap {
     /// grown or written since the last sync are synced (but for those a
     /// real mapping's msync covered whole), (3) the `heap/`
     /// directory is synced if files were created, unless the storage says
-    /// step 1 or 2's sync of a new file made its name durable too (ext4),
+    /// step 1 or 2's sync of a new file made its name durable too (ext4)
+    /// and no file was recycled (renamed),
     /// (4) one durable
     /// transaction records each synced object's durable size (and commits
     /// every earlier transaction with it). Files of freed objects are then
-    /// removed, their frees being durable.
+    /// removed (or kept emptied for reuse), their frees being durable.
     pub fn sync(&self) -> Result<()> {
         let _one = self.shared.sync_lock.lock();
-        let (mut ids, dir_changed) = {
+        let (mut ids, dir_changed, renamed) = {
             let mut pending = self.shared.pending.lock();
             let ids = std::mem::take(&mut pending.files);
             let dir_changed = std::mem::take(&mut pending.dir_changed);
-            (ids, dir_changed)
+            let renamed = std::mem::take(&mut pending.renamed);
+            (ids, dir_changed, renamed)
         };
         ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
@@ -83,7 +87,8 @@ impl Heap {
             // above (msync or fdatasync) unless freed since, and then its
             // name need not last. Where such a sync makes the file's name
             // durable too, the directory's own sync would only flush again.
-            if dir_changed && !self.file_sync_keeps_entry()? {
+            // A renamed (recycled) file's sync need not keep its new name.
+            if renamed || (dir_changed && !self.file_sync_keeps_entry()?) {
                 self.shared.store.sync_heap_dir()?;
             }
             self.commit_synced(&sizes)
@@ -92,6 +97,7 @@ impl Heap {
             let mut pending = self.shared.pending.lock();
             pending.files.extend(ids.iter().copied());
             pending.dir_changed |= dir_changed;
+            pending.renamed |= renamed;
             return Err(e);
         }
         self.remove_freed_files()
@@ -199,6 +205,8 @@ impl Heap {
         }
         let before = record;
         record.durable_size = record.durable_size.max(size);
+        // Its file was synced: a recycled file's bytes are the object's now.
+        record.flags &= !HEAP_OBJECT_RECYCLED;
         if let Some(staged) = staged {
             self.write_staged(txn, id, staged)?;
             if staged.claimed {
@@ -211,16 +219,20 @@ impl Heap {
         Ok(())
     }
 
-    /// Removes the files of freed objects whose free is durable, and makes
-    /// the removals durable (with those `free` made since the last sync).
+    /// Keeps as spares or removes the files of freed objects whose free is
+    /// durable, and makes the removals durable (with those `free` made
+    /// since the last sync).
     fn remove_freed_files(&self) -> Result<()> {
         let ready = self.take_durably_freed();
         let removed = std::mem::take(&mut self.shared.pending.lock().removed);
+        let mut left = ready.iter().copied().peekable();
         let outcome = (|| -> Result<()> {
-            for (_, id) in &ready {
-                self.shared.store.remove_heap_file(*id)?;
+            let mut now_removed = false;
+            while let Some(&(_, id)) = left.peek() {
+                now_removed |= !self.keep_or_remove(id)?;
+                left.next();
             }
-            if removed || !ready.is_empty() {
+            if removed || now_removed {
                 self.shared.store.sync_heap_dir()?;
             }
             Ok(())
@@ -228,10 +240,31 @@ impl Heap {
         if outcome.is_err() {
             // Tried again at the next sync (a removal is idempotent).
             let mut pending = self.shared.pending.lock();
-            pending.removals.extend(ready);
-            pending.removed |= removed;
+            pending.removals.extend(left);
+            pending.removed = true;
         }
         outcome
+    }
+
+    /// The file of freed object `id`, whose free is durable: kept emptied
+    /// among the spares if there is room and nothing else holds it open or
+    /// mapped (a client may still map a freed object: a new object's bytes
+    /// must not appear there), else removed. Whether it was kept.
+    /// A kept file is renamed at once to a new object id, the one the
+    /// `alloc` that takes it will use, and mapped: that `alloc` then only
+    /// sizes it, and this runs in `free` or `sync`, off `alloc`'s path.
+    fn keep_or_remove(&self, id: u64) -> Result<bool> {
+        let store = &self.shared.store;
+        let room = self.shared.pending.lock().spares.len() < SPARE_FILES;
+        if room && store.empty_heap_file_if_unshared(id)? {
+            let spare = store.allocate_object_id()?;
+            store.rename_heap_file(id, spare)?;
+            let region = store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok();
+            self.shared.pending.lock().spares.push(Spare { id: spare, region });
+            return Ok(true);
+        }
+        store.remove_heap_file(id)?;
+        Ok(false)
     }
 
     /// The freed objects whose free is durable now, taken from the pending
@@ -259,14 +292,30 @@ impl Heap {
             return;
         }
         let mut failed = Vec::new();
+        let mut removed = false;
         for (lsn, id) in ready {
-            if self.shared.store.remove_heap_file(id).is_err() {
-                failed.push((lsn, id));
+            match self.keep_or_remove(id) {
+                Ok(kept) => removed |= !kept,
+                Err(_) => failed.push((lsn, id)),
             }
         }
         let mut pending = self.shared.pending.lock();
-        pending.removed = true;
+        pending.removed |= removed || !failed.is_empty();
         pending.removals.extend(failed);
+    }
+
+    /// Removes the spare files (closing: a closed store keeps no file
+    /// without a record), durably.
+    fn remove_spares(&self) -> Result<()> {
+        let spares = std::mem::take(&mut self.shared.pending.lock().spares);
+        if spares.is_empty() {
+            return Ok(());
+        }
+        for spare in spares {
+            drop(spare.region);
+            self.shared.store.remove_heap_file(spare.id)?;
+        }
+        Ok(self.shared.store.sync_heap_dir()?)
     }
 
     /// Syncs the heap and, if this is its last handle in the process,
@@ -277,6 +326,7 @@ impl Heap {
         self.sync()?;
         // Other handles of this heap in the process keep its mappings.
         if Arc::strong_count(&self.shared) == 1 {
+            self.remove_spares()?;
             // The sync wrote back and synced every writable mapping.
             let closed = self.shared.closed.lock().clear();
             self.shared.attached.write().clear();

@@ -79,16 +79,27 @@ fn attach_racing_free(h: &Heap, rounds: usize) {
     h.sync().unwrap();
 }
 
+/// Every freed object's file is removed, or kept emptied for reuse (a
+/// spare) until the heap closes.
+fn no_file_left(store: &larder_object::Store, h: Heap) {
+    for id in store.list_heap_files().unwrap().0 {
+        assert!(store.heap_object(id).unwrap().is_none(), "object {id} was freed");
+        assert_eq!(std::fs::metadata(store.heap_file_path(id)).map_or(0, |m| m.len()), 0, "spare {id} is empty");
+    }
+    h.close().unwrap();
+    assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "closing removes the spares");
+}
+
 #[test]
 fn an_attach_racing_a_free_leaves_nothing_attached_on_real_mappings() {
     let (_dir, store, h) = real_heap();
     attach_racing_free(&h, 200);
-    assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "every freed object's file is removed");
+    no_file_left(&store, h);
 }
 
 #[test]
 fn an_attach_racing_a_free_leaves_nothing_attached_on_the_simulation() {
     let (_sim, store, h) = sim_heap(7);
     attach_racing_free(&h, 100);
-    assert_eq!(store.list_heap_files().unwrap().0.len(), 0, "every freed object's file is removed");
+    no_file_left(&store, h);
 }

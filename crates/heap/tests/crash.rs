@@ -192,6 +192,13 @@ fn check_stage(h: &Heap, stage: usize, what: &str) {
             assert!(matches!(h.deref(small), Err(HeapError::Stale { .. })), "{what}: small block was freed");
         }
     }
+    // e, allocated after stage 3's last sync, may take b's file (freed and
+    // durable there): whenever it survived, it holds zeros, never b's bytes.
+    if stage >= 3 {
+        if let Ok(e) = named("e") {
+            assert_eq!(bytes(h, e, 0, 5000), vec![0; 5000], "{what}: e's bytes");
+        }
+    }
     if stage >= 4 {
         let a = named("a2").unwrap();
         let size = h.size(a).unwrap();

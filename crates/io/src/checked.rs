@@ -194,6 +194,29 @@ impl Storage for CheckedStorage {
         self.inner.open_directory(path)
     }
 
+    fn set_file_len(&self, path: &Path, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.set_file_len(path, len)
+    }
+
+    fn map_shared_sized(
+        &self,
+        path: &Path,
+        create: bool,
+        len: u64,
+        reserve: u64,
+        access: crate::MapAccess,
+    ) -> IoResult<crate::SharedRegion> {
+        self.latch.check()?;
+        self.inner.map_shared_sized(path, create, len, reserve, access)
+    }
+
+    fn open_unshared(&self, path: &Path) -> IoResult<Option<FileRef>> {
+        self.latch.check()?;
+        let inner = self.inner.open_unshared(path)?;
+        Ok(inner.map(|inner| Arc::new(CheckedFile { inner, latch: Arc::clone(&self.latch) }) as FileRef))
+    }
+
     /// A writable mapping is refused once poisoned. Stores through a mapping
     /// made before reach the page cache regardless: what makes them durable
     /// is a later sync, which the latch refuses.

@@ -66,6 +66,18 @@ impl Storage for RealStorage {
         Ok(Arc::new(RealFile { file, path: path.to_path_buf(), direct }))
     }
 
+    /// A write lease, taken and dropped at once: the kernel grants one only
+    /// while the inode has no open file description but this one (mappings
+    /// hold theirs), whether for reading or writing.
+    fn open_unshared(&self, path: &Path) -> IoResult<Option<FileRef>> {
+        let file =
+            std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(|e| IoError::os("open", path, e))?;
+        if !write_lease_granted(&file) {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(RealFile { file, path: path.to_path_buf(), direct: None })))
+    }
+
     fn create_dir_all(&self, path: &Path) -> IoResult<()> {
         std::fs::create_dir_all(path).map_err(|e| IoError::os("create_dir_all", path, e))
     }
@@ -142,6 +154,54 @@ impl Storage for RealStorage {
             .map_err(|e| IoError::os("open", path, e))?;
         let stat = rustix::fs::fstat(&file).map_err(|e| IoError::os("len", path, e.into()))?;
         SharedRegion::map_file(&file, path, status_of(&stat), reserve, access)
+    }
+
+    fn set_file_len(&self, path: &Path, len: u64) -> IoResult<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let invalid = || IoError::InvalidInput { path: path.to_path_buf(), reason: "a path with a NUL byte" };
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| invalid())?;
+        let len =
+            i64::try_from(len).map_err(|_| IoError::InvalidInput { path: path.to_path_buf(), reason: "too long" })?;
+        #[allow(unsafe_code)]
+        // SAFETY: `c_path` is a NUL-terminated string alive for the call.
+        let done = unsafe { libc::truncate(c_path.as_ptr(), len) };
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(IoError::os("truncate", path, std::io::Error::last_os_error()))
+        }
+    }
+
+    fn map_shared_sized(
+        &self,
+        path: &Path,
+        create: bool,
+        len: u64,
+        reserve: u64,
+        access: MapAccess,
+    ) -> IoResult<SharedRegion> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .open(path)
+            .map_err(|e| IoError::os("open", path, e))?;
+        let mut status = if create {
+            // A new file is empty; its identity comes from the stat below only
+            // if it must be extended first.
+            FileStatus { identity: None, len: 0 }
+        } else {
+            status_of(&rustix::fs::fstat(&file).map_err(|e| IoError::os("len", path, e.into()))?)
+        };
+        if status.len < len {
+            file.set_len(len).map_err(|e| IoError::os("set_len", path, e))?;
+            status.len = len;
+        }
+        if status.identity.is_none() {
+            let stat = rustix::fs::fstat(&file).map_err(|e| IoError::os("len", path, e.into()))?;
+            status.identity = status_of(&stat).identity;
+        }
+        SharedRegion::map_file(&file, path, status, reserve, access)
     }
 
     /// One `stat` of the path (no open): the inode and device numbers and
@@ -318,4 +378,27 @@ fn status_of(stat: &rustix::fs::Stat) -> FileStatus {
 
 fn stat_path(path: &Path) -> IoResult<rustix::fs::Stat> {
     rustix::fs::stat(path).map_err(|e| IoError::os("stat", path, e.into()))
+}
+
+/// Whether the kernel grants `file` a write lease (then dropped): only
+/// when nothing else holds the file open or mapped. Refused also where
+/// leases are off (`fs.leases-enable`), unsupported by the file system, or
+/// not ours to take (the caller does not own the file): all read as
+/// "maybe shared".
+fn write_lease_granted(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    #[allow(unsafe_code)]
+    // SAFETY: F_SETLEASE takes an int argument and touches no memory; `fd`
+    // is open for the call's duration (borrowed from `file`).
+    let granted = unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) } == 0;
+    if granted {
+        #[allow(unsafe_code)]
+        // SAFETY: as above. Dropping a lease this descriptor holds; should
+        // it fail, closing the descriptor drops the lease anyway.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+        }
+    }
+    granted
 }

@@ -210,6 +210,43 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let _ = path;
         Ok(None)
     }
+    /// Sets the length of the file at `path` (zeros past the old end),
+    /// without keeping it open: one `truncate` on the real backend.
+    fn set_file_len(&self, path: &Path, len: u64) -> IoResult<()> {
+        self.open(path, OpenOptions::WRITE)?.set_len(len)
+    }
+    /// Opens the file at `path` for writing (creating it if `create`: it
+    /// must not exist then), extends it to `len` bytes (zeros) if it is
+    /// shorter, and maps it as [`Storage::map_shared`] does, through the
+    /// one descriptor on the real backend. For a new heap object: its file
+    /// made and mapped in one open.
+    fn map_shared_sized(
+        &self,
+        path: &Path,
+        create: bool,
+        len: u64,
+        reserve: u64,
+        access: crate::MapAccess,
+    ) -> IoResult<crate::SharedRegion> {
+        let options = if create { OpenOptions::CREATE_NEW } else { OpenOptions::WRITE };
+        let file = self.open(path, options)?;
+        if file.len()? < len {
+            file.set_len(len)?;
+        }
+        drop(file);
+        self.map_shared(path, reserve, access)
+    }
+    /// Opens the file at `path` for writing only if no other open file
+    /// description refers to it: no descriptor and no mapping, in this
+    /// process or another. For a caller that reuses a file it no longer
+    /// names (a freed heap object's): one that someone still reads or maps
+    /// is left alone. `None` when it is in use, or when the backend cannot
+    /// tell (the default). The answer holds only while nobody opens the
+    /// file anew by its path.
+    fn open_unshared(&self, path: &Path) -> IoResult<Option<FileRef>> {
+        let _ = path;
+        Ok(None)
+    }
     /// Maps the file at `path` for shared loads and stores inside a
     /// reservation of `reserve` bytes (at least the file's length), so the
     /// file can later grow in place ([`crate::SharedRegion::grow_to`]). No

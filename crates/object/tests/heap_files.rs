@@ -99,7 +99,7 @@ fn heap_records_round_trip_and_refuse_damage() {
     assert_eq!(bytes.len(), 26);
     assert_eq!(HeapObject::decode(&bytes).unwrap(), object);
     let mut unknown_flag = bytes;
-    unknown_flag[25] = 2;
+    unknown_flag[25] = 4;
     assert!(HeapObject::decode(&unknown_flag).is_err());
     let mut newer = bytes;
     newer[0] = 2;

@@ -28,6 +28,18 @@ impl std::fmt::Debug for SimFile {
     }
 }
 
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut st = self.state.lock();
+        if let Some(n) = st.handles.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                st.handles.remove(&self.id);
+            }
+        }
+    }
+}
+
 /// A held entry in the machine's lock table, removed on drop.
 struct SimLock {
     state: Arc<Mutex<State>>,
@@ -97,6 +109,7 @@ impl Storage for SimStorage {
         let create = options.create || options.create_new;
         let id = open_id(&mut st, path, create, options.create_new)?;
         st.counters.opens += 1;
+        *st.handles.entry(id).or_default() += 1;
         Ok(Arc::new(SimFile {
             state: Arc::clone(&self.state),
             id,
@@ -104,6 +117,18 @@ impl Storage for SimStorage {
             // Like the real backend, creating implies write access.
             writable: options.write || create,
         }))
+    }
+
+    fn open_unshared(&self, path: &Path) -> IoResult<Option<FileRef>> {
+        {
+            let st = self.state.lock();
+            st.check_alive()?;
+            let id = st.live_file(path)?;
+            if st.handles.get(&id).is_some_and(|&n| n > 0) {
+                return Ok(None);
+            }
+        }
+        self.open(path, OpenOptions::WRITE).map(Some)
     }
 
     fn create_dir_all(&self, path: &Path) -> IoResult<()> {

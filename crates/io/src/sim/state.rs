@@ -296,6 +296,8 @@ pub(super) struct State {
     /// Whether a random crash keeps any subset of a directory's pending
     /// namespace ops rather than a prefix; carried across reboots.
     pub(super) unordered_dir_ops: bool,
+    /// Open handles per file, for `open_unshared` (no entry: none).
+    pub(super) handles: BTreeMap<FileId, usize>,
 }
 
 impl State {
@@ -316,6 +318,7 @@ impl State {
             locks: BTreeSet::new(),
             capacity: u64::MAX,
             unordered_dir_ops: false,
+            handles: BTreeMap::new(),
         }
     }
 

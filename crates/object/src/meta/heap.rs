@@ -27,7 +27,12 @@ pub const MAX_TYPE_POINTERS: usize = 4096;
 
 /// Object record flag: the object holds arena spans (`alloc_in`).
 pub const HEAP_OBJECT_ARENA: u8 = 1 << 0;
-const KNOWN_OBJECT_FLAGS: u8 = HEAP_OBJECT_ARENA;
+/// Object record flag: the object's file was a freed object's, emptied and
+/// renamed, and no sync has made its bytes durable since: after a crash,
+/// recovery empties it again (zeros), since the emptying may not have
+/// reached the disk while the rename did.
+pub const HEAP_OBJECT_RECYCLED: u8 = 1 << 1;
+const KNOWN_OBJECT_FLAGS: u8 = HEAP_OBJECT_ARENA | HEAP_OBJECT_RECYCLED;
 
 /// A heap's root record (key: heap root directory id): the two directories
 /// the heap alone changes.
@@ -125,6 +130,12 @@ impl HeapObject {
     /// Whether the object holds arena spans.
     pub fn has_arena(&self) -> bool {
         self.flags & HEAP_OBJECT_ARENA != 0
+    }
+
+    /// Whether the object's file is a recycled one whose bytes no sync has
+    /// made durable yet ([`HEAP_OBJECT_RECYCLED`]).
+    pub fn is_recycled(&self) -> bool {
+        self.flags & HEAP_OBJECT_RECYCLED != 0
     }
 
     /// Encodes the record: version u8, heap u64 LE, type id u64 LE, durable

@@ -38,7 +38,9 @@ pub use dir_entries::{
     DIR_ENTRIES_OPERATOR,
 };
 pub use extent_map::{block_crcs, verify_block, ExtentMapEntry};
-pub use heap::{HeapObject, HeapRoot, HeapType, HEAP_OBJECT_ARENA, MAX_TYPE_POINTERS, POINTER_BYTES};
+pub use heap::{
+    HeapObject, HeapRoot, HeapType, HEAP_OBJECT_ARENA, HEAP_OBJECT_RECYCLED, MAX_TYPE_POINTERS, POINTER_BYTES,
+};
 pub use keys::{
     decode_dentry_key, decode_fmap_key, decode_heap_key, decode_onode_key, decode_orphan_key, decode_store_key,
     decode_xattr_key, dentry_key, dmap_prefix, fmap_key, fmap_prefix, heap_kind_prefix, heap_name_key,

@@ -16,7 +16,7 @@ use larder_log::Dependency;
 
 use super::touch_data;
 use crate::error::{ObjectError, Result};
-use crate::meta::{DataLocation, Onode, MAX_OBJECT_BYTES};
+use crate::meta::{DataLocation, Onode, HEAP_OBJECT_RECYCLED, MAX_OBJECT_BYTES};
 use crate::store::Store;
 use crate::txn::Transaction;
 
@@ -76,9 +76,21 @@ pub(crate) fn write_heap(
     let handle = txn.store().open_heap_file(file, true)?;
     write_all_at(&*handle, data, offset)?;
     txn.add_dependency(Dependency::Sync(handle));
+    settle_recycled(txn, object)?;
     onode.size = onode.size.max(end);
     touch_data(&mut onode);
     txn.put_onode(object, &onode)
+}
+
+/// Clears `HEAP_OBJECT_RECYCLED` on heap object `object` in a transaction
+/// whose file sync makes the object's bytes durable: recovery must not
+/// empty bytes this write made durable.
+fn settle_recycled(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
+    if let Some(mut record) = txn.heap_object(object)?.filter(|r| r.is_recycled()) {
+        record.flags &= !HEAP_OBJECT_RECYCLED;
+        txn.put_heap_object(object, &record)?;
+    }
+    Ok(())
 }
 
 /// Sets heap object `object`'s size to `size`: growing extends its file
@@ -99,6 +111,7 @@ pub(crate) fn truncate_heap(
             handle.set_len(size)?;
         }
         txn.add_dependency(Dependency::Sync(handle));
+        settle_recycled(txn, object)?;
     }
     onode.size = size;
     touch_data(&mut onode);

@@ -11,6 +11,17 @@
 //! missing or short was made or grown after the last heap sync (its file is
 //! made up to the size, zero-filled: those bytes were never promised),
 //! unless the file is shorter than the durable size the record keeps.
+//!
+//! A freed object's file may be reused for a new object instead of being
+//! removed (a create costs an inode allocation, which on ext4 without a
+//! journal walks every inode of the group freed in the last minutes): once
+//! the free is durable and nothing holds the file open or mapped, it is
+//! emptied ([`Store::empty_heap_file_if_unshared`]), then renamed to an id issued for
+//! the object that will take it ([`Store::rename_heap_file`]), and sized
+//! when that object is made ([`Transaction::create_heap_object_mapped`]).
+//! The new record says so (`HEAP_OBJECT_RECYCLED`) until a sync makes the
+//! bytes durable: a crash may keep the rename and lose the emptying, so
+//! recovery empties such a file again.
 
 use std::ops::Bound;
 use std::path::PathBuf;
@@ -20,8 +31,9 @@ use larder_io::{FileRef, MapAccess, OpenOptions, SharedRegion};
 use crate::error::{ObjectError, Result};
 use crate::meta::{
     decode_heap_key, heap_kind_prefix, heap_object_key, prefix_end, DataLocation, HeapObject, HeapRecord, Kind,
-    MetaKey, Onode, MAX_OBJECT_BYTES,
+    MetaKey, Onode, HEAP_OBJECT_RECYCLED, MAX_OBJECT_BYTES,
 };
+use crate::store::Durability;
 use crate::store::Store;
 use crate::txn::Transaction;
 
@@ -42,6 +54,9 @@ pub struct HeapRecovery {
     /// Objects whose file is shorter than the durable size: left alone,
     /// refused at attach, reported by fsck.
     pub short: Vec<u64>,
+    /// Objects whose file was recycled and never synced since: emptied
+    /// (zeros up to the object's size), their records' flag cleared.
+    pub emptied: Vec<u64>,
 }
 
 impl Store {
@@ -100,6 +115,30 @@ impl Store {
         Ok(file)
     }
 
+    /// Creates the file of heap object `id`, `len` bytes of zeros, as
+    /// [`Store::create_heap_file`] does, and maps it in a reservation of
+    /// `reserve` bytes (`larder_io::Storage::map_shared_sized`).
+    pub fn create_heap_file_mapped(&self, id: u64, len: u64, reserve: u64, access: MapAccess) -> Result<SharedRegion> {
+        if id == 0 {
+            return Err(ObjectError::NoSuchObject { object: 0 });
+        }
+        if len > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
+        }
+        self.ensure_heap_dir()?;
+        let path = self.heap_file_path(id);
+        match self.storage().map_shared_sized(&path, true, len, reserve, access) {
+            Ok(region) => Ok(region),
+            Err(e) if e.is_not_found() => {
+                // `heap/` went behind the store's back since it was made.
+                self.heap_dir_made.store(false, std::sync::atomic::Ordering::Release);
+                self.ensure_heap_dir()?;
+                Ok(self.storage().map_shared_sized(&path, true, len, reserve, access)?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Opens the file of heap object `id`.
     pub fn open_heap_file(&self, id: u64, write: bool) -> Result<FileRef> {
         let options = if write { OpenOptions::WRITE } else { OpenOptions::READ };
@@ -128,6 +167,30 @@ impl Store {
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Empties the file of heap object `id`, whose free is durable, for
+    /// reuse by a new object, if nothing holds it open or mapped (in this
+    /// process or another: a client may still map a freed object, and must
+    /// not see a new object's bytes there). `false`: in use, missing, or
+    /// the storage cannot tell; the caller removes it instead.
+    pub fn empty_heap_file_if_unshared(&self, id: u64) -> Result<bool> {
+        let file = match self.storage().open_unshared(&self.heap_file_path(id)) {
+            Ok(Some(file)) => file,
+            Ok(None) => return Ok(false),
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        file.set_len(0)?;
+        Ok(true)
+    }
+
+    /// Renames the file of heap object `from` (a spare: emptied, without a
+    /// record) to `heap/<to>`, `to` an id issued for the object that will
+    /// take it ([`Transaction::create_heap_object_mapped`]). Durable after
+    /// [`Store::sync_heap_dir`].
+    pub fn rename_heap_file(&self, from: u64, to: u64) -> Result<()> {
+        Ok(self.storage().rename(&self.heap_file_path(from), &self.heap_file_path(to))?)
     }
 
     /// Ids of the files in the heap directory, in id order, and the names
@@ -235,6 +298,22 @@ impl Store {
             let size = onode.size;
             let exists = files.binary_search(id).is_ok();
             let len = if exists { self.open_heap_file(*id, false)?.len()? } else { 0 };
+            if record.is_recycled() {
+                // Never synced since its file was recycled: none of its
+                // bytes were promised, and some may be the freed object's.
+                let file = if exists {
+                    let file = self.open_heap_file(*id, true)?;
+                    file.set_len(0)?;
+                    file.set_len(size)?;
+                    file
+                } else {
+                    dir_changed = true;
+                    self.create_heap_file(*id, size)?
+                };
+                file.sync_data()?;
+                report.emptied.push(*id);
+                continue;
+            }
             if len < record.durable_size {
                 report.short.push(*id);
                 tracing::warn!(
@@ -264,6 +343,19 @@ impl Store {
         if dir_changed {
             self.sync_heap_dir()?;
         }
+        // The files are zeros on disk now: their records may say so.
+        for &id in &report.emptied {
+            self.transact(&[id], Durability::Buffered, |txn| -> Result<()> {
+                if let Some(mut record) = txn.heap_object(id)? {
+                    record.flags &= !HEAP_OBJECT_RECYCLED;
+                    txn.put_heap_object(id, &record)?;
+                }
+                Ok(())
+            })?;
+        }
+        if !report.emptied.is_empty() {
+            self.sync()?;
+        }
         Ok(report)
     }
 }
@@ -282,12 +374,85 @@ impl Transaction<'_> {
         &mut self,
         id: u64,
         size: u64,
-        (mode, uid, gid): (u32, u32, u32),
+        owner: (u32, u32, u32),
         record: &HeapObject,
     ) -> Result<()> {
         if size > MAX_OBJECT_BYTES {
             return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
         }
+        self.check_new_heap_object(id)?;
+        self.store().create_heap_file(id, size)?;
+        self.put_new_heap_object(id, size, owner, record)
+    }
+
+    /// Creates heap object `id` as [`Transaction::create_heap_object`]
+    /// does, and maps its file (`reserve`, `access`: see
+    /// [`Store::map_heap_file`]) through the descriptor that made it. With
+    /// `spare`, `heap/<id>` is a freed object's file already there,
+    /// emptied and renamed to this id ([`Store::empty_heap_file_if_unshared`],
+    /// [`Store::rename_heap_file`]): it is extended to `size` (zeros) and the
+    /// record flagged `HEAP_OBJECT_RECYCLED`, with no inode to allocate; a
+    /// spare gone from the directory is passed over. Returns the mapping
+    /// and whether the spare was used.
+    pub fn create_heap_object_mapped(
+        &mut self,
+        id: u64,
+        size: u64,
+        owner: (u32, u32, u32),
+        record: &HeapObject,
+        spare: bool,
+        (reserve, access): (u64, MapAccess),
+    ) -> Result<(SharedRegion, bool)> {
+        if size > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
+        }
+        self.check_new_heap_object(id)?;
+        let store = self.store();
+        let recycled = if spare {
+            match store.storage().map_shared_sized(&store.heap_file_path(id), false, size, reserve, access) {
+                Ok(region) => Some(region),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            None
+        };
+        let renamed = recycled.is_some();
+        let region = match recycled {
+            Some(region) => region,
+            None => store.create_heap_file_mapped(id, size, reserve, access)?,
+        };
+        let flags = if renamed { record.flags | HEAP_OBJECT_RECYCLED } else { record.flags };
+        self.put_new_heap_object(id, size, owner, &HeapObject { flags, ..*record })?;
+        Ok((region, renamed))
+    }
+
+    /// Creates heap object `id` as [`Transaction::create_heap_object_mapped`]
+    /// does with a spare, the spare `heap/<id>` being mapped already
+    /// (`region`, made when the spare was, its reservation big enough for
+    /// `size`): the file is sized (one `truncate`) and the region grown to
+    /// it. `NotFound` if the spare is gone from the directory.
+    pub fn create_heap_object_in_mapped_spare(
+        &mut self,
+        id: u64,
+        size: u64,
+        owner: (u32, u32, u32),
+        record: &HeapObject,
+        region: &SharedRegion,
+    ) -> Result<()> {
+        if size > MAX_OBJECT_BYTES {
+            return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
+        }
+        self.check_new_heap_object(id)?;
+        let store = self.store();
+        store.storage().set_file_len(&store.heap_file_path(id), size)?;
+        region.grow_to(size)?;
+        let record = HeapObject { flags: record.flags | HEAP_OBJECT_RECYCLED, ..*record };
+        self.put_new_heap_object(id, size, owner, &record)
+    }
+
+    /// Refuses an id not held exclusively or already an object.
+    fn check_new_heap_object(&self, id: u64) -> Result<()> {
         self.check_locked(id)?;
         if self.onode(id)?.is_some() {
             return Err(ObjectError::InvalidRecord {
@@ -295,12 +460,22 @@ impl Transaction<'_> {
                 what: format!("object {id} exists already; heap objects take fresh ids"),
             });
         }
+        Ok(())
+    }
+
+    /// The onode and record of a new heap object.
+    fn put_new_heap_object(
+        &mut self,
+        id: u64,
+        size: u64,
+        (mode, uid, gid): (u32, u32, u32),
+        record: &HeapObject,
+    ) -> Result<()> {
         let mut onode = Onode::new(Kind::File, mode, uid, gid, id);
         onode.size = size;
         onode.location = DataLocation::OwnFile { file: id };
         self.put_onode(id, &onode)?;
         self.put(&heap_object_key(id), &record.encode()?);
-        self.store().create_heap_file(id, size)?;
         Ok(())
     }
 

@@ -200,6 +200,17 @@ fn attach(call: &Call<'_>, heap: &Heap, object: u64, write: bool, tag: u64, rece
         .write(writable)
         .open(&path)
         .map_err(|e| FsError::posix(e.raw_os_error().unwrap_or(libc::EIO), format!("open object {object}: {e}")))?;
+    // Freed since the checks above: the file opened may be an emptied spare
+    // the heap will rename to a new object (it reuses only files nothing
+    // holds open, so once the record is seen here after the open, a later
+    // free leaves this file alone).
+    let freed = match call.fs.store().heap_object(id.0) {
+        Ok(record) => record.is_none(),
+        Err(e) => return Err(FsError::posix(libc::EIO, format!("object {object}'s record: {e}")).into()),
+    };
+    if freed {
+        return Err(heap_error(HeapError::NotFound { what: format!("object {object}") }));
+    }
     let file_len = file.metadata().map_err(|e| FsError::posix(libc::EIO, format!("stat object {object}: {e}")))?.len();
     if file_len < size {
         return Err(heap_error(HeapError::Shrunk { object, file_len, durable: size }));
