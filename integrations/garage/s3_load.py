@@ -164,7 +164,8 @@ def summary(args):
                 failures.setdefault(setup + ("put",), []).append(
                     "round %s: no result (client exit %s)" % (fields.get("round", "?"), fields.get("client_exit", "?")))
                 continue
-            for op in ("put", "get"):
+            ops = ("put",) if fields.get("puts_only") == "1" else ("put", "get")
+            for op in ops:
                 rates.setdefault(setup + (op,), []).append(float(fields[op + "_ops_per_s"]))
                 failed = fields.get(op + "_failures", "0")
                 if failed.isdigit() and int(failed) > 0:
@@ -193,6 +194,9 @@ def summary(args):
             ratio("metadata", fsync, 1024, "put", larder_file, peer)
         ratio("blocks", fsync, 1048576, "put", larder_blocks, larder_file)
         ratio("blocks", fsync, 1048576, "put", larder_blocks, ("lmdb", "file"))
+        # The block stores against the one that stores nothing (the ceiling).
+        for ours in (larder_blocks, larder_file):
+            ratio("ceiling", fsync, 1048576, "put", ours, ("larder", "discard"))
         for size in (1024, 1048576):
             ratio("gets", fsync, size, "get", larder_blocks, larder_file)
             ratio("gets", fsync, size, "get", larder_blocks, ("lmdb", "file"))

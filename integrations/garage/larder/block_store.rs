@@ -107,6 +107,10 @@ pub trait BlockStore: Send + Sync {
 pub fn open_block_store(config: &Config, data_dirs: &[PathBuf]) -> Result<Arc<dyn BlockStore>, Error> {
 	match config.block_store.as_str() {
 		"file" | "" => Ok(Arc::new(FileBlockStore)),
+		"discard" => {
+			warn!("block_store = \"discard\": data blocks are not kept (a benchmark's ceiling, never for data)");
+			Ok(Arc::new(DiscardBlockStore::default()))
+		}
 		#[cfg(feature = "larder")]
 		"larder" => Ok(Arc::new(crate::larder_block_store::LarderBlockStore::open(
 			data_dirs,
@@ -119,7 +123,7 @@ pub fn open_block_store(config: &Config, data_dirs: &[PathBuf]) -> Result<Arc<dy
 			))
 		}
 		other => Err(Error::Message(format!(
-			"invalid block_store: {} (options are: file, larder)",
+			"invalid block_store: {} (options are: file, larder, discard)",
 			other
 		))),
 	}
@@ -228,6 +232,111 @@ impl BlockStore for FileBlockStore {
 		}
 		Ok(entries)
 	}
+}
+
+/// A store that keeps the names of the blocks written to it and none of
+/// their bytes: what a PutObject costs Garage when storing its block costs
+/// nothing, the ceiling a block store is measured against (bench.sh).
+/// Reads fail. Never for data: the configuration's warning says so.
+#[derive(Default)]
+pub struct DiscardBlockStore {
+	/// Written and not removed, so the block manager and its resync see
+	/// the blocks as present (else they would fetch them from other nodes).
+	names: std::sync::Mutex<std::collections::HashSet<PathBuf>>,
+}
+
+impl DiscardBlockStore {
+	fn names(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<PathBuf>> {
+		// The set stays whole if a holder panicked: each use is one call.
+		self.names.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+	}
+}
+
+#[async_trait]
+impl BlockStore for DiscardBlockStore {
+	fn name(&self) -> &'static str {
+		"discard"
+	}
+
+	async fn exists(&self, path: &Path) -> bool {
+		self.names().contains(path)
+	}
+
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError> {
+		Err(BlockReadError::Failed(Error::Message(format!(
+			"block_store = \"discard\" keeps no bytes: {} cannot be read",
+			path.display()
+		))))
+	}
+
+	async fn write(
+		&self,
+		_directory: &Path,
+		target: &Path,
+		_data: Bytes,
+		_sync: bool,
+		replaces: Option<&Path>,
+	) -> Result<(), Error> {
+		let mut names = self.names();
+		if let Some(old) = replaces {
+			names.remove(old);
+		}
+		names.insert(target.to_path_buf());
+		Ok(())
+	}
+
+	async fn rename(&self, from: &Path, to: &Path) -> Result<(), Error> {
+		let mut names = self.names();
+		if !names.remove(from) {
+			return Err(not_kept(from));
+		}
+		names.insert(to.to_path_buf());
+		Ok(())
+	}
+
+	async fn remove(&self, path: &Path) -> Result<(), Error> {
+		if !self.names().remove(path) {
+			return Err(not_kept(path));
+		}
+		Ok(())
+	}
+
+	async fn list_dir(&self, dir: &Path) -> Result<Vec<BlockDirEntry>, Error> {
+		// Each kept name under `dir` gives its first component below it:
+		// the block itself, or the hash-named directory it sits in.
+		let mut entries = std::collections::BTreeMap::new();
+		for path in self.names().iter() {
+			let Ok(below) = path.strip_prefix(dir) else {
+				continue;
+			};
+			let mut components = below.components();
+			let Some(first) = components.next() else {
+				continue;
+			};
+			let Some(name) = first.as_os_str().to_str() else {
+				continue;
+			};
+			let is_dir = components.next().is_some();
+			entries.entry(name.to_string()).or_insert(is_dir);
+		}
+		Ok(entries
+			.into_iter()
+			.map(|(name, is_dir)| BlockDirEntry {
+				path: dir.join(&name),
+				name,
+				is_dir,
+			})
+			.collect())
+	}
+}
+
+/// The error of a rename or removal of a block the discard store never
+/// had, as the file store's is for a missing file.
+fn not_kept(path: &Path) -> Error {
+	Error::from(std::io::Error::new(
+		std::io::ErrorKind::NotFound,
+		format!("no block at {}", path.display()),
+	))
 }
 
 struct DeleteOnDrop(Option<PathBuf>);

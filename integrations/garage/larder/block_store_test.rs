@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use crate::block_store::{BlockStore, FileBlockStore};
+use crate::block_store::{BlockStore, DiscardBlockStore, FileBlockStore};
 
 /// A block's path as the block manager names it.
 fn block_path(data_dir: &Path, hash: &[u8; 32], extension: &str) -> (PathBuf, PathBuf) {
@@ -95,6 +95,51 @@ async fn contract(store: &dyn BlockStore, data_dir: &Path) {
 async fn file_store_keeps_the_contract() {
 	let tmp = mktemp::Temp::new_dir().unwrap();
 	contract(&FileBlockStore, tmp.as_path()).await;
+}
+
+/// The discard store keeps names, not bytes: everything but reading back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discard_store_keeps_names_and_no_bytes() {
+	let store = DiscardBlockStore::default();
+	let data_dir = Path::new("/nowhere/data");
+	let mut written = BTreeSet::new();
+	for i in 0..20u8 {
+		let (dir, path) = block_path(data_dir, &hash(i), "");
+		store.write(&dir, &path, Bytes::from(vec![i; 1000]), true, None).await.unwrap();
+		assert!(store.exists(&path).await);
+		assert!(store.read(&path).await.is_err());
+		written.insert(path);
+	}
+	let (dir0, plain0) = block_path(data_dir, &hash(0), "");
+	let (_, zst0) = block_path(data_dir, &hash(0), "zst");
+	store.write(&dir0, &zst0, Bytes::new(), true, Some(&plain0)).await.unwrap();
+	assert!(!store.exists(&plain0).await);
+	written.remove(&plain0);
+	written.insert(zst0);
+	let (_, plain1) = block_path(data_dir, &hash(1), "");
+	let corrupted1 = plain1.with_extension("corrupted");
+	store.rename(&plain1, &corrupted1).await.unwrap();
+	assert!(store.rename(&plain1, &corrupted1).await.is_err());
+	written.remove(&plain1);
+	written.insert(corrupted1);
+	let (_, plain2) = block_path(data_dir, &hash(2), "");
+	store.remove(&plain2).await.unwrap();
+	assert!(store.remove(&plain2).await.is_err());
+	written.remove(&plain2);
+
+	let mut found = BTreeSet::new();
+	let mut todo = vec![data_dir.to_path_buf()];
+	while let Some(dir) = todo.pop() {
+		for entry in store.list_dir(&dir).await.unwrap() {
+			assert_eq!(entry.path, dir.join(&entry.name));
+			if entry.is_dir {
+				todo.push(entry.path);
+			} else {
+				found.insert(entry.path);
+			}
+		}
+	}
+	assert_eq!(found, written);
 }
 
 #[cfg(feature = "larder")]

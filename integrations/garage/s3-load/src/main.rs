@@ -1,11 +1,12 @@
 //! The S3 load of Larder's Garage benchmark (integrations/garage/bench.sh):
 //!
-//!     larder-s3-load --size BYTES --seconds S [--threads T] [--endpoint URL]
+//!     larder-s3-load --size BYTES --seconds S [--threads T] [--endpoint URL] [--puts-only]
 //!
 //! PutObject of BYTES-sized objects of fresh random bytes (so Garage can
 //! neither deduplicate nor compress them) from T threads for S seconds,
 //! each thread on its own keep-alive connection, then GetObject of random
-//! ones of them for S seconds. Prints one line in the shape of
+//! ones of them for S seconds (not with `--puts-only`: a node whose block
+//! store keeps no bytes, the ceiling of bench.sh, cannot answer them). Prints one line in the shape of
 //! `s3_load.py bench`, with the median and 99th-percentile latencies; exits
 //! 1 if any request failed. A client in Rust leaves the CPUs to the server:
 //! boto3 spends about a millisecond of CPU on each request, which on a
@@ -29,6 +30,7 @@ struct Options {
     size: usize,
     seconds: f64,
     threads: usize,
+    puts_only: bool,
     host: String,
     bucket: String,
     credentials: Credentials,
@@ -42,6 +44,7 @@ fn parse_options() -> Result<Options, String> {
     let mut size = None;
     let mut seconds = None;
     let mut threads = 8;
+    let mut puts_only = false;
     let endpoints = env_or("S3_ENDPOINTS", "http://127.0.0.1:3910");
     let mut endpoint = endpoints.split_whitespace().next().unwrap_or("http://127.0.0.1:3910").to_string();
     let mut args = std::env::args().skip(1);
@@ -52,6 +55,7 @@ fn parse_options() -> Result<Options, String> {
             "--seconds" => seconds = Some(value()?.parse::<f64>().map_err(|e| format!("--seconds: {e}"))?),
             "--threads" => threads = value()?.parse::<usize>().map_err(|e| format!("--threads: {e}"))?,
             "--endpoint" => endpoint = value()?,
+            "--puts-only" => puts_only = true,
             _ => return Err(format!("unknown argument {arg}")),
         }
     }
@@ -67,6 +71,7 @@ fn parse_options() -> Result<Options, String> {
         size: size.ok_or("--size is required")?,
         seconds: seconds.ok_or("--seconds is required")?,
         threads,
+        puts_only,
         host,
         bucket: env_or("BUCKET", "larder-test"),
         credentials: Credentials {
@@ -236,24 +241,35 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let (gets, get_time) = run_phase(&options, |thread, client, deadline, phase, latencies| {
-        let mut random = Random(0xA076_1D64_78BD_642F ^ (thread as u64 + 1000));
-        while Instant::now() < deadline {
-            let key = &written[(random.next() % written.len() as u64) as usize];
-            let started = Instant::now();
-            let ok = client.send("GET", key, &[], Some(options.size));
-            phase.record(ok, started.elapsed(), latencies);
-        }
-    });
+    let (gets, get_time) = if options.puts_only {
+        (Phase::default(), Duration::ZERO)
+    } else {
+        run_phase(&options, |thread, client, deadline, phase, latencies| {
+            let mut random = Random(0xA076_1D64_78BD_642F ^ (thread as u64 + 1000));
+            while Instant::now() < deadline {
+                let key = &written[(random.next() % written.len() as u64) as usize];
+                let started = Instant::now();
+                let ok = client.send("GET", key, &[], Some(options.size));
+                phase.record(ok, started.elapsed(), latencies);
+            }
+        })
+    };
     let count = |phase: &Phase| phase.done.load(Ordering::Relaxed);
+    let rate = |phase: &Phase, time: Duration| {
+        if time.is_zero() {
+            0.0
+        } else {
+            count(phase) as f64 / time.as_secs_f64()
+        }
+    };
     let failed = |phase: &Phase| phase.failed.load(Ordering::Relaxed);
     println!(
         "bench: size={} threads={} put_ops_per_s={:.1} get_ops_per_s={:.1} puts={} gets={} put_failures={} get_failures={} \
-         put_p50_ms={:.3} put_p99_ms={:.3} get_p50_ms={:.3} get_p99_ms={:.3}",
+         put_p50_ms={:.3} put_p99_ms={:.3} get_p50_ms={:.3} get_p99_ms={:.3} puts_only={}",
         options.size,
         options.threads,
-        count(&puts) as f64 / put_time.as_secs_f64(),
-        count(&gets) as f64 / get_time.as_secs_f64(),
+        rate(&puts, put_time),
+        rate(&gets, get_time),
         count(&puts),
         count(&gets),
         failed(&puts),
@@ -262,6 +278,7 @@ fn main() -> ExitCode {
         puts.percentile_ms(0.99),
         gets.percentile_ms(0.5),
         gets.percentile_ms(0.99),
+        u8::from(options.puts_only),
     );
     if failed(&puts) > 0 || failed(&gets) > 0 {
         return ExitCode::from(1);
