@@ -92,23 +92,8 @@ impl Store {
     /// its name nor its length is durable until [`Store::sync_heap_dir`] and
     /// a sync of the file.
     pub fn create_heap_file(&self, id: u64, len: u64) -> Result<FileRef> {
-        if id == 0 {
-            return Err(ObjectError::NoSuchObject { object: 0 });
-        }
-        if len > MAX_OBJECT_BYTES {
-            return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
-        }
-        self.ensure_heap_dir()?;
-        let file = match self.storage().open(&self.heap_file_path(id), OpenOptions::CREATE_NEW) {
-            Ok(file) => file,
-            Err(e) if e.is_not_found() => {
-                // `heap/` went behind the store's back since it was made.
-                self.heap_dir_made.store(false, std::sync::atomic::Ordering::Release);
-                self.ensure_heap_dir()?;
-                self.storage().open(&self.heap_file_path(id), OpenOptions::CREATE_NEW)?
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let path = self.heap_file_path(id);
+        let file = self.create_in_heap_dir(id, len, || self.storage().open(&path, OpenOptions::CREATE_NEW))?;
         if len > 0 {
             file.set_len(len)?;
         }
@@ -119,6 +104,15 @@ impl Store {
     /// [`Store::create_heap_file`] does, and maps it in a reservation of
     /// `reserve` bytes (`larder_io::Storage::map_shared_sized`).
     pub fn create_heap_file_mapped(&self, id: u64, len: u64, reserve: u64, access: MapAccess) -> Result<SharedRegion> {
+        let path = self.heap_file_path(id);
+        self.create_in_heap_dir(id, len, || self.storage().map_shared_sized(&path, true, len, reserve, access))
+    }
+
+    /// Refuses id 0 and sizes past the limit, makes sure `heap/` exists,
+    /// and runs `create` (which makes heap object `id`'s file); if `heap/`
+    /// went behind the store's back since it was made, makes it again and
+    /// runs `create` once more.
+    fn create_in_heap_dir<T>(&self, id: u64, len: u64, create: impl Fn() -> larder_io::IoResult<T>) -> Result<T> {
         if id == 0 {
             return Err(ObjectError::NoSuchObject { object: 0 });
         }
@@ -126,14 +120,12 @@ impl Store {
             return Err(ObjectError::TooLarge { object: id, end: len, max: MAX_OBJECT_BYTES });
         }
         self.ensure_heap_dir()?;
-        let path = self.heap_file_path(id);
-        match self.storage().map_shared_sized(&path, true, len, reserve, access) {
-            Ok(region) => Ok(region),
+        match create() {
+            Ok(made) => Ok(made),
             Err(e) if e.is_not_found() => {
-                // `heap/` went behind the store's back since it was made.
                 self.heap_dir_made.store(false, std::sync::atomic::Ordering::Release);
                 self.ensure_heap_dir()?;
-                Ok(self.storage().map_shared_sized(&path, true, len, reserve, access)?)
+                Ok(create()?)
             }
             Err(e) => Err(e.into()),
         }
