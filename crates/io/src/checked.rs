@@ -250,6 +250,10 @@ impl File for CheckedFile {
         self.latch.on_sync("sync_data", self.inner.path(), self.inner.sync_data())
     }
 
+    fn writes_direct(&self) -> bool {
+        self.inner.writes_direct()
+    }
+
     fn allocate(&self, offset: u64, len: u64) -> IoResult<()> {
         self.latch.check()?;
         self.inner.allocate(offset, len)

@@ -259,6 +259,10 @@ impl File for RealFile {
         }
     }
 
+    fn writes_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
     fn sync_data(&self) -> IoResult<()> {
         rustix::fs::fdatasync(&self.file).map_err(|e| IoError::os("sync", &self.path, e.into()))
     }

@@ -60,6 +60,12 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// Makes every completed write to this file durable (fdatasync). A
     /// failure may have lost those writes even if a later call succeeds.
     fn sync_data(&self) -> IoResult<()>;
+    /// Whether writes of whole aligned blocks ([`DIRECT_ALIGN`]) skip the
+    /// page cache (the file was opened with [`OpenOptions::direct`] and
+    /// the file system took it). The default: no.
+    fn writes_direct(&self) -> bool {
+        false
+    }
     /// Reserves space for `[offset, offset + len)`, extending the file if
     /// needed (fallocate without KEEP_SIZE). Bytes already in the range are
     /// kept; bytes the call adds past the old end read as zeros.

@@ -55,7 +55,8 @@ pub fn rebuild(data: &[u8]) -> bool {
     // extents in them reach the rebuild; an open does not create them.
     for id in 0..2 {
         if sim.create_dir_all(dir).is_err()
-            || crate::container::create(&sim, dir, id, FUZZ_CONTAINER_BYTES, crate::container::Pace::Full).is_err()
+            || crate::container::create(&sim, dir, id, FUZZ_CONTAINER_BYTES, false, crate::container::Pace::Full)
+                .is_err()
         {
             return false;
         }

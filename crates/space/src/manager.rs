@@ -163,7 +163,7 @@ impl SpaceManager {
             storage.sync_dir(dir)?;
         }
         for &id in &interrupted {
-            let file = container::create(&*storage, dir, id, bytes, container::Pace::Full)?;
+            let file = container::create(&*storage, dir, id, bytes, options.direct_fill, container::Pace::Full)?;
             files.insert(id, (file, bytes));
         }
         let blocks = options.container_blocks();
@@ -719,7 +719,7 @@ impl Inner {
         let mut made = Vec::new();
         let bytes = blocks_each * BLOCK_BYTES;
         for &id in ids {
-            match container::create(&*self.storage, &self.dir, id, bytes, pace) {
+            match container::create(&*self.storage, &self.dir, id, bytes, self.options.direct_fill, pace) {
                 Ok(file) => made.push((id, file)),
                 Err(e) => {
                     result = Err(e);
@@ -782,7 +782,9 @@ impl Inner {
         c.growing = true;
         let file = Arc::clone(&c.file);
         drop(st);
-        let result = container::grow(&*file, from * BLOCK_BYTES, (from + step) * BLOCK_BYTES, pace);
+        let range = (from * BLOCK_BYTES, (from + step) * BLOCK_BYTES);
+        let direct = self.options.direct_fill;
+        let result = container::grow(&*self.storage, &self.dir, id, &*file, range, direct, pace);
         let mut st = self.state.lock();
         if let Some(c) = st.containers.get_mut(&id) {
             c.growing = false;

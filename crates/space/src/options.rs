@@ -64,6 +64,15 @@ pub struct Options {
     /// wait until neighbouring frees coalesce with them, so punches stay few
     /// and large. Default 1 MiB.
     pub punch_min_bytes: u64,
+    /// Write a container's zeros through a direct (O_DIRECT) descriptor,
+    /// where the file system takes one: no copy into the page cache and
+    /// no write-back pass, so a store written in large pieces (a block
+    /// store: Garage's 1 MiB blocks into a fresh store) spends about half
+    /// the CPU per byte it did filling through the cache. A store written
+    /// in small pieces loses by it: its writes then land in pages no fill
+    /// left cached and must allocate them (the file-server mix ran 20%
+    /// slower, four alternating runs on a busy machine). Default false.
+    pub direct_fill: bool,
 }
 
 impl Default for Options {
@@ -79,6 +88,7 @@ impl Default for Options {
             punch_bytes_per_sec: 64 << 20,
             punch_free_threshold: 0.25,
             punch_min_bytes: 1 << 20,
+            direct_fill: false,
         }
     }
 }

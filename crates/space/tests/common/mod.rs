@@ -29,6 +29,7 @@ pub fn small_options() -> Options {
         punch_bytes_per_sec: u64::MAX / 2,
         punch_free_threshold: 0.25,
         punch_min_bytes: 4096,
+        direct_fill: false,
     }
 }
 
