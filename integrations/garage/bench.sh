@@ -10,10 +10,11 @@
 #
 # Setups: metadata_fsync and data_fsync on, then off; LMDB, SQLite and
 # Larder metadata with file blocks, and Larder metadata with Larder blocks.
-# The ceiling of the block stores, with fsync on: Larder metadata and the
-# `discard` block store (it keeps names and no bytes, so it costs nothing),
-# 1 MiB puts only; what Garage itself spends on a 1 MiB put bounds what any
-# block store can reach.
+# The ceilings of the block stores, with fsync on, 1 MiB puts only: Larder
+# metadata and the `discard` block store (it keeps names and no bytes, so
+# it costs nothing: what Garage itself spends on a 1 MiB put), and the
+# `raw` one (each block an overwrite of an already-written file and an
+# fdatasync, the least a durable write costs: the physical ceiling).
 # Each round runs every setup once, odd rounds in that order and even
 # rounds in reverse, so a slow stretch of the machine does not fall on one
 # setup. Prints one line per setup, size and round (the client's rates,
@@ -50,7 +51,7 @@ for fsync in on off; do
         setups+=("$fsync:$setup")
     done
 done
-setups+=("on:larder:discard")
+setups+=("on:larder:discard" "on:larder:raw")
 
 for round in $(seq 1 "$rounds"); do
     order=("${setups[@]}")
@@ -65,7 +66,7 @@ for round in $(seq 1 "$rounds"); do
         trap '"$cluster" stop' EXIT
         "$cluster" start --db "$db" --blocks "$blocks" --fsync "$fsync" --nodes "$nodes" --dir "$run" >/dev/null
         sizes=(1024 1048576) only=()
-        if [ "$blocks" = discard ]; then
+        if [ "$blocks" = discard ] || [ "$blocks" = raw ]; then
             sizes=(1048576) only=(--puts-only)
         fi
         for size in "${sizes[@]}"; do

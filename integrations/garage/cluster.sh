@@ -2,7 +2,7 @@
 # A three-node Garage cluster on loopback, each node with its own
 # directories (and, with the Larder engines, its own Larder stores).
 #
-#   cluster.sh start [--db larder|lmdb|sqlite] [--blocks larder|file|discard]
+#   cluster.sh start [--db larder|lmdb|sqlite] [--blocks larder|file|discard|raw]
 #                    [--fsync on|off] [--nodes 3|1] [--dir DIR]
 #                    [--rpc-timeout-msec MS]
 #                                     start, connect, lay out, make a key and
@@ -10,8 +10,9 @@
 #                                     replication factor 1, for benchmarks;
 #                                     --rpc-timeout-msec: Garage's
 #                                     rpc_timeout_msec, default 300000;
-#                                     --blocks discard keeps no block
-#                                     bytes: bench.sh's ceiling only)
+#                                     --blocks discard and raw keep no
+#                                     block bytes: bench.sh's ceilings
+#                                     only)
 #   cluster.sh stop                   stop every node (SIGTERM, then wait)
 #   cluster.sh kill N                 SIGKILL node N (1..3)
 #   cluster.sh stop-node N            stop node N (SIGTERM, then wait)

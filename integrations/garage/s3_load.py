@@ -194,9 +194,12 @@ def summary(args):
             ratio("metadata", fsync, 1024, "put", larder_file, peer)
         ratio("blocks", fsync, 1048576, "put", larder_blocks, larder_file)
         ratio("blocks", fsync, 1048576, "put", larder_blocks, ("lmdb", "file"))
-        # The block stores against the one that stores nothing (the ceiling).
-        for ours in (larder_blocks, larder_file):
+        # The block stores against the one that stores nothing and the one
+        # that only overwrites and syncs (the ceilings).
+        for ours in (larder_blocks, larder_file, ("larder", "raw")):
             ratio("ceiling", fsync, 1048576, "put", ours, ("larder", "discard"))
+        for ours in (larder_blocks, larder_file):
+            ratio("ceiling", fsync, 1048576, "put", ours, ("larder", "raw"))
         for size in (1024, 1048576):
             ratio("gets", fsync, size, "get", larder_blocks, larder_file)
             ratio("gets", fsync, size, "get", larder_blocks, ("lmdb", "file"))

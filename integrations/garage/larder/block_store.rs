@@ -111,6 +111,10 @@ pub fn open_block_store(config: &Config, data_dirs: &[PathBuf]) -> Result<Arc<dy
 			warn!("block_store = \"discard\": data blocks are not kept (a benchmark's ceiling, never for data)");
 			Ok(Arc::new(DiscardBlockStore::default()))
 		}
+		"raw" => {
+			warn!("block_store = \"raw\": data blocks are written and not kept (a benchmark's ceiling, never for data)");
+			Ok(Arc::new(RawBlockStore::open(data_dirs)?))
+		}
 		#[cfg(feature = "larder")]
 		"larder" => Ok(Arc::new(crate::larder_block_store::LarderBlockStore::open(
 			data_dirs,
@@ -123,7 +127,7 @@ pub fn open_block_store(config: &Config, data_dirs: &[PathBuf]) -> Result<Arc<dy
 			))
 		}
 		other => Err(Error::Message(format!(
-			"invalid block_store: {} (options are: file, larder, discard)",
+			"invalid block_store: {} (options are: file, larder, discard, raw)",
 			other
 		))),
 	}
@@ -327,6 +331,121 @@ impl BlockStore for DiscardBlockStore {
 				is_dir,
 			})
 			.collect())
+	}
+}
+
+/// Bytes of one slot of the raw store's file: a block of Garage's default
+/// size (1 MiB), compressed or not, fits.
+pub const RAW_SLOT_BYTES: u64 = 2 << 20;
+
+/// Slots of the raw store's file (256 MiB): more than the blocks in
+/// flight at once, so concurrent writes never share a slot.
+pub const RAW_SLOTS: u64 = 128;
+
+/// The name of the raw store's file in the first data directory.
+pub const RAW_FILE_NAME: &str = "raw-ceiling.bin";
+
+/// A store that writes each block's bytes the cheapest way a durable write
+/// can be made, an overwrite of an already-written file followed by an
+/// fdatasync (no allocation, no name, no file-system metadata), into the
+/// next slot of a ring in one file, and keeps only the blocks' names, as
+/// the discard store does: reads fail. What a PutObject costs Garage when
+/// storing its block costs only the disk's write and flush: the physical
+/// ceiling a block store is measured against (bench.sh), as the objects
+/// benchmark's overwrite+fdatasync is Larder's. Never for data: the
+/// configuration's warning says so, and each write overwrites an older
+/// block's bytes.
+pub struct RawBlockStore {
+	names: DiscardBlockStore,
+	file: Arc<std::fs::File>,
+	next: std::sync::atomic::AtomicU64,
+}
+
+impl RawBlockStore {
+	/// Opens the store's file in the first of `data_dirs`, written whole
+	/// (zeros) and synced, so every later write is an overwrite.
+	pub fn open(data_dirs: &[PathBuf]) -> Result<RawBlockStore, Error> {
+		let dir = data_dirs
+			.first()
+			.ok_or_else(|| Error::Message("block_store = \"raw\" needs a data directory".into()))?;
+		std::fs::create_dir_all(dir)?;
+		let path = dir.join(RAW_FILE_NAME);
+		let file = std::fs::OpenOptions::new()
+			.read(true)
+			.write(true)
+			.create(true)
+			.truncate(false)
+			.open(&path)?;
+		let zeros = vec![0u8; RAW_SLOT_BYTES as usize];
+		for slot in 0..RAW_SLOTS {
+			std::os::unix::fs::FileExt::write_all_at(&file, &zeros, slot * RAW_SLOT_BYTES)?;
+		}
+		file.sync_all()?;
+		Ok(RawBlockStore {
+			names: DiscardBlockStore::default(),
+			file: Arc::new(file),
+			next: std::sync::atomic::AtomicU64::new(0),
+		})
+	}
+}
+
+#[async_trait]
+impl BlockStore for RawBlockStore {
+	fn name(&self) -> &'static str {
+		"raw"
+	}
+
+	async fn exists(&self, path: &Path) -> bool {
+		self.names.exists(path).await
+	}
+
+	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError> {
+		Err(BlockReadError::Failed(Error::Message(format!(
+			"block_store = \"raw\" keeps no bytes: {} cannot be read",
+			path.display()
+		))))
+	}
+
+	async fn write(
+		&self,
+		directory: &Path,
+		target: &Path,
+		data: Bytes,
+		sync: bool,
+		replaces: Option<&Path>,
+	) -> Result<(), Error> {
+		if data.len() as u64 > RAW_SLOT_BYTES {
+			return Err(Error::Message(format!(
+				"block_store = \"raw\": {} is {} bytes, more than a slot's {}",
+				target.display(),
+				data.len(),
+				RAW_SLOT_BYTES
+			)));
+		}
+		let slot = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % RAW_SLOTS;
+		let file = Arc::clone(&self.file);
+		tokio::task::spawn_blocking(move || {
+			std::os::unix::fs::FileExt::write_all_at(&*file, &data, slot * RAW_SLOT_BYTES)?;
+			if sync {
+				file.sync_data()?;
+			}
+			Ok::<(), std::io::Error>(())
+		})
+		.await
+		.map_err(|e| Error::Message(format!("block_store = \"raw\": the write's task failed: {}", e)))??;
+		self.names.write(directory, target, Bytes::new(), sync, replaces).await
+	}
+
+	async fn rename(&self, from: &Path, to: &Path) -> Result<(), Error> {
+		self.names.rename(from, to).await
+	}
+
+	async fn remove(&self, path: &Path) -> Result<(), Error> {
+		self.names.remove(path).await
+	}
+
+	async fn list_dir(&self, dir: &Path) -> Result<Vec<BlockDirEntry>, Error> {
+		self.names.list_dir(dir).await
 	}
 }
 

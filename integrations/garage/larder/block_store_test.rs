@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use crate::block_store::{BlockStore, DiscardBlockStore, FileBlockStore};
+use crate::block_store::{
+	BlockStore, DiscardBlockStore, FileBlockStore, RawBlockStore, RAW_FILE_NAME, RAW_SLOTS, RAW_SLOT_BYTES,
+};
 
 /// A block's path as the block manager names it.
 fn block_path(data_dir: &Path, hash: &[u8; 32], extension: &str) -> (PathBuf, PathBuf) {
@@ -134,6 +136,35 @@ async fn discard_store_keeps_names_and_no_bytes() {
 	written.remove(&plain2);
 
 	assert_eq!(listed_blocks(&store, data_dir).await, written);
+}
+
+/// The raw store writes every block's bytes into its file's next slot and
+/// keeps only the names: reads fail, listings are the discard store's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_store_writes_bytes_and_keeps_names() {
+	let tmp = mktemp::Temp::new_dir().unwrap();
+	let data_dir = tmp.as_path().join("data");
+	let store = RawBlockStore::open(&[data_dir.clone()]).unwrap();
+	let file = data_dir.join(RAW_FILE_NAME);
+	assert_eq!(std::fs::metadata(&file).unwrap().len(), RAW_SLOTS * RAW_SLOT_BYTES);
+	let mut written = BTreeSet::new();
+	for i in 0..3u8 {
+		let (dir, path) = block_path(&data_dir, &hash(i), "");
+		store.write(&dir, &path, Bytes::from(vec![i + 1; 5000]), true, None).await.unwrap();
+		assert!(store.exists(&path).await);
+		assert!(store.read(&path).await.is_err());
+		written.insert(path);
+	}
+	let bytes = std::fs::read(&file).unwrap();
+	for i in 0..3u8 {
+		let slot = &bytes[(i as u64 * RAW_SLOT_BYTES) as usize..][..5000];
+		assert!(slot.iter().all(|&b| b == i + 1), "slot {} holds block {}", i, i);
+	}
+	let (dir, too_big) = block_path(&data_dir, &hash(9), "");
+	let big = Bytes::from(vec![0u8; RAW_SLOT_BYTES as usize + 1]);
+	assert!(store.write(&dir, &too_big, big, true, None).await.is_err());
+	assert!(!store.exists(&too_big).await);
+	assert_eq!(listed_blocks(&store, &data_dir).await, written);
 }
 
 #[cfg(feature = "larder")]
