@@ -59,7 +59,8 @@ pub(crate) fn resume(
         let response = if stopping {
             Ok(Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() })
         } else {
-            execute_now(shared, worker, &client, request)
+            let (_, file) = shared.route(&client, &request);
+            execute_now(shared, worker, &client, request, file)
         };
         drop(revocation);
         answered += 1;
