@@ -19,7 +19,7 @@ use larder_protocol::message::{Request, Response};
 use crate::clients::ConnectedClient;
 use crate::leases::Revocation;
 use crate::server::Shared;
-use crate::worker::{deliver, execute_now};
+use crate::worker::{deliver, execute_now, Delivery};
 
 /// A request waiting for its revocation.
 pub(crate) struct Deferred {
@@ -72,7 +72,9 @@ pub(crate) fn resume(
             }
         };
         let Ok(rings) = client.region.server_rings(worker) else { continue };
-        deliver(&client, worker, rings, id, &response, reply);
+        if deliver(&client, worker, rings, id, &response, reply) == Delivery::Sent {
+            crate::worker::wake(rings);
+        }
     }
     answered
 }

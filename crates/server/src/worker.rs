@@ -171,7 +171,13 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>], timeout
 }
 
 /// Serves one client's ring for one round; returns how many requests it
-/// took.
+/// took. The client is woken (if it sleeps) once for the completions of
+/// the round, not once per completion: a client that posted a request
+/// (a release, a write) and then sent the call it waits for would
+/// otherwise be woken for the posted one's answer, find it is not the
+/// one it waits for, and sleep again. A request that may take long
+/// (`quick` says which do not) is preceded by the wake-up for what was
+/// answered before it, so no answer waits behind it.
 fn serve_client(
     shared: &Shared,
     worker: u32,
@@ -193,6 +199,8 @@ fn serve_client(
         }
     };
     let mut taken = 0;
+    // Completions written this round that the client was not woken for.
+    let mut unwoken = false;
     while taken < BATCH {
         if waiting && back_pressured(client, worker) {
             // Back-pressure: it reaps completions first.
@@ -219,6 +227,10 @@ fn serve_client(
                 return taken;
             }
         };
+        if unwoken && !quick(&request) {
+            wake(rings);
+            unwoken = false;
+        }
         let response = if stopping {
             Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() }
         } else {
@@ -237,12 +249,48 @@ fn serve_client(
             crate::read_buffer::give_back(bytes);
         }
         match delivery {
-            Delivery::Sent => {}
+            Delivery::Sent => unwoken = true,
             Delivery::Queued => waiting = true,
             Delivery::Dropped => return taken,
         }
     }
+    if unwoken {
+        wake(rings);
+    }
     taken
+}
+
+/// Wakes the client if it sleeps on its completion ring. A failed
+/// wake-up leaves it to its timed wait.
+pub(crate) fn wake(rings: ServerRings<'_>) {
+    let _ = rings.wake_client();
+}
+
+/// Requests that wait for nothing in the engine (no fsync, sync or
+/// batch; at most 64 KiB of bytes): a completion's wake-up may wait
+/// behind them until the end of the round.
+fn quick(request: &Request) -> bool {
+    const QUICK_BYTES: u64 = 64 << 10;
+    match request {
+        Request::Ping
+        | Request::Lookup { .. }
+        | Request::GetAttributes { .. }
+        | Request::Resolve { .. }
+        | Request::Readlink { .. }
+        | Request::Access { .. }
+        | Request::Open { .. }
+        | Request::Release { .. }
+        | Request::ReleaseDirectory { .. }
+        | Request::Lease { .. } => true,
+        Request::OpenPath { flags, read, .. } => flags & libc::O_TRUNC == 0 && u64::from(*read) <= QUICK_BYTES,
+        Request::Read { length, .. } => u64::from(*length) <= QUICK_BYTES,
+        Request::ReadBuffer { into, .. } => u64::from(into.length) <= QUICK_BYTES,
+        Request::Write { data, .. } => match data {
+            larder_protocol::message::Payload::Inline(bytes) => bytes.len() as u64 <= QUICK_BYTES,
+            larder_protocol::message::Payload::Buffer(slice) => u64::from(slice.length) <= QUICK_BYTES,
+        },
+        _ => false,
+    }
 }
 
 /// What became of a completion.
@@ -259,7 +307,8 @@ pub(crate) enum Delivery {
 
 /// Sends the completion `response` to request `id`, or queues it in the
 /// client's backlog when the ring is full (or the backlog holds older
-/// ones); closes a client that broke the completion ring.
+/// ones); closes a client that broke the completion ring. Wakes nobody:
+/// after a `Sent`, the caller wakes the client ([`wake`]).
 pub(crate) fn deliver(
     client: &ConnectedClient,
     worker: u32,
@@ -291,12 +340,11 @@ pub(crate) fn deliver(
             false
         }
     };
-    if !sent {
-        return Delivery::Queued;
+    if sent {
+        Delivery::Sent
+    } else {
+        Delivery::Queued
     }
-    // A failed wake-up leaves the client to its timed wait.
-    let _ = rings.wake_client();
-    Delivery::Sent
 }
 
 /// Executes one request, or redirects it to the worker that must serve
