@@ -181,6 +181,9 @@ fn serve(state: &mut NullState, client: &NullClient, record: &mut Vec<u8>, reply
         }
     }
     let mut taken = 0;
+    // As `larder serve`'s worker: the client is woken once for the
+    // completions of the round (its requests here are all quick).
+    let mut unwoken = false;
     while taken < BATCH {
         match rings.receive(record) {
             Ok(true) => {}
@@ -199,10 +202,13 @@ fn serve(state: &mut NullState, client: &NullClient, record: &mut Vec<u8>, reply
         encode_response(id, state.answer(request), reply);
         let sent = backlog.is_empty() && matches!(rings.send(reply), Ok(true));
         if sent {
-            let _ = rings.wake_client();
+            unwoken = true;
         } else {
             backlog.push_back(std::mem::take(reply));
         }
+    }
+    if unwoken {
+        let _ = rings.wake_client();
     }
     taken
 }

@@ -24,23 +24,27 @@ impl Fs {
     pub fn open_file(&self, cred: &Cred, ino: u64, flags: i32) -> Result<u64> {
         let (read, write) = access_mode(flags)?;
         let _gate = self.handles.gate(ino);
-        let o = self.onode(ino)?;
-        if o.nlink == 0 && o.kind != Kind::Directory && !self.handles.is_open(ino) {
-            return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name")));
-        }
-        match o.kind {
-            Kind::Directory if write => {
-                return Err(FsError::posix(libc::EISDIR, format!("object {ino} opened for writing")))
+        let truncate = flags & libc::O_TRUNC != 0;
+        // Checked on the cached onode, borrowed: an open copies nothing.
+        let kind = self.with_onode(ino, |o| -> Result<Kind> {
+            if o.nlink == 0 && o.kind != Kind::Directory && !self.handles.is_open(ino) {
+                return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name")));
             }
-            Kind::Symlink => return Err(FsError::posix(libc::ELOOP, format!("object {ino} is a symlink"))),
-            _ => {}
-        }
-        let mask = if read { READ } else { 0 } | if write { WRITE } else { 0 };
-        perm::check(&o, ino, cred, mask)?;
-        if flags & libc::O_TRUNC != 0 && o.kind == Kind::File {
-            if !write {
-                perm::check(&o, ino, cred, WRITE)?;
+            match o.kind {
+                Kind::Directory if write => {
+                    return Err(FsError::posix(libc::EISDIR, format!("object {ino} opened for writing")))
+                }
+                Kind::Symlink => return Err(FsError::posix(libc::ELOOP, format!("object {ino} is a symlink"))),
+                _ => {}
             }
+            let mask = if read { READ } else { 0 } | if write { WRITE } else { 0 };
+            perm::check(o, ino, cred, mask)?;
+            if truncate && o.kind == Kind::File && !write {
+                perm::check(o, ino, cred, WRITE)?;
+            }
+            Ok(o.kind)
+        })??;
+        if truncate && kind == Kind::File {
             self.truncate_for_open(cred, ino)?;
         }
         Ok(self.handles.add_file(FileHandle { ino, read, write, append: flags & libc::O_APPEND != 0 }))
@@ -231,7 +235,7 @@ impl Fs {
         let _gate = self.handles.gate(ino);
         // Checked again under the gate: a concurrent release may have won.
         let (_, left) = self.handles.remove_file(fh).ok_or_else(|| not_open(fh))?;
-        if left == 0 && self.store.stat(ino)?.is_some_and(|o| o.nlink == 0) {
+        if left == 0 && self.store.with_attributes(ino, |o| o.nlink == 0)?.unwrap_or(false) {
             self.store.free_orphan(ino, Durability::Buffered)?;
         }
         Ok(())

@@ -135,7 +135,7 @@ impl Fs {
 
     /// `f` of the onode of `ino` borrowed from the cache (no copy; an
     /// inline location without its bytes), or ENOENT.
-    fn with_onode<T>(&self, ino: u64, f: impl FnOnce(&Onode) -> T) -> Result<T> {
+    pub(crate) fn with_onode<T>(&self, ino: u64, f: impl FnOnce(&Onode) -> T) -> Result<T> {
         self.store.with_attributes(ino, f)?.ok_or_else(|| missing(ino))
     }
 
@@ -168,6 +168,27 @@ impl Fs {
             }
         };
         self.getattr(child)
+    }
+
+    /// [`Fs::lookup`] of `name` (neither `.` nor `..`) in directory
+    /// `parent`, whose attributes the caller has just read (a path walk
+    /// has them from the step before): the search permission is checked
+    /// on them rather than on a second read of the same onode.
+    pub(crate) fn lookup_below(&self, cred: &Cred, parent: &Attr, name: &[u8]) -> Result<Attr> {
+        if parent.kind != Kind::Directory {
+            return Err(FsError::posix(libc::ENOTDIR, format!("object {}", parent.ino)));
+        }
+        if !perm::allowed_by(parent.kind, parent.mode, parent.uid, parent.gid, cred, EXEC) {
+            return Err(perm::refused(parent.ino, cred, EXEC));
+        }
+        check_length(name)?;
+        let found = list::lookup_attributes(&self.store, parent.ino, name, |d, o| Attr::from_onode(d.child, o))
+            .map_err(|e| match e {
+                NamespaceError::Object(ObjectError::InvalidName { .. }) => FsError::posix(libc::EINVAL, e.to_string()),
+                e => e.into(),
+            })?;
+        let (dentry, attr) = found.ok_or_else(|| FsError::no_entry(parent.ino, name))?;
+        attr.ok_or_else(|| missing(dentry.child))
     }
 
     /// Creates a regular file, device node, fifo or socket (`mode` carries

@@ -4,6 +4,7 @@
 //! one before the last component, the last when asked) up to
 //! [`MAX_SYMLINK_FOLLOWS`], and Linux's limits and errors.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use larder_object::meta::Kind;
@@ -25,7 +26,11 @@ pub struct Resolved {
     pub attr: Option<Attr>,
 }
 
-fn components(path: &[u8]) -> Result<(VecDeque<Vec<u8>>, bool)> {
+/// A path's components: borrowed from the path asked for, owned when a
+/// symbolic link's target put them there.
+type Parts<'p> = VecDeque<Cow<'p, [u8]>>;
+
+fn components(path: &[u8]) -> Result<(Parts<'_>, bool)> {
     if path.len() >= PATH_MAX {
         return Err(FsError::posix(libc::ENAMETOOLONG, format!("a path of {} bytes", path.len())));
     }
@@ -40,7 +45,7 @@ fn components(path: &[u8]) -> Result<(VecDeque<Vec<u8>>, bool)> {
         if c.len() > NAME_MAX {
             return Err(FsError::posix(libc::ENAMETOOLONG, format!("a path component of {} bytes", c.len())));
         }
-        parts.push_back(c.to_vec());
+        parts.push_back(Cow::Borrowed(c));
     }
     let dir_only = path.ends_with(b"/");
     Ok((parts, dir_only))
@@ -53,6 +58,9 @@ impl Fs {
     pub fn resolve(&self, cred: &Cred, path: &[u8], follow: bool) -> Result<Resolved> {
         let (mut parts, mut dir_only) = components(path)?;
         let mut dir = self.root();
+        // The attributes of `dir` when the walk came to it by a lookup
+        // just now: the next step checks search permission on them.
+        let mut dir_attr: Option<Attr> = None;
         let mut follows = 0usize;
         if parts.is_empty() {
             return Ok(Resolved { parent: dir, name: Vec::new(), attr: Some(self.getattr(dir)?) });
@@ -62,13 +70,19 @@ impl Fs {
                 return Err(FsError::posix(libc::ENOENT, "an empty path"));
             };
             let last = parts.is_empty();
-            let found = match self.lookup(cred, dir, &part) {
+            let looked_up = match dir_attr.take() {
+                Some(parent) if part.as_ref() != b"." && part.as_ref() != b".." => {
+                    self.lookup_below(cred, &parent, &part)
+                }
+                _ => self.lookup(cred, dir, &part),
+            };
+            let found = match looked_up {
                 Ok(a) => Some(a),
                 Err(e) if e.errno() == libc::ENOENT && last => None,
                 Err(e) => return Err(e),
             };
             let Some(attr) = found else {
-                return Ok(Resolved { parent: dir, name: part, attr: None });
+                return Ok(Resolved { parent: dir, name: part.into_owned(), attr: None });
             };
             if attr.kind == Kind::Symlink && (!last || follow || dir_only) {
                 follows += 1;
@@ -82,10 +96,10 @@ impl Fs {
                 }
                 if inner.is_empty() {
                     // A link to `/`.
-                    parts.push_front(b".".to_vec());
+                    parts.push_front(Cow::Borrowed(&b"."[..]));
                 }
                 for p in inner.into_iter().rev() {
-                    parts.push_front(p);
+                    parts.push_front(Cow::Owned(p.into_owned()));
                 }
                 if last && inner_dir_only {
                     // A trailing slash of the target counts like ours.
@@ -100,7 +114,7 @@ impl Fs {
                         format!("{:?} is not a directory", String::from_utf8_lossy(&part)),
                     ));
                 }
-                return Ok(Resolved { parent: dir, name: part, attr: Some(attr) });
+                return Ok(Resolved { parent: dir, name: part.into_owned(), attr: Some(attr) });
             }
             if attr.kind != Kind::Directory {
                 return Err(FsError::posix(
@@ -109,6 +123,7 @@ impl Fs {
                 ));
             }
             dir = attr.ino;
+            dir_attr = Some(attr);
         }
     }
 }

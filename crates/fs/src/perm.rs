@@ -27,16 +27,22 @@ const S_IXGRP: u32 = 0o010;
 
 /// Whether `cred` may access `o` for `mask` (`READ | WRITE | EXEC` bits).
 pub fn allowed(o: &Onode, cred: &Cred, mask: u32) -> bool {
+    allowed_by(o.kind, o.mode, o.uid, o.gid, cred, mask)
+}
+
+/// [`allowed`] from the kind, mode and owners alone (an [`Attr`](crate::Attr)
+/// holds them, so a caller with one needs no second read of the onode).
+pub(crate) fn allowed_by(kind: Kind, mode: u32, uid: u32, gid: u32, cred: &Cred, mask: u32) -> bool {
     if cred.is_root() {
         // Execute needs some execute bit, except on directories.
-        return mask & EXEC == 0 || o.kind == Kind::Directory || o.mode & 0o111 != 0;
+        return mask & EXEC == 0 || kind == Kind::Directory || mode & 0o111 != 0;
     }
-    let class = if cred.uid == o.uid {
-        (o.mode >> 6) & 7
-    } else if cred.in_group(o.gid) {
-        (o.mode >> 3) & 7
+    let class = if cred.uid == uid {
+        (mode >> 6) & 7
+    } else if cred.in_group(gid) {
+        (mode >> 3) & 7
     } else {
-        o.mode & 7
+        mode & 7
     };
     class & mask == mask
 }
@@ -46,8 +52,13 @@ pub fn check(o: &Onode, ino: u64, cred: &Cred, mask: u32) -> Result<()> {
     if allowed(o, cred, mask) {
         Ok(())
     } else {
-        Err(FsError::posix(libc::EACCES, format!("{} access to object {ino} refused for uid {}", rwx(mask), cred.uid)))
+        Err(refused(ino, cred, mask))
     }
+}
+
+/// EACCES: `cred` may not access object `ino` for `mask`.
+pub(crate) fn refused(ino: u64, cred: &Cred, mask: u32) -> FsError {
+    FsError::posix(libc::EACCES, format!("{} access to object {ino} refused for uid {}", rwx(mask), cred.uid))
 }
 
 fn rwx(mask: u32) -> String {

@@ -5,7 +5,7 @@
 //! keep a snapshot and take a new one only when the generation moves, so
 //! serving a request takes no lock shared between workers.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use larder_protocol::region::Region;
 use parking_lot::{Mutex, RwLock};
 
+use crate::id_hash::IdMap;
 use crate::placement::Placement;
 use crate::session::Session;
 
@@ -36,7 +37,7 @@ pub(crate) struct ConnectedClient {
     /// changes nor on an open file.
     pub(crate) home: AtomicU32,
     /// Its open files: handle to inode number, for placement.
-    pub(crate) files: Mutex<HashMap<u64, u64>>,
+    pub(crate) files: Mutex<IdMap<u64>>,
     /// Where its files are placed; they are unplaced when it goes.
     pub(crate) placement: Arc<Placement>,
 }

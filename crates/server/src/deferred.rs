@@ -19,7 +19,7 @@ use larder_protocol::message::{Request, Response};
 use crate::clients::ConnectedClient;
 use crate::leases::Revocation;
 use crate::server::Shared;
-use crate::worker::{deliver, execute_now};
+use crate::worker::{deliver, execute_now, Delivery};
 
 /// A request waiting for its revocation.
 pub(crate) struct Deferred {
@@ -59,7 +59,8 @@ pub(crate) fn resume(
         let response = if stopping {
             Ok(Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() })
         } else {
-            execute_now(shared, worker, &client, request)
+            let (_, file) = shared.route(&client, &request);
+            execute_now(shared, worker, &client, request, file)
         };
         drop(revocation);
         answered += 1;
@@ -71,7 +72,9 @@ pub(crate) fn resume(
             }
         };
         let Ok(rings) = client.region.server_rings(worker) else { continue };
-        deliver(&client, worker, rings, id, &response, reply);
+        if deliver(&client, worker, rings, id, &response, reply) == Delivery::Sent {
+            crate::worker::wake(rings);
+        }
     }
     answered
 }

@@ -170,7 +170,7 @@ fn admit(shared: &Shared, stream: UnixStream, doorbell_fd: &OwnedFd) -> Result<(
         backlog: (0..shared.layout.workers).map(|_| Default::default()).collect(),
         closed: AtomicBool::new(false),
         home: AtomicU32::new(shared.placement.home_for_new_client()),
-        files: Mutex::new(HashMap::new()),
+        files: Mutex::new(Default::default()),
         placement: shared.placement.clone(),
     });
     shared.registry.add(client.clone());

@@ -16,10 +16,11 @@
 //! one, so no two workers ever execute requests of one file at once, and a
 //! request is redirected, never dropped or run twice.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
+
+use crate::id_hash::IdMap;
 
 /// The primary worker.
 pub(crate) const PRIMARY: u32 = 0;
@@ -41,9 +42,12 @@ pub(crate) struct Placement {
     active: AtomicU32,
     /// The most workers there may be.
     max: u32,
-    files: RwLock<HashMap<u64, Owner>>,
+    files: RwLock<IdMap<Owner>>,
     /// Per worker: files to hand over, and to whom.
     mailboxes: Vec<Mutex<Vec<Move>>>,
+    /// Per worker, the length of its mailbox, written under its lock: a
+    /// worker looks here every round and takes the lock only for mail.
+    mail: Vec<AtomicUsize>,
     /// Where the next client's home goes.
     next_home: AtomicU32,
 }
@@ -54,8 +58,9 @@ impl Placement {
         Placement {
             active: AtomicU32::new(active),
             max,
-            files: RwLock::new(HashMap::new()),
+            files: RwLock::new(IdMap::default()),
             mailboxes: (0..max).map(|_| Mutex::new(Vec::new())).collect(),
+            mail: (0..max).map(|_| AtomicUsize::new(0)).collect(),
             next_home: AtomicU32::new(0),
         }
     }
@@ -117,7 +122,9 @@ impl Placement {
         }
         if let Some(from) = self.owner(ino) {
             if from != to {
-                self.mailboxes[from as usize].lock().push((ino, to));
+                let mut mailbox = self.mailboxes[from as usize].lock();
+                mailbox.push((ino, to));
+                self.mail[from as usize].store(mailbox.len(), Ordering::Release);
             }
         }
     }
@@ -127,13 +134,14 @@ impl Placement {
     /// them waits in this worker, and must run before another worker runs
     /// the next): their moves stay in the mailbox. Returns how many moved.
     pub(crate) fn hand_over(&self, worker: u32, held: &[u64]) -> usize {
-        let mut mailbox = self.mailboxes[worker as usize].lock();
-        if mailbox.is_empty() {
+        if !self.has_moves(worker) {
             return 0;
         }
+        let mut mailbox = self.mailboxes[worker as usize].lock();
         let (kept, moves): (Vec<Move>, Vec<Move>) =
             std::mem::take(&mut *mailbox).into_iter().partition(|(ino, _)| held.contains(ino));
         *mailbox = kept;
+        self.mail[worker as usize].store(mailbox.len(), Ordering::Release);
         drop(mailbox);
         let mut files = self.files.write();
         let mut moved = 0;
@@ -150,7 +158,7 @@ impl Placement {
 
     /// Whether worker `worker` has files to hand over.
     pub(crate) fn has_moves(&self, worker: u32) -> bool {
-        !self.mailboxes[worker as usize].lock().is_empty()
+        self.mail[worker as usize].load(Ordering::Acquire) > 0
     }
 
     /// The files worker `worker` owns.

@@ -19,7 +19,6 @@
 //! through a descriptor or a working directory inside it after its
 //! directory's mode changes.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -30,6 +29,7 @@ use parking_lot::Mutex;
 
 use crate::client_count::ClientCount;
 use crate::error::ServerError;
+use crate::id_hash::{IdMap, IdSet};
 use crate::limits::Limits;
 
 /// What a handle is.
@@ -90,11 +90,20 @@ impl Entry {
     }
 }
 
+/// What a handle reads from or writes to ([`Session::io_target`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum IoTarget {
+    /// An open file, by its fs handle.
+    File { fs_handle: u64 },
+    /// A handle of another kind, on `object`.
+    Other { kind: HandleKind, object: u64 },
+}
+
 /// The handle table.
 #[derive(Default)]
 struct Table {
     next: u64,
-    entries: HashMap<u64, Entry>,
+    entries: IdMap<Entry>,
     /// Slots taken by opens in progress (counted against the limit).
     reserved: usize,
 }
@@ -140,7 +149,7 @@ pub struct Session {
     limits: Limits,
     table: Mutex<Table>,
     /// Inode numbers the session has reached (see the module doc).
-    known: Mutex<HashSet<u64>>,
+    known: Mutex<IdSet>,
     in_flight: AtomicU32,
     counters: Counters,
     /// Its leases, and the table they are in (none for a session made
@@ -213,7 +222,7 @@ impl Session {
         clients: Arc<ClientCount>,
     ) -> Session {
         let kv = Arc::new(Kv::with_store(Arc::clone(fs.store()), (uid, gid)));
-        let known = Mutex::new(HashSet::from([fs.root()]));
+        let known = Mutex::new(IdSet::from_iter([fs.root()]));
         Session {
             known,
             cred: Cred::new(uid, gid, groups.clone()),
@@ -295,6 +304,16 @@ impl Session {
         self.table.lock().entries.get(&handle).map(|e| (e.kind(), e.object()))
     }
 
+    /// What handle `handle` is, for a read or a write: a file's fs handle,
+    /// or another kind and its object; `None` if not open. One look at the
+    /// table where [`Session::handle`] and [`Session::file`] take two.
+    pub(crate) fn io_target(&self, handle: u64) -> Option<IoTarget> {
+        self.table.lock().entries.get(&handle).map(|e| match e {
+            Entry::File { fs_handle, .. } => IoTarget::File { fs_handle: *fs_handle },
+            other => IoTarget::Other { kind: other.kind(), object: other.object() },
+        })
+    }
+
     /// Whether the session has reached object `ino` (the root, or an
     /// object a lookup, path or create of this session returned), so that
     /// requests may name it by number.
@@ -362,8 +381,13 @@ impl Session {
         if matches!(response, Response::Error { .. }) {
             c.errors.fetch_add(1, Ordering::Relaxed);
         }
-        c.bytes_read.fetch_add(read, Ordering::Relaxed);
-        c.bytes_written.fetch_add(written, Ordering::Relaxed);
+        // Most requests move no bytes: no locked add for them.
+        if read > 0 {
+            c.bytes_read.fetch_add(read, Ordering::Relaxed);
+        }
+        if written > 0 {
+            c.bytes_written.fetch_add(written, Ordering::Relaxed);
+        }
     }
 
     /// Takes a slot of the handle table for an open about to be made, or

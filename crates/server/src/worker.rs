@@ -47,6 +47,18 @@ pub(crate) struct WorkerStats {
     pub(crate) redirects: std::sync::atomic::AtomicU64,
 }
 
+impl WorkerStats {
+    /// Counts a request executed in `nanos`. Only the worker's own thread
+    /// writes its counters (others read them), so a load and a store
+    /// do, without a locked add.
+    fn count(&self, nanos: u64) {
+        let requests = self.requests.load(Ordering::Relaxed);
+        self.requests.store(requests + 1, Ordering::Relaxed);
+        let busy = self.busy_nanos.load(Ordering::Relaxed);
+        self.busy_nanos.store(busy + nanos, Ordering::Relaxed);
+    }
+}
+
 /// Runs worker `worker` until the server stops.
 pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
     let mut clients: Vec<Arc<ConnectedClient>> = Vec::new();
@@ -71,8 +83,8 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
         let mut served = shared.placement.hand_over(worker, &held);
         served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
         // Clients with requests waiting as the round starts: the load
-        // manager's measure of this worker's queues.
-        let pending = clients.iter().filter(|c| servable(c, worker)).count() as u64;
+        // manager's measure of this worker's queues (counted only for it).
+        let pending = if shared.managed { clients.iter().filter(|c| servable(c, worker)).count() as u64 } else { 0 };
         let mut requests = 0;
         for client in &clients {
             if client.is_closed() {
@@ -159,7 +171,13 @@ fn sleep(shared: &Shared, worker: u32, clients: &[Arc<ConnectedClient>], timeout
 }
 
 /// Serves one client's ring for one round; returns how many requests it
-/// took.
+/// took. The client is woken (if it sleeps) once for the completions of
+/// the round, not once per completion: a client that posted a request
+/// (a release, a write) and then sent the call it waits for would
+/// otherwise be woken for the posted one's answer, find it is not the
+/// one it waits for, and sleep again. A request that may take long
+/// (`quick` says which do not) is preceded by the wake-up for what was
+/// answered before it, so no answer waits behind it.
 fn serve_client(
     shared: &Shared,
     worker: u32,
@@ -171,13 +189,20 @@ fn serve_client(
 ) -> usize {
     let Ok(rings) = client.region.server_rings(worker) else { return 0 };
     let backlog = &client.backlog[worker as usize];
-    if let Err(why) = drain_backlog(rings, backlog) {
-        client.close(&why);
-        return 0;
-    }
+    // Whether completions wait in the backlog: only then can the client
+    // be back-pressured, and only a delivery that queues makes it so.
+    let mut waiting = match drain_backlog(rings, backlog) {
+        Ok(left) => left > 0,
+        Err(why) => {
+            client.close(&why);
+            return 0;
+        }
+    };
     let mut taken = 0;
+    // Completions written this round that the client was not woken for.
+    let mut unwoken = false;
     while taken < BATCH {
-        if back_pressured(client, worker) {
+        if waiting && back_pressured(client, worker) {
             // Back-pressure: it reaps completions first.
             break;
         }
@@ -202,6 +227,10 @@ fn serve_client(
                 return taken;
             }
         };
+        if unwoken && !quick(&request) {
+            wake(rings);
+            unwoken = false;
+        }
         let response = if stopping {
             Response::Error { errno: libc::ESHUTDOWN, message: "the server is shutting down".into() }
         } else {
@@ -214,16 +243,72 @@ fn serve_client(
                 }
             }
         };
-        if !deliver(client, worker, rings, id, &response, reply) {
-            return taken;
+        let delivery = deliver(client, worker, rings, id, &response, reply);
+        if let Response::Data(bytes) = response {
+            // Encoded: its buffer serves the next read.
+            crate::read_buffer::give_back(bytes);
         }
+        match delivery {
+            Delivery::Sent => unwoken = true,
+            Delivery::Queued => waiting = true,
+            Delivery::Dropped => return taken,
+        }
+    }
+    if unwoken {
+        wake(rings);
     }
     taken
 }
 
+/// Wakes the client if it sleeps on its completion ring. A failed
+/// wake-up leaves it to its timed wait.
+pub(crate) fn wake(rings: ServerRings<'_>) {
+    let _ = rings.wake_client();
+}
+
+/// Requests that wait for nothing in the engine (no fsync, sync or
+/// batch; at most 64 KiB of bytes): a completion's wake-up may wait
+/// behind them until the end of the round.
+fn quick(request: &Request) -> bool {
+    const QUICK_BYTES: u64 = 64 << 10;
+    match request {
+        Request::Ping
+        | Request::Lookup { .. }
+        | Request::GetAttributes { .. }
+        | Request::Resolve { .. }
+        | Request::Readlink { .. }
+        | Request::Access { .. }
+        | Request::Open { .. }
+        | Request::Release { .. }
+        | Request::ReleaseDirectory { .. }
+        | Request::Lease { .. } => true,
+        Request::OpenPath { flags, read, .. } => flags & libc::O_TRUNC == 0 && u64::from(*read) <= QUICK_BYTES,
+        Request::Read { length, .. } => u64::from(*length) <= QUICK_BYTES,
+        Request::ReadBuffer { into, .. } => u64::from(into.length) <= QUICK_BYTES,
+        Request::Write { data, .. } => match data {
+            larder_protocol::message::Payload::Inline(bytes) => bytes.len() as u64 <= QUICK_BYTES,
+            larder_protocol::message::Payload::Buffer(slice) => u64::from(slice.length) <= QUICK_BYTES,
+        },
+        _ => false,
+    }
+}
+
+/// What became of a completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Written to the completion ring.
+    Sent,
+    /// Queued in the client's backlog: its ring had no room, or older
+    /// completions wait before it.
+    Queued,
+    /// The client broke the completion ring and is closed.
+    Dropped,
+}
+
 /// Sends the completion `response` to request `id`, or queues it in the
-/// client's backlog when the ring is full; false if the client broke the
-/// completion ring (it is closed).
+/// client's backlog when the ring is full (or the backlog holds older
+/// ones); closes a client that broke the completion ring. Wakes nobody:
+/// after a `Sent`, the caller wakes the client ([`wake`]).
 pub(crate) fn deliver(
     client: &ConnectedClient,
     worker: u32,
@@ -231,7 +316,7 @@ pub(crate) fn deliver(
     id: u64,
     response: &Response,
     reply: &mut Vec<u8>,
-) -> bool {
+) -> Delivery {
     let backlog = &client.backlog[worker as usize];
     encode_within(id, response, rings.max_record(), reply);
     let sent = {
@@ -247,7 +332,7 @@ pub(crate) fn deliver(
                 Err(SendError::Violation(violation)) => {
                     drop(waiting);
                     client.close(&format!("broke the completion ring: {violation}"));
-                    return false;
+                    return Delivery::Dropped;
                 }
             }
         } else {
@@ -256,10 +341,10 @@ pub(crate) fn deliver(
         }
     };
     if sent {
-        // A failed wake-up leaves the client to its timed wait.
-        let _ = rings.wake_client();
+        Delivery::Sent
+    } else {
+        Delivery::Queued
     }
-    true
 }
 
 /// Executes one request, or redirects it to the worker that must serve
@@ -273,7 +358,7 @@ fn answer(
     request: Request,
     deferred: &mut Vec<Deferred>,
 ) -> Result<Option<Response>, String> {
-    let (target, _) = shared.route(client, &request);
+    let (target, file) = shared.route(client, &request);
     if target != worker {
         shared.worker_stats[worker as usize].redirects.fetch_add(1, Ordering::Relaxed);
         return Ok(Some(Response::Redirect { worker: target }));
@@ -283,21 +368,22 @@ fn answer(
         deferred.push(Deferred { client: client.clone(), id, request, revocation: waiting });
         return Ok(None);
     }
-    let response = execute_now(shared, worker, client, request);
+    let response = execute_now(shared, worker, client, request, file);
     drop(revocation);
     response.map(Some)
 }
 
 /// Executes a request that this worker serves and whose revocation, if
 /// any, is settled; keeps the counters, the load and the placement of
-/// open files in step.
+/// open files in step. `file` is the open file it is on, as routed
+/// (`Shared::route`).
 pub(crate) fn execute_now(
     shared: &Shared,
     worker: u32,
     client: &ConnectedClient,
     request: Request,
+    file: Option<u64>,
 ) -> Result<Response, String> {
-    let (_, file) = shared.route(client, &request);
     let opened_file = matches!(request, Request::Open { .. } | Request::OpenPath { .. } | Request::Create { .. });
     let released = match request {
         Request::Release { handle } => Some(handle),
@@ -315,9 +401,7 @@ pub(crate) fn execute_now(
     if let (true, Ok(Response::Text(text))) = (stats_asked, &mut result) {
         text.push_str(&crate::server_stats::section(shared));
     }
-    let stats = &shared.worker_stats[worker as usize];
-    stats.requests.fetch_add(1, Ordering::Relaxed);
-    stats.busy_nanos.fetch_add(nanos, Ordering::Relaxed);
+    shared.worker_stats[worker as usize].count(nanos);
     if shared.managed {
         shared.load.add(worker, client.id, file, nanos);
     }
@@ -367,11 +451,12 @@ fn unreachable_too_large() -> bool {
     false
 }
 
-/// Writes the completions waiting for room, in order, while there is room.
+/// Writes the completions waiting for room, in order, while there is room;
+/// returns how many still wait.
 fn drain_backlog(
     rings: ServerRings<'_>,
     backlog: &parking_lot::Mutex<std::collections::VecDeque<Vec<u8>>>,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let mut waiting = backlog.lock();
     let mut sent = false;
     while let Some(front) = waiting.front() {
@@ -388,8 +473,10 @@ fn drain_backlog(
             Err(SendError::Violation(violation)) => return Err(format!("broke the completion ring: {violation}")),
         }
     }
+    let left = waiting.len();
+    drop(waiting);
     if sent {
         let _ = rings.wake_client();
     }
-    Ok(())
+    Ok(left)
 }

@@ -9,7 +9,7 @@ use larder_protocol::message::{BufferSlice, Payload, Response};
 
 use super::{Call, Outcome, Refusal};
 use crate::convert;
-use crate::session::{Entry, HandleKind};
+use crate::session::{Entry, HandleKind, IoTarget};
 
 pub(super) fn open(call: &Call<'_>, ino: u64, flags: i32) -> Outcome {
     // The slot first: a client at its limit opens (and truncates) nothing.
@@ -31,18 +31,20 @@ pub(super) fn create(call: &Call<'_>, parent: u64, name: &[u8], mode: u32, flags
 
 /// Up to `length` bytes at `offset` through a file or KV reader handle.
 fn read_bytes(call: &Call<'_>, handle: u64, offset: u64, length: usize) -> Result<Vec<u8>, Refusal> {
-    let bytes = match call.session.handle(handle) {
-        Some((HandleKind::File, _)) => {
-            let (fs_handle, _) = call.session.file(handle)?;
-            call.fs.read(fs_handle, offset, length)?
+    let bytes = match call.session.io_target(handle) {
+        Some(IoTarget::File { fs_handle }) => {
+            let mut buffer = crate::read_buffer::take(length);
+            let n = call.fs.read_into(fs_handle, offset, &mut buffer)?;
+            buffer.truncate(n);
+            buffer
         }
-        Some((HandleKind::KvReader, object)) => {
+        Some(IoTarget::Other { kind: HandleKind::KvReader, object }) => {
             let mut buf = vec![0u8; length];
             let n = call.fs.store().read(object, offset, &mut buf).map_err(KvError::from)?;
             buf.truncate(n);
             buf
         }
-        Some((kind, _)) => return Err(not_for(handle, kind, "reading").into()),
+        Some(IoTarget::Other { kind, .. }) => return Err(not_for(handle, kind, "reading").into()),
         None => return Err(not_open(handle).into()),
     };
     call.count_read(bytes.len());
@@ -63,13 +65,10 @@ pub(super) fn read_buffer(call: &Call<'_>, handle: u64, offset: u64, into: Buffe
 pub(super) fn write(call: &Call<'_>, handle: u64, offset: u64, data: Payload) -> Outcome {
     // Copied out of the client's memory before anything looks at it.
     let data = call.payload(data)?;
-    let written = match call.session.handle(handle) {
-        Some((HandleKind::File, _)) => {
-            let (fs_handle, _) = call.session.file(handle)?;
-            call.fs.write(call.cred, fs_handle, offset, &data)?
-        }
-        Some((HandleKind::KvWriter, _)) => write_value(call, handle, offset, &data)?,
-        Some((kind, _)) => return Err(not_for(handle, kind, "writing").into()),
+    let written = match call.session.io_target(handle) {
+        Some(IoTarget::File { fs_handle }) => call.fs.write(call.cred, fs_handle, offset, &data)?,
+        Some(IoTarget::Other { kind: HandleKind::KvWriter, .. }) => write_value(call, handle, offset, &data)?,
+        Some(IoTarget::Other { kind, .. }) => return Err(not_for(handle, kind, "writing").into()),
         None => return Err(not_open(handle).into()),
     };
     call.count_written(written);

@@ -56,7 +56,8 @@ pub(super) fn resolve(call: &Call<'_>, path: &[u8], follow: bool) -> Outcome {
     if let Some(attr) = &resolved.attr {
         call.session.learn(attr.ino)?;
     }
-    Ok(convert::resolved(&resolved))
+    let attributes = resolved.attr.as_ref().map(convert::attributes);
+    Ok(Response::Resolved { parent: resolved.parent, name: resolved.name, attributes })
 }
 
 pub(super) fn mknod(call: &Call<'_>, parent: u64, name: &[u8], mode: u32, rdev: u64) -> Outcome {

@@ -45,7 +45,7 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
     let slot = call.session.reserve()?;
     let fs_handle = call.fs.open_file(call.cred, found.ino, flags)?;
     let handle = slot.fill(Entry::File { fs_handle, ino: found.ino });
-    match answer(call, resolved.parent, resolved.name, found.ino, handle, fs_handle, flags, read, lease) {
+    match answer(call, resolved.parent, resolved.name, found, handle, fs_handle, flags, read, lease) {
         Ok(response) => Ok(response),
         Err(refusal) => {
             // The client never learns of a handle whose answer failed.
@@ -59,21 +59,24 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
 
 /// The answer to an open that succeeded: the lease first, so that the
 /// attributes and bytes read after it are covered by it (a change after
-/// the grant revokes it), then the attributes and the bytes.
+/// the grant revokes it), then the attributes and the bytes. Without a
+/// lease the attributes are those the resolution found (`found`), as
+/// `Resolve` and then `Open` would have answered them.
 #[allow(clippy::too_many_arguments)]
 fn answer(
     call: &Call<'_>,
     parent: u64,
     name: Vec<u8>,
-    ino: u64,
+    found: larder_fs::Attr,
     handle: u64,
     fs_handle: u64,
     flags: i32,
     read: u32,
     lease: bool,
 ) -> Outcome {
+    let ino = found.ino;
     let grant = if lease { grant(call, ino) } else { None };
-    let attr = call.fs.getattr(ino)?;
+    let attr = if lease { call.fs.getattr(ino)? } else { found };
     let attributes = convert::attributes(&attr);
     let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
     let mut response = Response::PathOpened {
