@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use larder_io::write_all_at;
 use larder_namespace::NamespaceTxn;
-use larder_object::meta::{heap_span_key, HeapObject};
+use larder_object::meta::{heap_span_key, HeapObject, HEAP_OBJECT_ARENA, HEAP_OBJECT_RECYCLED};
 use larder_object::{Durability, LockRequest};
 
 use crate::error::{HeapError, Result};
@@ -34,8 +34,62 @@ struct Source {
 impl Heap {
     /// A copy of `object` alone (PSHFS's mfcopy): its bytes, type and
     /// allocator state, under a new id. Pointers in it are not followed.
+    ///
+    /// The copy is made as [`Heap::alloc`] makes an object (a freed
+    /// object's spare file reused when there is one) and attached to this
+    /// process; its bytes go from file to file inside the kernel
+    /// (`copy_file_range`: none through user space, no page faults on
+    /// either mapping), and are durable at the next [`Heap::sync`] like
+    /// any other object's bytes.
     pub fn copy(&self, object: ObjectId) -> Result<ObjectId> {
-        self.duplicate(object.0, false).map(ObjectId)
+        let id = object.0;
+        self.check_writable("copy an object")?;
+        let source = self.attach(id)?;
+        // The allocator's records before the bytes, so the bytes cover
+        // every range they claim.
+        let spans = self.span_records_now(id)?;
+        let span_bytes: u64 = spans.iter().map(|(_, v)| 32 + v.len() as u64).sum();
+        if COPY_RECORD_BYTES + span_bytes > larder_namespace::bulk::record_budget(&self.shared.store) {
+            // Too many records for one log record: an index run of its own.
+            return self.duplicate(id, false).map(ObjectId);
+        }
+        let found = self.shared.store.heap_object(id)?.filter(|r| r.heap == self.shared.root);
+        let record = found.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
+        let mut flags = record.flags & !HEAP_OBJECT_RECYCLED;
+        if !spans.is_empty() {
+            flags |= HEAP_OBJECT_ARENA;
+        }
+        let copy = HeapObject { heap: self.shared.root, type_id: record.type_id, durable_size: 0, flags };
+        let size = source.size();
+        let root = self.shared.root;
+        let store = &self.shared.store;
+        // Checked before its file is read (its lock is held then): still
+        // an object of this heap.
+        let in_heap = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
+            match txn.heap_object(id)?.filter(|r| r.heap == root) {
+                Some(_) => Ok(()),
+                None => Err(crate::error::not_found(format!("object {id}"))),
+            }
+        };
+        let file_holds_bytes = !source.region().is_emulated();
+        let locks = [LockRequest::Shared(id)];
+        self.make_object(size, copy, &locks, file_holds_bytes.then_some(id), |txn, new, region, copied| {
+            in_heap(txn)?;
+            if copied {
+                // The spare's file was filled from the source's.
+            } else if !file_holds_bytes || region.is_emulated() {
+                // Emulated mappings hold bytes their files do not have yet.
+                let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| crate::error::invalid("too large"))?];
+                source.read(0, &mut bytes)?;
+                crate::attach::store_in(region, 0, &bytes)?;
+            } else {
+                store.copy_heap_file(id, new, size)?;
+            }
+            for (key, value) in &spans {
+                txn.put(&heap_span_key(new, *key), value);
+            }
+            Ok(())
+        })
     }
 
     /// A deep copy of `object` (PSHFS's mfclone): every object reachable

@@ -2,10 +2,10 @@
 //! mfgetobj, mfdreference, mfnptr, mfcloseobj, mffreeobj), and safe copies
 //! in and out of their bytes.
 
-use larder_io::MapAccess;
+use larder_io::{MapAccess, SharedRegion};
 use larder_namespace::NamespaceTxn;
 use larder_object::meta::{heap_name_key, heap_name_prefix, prefix_end, HeapObject, Name};
-use larder_object::{Durability, LockRequest, ObjectError};
+use larder_object::{Durability, LockRequest, ObjectError, Transaction};
 
 use crate::credentials::Owner;
 use crate::error::{invalid, not_found, HeapError, Result};
@@ -35,6 +35,26 @@ impl Heap {
             return Err(invalid(format!("size {size} is above the largest object ({MAX_OBJECT_BYTES} bytes)")));
         }
         self.check_writable("allocate an object")?;
+        let record = HeapObject { heap: self.shared.root, type_id: 0, durable_size: 0, flags: 0 };
+        self.make_object(size, record, &[], None, |_, _, _, _| Ok(()))
+    }
+
+    /// Makes a new object of `size` bytes (zeros) with `record`, attached
+    /// to this process, in one transaction that also holds `locks` and
+    /// runs `fill` (with the new id, its mapping, and whether its bytes are
+    /// already `copy_of`'s) once the object's file exists and is mapped. A
+    /// freed object's spare file is reused when there is one (a rename
+    /// already done: no inode allocated); with `copy_of` (an object whose
+    /// file holds all its bytes: a real mapping's), that empty spare is
+    /// filled by copying the object's file instead of sized with zeros.
+    pub(crate) fn make_object(
+        &self,
+        size: u64,
+        record: HeapObject,
+        locks: &[LockRequest],
+        copy_of: Option<u64>,
+        fill: impl FnOnce(&mut Transaction<'_>, u64, &SharedRegion, bool) -> Result<()>,
+    ) -> Result<ObjectId> {
         // A spare file is already named by the id issued for it.
         let spare = self.shared.pending.lock().spares.pop();
         let id = match &spare {
@@ -42,28 +62,33 @@ impl Heap {
             None => self.shared.store.allocate_object_id()?,
         };
         let name = Heap::object_name(id)?;
-        let locks = [
+        let mut requests = vec![
             LockRequest::Exclusive(id),
             LockRequest::Shared(self.shared.objects_dir),
             LockRequest::Name(self.shared.objects_dir, name.as_bytes().to_vec()),
         ];
-        let record = HeapObject { heap: self.shared.root, type_id: 0, durable_size: 0, flags: 0 };
+        requests.extend_from_slice(locks);
         let owner = (OBJECT_MODE, self.credentials.uid, self.credentials.gid);
         // Read before the transaction: see `Heap::insert_attached`.
         let frees = self.shared.frees.load(std::sync::atomic::Ordering::SeqCst);
-        let made = self.shared.store.transact_locked(&locks, Durability::Buffered, |txn| -> Result<_> {
+        let made = self.shared.store.transact_locked(&requests, Durability::Buffered, |txn| -> Result<_> {
             let reserve = crate::attach::reserve_for(size);
             let has_spare = spare.is_some();
             let mapped = spare.and_then(|s| s.region).filter(|r| r.reserve() >= reserve);
+            // An emulated spare's bytes are its region's, not its file's.
+            let copy_of = copy_of.filter(|_| mapped.as_ref().is_some_and(|r| !r.is_emulated()));
             let made = match mapped {
-                Some(region) => match txn.create_heap_object_in_mapped_spare(id, size, owner, &record, &region) {
-                    Ok(()) => Some((region, true)),
-                    // Removed behind the heap's back: a new file, then.
-                    Err(ObjectError::Io(e)) if e.is_not_found() => None,
-                    Err(e) => return Err(e.into()),
-                },
+                Some(region) => {
+                    match txn.create_heap_object_in_mapped_spare(id, size, owner, &record, &region, copy_of) {
+                        Ok(()) => Some((region, true)),
+                        // Removed behind the heap's back: a new file, then.
+                        Err(ObjectError::Io(e)) if e.is_not_found() => None,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
                 None => None,
             };
+            let copied = made.is_some() && copy_of.is_some();
             let (region, recycled) = match made {
                 Some(made) => made,
                 None => {
@@ -78,6 +103,7 @@ impl Heap {
                 pending.renamed |= recycled;
             }
             txn.link_in(self.shared.objects_dir, &name, id)?;
+            fill(txn, id, &region, copied)?;
             Ok((region, Owner::of(&onode)))
         });
         let ((region, owner), _) = match made {

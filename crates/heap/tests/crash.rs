@@ -1,5 +1,5 @@
 //! Simulated crashes at every write, every sync and every namespace
-//! operation of a workload of alloc, write, add_name, type, clone, grow
+//! operation of a workload of alloc, write, add_name, type, clone, copy, grow
 //! and free with syncs between its stages. After each crash the store is
 //! reopened (recovering) and the heap must hold everything of the last
 //! stage whose `sync` returned, nothing half-there (a clone whole or
@@ -65,6 +65,8 @@ fn workload(store: &Arc<Store>) -> usize {
         stage = 2;
         let d = h.clone(c)?;
         h.add_name(d, "d")?;
+        let f = h.copy(ptrs)?;
+        h.add_name(f, "f")?;
         h.sync()?;
         stage = 3;
         let grown = h.size(a)? + 10_000;
@@ -82,6 +84,8 @@ fn workload(store: &Arc<Store>) -> usize {
             let p = h.alloc_in(a, 100, 8)?;
             h.write_at(a, p.offset, &[0xEE; 100])?;
         }
+        let g = h.copy(a)?;
+        h.add_name(g, "g")?;
         Ok(())
     })();
     stage
@@ -170,6 +174,10 @@ fn check_stage(h: &Heap, stage: usize, what: &str) {
         let d = named("d").unwrap_or_else(|e| panic!("{what}: d: {e}"));
         let c = named("c").unwrap();
         assert_ne!(pointer(h, d).object, pointer(h, c).object, "{what}: d points to b's copy");
+        // f, a copy of ptrs synced in stage 3, holds ptrs's bytes.
+        let f = named("f").unwrap_or_else(|e| panic!("{what}: f: {e}"));
+        let ptrs = named("ptrs").unwrap();
+        assert_eq!(bytes(h, f, 0, 48), bytes(h, ptrs, 0, 48), "{what}: f's bytes are ptrs's");
     }
     if stage >= 2 {
         let ptrs = named("ptrs").unwrap();

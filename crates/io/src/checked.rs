@@ -211,6 +211,11 @@ impl Storage for CheckedStorage {
         self.inner.map_shared_sized(path, create, len, reserve, access)
     }
 
+    fn copy_file(&self, from: &Path, to: &Path, len: u64) -> IoResult<()> {
+        self.latch.check()?;
+        self.inner.copy_file(from, to, len)
+    }
+
     fn open_unshared(&self, path: &Path) -> IoResult<Option<FileRef>> {
         self.latch.check()?;
         let inner = self.inner.open_unshared(path)?;

@@ -48,6 +48,6 @@ pub use real::RealStorage;
 pub use shared::{page_size, FileIdentity, FileStatus, MapAccess, SharedRegion};
 pub use sim::SimStorage;
 pub use storage::{
-    read_exact_at, write_all_at, Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage, StorageRef,
-    DIRECT_ALIGN,
+    copy_by_reads, read_exact_at, write_all_at, Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage,
+    StorageRef, DIRECT_ALIGN,
 };

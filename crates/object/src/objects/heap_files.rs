@@ -137,6 +137,15 @@ impl Store {
         Ok(self.storage().open(&self.heap_file_path(id), options)?)
     }
 
+    /// Copies the first `len` bytes of heap object `from`'s file to the
+    /// start of heap object `to`'s (`larder_io::Storage::copy_file`: in
+    /// the kernel on the real backend, the page cache's bytes, so what a
+    /// mapping of `from` stored is copied). Durable once `to`'s file is
+    /// synced.
+    pub fn copy_heap_file(&self, from: u64, to: u64, len: u64) -> Result<()> {
+        Ok(self.storage().copy_file(&self.heap_file_path(from), &self.heap_file_path(to), len)?)
+    }
+
     /// Extends the file of heap object `id` to `len` bytes (zeros); a file
     /// already that long is left alone: heap files never shrink here.
     pub fn extend_heap_file(&self, id: u64, len: u64) -> Result<()> {
@@ -423,7 +432,10 @@ impl Transaction<'_> {
     /// does with a spare, the spare `heap/<id>` being mapped already
     /// (`region`, made when the spare was, its reservation big enough for
     /// `size`): the file is sized (one `truncate`) and the region grown to
-    /// it. `NotFound` if the spare is gone from the directory.
+    /// it. With `copy_of`, the (empty) spare is filled instead with the
+    /// first `size` bytes of that heap object's file
+    /// ([`Store::copy_heap_file`]), which sizes it too. `NotFound` if the
+    /// spare is gone from the directory.
     pub fn create_heap_object_in_mapped_spare(
         &mut self,
         id: u64,
@@ -431,13 +443,17 @@ impl Transaction<'_> {
         owner: (u32, u32, u32),
         record: &HeapObject,
         region: &SharedRegion,
+        copy_of: Option<u64>,
     ) -> Result<()> {
         if size > MAX_OBJECT_BYTES {
             return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
         }
         self.check_new_heap_object(id)?;
         let store = self.store();
-        store.storage().set_file_len(&store.heap_file_path(id), size)?;
+        match copy_of {
+            Some(source) => store.copy_heap_file(source, id, size)?,
+            None => store.storage().set_file_len(&store.heap_file_path(id), size)?,
+        }
         region.grow_to(size)?;
         let record = HeapObject { flags: record.flags | HEAP_OBJECT_RECYCLED, ..*record };
         self.put_new_heap_object(id, size, owner, &record)
