@@ -5,9 +5,10 @@
 //! the runs and memtables each round saw (merges of the load go on
 //! meanwhile, as in the bench): a target for `perf`.
 //!
-//! `cargo run --release -p larder-index --example ycsb_profile -- DIR [N] [ROUNDS] [SCANS] [GETS] [COMPACT]`
+//! `cargo run --release -p larder-index --example ycsb_profile -- DIR [N] [ROUNDS] [SCANS] [GETS] [COMPACT] [REWRITES]`
 //! (COMPACT 1: merge everything into one run before the reads, the floor
-//! of a scan's cost with one source).
+//! of a scan's cost with one source; 2: then rewrite REWRITES random
+//! records, default 55,000, into the memtable: one run and a memtable).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -59,10 +60,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         index.write(seq as u64 + 1, &batch)?;
     }
     println!("load {:.2} s", start.elapsed().as_secs_f64());
-    if arg(6, 0) == 1 {
+    if arg(6, 0) >= 1 {
         let start = Instant::now();
         index.compact_all()?;
         println!("compacted into one run in {:.2} s", start.elapsed().as_secs_f64());
+    }
+    if arg(6, 0) == 2 {
+        // Rewrites of loaded records into the now empty memtable: one run
+        // and a memtable, the state of an index whose merges are done.
+        let rewrites = arg(7, 55_000);
+        for (seq, first) in (0..rewrites).step_by(1000).enumerate() {
+            let mut batch = WriteBatch::new();
+            for i in first..(first + 1000).min(rewrites) {
+                batch.put(key_name(mix64(i) % n), &value);
+            }
+            index.write(1_000_000 + seq as u64, &batch)?;
+        }
     }
     let (mut out, mut q) = (Vec::new(), 0u64);
     for round in 0..rounds {
