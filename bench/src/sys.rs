@@ -89,7 +89,6 @@ pub fn filesystem_of(dir: &Path) -> String {
 }
 
 /// CPU seconds (user and system) this process's threads have used so far.
-#[cfg(feature = "larder-fs")]
 pub fn process_cpu_secs() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9

@@ -199,6 +199,41 @@ pub fn render(plan: &Plan, info: &RunInfo, results: &Results) -> String {
         }
     }
 
+    let _ = writeln!(o, "\n### CPU time (medians over the rounds)\n");
+    let _ = writeln!(
+        o,
+        "The client thread's CPU time per operation (the engine's work on the caller's thread and the \
+         suite's own), and the whole process's CPU seconds per wall-clock second of the workload: above 1, \
+         the engine's background threads competed with the client for the cores; wall time per operation \
+         well above the client's CPU time is the client waiting (for a core, or blocked).\n"
+    );
+    let _ = writeln!(o, "| workload | engine | client CPU µs/op | wall µs/op | process CPU ÷ wall |");
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    for letter in letters(plan) {
+        let phase = letter.to_string();
+        for engine in &plan.engines {
+            let measured = |p: &PhaseResult| p.client_cpu_secs > 0.0;
+            if !phases(plan, results, engine, &phase).into_iter().any(measured) {
+                continue;
+            }
+            let m = |f: &dyn Fn(&PhaseResult) -> f64| {
+                stat(phases(plan, results, engine, &phase).into_iter().filter(|p| measured(p)).map(f).collect())
+                    .map_or(f64::NAN, |s| s.median)
+            };
+            let client = m(&|p| p.client_cpu_secs * 1e6 / p.ops.max(1) as f64);
+            let wall = m(&|p| p.secs * 1e6 / p.ops.max(1) as f64);
+            let share = m(&|p| p.process_cpu_secs / p.secs.max(1e-9));
+            let _ = writeln!(
+                o,
+                "| {} | {engine} | {:.2} | {:.2} | {:.2} |",
+                letter.to_ascii_uppercase(),
+                client,
+                wall,
+                share
+            );
+        }
+    }
+
     let _ = writeln!(
         o,
         "\n### The bar: Larder at least {BAR_ROCKSDB}x RocksDB and at least {BAR_BEST_PEER}x the best peer\n"

@@ -141,11 +141,28 @@ pub struct PhaseResult {
     pub scanned: u64,
     /// Reads that found nothing or a value of the wrong size.
     pub errors: u64,
+    /// CPU seconds of the client thread over the phase (the engine's work
+    /// on the caller's thread, and the suite's own per-operation work).
+    #[serde(default)]
+    pub client_cpu_secs: f64,
+    /// CPU seconds of the whole process over the phase (with the engine's
+    /// background threads): against the client's, what competed with it.
+    #[serde(default)]
+    pub process_cpu_secs: f64,
 }
 
 impl PhaseResult {
     pub fn ops_per_sec(&self) -> f64 {
         self.ops as f64 / self.secs
+    }
+
+    /// Operations per CPU-second of the client thread (0 when not measured).
+    pub fn ops_per_client_cpu_sec(&self) -> f64 {
+        if self.client_cpu_secs > 0.0 {
+            self.ops as f64 / self.client_cpu_secs
+        } else {
+            0.0
+        }
     }
 }
 
@@ -219,7 +236,15 @@ pub fn run_child(spec_json: &str) -> Result<()> {
         let Some(workload) = by_letter(letter) else { bail!("unknown workload {letter:?}") };
         let phase = run_workload(&spec, workload, &mut *store, &values, &mut counter)
             .with_context(|| format!("workload {letter}"))?;
-        eprintln!("    {} {letter} {:.0} ops/s", spec.engine, phase.ops_per_sec());
+        eprintln!(
+            "    {} {letter} {:.0} ops/s, {:.0} per client CPU-second; CPU s client {:.3}, process {:.3}, wall {:.3}",
+            spec.engine,
+            phase.ops_per_sec(),
+            phase.ops_per_client_cpu_sec(),
+            phase.client_cpu_secs,
+            phase.process_cpu_secs,
+            phase.secs
+        );
         print_counters(&spec.engine, &letter.to_string(), &*store);
         result.phases.push(phase);
     }
@@ -256,6 +281,7 @@ fn run_workload(
     let mut out = Vec::with_capacity(spec.value_bytes * 2);
     let mut nanos: BTreeMap<Op, Vec<u64>> = BTreeMap::new();
     let (mut errors, mut scanned) = (0u64, 0u64);
+    let (client_cpu, process_cpu) = (sys::thread_cpu_secs(), sys::process_cpu_secs());
     let start = Instant::now();
     let operations = if workload.letter == 'e' { spec.scan_operations } else { spec.operations };
     for _ in 0..operations {
@@ -304,6 +330,8 @@ fn run_workload(
         nanos.entry(op).or_default().push(at.elapsed().as_nanos() as u64);
     }
     let secs = start.elapsed().as_secs_f64();
+    let client_cpu_secs = sys::thread_cpu_secs() - client_cpu;
+    let process_cpu_secs = sys::process_cpu_secs() - process_cpu;
     let mut all: Vec<u64> = nanos.values().flatten().copied().collect();
     let by_op = nanos
         .iter_mut()
@@ -320,5 +348,7 @@ fn run_workload(
         by_op,
         scanned,
         errors,
+        client_cpu_secs,
+        process_cpu_secs,
     })
 }
