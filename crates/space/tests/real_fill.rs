@@ -6,7 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
+
+use common::small_options;
 
 use larder_io::{read_exact_at, write_all_at, OpenOptions, RealStorage, Storage};
 use larder_space::{Options, SpaceManager};
@@ -19,15 +23,9 @@ fn options() -> Options {
         // Starts at 1 MiB + 4 KiB, so a fill ends with a chunk shorter
         // than the direct one, and grows from there.
         initial_container_bytes: (1 << 20) + 4096,
-        reserve_bytes: 0,
         spare_containers: 0,
-        spares_after_first_use: false,
-        min_containers: 0,
-        max_containers: 4,
-        punch_bytes_per_sec: u64::MAX / 2,
-        punch_free_threshold: 0.25,
-        punch_min_bytes: 4096,
         direct_fill: true,
+        ..small_options()
     }
 }
 

@@ -267,10 +267,7 @@ impl BlockStore for DiscardBlockStore {
 	}
 
 	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError> {
-		Err(BlockReadError::Failed(Error::Message(format!(
-			"block_store = \"discard\" keeps no bytes: {} cannot be read",
-			path.display()
-		))))
+		Err(unreadable(self.name(), path))
 	}
 
 	async fn write(
@@ -400,10 +397,7 @@ impl BlockStore for RawBlockStore {
 	}
 
 	async fn read(&self, path: &Path) -> Result<Vec<u8>, BlockReadError> {
-		Err(BlockReadError::Failed(Error::Message(format!(
-			"block_store = \"raw\" keeps no bytes: {} cannot be read",
-			path.display()
-		))))
+		Err(unreadable(self.name(), path))
 	}
 
 	async fn write(
@@ -447,6 +441,15 @@ impl BlockStore for RawBlockStore {
 	async fn list_dir(&self, dir: &Path) -> Result<Vec<BlockDirEntry>, Error> {
 		self.names.list_dir(dir).await
 	}
+}
+
+/// The error of a read from a store that keeps no bytes (discard, raw).
+fn unreadable(store: &str, path: &Path) -> BlockReadError {
+	BlockReadError::Failed(Error::Message(format!(
+		"block_store = \"{}\" keeps no bytes: {} cannot be read",
+		store,
+		path.display()
+	)))
 }
 
 /// The error of a rename or removal of a block the discard store never
