@@ -7,7 +7,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 
 # The crates patched for Larder, each with patches/<crate>.patch.
-patched=(garage_util garage_db garage_block garage_model garage)
+patched=(garage_net garage_util garage_db garage_block garage_model garage)
 
 # `cargo fetch` downloads Garage 2.5.0 and its crates into cargo's cache
 # (checked against the registry's checksums); each copy is unpacked fresh
