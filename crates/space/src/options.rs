@@ -66,12 +66,12 @@ pub struct Options {
     pub punch_min_bytes: u64,
     /// Write a container's zeros through a direct (O_DIRECT) descriptor,
     /// where the file system takes one: no copy into the page cache and
-    /// no write-back pass, so a store written in large pieces (a block
-    /// store: Garage's 1 MiB blocks into a fresh store) spends about half
-    /// the CPU per byte it did filling through the cache. A store written
-    /// in small pieces loses by it: its writes then land in pages no fill
-    /// left cached and must allocate them (the file-server mix ran 20%
-    /// slower, four alternating runs on a busy machine). Default false.
+    /// no write-back pass. A store written in large pieces gains (a fresh
+    /// Garage node's 1 MiB blocks: the fill through the cache was 20% of
+    /// its CPU; 1.09x the puts with it). A store written in small pieces
+    /// loses by it: its writes then land in pages no fill left cached and
+    /// must allocate them (the file-server mix's median 20% lower, four
+    /// alternating runs on a busy machine). Default false.
     pub direct_fill: bool,
 }
 
