@@ -39,6 +39,7 @@ mod shared;
 pub mod sim;
 mod storage;
 mod write_back;
+mod zeros;
 
 pub use checked::CheckedStorage;
 pub use error::{IoError, IoResult};
@@ -51,3 +52,4 @@ pub use storage::{
     copy_by_reads, read_exact_at, write_all_at, Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage,
     StorageRef, DIRECT_ALIGN,
 };
+pub use zeros::{zeros, ZEROS_BYTES};

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::format::{SegmentHeader, BLOCK};
 
 /// Zeros written per call when filling a segment.
-const FILL_CHUNK: usize = 1 << 20;
+const FILL_CHUNK: usize = larder_io::ZEROS_BYTES;
 
 /// `<id:016x>.seg`.
 pub(crate) fn segment_file_name(id: u64) -> String {
@@ -94,7 +94,8 @@ impl SegmentFile {
 }
 
 fn fill_zeros(file: &dyn larder_io::File, from: u64, len: u64) -> Result<()> {
-    let zeros = vec![0u8; FILL_CHUNK.min(len as usize)];
+    // Aligned: the segment's descriptor writes direct, without a bounce copy.
+    let zeros = &larder_io::zeros()[..FILL_CHUNK.min(len as usize)];
     let mut off = from;
     let end = from + len;
     while off < end {

@@ -27,7 +27,7 @@ const ZERO_CHUNK: u64 = 64 << 10;
 /// Bytes of zeros written per call when the fill goes direct (O_DIRECT):
 /// nothing reaches the page cache, so no folio is left for later writes
 /// to walk, and each call waits for the device: larger calls keep it busy.
-const DIRECT_ZERO_CHUNK: u64 = 1 << 20;
+const DIRECT_ZERO_CHUNK: u64 = larder_io::ZEROS_BYTES as u64;
 
 /// Bytes filled between syncs. One sync at the end of a 1 GiB fill leaves
 /// the kernel a gigabyte of dirty pages to write back at once, and was
@@ -145,12 +145,12 @@ fn filler(storage: &dyn Storage, path: &Path) -> larder_io::IoResult<FileRef> {
 /// Fills and syncs; false if stopped first.
 fn fill_and_sync(file: &dyn larder_io::File, from: u64, bytes: u64, pace: Pace<'_>) -> larder_io::IoResult<bool> {
     let chunk = if file.writes_direct() { DIRECT_ZERO_CHUNK } else { ZERO_CHUNK };
-    let zeros = AlignedZeros::new(chunk.min(bytes - from.min(bytes)) as usize);
+    let zeros = larder_io::zeros();
     let mut offset = from;
     let mut stretch = std::time::Instant::now();
     while offset < bytes {
         let n = chunk.min(bytes - offset) as usize;
-        write_all_at(file, &zeros.get()[..n], offset)?;
+        write_all_at(file, &zeros[..n], offset)?;
         offset += n as u64;
         if offset.is_multiple_of(SYNC_EVERY) && offset < bytes {
             file.sync_data()?;
@@ -165,29 +165,6 @@ fn fill_and_sync(file: &dyn larder_io::File, from: u64, bytes: u64, pace: Pace<'
     }
     file.sync_data()?;
     Ok(true)
-}
-
-/// A buffer of zeros whose start is aligned for direct writes (an
-/// unaligned one would be copied into an aligned bounce buffer first).
-struct AlignedZeros {
-    buffer: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl AlignedZeros {
-    fn new(len: usize) -> AlignedZeros {
-        let buffer = vec![0u8; len + larder_io::DIRECT_ALIGN];
-        // `align_offset` may answer usize::MAX where it cannot tell; the
-        // buffer is then used from its start, and the write copies it.
-        let start = buffer.as_ptr().align_offset(larder_io::DIRECT_ALIGN);
-        let start = if start < larder_io::DIRECT_ALIGN { start } else { 0 };
-        AlignedZeros { buffer, start, len }
-    }
-
-    fn get(&self) -> &[u8] {
-        &self.buffer[self.start..self.start + self.len]
-    }
 }
 
 /// The blocks of a container that may not be allocated and written on
