@@ -220,6 +220,19 @@ impl Trees {
         WriteTransaction::begin(&self.shared, durability)
     }
 
+    /// Returns when every commit up to log position `lsn` (as
+    /// [`WriteTransaction::commit_unsynced`] returns it) is on disk,
+    /// writing the log's pending records if needed. Concurrent callers
+    /// share one sync.
+    pub fn sync_to(&self, lsn: u64) -> Result<()> {
+        Ok(self.shared.store.sync_to(lsn)?)
+    }
+
+    /// The highest log position up to which every commit is on disk.
+    pub fn durable_lsn(&self) -> u64 {
+        self.shared.store.durable_lsn()
+    }
+
     /// Runs `f` in a write transaction: commits what it wrote if it returns
     /// `Ok`, writes nothing if it returns `Err` ([`TransactionError::Aborted`]).
     pub fn transaction<R, E>(

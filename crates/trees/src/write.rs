@@ -47,7 +47,8 @@ fn committed_count(shared: &Shared, tree: u64) -> Result<u64> {
 /// [`WriteTransaction::commit`] aborts it.
 pub struct WriteTransaction<'a> {
     shared: &'a Shared,
-    writer: Option<WriterGuard<'a>>,
+    /// Held (for its drop) until the transaction commits or aborts.
+    _writer: WriterGuard<'a>,
     durability: Durability,
     /// Pending writes by index key: `None` removes.
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
@@ -66,7 +67,7 @@ impl<'a> WriteTransaction<'a> {
         let writer = shared.serial.writer.acquire()?;
         Ok(WriteTransaction {
             shared,
-            writer: Some(writer),
+            _writer: writer,
             durability,
             pending: BTreeMap::new(),
             cleared: BTreeSet::new(),
@@ -229,10 +230,32 @@ impl<'a> WriteTransaction<'a> {
     /// is on disk. A failed commit wrote nothing unless the store reports
     /// itself poisoned (then a reopen recovers a prefix of what was
     /// committed, as after a crash).
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(self) -> Result<()> {
+        let durable = self.durability == Durability::Durable;
+        let shared = self.shared;
+        if let Some(lsn) = self.commit_unsynced()? {
+            if durable {
+                shared.store.sync_to(lsn)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits as [`WriteTransaction::commit`] does but returns once the
+    /// commit is visible, whatever the transaction's durability, with the
+    /// log position (LSN) that makes it durable (`None`: nothing was
+    /// written).
+    /// For a caller that waits for the disk elsewhere ([`Trees::sync_to`]
+    /// from a thread of its own, say) rather than in the committing thread.
+    /// Later commits may read its writes before they are durable; the log
+    /// makes records durable in order, so waiting for a later commit's
+    /// position covers this one too.
+    ///
+    /// [`Trees::sync_to`]: crate::Trees::sync_to
+    pub fn commit_unsynced(mut self) -> Result<Option<u64>> {
         let batch = self.batch()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         // Inserts reach their trees' start hints before they are visible.
         let in_flight = self.shared.serial.hints.inserting(std::mem::take(&mut self.inserted));
@@ -240,25 +263,20 @@ impl<'a> WriteTransaction<'a> {
         drop(in_flight);
         // Still under the writer lock: the counts as this commit left them.
         let counts = &self.shared.serial.counts;
-        let lsn = match committed {
+        match committed {
             Ok(lsn) => {
                 for (&tree, c) in &self.counts {
                     counts.set(tree, c.now);
                 }
-                lsn
+                // Dropping `self` releases the writer lock: the next
+                // transaction may start while this one waits for the disk.
+                Ok(Some(lsn))
             }
             Err(e) => {
                 counts.forget(self.counts.keys().copied());
-                return Err(e.into());
+                Err(e.into())
             }
-        };
-        // Ordered and visible: the next transaction may start while this
-        // one waits for the disk.
-        drop(self.writer.take());
-        if self.durability == Durability::Durable {
-            self.shared.store.sync_to(lsn)?;
         }
-        Ok(())
     }
 
     fn batch(&mut self) -> Result<WriteBatch> {

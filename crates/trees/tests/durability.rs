@@ -72,3 +72,45 @@ fn durability_reports_the_latest_choice() {
     assert_eq!(tx.durability(), Durability::Durable);
     tx.abort();
 }
+
+/// Commits "one" and "two" with `commit_unsynced` (durable transactions),
+/// checks they are visible without a sync, then, if `sync`, syncs to the
+/// second's position. Returns the keys a crash then keeps.
+fn run_unsynced(sync: bool) -> Vec<Vec<u8>> {
+    let sim = SimStorage::new(9);
+    let trees = common::create(&sim).unwrap();
+    let tree = trees.open_tree("t").unwrap();
+    let durable = trees.durable_lsn();
+    let syncs = sim.counters().syncs;
+
+    let mut tx = trees.write(Durability::Durable).unwrap();
+    tx.insert(&tree, b"one", b"1").unwrap();
+    let one = tx.commit_unsynced().unwrap().expect("a write gives a position");
+    // The writer lock is free: a second transaction commits before any sync.
+    let mut tx = trees.write(Durability::Durable).unwrap();
+    tx.insert(&tree, b"two", b"2").unwrap();
+    let two = tx.commit_unsynced().unwrap().expect("a write gives a position");
+    assert!(two > one && one > durable, "positions {durable} {one} {two}");
+    assert_eq!(sim.counters().syncs, syncs, "an unsynced commit synced");
+    assert_eq!(trees.durable_lsn(), durable);
+    assert_eq!(tree.get(b"two").unwrap(), Some(b"2".to_vec()));
+    // Nothing written, no position.
+    assert_eq!(trees.write(Durability::Durable).unwrap().commit_unsynced().unwrap(), None);
+
+    if sync {
+        trees.sync_to(two).unwrap();
+        assert!(sim.counters().syncs > syncs, "sync_to did not sync");
+        assert!(trees.durable_lsn() >= two);
+    }
+    keys_after_crash(&sim)
+}
+
+#[test]
+fn an_unsynced_commit_is_lost_by_a_crash_before_a_sync() {
+    assert_eq!(run_unsynced(false), Vec::<Vec<u8>>::new());
+}
+
+#[test]
+fn an_unsynced_commit_is_durable_once_synced_to_a_later_position() {
+    assert_eq!(run_unsynced(true), vec![b"one".to_vec(), b"two".to_vec()]);
+}
