@@ -7,7 +7,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 
 # The crates patched for Larder, each with patches/<crate>.patch.
-patched=(garage_net garage_util garage_db garage_block garage_model garage)
+patched=(garage_net garage_util garage_db garage_table garage_block garage_model garage)
 
 # `cargo fetch` downloads Garage 2.5.0 and its crates into cargo's cache
 # (checked against the registry's checksums); each copy is unpacked fresh
@@ -34,10 +34,10 @@ for crate in "${patched[@]}"; do
     fi
 done
 
-# Larder's own files: the garage_db engine and the garage_block store.
-if [ -f larder/larder_adapter.rs ]; then
-    cp larder/larder_adapter.rs crates/garage_db/larder_adapter.rs
-fi
+# Larder's own files: the garage_db engine and its deferred durability, and
+# the garage_block store.
+cp larder/larder_adapter.rs crates/garage_db/larder_adapter.rs
+cp larder/deferred.rs crates/garage_db/deferred.rs
 cp larder/block_store.rs crates/garage_block/block_store.rs
 cp larder/larder_block_store.rs crates/garage_block/larder_block_store.rs
 cp larder/block_store_test.rs crates/garage_block/block_store_test.rs

@@ -26,14 +26,19 @@
 //! buffered interval. Measured on one node, 1 KiB PutObject: these are two
 //! of the three transactions per object, and were two of its 2.6 log syncs.
 //!
-//! A durable commit waits for the log's sync inside tokio's
-//! `block_in_place` when it runs on a worker of a multi-threaded runtime
-//! (Garage calls its database from async tasks): the worker's other tasks
-//! move to another thread meanwhile, so the requests they serve can commit
-//! and join the same log sync instead of waiting for this one to end.
-//! Garage's runtime has as many workers as cores; without this, two cores
-//! allowed at most two commits in flight, and a log sync carried about 1.1
-//! records.
+//! A durable commit made inside `Db::deferring_durability` (a table's
+//! update RPC: garage_table's handler opens the scope, see deferred.rs)
+//! returns once it is visible, its wait for the disk left to the scope:
+//! the handler awaits it before it answers, holding no runtime worker, and
+//! one waiter thread per database syncs the log up to the highest position
+//! asked of it and answers every wait it covered. Elsewhere a durable
+//! commit waits for the log's sync inside tokio's `block_in_place` when it
+//! runs on a worker of a multi-threaded runtime (Garage calls its database
+//! from async tasks): the worker's other tasks move to another thread
+//! meanwhile, so the requests they serve can commit and join the same log
+//! sync instead of waiting for this one to end. Garage's runtime has as
+//! many workers as cores; waiting in place, two cores allowed at most two
+//! commits in flight, and a log sync carried about 1.1 records.
 //!
 //! The writer lock does not keep durable commits apart (the trees let it
 //! go before the wait, docs/trees.md): under 1 KiB PutObject from 8
@@ -47,8 +52,9 @@
 //! Garage's node is short of CPU, not of disk, and each sync costs CPU in
 //! the kernel: 0.26-0.30 syncs per 1 KiB put instead of 0.38-0.40, and
 //! 2.7-2.8 per 1 MiB put instead of 3.3 (`LARDER_GARAGE_GROUPS_IN_FLIGHT`
-//! sets another value, `LARDER_GARAGE_DURABLE_WAIT=in_place` waits without
-//! `block_in_place`, both for measurements).
+//! sets another value; `LARDER_GARAGE_DURABLE_WAIT=block_in_place` defers
+//! no wait, `in_place` waits without `block_in_place`; all for
+//! measurements).
 //!
 //! The rule that keeps this safe is the trees' (docs/trees.md): a
 //! transaction runs under the writer lock only until its record is ordered
@@ -99,6 +105,10 @@ pub(crate) fn open_db(path: &Path, opt: &OpenOpt) -> DbResult<Db> {
 /// How a durable commit waits for the disk (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DurableWait {
+	/// Inside a deferring scope (`Db::deferring_durability`), on the
+	/// database's waiter thread, the caller awaiting it; elsewhere as
+	/// [`DurableWait::BlockInPlace`].
+	Deferred,
 	/// Inside `tokio::task::block_in_place` on a worker of a
 	/// multi-threaded runtime, in place elsewhere.
 	BlockInPlace,
@@ -112,7 +122,7 @@ const GROUPS_IN_FLIGHT: usize = 1;
 /// Run-time tuning read from the environment at open, for measurements:
 /// `LARDER_GARAGE_GROUPS_IN_FLIGHT` (the log's `max_groups_in_flight`,
 /// default [`GROUPS_IN_FLIGHT`]) and `LARDER_GARAGE_DURABLE_WAIT`
-/// (`block_in_place`, the default, or `in_place`).
+/// (`deferred`, the default, `block_in_place` or `in_place`).
 #[derive(Debug)]
 struct Tuning {
 	groups_in_flight: usize,
@@ -136,12 +146,13 @@ impl Tuning {
 			None => GROUPS_IN_FLIGHT,
 		};
 		let wait = match wait {
-			None | Some("block_in_place") => DurableWait::BlockInPlace,
+			None | Some("deferred") => DurableWait::Deferred,
+			Some("block_in_place") => DurableWait::BlockInPlace,
 			Some("in_place") => DurableWait::InPlace,
 			Some(other) => {
 				return Err(DbError(
 					format!(
-						"LARDER_GARAGE_DURABLE_WAIT={:?}: expected block_in_place or in_place",
+						"LARDER_GARAGE_DURABLE_WAIT={:?}: expected deferred, block_in_place or in_place",
 						other
 					)
 					.into(),
@@ -169,6 +180,9 @@ pub struct LarderDb {
 	trees: Trees,
 	durability: Durability,
 	wait: DurableWait,
+	/// Waits for the disk for deferred durable commits (started with a
+	/// durable database whose commits may defer).
+	waiter: Option<DurableWaiter>,
 	/// The trees opened so far, by the index Garage knows them by (an
 	/// `Arc` so a transaction takes them without copying).
 	handles: RwLock<Arc<Vec<Handle>>>,
@@ -209,15 +223,18 @@ impl Role {
 
 impl LarderDb {
 	pub fn init(trees: Trees, durability: Durability) -> Db {
-		Self::init_tuned(trees, durability, DurableWait::BlockInPlace)
+		Self::init_tuned(trees, durability, DurableWait::Deferred)
 	}
 
 	/// [`LarderDb::init`], durable commits waiting as `wait` says.
 	pub fn init_tuned(trees: Trees, durability: Durability, wait: DurableWait) -> Db {
+		let waiter = (durability == Durability::Durable && wait == DurableWait::Deferred)
+			.then(|| DurableWaiter::start(trees.clone()));
 		let s = Self {
 			trees,
 			durability,
 			wait,
+			waiter,
 			handles: RwLock::new(Arc::new(Vec::new())),
 		};
 		Db(Arc::new(s))
@@ -238,21 +255,133 @@ impl LarderDb {
 	) -> DbResult<R> {
 		let mut tx = self.trees.write(self.durability)?;
 		let r = f(&mut tx)?;
-		commit(tx, self.wait)?;
+		self.commit(tx)?;
 		Ok(r)
+	}
+
+	/// Commits `tx`; a durable commit waits for the disk as `self.wait`
+	/// says (see the module doc).
+	fn commit(&self, tx: WriteTransaction<'_>) -> Result<(), TreesError> {
+		if tx.durability() != Durability::Durable {
+			return tx.commit();
+		}
+		if let Some(waiter) = self.waiter.as_ref().filter(|_| crate::deferred::deferring()) {
+			if let Some(lsn) = tx.commit_unsynced()? {
+				if self.trees.durable_lsn() < lsn {
+					// In a deferring scope, so owed, never handed back.
+					let _ = crate::deferred::owe(waiter.wait(lsn));
+				}
+			}
+			return Ok(());
+		}
+		if self.wait != DurableWait::InPlace && may_block_in_place() {
+			tokio::task::block_in_place(|| tx.commit())
+		} else {
+			tx.commit()
+		}
 	}
 }
 
-/// Commits `tx`; a durable commit waits for the disk as `wait` says (see
-/// the module doc).
-fn commit(tx: WriteTransaction<'_>, wait: DurableWait) -> Result<(), TreesError> {
-	if tx.durability() == Durability::Durable
-		&& wait == DurableWait::BlockInPlace
-		&& may_block_in_place()
-	{
-		tokio::task::block_in_place(|| tx.commit())
-	} else {
-		tx.commit()
+/// The thread that waits for the disk for deferred durable commits: each
+/// time it wakes it syncs the log up to the highest position asked of it
+/// (one sync, or a share of one, for every commit asked meanwhile) and
+/// answers every wait it covered.
+struct DurableWaiter {
+	shared: Arc<WaiterShared>,
+	thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct WaiterShared {
+	queue: parking_lot::Mutex<WaiterQueue>,
+	wake: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct WaiterQueue {
+	/// (log position, where its answer goes)
+	asked: Vec<(u64, tokio::sync::oneshot::Sender<Result<(), String>>)>,
+	closing: bool,
+}
+
+impl DurableWaiter {
+	fn start(trees: Trees) -> DurableWaiter {
+		let shared = Arc::new(WaiterShared::default());
+		let thread = {
+			let shared = shared.clone();
+			std::thread::Builder::new()
+				.name("larder-durable".into())
+				.spawn(move || Self::run(&trees, &shared))
+		};
+		match thread {
+			Ok(thread) => DurableWaiter {
+				shared,
+				thread: Some(thread),
+			},
+			// No thread: every wait asked fails (its queue is closed), and
+			// the commits it covers report a database error.
+			Err(e) => {
+				error!("Larder database: no thread for durable waits: {}", e);
+				shared.queue.lock().closing = true;
+				DurableWaiter {
+					shared,
+					thread: None,
+				}
+			}
+		}
+	}
+
+	fn run(trees: &Trees, shared: &WaiterShared) {
+		loop {
+			let asked = {
+				let mut queue = shared.queue.lock();
+				while queue.asked.is_empty() && !queue.closing {
+					shared.wake.wait(&mut queue);
+				}
+				if queue.asked.is_empty() {
+					return;
+				}
+				std::mem::take(&mut queue.asked)
+			};
+			let to = asked.iter().map(|(lsn, _)| *lsn).max().unwrap_or(0);
+			let synced = trees.sync_to(to).map_err(|e| e.to_string());
+			for (_, answer) in asked {
+				// A caller that stopped waiting (its request dropped) is
+				// no one to tell.
+				let _ = answer.send(synced.clone());
+			}
+		}
+	}
+
+	/// A wait that returns once every commit up to `lsn` is durable.
+	fn wait(&self, lsn: u64) -> crate::deferred::DurableWait {
+		let (answer, answered) = tokio::sync::oneshot::channel();
+		{
+			let mut queue = self.shared.queue.lock();
+			if !queue.closing {
+				queue.asked.push((lsn, answer));
+			}
+		}
+		self.shared.wake.notify_one();
+		Box::pin(async move {
+			match answered.await {
+				Ok(Ok(())) => Ok(()),
+				Ok(Err(e)) => Err(DbError(format!("Larder: {}", e).into()).into()),
+				Err(_) => Err(DbError("Larder: the durable-wait thread stopped".into()).into()),
+			}
+		})
+	}
+}
+
+impl Drop for DurableWaiter {
+	fn drop(&mut self) {
+		self.shared.queue.lock().closing = true;
+		self.shared.wake.notify_one();
+		if let Some(thread) = self.thread.take() {
+			if thread.join().is_err() {
+				error!("Larder database: the durable-wait thread panicked");
+			}
+		}
 	}
 }
 
@@ -383,7 +512,8 @@ impl IDb for LarderDb {
 				if tx.derived_only {
 					tx.tx.set_durability(Durability::Buffered);
 				}
-				commit(tx.tx, self.wait).map_err(|e| TxError::Db(DbError::from(e).into()))?;
+				self.commit(tx.tx)
+					.map_err(|e| TxError::Db(DbError::from(e).into()))?;
 				Ok(on_commit)
 			}
 			TxFnResult::Abort => {
@@ -766,12 +896,76 @@ mod tests {
 		assert!(trees.store().durable_lsn() >= before + 16 * 20 + 1);
 	}
 
+	/// Durable commits inside a deferring scope return once visible and
+	/// are durable once the scope's wait returns; outside one they are
+	/// durable on return. Many tasks' waits share the waiter's syncs.
+	#[test]
+	fn deferred_commits_are_durable_once_awaited() {
+		let dir = mktemp::Temp::new_dir().unwrap();
+		let (db, trees) = durable_without_flusher(&dir);
+		let tree = db.open_tree("object:table").unwrap();
+		let runtime = tokio::runtime::Builder::new_multi_thread()
+			.worker_threads(2)
+			.build()
+			.unwrap();
+
+		let before = trees.durable_lsn();
+		let ((), owed) = Db::deferring_durability(|| {
+			db.transaction::<_, (), _>(|tx| {
+				tx.insert(&tree, b"deferred", b"1")?;
+				Ok(())
+			})
+			.unwrap();
+			tree.insert(b"deferred-single", b"2").unwrap();
+		});
+		assert!(!owed.is_empty(), "nothing owed");
+		assert_eq!(tree.get(b"deferred").unwrap(), Some(b"1".to_vec()));
+		assert_eq!(trees.durable_lsn(), before, "durable before the wait");
+		runtime.block_on(owed.wait()).unwrap();
+		assert!(trees.durable_lsn() >= before + 2, "not durable after the wait");
+
+		// Outside a scope: durable on return.
+		tree.insert(b"outside", b"3").unwrap();
+		assert!(trees.durable_lsn() >= before + 3, "not durable on return");
+
+		let syncs = trees.store().log_stats().syncs;
+		runtime.block_on(async {
+			let tasks: Vec<_> = (0..32u32)
+				.map(|t| {
+					let (db, tree) = (db.clone(), tree.clone());
+					tokio::spawn(async move {
+						let ((), owed) = Db::deferring_durability(|| {
+							db.transaction::<_, (), _>(|tx| {
+								tx.insert(&tree, format!("task/{:02}", t), vec![t as u8; 100])?;
+								Ok(())
+							})
+							.unwrap()
+						});
+						owed.wait().await.unwrap();
+					})
+				})
+				.collect();
+			for task in tasks {
+				task.await.unwrap();
+			}
+		});
+		// Each commit is one log record.
+		assert!(trees.durable_lsn() >= before + 3 + 32);
+		assert_eq!(tree.approximate_len().unwrap(), 3 + 32);
+		let synced = trees.store().log_stats().syncs - syncs;
+		assert!((1..=32).contains(&synced), "{} syncs for 32 commits", synced);
+	}
+
 	#[test]
 	fn tuning_defaults_and_refuses_values_that_mean_nothing() {
 		use super::{DurableWait, Tuning, GROUPS_IN_FLIGHT};
 		let default = Tuning::parse(None, None).unwrap();
 		assert_eq!(default.groups_in_flight, GROUPS_IN_FLIGHT);
-		assert_eq!(default.wait, DurableWait::BlockInPlace);
+		assert_eq!(default.wait, DurableWait::Deferred);
+		assert_eq!(
+			Tuning::parse(None, Some("deferred")).unwrap().wait,
+			DurableWait::Deferred
+		);
 		let set = Tuning::parse(Some("3"), Some("in_place")).unwrap();
 		assert_eq!(set.groups_in_flight, 3);
 		assert_eq!(set.wait, DurableWait::InPlace);
