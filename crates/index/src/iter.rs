@@ -316,9 +316,10 @@ pub(crate) struct MergeIter {
     /// that source is used up): most comparisons of the keys are settled
     /// by these.
     heads: Vec<u128>,
-    /// Sources not positioned yet (see [`MergeIter::parking`]): their
-    /// `keys` hold the key their entries begin at in the scan order, and
-    /// each is positioned once the merge reaches that key.
+    /// Sources not positioned yet (see [`MergeIter::parking`]; empty, not
+    /// allocated, when none is): their `keys` hold the key their entries
+    /// begin at in the scan order, and each is positioned once the merge
+    /// reaches that key.
     parked: Vec<bool>,
     forward: bool,
     primed: bool,
@@ -334,26 +335,30 @@ impl MergeIter {
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
         let keys = sources.iter().map(|_| None).collect();
         let heads = vec![0; sources.len()];
-        let parked = vec![false; sources.len()];
-        MergeIter { sources, keys, heads, parked, forward, primed: false, read_seq: None }
+        MergeIter { sources, keys, heads, parked: Vec::new(), forward, primed: false, read_seq: None }
     }
 
-    /// Leaves sources unpositioned until the merge reaches them:
-    /// `reaches[i]`, when given, is a key no entry of source `i` precedes
-    /// in the scan order (a run's smallest key going forward, its largest
+    /// Leaves sources unpositioned until the merge reaches them: each
+    /// `(i, reach)` names source `i` and a key no entry of it precedes in
+    /// the scan order (a run's smallest key going forward, its largest
     /// going backward). Positioning a run is a block-index search and its
     /// starting block read (and checksummed, the first time); a scan that
     /// ends before a run's keys begin (a scan of the next few entries over
     /// runs of disjoint key ranges) then never pays it.
-    pub(crate) fn parking(mut self, reaches: Vec<Option<Vec<u8>>>) -> Self {
-        for (i, reach) in reaches.into_iter().enumerate() {
-            if let (Some(reach), Some(slot)) = (reach, self.keys.get_mut(i)) {
+    pub(crate) fn parking(mut self, reaches: Vec<(usize, Vec<u8>)>) -> Self {
+        for (i, reach) in reaches {
+            if let Some(slot) = self.keys.get_mut(i) {
                 self.heads[i] = key_head16(&reach);
                 *slot = Some(reach);
+                self.parked.resize(self.sources.len(), false);
                 self.parked[i] = true;
             }
         }
         self
+    }
+
+    fn is_parked(&self, i: usize) -> bool {
+        self.parked.get(i).copied().unwrap_or(false)
     }
 
     /// Positions parked source `i`: the merge has reached its key.
@@ -412,7 +417,7 @@ impl MergeIter {
                         let order = head.cmp(&best_head).then_with(|| key.as_slice().cmp(best_key));
                         (forward && order.is_lt())
                             || (!forward && order.is_gt())
-                            || (order.is_eq() && self.parked[i] && !self.parked[b])
+                            || (order.is_eq() && self.is_parked(i) && !self.is_parked(b))
                     }
                 };
                 if better {
@@ -440,7 +445,7 @@ impl MergeIter {
         if !self.primed {
             warm_runs(&mut self.sources, &self.parked);
             for i in 0..self.sources.len() {
-                if self.parked[i] {
+                if self.is_parked(i) {
                     continue;
                 }
                 self.sources[i].prime()?;
@@ -453,7 +458,7 @@ impl MergeIter {
         // parked sources): none can hold a version of it.
         let first = loop {
             let Some(first) = self.next_source() else { return Ok(None) };
-            if !self.parked[first] {
+            if !self.is_parked(first) {
                 break first;
             }
             self.unpark(first)?;

@@ -259,13 +259,15 @@ impl Inner {
             tombstones.extend(mem.tombstones_in(as_ref(&start), as_ref(&end), read_seq));
             sources.extend(memtable_sources(mem, &start, &end, forward));
         }
-        let mut reaches = vec![None; sources.len()];
+        let mut reaches = Vec::new();
         let near = near_bound(&sv.version.runs, &start, &end, forward);
         for run in &sv.version.runs {
             if !overlaps(&run.meta.min_key, &run.meta.max_key, &start, &end) {
                 continue;
             }
-            reaches.push(beyond(&run.meta.min_key, &run.meta.max_key, near, forward));
+            if let Some(reach) = beyond(&run.meta.min_key, &run.meta.max_key, near, forward) {
+                reaches.push((sources.len(), reach));
+            }
             let open = self.run_cache.get(run, &self.stats)?;
             tombstones.extend(
                 open.tombstones
