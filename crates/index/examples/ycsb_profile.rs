@@ -5,10 +5,13 @@
 //! the runs and memtables each round saw (merges of the load go on
 //! meanwhile, as in the bench): a target for `perf`.
 //!
-//! `cargo run --release -p larder-index --example ycsb_profile -- DIR [N] [ROUNDS] [SCANS] [GETS] [COMPACT] [REWRITES]`
+//! `cargo run --release -p larder-index --example ycsb_profile -- DIR [N] [ROUNDS] [SCANS] [GETS] [COMPACT] [REWRITES] [ORDERED]`
 //! (COMPACT 1: merge everything into one run before the reads, the floor
 //! of a scan's cost with one source; 2: then rewrite REWRITES random
-//! records, default 55,000, into the memtable: one run and a memtable).
+//! records, default 55,000, into the memtable: one run and a memtable.
+//! ORDERED 1: keys in the order of the records' numbers, as YCSB's
+//! `insertorder=ordered` with zero padding, so each flush holds a key
+//! range of its own: a scan reaches few of the runs).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -50,6 +53,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let storage: StorageRef = Arc::new(RealStorage::new());
     let options = Options { compaction_threads: 1, ..Options::default() };
     let index = Index::open(storage, &dir, options)?;
+    let ordered = arg(8, 0) == 1;
+    let key_name = |n: u64| if ordered { format!("user{n:019}") } else { key_name(n) };
     let value: Vec<u8> = (0..1024u32).map(|i| mix64(u64::from(i)) as u8).collect();
     let start = Instant::now();
     for (seq, first) in (0..n).step_by(1000).enumerate() {

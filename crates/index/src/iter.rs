@@ -246,7 +246,7 @@ const WARM_RUNS: usize = 16;
 /// a chain of cache misses (the block index, the handle, the block's
 /// entry count, its keys); taken run after run, a prefix scan over a few
 /// runs waited for each chain in turn (half of a scan's time in perf).
-fn warm_runs(sources: &mut [Source]) {
+fn warm_runs(sources: &mut [Source], parked: &[bool]) {
     // The block index searches first, every run's together (a range
     // without a starting bound starts at a run's end: no search).
     let mut searched = [usize::MAX; WARM_RUNS];
@@ -255,7 +255,7 @@ fn warm_runs(sources: &mut [Source]) {
     {
         let mut searches: [Option<(&BlockIndex, &[u8])>; WARM_RUNS] = [None; WARM_RUNS];
         for (i, source) in sources.iter().enumerate() {
-            if let (Source::Run(r), true) = (source, n < WARM_RUNS) {
+            if let (Source::Run(r), true) = (source, n < WARM_RUNS && !parked.get(i).copied().unwrap_or(false)) {
                 if let Some(key) = r.search_key() {
                     searches[n] = Some((&r.run().index, key));
                     searched[n] = i;
@@ -277,7 +277,7 @@ fn warm_runs(sources: &mut [Source]) {
     let mut blocks = [(0usize, 0usize); WARM_RUNS];
     let mut n = 0;
     for (i, source) in sources.iter_mut().enumerate() {
-        if let (Source::Run(r), true) = (source, n < WARM_RUNS) {
+        if let (Source::Run(r), true) = (source, n < WARM_RUNS && !parked.get(i).copied().unwrap_or(false)) {
             if let Some(block) = r.start_block() {
                 blocks[n] = (i, block);
                 n += 1;
@@ -316,6 +316,11 @@ pub(crate) struct MergeIter {
     /// that source is used up): most comparisons of the keys are settled
     /// by these.
     heads: Vec<u128>,
+    /// Sources not positioned yet (see [`MergeIter::parking`]; empty, not
+    /// allocated, when none is): their `keys` hold the key their entries
+    /// begin at in the scan order, and each is positioned once the merge
+    /// reaches that key.
+    parked: Vec<bool>,
     forward: bool,
     primed: bool,
     /// For a read at this sequence number: versions of a key older than a
@@ -330,7 +335,38 @@ impl MergeIter {
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
         let keys = sources.iter().map(|_| None).collect();
         let heads = vec![0; sources.len()];
-        MergeIter { sources, keys, heads, forward, primed: false, read_seq: None }
+        MergeIter { sources, keys, heads, parked: Vec::new(), forward, primed: false, read_seq: None }
+    }
+
+    /// Leaves sources unpositioned until the merge reaches them: each
+    /// `(i, reach)` names source `i` and a key no entry of it precedes in
+    /// the scan order (a run's smallest key going forward, its largest
+    /// going backward). Positioning a run is a block-index search and its
+    /// starting block read (and checksummed, the first time); a scan that
+    /// ends before a run's keys begin (a scan of the next few entries over
+    /// runs of disjoint key ranges) then never pays it.
+    pub(crate) fn parking(mut self, reaches: Vec<(usize, Vec<u8>)>) -> Self {
+        for (i, reach) in reaches {
+            if let Some(slot) = self.keys.get_mut(i) {
+                self.heads[i] = key_head16(&reach);
+                *slot = Some(reach);
+                self.parked.resize(self.sources.len(), false);
+                self.parked[i] = true;
+            }
+        }
+        self
+    }
+
+    fn is_parked(&self, i: usize) -> bool {
+        self.parked.get(i).copied().unwrap_or(false)
+    }
+
+    /// Positions parked source `i`: the merge has reached its key.
+    fn unpark(&mut self, i: usize) -> Result<()> {
+        self.parked[i] = false;
+        self.sources[i].prime()?;
+        self.refresh(i);
+        self.sources[i].check()
     }
 
     /// Yields, per key, at least the versions a read at `read_seq` needs:
@@ -367,7 +403,9 @@ impl MergeIter {
         }
     }
 
-    /// The first source whose entry holds the next key in scan order.
+    /// The first source whose entry holds the next key in scan order, or
+    /// a parked source whose key is not past it (which must be positioned
+    /// before the next key is known: a parked source wins ties).
     fn next_source(&self) -> Option<usize> {
         let forward = self.forward;
         let mut best: Option<(usize, u128, &[u8])> = None;
@@ -375,9 +413,11 @@ impl MergeIter {
             if let Some(key) = key {
                 let better = match best {
                     None => true,
-                    Some((_, best_head, b)) => {
-                        let order = head.cmp(&best_head).then_with(|| key.as_slice().cmp(b));
-                        (forward && order.is_lt()) || (!forward && order.is_gt())
+                    Some((b, best_head, best_key)) => {
+                        let order = head.cmp(&best_head).then_with(|| key.as_slice().cmp(best_key));
+                        (forward && order.is_lt())
+                            || (!forward && order.is_gt())
+                            || (order.is_eq() && self.is_parked(i) && !self.is_parked(b))
                     }
                 };
                 if better {
@@ -403,15 +443,26 @@ impl MergeIter {
         // the key chosen); a fault stays recorded, so a key checked once
         // stays vouched for while the cursor stays on it.
         if !self.primed {
-            warm_runs(&mut self.sources);
+            warm_runs(&mut self.sources, &self.parked);
             for i in 0..self.sources.len() {
+                if self.is_parked(i) {
+                    continue;
+                }
                 self.sources[i].prime()?;
                 self.refresh(i);
                 self.sources[i].check()?;
             }
             self.primed = true;
         }
-        let Some(first) = self.next_source() else { return Ok(None) };
+        // Every parked source's key is then past the next key (ties go to
+        // parked sources): none can hold a version of it.
+        let first = loop {
+            let Some(first) = self.next_source() else { return Ok(None) };
+            if !self.is_parked(first) {
+                break first;
+            }
+            self.unpark(first)?;
+        };
         let Some(e) = self.sources[first].current() else { return Ok(None) };
         let head = self.heads[first];
         key.clear();

@@ -259,9 +259,14 @@ impl Inner {
             tombstones.extend(mem.tombstones_in(as_ref(&start), as_ref(&end), read_seq));
             sources.extend(memtable_sources(mem, &start, &end, forward));
         }
+        let mut reaches = Vec::new();
+        let near = near_bound(&sv.version.runs, &start, &end, forward);
         for run in &sv.version.runs {
             if !overlaps(&run.meta.min_key, &run.meta.max_key, &start, &end) {
                 continue;
+            }
+            if let Some(reach) = beyond(&run.meta.min_key, &run.meta.max_key, near, forward) {
+                reaches.push((sources.len(), reach));
             }
             let open = self.run_cache.get(run, &self.stats)?;
             tombstones.extend(
@@ -279,8 +284,40 @@ impl Inner {
                 forward,
             )));
         }
-        Ok(Iter::new(MergeIter::for_read(sources, forward, read_seq), tombstones, read_seq, self.registry.clone(), sv))
+        let merge = MergeIter::for_read(sources, forward, read_seq).parking(reaches);
+        Ok(Iter::new(merge, tombstones, read_seq, self.registry.clone(), sv))
     }
+}
+
+/// The key a scan begins at in its direction, for choosing the runs it
+/// positions at once: the range's starting bound, or, when unbounded, the
+/// first key of the runs it meets (the runs beginning there).
+fn near_bound<'a>(
+    runs: &'a [Arc<RunHandle>],
+    start: &'a Bound<Vec<u8>>,
+    end: &'a Bound<Vec<u8>>,
+    forward: bool,
+) -> Option<&'a [u8]> {
+    match if forward { start } else { end } {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => {
+            let meeting = runs.iter().filter(|r| overlaps(&r.meta.min_key, &r.meta.max_key, start, end));
+            if forward {
+                meeting.map(|r| r.meta.min_key.as_slice()).min()
+            } else {
+                meeting.map(|r| r.meta.max_key.as_slice()).max()
+            }
+        }
+    }
+}
+
+/// Where a run's keys begin in the scan order (`[min, max]` its keys) if
+/// that is past `near`, the key the scan begins at: the merge then
+/// positions the run only once it reaches that key.
+fn beyond(min: &[u8], max: &[u8], near: Option<&[u8]>, forward: bool) -> Option<Vec<u8>> {
+    let near = near?;
+    let (reach, past) = if forward { (min, min > near) } else { (max, max < near) };
+    past.then(|| reach.to_vec())
 }
 
 /// Whether `[min, max]` meets the bounds.
