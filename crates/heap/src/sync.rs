@@ -33,6 +33,12 @@ impl Heap {
     /// transaction records each synced object's durable size (and commits
     /// every earlier transaction with it). Files of freed objects are then
     /// removed (or kept emptied for reuse), their frees being durable.
+    ///
+    /// When no file was created, grown, written or closed since the last
+    /// sync and every object it syncs is attached writable and hole-free,
+    /// steps 1-3 are replaced by images of the pages that changed, carried
+    /// in step 4's transaction and written into the files at recovery: one
+    /// device flush instead of two (docs/heap.md, "One flush per sync").
     pub fn sync(&self) -> Result<()> {
         self.sync_flushing(false)
     }
