@@ -287,3 +287,19 @@ fn freeing_an_object_deletes_its_images() {
     h.free(a).unwrap();
     assert_eq!(images(&store, a), 0);
 }
+
+#[test]
+fn a_crash_during_the_replay_leaves_it_to_the_next_open() {
+    for k in 1..=6 {
+        let (image, a, p) = after_stages(2);
+        image.crash_after_writes(k);
+        // May fail at the crash: what it left is recovered below.
+        drop(Store::open(common::storage(&image), std::path::Path::new(common::DIR), common::deterministic()));
+        let image = image.crash_with(CrashMode::Random);
+        let store = reopen_sim(&image);
+        let h = open(&store).unwrap();
+        h.deref(p).unwrap();
+        assert_eq!(bytes(&h, a, p.offset, BLOCK), vec![X2; BLOCK], "crash after write {k} of the recovery");
+        assert_eq!(images(&store, a), 0);
+    }
+}
