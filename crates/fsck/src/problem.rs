@@ -41,6 +41,7 @@ impl fmt::Display for ShowKey<'_> {
             MetaKey::HeapName { object, name } => write!(f, "heap name \"{name}\" of object {object}"),
             MetaKey::HeapType { type_id } => write!(f, "heap type {type_id}"),
             MetaKey::HeapSpan { object, span } => write!(f, "arena record of object {object} at {span}"),
+            MetaKey::HeapImage { object, offset } => write!(f, "page image of object {object} at {offset}"),
             MetaKey::TreeCatalog { name } => write!(f, "catalog record of tree \"{}\"", name.escape_default()),
             MetaKey::TreeNextId => write!(f, "tree id high-water mark"),
             MetaKey::TreeCount { tree } => write!(f, "count record of tree {tree}"),

@@ -80,7 +80,8 @@ impl<'a> Visitor<'a> {
             | MetaKey::HeapObject { .. }
             | MetaKey::HeapName { .. }
             | MetaKey::HeapType { .. }
-            | MetaKey::HeapSpan { .. } => self.heap_record(&key, value),
+            | MetaKey::HeapSpan { .. }
+            | MetaKey::HeapImage { .. } => self.heap_record(&key, value),
             MetaKey::TreeCatalog { .. }
             | MetaKey::TreeNextId
             | MetaKey::TreeCount { .. }
@@ -92,7 +93,7 @@ impl<'a> Visitor<'a> {
     /// decodes (an arena span's value is the arena's to check; a name
     /// record's value is empty).
     fn heap_record(&mut self, key: &MetaKey, value: &[u8]) {
-        use larder_object::meta::{HeapObject, HeapRoot, HeapType};
+        use larder_object::meta::{HeapObject, HeapPageImage, HeapRoot, HeapType};
         let decoded = match *key {
             MetaKey::HeapRoot { root } => {
                 self.check_id(key, "heap root id", root);
@@ -140,6 +141,13 @@ impl<'a> Visitor<'a> {
                 }
                 self.arena.get_or_insert_with(|| (object, Vec::new())).1.push((span, value.to_vec()));
                 Ok(())
+            }
+            MetaKey::HeapImage { object, .. } => {
+                // Recovery writes every image into its file and deletes it
+                // at open, so one is seen only in a store not opened since
+                // a crash: it must decode, and its object may be gone.
+                self.check_id(key, "object id", object);
+                HeapPageImage::decode(value).map(drop).map_err(|e| e.to_string())
             }
             _ => Ok(()),
         };

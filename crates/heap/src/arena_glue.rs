@@ -33,6 +33,19 @@ pub(crate) struct ArenaSlot {
     pub(crate) dirty: AtomicBool,
     /// A transaction that took its records failed: write them all.
     pub(crate) rewrite: AtomicBool,
+    /// Blocks handed out since the last sync took them (pushed under the
+    /// allocator's lock): a one-flush sync images their pages.
+    pub(crate) fresh: Mutex<FreshBlocks>,
+}
+
+/// Blocks an allocator handed out since a sync last took them
+/// (`images::FRESH_BLOCKS` at most, then only that there were more).
+#[derive(Default)]
+pub(crate) struct FreshBlocks {
+    /// (offset, length) of each block.
+    pub(crate) blocks: Vec<(u64, u64)>,
+    /// More blocks than the list holds were handed out.
+    pub(crate) overflow: bool,
 }
 
 /// Hashes object ids by one multiplication: ids are distinct integers, and
@@ -114,8 +127,12 @@ impl Heap {
         }
         let records = self.span_records_in_index(id)?;
         let arena = Arena::load(records.iter().map(|(k, v)| (*k, v.as_slice()))).map_err(|e| arena_error(id, e))?;
-        let slot =
-            ArenaSlot { arena: Mutex::new(arena), dirty: AtomicBool::new(false), rewrite: AtomicBool::new(false) };
+        let slot = ArenaSlot {
+            arena: Mutex::new(arena),
+            dirty: AtomicBool::new(false),
+            rewrite: AtomicBool::new(false),
+            fresh: Mutex::new(FreshBlocks::default()),
+        };
         Ok(self.shared.arenas.write().entry(id).or_insert_with(|| Arc::new(slot)).clone())
     }
 
@@ -187,6 +204,14 @@ impl Heap {
             Err(e) => return Err(arena_error(id, e)),
         };
         slot.dirty.store(true, Ordering::Release);
+        {
+            let mut fresh = slot.fresh.lock();
+            if fresh.blocks.len() < crate::images::FRESH_BLOCKS {
+                fresh.blocks.push((block.offset, block.len));
+            } else {
+                fresh.overflow = true;
+            }
+        }
         Ok(PPtr::new(id, block.offset, block.generation))
     }
 
@@ -266,14 +291,18 @@ impl Heap {
     /// an earlier transaction that took them failed), to be written by
     /// [`Heap::write_staged`]; `None` if this heap never loaded the
     /// allocator. If that transaction fails, the caller calls
-    /// [`Heap::restage_arenas`].
-    pub(crate) fn take_arena_records(&self, id: u64) -> Option<Staged> {
+    /// [`Heap::restage_arenas`]. With them, the blocks handed out since
+    /// the last call, taken under the same lock: every block the records
+    /// name as handed out since is among them.
+    pub(crate) fn take_arena_records_and_fresh(&self, id: u64) -> Option<(Staged, FreshBlocks)> {
         let slot = self.shared.arenas.read().get(&id).cloned()?;
         let mut arena = slot.arena.lock();
-        Some(Heap::stage_locked(&slot, &mut arena))
+        let staged = Heap::stage_locked(&slot, &mut arena);
+        let fresh = std::mem::take(&mut *slot.fresh.lock());
+        Some((staged, fresh))
     }
 
-    /// [`Heap::take_arena_records`] of an allocator the caller has locked.
+    /// [`Heap::take_arena_records_and_fresh`] of an allocator the caller has locked.
     pub(crate) fn stage_locked(slot: &ArenaSlot, arena: &mut Arena) -> Staged {
         slot.dirty.store(false, Ordering::Release);
         let rewrite = slot.rewrite.swap(false, Ordering::AcqRel);
@@ -303,7 +332,7 @@ impl Heap {
         Ok(())
     }
 
-    /// Writes records taken by [`Heap::take_arena_records`] for `id` (held
+    /// Writes records taken by [`Heap::take_arena_records_and_fresh`] for `id` (held
     /// by `txn`).
     pub(crate) fn write_staged(&self, txn: &mut Transaction<'_>, id: u64, staged: &Staged) -> Result<()> {
         if staged.rewrite {

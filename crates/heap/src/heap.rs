@@ -91,6 +91,12 @@ pub(crate) struct Shared {
     /// last sync makes its name durable too (asked once, at the first sync
     /// that created files).
     pub(crate) file_sync_keeps_entry: std::sync::OnceLock<bool>,
+    /// Each object's page images and hole-free length, for one-flush syncs
+    /// (`images`). Taken after `sync_lock`.
+    pub(crate) images: Mutex<IdMap<crate::images::ObjectImages>>,
+    /// Whether the log's sync flushes the device of the heap's files
+    /// (asked once, at the first sync that could take one flush).
+    pub(crate) log_flush_covers_files: std::sync::OnceLock<bool>,
 }
 
 /// The heaps open in this process, by store (its address, which its
@@ -249,6 +255,8 @@ impl Heap {
                     frees: std::sync::atomic::AtomicU64::new(0),
                     free_gate: RwLock::new(()),
                     file_sync_keeps_entry: std::sync::OnceLock::new(),
+                    images: Mutex::new(IdMap::default()),
+                    log_flush_covers_files: std::sync::OnceLock::new(),
                 });
                 open.insert(key, Arc::downgrade(&shared));
                 shared

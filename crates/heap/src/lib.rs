@@ -30,6 +30,7 @@ mod credentials;
 mod deref;
 mod error;
 mod heap;
+mod images;
 pub mod limits;
 mod names;
 mod objects;

@@ -12,6 +12,7 @@ use larder_object::{Durability, LockRequest};
 use crate::arena_glue::Staged;
 use crate::error::Result;
 use crate::heap::Spare;
+use crate::images::{ImageChanges, OneFlush};
 use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES};
 
 /// Bytes an object's durable-size update adds to a log record, about (key,
@@ -32,7 +33,19 @@ impl Heap {
     /// transaction records each synced object's durable size (and commits
     /// every earlier transaction with it). Files of freed objects are then
     /// removed (or kept emptied for reuse), their frees being durable.
+    ///
+    /// When no file was created, grown, written or closed since the last
+    /// sync and every object it syncs is attached writable and hole-free,
+    /// steps 1-3 are replaced by images of the pages that changed, carried
+    /// in step 4's transaction and written into the files at recovery: one
+    /// device flush instead of two (docs/heap.md, "One flush per sync").
     pub fn sync(&self) -> Result<()> {
+        self.sync_flushing(false)
+    }
+
+    /// [`Heap::sync`]; with `twice`, never with one flush (`close`: it
+    /// leaves no page image for the next open to replay).
+    fn sync_flushing(&self, twice: bool) -> Result<()> {
         let _one = self.shared.sync_lock.lock();
         let (mut ids, dir_changed, renamed) = {
             let mut pending = self.shared.pending.lock();
@@ -41,6 +54,9 @@ impl Heap {
             let renamed = std::mem::take(&mut pending.renamed);
             (ids, dir_changed, renamed)
         };
+        // Files created, grown, written or closed since the last sync need
+        // their own sync: this one flushes twice.
+        let files_changed = !ids.is_empty() || dir_changed || renamed;
         ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
         // Files whose data or length changed outside a real mapping are
@@ -63,7 +79,18 @@ impl Heap {
                 sizes.insert(id, onode.size.max(in_memory));
             }
         }
+        let mut staged = BTreeMap::new();
+        if !twice && !files_changed && !sizes.is_empty() {
+            match self.try_one_flush(&attached, &sizes) {
+                Ok(OneFlush::Done) => return self.remove_freed_files(),
+                Ok(OneFlush::Fallback(taken)) => staged = taken,
+                Err(e) => return Err(e),
+            }
+        }
+        let deleted = self.imaged(&sizes);
+        let mut hole_free = BTreeMap::new();
         let synced = (|| -> Result<()> {
+            hole_free = self.fill_holes(&attached, &sizes)?;
             for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
                 let region = a.region();
                 a.flush()?;
@@ -91,9 +118,21 @@ impl Heap {
             if renamed || (dir_changed && !self.file_sync_keeps_entry()?) {
                 self.shared.store.sync_heap_dir()?;
             }
-            self.commit_synced(&sizes)
+            // Records taken before the flush name only blocks it covered;
+            // the others are taken now, after it.
+            for &id in sizes.keys() {
+                if let std::collections::btree_map::Entry::Vacant(slot) = staged.entry(id) {
+                    if let Some((records, _)) = self.take_arena_records_and_fresh(id) {
+                        slot.insert(records);
+                    }
+                }
+            }
+            let changes = ImageChanges { put: BTreeMap::new(), delete: deleted.clone() };
+            self.commit_synced(&sizes, std::mem::take(&mut staged), &changes)
         })();
+        self.after_two_flush(synced.is_ok(), &sizes, &deleted, &hole_free);
         if let Err(e) = synced {
+            self.restage_arenas(staged.keys().copied());
             let mut pending = self.shared.pending.lock();
             pending.files.extend(ids.iter().copied());
             pending.dir_changed |= dir_changed;
@@ -114,28 +153,28 @@ impl Heap {
     }
 
     /// Step 4 of `sync`: durable transactions that record, per object
-    /// synced, its durable size, its size if the allocator grew it, and its
-    /// allocator's changed records (skipping objects freed meanwhile). One
+    /// synced, its durable size, its size if the allocator grew it, its
+    /// allocator's changed records (`staged`, taken by the caller) and its
+    /// page image changes (skipping objects freed meanwhile). One
     /// object's changes are in one transaction. Transactions are kept to
     /// the log's record budget: every one but the last buffered, the last
     /// durable, so all are durable when it returns (the log is ordered);
     /// one object whose records alone exceed the budget commits as an index
     /// run (atomic and durable too).
-    fn commit_synced(&self, sizes: &BTreeMap<u64, u64>) -> Result<()> {
+    pub(crate) fn commit_synced(
+        &self,
+        sizes: &BTreeMap<u64, u64>,
+        staged: BTreeMap<u64, Staged>,
+        images: &ImageChanges,
+    ) -> Result<()> {
         if sizes.is_empty() {
             // The log's sync still makes every earlier transaction durable.
             return Ok(self.shared.store.sync()?);
         }
-        let mut staged: BTreeMap<u64, Staged> = BTreeMap::new();
-        for &id in sizes.keys() {
-            if let Some(s) = self.take_arena_records(id) {
-                staged.insert(id, s);
-            }
-        }
         let budget = larder_namespace::bulk::record_budget(&self.shared.store);
         let mut chunks: Vec<(Vec<u64>, u64)> = vec![(Vec::new(), 0)];
         for &id in sizes.keys() {
-            let cost = RECORD_BYTES + staged.get(&id).map_or(0, Staged::bytes);
+            let cost = RECORD_BYTES + staged.get(&id).map_or(0, Staged::bytes) + images.bytes(id);
             match chunks.last_mut() {
                 Some((ids, bytes)) if ids.is_empty() || *bytes + cost <= budget => {
                     ids.push(id);
@@ -151,6 +190,7 @@ impl Heap {
                 let commit = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
                     for id in chunk {
                         self.record_synced(txn, *id, sizes[id], staged.get(id))?;
+                        images.write(txn, *id)?;
                     }
                     Ok(())
                 };
@@ -323,7 +363,7 @@ impl Heap {
     /// closing it unmaps without syncing: what was not synced may be lost in
     /// a crash.
     pub fn close(self) -> Result<()> {
-        self.sync()?;
+        self.sync_flushing(true)?;
         // Other handles of this heap in the process keep its mappings.
         if Arc::strong_count(&self.shared) == 1 {
             self.remove_spares()?;

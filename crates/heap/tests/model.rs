@@ -1,7 +1,9 @@
 //! Every heap call against a simple model (proptest): random sequences of
 //! alloc, write, grow, add_name, free, copy, types and sync, with the
-//! store closed and reopened between steps; after every step the heap
-//! agrees with the model (objects, sizes, bytes, names, types).
+//! store closed and reopened between steps, or crashed right after a sync
+//! (only what was synced survives: one-flush syncs' page images are
+//! replayed); after every step the heap agrees with the model (objects,
+//! sizes, bytes, names, types).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -11,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use larder_heap::{Heap, HeapError, ObjectId, PPtr, TypeId};
+use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
 use larder_object::Store;
 use proptest::prelude::*;
@@ -20,17 +23,43 @@ use common::{deterministic, heap, sim_store, storage, DIR};
 #[derive(Clone, Debug)]
 enum Op {
     Alloc(u64),
-    Write { object: usize, offset: u64, byte: u8, len: u64 },
-    Grow { object: usize, by: u64 },
-    AddName { object: usize, name: u8 },
+    Write {
+        object: usize,
+        offset: u64,
+        byte: u8,
+        len: u64,
+    },
+    Grow {
+        object: usize,
+        by: u64,
+    },
+    AddName {
+        object: usize,
+        name: u8,
+    },
     Free(usize),
     Copy(usize),
     AllocType(u8),
-    AttachType { object: usize, ty: usize },
-    AllocIn { object: usize, size: u64, byte: u8 },
+    AttachType {
+        object: usize,
+        ty: usize,
+    },
+    AllocIn {
+        object: usize,
+        size: u64,
+        byte: u8,
+    },
     FreeIn(usize),
     Sync,
     Reopen,
+    /// Sync, write bytes of an object in place (so that the next sync may
+    /// take one flush), sync again, then crash losing every write not
+    /// synced, and reopen.
+    SyncCrash {
+        object: usize,
+        offset: u64,
+        byte: u8,
+    },
 }
 
 fn ops() -> impl Strategy<Value = Op> {
@@ -47,6 +76,7 @@ fn ops() -> impl Strategy<Value = Op> {
         2 => (0usize..64).prop_map(Op::FreeIn),
         1 => Just(Op::Sync),
         2 => Just(Op::Reopen),
+        3 => (0usize..8, 0u64..6000, any::<u8>()).prop_map(|(object, offset, byte)| Op::SyncCrash { object, offset, byte }),
     ]
 }
 
@@ -71,6 +101,17 @@ impl Model {
 fn reopen(sim: &SimStorage, store: Arc<Store>, h: Heap) -> (Arc<Store>, Heap) {
     h.close().unwrap();
     Arc::into_inner(store).unwrap().close().unwrap();
+    let store = Arc::new(Store::open(storage(sim), Path::new(DIR), deterministic()).unwrap());
+    let h = heap(&store);
+    (store, h)
+}
+
+/// Syncs, crashes the machine keeping only synced writes, and recovers.
+fn sync_crash(sim: &mut SimStorage, store: Arc<Store>, h: Heap) -> (Arc<Store>, Heap) {
+    h.sync().unwrap();
+    drop(h);
+    drop(store);
+    *sim = sim.crash_with(CrashMode::DropAllPending);
     let store = Arc::new(Store::open(storage(sim), Path::new(DIR), deterministic()).unwrap());
     let h = heap(&store);
     (store, h)
@@ -106,7 +147,7 @@ proptest! {
 
     #[test]
     fn heap_agrees_with_the_model(steps in proptest::collection::vec(ops(), 1..40), seed in 0u64..1000) {
-        let sim = SimStorage::new(seed);
+        let mut sim = SimStorage::new(seed);
         let mut store = sim_store(&sim);
         let mut h = heap(&store);
         let mut model = Model::default();
@@ -213,6 +254,17 @@ proptest! {
                 }
                 Op::Sync => h.sync().unwrap(),
                 Op::Reopen => (store, h) = reopen(&sim, store, h),
+                Op::SyncCrash { object, offset, byte } => {
+                    h.sync().unwrap();
+                    if let Some(i) = model.pick(object) {
+                        let (id, bytes, _) = &mut model.objects[i];
+                        if offset < bytes.len() as u64 {
+                            h.write_at(*id, offset, &[byte]).unwrap();
+                            bytes[offset as usize] = byte;
+                        }
+                    }
+                    (store, h) = sync_crash(&mut sim, store, h);
+                }
             }
             check(&h, &model)?;
             for id in &freed {

@@ -502,7 +502,7 @@ fn random_inputs_do_not_panic(target: &str, decode: Decode, framed: &mut dyn FnM
 // --- every target ---
 
 /// Where each fuzz target's committed corpus is replayed on stable.
-const REPLAYED: [(&str, &str); 29] = [
+const REPLAYED: [(&str, &str); 30] = [
     ("manifest", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("manifest_crc_fixed", "crates/index/tests/fuzz_corpus_replay.rs"),
     ("data_block", "crates/index/tests/fuzz_corpus_replay.rs"),
@@ -522,6 +522,7 @@ const REPLAYED: [(&str, &str); 29] = [
     ("object_heap_root", "crates/object/tests/meta_decoders.rs"),
     ("object_heap_object", "crates/object/tests/meta_decoders.rs"),
     ("object_heap_type", "crates/object/tests/meta_decoders.rs"),
+    ("object_heap_page_image", "crates/object/tests/meta_decoders.rs"),
     ("object_tree_record", "crates/object/tests/meta_decoders.rs"),
     ("object_tree_key", "crates/object/tests/meta_decoders.rs"),
     ("protocol_request", "crates/protocol/tests/codec_corpus.rs"),

@@ -12,6 +12,7 @@
 //! back by [`SharedRegion::flush`], so crash tests see exactly the bytes a
 //! caller flushed and synced.
 
+use std::collections::BTreeSet;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -362,6 +363,220 @@ impl SharedRegion {
                 write_all_at(&**file, &bytes, offset)
             }
         }
+    }
+}
+
+/// Page-cache counts of a range of a file (`struct cachestat` of
+/// cachestat(2)); only the counts the region reads are named.
+#[repr(C)]
+#[derive(Default)]
+struct CacheCounts {
+    cached: u64,
+    dirty: u64,
+    writeback: u64,
+    evicted: u64,
+    recently_evicted: u64,
+}
+
+/// `struct cachestat_range`: `len` 0 means to the end of the file.
+#[repr(C)]
+struct CacheRange {
+    offset: u64,
+    len: u64,
+}
+
+/// cachestat(2)'s number (Linux 6.5, one number on every architecture).
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Pages of `[offset, offset + len)` of `file` that are dirty or under
+/// write-back in the page cache; `None` where the kernel has no
+/// cachestat(2).
+fn unclean_pages(file: &std::fs::File, path: &Path, offset: u64, len: u64) -> IoResult<Option<u64>> {
+    use std::os::fd::AsRawFd;
+    let range = CacheRange { offset, len };
+    let mut counts = CacheCounts::default();
+    #[allow(unsafe_code)]
+    // SAFETY: both structs are repr(C) as the kernel defines them and live
+    // across the call; the descriptor is open.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const CacheRange,
+            &mut counts as *mut CacheCounts,
+            0u32,
+        )
+    };
+    if rc == 0 {
+        return Ok(Some(counts.dirty + counts.writeback));
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EPERM) => Ok(None),
+        _ => Err(IoError::os("cachestat", path, e)),
+    }
+}
+
+impl SharedRegion {
+    /// The offsets of the region's pages, below [`SharedRegion::len`], whose
+    /// stores may not have reached the file's blocks, other than those in
+    /// `known` (page offsets the caller takes care of anyway): for a real
+    /// mapping, the pages the page cache holds dirty or under write-back
+    /// (cachestat(2), through a descriptor opened for the call: the region
+    /// keeps none); for an emulated region, the pages whose bytes differ
+    /// from the file's. `None` if more than `limit` pages are, or the
+    /// kernel cannot tell (no cachestat, or not allowed). A read-only
+    /// region has none.
+    ///
+    /// A page stored to through a shared mapping is dirty from the store's
+    /// write fault until its write-back starts, and under write-back until
+    /// that ends; a clean page's entries are write-protected, so the next
+    /// store faults and dirties it again. So a page this leaves out was
+    /// written to the device before the call, as the region held it then.
+    pub fn unclean_pages(&self, limit: usize, known: &BTreeSet<u64>) -> IoResult<Option<Vec<u64>>> {
+        if self.access == MapAccess::ReadOnly {
+            return Ok(Some(Vec::new()));
+        }
+        let page = page_size();
+        let len = self.len();
+        let pages = round_up(len, page).ok_or_else(|| invalid(&self.path, "length overflows"))? / page;
+        match &self.backing {
+            Backing::Mapped => {
+                let file = std::fs::File::open(&self.path).map_err(|e| IoError::os("open", &self.path, e))?;
+                let count = |first: u64, n: u64| unclean_pages(&file, &self.path, first * page, n * page);
+                let Some(total) = count(0, pages)? else { return Ok(None) };
+                // Each call walks its range's cached pages: the known pages
+                // one by one are cheaper than halving the whole range.
+                let mut in_known = 0;
+                for &at in known.iter().filter(|&&at| at < len) {
+                    let Some(n) = count(at / page, 1)? else { return Ok(None) };
+                    in_known += n;
+                }
+                let others = total.saturating_sub(in_known);
+                if others == 0 {
+                    return Ok(Some(Vec::new()));
+                }
+                if others > limit as u64 {
+                    return Ok(None);
+                }
+                // Halves the range until each part holds none or only
+                // unclean pages: about 2 log2(pages) calls per page found.
+                let mut found = Vec::new();
+                let mut stack = vec![(0, pages, total)];
+                while let Some((first, n, unclean)) = stack.pop() {
+                    if unclean == 0 {
+                        continue;
+                    }
+                    if unclean >= n {
+                        found.extend((first..first + n).map(|p| p * page));
+                        continue;
+                    }
+                    let half = n / 2;
+                    let Some(low) = count(first, half)? else { return Ok(None) };
+                    stack.push((first + half, n - half, unclean.saturating_sub(low)));
+                    stack.push((first, half, low));
+                }
+                found.retain(|&p| p < len && !known.contains(&p));
+                found.sort_unstable();
+                Ok((found.len() <= limit).then_some(found))
+            }
+            Backing::Emulated { file, .. } => {
+                let mut found = Vec::new();
+                let mut on_file = vec![0u8; page as usize];
+                let mut here = vec![0u8; page as usize];
+                for p in 0..pages {
+                    let start = p * page;
+                    if known.contains(&start) {
+                        continue;
+                    }
+                    let n = (len - start).min(page) as usize;
+                    read_exact_at(&**file, &mut on_file[..n], start)?;
+                    self.copy_out(start, &mut here[..n]);
+                    if on_file[..n] != here[..n] {
+                        if found.len() == limit {
+                            return Ok(None);
+                        }
+                        found.push(start);
+                    }
+                }
+                Ok(Some(found))
+            }
+        }
+    }
+
+    /// Copies the region's bytes at `offset` into `out` (inside
+    /// [`SharedRegion::len`]: checked). Other threads may store meanwhile:
+    /// the copy is then some mix of old and new bytes, as a write-back's.
+    pub fn read_into(&self, offset: u64, out: &mut [u8]) -> IoResult<()> {
+        match offset.checked_add(out.len() as u64) {
+            Some(end) if end <= self.len() => {
+                self.copy_out(offset, out);
+                Ok(())
+            }
+            _ => Err(invalid(&self.path, "read past the region's length")),
+        }
+    }
+
+    /// `read_into` without the bounds check.
+    fn copy_out(&self, offset: u64, out: &mut [u8]) {
+        #[allow(unsafe_code)]
+        // SAFETY: callers keep `[offset, offset + out.len())` below `len`,
+        // so the pages are mapped and readable; no reference to the shared
+        // bytes is formed.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(offset as usize), out.as_mut_ptr(), out.len());
+        }
+    }
+
+    /// Makes every page of `[offset, offset + len)` (inside the region)
+    /// dirty without changing a byte, so that the next
+    /// [`SharedRegion::flush`] writes them all to the file's blocks and the
+    /// file has no hole there (a page never stored to would stay one). A
+    /// real mapping takes an atomic `or` of zero on one byte of each page,
+    /// which a concurrent store cannot be lost to; an emulated region
+    /// writes its whole range at every flush, so has nothing to do.
+    pub fn dirty_range(&self, offset: u64, len: u64) -> IoResult<()> {
+        let end = offset.checked_add(len).filter(|end| *end <= self.len());
+        let Some(end) = end else { return Err(invalid(&self.path, "range past the region's length")) };
+        if self.access == MapAccess::ReadOnly || matches!(self.backing, Backing::Emulated { .. }) {
+            return Ok(());
+        }
+        let page = page_size();
+        let mut at = offset / page * page;
+        while at < end {
+            let byte = at.max(offset);
+            #[allow(unsafe_code)]
+            // SAFETY: `byte` is below `len`, in a writable shared mapping;
+            // the byte is accessed only atomically here, and an `or` of zero
+            // leaves whatever any other store put there.
+            unsafe {
+                let cell = &*(self.base.as_ptr().add(byte as usize) as *const std::sync::atomic::AtomicU8);
+                cell.fetch_or(0, Ordering::Relaxed);
+            }
+            at += page;
+        }
+        Ok(())
+    }
+
+    /// For crash tests: does what the kernel does to a mapping's dirty
+    /// pages at will, to `[offset, offset + len)` of an emulated region:
+    /// writes them to the file and to the device without a flush
+    /// ([`crate::File::write_back`]: durable at any later sync, on written
+    /// blocks only). A real mapping's kernel does this on its own: nothing
+    /// to do.
+    pub fn write_back_at_will(&self, offset: u64, len: u64) -> IoResult<()> {
+        let Backing::Emulated { file, .. } = &self.backing else { return Ok(()) };
+        if self.access == MapAccess::ReadOnly || len == 0 {
+            return Ok(());
+        }
+        let end = offset.checked_add(len).filter(|end| *end <= self.len());
+        if end.is_none() {
+            return Err(invalid(&self.path, "write-back past the region's length"));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        self.copy_out(offset, &mut bytes);
+        write_all_at(&**file, &bytes, offset)?;
+        file.write_back(offset, len)
     }
 }
 

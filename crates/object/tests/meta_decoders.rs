@@ -15,9 +15,9 @@ mod corpus_files;
 
 use larder_object::meta::fuzzing::{self, FUZZ_LIMITS};
 use larder_object::meta::{
-    dentry_key, fmap_key, heap_name_key, heap_object_key, heap_root_key, heap_span_key, heap_type_key, onode_key,
-    orphan_key, xattr_key, DataLocation, Dentry, DirInfo, Extent, ExtentMapEntry, HeapObject, HeapRoot, HeapType, Kind,
-    MetaKey, Name, Onode, Orphan, OrphanReason, StoreName, Timestamp, XattrName, XattrValue,
+    dentry_key, fmap_key, heap_image_key, heap_name_key, heap_object_key, heap_root_key, heap_span_key, heap_type_key,
+    onode_key, orphan_key, xattr_key, DataLocation, Dentry, DirInfo, Extent, ExtentMapEntry, HeapObject, HeapPageImage,
+    HeapRoot, HeapType, Kind, MetaKey, Name, Onode, Orphan, OrphanReason, StoreName, Timestamp, XattrName, XattrValue,
 };
 
 /// SplitMix64: fixed forever, so the inputs never change with a crate
@@ -252,6 +252,13 @@ fn heap_type_seeds() -> Vec<Vec<u8>> {
     [vec![], vec![0], vec![8, 40, 4096]].into_iter().map(|offsets| HeapType { offsets }.encode().unwrap()).collect()
 }
 
+fn heap_page_image_seeds() -> Vec<Vec<u8>> {
+    [vec![1u8], (0..=255u8).collect(), vec![0xA5; 4096]]
+        .into_iter()
+        .map(|bytes| HeapPageImage { bytes }.encode().unwrap())
+        .collect()
+}
+
 fn heap_key_seeds() -> Vec<Vec<u8>> {
     vec![
         heap_root_key(1),
@@ -260,17 +267,19 @@ fn heap_key_seeds() -> Vec<Vec<u8>> {
         heap_type_key(5),
         heap_span_key(77, 8192),
         heap_span_key(77, u64::MAX),
+        heap_image_key(77, 4096),
     ]
 }
 
 #[test]
 fn heap_decoders_never_panic_and_accept_only_exact_encodings() {
     type Target = (&'static str, fn(&[u8]) -> bool, Vec<Vec<u8>>);
-    let targets: [Target; 4] = [
+    let targets: [Target; 5] = [
         ("heap key", fuzzing::key, heap_key_seeds()),
         ("heap root", fuzzing::heap_root, heap_root_seeds()),
         ("heap object", fuzzing::heap_object, heap_object_seeds()),
         ("heap type", fuzzing::heap_type, heap_type_seeds()),
+        ("heap page image", fuzzing::heap_page_image, heap_page_image_seeds()),
     ];
     for (name, decode, seeds) in &targets {
         for s in seeds {
@@ -278,8 +287,8 @@ fn heap_decoders_never_panic_and_accept_only_exact_encodings() {
         }
     }
     let mut g = Gen(0x4845_4150_5245_4353);
-    let mut accepted = [0usize; 4];
-    for i in 0..8_000 {
+    let mut accepted = [0usize; 5];
+    for i in 0..10_000 {
         let t = i % targets.len();
         let (_, decode, seeds) = &targets[t];
         if decode(&input(&mut g, seeds)) {
@@ -294,16 +303,17 @@ fn heap_decoders_never_panic_and_accept_only_exact_encodings() {
 }
 
 /// Accepted inputs per heap decoder, in the order of its `targets`.
-const PINNED_HEAP: [usize; 4] = [964, 1017, 926, 524];
+const PINNED_HEAP: [usize; 5] = [957, 969, 933, 507, 353];
 
 /// The fuzz targets of this layer, their entry points and valid seeds.
-fn fuzz_targets() -> [corpus_files::Target; 10] {
+fn fuzz_targets() -> [corpus_files::Target; 11] {
     [
         ("object_tree_record", fuzzing::tree_record, tree_record_seeds()),
         ("object_tree_key", fuzzing::tree_key, tree_key_seeds()),
         ("object_heap_root", fuzzing::heap_root, heap_root_seeds()),
         ("object_heap_object", fuzzing::heap_object, heap_object_seeds()),
         ("object_heap_type", fuzzing::heap_type, heap_type_seeds()),
+        ("object_heap_page_image", fuzzing::heap_page_image, heap_page_image_seeds()),
         ("object_key", fuzzing::key, key_seeds()),
         ("object_onode", fuzzing::onode, onode_seeds()),
         ("object_extent_entry", fuzzing::extent_entry, entry_seeds()),

@@ -5,7 +5,10 @@
 //! canonical), which is asserted: a failure there is a bug worth a panic
 //! in a fuzzer, never reachable from the engine.
 
-use super::{Dentry, ExtentMapEntry, HeapObject, HeapRoot, HeapType, MetaKey, MetaLimits, Onode, Orphan, XattrValue};
+use super::{
+    Dentry, ExtentMapEntry, HeapObject, HeapPageImage, HeapRoot, HeapType, MetaKey, MetaLimits, Onode, Orphan,
+    XattrValue,
+};
 
 /// Limits the entry points check against: small, so that random inputs
 /// reach the inline and container bounds.
@@ -121,6 +124,17 @@ pub fn heap_object(data: &[u8]) -> bool {
     match HeapObject::decode(data) {
         Ok(o) => {
             assert_eq!(o.encode().ok().as_ref().map(|b| &b[..]), Some(data), "heap object did not round-trip");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Decodes `data` as a heap page image. Returns whether it was accepted.
+pub fn heap_page_image(data: &[u8]) -> bool {
+    match HeapPageImage::decode(data) {
+        Ok(image) => {
+            assert_eq!(image.encode().ok().as_deref(), Some(data), "heap page image did not round-trip");
             true
         }
         Err(_) => false,

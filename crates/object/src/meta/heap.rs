@@ -68,6 +68,20 @@ pub struct HeapType {
     pub offsets: Vec<u64>,
 }
 
+/// Most bytes one page image holds: the largest page size Linux uses on
+/// the machines Larder runs on.
+pub const MAX_PAGE_IMAGE_BYTES: usize = 65536;
+
+/// A page image (key: object id, page offset): a heap object's page as a
+/// one-flush `sync` read it from the mapping, which recovery writes into the
+/// object's file (docs/heap.md, "One flush per sync").
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HeapPageImage {
+    /// The page's bytes: 1 to [`MAX_PAGE_IMAGE_BYTES`] (the object's last
+    /// page may be shorter than a page).
+    pub bytes: Vec<u8>,
+}
+
 fn bad(record: &'static str) -> impl Fn(String) -> ObjectError {
     move |what| ObjectError::BadRecord { record, what }
 }
@@ -75,6 +89,7 @@ fn bad(record: &'static str) -> impl Fn(String) -> ObjectError {
 const ROOT: &str = "heap root record";
 const OBJECT: &str = "heap object record";
 const TYPE: &str = "heap type record";
+const IMAGE: &str = "heap page image";
 
 impl HeapRoot {
     fn check(&self) -> DecodeResult<()> {
@@ -233,5 +248,40 @@ impl HeapType {
             return Err(bad(TYPE)(what));
         }
         Ok(HeapType { offsets })
+    }
+}
+
+impl HeapPageImage {
+    fn check_len(len: usize) -> DecodeResult<()> {
+        if len == 0 || len > MAX_PAGE_IMAGE_BYTES {
+            return Err(format!("{len} bytes: an image holds 1 to {MAX_PAGE_IMAGE_BYTES}"));
+        }
+        Ok(())
+    }
+
+    /// Encodes the record: version u8, crc32c of the bytes u32 LE, the
+    /// bytes (1 to [`MAX_PAGE_IMAGE_BYTES`]; other lengths refused).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        Self::check_len(self.bytes.len()).map_err(|what| ObjectError::InvalidRecord { record: IMAGE, what })?;
+        let mut b = Vec::with_capacity(5 + self.bytes.len());
+        b.push(HEAP_RECORD_VERSION);
+        b.extend_from_slice(&larder_io::codec::crc(&self.bytes).to_le_bytes());
+        b.extend_from_slice(&self.bytes);
+        Ok(b)
+    }
+
+    /// Decodes a record read back from the index: refuses version 0, a
+    /// newer version, a length `encode` refuses and a crc32c that does not
+    /// match the bytes.
+    pub fn decode(bytes: &[u8]) -> Result<HeapPageImage> {
+        let mut r = Reader::new(bytes);
+        version(&mut r, IMAGE, HEAP_RECORD_VERSION)?;
+        let crc = r.u32("crc32c").map_err(bad(IMAGE))?;
+        let page = r.rest();
+        Self::check_len(page.len()).map_err(bad(IMAGE))?;
+        if larder_io::codec::crc(page) != crc {
+            return Err(bad(IMAGE)("crc32c does not match the bytes".into()));
+        }
+        Ok(HeapPageImage { bytes: page.to_vec() })
     }
 }

@@ -110,12 +110,16 @@ pub enum HeapRecord {
     /// An arena record (`0x05`): object id, span offset (or `u64::MAX` for
     /// the arena's header) -> the arena's encoding.
     Span,
+    /// A page image (`0x06`): object id, page offset -> [`super::HeapPageImage`]:
+    /// the page's bytes as a one-flush `sync` found them, written into the
+    /// object's file at recovery (docs/heap.md, "One flush per sync").
+    Image,
 }
 
 impl HeapRecord {
     /// Every kind, in key order.
-    pub const ALL: [HeapRecord; 5] =
-        [HeapRecord::Root, HeapRecord::Object, HeapRecord::Name, HeapRecord::Type, HeapRecord::Span];
+    pub const ALL: [HeapRecord; 6] =
+        [HeapRecord::Root, HeapRecord::Object, HeapRecord::Name, HeapRecord::Type, HeapRecord::Span, HeapRecord::Image];
 
     /// The kind's byte.
     pub const fn to_u8(self) -> u8 {
@@ -125,6 +129,7 @@ impl HeapRecord {
             HeapRecord::Name => 0x03,
             HeapRecord::Type => 0x04,
             HeapRecord::Span => 0x05,
+            HeapRecord::Image => 0x06,
         }
     }
 
@@ -253,6 +258,13 @@ pub enum MetaKey {
         object: u64,
         /// The span's offset in the object, or `u64::MAX`.
         span: u64,
+    },
+    /// A page image of heap object `object`: its page at `offset`.
+    HeapImage {
+        /// The object.
+        object: u64,
+        /// The page's offset in the object.
+        offset: u64,
     },
     /// The catalog entry of the tree named `name`.
     TreeCatalog {
@@ -420,6 +432,16 @@ pub fn heap_span_prefix(object: u64) -> Vec<u8> {
     heap_key(HeapRecord::Span, object, &[])
 }
 
+/// The key of the page image of heap object `object` at `offset`.
+pub fn heap_image_key(object: u64, offset: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Image, object, &offset.to_be_bytes())
+}
+
+/// Prefix of every page image of heap object `object`, in offset order.
+pub fn heap_image_prefix(object: u64) -> Vec<u8> {
+    heap_key(HeapRecord::Image, object, &[])
+}
+
 fn tree_key(kind: TreeRecord, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + rest.len());
     k.push(Map::Trees.prefix());
@@ -524,7 +546,8 @@ impl MetaKey {
             | MetaKey::HeapObject { .. }
             | MetaKey::HeapName { .. }
             | MetaKey::HeapType { .. }
-            | MetaKey::HeapSpan { .. } => Map::Heap,
+            | MetaKey::HeapSpan { .. }
+            | MetaKey::HeapImage { .. } => Map::Heap,
             MetaKey::TreeCatalog { .. }
             | MetaKey::TreeNextId
             | MetaKey::TreeCount { .. }
@@ -546,6 +569,7 @@ impl MetaKey {
             MetaKey::HeapName { object, name } => heap_name_key(*object, name),
             MetaKey::HeapType { type_id } => heap_type_key(*type_id),
             MetaKey::HeapSpan { object, span } => heap_span_key(*object, *span),
+            MetaKey::HeapImage { object, offset } => heap_image_key(*object, *offset),
             MetaKey::TreeCatalog { name } => tree_catalog_key(name),
             MetaKey::TreeNextId => tree_next_id_key().to_vec(),
             MetaKey::TreeCount { tree } => tree_count_key(*tree),
@@ -610,6 +634,7 @@ impl MetaKey {
                     HeapRecord::Name => MetaKey::HeapName { object: id, name: Name::new(r.rest()).map_err(named)? },
                     HeapRecord::Type => MetaKey::HeapType { type_id: id },
                     HeapRecord::Span => MetaKey::HeapSpan { object: id, span: r.u64_be("span offset")? },
+                    HeapRecord::Image => MetaKey::HeapImage { object: id, offset: r.u64_be("page offset")? },
                 }
             }
             Map::Trees => {

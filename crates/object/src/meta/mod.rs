@@ -39,14 +39,15 @@ pub use dir_entries::{
 };
 pub use extent_map::{block_crcs, verify_block, ExtentMapEntry};
 pub use heap::{
-    HeapObject, HeapRoot, HeapType, HEAP_OBJECT_ARENA, HEAP_OBJECT_RECYCLED, MAX_TYPE_POINTERS, POINTER_BYTES,
+    HeapObject, HeapPageImage, HeapRoot, HeapType, HEAP_OBJECT_ARENA, HEAP_OBJECT_RECYCLED, MAX_TYPE_POINTERS,
+    POINTER_BYTES,
 };
 pub use keys::{
     decode_dentry_key, decode_fmap_key, decode_heap_key, decode_onode_key, decode_orphan_key, decode_store_key,
-    decode_xattr_key, dentry_key, dmap_prefix, fmap_key, fmap_prefix, heap_kind_prefix, heap_name_key,
-    heap_name_prefix, heap_object_key, heap_root_key, heap_span_key, heap_span_prefix, heap_type_key, map_prefix,
-    onode_key, orphan_key, prefix_end, store_key, xattr_key, xattr_prefix, DentryKey, HeapRecord, Map, MetaKey,
-    NEXT_OBJECT_ID,
+    decode_xattr_key, dentry_key, dmap_prefix, fmap_key, fmap_prefix, heap_image_key, heap_image_prefix,
+    heap_kind_prefix, heap_name_key, heap_name_prefix, heap_object_key, heap_root_key, heap_span_key, heap_span_prefix,
+    heap_type_key, map_prefix, onode_key, orphan_key, prefix_end, store_key, xattr_key, xattr_prefix, DentryKey,
+    HeapRecord, Map, MetaKey, NEXT_OBJECT_ID,
 };
 pub use keys::{
     decode_tree_key, tree_catalog_key, tree_count_key, tree_entry_key, tree_entry_prefix, tree_kind_prefix,

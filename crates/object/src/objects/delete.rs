@@ -10,8 +10,8 @@ use crate::error::{ObjectError, Result};
 use std::ops::Bound;
 
 use crate::meta::{
-    decode_orphan_key, fmap_key, fmap_prefix, heap_name_prefix, heap_object_key, heap_span_prefix, map_prefix,
-    orphan_key, prefix_end, xattr_prefix, DataLocation, Map, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES,
+    decode_orphan_key, fmap_key, fmap_prefix, heap_image_prefix, heap_name_prefix, heap_object_key, heap_span_prefix,
+    map_prefix, orphan_key, prefix_end, xattr_prefix, DataLocation, Map, Onode, BLOCK_BYTES, MAX_OBJECT_BYTES,
 };
 use crate::store::{Durability, Store};
 use crate::txn::Transaction;
@@ -155,8 +155,8 @@ fn drop_fmap_entries(txn: &mut Transaction<'_>, object: u64, limit: usize) -> Re
 }
 
 /// Deletes what is left of an object whose fmap is gone: its extended
-/// attributes, heap records (a heap object's table entry, names and arena
-/// spans; its file, then without a record, is removed at the next open),
+/// attributes, heap records (a heap object's table entry, names, arena
+/// spans and page images; its file, then without a record, is removed at the next open),
 /// orphan record and onode.
 fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool, orphan: bool) -> Result<()> {
     let mut prefixes = Vec::new();
@@ -165,7 +165,7 @@ fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool, orphan: bool)
         prefixes.push(xattrs.to_vec());
     }
     if heap {
-        prefixes.extend([heap_name_prefix(object), heap_span_prefix(object)]);
+        prefixes.extend([heap_name_prefix(object), heap_span_prefix(object), heap_image_prefix(object)]);
         txn.delete(&heap_object_key(object));
     }
     for prefix in prefixes {

@@ -16,7 +16,7 @@ use larder_log::Dependency;
 
 use super::touch_data;
 use crate::error::{ObjectError, Result};
-use crate::meta::{DataLocation, Onode, HEAP_OBJECT_RECYCLED, MAX_OBJECT_BYTES};
+use crate::meta::{heap_image_prefix, prefix_end, DataLocation, Onode, HEAP_OBJECT_RECYCLED, MAX_OBJECT_BYTES};
 use crate::store::Store;
 use crate::txn::Transaction;
 
@@ -77,6 +77,7 @@ pub(crate) fn write_heap(
     write_all_at(&*handle, data, offset)?;
     txn.add_dependency(Dependency::Sync(handle));
     settle_recycled(txn, object)?;
+    drop_images(txn, object)?;
     onode.size = onode.size.max(end);
     touch_data(&mut onode);
     txn.put_onode(object, &onode)
@@ -89,6 +90,19 @@ fn settle_recycled(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
     if let Some(mut record) = txn.heap_object(object)?.filter(|r| r.is_recycled()) {
         record.flags &= !HEAP_OBJECT_RECYCLED;
         txn.put_heap_object(object, &record)?;
+    }
+    Ok(())
+}
+
+/// Deletes heap object `object`'s page images in a transaction whose file
+/// sync makes the object's bytes durable: recovery must not write an image
+/// a heap's one-flush sync took earlier over the bytes this write made
+/// durable (the sync keeps bytes of every page as they are now).
+fn drop_images(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
+    let prefix = heap_image_prefix(object);
+    let end = prefix_end(&prefix).unwrap_or_default();
+    for (key, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
+        txn.delete(&key);
     }
     Ok(())
 }

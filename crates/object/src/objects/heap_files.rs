@@ -57,6 +57,9 @@ pub struct HeapRecovery {
     /// Objects whose file was recycled and never synced since: emptied
     /// (zeros up to the object's size), their records' flag cleared.
     pub emptied: Vec<u64>,
+    /// Objects whose page images (a one-flush sync's) were written into
+    /// their files, then deleted.
+    pub replayed: Vec<u64>,
 }
 
 impl Store {
@@ -228,6 +231,16 @@ impl Store {
         Ok(self.storage().file_sync_keeps_new_entry(&self.heap_dir())?)
     }
 
+    /// Whether a sync of the log flushes the device that holds heap files,
+    /// so that bytes written back to a heap file's written blocks before it
+    /// started are durable when it returns
+    /// ([`larder_io::Storage::shares_flush`]): a heap's one-flush sync
+    /// relies on it (docs/heap.md, "One flush per sync").
+    pub fn heap_files_share_log_flush(&self) -> Result<bool> {
+        self.ensure_heap_dir()?;
+        Ok(self.storage().shares_flush(&self.dir().join(crate::store::LOG_DIR), &self.heap_dir())?)
+    }
+
     /// Maps the file of heap object `id` (see `larder_io::Storage::map_shared`).
     pub fn map_heap_file(&self, id: u64, reserve: u64, access: MapAccess) -> Result<SharedRegion> {
         Ok(self.storage().map_shared(&self.heap_file_path(id), reserve, access)?)
@@ -357,6 +370,7 @@ impl Store {
         if !report.emptied.is_empty() {
             self.sync()?;
         }
+        report.replayed = self.replay_heap_images(&records, &report.short)?;
         Ok(report)
     }
 }

@@ -19,6 +19,7 @@ mod fmap;
 mod heap_data;
 mod heap_files;
 mod heap_free;
+mod heap_images;
 mod in_txn;
 mod prealloc;
 mod read;

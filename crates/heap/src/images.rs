@@ -1,0 +1,302 @@
+//! One flush per sync (docs/heap.md, "One flush per sync"): a `sync` whose
+//! objects are all attached writable, hole-free and unchanged in length
+//! commits an image of every page whose stores may not be on the file's
+//! blocks, with its records, in its one durable transaction, instead of
+//! writing those pages back and flushing the device before it. The log's
+//! own flush then makes durable the records, the images and every page the
+//! kernel wrote back before the sync; recovery writes the images into the
+//! files (`Store::replay_heap_images`). A sync that cannot (growth, a
+//! created or closed object, more pages than [`MAX_IMAGES`], a storage
+//! whose log sync does not flush the files' device) flushes twice as
+//! before, and deletes the object's images in its transaction, ordered
+//! after its msync.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use larder_io::{page_size, MapAccess};
+use larder_object::meta::{heap_image_key, heap_image_prefix, prefix_end, HeapPageImage};
+
+use crate::arena_glue::{IdMap, Staged};
+use crate::attach::Attached;
+use crate::error::Result;
+use crate::Heap;
+
+/// Blocks an allocator remembers as handed out since the last sync; past
+/// that the next sync flushes twice (it could not name their pages).
+pub(crate) const FRESH_BLOCKS: usize = 64;
+
+/// Most page images one object holds (those carried from earlier syncs and
+/// this sync's): past it the sync flushes twice, which deletes them. It
+/// bounds what one sync writes to the log (64 KiB an object with 4 KiB
+/// pages) and what each later sync compares.
+pub(crate) const MAX_IMAGES: usize = 16;
+
+/// Most bytes of holes a sync that flushes twice fills in one object to
+/// make its file hole-free (a larger sparse object keeps its holes and
+/// every sync of it flushes twice).
+pub(crate) const HOLE_FILL_BYTES: u64 = 16 << 20;
+
+/// What a heap knows of one object for one-flush syncs.
+#[derive(Debug, Default)]
+pub(crate) struct ObjectImages {
+    /// The page images the index holds, by page offset, with their bytes:
+    /// each page's bytes at the last sync.
+    pub(crate) pages: BTreeMap<u64, Vec<u8>>,
+    /// The file's bytes `[0, hole_free)` are on written blocks whose
+    /// metadata is durable (a two-flush sync filled the holes and synced
+    /// the file): writing a page back there changes no file metadata.
+    pub(crate) hole_free: u64,
+    /// A transaction that put or deleted images failed: the index may hold
+    /// images `pages` does not know. The next sync flushes twice and
+    /// deletes them all.
+    pub(crate) unknown: bool,
+}
+
+/// Image changes a sync's transactions make, per object.
+#[derive(Default)]
+pub(crate) struct ImageChanges {
+    /// Images to put: (page offset, bytes).
+    pub(crate) put: BTreeMap<u64, Vec<(u64, Vec<u8>)>>,
+    /// Objects whose images are all deleted.
+    pub(crate) delete: BTreeSet<u64>,
+}
+
+impl ImageChanges {
+    /// Bytes object `id`'s changes add to a log record, about.
+    pub(crate) fn bytes(&self, id: u64) -> u64 {
+        self.put.get(&id).map_or(0, |pages| pages.iter().map(|(_, b)| 32 + b.len() as u64).sum())
+    }
+
+    /// Writes object `id`'s changes into `txn`.
+    pub(crate) fn write(&self, txn: &mut larder_object::Transaction<'_>, id: u64) -> Result<()> {
+        if self.delete.contains(&id) {
+            let prefix = heap_image_prefix(id);
+            let end = prefix_end(&prefix).unwrap_or_default();
+            for (key, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
+                txn.delete(&key);
+            }
+        }
+        for (offset, bytes) in self.put.get(&id).into_iter().flatten() {
+            let value = HeapPageImage { bytes: bytes.clone() }.encode()?;
+            txn.put(&heap_image_key(id, *offset), &value);
+        }
+        Ok(())
+    }
+}
+
+/// How a sync goes after [`Heap::try_one_flush`].
+pub(crate) enum OneFlush {
+    /// Committed with one flush.
+    Done,
+    /// It must flush twice; the allocator records it took (if any) go with
+    /// that sync's transaction.
+    Fallback(BTreeMap<u64, Staged>),
+}
+
+impl Heap {
+    /// Whether the log's sync flushes the device of the heap's files
+    /// (asked once per open heap).
+    fn log_flush_covers_files(&self) -> Result<bool> {
+        if let Some(&covers) = self.shared.log_flush_covers_files.get() {
+            return Ok(covers);
+        }
+        let covers = self.shared.store.heap_files_share_log_flush()?;
+        Ok(*self.shared.log_flush_covers_files.get_or_init(|| covers))
+    }
+
+    /// Commits the sync of the objects in `sizes` (id -> size to commit)
+    /// with one flush if it can (see the module doc); the caller has
+    /// checked that no file was created, grown, written or closed since the
+    /// last sync. On an error the sync failed (the caller restores what
+    /// it took).
+    pub(crate) fn try_one_flush(&self, attached: &[Arc<Attached>], sizes: &BTreeMap<u64, u64>) -> Result<OneFlush> {
+        let fallback = || Ok(OneFlush::Fallback(BTreeMap::new()));
+        if !self.log_flush_covers_files()? {
+            return fallback();
+        }
+        let writable: IdMap<&Arc<Attached>> =
+            attached.iter().filter(|a| a.access == MapAccess::ReadWrite).map(|a| (a.id, a)).collect();
+        let page = page_size();
+        // Which pages: those the kernel holds unwritten, and those imaged
+        // before (an image is kept current until a two-flush sync deletes
+        // it, so replay never writes an old image over later bytes).
+        let mut wanted: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        {
+            let images = self.shared.images.lock();
+            for (&id, &size) in sizes {
+                let Some(a) = writable.get(&id) else { return fallback() };
+                let Some(known) = images.get(&id) else { return fallback() };
+                if known.unknown || known.hole_free < size || a.region().len() < size {
+                    return fallback();
+                }
+                wanted.insert(id, known.pages.keys().copied().collect());
+            }
+        }
+        // The records, and the blocks handed out since the last sync under
+        // the same lock: a block the records name is among them, and its
+        // pages are imaged whether or not the kernel wrote them back (a
+        // write-back not yet flushed must not be outlived by its record).
+        let mut staged = BTreeMap::new();
+        let mut fits = true;
+        for (&id, pages) in wanted.iter_mut() {
+            let Some((records, fresh)) = self.take_arena_records_and_fresh(id) else { continue };
+            staged.insert(id, records);
+            fits &= !fresh.overflow;
+            for (offset, len) in fresh.blocks {
+                let mut at = offset / page * page;
+                while at < offset.saturating_add(len) {
+                    pages.insert(at);
+                    at += page;
+                }
+            }
+        }
+        // Then every other page the kernel holds unwritten. Asked after
+        // the records were taken: a store the sync must keep came before.
+        for (&id, pages) in wanted.iter_mut() {
+            if !fits || pages.len() > MAX_IMAGES {
+                fits = false;
+                break;
+            }
+            match writable[&id].region().unclean_pages(MAX_IMAGES - pages.len(), pages) {
+                Ok(Some(unclean)) => pages.extend(unclean),
+                Ok(None) => fits = false,
+                Err(e) => {
+                    self.restage_arenas(staged.keys().copied());
+                    return Err(e.into());
+                }
+            }
+        }
+        if !fits {
+            return Ok(OneFlush::Fallback(staged));
+        }
+        let mut changes = ImageChanges::default();
+        let read = (|| -> Result<()> {
+            let images = self.shared.images.lock();
+            for (&id, pages) in &wanted {
+                let region = writable[&id].region();
+                let len = region.len();
+                let known = images.get(&id);
+                for &at in pages.iter().filter(|&&at| at < len) {
+                    let mut bytes = vec![0u8; (len - at).min(page) as usize];
+                    region.read_into(at, &mut bytes)?;
+                    if known.and_then(|k| k.pages.get(&at)) != Some(&bytes) {
+                        changes.put.entry(id).or_default().push((at, bytes));
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = read {
+            self.restage_arenas(staged.keys().copied());
+            return Err(e);
+        }
+        let committed = self.commit_synced(sizes, staged, &changes);
+        let mut images = self.shared.images.lock();
+        for (id, pages) in changes.put {
+            let known = images.entry(id).or_default();
+            if committed.is_err() {
+                known.unknown = true;
+                continue;
+            }
+            known.pages.extend(pages);
+        }
+        committed.map(|()| OneFlush::Done)
+    }
+
+    /// Before a two-flush sync writes the mappings back: dirties, without
+    /// changing a byte, every page in a hole of each writable attached
+    /// object's file (below [`HOLE_FILL_BYTES`] of holes an object), so
+    /// that the msync writes them to blocks and syncs those blocks'
+    /// metadata. Returns, per object, how far the file will be hole-free
+    /// once the sync's flush succeeded.
+    pub(crate) fn fill_holes(
+        &self,
+        attached: &[Arc<Attached>],
+        sizes: &BTreeMap<u64, u64>,
+    ) -> Result<BTreeMap<u64, u64>> {
+        let mut hole_free = BTreeMap::new();
+        for a in attached.iter().filter(|a| a.access == MapAccess::ReadWrite) {
+            let Some(&size) = sizes.get(&a.id) else { continue };
+            let region = a.region();
+            let known = self.shared.images.lock().get(&a.id).map_or(0, |k| k.hole_free);
+            let end = size.min(region.len());
+            if known >= end {
+                continue;
+            }
+            if region.is_emulated() {
+                // Its flush writes the whole region to the file.
+                hole_free.insert(a.id, end);
+                continue;
+            }
+            let file = match self.shared.store.open_heap_file(a.id, false) {
+                Ok(file) => file,
+                Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let Some(holes) = file.holes()? else { continue };
+            let holes: Vec<(u64, u64)> =
+                holes.into_iter().map(|(s, e)| (s, e.min(end))).filter(|(s, e)| s < e).collect();
+            if holes.iter().map(|(s, e)| e - s).sum::<u64>() > HOLE_FILL_BYTES {
+                continue;
+            }
+            for (start, stop) in holes {
+                region.dirty_range(start, stop - start)?;
+            }
+            hole_free.insert(a.id, end);
+        }
+        Ok(hole_free)
+    }
+
+    /// The objects of `sizes` whose images a two-flush sync deletes.
+    pub(crate) fn imaged(&self, sizes: &BTreeMap<u64, u64>) -> BTreeSet<u64> {
+        let images = self.shared.images.lock();
+        sizes.keys().copied().filter(|id| images.get(id).is_some_and(|k| k.unknown || !k.pages.is_empty())).collect()
+    }
+
+    /// After a two-flush sync of `sizes`: its images deleted and its holes
+    /// filled (`hole_free`) if it succeeded; the images unknown if not.
+    /// Keeps only the objects still attached writable, or still imaged.
+    pub(crate) fn after_two_flush(
+        &self,
+        succeeded: bool,
+        sizes: &BTreeMap<u64, u64>,
+        deleted: &BTreeSet<u64>,
+        hole_free: &BTreeMap<u64, u64>,
+    ) {
+        let mut images = self.shared.images.lock();
+        if !succeeded {
+            for id in deleted {
+                images.entry(*id).or_default().unknown = true;
+            }
+            return;
+        }
+        for id in sizes.keys() {
+            if let Some(known) = images.get_mut(id) {
+                known.pages.clear();
+                known.unknown = false;
+            }
+        }
+        for (&id, &end) in hole_free {
+            let known = images.entry(id).or_default();
+            known.hole_free = known.hole_free.max(end);
+        }
+        let attached = self.shared.attached.read();
+        images.retain(|id, known| attached.contains_key(id) || known.unknown || !known.pages.is_empty());
+    }
+}
+
+impl Heap {
+    /// For crash tests on the simulated storage: writes `object`'s mapped
+    /// bytes to its file as the kernel writes a mapping's dirty pages back
+    /// at will, without a flush (durable at any later sync, on written
+    /// blocks only: [`larder_io::SharedRegion::write_back_at_will`]). Does
+    /// nothing to a real mapping, whose kernel does it on its own, or to
+    /// an object not attached writable.
+    #[doc(hidden)]
+    pub fn write_back_at_will(&self, object: crate::ObjectId) -> Result<()> {
+        let Some(attached) = self.shared.attached.read().get(&object.0).cloned() else { return Ok(()) };
+        let region = attached.region();
+        Ok(region.write_back_at_will(0, region.len())?)
+    }
+}

@@ -1,0 +1,81 @@
+//! Replay of heap page images at store open (docs/heap.md, "One flush per
+//! sync"). A heap's one-flush `sync` commits, with its records, an image of
+//! every page of an object whose bytes it did not write back and flush
+//! first; the images, not the file, hold those bytes until a later sync
+//! with a device flush before its commit deletes them. Recovery writes
+//! each into its file, syncs the files, and only then deletes the images,
+//! before anything maps a heap file.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use larder_io::{write_all_at, FileRef};
+
+use crate::error::{ObjectError, Result};
+use crate::meta::{decode_heap_key, heap_kind_prefix, prefix_end, HeapObject, HeapPageImage, HeapRecord, MetaKey};
+use crate::store::{Durability, Store};
+
+impl Store {
+    /// Writes every heap page image into its object's file (up to the
+    /// object's size), syncs those files and deletes the images durably.
+    /// `records` are the heap object records (id order); images of an
+    /// object without one (freed: a free deletes them, but a store written
+    /// by a build without that rule may keep some) are deleted unwritten,
+    /// and those of an object in `short` (its file shorter than its durable
+    /// size: refused at attach, left for fsck) are left alone. Returns the
+    /// objects written.
+    pub(crate) fn replay_heap_images(&self, records: &[(u64, HeapObject)], short: &[u64]) -> Result<Vec<u64>> {
+        let start = heap_kind_prefix(HeapRecord::Image);
+        let end = prefix_end(&start).unwrap_or_default();
+        let mut images = Vec::new();
+        for kv in self.index().range(Bound::Included(&start[..]), Bound::Excluded(&end[..]), true)? {
+            let (key, value) = kv?;
+            let MetaKey::HeapImage { object, offset } = decode_heap_key(&key)? else {
+                return Err(ObjectError::BadRecord { record: "heap key", what: "not a page image".into() });
+            };
+            images.push((key, object, offset, value));
+        }
+        if images.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut files: BTreeMap<u64, FileRef> = BTreeMap::new();
+        let mut done = Vec::new();
+        for (key, object, offset, value) in images {
+            if short.contains(&object) {
+                continue;
+            }
+            done.push((key, object));
+            if records.binary_search_by_key(&object, |(id, _)| *id).is_err() {
+                continue;
+            }
+            let image = HeapPageImage::decode(&value)?;
+            let size = self.stat(object)?.map_or(0, |onode| onode.size);
+            if offset >= size {
+                continue;
+            }
+            let take = (size - offset).min(image.bytes.len() as u64) as usize;
+            let file = match files.get(&object) {
+                Some(file) => file.clone(),
+                None => {
+                    let file = self.open_heap_file(object, true)?;
+                    files.insert(object, file.clone());
+                    file
+                }
+            };
+            write_all_at(&*file, &image.bytes[..take], offset)?;
+        }
+        for file in files.values() {
+            file.sync_data()?;
+        }
+        let mut ids: Vec<u64> = done.iter().map(|(_, id)| *id).collect();
+        ids.dedup();
+        // The files hold the images' bytes durably now: the images may go.
+        self.transact(&ids, Durability::Durable, |txn| -> Result<()> {
+            for (key, _) in &done {
+                txn.delete(key);
+            }
+            Ok(())
+        })?;
+        Ok(files.into_keys().collect())
+    }
+}
