@@ -198,6 +198,7 @@ impl Heap {
             // (after a load, and once per 2^36 blocks): commit its records
             // now and retry once.
             Err(ArenaError::NeedsSync) => {
+                self.flush_before_records(&attached)?;
                 self.persist_arena(id, &slot, &mut arena)?;
                 arena.alloc(size, align, &mut grow).map_err(|e| arena_error(id, e))?
             }
@@ -311,6 +312,27 @@ impl Heap {
             if rewrite { arena.all_records().into_iter().map(|(k, v)| (k, Some(v))).collect() } else { dirty };
         let claimed_end = arena.claimed_ranges().iter().map(|&(start, len)| start + len).max().unwrap_or(0);
         Staged { records, rewrite, claimed: arena.claimed_bytes() > 0, claimed_end }
+    }
+
+    /// Makes `attached`'s mapped bytes durable before allocator records
+    /// are committed outside [`Heap::sync`] (a grow, a reservation of
+    /// generations): those records name the blocks handed out since the
+    /// last sync, and the log may make them durable at any later sync,
+    /// whoever asks for it. A block whose allocation survives a crash then
+    /// holds what it held when the records were taken, never an earlier
+    /// occupant's bytes (docs/heap.md). The caller holds the object's
+    /// allocator lock, so no block is handed out between the two.
+    pub(crate) fn flush_before_records(&self, attached: &crate::attach::Attached) -> Result<()> {
+        attached.flush()?;
+        // An emulated region's flush only writes its bytes.
+        if attached.region().is_emulated() {
+            match self.shared.store.open_heap_file(attached.id, true) {
+                Ok(file) => file.sync_data()?,
+                Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Commits the records of the allocator of `id` (locked by the caller)

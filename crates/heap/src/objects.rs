@@ -213,6 +213,9 @@ impl Heap {
         // is held throughout, so `alloc_in` cannot grow the object meanwhile.
         let slot = self.arena(id)?;
         let mut arena = slot.arena.lock();
+        // The records name blocks handed out since the last sync: their
+        // bytes first (no allocation can happen meanwhile: the lock).
+        self.flush_before_records(&attached)?;
         let staged = Some(Heap::stage_locked(&slot, &mut arena));
         let grown = self.shared.store.transact_locked(
             &[LockRequest::Exclusive(id)],

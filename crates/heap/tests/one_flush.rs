@@ -303,3 +303,33 @@ fn a_crash_during_the_replay_leaves_it_to_the_next_open() {
         assert_eq!(images(&store, a), 0);
     }
 }
+
+/// A grow commits the allocator's records outside `sync`, and any later
+/// log sync (another commit's, the flusher's) makes them durable: a block
+/// handed out since the last sync then holds its new bytes after a crash,
+/// never the bytes of the block freed before it.
+#[test]
+fn a_grow_makes_the_bytes_of_new_blocks_durable_before_their_records() {
+    let sim = SimStorage::new(11);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    let a = h.alloc(4096).unwrap();
+    h.add_name(a, "a").unwrap();
+    let p = h.alloc_in(a, BLOCK as u64, 8).unwrap();
+    h.write_at(a, p.offset, &[X2; BLOCK]).unwrap();
+    h.sync().unwrap();
+    h.free_in(p).unwrap();
+    let q = h.alloc_in(a, BLOCK as u64, 8).unwrap();
+    assert_eq!(q.offset, p.offset, "the freed block is handed out again");
+    h.write_at(a, q.offset, &[X4; BLOCK]).unwrap();
+    h.grow(a, 1 << 20).unwrap();
+    // Made durable by a log sync that is not the heap's.
+    store.sync_to(u64::MAX).unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(CrashMode::DropAllPending));
+    let h = open(&store).unwrap();
+    assert!(h.deref(p).is_err(), "the freed block's pointer is live");
+    h.deref(q).unwrap();
+    assert_eq!(bytes(&h, a, q.offset, BLOCK), vec![X4; BLOCK], "the reused block holds older bytes");
+}
