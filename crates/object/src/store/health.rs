@@ -224,15 +224,19 @@ pub(crate) fn poison(latch: &CheckedStorage, log: &Log, cause: String) {
 pub(crate) fn run_guarded(status: &ThreadStatus, poisoner: &Poisoner, body: impl FnOnce()) {
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         let cause = format!("{} panicked: {}", status.name(), panic_text(&*payload));
-        poisoner.poison(cause.clone());
-        status.end(ThreadState::Failed, Some(cause));
+        // The thread shows as failed before the store as poisoned, so
+        // whoever sees the poison in `health()` sees its thread too.
+        status.end(ThreadState::Failed, Some(cause.clone()));
+        poisoner.poison(cause);
     }
 }
 
-/// Poisons the store for a thread that failed for good.
+/// Poisons the store for a thread that failed for good (the thread marked
+/// failed first, as in [`run_guarded`]).
 pub(crate) fn fail(status: &ThreadStatus, poisoner: &Poisoner, error: String) {
-    poisoner.poison(format!("{} failed: {error}", status.name()));
+    let cause = format!("{} failed: {error}", status.name());
     status.end(ThreadState::Failed, Some(error));
+    poisoner.poison(cause);
 }
 
 #[cfg(test)]
