@@ -208,17 +208,7 @@ fn crash_at_every_sync_of_one_flush_syncs() {
 /// write not synced: what survives of the object is what the syncs made
 /// durable, images included.
 fn after_stages(stages: usize) -> (SimStorage, ObjectId, PPtr<u8>) {
-    let sim = SimStorage::new(7);
-    let store = sim_store(&sim);
-    let h = open(&store).unwrap();
-    let a = h.alloc(4096).unwrap();
-    h.add_name(a, "a").unwrap();
-    h.alloc_in(a, BLOCK as u64, 8).unwrap();
-    h.sync().unwrap();
-    let p = h.alloc_in(a, BLOCK as u64, 8).unwrap();
-    h.write_at(a, p.offset, &[X2; BLOCK]).unwrap();
-    h.sync().unwrap();
-    assert!(images(&store, a) > 0, "the sync took one flush");
+    let (sim, store, h, a, p) = imaged(7);
     if stages >= 3 {
         h.write_at(a, p.offset, &[X3; BLOCK]).unwrap();
         h.write_back_at_will(a).unwrap();
@@ -256,34 +246,33 @@ fn an_image_is_kept_current_when_its_page_was_written_back() {
     assert_eq!(bytes(&h, a, p.offset, BLOCK), vec![X3; BLOCK]);
 }
 
-#[test]
-fn close_leaves_no_image() {
-    let sim = SimStorage::new(3);
+/// A heap on a new simulated machine of `seed` whose object "a" holds a
+/// block p of X2 made durable by a one-flush sync (its page imaged).
+fn imaged(seed: u64) -> (SimStorage, Arc<Store>, Heap, ObjectId, PPtr<u8>) {
+    let sim = SimStorage::new(seed);
     let store = sim_store(&sim);
     let h = open(&store).unwrap();
     let a = h.alloc(4096).unwrap();
+    h.add_name(a, "a").unwrap();
     h.alloc_in(a, BLOCK as u64, 8).unwrap();
     h.sync().unwrap();
     let p = h.alloc_in(a, BLOCK as u64, 8).unwrap();
     h.write_at(a, p.offset, &[X2; BLOCK]).unwrap();
     h.sync().unwrap();
-    assert!(images(&store, a) > 0);
+    assert!(images(&store, a) > 0, "the sync took one flush");
+    (sim, store, h, a, p)
+}
+
+#[test]
+fn close_leaves_no_image() {
+    let (_sim, store, h, a, _p) = imaged(3);
     h.close().unwrap();
     assert_eq!(images(&store, a), 0, "close flushes twice and deletes the images");
 }
 
 #[test]
 fn freeing_an_object_deletes_its_images() {
-    let sim = SimStorage::new(4);
-    let store = sim_store(&sim);
-    let h = open(&store).unwrap();
-    let a = h.alloc(4096).unwrap();
-    h.alloc_in(a, BLOCK as u64, 8).unwrap();
-    h.sync().unwrap();
-    let p = h.alloc_in(a, BLOCK as u64, 8).unwrap();
-    h.write_at(a, p.offset, &[X2; BLOCK]).unwrap();
-    h.sync().unwrap();
-    assert!(images(&store, a) > 0);
+    let (_sim, store, h, a, _p) = imaged(4);
     h.free(a).unwrap();
     assert_eq!(images(&store, a), 0);
 }
