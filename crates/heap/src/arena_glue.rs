@@ -326,11 +326,7 @@ impl Heap {
         attached.flush()?;
         // An emulated region's flush only writes its bytes.
         if attached.region().is_emulated() {
-            match self.shared.store.open_heap_file(attached.id, true) {
-                Ok(file) => file.sync_data()?,
-                Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.sync_object_file(attached.id)?;
         }
         Ok(())
     }

@@ -103,12 +103,7 @@ impl Heap {
                 }
             }
             for id in sizes.keys().filter(|id| to_sync.contains(id)) {
-                match self.shared.store.open_heap_file(*id, true) {
-                    Ok(file) => file.sync_data()?,
-                    // Freed meanwhile: nothing to keep.
-                    Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                }
+                self.sync_object_file(*id)?;
             }
             // Every file created since the last sync is in `ids`: synced
             // above (msync or fdatasync) unless freed since, and then its
@@ -140,6 +135,16 @@ impl Heap {
             return Err(e);
         }
         self.remove_freed_files()
+    }
+
+    /// Syncs object `id`'s file (fdatasync); one freed meanwhile has
+    /// nothing to keep.
+    pub(crate) fn sync_object_file(&self, id: u64) -> Result<()> {
+        match self.shared.store.open_heap_file(id, true) {
+            Ok(file) => Ok(file.sync_data()?),
+            Err(larder_object::ObjectError::Io(e)) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Whether syncing a file created in `heap/` made its name durable

@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use larder_heap::{Heap, HeapError, ObjectId, PPtr, TypeId};
@@ -18,7 +17,7 @@ use larder_io::SimStorage;
 use larder_object::Store;
 use proptest::prelude::*;
 
-use common::{deterministic, heap, sim_store, storage, DIR};
+use common::{heap, reopen_sim, sim_store};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -101,7 +100,7 @@ impl Model {
 fn reopen(sim: &SimStorage, store: Arc<Store>, h: Heap) -> (Arc<Store>, Heap) {
     h.close().unwrap();
     Arc::into_inner(store).unwrap().close().unwrap();
-    let store = Arc::new(Store::open(storage(sim), Path::new(DIR), deterministic()).unwrap());
+    let store = reopen_sim(sim);
     let h = heap(&store);
     (store, h)
 }
@@ -112,7 +111,7 @@ fn sync_crash(sim: &mut SimStorage, store: Arc<Store>, h: Heap) -> (Arc<Store>, 
     drop(h);
     drop(store);
     *sim = sim.crash_with(CrashMode::DropAllPending);
-    let store = Arc::new(Store::open(storage(sim), Path::new(DIR), deterministic()).unwrap());
+    let store = reopen_sim(sim);
     let h = heap(&store);
     (store, h)
 }
