@@ -241,6 +241,11 @@ impl Source {
 /// are positioned without).
 const WARM_RUNS: usize = 16;
 
+/// Whether source `i` is parked (`parked` is empty when none is).
+fn is_parked(parked: &[bool], i: usize) -> bool {
+    parked.get(i).copied().unwrap_or(false)
+}
+
 /// Starts loading the block each run source starts in, in every run
 /// together: its handle, then its bytes. Positioning a cursor in a run is
 /// a chain of cache misses (the block index, the handle, the block's
@@ -255,7 +260,7 @@ fn warm_runs(sources: &mut [Source], parked: &[bool]) {
     {
         let mut searches: [Option<(&BlockIndex, &[u8])>; WARM_RUNS] = [None; WARM_RUNS];
         for (i, source) in sources.iter().enumerate() {
-            if let (Source::Run(r), true) = (source, n < WARM_RUNS && !parked.get(i).copied().unwrap_or(false)) {
+            if let (Source::Run(r), true) = (source, n < WARM_RUNS && !is_parked(parked, i)) {
                 if let Some(key) = r.search_key() {
                     searches[n] = Some((&r.run().index, key));
                     searched[n] = i;
@@ -277,7 +282,7 @@ fn warm_runs(sources: &mut [Source], parked: &[bool]) {
     let mut blocks = [(0usize, 0usize); WARM_RUNS];
     let mut n = 0;
     for (i, source) in sources.iter_mut().enumerate() {
-        if let (Source::Run(r), true) = (source, n < WARM_RUNS && !parked.get(i).copied().unwrap_or(false)) {
+        if let (Source::Run(r), true) = (source, n < WARM_RUNS && !is_parked(parked, i)) {
             if let Some(block) = r.start_block() {
                 blocks[n] = (i, block);
                 n += 1;
@@ -358,12 +363,17 @@ impl MergeIter {
     }
 
     fn is_parked(&self, i: usize) -> bool {
-        self.parked.get(i).copied().unwrap_or(false)
+        is_parked(&self.parked, i)
     }
 
     /// Positions parked source `i`: the merge has reached its key.
     fn unpark(&mut self, i: usize) -> Result<()> {
         self.parked[i] = false;
+        self.position(i)
+    }
+
+    /// Positions source `i` at its first entry and takes in its key.
+    fn position(&mut self, i: usize) -> Result<()> {
         self.sources[i].prime()?;
         self.refresh(i);
         self.sources[i].check()
@@ -445,12 +455,9 @@ impl MergeIter {
         if !self.primed {
             warm_runs(&mut self.sources, &self.parked);
             for i in 0..self.sources.len() {
-                if self.is_parked(i) {
-                    continue;
+                if !self.is_parked(i) {
+                    self.position(i)?;
                 }
-                self.sources[i].prime()?;
-                self.refresh(i);
-                self.sources[i].check()?;
             }
             self.primed = true;
         }
