@@ -354,11 +354,7 @@ impl Heap {
     /// by `txn`).
     pub(crate) fn write_staged(&self, txn: &mut Transaction<'_>, id: u64, staged: &Staged) -> Result<()> {
         if staged.rewrite {
-            let prefix = heap_span_prefix(id);
-            let end = prefix_end(&prefix).unwrap_or_default();
-            for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
-                txn.delete(&k);
-            }
+            txn.delete_prefix(&heap_span_prefix(id))?;
         }
         for (key, value) in &staged.records {
             match value {

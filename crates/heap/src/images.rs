@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use larder_io::{page_size, MapAccess};
-use larder_object::meta::{heap_image_key, heap_image_prefix, prefix_end, HeapPageImage};
+use larder_object::meta::{heap_image_key, heap_image_prefix, HeapPageImage};
 
 use crate::arena_glue::{IdMap, Staged};
 use crate::attach::Attached;
@@ -71,11 +71,7 @@ impl ImageChanges {
     /// Writes object `id`'s changes into `txn`.
     pub(crate) fn write(&self, txn: &mut larder_object::Transaction<'_>, id: u64) -> Result<()> {
         if self.delete.contains(&id) {
-            let prefix = heap_image_prefix(id);
-            let end = prefix_end(&prefix).unwrap_or_default();
-            for (key, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
-                txn.delete(&key);
-            }
+            txn.delete_prefix(&heap_image_prefix(id))?;
         }
         for (offset, bytes) in self.put.get(&id).into_iter().flatten() {
             let value = HeapPageImage { bytes: bytes.clone() }.encode()?;

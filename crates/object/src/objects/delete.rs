@@ -169,10 +169,7 @@ fn delete_rest(txn: &mut Transaction<'_>, object: u64, heap: bool, orphan: bool)
         txn.delete(&heap_object_key(object));
     }
     for prefix in prefixes {
-        let end = prefix_end(&prefix).unwrap_or_default();
-        for (k, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
-            txn.delete(&k);
-        }
+        txn.delete_prefix(&prefix)?;
     }
     if orphan {
         txn.delete(&orphan_key(object));

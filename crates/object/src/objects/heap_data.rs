@@ -16,7 +16,7 @@ use larder_log::Dependency;
 
 use super::touch_data;
 use crate::error::{ObjectError, Result};
-use crate::meta::{heap_image_prefix, prefix_end, DataLocation, Onode, HEAP_OBJECT_RECYCLED, MAX_OBJECT_BYTES};
+use crate::meta::{heap_image_prefix, DataLocation, Onode, HEAP_OBJECT_RECYCLED, MAX_OBJECT_BYTES};
 use crate::store::Store;
 use crate::txn::Transaction;
 
@@ -99,12 +99,7 @@ fn settle_recycled(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
 /// a heap's one-flush sync took earlier over the bytes this write made
 /// durable (the sync keeps bytes of every page as they are now).
 fn drop_images(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
-    let prefix = heap_image_prefix(object);
-    let end = prefix_end(&prefix).unwrap_or_default();
-    for (key, _) in txn.scan(&prefix, &end, true, usize::MAX)? {
-        txn.delete(&key);
-    }
-    Ok(())
+    txn.delete_prefix(&heap_image_prefix(object))
 }
 
 /// Sets heap object `object`'s size to `size`: growing extends its file

@@ -120,6 +120,17 @@ impl<'a> Transaction<'a> {
         self.pending.insert(key.to_vec(), None);
     }
 
+    /// Removes every live key that starts with `prefix` (found as
+    /// [`Transaction::scan`] finds them: this transaction's writes
+    /// included).
+    pub fn delete_prefix(&mut self, prefix: &[u8]) -> Result<()> {
+        let end = crate::meta::prefix_end(prefix).unwrap_or_default();
+        for (key, _) in self.scan(prefix, &end, true, usize::MAX)? {
+            self.delete(&key);
+        }
+        Ok(())
+    }
+
     /// Reads a raw key: this transaction's own write if it made one, else
     /// the store's committed value.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
