@@ -94,11 +94,13 @@ extern "C" {
  * heap's path inside the store (`/srv/store:/apps/heap`); the default
  * heap is `/heap`. The heap is created if absent; the store must exist
  * (`larder_mfdopen_create` creates it). The store is opened embedded, by
- * this process. Returns 0, or -1 with errno set: ENOENT (no store, or the
- * heap's parent directory missing), EBUSY (a heap is attached already, or
- * another process has the store open), ENOTSUP (`larder serve` serves the
- * store: heaps of a served store are not supported yet), EACCES, EINVAL
- * (NULL, not UTF-8, not a heap).
+ * this process, unless `larder serve` serves it: the heap is then the
+ * server's (its calls are requests checked against this process's user,
+ * objects mapped from descriptors the server sends, read-only where the
+ * user may only read). Returns 0, or -1 with errno set: ENOENT (no store,
+ * or the heap's parent directory missing), EBUSY (a heap is attached
+ * already, or another process that is not a server has the store open),
+ * EACCES, EINVAL (NULL, not UTF-8, not a heap).
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string.
@@ -285,7 +287,8 @@ const char *larder_mferror(void);
 
 /**
  * Opens the heap `heap_path` (NULL: `/heap`) of the store in the
- * directory `store`, embedded, creating the heap if absent; with
+ * directory `store`, embedded or through the server that serves the
+ * store (as `larder_mfdopen`), creating the heap if absent; with
  * `LARDER_HEAP_CREATE` in `flags`, the store too. Any number of heaps may
  * be open at once, of one store or several. Returns the heap, or NULL
  * with errno set (as `larder_mfdopen`, and EINVAL for unknown flags).

@@ -103,12 +103,60 @@ fn the_heap_calls_fail_as_documented_from_c_and_blocks_persist() {
     fsck_clean(&store);
 }
 
+/// Runs `program` with `args` in a process of its own; does not wait.
+fn spawn(program: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(program)
+        .args(args)
+        .env("LD_LIBRARY_PATH", library_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
-fn a_served_store_is_refused_with_enotsup() {
+fn processes_racing_for_a_name_on_a_served_store_agree_on_one_winner() {
     let mut served = Served::start(false);
     let program = build(served.dir.path(), "crates/capi/tests/c/heap_errors.c", Linking::Shared);
-    let stdout = run(&program, &["--served", served.store_str()]);
-    assert!(stdout.contains("served: refused with ENOTSUP"), "{stdout}");
+    for round in 0..3 {
+        let name = format!("raced-{round}");
+        let racers: Vec<_> = (0..6).map(|_| spawn(&program, &["--race", served.store_str(), &name])).collect();
+        let mut winners = Vec::new();
+        let mut named = std::collections::BTreeSet::new();
+        for racer in racers {
+            let output = racer.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+            let line = stdout.lines().find(|l| l.starts_with("race: ")).unwrap_or_else(|| panic!("{stdout}"));
+            let object: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+            named.insert(object);
+            if line.starts_with("race: won ") {
+                winners.push(object);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: one process wins the name");
+        assert_eq!(named.into_iter().collect::<Vec<_>>(), winners, "round {round}: all saw the winner's object");
+    }
     served.stop();
+    fsck_clean(&served.store);
+}
+
+#[test]
+fn the_papers_programs_run_on_a_served_store_and_its_tree_outlives_the_server() {
+    let mut served = Served::start(false);
+    let basic = build(served.dir.path(), "examples/c/pshfs_basic.c", Linking::Shared);
+    let stdout = run(&basic, &[served.store_str()]);
+    assert_eq!(stdout, "Current Value: 00000\nCurrent Value: 11111\npshfs_basic: done\n");
+    let tree = build(served.dir.path(), "examples/c/pshfs_tree.c", Linking::Shared);
+    let target = format!("{}:/trees", served.store_str());
+    let created = run(&tree, &[&target, "create"]);
+    assert!(created.starts_with("created: tree "), "{created}");
+    let reattached = run(&tree, &[&target, "reattach"]);
+    assert!(reattached.contains("reattached: tree checked, copy and clones freed"), "{reattached}");
+    // The server made it durable when it stopped; a process that opens
+    // the store itself finds what the served processes left.
+    served.stop();
+    let verified = run(&tree, &[&target, "verify"]);
+    assert!(verified.contains("verified: the frees persisted"), "{verified}");
     fsck_clean(&served.store);
 }

@@ -47,11 +47,13 @@ unsafe fn attach(path: *const c_char, create: bool) -> Outcome<c_int> {
 /// heap's path inside the store (`/srv/store:/apps/heap`); the default
 /// heap is `/heap`. The heap is created if absent; the store must exist
 /// (`larder_mfdopen_create` creates it). The store is opened embedded, by
-/// this process. Returns 0, or -1 with errno set: ENOENT (no store, or the
-/// heap's parent directory missing), EBUSY (a heap is attached already, or
-/// another process has the store open), ENOTSUP (`larder serve` serves the
-/// store: heaps of a served store are not supported yet), EACCES, EINVAL
-/// (NULL, not UTF-8, not a heap).
+/// this process, unless `larder serve` serves it: the heap is then the
+/// server's (its calls are requests checked against this process's user,
+/// objects mapped from descriptors the server sends, read-only where the
+/// user may only read). Returns 0, or -1 with errno set: ENOENT (no store,
+/// or the heap's parent directory missing), EBUSY (a heap is attached
+/// already, or another process that is not a server has the store open),
+/// EACCES, EINVAL (NULL, not UTF-8, not a heap).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.

@@ -34,7 +34,8 @@ fn handle(heap: *const LarderHeap) -> Outcome<Arc<OpenHeap>> {
 }
 
 /// Opens the heap `heap_path` (NULL: `/heap`) of the store in the
-/// directory `store`, embedded, creating the heap if absent; with
+/// directory `store`, embedded or through the server that serves the
+/// store (as `larder_mfdopen`), creating the heap if absent; with
 /// `LARDER_HEAP_CREATE` in `flags`, the store too. Any number of heaps may
 /// be open at once, of one store or several. Returns the heap, or NULL
 /// with errno set (as `larder_mfdopen`, and EINVAL for unknown flags).

@@ -6,8 +6,11 @@
 //! current heap (one at a time, as PSHFS had it); the `larder_mf*` calls
 //! act on it. `larder_heap_open(store, heap_path, flags)` opens a heap as
 //! a handle instead, any number of them, and the `larder_heap_*` calls
-//! take the handle. The store is opened embedded: this process holds it
-//! (a store that `larder serve` serves is refused with ENOTSUP for now).
+//! take the handle. The store is opened embedded (this process holds it),
+//! or, when `larder serve` serves it, the heap is the server's: metadata
+//! calls are requests checked against this process's credentials, and
+//! objects are mapped from the descriptors the server sends (read-only
+//! where the process may only read).
 //!
 //! Errors are the library's: a call that fails returns -1, NULL or the
 //! null `larder_nptr` (all zeros), sets `errno`, and `larder_mferrno()`
@@ -21,6 +24,7 @@ use std::ffi::{c_char, c_int};
 use crate::arguments;
 use crate::status::{Failure, Outcome};
 
+mod backend;
 mod current;
 mod errors;
 mod handed;

@@ -1,13 +1,15 @@
-//! An open heap as the C API holds it: the Rust heap, the structs handed
-//! to C, and the store it uses; opened embedded, closed once.
+//! An open heap as the C API holds it: the heap (embedded, or through the
+//! server that serves its store), the structs handed to C, and the store
+//! it uses; closed once.
 
 use std::path::Path;
 
 use larder_heap::{Credentials, Heap};
 use parking_lot::{Mutex, RwLock};
 
+use super::backend::Backend;
 use super::handed::Handed;
-use super::stores::{self, StoreUse};
+use super::stores::{self, Holder, StoreUse};
 use crate::status::{Failure, Outcome};
 
 /// The heap a path names when it names none: `STORE_DIR` alone means
@@ -18,10 +20,10 @@ pub(crate) const DEFAULT_HEAP_PATH: &str = "/heap";
 /// of threads at once); closing takes it exclusively, so it waits for the
 /// calls in flight and later calls fail with EBADF.
 pub(crate) struct OpenHeap {
-    heap: RwLock<Option<Heap>>,
+    heap: RwLock<Option<Backend>>,
     /// The structs handed to C.
     pub(crate) handed: Mutex<Handed>,
-    /// The store, given back at close.
+    /// The store if this process holds it, given back at close.
     store: Mutex<Option<StoreUse>>,
 }
 
@@ -47,18 +49,29 @@ pub(crate) fn split_heap_path(path: &str) -> (&str, &str) {
 
 impl OpenHeap {
     /// Opens (creating if absent) the heap `heap_path` of the store in
-    /// `store_dir`, the store embedded (created if absent and `create`).
+    /// `store_dir`: embedded (the store created if absent and `create`),
+    /// or through the server if `larder serve` serves the store (the
+    /// server checks this process's credentials, from its socket).
     pub(crate) fn open(store_dir: &Path, heap_path: &str, create: bool) -> Outcome<OpenHeap> {
         if heap_path.is_empty() {
             return Err(Failure::invalid("the heap path is empty"));
         }
-        let used = stores::acquire(store_dir, create)?;
+        let opened = |backend: Backend, store: Option<StoreUse>| OpenHeap {
+            heap: RwLock::new(Some(backend)),
+            handed: Mutex::new(Handed::default()),
+            store: Mutex::new(store),
+        };
+        let used = match stores::acquire(store_dir, create)? {
+            Holder::Embedded(used) => used,
+            Holder::Served { socket } => {
+                // No leases: a heap's calls are requests whatever the cache.
+                let client = client::Client::connect_socket_with(&socket, false)?;
+                let heap = client.heap(heap_path)?;
+                return Ok(opened(Backend::Served { heap, _client: client }, None));
+            }
+        };
         match Heap::open(&used.store, heap_path, process_credentials()) {
-            Ok(heap) => Ok(OpenHeap {
-                heap: RwLock::new(Some(heap)),
-                handed: Mutex::new(Handed::default()),
-                store: Mutex::new(Some(used)),
-            }),
+            Ok(heap) => Ok(opened(Backend::Embedded(heap), Some(used))),
             Err(e) => {
                 let failure = Failure::from(e);
                 // The store may be closed again; the heap's failure is the
@@ -70,7 +83,7 @@ impl OpenHeap {
     }
 
     /// Runs `call` on the heap, shared with other calls.
-    pub(crate) fn with<T>(&self, call: impl FnOnce(&Heap, &Mutex<Handed>) -> Outcome<T>) -> Outcome<T> {
+    pub(crate) fn with<T>(&self, call: impl FnOnce(&Backend, &Mutex<Handed>) -> Outcome<T>) -> Outcome<T> {
         let heap = self.heap.read();
         let heap = heap.as_ref().ok_or_else(|| Failure::new(libc::EBADF, "the heap is closed"))?;
         call(heap, &self.handed)

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use larder_heap::{limits, ObjectId, PPtr, TypeId};
+use larder_heap::limits;
 
 use super::handed::ObjectState;
 use super::open::OpenHeap;
@@ -17,16 +17,11 @@ fn size64(size: usize) -> u64 {
     size as u64
 }
 
-/// The persistent pointer `nptr` names.
-fn pptr(nptr: LarderNptr) -> PPtr<u8> {
-    PPtr::new(nptr.object, nptr.offset, nptr.generation)
-}
-
 /// mfalloc: a new object of `size` zero bytes, attached.
 pub(crate) fn alloc(open: &OpenHeap, size: usize) -> Outcome<*mut LarderMfobj> {
     open.with(|heap, handed| {
         let id = heap.alloc(size64(size))?;
-        Ok(handed.lock().hand_out(id.0))
+        Ok(handed.lock().hand_out(id))
     })
 }
 
@@ -34,7 +29,7 @@ pub(crate) fn alloc(open: &OpenHeap, size: usize) -> Outcome<*mut LarderMfobj> {
 pub(crate) fn dreference(open: &OpenHeap, object: *const LarderMfobj) -> Outcome<*mut c_void> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        Ok(heap.pointer(ObjectId(id))?.cast::<c_void>())
+        Ok(heap.pointer(id)?.cast::<c_void>())
     })
 }
 
@@ -42,7 +37,7 @@ pub(crate) fn dreference(open: &OpenHeap, object: *const LarderMfobj) -> Outcome
 pub(crate) fn add_name(open: &OpenHeap, object: *const LarderMfobj, name: &str) -> Outcome<c_int> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        heap.add_name(ObjectId(id), name)?;
+        heap.add_name(id, name)?;
         Ok(0)
     })
 }
@@ -51,7 +46,7 @@ pub(crate) fn add_name(open: &OpenHeap, object: *const LarderMfobj, name: &str) 
 pub(crate) fn get_by_name(open: &OpenHeap, name: &str) -> Outcome<*mut LarderMfobj> {
     open.with(|heap, handed| {
         let id = heap.get_by_name(name)?;
-        Ok(handed.lock().hand_out(id.0))
+        Ok(handed.lock().hand_out(id))
     })
 }
 
@@ -61,8 +56,8 @@ pub(crate) fn get(open: &OpenHeap, nptr: LarderNptr) -> Outcome<*mut LarderMfobj
         return Err(Failure::invalid("the nptr is null (object 0)"));
     }
     open.with(|heap, handed| {
-        let id = heap.get(ObjectId(nptr.object))?;
-        Ok(handed.lock().hand_out(id.0))
+        let id = heap.get(nptr.object)?;
+        Ok(handed.lock().hand_out(id))
     })
 }
 
@@ -78,7 +73,7 @@ pub(crate) fn nptr(open: &OpenHeap, object: *const LarderMfobj) -> Outcome<Larde
 pub(crate) fn close_object(open: &OpenHeap, object: *mut LarderMfobj) -> Outcome<c_int> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        heap.close_object(ObjectId(id))?;
+        heap.close_object(id)?;
         handed.lock().set_state(id, ObjectState::Closed);
         Ok(0)
     })
@@ -88,7 +83,7 @@ pub(crate) fn close_object(open: &OpenHeap, object: *mut LarderMfobj) -> Outcome
 pub(crate) fn free(open: &OpenHeap, object: *mut LarderMfobj) -> Outcome<c_int> {
     open.with(|heap, handed| {
         let id = handed.lock().live(object)?;
-        heap.free(ObjectId(id))?;
+        heap.free(id)?;
         handed.lock().set_state(id, ObjectState::Freed);
         Ok(0)
     })
@@ -98,8 +93,8 @@ pub(crate) fn free(open: &OpenHeap, object: *mut LarderMfobj) -> Outcome<c_int> 
 pub(crate) fn copy(open: &OpenHeap, object: *const LarderMfobj) -> Outcome<*mut LarderMfobj> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        let copy = heap.get(heap.copy(ObjectId(id))?)?;
-        Ok(handed.lock().hand_out(copy.0))
+        let copy = heap.copy(id)?;
+        Ok(handed.lock().hand_out(copy))
     })
 }
 
@@ -107,8 +102,8 @@ pub(crate) fn copy(open: &OpenHeap, object: *const LarderMfobj) -> Outcome<*mut 
 pub(crate) fn clone(open: &OpenHeap, object: *const LarderMfobj) -> Outcome<*mut LarderMfobj> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        let copy = heap.get(heap.clone(ObjectId(id))?)?;
-        Ok(handed.lock().hand_out(copy.0))
+        let copy = heap.clone(id)?;
+        Ok(handed.lock().hand_out(copy))
     })
 }
 
@@ -117,7 +112,7 @@ pub(crate) fn alloc_type(open: &OpenHeap, offsets: &[usize]) -> Outcome<*mut Lar
     let offsets: Vec<u64> = offsets.iter().map(|&o| size64(o)).collect();
     open.with(|heap, handed| {
         let id = heap.alloc_type(&offsets)?;
-        Ok(handed.lock().hand_out_type(id.0, offsets.len()))
+        Ok(handed.lock().hand_out_type(id, offsets.len()))
     })
 }
 
@@ -128,7 +123,7 @@ pub(crate) fn attach_type(open: &OpenHeap, object: *const LarderMfobj, mftype: *
             let handed = handed.lock();
             (handed.open(object)?, handed.type_id(mftype)?)
         };
-        heap.attach_type(ObjectId(id), TypeId(type_id))?;
+        heap.attach_type(id, type_id)?;
         Ok(0)
     })
 }
@@ -137,7 +132,7 @@ pub(crate) fn attach_type(open: &OpenHeap, object: *const LarderMfobj, mftype: *
 pub(crate) fn grow(open: &OpenHeap, object: *const LarderMfobj, size: usize) -> Outcome<c_int> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        heap.grow(ObjectId(id), size64(size))?;
+        heap.grow(id, size64(size))?;
         Ok(0)
     })
 }
@@ -146,7 +141,7 @@ pub(crate) fn grow(open: &OpenHeap, object: *const LarderMfobj, size: usize) -> 
 pub(crate) fn size(open: &OpenHeap, object: *const LarderMfobj) -> Outcome<i64> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        let size = heap.size(ObjectId(id))?;
+        let size = heap.size(id)?;
         // Objects are at most 2^63 - 1 bytes (limits::MAX_OBJECT_BYTES).
         i64::try_from(size).map_err(|_| Failure::new(libc::EOVERFLOW, format!("object {id} has {size} bytes")))
     })
@@ -162,7 +157,7 @@ pub(crate) fn sync(open: &OpenHeap) -> Outcome<c_int> {
 
 /// The address `nptr` names, its object, bounds and generation checked.
 pub(crate) fn deref(open: &OpenHeap, nptr: LarderNptr) -> Outcome<*mut c_void> {
-    open.with(|heap, _| Ok(heap.deref(pptr(nptr))?.cast::<c_void>()))
+    open.with(|heap, _| Ok(heap.deref(nptr)?.cast::<c_void>()))
 }
 
 /// A block of `size` bytes aligned to `align` inside the object, from
@@ -170,8 +165,7 @@ pub(crate) fn deref(open: &OpenHeap, nptr: LarderNptr) -> Outcome<*mut c_void> {
 pub(crate) fn alloc_in(open: &OpenHeap, object: *const LarderMfobj, size: usize, align: usize) -> Outcome<LarderNptr> {
     open.with(|heap, handed| {
         let id = handed.lock().open(object)?;
-        let block = heap.alloc_in(ObjectId(id), size64(size), size64(align))?;
-        Ok(LarderNptr { object: block.object, offset: block.offset, generation: block.generation })
+        heap.alloc_in(id, size64(size), size64(align))
     })
 }
 
@@ -181,7 +175,7 @@ pub(crate) fn free_in(open: &OpenHeap, nptr: LarderNptr) -> Outcome<c_int> {
         return Err(Failure::invalid("the nptr is null (object 0)"));
     }
     open.with(|heap, _| {
-        heap.free_in(pptr(nptr))?;
+        heap.free_in(nptr)?;
         Ok(0)
     })
 }

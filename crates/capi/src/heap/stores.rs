@@ -1,7 +1,8 @@
 //! The stores this process has open for its heaps: opened embedded on
 //! first use, shared by every heap of the store, closed with the last.
 //! A store is opened once per process (its lock is per open), so two
-//! heaps of one store share one `Store`.
+//! heaps of one store share one `Store`. A store that `larder serve`
+//! serves is not opened here: its heaps are the server's.
 
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
@@ -31,70 +32,87 @@ fn existing_ancestor(dir: &Path) -> PathBuf {
     absolute.ancestors().find(|a| a.is_dir()).unwrap_or(Path::new("/")).to_path_buf()
 }
 
-/// Why a store another process holds cannot be opened: a server answering
-/// on its socket (ENOTSUP: heaps of a served store are not supported yet)
-/// or some other process (EBUSY).
-fn held_elsewhere(dir: &Path) -> Failure {
-    let socket = client::socket_of(dir);
-    if UnixStream::connect(&socket).is_ok() {
-        Failure::new(
-            libc::ENOTSUP,
-            format!(
-                "{} is served by `larder serve` (it answers on {}): heaps of a served store are not supported \
-                 yet; open the heap while no server runs",
-                dir.display(),
-                socket.display()
-            ),
-        )
-    } else {
-        Failure::new(libc::EBUSY, format!("{}: another process has the store open", dir.display()))
-    }
+/// Where a heap's store is: open in this process, or served by
+/// `larder serve` on a socket.
+pub(crate) enum Holder {
+    /// Open embedded, shared with this process's other heaps of it.
+    Embedded(StoreUse),
+    /// Another process serves it: heaps are opened through the server.
+    Served {
+        /// The server's socket.
+        socket: PathBuf,
+    },
 }
 
-/// Opens the store in `dir` embedded, creating it if absent and `create`.
-fn open_store(dir: &Path, create: bool) -> Outcome<Store> {
+/// What opening a store found.
+enum Opened {
+    /// The store, open in this process now.
+    Here(Arc<Store>),
+    /// A server holds it and answers on this socket.
+    Served(PathBuf),
+}
+
+/// Why a store another process holds cannot be opened here: a server
+/// answering on its socket (the heap is then opened through it) or some
+/// other process (EBUSY).
+fn held_elsewhere(dir: &Path) -> Outcome<Opened> {
+    let socket = client::socket_of(dir);
+    if UnixStream::connect(&socket).is_ok() {
+        return Ok(Opened::Served(socket));
+    }
+    Err(Failure::new(libc::EBUSY, format!("{}: another process has the store open", dir.display())))
+}
+
+/// Opens the store in `dir` embedded, creating it if absent and `create`,
+/// or finds the server that holds it.
+fn open_store(dir: &Path, create: bool) -> Outcome<Opened> {
     let storage: StorageRef = Arc::new(RealStorage::new());
     let refused = |e: ObjectError| match e {
         ObjectError::Io(larder_io::IoError::Locked { .. }) => held_elsewhere(dir),
-        other => Failure::from(other),
+        other => Err(Failure::from(other)),
     };
     match Store::open(storage.clone(), dir, StoreOptions::default()) {
-        Ok(store) => Ok(store),
+        Ok(store) => Ok(Opened::Here(Arc::new(store))),
         Err(ObjectError::NotAStore { .. }) if create => {
             let available = storage.available_bytes(&existing_ancestor(dir)).map_err(ObjectError::from)?;
             let creation = CreationOptions::fitted_to(available);
             match Store::create(storage.clone(), dir, creation, StoreOptions::default()) {
-                Ok(store) => Ok(store),
+                Ok(store) => Ok(Opened::Here(Arc::new(store))),
                 // Another process created it meanwhile: open that one.
-                Err(ObjectError::AlreadyExists { .. }) => {
-                    Store::open(storage, dir, StoreOptions::default()).map_err(refused)
-                }
-                Err(e) => Err(refused(e)),
+                Err(ObjectError::AlreadyExists { .. }) => match Store::open(storage, dir, StoreOptions::default()) {
+                    Ok(store) => Ok(Opened::Here(Arc::new(store))),
+                    Err(e) => refused(e),
+                },
+                Err(e) => refused(e),
             }
         }
         Err(ObjectError::NotAStore { .. }) => Err(Failure::new(
             libc::ENOENT,
             format!("{} holds no store (larder_mfdopen_create or LARDER_HEAP_CREATE creates one)", dir.display()),
         )),
-        Err(e) => Err(refused(e)),
+        Err(e) => refused(e),
     }
 }
 
 /// The store in `dir` for a heap: the one this process has open already,
-/// or opened now (created if absent and `create`).
-pub(crate) fn acquire(dir: &Path, create: bool) -> Outcome<StoreUse> {
+/// or opened now (created if absent and `create`), or the server that
+/// serves it.
+pub(crate) fn acquire(dir: &Path, create: bool) -> Outcome<Holder> {
     let mut stores = STORES.lock();
     if let Ok(key) = std::fs::canonicalize(dir) {
         if let Some(store) = stores.get(&key).and_then(Weak::upgrade) {
-            return Ok(StoreUse { key, store });
+            return Ok(Holder::Embedded(StoreUse { key, store }));
         }
     }
-    let store = Arc::new(open_store(dir, create)?);
+    let store = match open_store(dir, create)? {
+        Opened::Here(store) => store,
+        Opened::Served(socket) => return Ok(Holder::Served { socket }),
+    };
     let key = std::fs::canonicalize(dir)
         .map_err(|e| Failure::new(e.raw_os_error().unwrap_or(libc::EIO), format!("{}: {e}", dir.display())))?;
     stores.retain(|_, weak| weak.strong_count() > 0);
     stores.insert(key.clone(), Arc::downgrade(&store));
-    Ok(StoreUse { key, store })
+    Ok(Holder::Embedded(StoreUse { key, store }))
 }
 
 /// Gives back a heap's use of a store: the last use closes it (everything

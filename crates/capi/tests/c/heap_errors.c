@@ -8,7 +8,8 @@
  *   ./heap_errors --list STORE     then, in a new process: the blocks left
  *                                  by the first run are there
  *   ./heap_errors --busy STORE     a store another process holds: EBUSY
- *   ./heap_errors --served STORE   a store `larder serve` serves: ENOTSUP
+ *   ./heap_errors --race STORE NAME   a store `larder serve` serves: racing
+ *                                  processes for one name, one winner
  */
 
 #include <errno.h>
@@ -83,19 +84,46 @@ static int busy(const char *store)
     return failures == 0 ? 0 : 1;
 }
 
-static int served(const char *store)
+/* A store `larder serve` serves: the heap is the server's. One of the
+ * processes racing for `name` wins it; every one then finds the winner's
+ * object by the name, with the bytes the winner wrote before naming it;
+ * the losers free their own objects. */
+static int race(const char *store, const char *name)
 {
-    expect(larder_mfdopen(store) == -1, ENOTSUP, "larder_mfdopen of a served store");
-    check(strstr(larder_mferror(), "larder serve") != NULL, "the message says the store is served");
-    expect(larder_heap_open(store, NULL, 0) == NULL, ENOTSUP, "larder_heap_open of a served store");
-    printf("served: refused with ENOTSUP\n");
+    check(larder_mfdopen(store) == 0, "larder_mfdopen of a served store");
+    larder_mfobj *mine = larder_mfalloc(64);
+    check(mine != NULL, "larder_mfalloc");
+    char *bytes = larder_mfdreference(mine);
+    check(bytes != NULL, "larder_mfdreference");
+    snprintf(bytes, 64, "object %llu", (unsigned long long)mine->nptr.object);
+    int won = larder_mfaddname(mine, name) == 0;
+    if (!won) {
+        expect(1, EEXIST, "larder_mfaddname of a name another process took");
+    }
+    larder_mfobj *named = larder_mfgetobjbyname(name);
+    check(named != NULL, "larder_mfgetobjbyname of the raced name");
+    check(won == (named->nptr.object == mine->nptr.object), "the name names the winner's object");
+    const char *seen = larder_mfdreference(named);
+    check(seen != NULL, "larder_mfdreference of the named object");
+    char want[64];
+    snprintf(want, sizeof want, "object %llu", (unsigned long long)named->nptr.object);
+    check(strncmp(seen, want, sizeof want) == 0, "the winner's bytes, through the name");
+    if (!won) {
+        check(larder_mffreeobj(mine) == 0, "larder_mffreeobj of a loser's object");
+        expect(larder_mfgetobj(mine->nptr) == NULL, ENOENT, "larder_mfgetobj of a freed object");
+    }
+    /* The structs go with the heap: keep the id. */
+    unsigned long long winner = (unsigned long long)named->nptr.object;
+    check(larder_mfsync() == 0, "larder_mfsync");
+    check(larder_mfclose() == 0, "larder_mfclose");
+    printf("race: %s %llu\n", won ? "won" : "lost to", winner);
     return failures == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--served") == 0) {
-        return served(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "--race") == 0) {
+        return race(argv[2], argv[3]);
     }
     if (argc == 3 && strcmp(argv[1], "--busy") == 0) {
         return busy(argv[2]);
@@ -104,7 +132,7 @@ int main(int argc, char **argv)
         return walk_list(argv[2]);
     }
     if (argc != 2) {
-        fprintf(stderr, "usage: %s STORE_DIR | --list|--busy|--served STORE_DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s STORE_DIR | --list|--busy STORE_DIR | --race STORE_DIR NAME\n", argv[0]);
         return 2;
     }
     const char *store = argv[1];
