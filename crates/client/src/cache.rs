@@ -30,6 +30,8 @@ use parking_lot::Mutex;
 
 use crate::connection::Connection;
 
+mod subtrees;
+
 /// Bytes of a cached page.
 pub(crate) const PAGE: usize = 4096;
 
@@ -123,6 +125,10 @@ struct State {
     /// Bytes of pages cached over all files (at most the cache's
     /// `max_page_bytes`).
     page_bytes: usize,
+    /// Subtree leases held, by the directory at the top of each.
+    subtrees: HashMap<u64, Lease>,
+    /// Directories found inside a held subtree, each with its top.
+    inside: HashMap<u64, u64>,
 }
 
 /// Counters of the cache, for tests and measurements.
@@ -136,6 +142,8 @@ pub struct CacheCounters {
     pub cached_attributes: u64,
     /// Directory listings served from the cache.
     pub cached_listings: u64,
+    /// Lookups of a name in a directory served from the cache.
+    pub cached_lookups: u64,
     /// Leases dropped because the server revoked them.
     pub revocations: u64,
 }
@@ -154,6 +162,7 @@ pub(crate) struct Cache {
     cached_reads: AtomicU64,
     cached_attributes: AtomicU64,
     cached_listings: AtomicU64,
+    cached_lookups: AtomicU64,
     revocations: AtomicU64,
 }
 
@@ -178,6 +187,7 @@ impl Cache {
             cached_reads: AtomicU64::new(0),
             cached_attributes: AtomicU64::new(0),
             cached_listings: AtomicU64::new(0),
+            cached_lookups: AtomicU64::new(0),
             revocations: AtomicU64::new(0),
         }
     }
@@ -192,6 +202,7 @@ impl Cache {
             cached_reads: self.cached_reads.load(Ordering::Relaxed),
             cached_attributes: self.cached_attributes.load(Ordering::Relaxed),
             cached_listings: self.cached_listings.load(Ordering::Relaxed),
+            cached_lookups: self.cached_lookups.load(Ordering::Relaxed),
             revocations: self.revocations.load(Ordering::Relaxed),
         }
     }
@@ -240,6 +251,9 @@ impl Cache {
             Some(true) => return true,
             None => return false,
             Some(false) => {}
+        }
+        if self.borrow_subtree(connection, ino) {
+            return true;
         }
         let Some(lease) = Cache::take_lease(connection, LeaseTarget::Object(ino)) else { return false };
         self.adopt(connection, ino, lease, |_| {})
@@ -373,7 +387,11 @@ impl Cache {
         let area = connection.region().leases();
         let state = self.state.lock();
         let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, Instant::now()))?;
-        file.lookups.get(name).copied()
+        let found = file.lookups.get(name).copied();
+        if found.is_some() {
+            self.cached_lookups.fetch_add(1, Ordering::Relaxed);
+        }
+        found
     }
 
     /// Caches the lookup of `name` in `dir` fetched since `version`.
@@ -393,6 +411,7 @@ impl Cache {
                     file.lookups.clear();
                 }
                 file.lookups.insert(name.to_vec(), found);
+                state.note_inside(dir, found);
             }
         }
     }
@@ -664,7 +683,7 @@ impl Cache {
     /// Returns whether any was, and the kept opens to release.
     fn drop_revoked(&self, area: &LeaseArea<'_>) -> (bool, Vec<u64>) {
         let mut state = self.state.lock();
-        let mut any = false;
+        let mut any = Cache::drop_revoked_subtrees(&mut state, area);
         let revoked: Vec<u64> = state
             .files
             .iter()

@@ -100,6 +100,46 @@ impl Client {
         Ok(crate::cache::CachedPath { ino: attributes.ino, kind: attributes.kind })
     }
 
+    /// Takes a lease on the directory `path` names and every directory
+    /// below it (Aerie's directory lease over a subtree), or renews it:
+    /// while it holds, walks and listings anywhere inside are served from
+    /// this client's cache without a lease request per directory, and
+    /// another client's change to any directory inside revokes it (files'
+    /// attributes and bytes keep their own leases). It lasts one lease
+    /// term; call again to renew. Returns whether the server granted it:
+    /// false when the cache is off, the server grants no leases, this
+    /// client holds as many as it may, or another client is changing the
+    /// subtree (the cache then goes on with a lease per directory).
+    /// ENOTDIR when `path` is not a directory.
+    pub fn lease_subtree(&self, path: impl AsRef<Path>) -> Result<bool> {
+        let path = path.as_ref();
+        let cache = self.connection.cache();
+        if !cache.enabled() {
+            return Ok(false);
+        }
+        let found = self.existing_cached(path)?;
+        if found.kind != FileKind::Directory {
+            return Err(ClientError::Server {
+                errno: libc::ENOTDIR,
+                message: format!("{}: not a directory", path.display()),
+            });
+        }
+        let sent = std::time::Instant::now();
+        match self
+            .connection
+            .call(&Request::Lease { target: larder_protocol::message::LeaseTarget::Subtree(found.ino) })
+        {
+            Ok(Response::Lease(grant)) => Ok(cache.adopt_subtree(&self.connection, found.ino, grant, sent)),
+            Ok(other) => Err(unexpected("lease", &other)),
+            Err(ClientError::Server { errno, .. })
+                if errno == libc::EAGAIN || errno == libc::EOPNOTSUPP || errno == libc::ENOLCK =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The metadata of what `path` names (following symbolic links). A
     /// regular file's comes from the lease cache while the client holds
     /// the leases on its directories and on it.

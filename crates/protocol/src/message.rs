@@ -222,6 +222,12 @@ pub enum LeaseTarget {
     /// root): revoked when another client removes or renames a name, or
     /// changes a directory's permissions.
     Namespace,
+    /// A directory and every directory below it (Aerie's directory lease
+    /// over a subtree): their attributes, the lookups of their entries and
+    /// their listings. Revoked when another client changes the entries or
+    /// attributes of any directory in the subtree. Files' attributes and
+    /// bytes stay under their own object leases.
+    Subtree(u64),
 }
 
 /// A lease the server granted (or renewed): valid until the client sees

@@ -47,7 +47,15 @@ pub(crate) struct LeaseTable {
     term: Duration,
     inner: Mutex<Inner>,
     next_holder: AtomicU64,
+    /// `Inner::subtrees_in_use`, readable without the lock.
+    subtrees_in_use: AtomicBool,
 }
+
+/// [`LeaseTable::begin`]'s refusal of targets that name no subtree once
+/// subtree leases are in use: the caller computes its scope again with
+/// them.
+#[derive(Debug)]
+pub(crate) struct NeedsSubtrees;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -57,6 +65,12 @@ struct Inner {
     changing: HashMap<LeaseTarget, u32>,
     /// Changes revoking everything now: no lease is granted.
     changing_everything: u32,
+    /// A subtree lease was asked for: from then on every change names
+    /// the subtrees over what it changes (set once, never cleared).
+    subtrees_in_use: bool,
+    /// Changes in progress whose targets name no subtree (begun before
+    /// `subtrees_in_use`): no subtree lease is granted until they end.
+    changing_without_subtrees: u32,
 }
 
 /// One session's leases.
@@ -115,12 +129,25 @@ pub(crate) struct Revocation {
     table: Arc<LeaseTable>,
     scope: Scope,
     awaited: Vec<Awaited>,
+    /// Counted in `Inner::changing_without_subtrees` while it lives.
+    without_subtrees: bool,
 }
 
 impl LeaseTable {
     /// Leases lasting `term`; a zero term grants none.
     pub(crate) fn new(term: Duration) -> Arc<LeaseTable> {
-        Arc::new(LeaseTable { term, inner: Mutex::new(Inner::default()), next_holder: AtomicU64::new(1) })
+        Arc::new(LeaseTable {
+            term,
+            inner: Mutex::new(Inner::default()),
+            next_holder: AtomicU64::new(1),
+            subtrees_in_use: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether a change must name the subtree leases over what it changes
+    /// (`crate::conflicts`): once any client asked for one.
+    pub(crate) fn subtrees_in_use(&self) -> bool {
+        self.subtrees_in_use.load(Ordering::Acquire)
     }
 
     /// A new session's holder, allowed `max` leases at once.
@@ -144,6 +171,15 @@ impl LeaseTable {
         }
         let now = Instant::now();
         let mut inner = self.inner.lock();
+        if let LeaseTarget::Subtree(_) = target {
+            inner.subtrees_in_use = true;
+            self.subtrees_in_use.store(true, Ordering::Release);
+            // A change begun before knows nothing of subtrees: it would
+            // not revoke this lease.
+            if inner.changing_without_subtrees > 0 {
+                return Err(busy());
+            }
+        }
         if inner.changing_everything > 0 || inner.changing.get(&target).is_some_and(|n| *n > 0) {
             return Err(busy());
         }
@@ -199,11 +235,26 @@ impl LeaseTable {
 
     /// Begins revoking `scope` for a change by `writer` (whose own leases
     /// stay: its client drops what its own change makes stale).
-    pub(crate) fn begin(self: &Arc<LeaseTable>, writer: &LeaseHolder, scope: Scope) -> Revocation {
+    /// `with_subtrees` says whether the scope names the subtree leases
+    /// over the change; one that does not is refused once subtree leases
+    /// are in use (the caller computes it again, with them).
+    pub(crate) fn begin(
+        self: &Arc<LeaseTable>,
+        writer: &LeaseHolder,
+        scope: Scope,
+        with_subtrees: bool,
+    ) -> Result<Revocation, NeedsSubtrees> {
         let mut awaited = Vec::new();
         let mut notified: Vec<Arc<LeaseHolder>> = Vec::new();
+        let without_subtrees = !with_subtrees && matches!(scope, Scope::Targets(_));
         {
             let mut inner = self.inner.lock();
+            if without_subtrees {
+                if inner.subtrees_in_use {
+                    return Err(NeedsSubtrees);
+                }
+                inner.changing_without_subtrees += 1;
+            }
             let targets: Vec<LeaseTarget> = match &scope {
                 Scope::Nothing => Vec::new(),
                 Scope::Targets(targets) => {
@@ -244,7 +295,7 @@ impl LeaseTable {
                 let _ = region.leases().wake_client();
             }
         }
-        Revocation { table: self.clone(), scope, awaited }
+        Ok(Revocation { table: self.clone(), scope, awaited, without_subtrees })
     }
 
     /// Ends the lease `sequence` of `holder`'s `slot` on `target`, if it
@@ -365,6 +416,9 @@ impl Revocation {
 impl Drop for Revocation {
     fn drop(&mut self) {
         let mut inner = self.table.inner.lock();
+        if self.without_subtrees {
+            inner.changing_without_subtrees -= 1;
+        }
         match &self.scope {
             Scope::Nothing => {}
             Scope::Targets(targets) => {
@@ -420,7 +474,7 @@ mod tests {
         let (reader, writer) = (table.holder(8), table.holder(8));
         table.grant(&reader, LeaseTarget::Object(9)).unwrap();
         table.grant(&writer, LeaseTarget::Object(9)).unwrap();
-        let mut revocation = table.begin(&writer, Scope::Targets(vec![LeaseTarget::Object(9)]));
+        let mut revocation = table.begin(&writer, Scope::Targets(vec![LeaseTarget::Object(9)]), false).unwrap();
         assert!(!revocation.settled(), "the reader has not answered and its lease has not expired");
         assert_eq!(errno(table.grant(&reader, LeaseTarget::Object(9)).unwrap_err()), libc::EAGAIN);
         assert_eq!(errno(table.grant(&holder_of(&table), LeaseTarget::Object(9)).unwrap_err()), libc::EAGAIN);
@@ -432,7 +486,7 @@ mod tests {
         drop(revocation);
         assert!(table.grant(&holder_of(&table), LeaseTarget::Object(9)).is_ok());
         // Everything blocks every grant.
-        let everything = table.begin(&writer, Scope::Everything);
+        let everything = table.begin(&writer, Scope::Everything, false).unwrap();
         assert_eq!(errno(table.grant(&holder_of(&table), LeaseTarget::Namespace).unwrap_err()), libc::EAGAIN);
         drop(everything);
         assert!(table.grant(&holder_of(&table), LeaseTarget::Namespace).is_ok());
@@ -440,6 +494,25 @@ mod tests {
 
     fn holder_of(table: &LeaseTable) -> Arc<LeaseHolder> {
         table.holder(8)
+    }
+
+    #[test]
+    fn no_subtree_lease_is_granted_past_a_change_that_names_no_subtree() {
+        let table = LeaseTable::new(Duration::from_secs(30));
+        let (reader, writer) = (holder_of(&table), holder_of(&table));
+        let targets = || Scope::Targets(vec![LeaseTarget::Object(7)]);
+        // Begun while no client had asked for a subtree lease.
+        let early = table.begin(&writer, targets(), false).unwrap();
+        assert_eq!(errno(table.grant(&reader, LeaseTarget::Subtree(3)).unwrap_err()), libc::EAGAIN);
+        assert!(table.subtrees_in_use(), "asking is enough");
+        // A change that names no subtree is refused from now on.
+        assert!(table.begin(&writer, targets(), false).is_err());
+        drop(early);
+        let granted = table.grant(&reader, LeaseTarget::Subtree(3));
+        assert!(granted.is_ok(), "granted once the early change ended");
+        let with = table.begin(&writer, Scope::Targets(vec![LeaseTarget::Subtree(3)]), true).unwrap();
+        assert_eq!(errno(table.grant(&reader, LeaseTarget::Subtree(3)).unwrap_err()), libc::EAGAIN);
+        drop(with);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::message::{KvOperation, LeaseTarget, RenameFlags, Request, SetAttribut
 /// `LeaseTarget`'s tags.
 const LEASE_OBJECT: u8 = 0;
 const LEASE_NAMESPACE: u8 = 1;
+const LEASE_SUBTREE: u8 = 2;
 
 /// `RenameFlags`' bits.
 const RENAME_NOREPLACE: u8 = 1;
@@ -39,6 +40,10 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
                 e.u64(*ino);
             }
             LeaseTarget::Namespace => e.u8(LEASE_NAMESPACE),
+            LeaseTarget::Subtree(ino) => {
+                e.u8(LEASE_SUBTREE);
+                e.u64(*ino);
+            }
         },
         Request::MetadataBatch { operations, durability } => {
             e.count("MetadataBatch.operations", MAX_BATCH_OPERATIONS, operations.len());
@@ -304,6 +309,7 @@ pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, Deco
             target: match r.u8("Lease.target")? {
                 LEASE_OBJECT => LeaseTarget::Object(r.u64("Lease.ino")?),
                 LEASE_NAMESPACE => LeaseTarget::Namespace,
+                LEASE_SUBTREE => LeaseTarget::Subtree(r.u64("Lease.ino")?),
                 tag => return Err(DecodeError::UnknownTag { field: "Lease.target", tag }),
             },
         },

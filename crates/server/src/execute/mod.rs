@@ -78,9 +78,29 @@ pub(crate) fn revocation_for(
     request: &Request,
 ) -> Option<crate::leases::Revocation> {
     let holder = session.lease_holder()?;
-    match crate::conflicts::scope(server.fs(), session, request) {
-        crate::leases::Scope::Nothing => None,
-        scope => Some(server.leases().begin(holder, scope)),
+    begin_revocation(server, holder, |subtrees| crate::conflicts::scope(server.fs(), session, request, subtrees))
+}
+
+/// Begins revoking the scope `scope_with(subtrees)` computes, naming the
+/// subtree leases over the change once they are in use (computed again
+/// with them if they came into use meanwhile).
+fn begin_revocation(
+    server: &ServerState,
+    holder: &crate::leases::LeaseHolder,
+    scope_with: impl Fn(bool) -> crate::leases::Scope,
+) -> Option<crate::leases::Revocation> {
+    let table = server.leases();
+    let mut subtrees = table.subtrees_in_use();
+    loop {
+        let scope = scope_with(subtrees);
+        if scope == crate::leases::Scope::Nothing {
+            return None;
+        }
+        match table.begin(holder, scope, subtrees) {
+            Ok(revocation) => return Some(revocation),
+            // In use now, and for good: the next scope names them.
+            Err(crate::leases::NeedsSubtrees) => subtrees = true,
+        }
     }
 }
 
@@ -150,10 +170,9 @@ pub fn execute_batch(
         }
     };
     let mut revocation = session.lease_holder().and_then(|holder| {
-        match crate::conflicts::scope_of_all(server.fs(), session, &requests) {
-            crate::leases::Scope::Nothing => None,
-            scope => Some(server.leases().begin(holder, scope)),
-        }
+        begin_revocation(server, holder, |subtrees| {
+            crate::conflicts::scope_of_all(server.fs(), session, &requests, subtrees)
+        })
     });
     if let Some(revocation) = revocation.as_mut() {
         revocation.wait();
@@ -283,15 +302,29 @@ impl Call<'_> {
 /// Grants or renews a lease: on an object the session reached, or on the
 /// namespace.
 fn lease(call: &Call<'_>, target: larder_protocol::message::LeaseTarget) -> Outcome {
-    if let larder_protocol::message::LeaseTarget::Object(ino) = target {
-        call.session.check_known(ino)?;
-        // No lease on an object without a name: a client would keep its
-        // opens after close under it, and an unlinked file lives until its
-        // last handle is released (ESTALE, as NFS answers for a removed
-        // file; the client goes on uncached).
-        if call.fs.getattr(ino)?.nlink == 0 {
-            return Err(FsError::posix(libc::ESTALE, format!("object {ino} has no name left")).into());
+    use larder_protocol::message::LeaseTarget;
+    match target {
+        LeaseTarget::Object(ino) => {
+            call.session.check_known(ino)?;
+            // No lease on an object without a name: a client would keep its
+            // opens after close under it, and an unlinked file lives until
+            // its last handle is released (ESTALE, as NFS answers for a
+            // removed file; the client goes on uncached).
+            if call.fs.getattr(ino)?.nlink == 0 {
+                return Err(FsError::posix(libc::ESTALE, format!("object {ino} has no name left")).into());
+            }
         }
+        LeaseTarget::Subtree(ino) => {
+            call.session.check_known(ino)?;
+            let attributes = call.fs.getattr(ino)?;
+            if attributes.kind != larder_fs::Kind::Directory {
+                return Err(FsError::posix(libc::ENOTDIR, format!("object {ino} is not a directory")).into());
+            }
+            if attributes.nlink == 0 {
+                return Err(FsError::posix(libc::ESTALE, format!("directory {ino} was removed")).into());
+            }
+        }
+        LeaseTarget::Namespace => {}
     }
     let Some(holder) = call.session.lease_holder() else {
         return Err(FsError::posix(libc::EOPNOTSUPP, "this session holds no leases").into());
