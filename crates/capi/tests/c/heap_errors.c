@@ -108,6 +108,16 @@ static int race(const char *store, const char *name)
     char want[64];
     snprintf(want, sizeof want, "object %llu", (unsigned long long)named->nptr.object);
     check(strncmp(seen, want, sizeof want) == 0, "the winner's bytes, through the name");
+    /* Blocks and growth are requests to the server too. */
+    larder_nptr block = larder_mfalloc_in(mine, 24, 8);
+    check(!is_null(block), "larder_mfalloc_in on a served heap");
+    char *in_block = larder_mfderef(block);
+    check(in_block != NULL, "larder_mfderef of the block");
+    memset(in_block, 0x5a, 24);
+    check(larder_mffree_in(block) == 0, "larder_mffree_in");
+    expect(larder_mfderef(block) == NULL, ESTALE, "larder_mfderef of a freed block");
+    check(larder_mfgrow(mine, 1 << 20) == 0, "larder_mfgrow");
+    check(larder_mfsize(mine) == 1 << 20, "the size after larder_mfgrow");
     if (!won) {
         check(larder_mffreeobj(mine) == 0, "larder_mffreeobj of a loser's object");
         expect(larder_mfgetobj(mine->nptr) == NULL, ENOENT, "larder_mfgetobj of a freed object");
