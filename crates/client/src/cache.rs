@@ -1,6 +1,6 @@
 //! What the client caches under leases (docs/server.md, "Leases"): per
-//! directory under its object lease, the lookups of its entries made and
-//! its listing; per regular file under its object lease, its attributes,
+//! directory under its object lease (or the subtree lease over it, see
+//! `subtrees`), the lookups of its entries made and its listing; per regular file under its object lease, its attributes,
 //! the 4 KiB pages read, and opens kept after close (handle leases),
 //! reused by a later open of the same access class without a round trip.
 //!
