@@ -137,6 +137,8 @@ impl Attached {
                 region.flush(0, region.len())?;
                 let bigger = heap.shared.store.map_heap_file(self.id, reserve_for(new_size), self.access)?;
                 let old = std::mem::replace(&mut *region, Arc::new(bigger));
+                // Syncs write back through the new region's descriptor.
+                old.release_descriptor();
                 self.retired.lock().push(old);
             }
         }

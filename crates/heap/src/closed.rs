@@ -54,6 +54,8 @@ impl ClosedMappings {
         access: MapAccess,
         owner: Owner,
     ) -> Vec<Arc<SharedRegion>> {
+        // A closed object is not synced: its mapping keeps no descriptor.
+        region.release_descriptor();
         let mut gone: Vec<Arc<SharedRegion>> = self.take(id).map(|m| m.region).into_iter().collect();
         if region.is_emulated() || region.len() > CLOSED_MAPPING_BYTES || CLOSED_MAPPINGS == 0 {
             gone.push(region);

@@ -97,6 +97,9 @@ pub(crate) struct Shared {
     /// Whether the log's sync flushes the device of the heap's files
     /// (asked once, at the first sync that could take one flush).
     pub(crate) log_flush_covers_files: std::sync::OnceLock<bool>,
+    /// The mappings keeping their file's descriptor for one-flush syncs,
+    /// least recently synced first (`Heap::keep_descriptor`).
+    pub(crate) descriptors: Mutex<std::collections::VecDeque<std::sync::Weak<larder_io::SharedRegion>>>,
 }
 
 /// The heaps open in this process, by store (its address, which its
@@ -257,6 +260,7 @@ impl Heap {
                     file_sync_keeps_entry: std::sync::OnceLock::new(),
                     images: Mutex::new(IdMap::default()),
                     log_flush_covers_files: std::sync::OnceLock::new(),
+                    descriptors: Mutex::new(std::collections::VecDeque::new()),
                 });
                 open.insert(key, Arc::downgrade(&shared));
                 shared

@@ -322,3 +322,24 @@ fn a_grow_makes_the_bytes_of_new_blocks_durable_before_their_records() {
     h.deref(q).unwrap();
     assert_eq!(bytes(&h, a, q.offset, BLOCK), vec![X4; BLOCK], "the reused block holds older bytes");
 }
+
+/// A handle dropped without `close` leaves its last one-flush sync's images
+/// in the index, and a heap opened again in the process knows nothing of
+/// them: its first two-flush sync of the object deletes whatever images it
+/// has, so a crash never replays them over the bytes synced since.
+#[test]
+fn images_a_dropped_handle_left_are_deleted_by_the_next_handles_sync() {
+    let (sim, store, h, a, p) = imaged(5);
+    drop(h);
+    let h = open(&store).unwrap();
+    let a = h.get(a).unwrap();
+    h.write_at(a, p.offset, &[X3; BLOCK]).unwrap();
+    h.sync().unwrap();
+    assert_eq!(images(&store, a), 0, "the sync deleted the images it did not put");
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(CrashMode::DropAllPending));
+    let h = open(&store).unwrap();
+    h.deref(p).unwrap();
+    assert_eq!(bytes(&h, a, p.offset, BLOCK), vec![X3; BLOCK], "the bytes of the last sync");
+}

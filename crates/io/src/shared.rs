@@ -61,7 +61,12 @@ pub struct FileStatus {
 #[derive(Debug)]
 enum Backing {
     /// The file itself is mapped `MAP_SHARED` over the whole reservation.
-    Mapped,
+    /// `descriptor` is the file, opened at the first
+    /// [`SharedRegion::write_back_except`] and kept until
+    /// [`SharedRegion::release_descriptor`] (the owner bounds how many
+    /// regions keep one) or the drop: a sync per durable operation then
+    /// opens nothing.
+    Mapped { descriptor: Mutex<Option<std::fs::File>> },
     /// Anonymous memory copied from the file, written back by `flush`. The
     /// lock serialises growth (which changes protections and fills pages).
     Emulated { file: FileRef, grow: Mutex<()> },
@@ -161,7 +166,7 @@ impl SharedRegion {
             reserve,
             len: AtomicU64::new(len),
             access,
-            backing: Backing::Mapped,
+            backing: Backing::Mapped { descriptor: Mutex::new(None) },
             path: path.to_path_buf(),
             identity: status.identity,
         })
@@ -256,7 +261,7 @@ impl SharedRegion {
             return Err(invalid(&self.path, "growth past the region's reservation"));
         }
         match &self.backing {
-            Backing::Mapped => {
+            Backing::Mapped { .. } => {
                 let old = self.len.fetch_max(new_len, Ordering::AcqRel);
                 if new_len < old {
                     return Err(invalid(&self.path, "a shared region never shrinks"));
@@ -330,7 +335,7 @@ impl SharedRegion {
             return Ok(());
         }
         match &self.backing {
-            Backing::Mapped => {
+            Backing::Mapped { .. } => {
                 let start = offset / page_size() * page_size();
                 #[allow(unsafe_code)]
                 // SAFETY: `[start, end)` lies inside the mapped reservation
@@ -366,142 +371,109 @@ impl SharedRegion {
     }
 }
 
-/// Page-cache counts of a range of a file (`struct cachestat` of
-/// cachestat(2)); only the counts the region reads are named.
-#[repr(C)]
-#[derive(Default)]
-struct CacheCounts {
-    cached: u64,
-    dirty: u64,
-    writeback: u64,
-    evicted: u64,
-    recently_evicted: u64,
-}
-
-/// `struct cachestat_range`: `len` 0 means to the end of the file.
-#[repr(C)]
-struct CacheRange {
-    offset: u64,
-    len: u64,
-}
-
-/// cachestat(2)'s number (Linux 6.5, one number on every architecture).
-const SYS_CACHESTAT: libc::c_long = 451;
-
-/// Pages of `[offset, offset + len)` of `file` that are dirty or under
-/// write-back in the page cache; `None` where the kernel has no
-/// cachestat(2).
-fn unclean_pages(file: &std::fs::File, path: &Path, offset: u64, len: u64) -> IoResult<Option<u64>> {
-    use std::os::fd::AsRawFd;
-    let range = CacheRange { offset, len };
-    let mut counts = CacheCounts::default();
-    #[allow(unsafe_code)]
-    // SAFETY: both structs are repr(C) as the kernel defines them and live
-    // across the call; the descriptor is open.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const CacheRange,
-            &mut counts as *mut CacheCounts,
-            0u32,
-        )
-    };
-    if rc == 0 {
-        return Ok(Some(counts.dirty + counts.writeback));
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOSYS) | Some(libc::EPERM) => Ok(None),
-        _ => Err(IoError::os("cachestat", path, e)),
-    }
-}
-
 impl SharedRegion {
-    /// The offsets of the region's pages, below [`SharedRegion::len`], whose
-    /// stores may not have reached the file's blocks, other than those in
-    /// `known` (page offsets the caller takes care of anyway): for a real
-    /// mapping, the pages the page cache holds dirty or under write-back
-    /// (cachestat(2), through a descriptor opened for the call: the region
-    /// keeps none); for an emulated region, the pages whose bytes differ
-    /// from the file's. `None` if more than `limit` pages are, or the
-    /// kernel cannot tell (no cachestat, or not allowed). A read-only
-    /// region has none.
+    /// Writes to the device, and waits for, every page of `[0, end)` (cut
+    /// at [`SharedRegion::len`]) outside `skip` (page offsets) whose stores
+    /// may not be on the file's blocks, without flushing the device's cache
+    /// or writing metadata: for a real mapping, the pages the page cache
+    /// holds dirty or under write-back (sync_file_range WAIT_BEFORE | WRITE
+    /// | WAIT_AFTER over the ranges between the pages of `skip`, through
+    /// the region's descriptor); for an emulated region, the pages whose
+    /// bytes differ from the file's, written and written back as
+    /// [`SharedRegion::write_back_at_will`] does. Those bytes are durable
+    /// once a later sync flushes the device ([`crate::File::write_back`]).
+    /// Returns false, having written nothing, if the file at the region's
+    /// path is not the one mapped. A read-only region has nothing to write.
     ///
     /// A page stored to through a shared mapping is dirty from the store's
     /// write fault until its write-back starts, and under write-back until
     /// that ends; a clean page's entries are write-protected, so the next
-    /// store faults and dirties it again. So a page this leaves out was
-    /// written to the device before the call, as the region held it then.
-    pub fn unclean_pages(&self, limit: usize, known: &BTreeSet<u64>) -> IoResult<Option<Vec<u64>>> {
+    /// store faults and dirties it again. So when this returns, every store
+    /// made before the call into a page outside `skip` was written to the
+    /// device. The kernel finds dirty pages by the page cache's tags, so a
+    /// range with none costs no walk over its cached pages (cachestat(2)
+    /// walked every one: 16% of a durable allocation, 2026-11-27).
+    pub fn write_back_except(&self, end: u64, skip: &BTreeSet<u64>) -> IoResult<bool> {
         if self.access == MapAccess::ReadOnly {
-            return Ok(Some(Vec::new()));
+            return Ok(true);
         }
         let page = page_size();
-        let len = self.len();
-        let pages = round_up(len, page).ok_or_else(|| invalid(&self.path, "length overflows"))? / page;
+        let end = end.min(self.len());
+        let mut ranges = Vec::new();
+        let mut from = 0;
+        for &at in skip.iter().take_while(|&&at| at < end) {
+            if at > from {
+                ranges.push((from, at));
+            }
+            from = from.max(at + page);
+        }
+        if from < end {
+            ranges.push((from, end));
+        }
         match &self.backing {
-            Backing::Mapped => {
-                let file = std::fs::File::open(&self.path).map_err(|e| IoError::os("open", &self.path, e))?;
-                let count = |first: u64, n: u64| unclean_pages(&file, &self.path, first * page, n * page);
-                let Some(total) = count(0, pages)? else { return Ok(None) };
-                // Each call walks its range's cached pages: the known pages
-                // one by one are cheaper than halving the whole range.
-                let mut in_known = 0;
-                for &at in known.iter().filter(|&&at| at < len) {
-                    let Some(n) = count(at / page, 1)? else { return Ok(None) };
-                    in_known += n;
+            Backing::Mapped { descriptor } => {
+                let mut descriptor = descriptor.lock();
+                let file = match descriptor.take() {
+                    Some(file) => file,
+                    None => match self.open_mapped_file()? {
+                        Some(file) => file,
+                        None => return Ok(false),
+                    },
+                };
+                let file = descriptor.insert(file);
+                for (start, stop) in ranges {
+                    crate::write_back::sync_file_range(file, start, stop - start, true)
+                        .map_err(|e| IoError::os("write_back", &self.path, e))?;
                 }
-                let others = total.saturating_sub(in_known);
-                if others == 0 {
-                    return Ok(Some(Vec::new()));
-                }
-                if others > limit as u64 {
-                    return Ok(None);
-                }
-                // Halves the range until each part holds none or only
-                // unclean pages: about 2 log2(pages) calls per page found.
-                let mut found = Vec::new();
-                let mut stack = vec![(0, pages, total)];
-                while let Some((first, n, unclean)) = stack.pop() {
-                    if unclean == 0 {
-                        continue;
-                    }
-                    if unclean >= n {
-                        found.extend((first..first + n).map(|p| p * page));
-                        continue;
-                    }
-                    let half = n / 2;
-                    let Some(low) = count(first, half)? else { return Ok(None) };
-                    stack.push((first + half, n - half, unclean.saturating_sub(low)));
-                    stack.push((first, half, low));
-                }
-                found.retain(|&p| p < len && !known.contains(&p));
-                found.sort_unstable();
-                Ok((found.len() <= limit).then_some(found))
+                Ok(true)
             }
             Backing::Emulated { file, .. } => {
-                let mut found = Vec::new();
                 let mut on_file = vec![0u8; page as usize];
                 let mut here = vec![0u8; page as usize];
-                for p in 0..pages {
-                    let start = p * page;
-                    if known.contains(&start) {
-                        continue;
-                    }
-                    let n = (len - start).min(page) as usize;
-                    read_exact_at(&**file, &mut on_file[..n], start)?;
-                    self.copy_out(start, &mut here[..n]);
-                    if on_file[..n] != here[..n] {
-                        if found.len() == limit {
-                            return Ok(None);
+                for (start, stop) in ranges {
+                    let mut at = start;
+                    while at < stop {
+                        let n = (stop - at).min(page) as usize;
+                        read_exact_at(&**file, &mut on_file[..n], at)?;
+                        self.copy_out(at, &mut here[..n]);
+                        if on_file[..n] != here[..n] {
+                            write_all_at(&**file, &here[..n], at)?;
+                            file.write_back(at, n as u64)?;
                         }
-                        found.push(start);
+                        at += n as u64;
                     }
                 }
-                Ok(Some(found))
+                Ok(true)
             }
         }
+    }
+
+    /// The mapped file, opened by its path; `None` if the path names
+    /// another file now.
+    fn open_mapped_file(&self) -> IoResult<Option<std::fs::File>> {
+        let file = std::fs::File::open(&self.path).map_err(|e| IoError::os("open", &self.path, e))?;
+        if let Some(identity) = self.identity {
+            let stat = rustix::fs::fstat(&file).map_err(|e| os("fstat", &self.path, e))?;
+            #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+            let now = FileIdentity { device: stat.st_dev as u64, inode: stat.st_ino as u64 };
+            if now != identity {
+                return Ok(None);
+            }
+        }
+        Ok(Some(file))
+    }
+
+    /// Closes the descriptor [`SharedRegion::write_back_except`] kept, if
+    /// any (the next one opens the file again).
+    pub fn release_descriptor(&self) {
+        if let Backing::Mapped { descriptor } = &self.backing {
+            descriptor.lock().take();
+        }
+    }
+
+    /// Whether the region keeps a descriptor of its file now.
+    pub fn holds_descriptor(&self) -> bool {
+        matches!(&self.backing, Backing::Mapped { descriptor } if descriptor.lock().is_some())
     }
 
     /// Copies the region's bytes at `offset` into `out` (inside

@@ -286,3 +286,57 @@ fn sim_file_status_has_a_length_and_no_identity() {
     let region = sim.map_shared(path, 4096, MapAccess::ReadOnly).unwrap();
     assert_eq!(region.identity(), None);
 }
+
+#[test]
+fn sim_write_back_except_makes_the_other_pages_durable_at_any_later_sync() {
+    let sim = SimStorage::new(11);
+    let path = Path::new("/heap/11");
+    let page = page_size();
+    durable_file(&sim, path, &vec![0u8; 3 * page as usize]);
+    let region = sim.map_shared(path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    store(&region, 0, b"written back");
+    store(&region, page, b"skipped");
+    store(&region, 2 * page, b"past the end asked");
+    let skip = std::collections::BTreeSet::from([page]);
+    assert!(region.write_back_except(2 * page, &skip).unwrap());
+    // Another file's sync flushes the one device.
+    durable_file(&sim, Path::new("/heap/log"), b"record");
+
+    let after = sim.crash_with(CrashMode::DropAllPending);
+    let bytes = read_all(&after, path);
+    assert_eq!(&bytes[0..12], b"written back");
+    assert_eq!(&bytes[page as usize..page as usize + 7], &[0u8; 7], "a skipped page is not written");
+    assert_eq!(&bytes[2 * page as usize..2 * page as usize + 18], &[0u8; 18], "nor one past `end`");
+}
+
+#[test]
+fn real_write_back_except_keeps_its_descriptor_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", &vec![0u8; 3 * page_size() as usize]);
+    let region = RealStorage::new().map_shared(&path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    assert!(!region.holds_descriptor(), "mapping keeps no descriptor");
+    store(&region, 0, b"dirty");
+    let skip = std::collections::BTreeSet::from([page_size()]);
+    assert!(region.write_back_except(region.len(), &skip).unwrap());
+    assert!(region.holds_descriptor());
+    // Growth is the same file: the kept descriptor covers the new pages.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4 * page_size()).unwrap();
+    region.grow_to(4 * page_size()).unwrap();
+    store(&region, 3 * page_size(), b"grown");
+    assert!(region.write_back_except(region.len(), &skip).unwrap());
+    assert_eq!(&read_std(&path)[3 * page_size() as usize..][..5], b"grown");
+    region.release_descriptor();
+    assert!(!region.holds_descriptor());
+}
+
+#[test]
+fn real_write_back_except_refuses_a_file_replaced_under_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = real_file(dir.path(), "obj", &[1u8; 5000]);
+    let region = RealStorage::new().map_shared(&path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    let other = real_file(dir.path(), "other", &[2u8; 5000]);
+    std::fs::rename(&other, &path).unwrap();
+    store(&region, 0, b"to the old file");
+    assert!(!region.write_back_except(region.len(), &std::collections::BTreeSet::new()).unwrap());
+    assert!(!region.holds_descriptor(), "no descriptor of another file is kept");
+}
