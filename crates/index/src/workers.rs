@@ -119,7 +119,11 @@ fn flusher(inner: &Inner) {
                 if !inner.sv.read().frozen.is_empty() {
                     break;
                 }
-                if inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out() {
+                let timed_out = inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out();
+                if !inner.reaper.is_idle() {
+                    parking_lot::MutexGuard::unlocked(&mut bg, || inner.reaper.drain());
+                }
+                if timed_out {
                     parking_lot::MutexGuard::unlocked(&mut bg, || quiet.look(inner));
                 }
             }
@@ -129,6 +133,7 @@ fn flusher(inner: &Inner) {
         // A flush takes longer than QUIET: a view unchanged since the look
         // before it has been quiet that long.
         quiet.look(inner);
+        inner.reaper.drain();
         let mut bg = inner.bg.lock();
         bg.flushing = false;
         bg.flush_tries += 1;

@@ -451,9 +451,12 @@ mod tests {
         assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
     }
 
+    /// A key and its versions, newest first.
+    type Group = (Vec<u8>, Vec<(Stamp, Op)>);
+
     /// Every entry of `m`, in the order a scan merges them (the internal
     /// order: key, then newest first).
-    fn scan(m: &Memtable) -> Vec<(Vec<u8>, Vec<(Stamp, Op)>)> {
+    fn scan(m: &Memtable) -> Vec<Group> {
         let sources = crate::iter::memtable_sources(m, &Bound::Unbounded, &Bound::Unbounded, true);
         let mut merge = crate::iter::MergeIter::new(sources, true);
         let mut out = Vec::new();
@@ -475,7 +478,7 @@ mod tests {
         let mut write = |m: &Memtable, n: u64| {
             for _ in 0..n {
                 let key = format!("key-{:03}", seq * 7 % 40);
-                let kind = if seq % 5 == 0 { Kind::Delete } else { Kind::Put };
+                let kind = if seq.is_multiple_of(5) { Kind::Delete } else { Kind::Put };
                 m.insert(key.as_bytes(), key_hash(key.as_bytes()), &seq.to_le_bytes(), Stamp { seq, sub: 0 }, kind, 0);
                 seq += 1;
             }
