@@ -80,7 +80,7 @@ pub(crate) struct Inner {
     /// Wakes workers: a memtable was frozen, runs were added, an obsolete
     /// run was queued for removal, or shutdown.
     pub work_cv: Arc<Condvar>,
-    /// Removes obsolete runs' files (on the flusher while it runs).
+    /// Removes obsolete runs' files (on a merger while the workers run).
     pub reaper: Arc<crate::run::cache::Reaper>,
     /// Wakes waiters: a flush or merge finished, or the index was poisoned.
     pub done_cv: Condvar,

@@ -64,10 +64,6 @@ impl Inner {
         // Writes other than ingests are under way: the ingests' sort
         // buffer is not kept for them.
         self.spare_slots.lock().release();
-        // Frozen, it takes no more writes: one array (and its skip list)
-        // is what readers position until the flush ends, and what the
-        // flush below reads.
-        mem.consolidate(2);
         let run = if mem.is_empty() { None } else { Some(self.write_memtable_run(&mem, bottom)?) };
         if let Some(r) = &run {
             self.stats.add(&self.stats.bytes_flushed, r.file_size);

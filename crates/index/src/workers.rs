@@ -57,6 +57,10 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     handles
 }
 
+/// The longest an idle merger waits before it looks for obsolete runs to
+/// remove again.
+const REAP_WAIT: Duration = Duration::from_secs(1);
+
 /// How long the active memtable must go without a seal (no 2,048 new
 /// entries) before the idle flusher merges its sorted arrays into one.
 const QUIET: Duration = Duration::from_millis(10);
@@ -119,11 +123,7 @@ fn flusher(inner: &Inner) {
                 if !inner.sv.read().frozen.is_empty() {
                     break;
                 }
-                let timed_out = inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out();
-                if !inner.reaper.is_idle() {
-                    parking_lot::MutexGuard::unlocked(&mut bg, || inner.reaper.drain());
-                }
-                if timed_out {
+                if inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out() {
                     parking_lot::MutexGuard::unlocked(&mut bg, || quiet.look(inner));
                 }
             }
@@ -133,7 +133,6 @@ fn flusher(inner: &Inner) {
         // A flush takes longer than QUIET: a view unchanged since the look
         // before it has been quiet that long.
         quiet.look(inner);
-        inner.reaper.drain();
         let mut bg = inner.bg.lock();
         bg.flushing = false;
         bg.flush_tries += 1;
@@ -169,6 +168,9 @@ fn merger(inner: &Inner) {
     loop {
         let task = loop {
             let epoch = inner.bg.lock().work_epoch;
+            // Off the writers' path (a flush is on it when frozen
+            // memtables pile up): a merger removes obsolete runs.
+            inner.reaper.drain();
             if let Some(t) = inner.claim_task() {
                 break t;
             }
@@ -177,7 +179,9 @@ fn merger(inner: &Inner) {
                 return;
             }
             if bg.work_epoch == epoch {
-                inner.work_cv.wait(&mut bg);
+                // Timed: a run queued for removal just before this wait
+                // notified no one (see `Reaper`).
+                inner.work_cv.wait_for(&mut bg, REAP_WAIT);
             }
         };
         let r = inner.run_task(&task);

@@ -89,8 +89,8 @@ impl BlockCache {
     }
 }
 
-/// Removes the files of obsolete runs (and unmaps them), on the index's
-/// flusher while its workers run, so a reader that lets go of the last
+/// Removes the files of obsolete runs (and unmaps them), on a merger
+/// while the index's workers run, so a reader that lets go of the last
 /// version holding a merged-away run does not pay for it: unlinking a
 /// 256 MiB run drops its 65,536 cached pages (a few ms of kernel time),
 /// and unmapping it its page tables. Without workers (or once they have
@@ -101,9 +101,9 @@ pub(crate) struct Reaper {
     queue: Mutex<Vec<(PathBuf, Option<Arc<OpenRun>>)>>,
     /// Whether a worker drains the queue.
     deferred: AtomicBool,
-    /// The workers' condition variable: notified (without their lock, so
-    /// a wake-up may be missed; the flusher's wait is timed) when a run
-    /// is queued.
+    /// The workers' condition variable: notified when a run is queued
+    /// (without their lock, so a merger about to wait may miss it; it
+    /// drains the queue before its next merge or wake-up).
     wake: Arc<parking_lot::Condvar>,
     storage: StorageRef,
 }
@@ -149,11 +149,6 @@ impl Reaper {
             self.remove_now(&path, open);
         }
         any
-    }
-
-    /// Whether runs wait for removal.
-    pub(crate) fn is_idle(&self) -> bool {
-        self.queue.lock().is_empty()
     }
 }
 
