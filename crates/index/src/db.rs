@@ -77,8 +77,11 @@ pub(crate) struct Inner {
     /// Set when the index is closing, read by long merges without a lock.
     pub shutting_down: std::sync::atomic::AtomicBool,
     pub bg: Mutex<BgState>,
-    /// Wakes workers: a memtable was frozen, runs were added, or shutdown.
-    pub work_cv: Condvar,
+    /// Wakes workers: a memtable was frozen, runs were added, an obsolete
+    /// run was queued for removal, or shutdown.
+    pub work_cv: Arc<Condvar>,
+    /// Removes obsolete runs' files (on a merger while the workers run).
+    pub reaper: Arc<crate::run::cache::Reaper>,
     /// Wakes waiters: a flush or merge finished, or the index was poisoned.
     pub done_cv: Condvar,
     /// The sort buffer of the last ingest, kept for the next (see
@@ -196,11 +199,8 @@ impl Index {
             (options.max_open_runs, options.metadata_cache_bytes),
             (options.map_runs, options.check_mapped_run_length),
         );
-        let runs: Vec<Arc<RunHandle>> = state
-            .runs
-            .iter()
-            .map(|m| RunHandle::new(m.clone(), dir.join(run_file_name(m.id)), storage.clone()))
-            .collect();
+        let runs: Vec<Arc<RunHandle>> =
+            state.runs.iter().map(|m| RunHandle::new(m.clone(), dir.join(run_file_name(m.id)))).collect();
         // Verify every run's footer, meta block, filter, block index and
         // tombstones now, so corruption there is reported at open (data
         // blocks are verified when read). Nothing is removed before this.
@@ -229,6 +229,8 @@ impl Index {
             frozen: Vec::new(),
             version: version.clone(),
         };
+        let work_cv = Arc::new(Condvar::new());
+        let reaper = Arc::new(crate::run::cache::Reaper::new(storage.clone(), work_cv.clone()));
         let inner = Arc::new(Inner {
             block_cache: Arc::new(BlockCache::new(options.block_cache_bytes)),
             run_cache,
@@ -245,13 +247,17 @@ impl Index {
             poisoned_by: Mutex::new(None),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             bg: Mutex::new(BgState::default()),
-            work_cv: Condvar::new(),
+            work_cv,
+            reaper,
             done_cv: Condvar::new(),
             spare_slots: Mutex::new(crate::ingest::SpareSlots::default()),
             _lock: lock,
             options,
         });
         let workers = if inner.options.background_threads { crate::workers::spawn(&inner) } else { Vec::new() };
+        if !workers.is_empty() {
+            inner.reaper.start();
+        }
         Ok(Index { inner, workers: Mutex::new(workers) })
     }
 
@@ -437,6 +443,7 @@ impl Index {
             // A worker that panicked has already poisoned the index.
             let _ = w.join();
         }
+        self.inner.reaper.stop();
     }
 }
 

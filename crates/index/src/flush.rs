@@ -200,14 +200,14 @@ impl Inner {
         let flushed_mem = match &edit {
             Edit::Flush { mem, run } => {
                 if let Some(m) = run {
-                    runs.insert(0, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id)), self.storage.clone()));
+                    runs.insert(0, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id))));
                 }
                 state.durable_seq = state.durable_seq.max(mem.last_seq());
                 Some(*mem)
             }
             Edit::Ingest { run, seq, .. } => {
                 if let Some(m) = run {
-                    runs.insert(0, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id)), self.storage.clone()));
+                    runs.insert(0, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id))));
                 }
                 // Every memtable was flushed first: all below `seq` is durable.
                 state.durable_seq = state.durable_seq.max(*seq);
@@ -223,10 +223,7 @@ impl Inner {
                 }
                 removed = runs.drain(pos..end).collect();
                 if let Some(m) = output {
-                    runs.insert(
-                        pos,
-                        RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id)), self.storage.clone()),
-                    );
+                    runs.insert(pos, RunHandle::new(m.clone(), self.dir.join(run_file_name(m.id))));
                 }
                 None
             }
@@ -255,7 +252,7 @@ impl Inner {
             tracing::warn!(path = %old_path.display(), error = %e, "could not remove the previous manifest");
         }
         for r in &removed {
-            r.mark_obsolete();
+            r.mark_obsolete(&self.reaper);
             self.run_cache.forget(r);
         }
         c.state = state;

@@ -130,16 +130,22 @@ pub(crate) fn memtable_sources(
     forward: bool,
 ) -> Vec<Source> {
     let view = mem.view();
-    let mut out = vec![Source::SkipList(SkipListSource {
-        map: view.recent.clone(),
-        start: start.clone(),
-        end: end.clone(),
-        forward,
-        buf: Default::default(),
-        last: None,
-        exhausted: false,
-        chunk: MEMTABLE_FIRST_CHUNK,
-    })];
+    let mut out = Vec::with_capacity(1 + view.arrays.len());
+    // An empty skip list stays out: a batch the read sees was inserted
+    // before the view was taken, so whatever it gains later is newer than
+    // the read (a just-sealed or quiet memtable's skip list is empty).
+    if !view.recent.is_empty() {
+        out.push(Source::SkipList(SkipListSource {
+            map: view.recent.clone(),
+            start: start.clone(),
+            end: end.clone(),
+            forward,
+            buf: Default::default(),
+            last: None,
+            exhausted: false,
+            chunk: MEMTABLE_FIRST_CHUNK,
+        }));
+    }
     for a in &view.arrays {
         let (lo, hi) = a.span(as_ref(start), as_ref(end));
         if lo < hi {

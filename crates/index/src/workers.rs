@@ -57,9 +57,62 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
     handles
 }
 
+/// The longest an idle merger waits before it looks for obsolete runs to
+/// remove again.
+const REAP_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the active memtable must go without a seal (no 2,048 new
+/// entries) before the idle flusher merges its sorted arrays into one.
+const QUIET: Duration = Duration::from_millis(10);
+/// The longest wait between looks at an unchanging active memtable.
+const QUIET_MAX_WAIT: Duration = Duration::from_secs(1);
+/// Arrays a quiet memtable must hold for the flusher to merge them: each
+/// is a source every scan positions (and a search for a get that reaches
+/// it). From three, so a slow, steady writer costs at most one merge of
+/// the memtable's slots per two seals.
+const QUIET_MIN_ARRAYS: usize = 3;
+
+/// The idle flusher's watch over the active memtable: once its view
+/// stays the same for [`QUIET`] (writes have stopped or slowed to a
+/// trickle, as after a load), its arrays are merged into one. A scan
+/// right after a load of 1 KiB records positioned the memtable's skip list
+/// and 4-5 arrays beside the runs.
+struct QuietWatch {
+    /// The view seen at the last look (weak: it pins no entries, and its
+    /// address cannot be reused while held).
+    seen: std::sync::Weak<crate::memtable::View>,
+    wait: Duration,
+}
+
+impl QuietWatch {
+    fn new() -> QuietWatch {
+        QuietWatch { seen: std::sync::Weak::new(), wait: QUIET }
+    }
+
+    /// Looks at the active memtable after a wait: merges its arrays if
+    /// its view has not changed since the last look, and sets how long to
+    /// wait before the next (longer and longer while nothing changes).
+    fn look(&mut self, inner: &Inner) {
+        let active = inner.sv.read().active.clone();
+        let view = active.view();
+        let unchanged = std::ptr::eq(self.seen.as_ptr(), Arc::as_ptr(&view));
+        if !unchanged {
+            self.seen = Arc::downgrade(&view);
+            self.wait = QUIET;
+            return;
+        }
+        drop(view);
+        if active.consolidate(QUIET_MIN_ARRAYS) {
+            self.seen = Arc::downgrade(&active.view());
+        }
+        self.wait = (self.wait * 2).min(QUIET_MAX_WAIT);
+    }
+}
+
 fn flusher(inner: &Inner) {
     let _guard = PoisonOnPanic(inner);
     let mut pause = NO_SPACE_FIRST_PAUSE;
+    let mut quiet = QuietWatch::new();
     loop {
         {
             let mut bg = inner.bg.lock();
@@ -70,11 +123,16 @@ fn flusher(inner: &Inner) {
                 if !inner.sv.read().frozen.is_empty() {
                     break;
                 }
-                inner.work_cv.wait(&mut bg);
+                if inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out() {
+                    parking_lot::MutexGuard::unlocked(&mut bg, || quiet.look(inner));
+                }
             }
             bg.flushing = true;
         }
         let r = inner.flush_oldest();
+        // A flush takes longer than QUIET: a view unchanged since the look
+        // before it has been quiet that long.
+        quiet.look(inner);
         let mut bg = inner.bg.lock();
         bg.flushing = false;
         bg.flush_tries += 1;
@@ -110,6 +168,9 @@ fn merger(inner: &Inner) {
     loop {
         let task = loop {
             let epoch = inner.bg.lock().work_epoch;
+            // Off the writers' path (a flush is on it when frozen
+            // memtables pile up): a merger removes obsolete runs.
+            inner.reaper.drain();
             if let Some(t) = inner.claim_task() {
                 break t;
             }
@@ -118,7 +179,9 @@ fn merger(inner: &Inner) {
                 return;
             }
             if bg.work_epoch == epoch {
-                inner.work_cv.wait(&mut bg);
+                // Timed: a run queued for removal just before this wait
+                // notified no one (see `Reaper`).
+                inner.work_cv.wait_for(&mut bg, REAP_WAIT);
             }
         };
         let r = inner.run_task(&task);

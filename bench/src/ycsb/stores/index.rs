@@ -16,6 +16,8 @@ pub struct LarderIndex {
     seq: u64,
     batch: WriteBatch,
     settings: String,
+    /// The key buffer of scans.
+    key: Vec<u8>,
 }
 
 impl LarderIndex {
@@ -31,7 +33,8 @@ impl LarderIndex {
             options.metadata_cache_bytes = bytes as usize;
         }
         let settings = format!(
-            "larder-index {} (workspace): Index::write of a one-put WriteBatch per operation (one per load batch); memtable {} MiB x \
+            "larder-index {} (workspace): Index::write of a one-put WriteBatch per operation (one per load batch), reads by \
+             Index::get_into, scans by Iter::next_into into the client's buffers; memtable {} MiB x \
              (1 + {} immutable), block cache {} MiB, metadata cache {} MiB, bloom {} bits/key, {} merge threads + \
              1 flusher; no log of its own (a write is durable at the next memtable flush: in a store the log \
              covers it)",
@@ -44,7 +47,7 @@ impl LarderIndex {
             options.compaction_threads
         );
         let index = Index::open(storage, &spec.dir.join("index"), options).context("opening the index")?;
-        Ok(LarderIndex { index, seq: 0, batch: WriteBatch::new(), settings })
+        Ok(LarderIndex { index, seq: 0, batch: WriteBatch::new(), settings, key: Vec::new() })
     }
 }
 
@@ -71,22 +74,17 @@ impl RecordStore for LarderIndex {
         Ok(())
     }
 
+    // Reads and scans fill the caller's buffers through the index's
+    // buffer-filling calls (`get_into`, `Iter::next_into`), as the KV
+    // store's scan and LMDB's borrowed slices do: no allocation per value.
     fn read(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        match self.index.get(key)? {
-            Some(v) => {
-                *out = v;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(self.index.get_into(key, out)?)
     }
 
     fn scan(&mut self, start: &[u8], count: usize, out: &mut Vec<u8>) -> Result<usize> {
+        let mut scan = self.index.range(Bound::Included(start), Bound::Unbounded, true)?;
         let mut read = 0;
-        for entry in self.index.range(Bound::Included(start), Bound::Unbounded, true)?.take(count) {
-            let (_, value) = entry?;
-            out.clear();
-            out.extend_from_slice(&value);
+        while read < count && scan.next_into(&mut self.key, out)? {
             read += 1;
         }
         Ok(read)

@@ -155,6 +155,39 @@ impl Memtable {
         *self.view.write() = Arc::new(View { arrays, ..fresh });
     }
 
+    /// Merges the sorted arrays of the current view into one when it holds
+    /// at least `min_arrays` (2 or more), so a scan positions one array
+    /// instead of each and a point read searches one. Only slots move
+    /// (64 bytes an entry), never a key or a value. The skip list is left
+    /// as it is: the writer may be inserting into it. Installs the merged
+    /// array only if no seal replaced the view meanwhile (a seal's view
+    /// holds every entry, so losing the race loses nothing but this
+    /// work), and says whether it did. Safe beside the writer and readers:
+    /// the view holds the same entries before and after.
+    pub(crate) fn consolidate(&self, min_arrays: usize) -> bool {
+        let old = self.view();
+        let n = old.arrays.len();
+        if n < min_arrays.max(2) {
+            return false;
+        }
+        // Newest first, so each merge adds the next older (larger) array
+        // once: about twice the entries' slots copied in all.
+        let mut merged = sorted::merge(&old.arrays[n - 2], &old.arrays[n - 1]);
+        for older in old.arrays[..n - 2].iter().rev() {
+            merged = sorted::merge(older, &merged);
+        }
+        let mut current = self.view.write();
+        if !Arc::ptr_eq(&current, &old) {
+            return false;
+        }
+        *current = Arc::new(View {
+            recent: old.recent.clone(),
+            recent_filter: old.recent_filter.clone(),
+            arrays: vec![Arc::new(merged)],
+        });
+        true
+    }
+
     /// Adds a range tombstone. Callers serialize writers.
     pub(crate) fn insert_tombstone(&self, t: RangeTombstone) {
         let charge = t.start.len() + t.end.len() + 96;
@@ -418,6 +451,55 @@ mod tests {
         assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
     }
 
+    /// A key and its versions, newest first.
+    type Group = (Vec<u8>, Vec<(Stamp, Op)>);
+
+    /// Every entry of `m`, in the order a scan merges them (the internal
+    /// order: key, then newest first).
+    fn scan(m: &Memtable) -> Vec<Group> {
+        let sources = crate::iter::memtable_sources(m, &Bound::Unbounded, &Bound::Unbounded, true);
+        let mut merge = crate::iter::MergeIter::new(sources, true);
+        let mut out = Vec::new();
+        let mut versions = Vec::new();
+        while let Some(key) = merge.next_group(&mut versions).expect("a memtable read cannot fail") {
+            out.push((key, versions.clone()));
+        }
+        out
+    }
+
+    /// Merging a memtable's arrays into one keeps every entry and the
+    /// order a scan sees them in, leaves the skip list alone, and the
+    /// seals after it go on merging levels into the merged array.
+    #[test]
+    fn consolidating_keeps_every_entry_in_one_array() {
+        // 4 entries per seal.
+        let m = Memtable::new(1, 1 << 10);
+        let mut seq = 1u64;
+        let mut write = |m: &Memtable, n: u64| {
+            for _ in 0..n {
+                let key = format!("key-{:03}", seq * 7 % 40);
+                let kind = if seq.is_multiple_of(5) { Kind::Delete } else { Kind::Put };
+                m.insert(key.as_bytes(), key_hash(key.as_bytes()), &seq.to_le_bytes(), Stamp { seq, sub: 0 }, kind, 0);
+                seq += 1;
+            }
+        };
+        write(&m, 30);
+        let arrays = m.view().arrays.len();
+        assert!(arrays >= 3, "the test must reach several arrays: {arrays}");
+        assert!(!m.view().recent.is_empty(), "and entries in the skip list");
+        let before = scan(&m);
+        assert!(!m.consolidate(arrays + 1), "fewer arrays than asked for");
+        assert!(m.consolidate(2));
+        assert_eq!(m.view().arrays.len(), 1);
+        assert_eq!(scan(&m), before);
+        assert!(!m.consolidate(2), "one array is left as it is");
+        write(&m, 37);
+        let after = scan(&m);
+        assert_eq!(after.iter().map(|(_, v)| v.len()).sum::<usize>(), 67, "every version is kept");
+        assert!(m.consolidate(2) || m.view().arrays.len() < 2);
+        assert_eq!(scan(&m), after);
+    }
+
     proptest::proptest! {
         /// Writes of a few keys over many seals (a 4-entry skip list), and
         /// at every read point the newest version `newest` borrows is the
@@ -426,6 +508,7 @@ mod tests {
         #[test]
         fn newest_is_the_models_newest_at_every_read_point(
             writes in proptest::collection::vec((0u8..6, 0u8..3, proptest::prelude::any::<u8>()), 1..120),
+            merges in proptest::collection::vec(proptest::prelude::any::<bool>(), 120),
         ) {
             // 4 entries per seal: budget / 96 / 64 below 4.
             let m = Memtable::new(1, 1 << 10);
@@ -436,6 +519,10 @@ mod tests {
                 let key = key(*k);
                 m.insert(&key, key_hash(&key), &[*v], Stamp { seq, sub: 0 }, kind, 0);
                 model.push((key, seq, kind, vec![*v]));
+                // Arrays merged into one now and then, between seals.
+                if merges[seq as usize % merges.len()] {
+                    m.consolidate(2);
+                }
             }
             proptest::prop_assert!(!m.view().arrays.is_empty() || writes.len() < 4, "the test must reach sealed arrays");
             for read_seq in 0..=writes.len() as u64 + 1 {

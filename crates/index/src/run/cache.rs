@@ -89,6 +89,75 @@ impl BlockCache {
     }
 }
 
+/// Removes the files of obsolete runs (and unmaps them), on a merger
+/// while the index's workers run, so a reader that lets go of the last
+/// version holding a merged-away run does not pay for it: unlinking a
+/// 256 MiB run drops its 65,536 cached pages (a few ms of kernel time),
+/// and unmapping it its page tables. Without workers (or once they have
+/// stopped) the removal happens where the run is let go, as it did
+/// before. A run removed late is one no committed manifest names: a crash
+/// before its removal leaves a file the next open removes.
+pub(crate) struct Reaper {
+    queue: Mutex<Vec<(PathBuf, Option<Arc<OpenRun>>)>>,
+    /// Whether a worker drains the queue.
+    deferred: AtomicBool,
+    /// The workers' condition variable: notified when a run is queued
+    /// (without their lock, so a merger about to wait may miss it; it
+    /// drains the queue before its next merge or wake-up).
+    wake: Arc<parking_lot::Condvar>,
+    storage: StorageRef,
+}
+
+impl Reaper {
+    pub(crate) fn new(storage: StorageRef, wake: Arc<parking_lot::Condvar>) -> Reaper {
+        Reaper { queue: Mutex::new(Vec::new()), deferred: AtomicBool::new(false), wake, storage }
+    }
+
+    /// Queues runs for a worker from now on (until [`Reaper::stop`]).
+    pub(crate) fn start(&self) {
+        self.deferred.store(true, Ordering::Release);
+    }
+
+    /// Removes inline from now on, and whatever is queued now.
+    pub(crate) fn stop(&self) {
+        self.deferred.store(false, Ordering::Release);
+        self.drain();
+    }
+
+    fn remove(&self, path: PathBuf, open: Option<Arc<OpenRun>>) {
+        if self.deferred.load(Ordering::Acquire) {
+            self.queue.lock().push((path, open));
+            self.wake.notify_all();
+        } else {
+            self.remove_now(&path, open);
+        }
+    }
+
+    fn remove_now(&self, path: &std::path::Path, open: Option<Arc<OpenRun>>) {
+        drop(open);
+        // A failure leaves an unreferenced file, which the next open removes.
+        if let Err(e) = self.storage.remove_file(path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove obsolete run");
+        }
+    }
+
+    /// Removes every queued run; says whether there was any.
+    pub(crate) fn drain(&self) -> bool {
+        let queued = std::mem::take(&mut *self.queue.lock());
+        let any = !queued.is_empty();
+        for (path, open) in queued {
+            self.remove_now(&path, open);
+        }
+        any
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
 /// A run as the version sees it: its manifest record plus, while it is in
 /// the descriptor cache, its open state.
 pub(crate) struct RunHandle {
@@ -97,9 +166,8 @@ pub(crate) struct RunHandle {
     open: RwLock<Option<Arc<OpenRun>>>,
     referenced: AtomicBool,
     /// Set once a committed manifest no longer lists the run: the file is
-    /// removed when the last reader lets go.
-    obsolete: AtomicBool,
-    storage: StorageRef,
+    /// removed (by this reaper) when the last reader lets go.
+    obsolete: std::sync::OnceLock<Arc<Reaper>>,
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -109,29 +177,27 @@ impl std::fmt::Debug for RunHandle {
 }
 
 impl RunHandle {
-    pub(crate) fn new(meta: RunMeta, path: PathBuf, storage: StorageRef) -> Arc<Self> {
+    pub(crate) fn new(meta: RunMeta, path: PathBuf) -> Arc<Self> {
         Arc::new(RunHandle {
             meta,
             path,
             open: RwLock::new(None),
             referenced: AtomicBool::new(false),
-            obsolete: AtomicBool::new(false),
-            storage,
+            obsolete: std::sync::OnceLock::new(),
         })
     }
 
-    pub(crate) fn mark_obsolete(&self) {
-        self.obsolete.store(true, Ordering::Release);
+    /// No committed manifest lists the run any more: `reaper` removes its
+    /// file once the last reader lets go.
+    pub(crate) fn mark_obsolete(&self, reaper: &Arc<Reaper>) {
+        let _ = self.obsolete.set(reaper.clone());
     }
 }
 
 impl Drop for RunHandle {
     fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire) {
-            // A failure leaves an unreferenced file, which the next open removes.
-            if let Err(e) = self.storage.remove_file(&self.path) {
-                tracing::warn!(path = %self.path.display(), error = %e, "could not remove obsolete run");
-            }
+        if let Some(reaper) = self.obsolete.get() {
+            reaper.remove(std::mem::take(&mut self.path), self.open.get_mut().take());
         }
     }
 }
