@@ -90,13 +90,6 @@ fn at_and_above(fs: &Fs, directory: u64) -> Vec<u64> {
     out
 }
 
-/// Whether `ino` is a directory (true when it cannot be told: a subtree
-/// lease revoked for nothing costs a client a round trip, one missed
-/// costs it a stale cache).
-fn is_directory(fs: &Fs, ino: u64) -> bool {
-    fs.getattr(ino).map(|a| a.kind == Kind::Directory).unwrap_or(true)
-}
-
 /// The object a name names now, if any.
 fn named(fs: &Fs, parent: u64, name: &[u8]) -> Option<u64> {
     fs.lookup(&Cred::root(), parent, name).ok().map(|attr| attr.ino)
@@ -104,7 +97,10 @@ fn named(fs: &Fs, parent: u64, name: &[u8]) -> Option<u64> {
 
 /// Adds `request`'s targets to `out`, and to `directories` the
 /// directories whose entries or attributes it changes or that it
-/// removes; false when it revokes everything.
+/// removes (and objects whose attributes it changes, which may be
+/// directories: for one that is not, only a subtree lease on it would be
+/// named, and none is granted on a non-directory); false when it revokes
+/// everything.
 fn collect(
     fs: &Fs,
     session: &Session,
@@ -122,9 +118,10 @@ fn collect(
         }
         Request::SetAttributes { ino, set, .. } => {
             out.push(Object(*ino));
-            if is_directory(fs, *ino) {
-                directories.push(*ino);
-                if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+            directories.push(*ino);
+            if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+                let directory = fs.getattr(*ino).map(|a| a.kind == Kind::Directory).unwrap_or(true);
+                if directory {
                     out.push(Namespace);
                 }
             }
@@ -176,9 +173,7 @@ fn collect(
         Request::SetXattr { ino, .. } | Request::RemoveXattr { ino, .. } => {
             out.push(Namespace);
             out.push(Object(*ino));
-            if is_directory(fs, *ino) {
-                directories.push(*ino);
-            }
+            directories.push(*ino);
         }
         Request::MetadataBatch { operations, .. } => {
             out.push(Namespace);
