@@ -56,7 +56,10 @@ impl Heap {
                     .heap_object(id)?
                     .filter(|r| r.heap == self.shared.root)
                     .ok_or_else(|| not_found(format!("object {id}")))?;
-                let size = txn.onode(id)?.map_or(0, |o| o.size);
+                let committed = txn.onode(id)?.map_or(0, |o| o.size);
+                // The allocator may have grown the object past the committed
+                // size (committed at the next sync), as `check` counts.
+                let size = committed.max(self.arena_claimed_end(id));
                 if needed > size {
                     return Err(HeapError::BadType {
                         reason: format!("type {} needs {needed} bytes; object {id} has {size}", type_id.0),

@@ -503,3 +503,15 @@ fn a_free_empties_the_files_of_earlier_frees_once_they_are_durable() {
     assert_eq!(&buf, b"kept", "a free lost in the crash leaves the object with its file");
     assert_eq!(files(&store), vec![b.0], "a removal lost in the crash is redone at open");
 }
+
+#[test]
+fn a_type_fits_an_object_grown_by_its_allocator_before_the_sync() {
+    let (_sim, _store, h) = sim_heap(61);
+    let ty = h.alloc_type(&[0, 24, 48]).unwrap();
+    let object = h.alloc(0).unwrap();
+    // The block grows the object; its size is committed at the next sync.
+    h.alloc_in(object, 1, 8).unwrap();
+    assert!(h.size(object).unwrap() >= 72);
+    h.attach_type(object, ty).unwrap();
+    assert_eq!(h.type_of(object).unwrap(), Some(ty));
+}
