@@ -198,6 +198,10 @@ impl Heap {
             // (after a load, and once per 2^36 blocks): commit its records
             // now and retry once.
             Err(ArenaError::NeedsSync) => {
+                // `sync_lock` first, as `sync` takes them (see `grow`).
+                drop(arena);
+                let _one = self.shared.sync_lock.lock();
+                arena = slot.arena.lock();
                 self.flush_before_records(&attached)?;
                 self.persist_arena(id, &slot, &mut arena)?;
                 arena.alloc(size, align, &mut grow).map_err(|e| arena_error(id, e))?
@@ -335,12 +339,17 @@ impl Heap {
     /// durably, with the object's size covering what it claimed, and tells
     /// it they are durable.
     pub(crate) fn persist_arena(&self, id: u64, slot: &ArenaSlot, arena: &mut Arena) -> Result<()> {
+        let stale_images = self.images_made_stale(id)?;
         let staged = Heap::stage_locked(slot, arena);
         let committed = self.shared.store.transact_locked(
             &[larder_object::LockRequest::Exclusive(id)],
             larder_object::Durability::Durable,
-            |txn| self.record_synced(txn, id, 0, Some(&staged)),
+            |txn| {
+                self.record_synced(txn, id, 0, Some(&staged))?;
+                stale_images.write(txn, id)
+            },
         );
+        self.after_images_deleted(id, committed.is_ok());
         if let Err(e) = committed {
             slot.rewrite.store(true, Ordering::Release);
             slot.dirty.store(true, Ordering::Release);

@@ -29,6 +29,10 @@ pub(crate) struct Pending {
     pub(crate) files: BTreeSet<u64>,
     /// Files were created in `heap/`: the directory is synced.
     pub(crate) dir_changed: bool,
+    /// Objects created since a sync last synced their files (with a device
+    /// flush before its commit): a sync whose changed files are all among
+    /// them may image them whole instead (`images`, "whole objects").
+    pub(crate) created: BTreeSet<u64>,
     /// Freed objects whose file goes once the free (at this LSN) is durable.
     pub(crate) removals: Vec<(u64, u64)>,
     /// Files of freed objects were removed since the last sync (by `free`,

@@ -32,6 +32,12 @@ pub(crate) const FRESH_BLOCKS: usize = 64;
 /// pages) and what each later sync compares.
 pub(crate) const MAX_IMAGES: usize = 16;
 
+/// Largest object created since its last sync that a one-flush sync images
+/// whole (every page): past it the sync flushes twice. Its images cost a
+/// log write of the object's size, which below this costs less than the
+/// device flush they save.
+pub(crate) const WHOLE_IMAGE_BYTES: u64 = 256 << 10;
+
 /// Most bytes of holes a sync that flushes twice fills in one object to
 /// make its file hole-free (a larger sparse object keeps its holes and
 /// every sync of it flushes twice).
@@ -113,7 +119,17 @@ impl Heap {
     /// checked that no file was created, grown, written or closed since the
     /// last sync. On an error the sync failed (the caller restores what
     /// it took).
-    pub(crate) fn try_one_flush(&self, attached: &[Arc<Attached>], sizes: &BTreeMap<u64, u64>) -> Result<OneFlush> {
+    ///
+    /// The objects in `whole` were created since their files were last
+    /// synced (nothing of their files need be durable): every page of each
+    /// up to its size is imaged, if that is at most [`WHOLE_IMAGE_BYTES`],
+    /// and recovery makes the file again from its images.
+    pub(crate) fn try_one_flush(
+        &self,
+        attached: &[Arc<Attached>],
+        sizes: &BTreeMap<u64, u64>,
+        whole: &BTreeSet<u64>,
+    ) -> Result<OneFlush> {
         let fallback = || Ok(OneFlush::Fallback(BTreeMap::new()));
         if !self.log_flush_covers_files()? {
             return fallback();
@@ -129,11 +145,26 @@ impl Heap {
             let images = self.shared.images.lock();
             for (&id, &size) in sizes {
                 let Some(a) = writable.get(&id) else { return fallback() };
-                let Some(known) = images.get(&id) else { return fallback() };
-                if known.unknown || known.hole_free < size || a.region().len() < size {
+                if a.region().len() < size {
                     return fallback();
                 }
-                wanted.insert(id, known.pages.keys().copied().collect());
+                let known = images.get(&id);
+                if known.is_some_and(|k| k.unknown) {
+                    return fallback();
+                }
+                if whole.contains(&id) {
+                    if size > WHOLE_IMAGE_BYTES {
+                        return fallback();
+                    }
+                    wanted.insert(id, (0..size.div_ceil(page)).map(|i| i * page).collect());
+                    continue;
+                }
+                match known {
+                    Some(known) if known.hole_free >= size => {
+                        wanted.insert(id, known.pages.keys().copied().collect());
+                    }
+                    _ => return fallback(),
+                }
             }
         }
         // The records, and the blocks handed out since the last sync under
@@ -153,7 +184,8 @@ impl Heap {
                     at += page;
                 }
             }
-            fits &= pages.len() <= MAX_IMAGES;
+            let most = if whole.contains(&id) { WHOLE_IMAGE_BYTES.div_ceil(page) as usize } else { MAX_IMAGES };
+            fits &= pages.len() <= most;
         }
         if !fits {
             return Ok(OneFlush::Fallback(staged));
@@ -196,6 +228,19 @@ impl Heap {
             }
             Ok(())
         })();
+        // An emulated region is a copy, not the file's page cache: the
+        // bytes of a whole object reach its file as a kernel's write-back
+        // at will would take them (no flush), so that its other readers see
+        // them as they would a real mapping's.
+        let read = read.and_then(|()| {
+            for id in whole.iter().filter(|id| wanted.contains_key(id)) {
+                let region = writable[id].region();
+                if region.is_emulated() {
+                    region.write_back_at_will(0, region.len())?;
+                }
+            }
+            Ok(())
+        });
         if let Err(e) = read {
             self.restage_arenas(staged.keys().copied());
             return Err(e);
@@ -211,6 +256,36 @@ impl Heap {
             known.pages.extend(pages);
         }
         committed.map(|()| OneFlush::Done)
+    }
+
+    /// For a commit of object `id`'s allocator records outside `sync`
+    /// (`grow`, the reservation of generations), made after
+    /// `flush_before_records` wrote and synced all of its mapped bytes: the
+    /// images that commit deletes. Its pages are on disk now; an image
+    /// left behind would be written over newer bytes at recovery (a block
+    /// freed and handed out again since its page was imaged would come back
+    /// with the freed block's bytes). A file made durable only by its
+    /// images (a whole object's) needs its name durable too first. The
+    /// caller holds `sync_lock`, so no sync puts images meanwhile, and
+    /// calls [`Heap::after_images_deleted`] after the commit.
+    pub(crate) fn images_made_stale(&self, id: u64) -> Result<ImageChanges> {
+        let delete = self.imaged(&BTreeMap::from([(id, 0)]));
+        if !delete.is_empty() && !self.file_sync_keeps_entry()? {
+            self.shared.store.sync_heap_dir()?;
+        }
+        Ok(ImageChanges { put: BTreeMap::new(), delete })
+    }
+
+    /// After the commit that carried [`Heap::images_made_stale`]'s changes:
+    /// the object has no image if it succeeded, unknown ones if not.
+    pub(crate) fn after_images_deleted(&self, id: u64, committed: bool) {
+        let mut images = self.shared.images.lock();
+        if let Some(known) = images.get_mut(&id) {
+            known.pages.clear();
+            known.unknown = !committed;
+        } else if !committed {
+            images.entry(id).or_default().unknown = true;
+        }
     }
 
     /// Before a two-flush sync writes the mappings back: dirties, without

@@ -99,6 +99,7 @@ impl Heap {
             {
                 let mut pending = self.shared.pending.lock();
                 pending.files.insert(id);
+                pending.created.insert(id);
                 pending.dir_changed = true;
                 pending.renamed |= recycled;
             }
@@ -212,10 +213,14 @@ impl Heap {
         // leave those pages neither user bytes nor the allocator's. Its lock
         // is held throughout, so `alloc_in` cannot grow the object meanwhile.
         let slot = self.arena(id)?;
+        // Before the allocator's lock, as `sync` takes them: no sync puts
+        // images of this object between the flush and the commit below.
+        let _one = self.shared.sync_lock.lock();
         let mut arena = slot.arena.lock();
         // The records name blocks handed out since the last sync: their
         // bytes first (no allocation can happen meanwhile: the lock).
         self.flush_before_records(&attached)?;
+        let stale_images = self.images_made_stale(id)?;
         let staged = Some(Heap::stage_locked(&slot, &mut arena));
         let grown = self.shared.store.transact_locked(
             &[LockRequest::Exclusive(id)],
@@ -239,9 +244,10 @@ impl Heap {
                         txn.put_heap_object(id, &record)?;
                     }
                 }
-                Ok(())
+                stale_images.write(txn, id)
             },
         );
+        self.after_images_deleted(id, grown.is_ok());
         if let Err(e) = grown {
             self.restage_arenas([id]);
             return Err(e);
@@ -290,6 +296,7 @@ impl Heap {
                     {
                         let mut pending = self.shared.pending.lock();
                         pending.files.remove(&id);
+                        pending.created.remove(&id);
                         pending.removals.push((lsn, id));
                     }
                     self.remove_files_freed_durably();

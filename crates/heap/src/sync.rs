@@ -39,6 +39,9 @@ impl Heap {
     /// steps 1-3 are replaced by images of the pages that changed, carried
     /// in step 4's transaction and written into the files at recovery: one
     /// device flush instead of two (docs/heap.md, "One flush per sync").
+    /// So too when the only files changed are of objects created since
+    /// their last sync, each small enough to image every page of
+    /// ("whole objects"): recovery makes their files again from the images.
     pub fn sync(&self) -> Result<()> {
         self.sync_flushing(false)
     }
@@ -47,15 +50,20 @@ impl Heap {
     /// leaves no page image for the next open to replay).
     fn sync_flushing(&self, twice: bool) -> Result<()> {
         let _one = self.shared.sync_lock.lock();
-        let (mut ids, dir_changed, renamed) = {
+        let (mut ids, dir_changed, renamed, whole) = {
             let mut pending = self.shared.pending.lock();
             let ids = std::mem::take(&mut pending.files);
             let dir_changed = std::mem::take(&mut pending.dir_changed);
             let renamed = std::mem::take(&mut pending.renamed);
-            (ids, dir_changed, renamed)
+            // Files created since their last sync and nothing else changed
+            // (no rename: a recycled file's old name may outlive a crash):
+            // they may be imaged whole.
+            let whole = (!twice && !renamed && !ids.is_empty() && ids.is_subset(&pending.created)).then(|| ids.clone());
+            (ids, dir_changed, renamed, whole)
         };
         // Files created, grown, written or closed since the last sync need
-        // their own sync: this one flushes twice.
+        // their own sync: this one flushes twice, unless they are all new
+        // objects imaged whole.
         let files_changed = !ids.is_empty() || dir_changed || renamed;
         ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
@@ -80,8 +88,21 @@ impl Heap {
             }
         }
         let mut staged = BTreeMap::new();
-        if !twice && !files_changed && !sizes.is_empty() {
-            match self.try_one_flush(&attached, &sizes) {
+        if !twice && (!files_changed || whole.is_some()) && !sizes.is_empty() {
+            let whole = whole.unwrap_or_default();
+            let outcome = self.try_one_flush(&attached, &sizes, &whole);
+            if !whole.is_empty() && !matches!(outcome, Ok(OneFlush::Fallback(_))) {
+                // Done: their files are still not synced, so the next sync
+                // flushes twice (it syncs them, their names, and deletes
+                // their images). Failed: as if this sync had not run.
+                let mut pending = self.shared.pending.lock();
+                pending.files.extend(whole.iter().copied());
+                pending.dir_changed |= dir_changed;
+                if outcome.is_ok() {
+                    pending.created.retain(|id| !whole.contains(id));
+                }
+            }
+            match outcome {
                 Ok(OneFlush::Done) => return self.remove_freed_files(),
                 Ok(OneFlush::Fallback(taken)) => staged = taken,
                 Err(e) => return Err(e),
@@ -126,6 +147,10 @@ impl Heap {
             self.commit_synced(&sizes, std::mem::take(&mut staged), &changes)
         })();
         self.after_two_flush(synced.is_ok(), &sizes, &deleted, &hole_free);
+        if synced.is_ok() {
+            // Their files, and the names of those created, are durable now.
+            self.shared.pending.lock().created.retain(|id| !ids.contains(id));
+        }
         if let Err(e) = synced {
             self.restage_arenas(staged.keys().copied());
             let mut pending = self.shared.pending.lock();
@@ -149,7 +174,7 @@ impl Heap {
 
     /// Whether syncing a file created in `heap/` made its name durable
     /// (`Store::heap_file_sync_keeps_entry`, asked once per open heap).
-    fn file_sync_keeps_entry(&self) -> Result<bool> {
+    pub(crate) fn file_sync_keeps_entry(&self) -> Result<bool> {
         if let Some(&kept) = self.shared.file_sync_keeps_entry.get() {
             return Ok(kept);
         }

@@ -59,7 +59,8 @@ struct Seen {
     imaged: usize,
 }
 
-/// Stage 1: an object with user bytes and a block (growth: two flushes).
+/// Stage 1: an object with user bytes and a block (imaged whole, then its
+/// file synced: two syncs).
 /// Stage 2: a block p holding X2, its pointer in the user bytes (one
 /// flush). Stage 3: p overwritten with X3 and the object written back by
 /// the "kernel" before the sync (one flush: the clean page is re-imaged).
@@ -74,6 +75,9 @@ fn workload(store: &Arc<Store>, seen: &mut Seen) {
         h.write_at(a, 48, &[USER; 100])?;
         h.alloc_in(a, BLOCK as u64, 8)?;
         h.alloc_in(a, Q_BLOCK as u64, 8)?;
+        // A new object: its first sync images it whole (one flush), the
+        // next syncs its file (two flushes).
+        h.sync()?;
         h.sync()?;
         seen.stage = 1;
         let p = h.alloc_in(a, BLOCK as u64, 8)?;
@@ -256,6 +260,8 @@ fn imaged(seed: u64) -> (SimStorage, Arc<Store>, Heap, ObjectId, PPtr<u8>) {
     h.add_name(a, "a").unwrap();
     h.alloc_in(a, BLOCK as u64, 8).unwrap();
     h.sync().unwrap();
+    h.sync().unwrap();
+    assert_eq!(images(&store, a), 0, "the second sync of a new object synced its file");
     let p = h.alloc_in(a, BLOCK as u64, 8).unwrap();
     h.write_at(a, p.offset, &[X2; BLOCK]).unwrap();
     h.sync().unwrap();

@@ -38,6 +38,8 @@ fn heap_on_disk() -> (tempfile::TempDir, Arc<Store>, Heap) {
 fn synced_once_flushed(h: &Heap, store: &Store) -> ObjectId {
     let a = h.alloc(4096).unwrap();
     h.alloc_in(a, 64, 8).unwrap();
+    // A new object's first sync images it whole; the second syncs its file.
+    h.sync().unwrap();
     h.sync().unwrap();
     let p = h.alloc_in(a, 64, 8).unwrap();
     h.write_at(a, p.offset, &[0xAB; 64]).unwrap();

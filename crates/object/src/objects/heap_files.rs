@@ -10,7 +10,8 @@
 //! no object record is a leftover (removed), and a record whose file is
 //! missing or short was made or grown after the last heap sync (its file is
 //! made up to the size, zero-filled: those bytes were never promised),
-//! unless the file is shorter than the durable size the record keeps.
+//! unless the file is shorter than the durable size the record keeps and
+//! the page images do not hold every byte below it.
 //!
 //! A freed object's file may be reused for a new object instead of being
 //! removed (a create costs an inode allocation, which on ext4 without a
@@ -326,6 +327,21 @@ impl Store {
                 };
                 file.sync_data()?;
                 report.emptied.push(*id);
+                continue;
+            }
+            if len < record.durable_size && self.heap_images_cover(*id, record.durable_size)? {
+                // A whole object's sync imaged every page it promised: its
+                // file (name, length, bytes) is made again from the images,
+                // which the replay below writes in.
+                let file = if exists {
+                    self.open_heap_file(*id, true)?
+                } else {
+                    dir_changed = true;
+                    self.create_heap_file(*id, 0)?
+                };
+                file.set_len(size)?;
+                file.sync_data()?;
+                report.extended.push(*id);
                 continue;
             }
             if len < record.durable_size {

@@ -5,6 +5,12 @@
 //! with a device flush before its commit deletes them. Recovery writes
 //! each into its file, syncs the files, and only then deletes the images,
 //! before anything maps a heap file.
+//!
+//! A sync that images every page of an object up to its durable size (one
+//! created since the last sync and small enough: docs/heap.md, "Whole
+//! objects") leaves a file whose name and length need not be durable:
+//! recovery makes such a file again, or extends it, before the replay
+//! writes the images in ([`Store::heap_images_cover`]).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -12,10 +18,35 @@ use std::ops::Bound;
 use larder_io::{write_all_at, FileRef};
 
 use crate::error::{ObjectError, Result};
-use crate::meta::{decode_heap_key, heap_kind_prefix, prefix_end, HeapObject, HeapPageImage, HeapRecord, MetaKey};
+use crate::meta::{
+    decode_heap_key, heap_image_prefix, heap_kind_prefix, prefix_end, HeapObject, HeapPageImage, HeapRecord, MetaKey,
+};
 use crate::store::{Durability, Store};
 
 impl Store {
+    /// Whether the page images of heap object `object` cover every byte of
+    /// `[0, len)`, so that its file can be made again from them alone.
+    pub(crate) fn heap_images_cover(&self, object: u64, len: u64) -> Result<bool> {
+        let start = heap_image_prefix(object);
+        let end = prefix_end(&start).unwrap_or_default();
+        let mut covered = 0u64;
+        for kv in self.index().range(Bound::Included(&start[..]), Bound::Excluded(&end[..]), true)? {
+            let (key, value) = kv?;
+            let MetaKey::HeapImage { offset, .. } = decode_heap_key(&key)? else {
+                return Err(ObjectError::BadRecord { record: "heap key", what: "not a page image".into() });
+            };
+            if offset > covered {
+                return Ok(false);
+            }
+            let image = HeapPageImage::decode(&value)?;
+            covered = covered.max(offset.saturating_add(image.bytes.len() as u64));
+            if covered >= len {
+                return Ok(true);
+            }
+        }
+        Ok(covered >= len)
+    }
+
     /// Writes every heap page image into its object's file (up to the
     /// object's size), syncs those files and deletes the images durably.
     /// `records` are the heap object records (id order); images of an

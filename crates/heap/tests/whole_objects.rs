@@ -1,0 +1,217 @@
+//! Whole objects (docs/heap.md, "Whole objects"): the first sync of an
+//! object created since the last sync, small enough, images every page of
+//! it and takes one device flush; its file's name, length and bytes need
+//! not be durable, and recovery makes the file again from the images. The
+//! next sync flushes twice, which syncs the file and deletes the images.
+//! Also: a commit of allocator records outside `sync` (`grow`) deletes
+//! the images of pages its flush made durable, so that recovery never
+//! writes an older image over newer bytes.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use larder_heap::{Credentials, Heap, ObjectId};
+use larder_io::sim::CrashMode;
+use larder_io::SimStorage;
+use larder_object::meta::heap_image_prefix;
+use larder_object::Store;
+
+use common::{reopen_sim, sim_store};
+
+/// Two pages and a bit: the last image is shorter than a page.
+const SIZE: usize = 9000;
+
+fn open(store: &Arc<Store>) -> larder_heap::Result<Heap> {
+    Heap::open(store, "/heap", Credentials::root())
+}
+
+fn images(store: &Store, object: ObjectId) -> usize {
+    store.index().prefix(&heap_image_prefix(object.0), true).unwrap().count()
+}
+
+fn bytes(h: &Heap, id: ObjectId) -> Vec<u8> {
+    let mut buf = vec![0u8; SIZE];
+    h.read_at(id, 0, &mut buf).unwrap();
+    buf
+}
+
+/// The object's bytes at stage `stage`: every byte a function of its
+/// offset and the stage.
+fn pattern(stage: u8) -> Vec<u8> {
+    (0..SIZE).map(|i| (i % 251) as u8 ^ stage.wrapping_mul(0x3B)).collect()
+}
+
+#[test]
+fn a_new_objects_first_sync_takes_one_flush_and_recovery_makes_its_file_again() {
+    let sim = SimStorage::new(21);
+    sim.set_unordered_dir_ops(true);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    let before = sim.counters();
+    let a = h.alloc(SIZE as u64).unwrap();
+    h.write_at(a, 0, &pattern(1)).unwrap();
+    h.add_name(a, "a").unwrap();
+    let synced = sim.counters();
+    h.sync().unwrap();
+    let after = sim.counters();
+    assert_eq!(after.syncs - synced.syncs, 1, "one device flush: the log's");
+    assert_eq!(after.dir_syncs - before.dir_syncs, 0, "no directory sync");
+    assert_eq!(images(&store, a), 3, "every page imaged");
+    drop(h);
+    drop(store);
+    let image = sim.crash_with(CrashMode::DropAllPending);
+    let path = format!("{}/heap/{}", common::DIR, a.0);
+    assert!(
+        image.read_durable(&path).map_or(true, |d| d.len() < SIZE),
+        "the file was durable already: the test checks nothing"
+    );
+    let store = reopen_sim(&image);
+    let h = open(&store).unwrap();
+    let found = h.get_by_name("a").unwrap();
+    assert_eq!(found, a);
+    assert_eq!(bytes(&h, a), pattern(1));
+    assert_eq!(images(&store, a), 0, "recovery deleted the images it wrote");
+    assert!(image.read_durable(&path).unwrap().len() >= SIZE, "the file is durable after recovery");
+}
+
+#[test]
+fn the_second_sync_syncs_the_file_and_deletes_the_images() {
+    let sim = SimStorage::new(22);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    let a = h.alloc(SIZE as u64).unwrap();
+    h.write_at(a, 0, &pattern(1)).unwrap();
+    h.sync().unwrap();
+    assert!(images(&store, a) > 0);
+    h.write_at(a, 0, &pattern(2)).unwrap();
+    h.sync().unwrap();
+    assert_eq!(images(&store, a), 0);
+    drop(h);
+    drop(store);
+    let image = sim.crash_with(CrashMode::DropAllPending);
+    let path = format!("{}/heap/{}", common::DIR, a.0);
+    assert_eq!(image.read_durable(&path).unwrap()[..SIZE], pattern(2)[..], "the file holds the second sync's bytes");
+}
+
+#[test]
+fn an_object_larger_than_the_bound_flushes_twice() {
+    let sim = SimStorage::new(23);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    let a = h.alloc(1 << 20).unwrap();
+    h.write_at(a, 0, &[7u8; 64]).unwrap();
+    h.sync().unwrap();
+    assert_eq!(images(&store, a), 0);
+}
+
+/// Stage 1: a new object with stage-1 bytes and a name, synced (imaged
+/// whole). Stage 2: rewritten, synced (two flushes). Stage 3: a second new
+/// object beside it, synced (whole again, the first one's file now synced).
+fn workload(store: &Arc<Store>, stage: &mut u8) {
+    let _ = (|| -> larder_heap::Result<()> {
+        let h = open(store)?;
+        let a = h.alloc(SIZE as u64)?;
+        h.write_at(a, 0, &pattern(1))?;
+        h.add_name(a, "a")?;
+        h.sync()?;
+        *stage = 1;
+        h.write_at(a, 0, &pattern(2))?;
+        h.sync()?;
+        *stage = 2;
+        let b = h.alloc(SIZE as u64)?;
+        h.write_at(b, 0, &pattern(3))?;
+        h.add_name(b, "b")?;
+        h.sync()?;
+        *stage = 3;
+        Ok(())
+    })();
+}
+
+fn check(h: &Heap, stage: u8, what: &str) {
+    if stage == 0 {
+        return;
+    }
+    let a = h.get_by_name("a").unwrap_or_else(|e| panic!("{what}: a: {e}"));
+    let held = bytes(h, a);
+    // A sync that committed without returning counts too.
+    let allowed: &[u8] = match stage {
+        1 => &[1, 2],
+        _ => &[2],
+    };
+    assert!(allowed.iter().any(|&s| held == pattern(s)), "{what}: a holds {:?}", &held[..8]);
+    if stage >= 3 {
+        let b = h.get_by_name("b").unwrap_or_else(|e| panic!("{what}: b: {e}"));
+        assert_eq!(bytes(h, b), pattern(3), "{what}: b");
+    }
+}
+
+#[test]
+fn crash_at_every_write_of_whole_object_syncs() {
+    let probe = SimStorage::new(0);
+    let store = sim_store(&probe);
+    let before = probe.counters().writes;
+    let mut stage = 0;
+    workload(&store, &mut stage);
+    assert_eq!(stage, 3, "the workload runs through");
+    let writes = probe.counters().writes - before;
+    assert!(writes > 5, "the workload writes ({writes})");
+    let modes = [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending, CrashMode::Random];
+    for k in 0..=writes {
+        for (m, mode) in modes.iter().enumerate() {
+            let sim = SimStorage::new(70_000 + 10 * k + m as u64);
+            sim.set_unordered_dir_ops(true);
+            let store = sim_store(&sim);
+            sim.crash_after_writes(k);
+            let mut stage = 0;
+            workload(&store, &mut stage);
+            drop(store);
+            let store = reopen_sim(&sim.crash_with(*mode));
+            let h = open(&store).unwrap();
+            let what = format!("crash after write {k} of {writes} ({mode:?}), stage {stage}");
+            check(&h, stage, &what);
+            for name in ["a", "b"] {
+                if let Ok(id) = h.get_by_name(name) {
+                    assert_eq!(images(&store, id), 0, "{what}: images of {name} left after recovery");
+                }
+            }
+        }
+    }
+}
+
+/// A block freed and handed out again after its page was imaged by a
+/// one-flush sync, then a grow (whose records a log sync not the heap's
+/// makes durable): after a crash the block holds its new bytes, not the
+/// image's.
+#[test]
+fn a_grow_deletes_the_images_its_flush_made_stale() {
+    let sim = SimStorage::new(24);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    let a = h.alloc(4096).unwrap();
+    h.add_name(a, "a").unwrap();
+    h.alloc_in(a, 100, 8).unwrap();
+    h.sync().unwrap();
+    h.sync().unwrap();
+    let p = h.alloc_in(a, 100, 8).unwrap();
+    h.write_at(a, p.offset, &[0x22; 100]).unwrap();
+    h.sync().unwrap();
+    assert!(images(&store, a) > 0, "the sync took one flush");
+    h.free_in(p).unwrap();
+    let q = h.alloc_in(a, 100, 8).unwrap();
+    assert_eq!(q.offset, p.offset, "the freed block is handed out again");
+    h.write_at(a, q.offset, &[0x44; 100]).unwrap();
+    h.grow(a, 1 << 20).unwrap();
+    assert_eq!(images(&store, a), 0, "the grow deleted the images");
+    store.sync_to(u64::MAX).unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(CrashMode::DropAllPending));
+    let h = open(&store).unwrap();
+    assert!(h.deref(p).is_err(), "the freed block's pointer is live");
+    h.deref(q).unwrap();
+    let mut held = [0u8; 100];
+    h.read_at(a, q.offset, &mut held).unwrap();
+    assert_eq!(held, [0x44; 100], "the reused block holds the freed block's bytes");
+}
