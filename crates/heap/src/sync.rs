@@ -131,7 +131,11 @@ impl Heap {
             // name need not last. Where such a sync makes the file's name
             // durable too, the directory's own sync would only flush again.
             // A renamed (recycled) file's sync need not keep its new name.
-            if renamed || (dir_changed && !self.file_sync_keeps_entry()?) {
+            // Images this process does not know may be a whole object's
+            // (a dropped handle's sync): its name may not be durable yet,
+            // and deleting them leaves only the file.
+            let unknown_images = deleted.values().any(Option::is_none);
+            if renamed || ((dir_changed || unknown_images) && !self.file_sync_keeps_entry()?) {
                 self.shared.store.sync_heap_dir()?;
             }
             // Records taken before the flush name only blocks it covered;
