@@ -345,8 +345,10 @@ impl Heap {
             &[larder_object::LockRequest::Exclusive(id)],
             larder_object::Durability::Durable,
             |txn| {
-                self.record_synced(txn, id, 0, Some(&staged))?;
-                stale_images.write(txn, id)
+                if self.record_synced(txn, id, 0, Some(&staged))? {
+                    stale_images.write(txn, id)?;
+                }
+                Ok(())
             },
         );
         self.after_images_deleted(id, committed.is_ok());

@@ -270,10 +270,26 @@ impl Heap {
     /// calls [`Heap::after_images_deleted`] after the commit.
     pub(crate) fn images_made_stale(&self, id: u64) -> Result<ImageChanges> {
         let delete = self.imaged(&BTreeMap::from([(id, 0)]));
-        if !delete.is_empty() && !self.file_sync_keeps_entry()? {
+        if self.deletes_images(&delete)? && !self.file_sync_keeps_entry()? {
             self.shared.store.sync_heap_dir()?;
         }
         Ok(ImageChanges { put: BTreeMap::new(), delete })
+    }
+
+    /// Whether deleting `delete` (as [`Heap::imaged`] returns it) deletes
+    /// any image: the pages this heap put, or, where it does not know, the
+    /// ones the index holds.
+    pub(crate) fn deletes_images(&self, delete: &BTreeMap<u64, Option<Vec<u64>>>) -> Result<bool> {
+        for (&id, pages) in delete {
+            let any = match pages {
+                Some(pages) => !pages.is_empty(),
+                None => self.shared.store.index().prefix(&heap_image_prefix(id), true)?.next().is_some(),
+            };
+            if any {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// After the commit that carried [`Heap::images_made_stale`]'s changes:

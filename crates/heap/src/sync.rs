@@ -50,7 +50,7 @@ impl Heap {
     /// leaves no page image for the next open to replay).
     fn sync_flushing(&self, twice: bool) -> Result<()> {
         let _one = self.shared.sync_lock.lock();
-        let (mut ids, dir_changed, renamed, whole) = {
+        let (mut ids, mut dir_changed, mut renamed, mut whole) = {
             let mut pending = self.shared.pending.lock();
             let ids = std::mem::take(&mut pending.files);
             let dir_changed = std::mem::take(&mut pending.dir_changed);
@@ -64,9 +64,23 @@ impl Heap {
         // Files created, grown, written or closed since the last sync need
         // their own sync: this one flushes twice, unless they are all new
         // objects imaged whole.
-        let files_changed = !ids.is_empty() || dir_changed || renamed;
+        let taken = ids.clone();
         ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
+        {
+            // An object made (a file created, or a spare renamed for it)
+            // after `pending` was taken is synced too, being attached or its
+            // allocator dirty: the directory's sync makes its name durable
+            // with the size this sync commits.
+            let pending = self.shared.pending.lock();
+            let made_since = |id: &u64| pending.created.contains(id) && !taken.contains(id);
+            if ids.iter().chain(attached.iter().map(|a| &a.id)).any(made_since) {
+                dir_changed = true;
+                renamed = true;
+                whole = None;
+            }
+        }
+        let files_changed = !taken.is_empty() || dir_changed || renamed;
         // Files whose data or length changed outside a real mapping are
         // synced; a real mapping's msync(MS_SYNC) makes its bytes durable
         // itself (an emulated region's flush only writes them).
@@ -134,8 +148,11 @@ impl Heap {
             // Images this process does not know may be a whole object's
             // (a dropped handle's sync): its name may not be durable yet,
             // and deleting them leaves only the file.
-            let unknown_images = deleted.values().any(Option::is_none);
-            if renamed || ((dir_changed || unknown_images) && !self.file_sync_keeps_entry()?) {
+            let unknown: BTreeMap<u64, Option<Vec<u64>>> =
+                deleted.iter().filter(|(_, pages)| pages.is_none()).map(|(id, _)| (*id, None)).collect();
+            let sync_dir =
+                renamed || ((dir_changed || self.deletes_images(&unknown)?) && !self.file_sync_keeps_entry()?);
+            if sync_dir {
                 self.shared.store.sync_heap_dir()?;
             }
             // Records taken before the flush name only blocks it covered;
@@ -223,8 +240,10 @@ impl Heap {
                 let locks: Vec<LockRequest> = chunk.iter().map(|&id| LockRequest::Exclusive(id)).collect();
                 let commit = |txn: &mut larder_object::Transaction<'_>| -> Result<()> {
                     for id in chunk {
-                        self.record_synced(txn, *id, sizes[id], staged.get(id))?;
-                        images.write(txn, *id)?;
+                        // An object freed meanwhile has no record: no images.
+                        if self.record_synced(txn, *id, sizes[id], staged.get(id))? {
+                            images.write(txn, *id)?;
+                        }
                     }
                     Ok(())
                 };
@@ -260,16 +279,17 @@ impl Heap {
         result
     }
 
-    /// One object's part of `commit_synced`.
+    /// One object's part of `commit_synced`; whether the object still
+    /// exists (one freed meanwhile is skipped).
     pub(crate) fn record_synced(
         &self,
         txn: &mut larder_object::Transaction<'_>,
         id: u64,
         size: u64,
         staged: Option<&Staged>,
-    ) -> Result<()> {
-        let Some(mut record) = txn.heap_object(id)? else { return Ok(()) };
-        let Some(mut onode) = txn.onode(id)? else { return Ok(()) };
+    ) -> Result<bool> {
+        let Some(mut record) = txn.heap_object(id)? else { return Ok(false) };
+        let Some(mut onode) = txn.onode(id)? else { return Ok(false) };
         // The size committed covers every range the records claim, even
         // one claimed after the size was read.
         let committed = size.max(staged.map_or(0, |s| s.claimed_end));
@@ -290,7 +310,7 @@ impl Heap {
         if record != before {
             txn.put_heap_object(id, &record)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Keeps as spares or removes the files of freed objects whose free is

@@ -48,6 +48,11 @@ impl Heap {
         let offsets = self.type_offsets(type_id)?;
         let needed = HeapType { offsets }.min_object_bytes();
         self.check_writable("attach a type")?;
+        // The allocator may have grown the object past the committed size
+        // (committed at the next sync), as `check` counts. Read before the
+        // object's lock: `grow` holds the allocator's lock while it waits
+        // for that one. Objects never shrink, so an early read is safe.
+        let claimed = self.arena_claimed_end(id);
         self.shared.store.transact_locked(
             &[LockRequest::Exclusive(id)],
             Durability::Buffered,
@@ -57,9 +62,7 @@ impl Heap {
                     .filter(|r| r.heap == self.shared.root)
                     .ok_or_else(|| not_found(format!("object {id}")))?;
                 let committed = txn.onode(id)?.map_or(0, |o| o.size);
-                // The allocator may have grown the object past the committed
-                // size (committed at the next sync), as `check` counts.
-                let size = committed.max(self.arena_claimed_end(id));
+                let size = committed.max(claimed);
                 if needed > size {
                     return Err(HeapError::BadType {
                         reason: format!("type {} needs {needed} bytes; object {id} has {size}", type_id.0),

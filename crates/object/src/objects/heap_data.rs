@@ -97,9 +97,17 @@ fn settle_recycled(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
 /// Deletes heap object `object`'s page images in a transaction whose file
 /// sync makes the object's bytes durable: recovery must not write an image
 /// a heap's one-flush sync took earlier over the bytes this write made
-/// durable (the sync keeps bytes of every page as they are now).
+/// durable (the sync keeps bytes of every page as they are now). Images
+/// may be all that makes a new object's file again (a whole object's first
+/// sync: docs/heap.md): where a file's sync does not keep its name, the
+/// name is made durable first.
 fn drop_images(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
-    txn.delete_prefix(&heap_image_prefix(object))
+    let prefix = heap_image_prefix(object);
+    let store = txn.store();
+    if store.index().prefix(&prefix, true)?.next().is_some() && !store.heap_file_sync_keeps_entry()? {
+        store.sync_heap_dir()?;
+    }
+    txn.delete_prefix(&prefix)
 }
 
 /// Sets heap object `object`'s size to `size`: growing extends its file
