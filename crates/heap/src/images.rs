@@ -38,6 +38,11 @@ pub(crate) const MAX_IMAGES: usize = 16;
 /// device flush they save.
 pub(crate) const WHOLE_IMAGE_BYTES: u64 = 256 << 10;
 
+/// Most bytes of whole objects one sync images, all objects together:
+/// past it the sync flushes twice (the log write would cost more than the
+/// flush it saves).
+pub(crate) const WHOLE_SYNC_BYTES: u64 = 1 << 20;
+
 /// Most bytes of holes a sync that flushes twice fills in one object to
 /// make its file hole-free (a larger sparse object keeps its holes and
 /// every sync of it flushes twice).
@@ -140,6 +145,7 @@ impl Heap {
         // Which pages: those imaged before (an image is kept current until
         // a two-flush sync deletes it, so replay never writes an old image
         // over later bytes), and those of fresh blocks (below).
+        let mut whole_bytes = 0u64;
         let mut wanted: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
         {
             let images = self.shared.images.lock();
@@ -153,7 +159,8 @@ impl Heap {
                     return fallback();
                 }
                 if whole.contains(&id) {
-                    if size > WHOLE_IMAGE_BYTES {
+                    whole_bytes += size;
+                    if size > WHOLE_IMAGE_BYTES || whole_bytes > WHOLE_SYNC_BYTES {
                         return fallback();
                     }
                     wanted.insert(id, (0..size.div_ceil(page)).map(|i| i * page).collect());
@@ -176,7 +183,8 @@ impl Heap {
         for (&id, pages) in wanted.iter_mut() {
             let Some((records, fresh)) = self.take_arena_records_and_fresh(id) else { continue };
             staged.insert(id, records);
-            fits &= !fresh.overflow;
+            // A whole object's pages are all imaged, however many blocks.
+            fits &= !fresh.overflow || whole.contains(&id);
             for (offset, len) in fresh.blocks {
                 let mut at = offset / page * page;
                 while at < offset.saturating_add(len) {

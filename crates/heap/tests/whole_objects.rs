@@ -319,3 +319,17 @@ fn grow_and_attach_type_race_without_deadlock() {
     }
     assert_eq!(h.size(a).unwrap(), base + ROUNDS * 4096);
 }
+
+#[test]
+fn new_objects_past_the_sync_bound_together_flush_twice() {
+    let sim = SimStorage::new(35);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    // Each under the per-object bound, together past the per-sync one.
+    let objects: Vec<ObjectId> = (0..5).map(|_| h.alloc(256 << 10).unwrap()).collect();
+    h.sync().unwrap();
+    assert!(objects.iter().all(|&o| images(&store, o) == 0), "1.25 MiB of new objects imaged whole");
+    let few: Vec<ObjectId> = (0..3).map(|_| h.alloc(256 << 10).unwrap()).collect();
+    h.sync().unwrap();
+    assert!(few.iter().all(|&o| images(&store, o) == 64), "three of them fit one sync");
+}
