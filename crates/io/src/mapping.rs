@@ -34,6 +34,25 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Maps every page of the file into this mapping now (Linux's
+    /// `MADV_POPULATE_READ`), reading from disk any page not cached, so
+    /// later reads take no page fault: for a thread that can pay for the
+    /// faults before the readers that would otherwise meet them one by one.
+    /// Says whether the kernel did it (false on a kernel without the advice,
+    /// or a file cut short meanwhile: the reads then fault as before).
+    pub fn populate(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.map.advise(memmap2::Advice::PopulateRead).is_ok()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+}
+
 impl std::ops::Deref for Mapping {
     type Target = [u8];
 

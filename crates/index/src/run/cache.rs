@@ -293,6 +293,41 @@ impl RunCache {
         Ok(opened)
     }
 
+    /// Opens (and verifies) a run this index just wrote, before any
+    /// version names it, populating its mapping if the run is at most
+    /// `populate_up_to` bytes (`Options::populate_new_runs_bytes`); give
+    /// it to the run's handle with [`RunCache::adopt`]. None if the open
+    /// fails: the first reader's open then reports it, as without this.
+    pub(crate) fn open_new(
+        &self,
+        meta: &RunMeta,
+        path: &std::path::Path,
+        populate_up_to: usize,
+        stats: &Stats,
+    ) -> Option<Arc<OpenRun>> {
+        let open = match OpenRun::open(&*self.storage, path, meta, &self.registry, self.map_runs) {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "could not open a new run ahead of its readers");
+                return None;
+            }
+        };
+        stats.add(&stats.run_opens, 1);
+        if meta.file_size <= populate_up_to as u64 {
+            open.populate();
+        }
+        Some(Arc::new(open))
+    }
+
+    /// Makes `open` ([`RunCache::open_new`]) the open state of `run`, a
+    /// run in no installed version yet, so its first readers find it open.
+    pub(crate) fn adopt(&self, run: &Arc<RunHandle>, open: Arc<OpenRun>) {
+        let bytes = open.metadata_bytes();
+        *run.open.write() = Some(open);
+        run.referenced.store(true, Ordering::Relaxed);
+        self.admit(run, bytes);
+    }
+
     fn admit(&self, run: &Arc<RunHandle>, bytes: usize) {
         let mut st = self.state.lock();
         st.open_count += 1;

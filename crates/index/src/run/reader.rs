@@ -311,6 +311,12 @@ impl OpenRun {
         IndexError::corrupt(&self.path, len, what)
     }
 
+    /// Maps every page of the run's mapping now (see
+    /// [`larder_io::Mapping::populate`]); says whether that was done.
+    pub(crate) fn populate(&self) -> bool {
+        self.map.as_ref().is_some_and(|m| m.populate())
+    }
+
     /// Whether the run is mapped (data blocks can be viewed in place).
     pub(crate) fn is_mapped(&self) -> bool {
         self.map.is_some()
