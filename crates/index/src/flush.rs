@@ -192,10 +192,9 @@ impl Inner {
     /// Writes the manifest for `edit` and installs the new version.
     pub(crate) fn commit(&self, edit: Edit<'_>) -> Result<()> {
         self.check_poison()?;
-        // The new run is opened (and its pages mapped) before the commit
-        // makes it visible, off the readers, which would each wait for
-        // that at their first read of it; the flushed memtable serves
-        // reads meanwhile.
+        // The new run is opened before the commit makes it visible, off
+        // the readers, the first of which would wait for that; the
+        // flushed memtable serves reads meanwhile.
         let new_run = match &edit {
             Edit::Flush { run, .. } | Edit::Ingest { run, .. } => run.as_ref(),
             Edit::Merge { output, .. } => output.as_ref(),

@@ -50,15 +50,16 @@ pub struct Options {
     /// when a read touches its missing pages. Default true.
     pub check_mapped_run_length: bool,
     /// A run this index writes (a flush, a merge, an ingest) is opened by
-    /// the thread that wrote it before readers can see it; with `map_runs`,
-    /// one of at most this many bytes also has its mapping populated
-    /// (`MADV_POPULATE_READ`) there. Its pages are in the page cache then
-    /// (just written), so this maps them without reading the disk, and the
-    /// readers that reach the run first pay neither for its open nor for a
-    /// page fault per 64 KiB they touch. The mapped pages count in the
-    /// process's resident size as a mapped run's pages do once read;
-    /// larger runs' pages are mapped as readers touch them. 0 disables it.
-    /// Default 256 MiB.
+    /// the thread that wrote it before readers can see it. With `map_runs`
+    /// and background threads, once a reader first uses such a run of at
+    /// most this many bytes, the idle flusher populates its mapping
+    /// (`MADV_POPULATE_READ`): its pages are likely still in the page cache
+    /// (written by this index), so this maps them without reading the
+    /// disk, and the readers stop paying a page fault per 64 KiB they
+    /// touch. The mapped pages count in the process's resident size, as a
+    /// mapped run's pages do once read; runs no reader uses (an ingest) are
+    /// not populated, and larger runs' pages are mapped as reads touch
+    /// them. 0 disables it. Default 256 MiB.
     pub populate_new_runs_bytes: usize,
     /// Bloom filter bits per key. 0 disables filters. Default 14 (about
     /// 0.12% false positives per run, so a missed get reads a data block
