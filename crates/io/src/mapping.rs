@@ -66,3 +66,29 @@ impl std::fmt::Debug for Mapping {
         f.debug_struct("Mapping").field("len", &self.map.len()).finish()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::{OpenOptions, RealStorage, Storage};
+
+    /// Populating maps the file's bytes as they are; a mapping whose file
+    /// was cut short under it is refused (no signal), and its pages before
+    /// the cut still read.
+    #[test]
+    fn populate_maps_the_file_and_refuses_a_cut_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = RealStorage::new();
+        let file = storage.open(&dir.path().join("run"), OpenOptions::CREATE_NEW).unwrap();
+        let bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
+        crate::write_all_at(&*file, &bytes, 0).unwrap();
+        let map = file.map().unwrap().expect("real files map");
+        if cfg!(target_os = "linux") {
+            assert!(map.populate(), "a whole file populates");
+        }
+        assert_eq!(&map[..], &bytes[..]);
+        file.set_len(4096).unwrap();
+        assert!(!map.populate(), "a mapping past its file's end populated");
+        assert_eq!(&map[..4096], &bytes[..4096]);
+    }
+}
