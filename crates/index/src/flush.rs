@@ -192,6 +192,17 @@ impl Inner {
     /// Writes the manifest for `edit` and installs the new version.
     pub(crate) fn commit(&self, edit: Edit<'_>) -> Result<()> {
         self.check_poison()?;
+        // The new run is opened before the commit makes it visible, off
+        // the readers, the first of which would wait for that; the
+        // flushed memtable serves reads meanwhile.
+        let new_run = match &edit {
+            Edit::Flush { run, .. } | Edit::Ingest { run, .. } => run.as_ref(),
+            Edit::Merge { output, .. } => output.as_ref(),
+        };
+        let opened = new_run.and_then(|m| {
+            let path = self.dir.join(run_file_name(m.id));
+            self.run_cache.open_new(m, &path, self.options.populate_new_runs_bytes, &self.stats).map(|o| (m.id, o))
+        });
         let mut c = self.committed.lock();
         let mut state = c.state.clone();
         state.generation += 1;
@@ -254,6 +265,11 @@ impl Inner {
         for r in &removed {
             r.mark_obsolete(&self.reaper);
             self.run_cache.forget(r);
+        }
+        if let Some((id, open)) = opened {
+            if let Some(run) = version.runs.iter().find(|r| r.meta.id == id) {
+                self.run_cache.adopt(run, open);
+            }
         }
         c.state = state;
         c.version = version.clone();

@@ -216,6 +216,9 @@ impl Inner {
                             OpenRef::Owned(self.run_cache.get(run, stats)?)
                         }
                     };
+                    if open.wants_populate() {
+                        self.ask_populate(&open.shared());
+                    }
                     if probe(run, &open)? {
                         break 'chunks;
                     }
@@ -244,6 +247,16 @@ impl Inner {
         Ok(value)
     }
 
+    /// Asks the idle flusher to populate the mapping of `open`, a run
+    /// this index wrote that a reader uses for the first time (see
+    /// `Options::populate_new_runs_bytes`); without background workers the
+    /// run's pages are mapped as reads touch them.
+    pub(crate) fn ask_populate(&self, open: &Arc<OpenRun>) {
+        if self.options.background_threads && self.run_cache.request_populate(open) {
+            self.work_cv.notify_all();
+        }
+    }
+
     /// An iterator over `[start, end]` of `sv` as of `read_seq`.
     pub(crate) fn iter_at(
         &self,
@@ -269,6 +282,9 @@ impl Inner {
                 reaches.push((sources.len(), reach));
             }
             let open = self.run_cache.get(run, &self.stats)?;
+            if open.wants_populate() {
+                self.ask_populate(&open);
+            }
             tombstones.extend(
                 open.tombstones
                     .iter()

@@ -123,6 +123,12 @@ fn flusher(inner: &Inner) {
                 if !inner.sv.read().frozen.is_empty() {
                     break;
                 }
+                // Idle: populate the runs readers began to use (queued
+                // without this lock, so checked before each wait).
+                if inner.run_cache.populate_pending() {
+                    parking_lot::MutexGuard::unlocked(&mut bg, || inner.run_cache.populate_queued());
+                    continue;
+                }
                 if inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out() {
                     parking_lot::MutexGuard::unlocked(&mut bg, || quiet.look(inner));
                 }

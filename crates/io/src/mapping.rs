@@ -34,6 +34,25 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Maps every page of the file into this mapping now (Linux's
+    /// `MADV_POPULATE_READ`), reading from disk any page not cached, so
+    /// later reads take no page fault: for a thread that can pay for the
+    /// faults before the readers that would otherwise meet them one by one.
+    /// Says whether the kernel did it (false on a kernel without the advice,
+    /// or a file cut short meanwhile: the reads then fault as before).
+    pub fn populate(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.map.advise(memmap2::Advice::PopulateRead).is_ok()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+}
+
 impl std::ops::Deref for Mapping {
     type Target = [u8];
 
@@ -45,5 +64,31 @@ impl std::ops::Deref for Mapping {
 impl std::fmt::Debug for Mapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mapping").field("len", &self.map.len()).finish()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::{OpenOptions, RealStorage, Storage};
+
+    /// Populating maps the file's bytes as they are; a mapping whose file
+    /// was cut short under it is refused (no signal), and its pages before
+    /// the cut still read.
+    #[test]
+    fn populate_maps_the_file_and_refuses_a_cut_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = RealStorage::new();
+        let file = storage.open(&dir.path().join("run"), OpenOptions::CREATE_NEW).unwrap();
+        let bytes: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
+        crate::write_all_at(&*file, &bytes, 0).unwrap();
+        let map = file.map().unwrap().expect("real files map");
+        if cfg!(target_os = "linux") {
+            assert!(map.populate(), "a whole file populates");
+        }
+        assert_eq!(&map[..], &bytes[..]);
+        file.set_len(4096).unwrap();
+        assert!(!map.populate(), "a mapping past its file's end populated");
+        assert_eq!(&map[..4096], &bytes[..4096]);
     }
 }

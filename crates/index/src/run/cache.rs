@@ -227,6 +227,8 @@ pub(crate) struct RunCache {
     /// their length before each mapped read
     /// (`Options::check_mapped_run_length`).
     map_runs: (bool, bool),
+    /// Runs whose mappings readers asked to have populated.
+    populate_queue: Mutex<Vec<Weak<OpenRun>>>,
 }
 
 impl RunCache {
@@ -243,6 +245,7 @@ impl RunCache {
             storage,
             registry,
             map_runs,
+            populate_queue: Mutex::new(Vec::new()),
         }
     }
 
@@ -291,6 +294,72 @@ impl RunCache {
         drop(slot);
         self.admit(run, opened.metadata_bytes());
         Ok(opened)
+    }
+
+    /// Opens (and verifies) a run this index just wrote, before any
+    /// version names it; a run of at most `populate_up_to` bytes
+    /// (`Options::populate_new_runs_bytes`) has its mapping populated once
+    /// a reader uses it ([`RunCache::request_populate`]). Give it to the
+    /// run's handle with [`RunCache::adopt`]. None if the open fails: the
+    /// first reader's open then reports it, as without this.
+    pub(crate) fn open_new(
+        &self,
+        meta: &RunMeta,
+        path: &std::path::Path,
+        populate_up_to: usize,
+        stats: &Stats,
+    ) -> Option<Arc<OpenRun>> {
+        let open = match OpenRun::open(&*self.storage, path, meta, &self.registry, self.map_runs) {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "could not open a new run ahead of its readers");
+                return None;
+            }
+        };
+        stats.add(&stats.run_opens, 1);
+        if meta.file_size <= populate_up_to as u64 {
+            open.want_populate();
+        }
+        Some(Arc::new(open))
+    }
+
+    /// Queues `open` for [`RunCache::populate_queued`] if the caller, a
+    /// reader, is the first to use it and it wants its mapping populated;
+    /// says whether it queued it. Only runs readers use are populated, so
+    /// an ingest nobody reads keeps its runs' pages out of the process's
+    /// resident size.
+    pub(crate) fn request_populate(&self, open: &Arc<OpenRun>) -> bool {
+        if !open.take_populate_request() {
+            return false;
+        }
+        self.populate_queue.lock().push(Arc::downgrade(open));
+        true
+    }
+
+    /// Populates the mappings of the runs readers asked for (those still
+    /// open); says whether there was any. For an idle worker: a 256 MiB
+    /// run takes tens of milliseconds.
+    pub(crate) fn populate_queued(&self) -> bool {
+        let queued = std::mem::take(&mut *self.populate_queue.lock());
+        let any = !queued.is_empty();
+        for open in queued.iter().filter_map(std::sync::Weak::upgrade) {
+            open.populate();
+        }
+        any
+    }
+
+    /// Whether a reader asked for a run's mapping to be populated.
+    pub(crate) fn populate_pending(&self) -> bool {
+        !self.populate_queue.lock().is_empty()
+    }
+
+    /// Makes `open` ([`RunCache::open_new`]) the open state of `run`, a
+    /// run in no installed version yet, so its first readers find it open.
+    pub(crate) fn adopt(&self, run: &Arc<RunHandle>, open: Arc<OpenRun>) {
+        let bytes = open.metadata_bytes();
+        *run.open.write() = Some(open);
+        run.referenced.store(true, Ordering::Relaxed);
+        self.admit(run, bytes);
     }
 
     fn admit(&self, run: &Arc<RunHandle>, bytes: usize) {
@@ -364,6 +433,16 @@ impl OpenRef<'_> {
         match self {
             OpenRef::Pinned(guard) => OpenRef::Owned(Arc::clone(&guard)),
             OpenRef::Owned(open) => OpenRef::Owned(open),
+        }
+    }
+}
+
+impl OpenRef<'_> {
+    /// A counted reference to the open state.
+    pub(crate) fn shared(&self) -> Arc<OpenRun> {
+        match self {
+            OpenRef::Pinned(guard) => Arc::clone(guard),
+            OpenRef::Owned(open) => open.clone(),
         }
     }
 }

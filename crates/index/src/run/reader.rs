@@ -1,7 +1,7 @@
 //! Opens and verifies a run file and answers point lookups from it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use larder_io::{read_exact_at, FileRef, Mapping, OpenOptions, Storage};
@@ -50,6 +50,9 @@ pub(crate) struct OpenRun {
     /// One bit per data block: its checksum and offset table passed in the
     /// mapping once, so later point reads view it unchecked.
     checked: Box<[AtomicU64]>,
+    /// Set for a run this index wrote, small enough to have its mapping
+    /// populated once a reader uses it; cleared by the reader that asks.
+    populate_wanted: AtomicBool,
 }
 
 fn corrupt(path: &Path, offset: u64) -> impl Fn(String) -> IndexError + '_ {
@@ -199,6 +202,7 @@ impl OpenRun {
             file_size: len,
             check_length,
             checked,
+            populate_wanted: AtomicBool::new(false),
         })
     }
 
@@ -309,6 +313,31 @@ impl OpenRun {
     fn truncated(&self, len: u64) -> IndexError {
         let what = format!("run is {len} bytes, its footer ends at {}: truncated while open", self.file_size);
         IndexError::corrupt(&self.path, len, what)
+    }
+
+    /// Maps every page of the run's mapping now (see
+    /// [`larder_io::Mapping::populate`]); says whether that was done.
+    pub(crate) fn populate(&self) -> bool {
+        self.map.as_ref().is_some_and(|m| m.populate())
+    }
+
+    /// Has the first reader to use the run ask for its mapping to be
+    /// populated ([`OpenRun::take_populate_request`]); nothing if it is
+    /// not mapped.
+    pub(crate) fn want_populate(&self) {
+        self.populate_wanted.store(self.map.is_some(), Ordering::Relaxed);
+    }
+
+    /// Whether the run still wants a reader to ask for its mapping to be
+    /// populated (one load: for the check on every read).
+    pub(crate) fn wants_populate(&self) -> bool {
+        self.populate_wanted.load(Ordering::Relaxed)
+    }
+
+    /// Whether the caller, a reader, is the first to use a run that wants
+    /// its mapping populated (true once; one load otherwise).
+    pub(crate) fn take_populate_request(&self) -> bool {
+        self.populate_wanted.load(Ordering::Relaxed) && self.populate_wanted.swap(false, Ordering::Relaxed)
     }
 
     /// Whether the run is mapped (data blocks can be viewed in place).
