@@ -29,6 +29,7 @@ use larder_protocol::region::Region;
 use parking_lot::Mutex;
 
 use crate::connection::Connection;
+use crate::id_hash::IdMap;
 
 mod subtrees;
 
@@ -98,7 +99,7 @@ struct FileCache {
     lease: Lease,
     attributes: Option<Attributes>,
     /// Page index to bytes: a full page, or a short one ending the file.
-    pages: HashMap<u64, Vec<u8>>,
+    pages: IdMap<Vec<u8>>,
     /// Opens kept after close: their access class and handle.
     handles: Vec<(i32, u64)>,
     /// A directory's whole listing.
@@ -112,7 +113,7 @@ struct FileCache {
 struct State {
     /// The root directory's object (it never changes).
     root: Option<u64>,
-    files: HashMap<u64, FileCache>,
+    files: IdMap<FileCache>,
     /// The next version to hand out. Every version a file's entry takes
     /// (when made, when its lease is replaced, when the client changes
     /// it) comes from here, so a version is never handed out twice: a
@@ -120,15 +121,15 @@ struct State {
     /// of the same file that happened to count to the same number.
     next_version: u64,
     /// Which file an open handle of this client is on.
-    handle_files: HashMap<u64, u64>,
+    handle_files: IdMap<u64>,
     kept_handles: usize,
     /// Bytes of pages cached over all files (at most the cache's
     /// `max_page_bytes`).
     page_bytes: usize,
     /// Subtree leases held, by the directory at the top of each.
-    subtrees: HashMap<u64, Lease>,
+    subtrees: IdMap<Lease>,
     /// Directories found inside a held subtree, each with its top.
-    inside: HashMap<u64, u64>,
+    inside: IdMap<u64>,
 }
 
 /// Counters of the cache, for tests and measurements.
@@ -381,13 +382,29 @@ impl Cache {
     /// The cached lookup of `name` in directory `dir`, if the directory's
     /// lease holds.
     pub(crate) fn lookup(&self, connection: &Connection, dir: u64, name: &[u8]) -> Option<CachedPath> {
-        if !self.enabled || connection.is_gone() || !self.file_lease(connection, dir) {
+        if !self.enabled || connection.is_gone() {
             return None;
         }
         let area = connection.region().leases();
-        let state = self.state.lock();
-        let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, Instant::now()))?;
-        let found = file.lookups.get(name).copied();
+        // Under a valid lease (the common case) one lock and one look at
+        // the clock; otherwise the lease is renewed first.
+        let held = self
+            .state
+            .lock()
+            .files
+            .get(&dir)
+            .map(|file| file.lease.valid(&area, Instant::now()).then(|| file.lookups.get(name).copied()));
+        let found = match held.flatten() {
+            Some(found) => found,
+            None => {
+                if !self.file_lease(connection, dir) {
+                    return None;
+                }
+                let state = self.state.lock();
+                let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, Instant::now()))?;
+                file.lookups.get(name).copied()
+            }
+        };
         if found.is_some() {
             self.cached_lookups.fetch_add(1, Ordering::Relaxed);
         }
@@ -419,15 +436,25 @@ impl Cache {
     /// A kept open of `ino` in `class`, taken out of the cache, if the
     /// file's lease holds.
     pub(crate) fn take_handle(&self, connection: &Connection, ino: u64, class: i32) -> Option<u64> {
-        if !self.enabled || connection.is_gone() || !self.file_lease(connection, ino) {
+        if !self.enabled || connection.is_gone() {
             return None;
         }
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        let file = state.files.get_mut(&ino)?;
-        if !file.lease.valid(&area, Instant::now()) {
-            return None;
+        // Under a valid lease (the common case) one lock and one look at
+        // the clock; otherwise the lease is renewed first.
+        let valid = |state: &State| state.files.get(&ino).is_some_and(|file| file.lease.valid(&area, Instant::now()));
+        if !valid(&state) {
+            drop(state);
+            if !self.file_lease(connection, ino) {
+                return None;
+            }
+            state = self.state.lock();
+            if !valid(&state) {
+                return None;
+            }
         }
+        let file = state.files.get_mut(&ino)?;
         let at = file.handles.iter().position(|(c, _)| *c == class)?;
         let (_, handle) = file.handles.swap_remove(at);
         state.kept_handles -= 1;
@@ -747,7 +774,7 @@ impl State {
                     FileCache {
                         lease,
                         attributes: None,
-                        pages: HashMap::new(),
+                        pages: IdMap::default(),
                         handles: Vec::new(),
                         entries: None,
                         lookups: HashMap::new(),
