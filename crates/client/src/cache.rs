@@ -104,8 +104,11 @@ struct FileCache {
     handles: Vec<(i32, u64)>,
     /// A directory's whole listing.
     entries: Option<Arc<Vec<DirectoryEntry>>>,
-    /// A directory's entries looked up: name to object.
-    lookups: HashMap<Vec<u8>, CachedPath>,
+    /// A directory's entries looked up: name to object. Hashed by
+    /// foldhash, seeded at random per process as std's SipHash is, at a
+    /// fraction of its cost: every component of every cached walk is
+    /// looked up here, and names can be another user's choosing.
+    lookups: HashMap<Vec<u8>, CachedPath, foldhash::quality::RandomState>,
     version: u64,
 }
 
@@ -777,7 +780,7 @@ impl State {
                         pages: IdMap::default(),
                         handles: Vec::new(),
                         entries: None,
-                        lookups: HashMap::new(),
+                        lookups: HashMap::default(),
                         version,
                     },
                 );
