@@ -29,8 +29,12 @@ use larder_protocol::region::Region;
 use parking_lot::Mutex;
 
 use crate::connection::Connection;
+use crate::id_hash::IdMap;
 
+mod clock;
 mod subtrees;
+
+use clock::lease_now;
 
 /// Bytes of a cached page.
 pub(crate) const PAGE: usize = 4096;
@@ -74,15 +78,22 @@ const WATCH_SLICE: Duration = Duration::from_millis(100);
 struct Lease {
     slot: u32,
     sequence: u32,
-    expiry: Instant,
+    /// When its term ends, in nanoseconds of CLOCK_MONOTONIC.
+    expiry: u64,
 }
 
 impl Lease {
     fn of(grant: LeaseGrant, sent: Instant) -> Lease {
-        Lease { slot: grant.slot, sequence: grant.sequence, expiry: sent + Duration::from_nanos(grant.term_nanos) }
+        // `sent` on CLOCK_MONOTONIC (`Instant`'s clock), read so that it
+        // comes out no later than it was: the clock before the elapsed time.
+        let now = clock::monotonic_nanos();
+        let elapsed = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let expiry = now.saturating_sub(elapsed).saturating_add(grant.term_nanos);
+        Lease { slot: grant.slot, sequence: grant.sequence, expiry }
     }
 
-    fn valid(&self, area: &LeaseArea<'_>, now: Instant) -> bool {
+    /// Whether the lease holds at `now` (from [`clock::lease_now`]).
+    fn valid(&self, area: &LeaseArea<'_>, now: u64) -> bool {
         now < self.expiry && !area.revoked(self.slot, self.sequence)
     }
 }
@@ -98,13 +109,16 @@ struct FileCache {
     lease: Lease,
     attributes: Option<Attributes>,
     /// Page index to bytes: a full page, or a short one ending the file.
-    pages: HashMap<u64, Vec<u8>>,
+    pages: IdMap<Vec<u8>>,
     /// Opens kept after close: their access class and handle.
     handles: Vec<(i32, u64)>,
     /// A directory's whole listing.
     entries: Option<Arc<Vec<DirectoryEntry>>>,
-    /// A directory's entries looked up: name to object.
-    lookups: HashMap<Vec<u8>, CachedPath>,
+    /// A directory's entries looked up: name to object. Hashed by
+    /// foldhash, seeded at random per process as std's SipHash is, at a
+    /// fraction of its cost: every component of every cached walk is
+    /// looked up here, and names can be another user's choosing.
+    lookups: HashMap<Vec<u8>, CachedPath, foldhash::quality::RandomState>,
     version: u64,
 }
 
@@ -112,7 +126,7 @@ struct FileCache {
 struct State {
     /// The root directory's object (it never changes).
     root: Option<u64>,
-    files: HashMap<u64, FileCache>,
+    files: IdMap<FileCache>,
     /// The next version to hand out. Every version a file's entry takes
     /// (when made, when its lease is replaced, when the client changes
     /// it) comes from here, so a version is never handed out twice: a
@@ -120,15 +134,15 @@ struct State {
     /// of the same file that happened to count to the same number.
     next_version: u64,
     /// Which file an open handle of this client is on.
-    handle_files: HashMap<u64, u64>,
+    handle_files: IdMap<u64>,
     kept_handles: usize,
     /// Bytes of pages cached over all files (at most the cache's
     /// `max_page_bytes`).
     page_bytes: usize,
     /// Subtree leases held, by the directory at the top of each.
-    subtrees: HashMap<u64, Lease>,
+    subtrees: IdMap<Lease>,
     /// Directories found inside a held subtree, each with its top.
-    inside: HashMap<u64, u64>,
+    inside: IdMap<u64>,
 }
 
 /// Counters of the cache, for tests and measurements.
@@ -226,7 +240,7 @@ impl Cache {
         let area = connection.region().leases();
         let state = self.state.lock();
         match state.files.get(&ino) {
-            Some(file) if file.lease.valid(&area, Instant::now()) => Some(true),
+            Some(file) if file.lease.valid(&area, lease_now()) => Some(true),
             None => self.make_room(connection, state).then_some(false),
             Some(_) => Some(false),
         }
@@ -238,7 +252,7 @@ impl Cache {
         if state.files.len() < MAX_FILES {
             return true;
         }
-        let evicted = state.evict_expired(Instant::now());
+        let evicted = state.evict_expired(lease_now());
         let full = state.files.len() >= MAX_FILES;
         drop(state);
         release_all(connection, &evicted);
@@ -265,7 +279,7 @@ impl Cache {
     fn adopt(&self, connection: &Connection, ino: u64, lease: Lease, fill: impl FnOnce(&mut State)) -> bool {
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        if !lease.valid(&area, Instant::now()) {
+        if !lease.valid(&area, lease_now()) {
             // Revoked (or ended) before this thread got here: another thread
             // may have taken the same lease, used and answered it, and hold
             // a later one of the file now, which this must not replace.
@@ -301,7 +315,7 @@ impl Cache {
             connection.ring_all_workers();
         }
         release_all(connection, &dropped);
-        lease.valid(&area, Instant::now())
+        lease.valid(&area, lease_now())
     }
 
     /// A mark of the client's own changes so far, taken before a request
@@ -318,7 +332,7 @@ impl Cache {
             return false;
         }
         let area = connection.region().leases();
-        self.state.lock().files.get(&ino).is_some_and(|f| f.lease.valid(&area, Instant::now()))
+        self.state.lock().files.get(&ino).is_some_and(|f| f.lease.valid(&area, lease_now()))
     }
 
     /// Whether an open by path should ask for a lease on the file: the
@@ -381,13 +395,29 @@ impl Cache {
     /// The cached lookup of `name` in directory `dir`, if the directory's
     /// lease holds.
     pub(crate) fn lookup(&self, connection: &Connection, dir: u64, name: &[u8]) -> Option<CachedPath> {
-        if !self.enabled || connection.is_gone() || !self.file_lease(connection, dir) {
+        if !self.enabled || connection.is_gone() {
             return None;
         }
         let area = connection.region().leases();
-        let state = self.state.lock();
-        let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, Instant::now()))?;
-        let found = file.lookups.get(name).copied();
+        // Under a valid lease (the common case) one lock and one look at
+        // the clock; otherwise the lease is renewed first.
+        let held = self
+            .state
+            .lock()
+            .files
+            .get(&dir)
+            .map(|file| file.lease.valid(&area, lease_now()).then(|| file.lookups.get(name).copied()));
+        let found = match held.flatten() {
+            Some(found) => found,
+            None => {
+                if !self.file_lease(connection, dir) {
+                    return None;
+                }
+                let state = self.state.lock();
+                let file = state.files.get(&dir).filter(|f| f.lease.valid(&area, lease_now()))?;
+                file.lookups.get(name).copied()
+            }
+        };
         if found.is_some() {
             self.cached_lookups.fetch_add(1, Ordering::Relaxed);
         }
@@ -406,7 +436,7 @@ impl Cache {
         let area = connection.region().leases();
         let mut state = self.state.lock();
         if let Some(file) = state.files.get_mut(&dir) {
-            if file.version == version && file.lease.valid(&area, Instant::now()) {
+            if file.version == version && file.lease.valid(&area, lease_now()) {
                 if file.lookups.len() >= MAX_LOOKUPS {
                     file.lookups.clear();
                 }
@@ -419,15 +449,25 @@ impl Cache {
     /// A kept open of `ino` in `class`, taken out of the cache, if the
     /// file's lease holds.
     pub(crate) fn take_handle(&self, connection: &Connection, ino: u64, class: i32) -> Option<u64> {
-        if !self.enabled || connection.is_gone() || !self.file_lease(connection, ino) {
+        if !self.enabled || connection.is_gone() {
             return None;
         }
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        let file = state.files.get_mut(&ino)?;
-        if !file.lease.valid(&area, Instant::now()) {
-            return None;
+        // Under a valid lease (the common case) one lock and one look at
+        // the clock; otherwise the lease is renewed first.
+        let valid = |state: &State| state.files.get(&ino).is_some_and(|file| file.lease.valid(&area, lease_now()));
+        if !valid(&state) {
+            drop(state);
+            if !self.file_lease(connection, ino) {
+                return None;
+            }
+            state = self.state.lock();
+            if !valid(&state) {
+                return None;
+            }
         }
+        let file = state.files.get_mut(&ino)?;
         let at = file.handles.iter().position(|(c, _)| *c == class)?;
         let (_, handle) = file.handles.swap_remove(at);
         state.kept_handles -= 1;
@@ -462,7 +502,7 @@ impl Cache {
             return false;
         }
         let kept = match state.files.get_mut(&ino) {
-            Some(file) if file.lease.valid(&area, Instant::now()) => {
+            Some(file) if file.lease.valid(&area, lease_now()) => {
                 file.handles.push((class, handle));
                 true
             }
@@ -488,7 +528,7 @@ impl Cache {
         }
         let area = connection.region().leases();
         let state = self.state.lock();
-        let file = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?;
+        let file = state.files.get(&ino).filter(|f| f.lease.valid(&area, lease_now()))?;
         let attributes = file.attributes.clone()?;
         self.cached_attributes.fetch_add(1, Ordering::Relaxed);
         Some(attributes)
@@ -511,7 +551,7 @@ impl Cache {
         let area = connection.region().leases();
         let mut state = self.state.lock();
         if let Some(file) = state.files.get_mut(&attributes.ino) {
-            if file.version == version && file.lease.valid(&area, Instant::now()) {
+            if file.version == version && file.lease.valid(&area, lease_now()) {
                 file.attributes = Some(attributes.clone());
             }
         }
@@ -524,7 +564,7 @@ impl Cache {
         }
         let area = connection.region().leases();
         let state = self.state.lock();
-        let entries = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?.entries.clone()?;
+        let entries = state.files.get(&ino).filter(|f| f.lease.valid(&area, lease_now()))?.entries.clone()?;
         self.cached_listings.fetch_add(1, Ordering::Relaxed);
         Some(entries)
     }
@@ -540,7 +580,7 @@ impl Cache {
         let area = connection.region().leases();
         let mut state = self.state.lock();
         if let Some(file) = state.files.get_mut(&ino) {
-            if file.version == version && file.lease.valid(&area, Instant::now()) {
+            if file.version == version && file.lease.valid(&area, lease_now()) {
                 file.entries = Some(entries);
             }
         }
@@ -554,7 +594,7 @@ impl Cache {
         }
         let area = connection.region().leases();
         let state = self.state.lock();
-        let file = state.files.get(&ino).filter(|f| f.lease.valid(&area, Instant::now()))?;
+        let file = state.files.get(&ino).filter(|f| f.lease.valid(&area, lease_now()))?;
         let mut done = 0;
         while done < out.len() {
             let at = offset + done as u64;
@@ -590,7 +630,7 @@ impl Cache {
         let mut state = self.state.lock();
         let room = self.max_page_bytes.saturating_sub(state.page_bytes);
         let Some(file) = state.files.get_mut(&ino) else { return };
-        if file.version != version || !file.lease.valid(&area, Instant::now()) {
+        if file.version != version || !file.lease.valid(&area, lease_now()) {
             return;
         }
         let (added, replaced) = put_pages(file, start, asked, bytes, room, self.max_file_pages);
@@ -747,10 +787,10 @@ impl State {
                     FileCache {
                         lease,
                         attributes: None,
-                        pages: HashMap::new(),
+                        pages: IdMap::default(),
                         handles: Vec::new(),
                         entries: None,
-                        lookups: HashMap::new(),
+                        lookups: HashMap::default(),
                         version,
                     },
                 );
@@ -794,7 +834,7 @@ impl State {
 
     /// Forgets every object whose lease has run out; returns their kept
     /// opens, to release.
-    fn evict_expired(&mut self, now: Instant) -> Vec<u64> {
+    fn evict_expired(&mut self, now: u64) -> Vec<u64> {
         let expired: Vec<u64> = self.files.iter().filter(|(_, f)| f.lease.expiry <= now).map(|(i, _)| *i).collect();
         let mut handles = Vec::new();
         for ino in expired {
@@ -1003,7 +1043,7 @@ mod tests {
     use super::*;
 
     fn lease(slot: u32, sequence: u32) -> Lease {
-        Lease { slot, sequence, expiry: Instant::now() + Duration::from_secs(60) }
+        Lease { slot, sequence, expiry: lease_now() + 60_000_000_000 }
     }
 
     /// A fetch records its file's version before it asks the server and

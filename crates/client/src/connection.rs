@@ -6,7 +6,7 @@
 //! flight; threads that share a client queue on the channel, and a program
 //! that wants requests in flight at once on one worker opens more clients.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use rustix::net::RecvFlags;
 
 use crate::error::{ClientError, Result};
+use crate::id_hash::IdMap;
 
 #[path = "posted.rs"]
 mod posted;
@@ -83,7 +84,7 @@ pub(crate) struct Connection {
     welcome: Welcome,
     channels: Vec<Mutex<Channel>>,
     /// Which worker owns the file behind a handle, as redirects said.
-    handle_workers: Mutex<HashMap<u64, u32>>,
+    handle_workers: Mutex<IdMap<u32>>,
     /// The worker that serves this client's other requests, as redirects
     /// said (the server's load manager moves it).
     home: AtomicU32,
@@ -94,7 +95,7 @@ pub(crate) struct Connection {
     /// Descriptors taken from the socket whose attach has not claimed
     /// them (an attach abandoned midway), by tag; held through each
     /// attach, so one attach at a time reads the socket.
-    descriptors: Mutex<HashMap<u64, OwnedFd>>,
+    descriptors: Mutex<IdMap<OwnedFd>>,
     /// Descriptor frames taken from the socket (each attach tells the
     /// server, which bounds those in flight).
     descriptors_received: AtomicU64,
@@ -109,7 +110,7 @@ pub(crate) struct Connection {
     redirected_posts: Mutex<Vec<(Posted, u32)>>,
     /// The first failure of a posted write, by handle, until a call on
     /// that handle returns it.
-    post_failures: Mutex<HashMap<u64, ClientError>>,
+    post_failures: Mutex<IdMap<ClientError>>,
 }
 
 impl Connection {
@@ -138,7 +139,7 @@ impl Connection {
             doorbell: connected.doorbell,
             welcome: connected.welcome,
             channels,
-            handle_workers: Mutex::new(HashMap::new()),
+            handle_workers: Mutex::new(IdMap::default()),
             home: AtomicU32::new(connected.welcome.primary_worker),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
@@ -147,13 +148,13 @@ impl Connection {
                 crate::cache::max_kept_handles(connected.welcome.max_open_handles),
                 options.cache_page_bytes,
             )),
-            descriptors: Mutex::new(HashMap::new()),
+            descriptors: Mutex::new(IdMap::default()),
             descriptors_received: AtomicU64::new(0),
             next_tag: AtomicU64::new(1),
             posted: AtomicUsize::new(0),
             posted_writes: AtomicUsize::new(0),
             redirected_posts: Mutex::new(Vec::new()),
-            post_failures: Mutex::new(HashMap::new()),
+            post_failures: Mutex::new(IdMap::default()),
         })
     }
 

@@ -40,6 +40,7 @@ mod error;
 mod files;
 mod heap;
 mod heap_mapping;
+mod id_hash;
 mod kv;
 mod paths;
 mod walk;

@@ -17,7 +17,6 @@ use larder_protocol::message::{FileKind, Request, Response};
 
 use crate::cache::CachedPath;
 use crate::error::Result;
-use crate::paths::path_bytes;
 use crate::Client;
 
 /// Longest path and name the walk takes (the fs layer's limits; longer
@@ -74,12 +73,18 @@ impl Client {
         if !cache.enabled() {
             return Ok(Walked::No);
         }
-        let bytes = path_bytes(path);
+        let bytes = {
+            use std::os::unix::ffi::OsStrExt;
+            path.as_os_str().as_bytes()
+        };
         if bytes.is_empty() || bytes.len() >= PATH_MAX || bytes.contains(&0) || bytes.ends_with(b"/") {
             return Ok(Walked::No);
         }
-        let parts: Vec<&[u8]> = bytes.split(|b| *b == b'/').filter(|c| !c.is_empty()).collect();
-        if parts.is_empty() || parts.iter().any(|p| *p == b"." || *p == b".." || p.len() > NAME_MAX) {
+        // The components, borrowed from the path (no list of them is made:
+        // a cached open walks every path it opens).
+        let parts = || bytes.split(|b| *b == b'/').filter(|c| !c.is_empty());
+        let count = parts().count();
+        if count == 0 || parts().any(|p| p == b"." || p == b".." || p.len() > NAME_MAX) {
             return Ok(Walked::No);
         }
         let mut dir = match cache.root() {
@@ -92,8 +97,8 @@ impl Client {
                 None => return Ok(Walked::No),
             },
         };
-        for (i, part) in parts.iter().enumerate() {
-            let last = i + 1 == parts.len();
+        for (i, part) in parts().enumerate() {
+            let last = i + 1 == count;
             let found = match cache.lookup(&self.connection, dir, part) {
                 Some(found) => found,
                 None => {

@@ -1,8 +1,9 @@
-//! Measures the transport alone, two threads over one region: a round trip
-//! through a request and a completion ring with both sides spinning, the
-//! same with both sides sleeping on futexes, and the server's copy out of
-//! the data area. `cargo run --release -p larder-protocol --example
-//! transport_speed`.
+//! Measures the transport alone: a record's send and receive in one
+//! thread; then, two threads over one region, a round trip through a
+//! request and a completion ring with both sides spinning, the same with
+//! both sides sleeping on futexes, and the server's copy out of the data
+//! area. `cargo run --release -p larder-protocol --example
+//! transport_speed [records]` (`records`: the records alone).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -85,7 +86,34 @@ fn copy_out(length: u32, count: u32) -> Result<f64> {
     Ok(f64::from(length) * f64::from(count) / seconds / 1e9)
 }
 
+/// One record of `length` bytes sent on a completion ring and received,
+/// in one thread: the copies in and out and the checksums, without a
+/// wake-up. The fastest of 20 batches, per record.
+fn record(length: usize, count: u32) -> Result<Duration> {
+    let region = Region::anonymous(LAYOUT)?;
+    let (server, client) = (region.server_rings(0)?, region.client_rings(0)?);
+    let record = vec![3u8; length];
+    let mut out = Vec::new();
+    let mut best = Duration::MAX;
+    for _ in 0..20 {
+        let started = Instant::now();
+        for _ in 0..count {
+            assert!(server.send(&record)?);
+            assert!(client.receive(&mut out)?);
+        }
+        best = best.min(started.elapsed() / count);
+    }
+    assert_eq!(out.len(), length);
+    Ok(best)
+}
+
 fn main() -> Result<()> {
+    for length in [64, 4096, 16 << 10] {
+        println!("a {length}-byte record sent and received: {:?}", record(length, 2_000)?);
+    }
+    if std::env::args().any(|arg| arg == "records") {
+        return Ok(());
+    }
     println!("round trip, both spinning:        {:?}", round_trips(false, 200_000)?);
     println!("round trip, both sleeping (futex): {:?}", round_trips(true, 20_000)?);
     println!("copy_out 16 KiB: {:.1} GB/s", copy_out(16 << 10, 50_000)?);

@@ -223,8 +223,7 @@ impl<'a> Ring<'a> {
                 });
             }
             self.check_inside(offset + RECORD_HEADER_BYTES, length);
-            out.resize(length as usize, 0);
-            self.map.read(at + RECORD_HEADER_BYTES as usize, out);
+            self.map.read_appending(at + RECORD_HEADER_BYTES as usize, length as usize, out);
             let actual = crc32c::crc32c(out);
             if actual != expected_crc {
                 out.clear();

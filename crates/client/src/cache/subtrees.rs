@@ -13,7 +13,7 @@ use std::time::Instant;
 use larder_protocol::lease::LeaseArea;
 use larder_protocol::message::{FileKind, LeaseGrant};
 
-use super::{answer, release_all, Cache, CachedPath, Lease, State};
+use super::{answer, lease_now, release_all, Cache, CachedPath, Lease, State};
 use crate::connection::Connection;
 
 impl Cache {
@@ -26,7 +26,7 @@ impl Cache {
         let lease = Lease::of(grant, sent);
         let area = connection.region().leases();
         let mut state = self.state.lock();
-        if !lease.valid(&area, Instant::now()) {
+        if !lease.valid(&area, lease_now()) {
             // Revoked before it got here: answered now, as the watcher would.
             answer(&area, lease.slot, lease.sequence);
             drop(state);
@@ -34,7 +34,7 @@ impl Cache {
             return false;
         }
         // Subtree leases that ran out are of no more use to anyone.
-        let now = Instant::now();
+        let now = lease_now();
         let ended: Vec<u64> = state.subtrees.iter().filter(|(_, l)| l.expiry <= now).map(|(top, _)| *top).collect();
         for ended in ended {
             state.subtrees.remove(&ended);
@@ -56,7 +56,7 @@ impl Cache {
         let mut state = self.state.lock();
         let Some(top) = state.inside.get(&ino).copied() else { return false };
         let Some(lease) = state.subtrees.get(&top).copied() else { return false };
-        if !lease.valid(&area, Instant::now()) {
+        if !lease.valid(&area, lease_now()) {
             return false;
         }
         let dropped = state.install(&area, ino, lease);
