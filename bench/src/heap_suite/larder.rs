@@ -135,9 +135,11 @@ pub fn locate(spec: &HeapSpec, inputs: &Inputs) -> Result<(String, Vec<HeapPhase
         &[("matches", matches as f64)],
     );
     heap.close_object(obj)?;
-    drop(heap);
-    // A clean close, as a program that built a database ends: the fresh
-    // processes then open the store from the log's clean-close marker.
+    // A clean close, as a program that built a database ends: the heap's
+    // (its syncs' page images written back and deleted), then the store's,
+    // so the fresh processes open the store from the log's clean-close
+    // marker with nothing to replay.
+    heap.close().context("closing the heap")?;
     let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("the heap still holds the store"))?;
     store.close().context("closing the store")?;
     let program = locate_program()?;
