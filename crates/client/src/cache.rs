@@ -29,7 +29,7 @@ use larder_protocol::region::Region;
 use parking_lot::Mutex;
 
 use crate::connection::Connection;
-use crate::id_hash::IdMap;
+use larder_protocol::id_hash::IdMap;
 
 mod clock;
 mod subtrees;

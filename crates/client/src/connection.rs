@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use rustix::net::RecvFlags;
 
 use crate::error::{ClientError, Result};
-use crate::id_hash::IdMap;
+use larder_protocol::id_hash::IdMap;
 
 #[path = "posted.rs"]
 mod posted;

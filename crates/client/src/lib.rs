@@ -40,7 +40,6 @@ mod error;
 mod files;
 mod heap;
 mod heap_mapping;
-mod id_hash;
 mod kv;
 mod paths;
 mod walk;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod futex;
 pub mod fuzzing;
 pub mod handshake;
+pub mod id_hash;
 pub mod layout;
 pub mod lease;
 mod mapping;

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use larder_protocol::region::Region;
 use parking_lot::{Mutex, RwLock};
 
-use crate::id_hash::IdMap;
 use crate::placement::Placement;
 use crate::session::Session;
+use larder_protocol::id_hash::IdMap;
 
 /// One connected client.
 pub(crate) struct ConnectedClient {

@@ -27,7 +27,6 @@ mod error;
 mod execute;
 mod handshakes;
 mod heaps;
-mod id_hash;
 mod leases;
 mod limits;
 mod load;

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::id_hash::IdMap;
+use larder_protocol::id_hash::IdMap;
 
 /// The primary worker.
 pub(crate) const PRIMARY: u32 = 0;

@@ -29,8 +29,8 @@ use parking_lot::Mutex;
 
 use crate::client_count::ClientCount;
 use crate::error::ServerError;
-use crate::id_hash::{IdMap, IdSet};
 use crate::limits::Limits;
+use larder_protocol::id_hash::{IdMap, IdSet};
 
 /// What a handle is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,24 +1,25 @@
-//! Maps and sets keyed by the server's own numbers (handles, inode
-//! numbers), hashed with one multiply instead of SipHash: a request looks
-//! several of them up, and SipHash's resistance to chosen keys buys
-//! nothing here, since the keys stored are numbers the server or the
-//! engine handed out, never ones a client picked (a client only looks
-//! numbers up, which adds nothing to any table).
+//! Maps and sets keyed by numbers one side of the protocol handed out or
+//! computed itself (handles, inode numbers, page indexes), hashed with one
+//! multiply instead of SipHash: a request (server) or a cached call
+//! (client) looks several of them up, and SipHash's resistance to chosen
+//! keys buys nothing here, since the keys stored are never ones the other
+//! side picked (a client only makes the server look numbers up, which adds
+//! nothing to any table).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A map keyed by a handle or inode number.
-pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by a handle, inode number or page index.
+pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// A set of inode numbers.
-pub(crate) type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+pub type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 /// Hashes one `u64` by a multiply with an odd constant (the golden
 /// ratio's), folding the high half down so that the table's low index
 /// bits and its high control bits both vary with every bit of the key.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
