@@ -61,9 +61,6 @@ impl Heap {
             let whole = (!twice && !renamed && !ids.is_empty() && ids.is_subset(&pending.created)).then(|| ids.clone());
             (ids, dir_changed, renamed, whole)
         };
-        // Files created, grown, written or closed since the last sync need
-        // their own sync: this one flushes twice, unless they are all new
-        // objects imaged whole.
         let taken = ids.clone();
         ids.extend(self.dirty_arenas());
         let attached: Vec<_> = self.shared.attached.read().values().cloned().collect();
@@ -80,6 +77,9 @@ impl Heap {
                 whole = None;
             }
         }
+        // Files created, grown, written or closed since the last sync need
+        // their own sync: this one flushes twice, unless they are all new
+        // objects imaged whole.
         let files_changed = !taken.is_empty() || dir_changed || renamed;
         // Files whose data or length changed outside a real mapping are
         // synced; a real mapping's msync(MS_SYNC) makes its bytes durable
