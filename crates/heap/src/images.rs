@@ -277,7 +277,7 @@ impl Heap {
     /// caller holds `sync_lock`, so no sync puts images meanwhile, and
     /// calls [`Heap::after_images_deleted`] after the commit.
     pub(crate) fn images_made_stale(&self, id: u64) -> Result<ImageChanges> {
-        let delete = self.imaged(&BTreeMap::from([(id, 0)]));
+        let delete = self.imaged([id]);
         if self.deletes_images(&delete)? && !self.file_sync_keeps_entry()? {
             self.shared.store.sync_heap_dir()?;
         }
@@ -287,11 +287,14 @@ impl Heap {
     /// Whether deleting `delete` (as [`Heap::imaged`] returns it) deletes
     /// any image: the pages this heap put, or, where it does not know, the
     /// ones the index holds.
-    pub(crate) fn deletes_images(&self, delete: &BTreeMap<u64, Option<Vec<u64>>>) -> Result<bool> {
+    pub(crate) fn deletes_images<'a>(
+        &self,
+        delete: impl IntoIterator<Item = (&'a u64, &'a Option<Vec<u64>>)>,
+    ) -> Result<bool> {
         for (&id, pages) in delete {
             let any = match pages {
                 Some(pages) => !pages.is_empty(),
-                None => self.shared.store.index().prefix(&heap_image_prefix(id), true)?.next().is_some(),
+                None => self.shared.store.has_heap_images(id)?,
             };
             if any {
                 return Ok(true);
@@ -356,9 +359,9 @@ impl Heap {
         Ok(hole_free)
     }
 
-    /// The objects of `sizes` whose images a two-flush sync deletes, with
+    /// The objects of `ids` whose images a two-flush sync deletes, with
     /// the pages imaged (`None`: unknown, see [`ImageChanges::delete`]).
-    pub(crate) fn imaged(&self, sizes: &BTreeMap<u64, u64>) -> BTreeMap<u64, Option<Vec<u64>>> {
+    pub(crate) fn imaged(&self, ids: impl IntoIterator<Item = u64>) -> BTreeMap<u64, Option<Vec<u64>>> {
         let images = self.shared.images.lock();
         let imaged = |id: &u64| {
             // An object this heap has not synced since it was opened in
@@ -370,7 +373,7 @@ impl Heap {
                 false => Some(Some(known.pages.keys().copied().collect())),
             }
         };
-        sizes.keys().filter_map(|id| Some((*id, imaged(id)?))).collect()
+        ids.into_iter().filter_map(|id| Some((id, imaged(&id)?))).collect()
     }
 
     /// After a two-flush sync of `sizes`: its images deleted and its holes

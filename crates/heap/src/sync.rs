@@ -58,7 +58,7 @@ impl Heap {
             // Files created since their last sync and nothing else changed
             // (no rename: a recycled file's old name may outlive a crash):
             // they may be imaged whole.
-            let whole = (!twice && !renamed && !ids.is_empty() && ids.is_subset(&pending.created)).then(|| ids.clone());
+            let whole = !twice && !renamed && !ids.is_empty() && ids.is_subset(&pending.created);
             (ids, dir_changed, renamed, whole)
         };
         let taken = ids.clone();
@@ -74,7 +74,7 @@ impl Heap {
             if ids.iter().chain(attached.iter().map(|a| &a.id)).any(made_since) {
                 dir_changed = true;
                 renamed = true;
-                whole = None;
+                whole = false;
             }
         }
         // Files created, grown, written or closed since the last sync need
@@ -102,27 +102,27 @@ impl Heap {
             }
         }
         let mut staged = BTreeMap::new();
-        if !twice && (!files_changed || whole.is_some()) && !sizes.is_empty() {
-            let whole = whole.unwrap_or_default();
-            let outcome = self.try_one_flush(&attached, &sizes, &whole);
-            if !whole.is_empty() && !matches!(outcome, Ok(OneFlush::Fallback(_))) {
+        if !twice && (!files_changed || whole) && !sizes.is_empty() {
+            // The files changed are imaged whole, or there are none.
+            let outcome = self.try_one_flush(&attached, &sizes, &taken);
+            if whole && !matches!(outcome, Ok(OneFlush::Fallback(_))) {
                 // Done: their files are still not synced, so the next sync
                 // flushes twice (it syncs them, their names, and deletes
                 // their images). Failed: as if this sync had not run.
                 let mut pending = self.shared.pending.lock();
-                pending.files.extend(whole.iter().copied());
+                pending.files.extend(taken.iter().copied());
                 pending.dir_changed |= dir_changed;
                 if outcome.is_ok() {
-                    pending.created.retain(|id| !whole.contains(id));
+                    pending.created.retain(|id| !taken.contains(id));
                 }
             }
             match outcome {
                 Ok(OneFlush::Done) => return self.remove_freed_files(),
-                Ok(OneFlush::Fallback(taken)) => staged = taken,
+                Ok(OneFlush::Fallback(records)) => staged = records,
                 Err(e) => return Err(e),
             }
         }
-        let deleted = self.imaged(&sizes);
+        let deleted = self.imaged(sizes.keys().copied());
         let mut hole_free = BTreeMap::new();
         let synced = (|| -> Result<()> {
             hole_free = self.fill_holes(&attached, &sizes)?;
@@ -148,10 +148,9 @@ impl Heap {
             // Images this process does not know may be a whole object's
             // (a dropped handle's sync): its name may not be durable yet,
             // and deleting them leaves only the file.
-            let unknown: BTreeMap<u64, Option<Vec<u64>>> =
-                deleted.iter().filter(|(_, pages)| pages.is_none()).map(|(id, _)| (*id, None)).collect();
+            let unknown = deleted.iter().filter(|(_, pages)| pages.is_none());
             let sync_dir =
-                renamed || ((dir_changed || self.deletes_images(&unknown)?) && !self.file_sync_keeps_entry()?);
+                renamed || ((dir_changed || self.deletes_images(unknown)?) && !self.file_sync_keeps_entry()?);
             if sync_dir {
                 self.shared.store.sync_heap_dir()?;
             }

@@ -102,12 +102,11 @@ fn settle_recycled(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
 /// sync: docs/heap.md): where a file's sync does not keep its name, the
 /// name is made durable first.
 fn drop_images(txn: &mut Transaction<'_>, object: u64) -> Result<()> {
-    let prefix = heap_image_prefix(object);
     let store = txn.store();
-    if store.index().prefix(&prefix, true)?.next().is_some() && !store.heap_file_sync_keeps_entry()? {
+    if store.has_heap_images(object)? && !store.heap_file_sync_keeps_entry()? {
         store.sync_heap_dir()?;
     }
-    txn.delete_prefix(&prefix)
+    txn.delete_prefix(&heap_image_prefix(object))
 }
 
 /// Sets heap object `object`'s size to `size`: growing extends its file

@@ -24,6 +24,11 @@ use crate::meta::{
 use crate::store::{Durability, Store};
 
 impl Store {
+    /// Whether the index holds any page image of heap object `object`.
+    pub fn has_heap_images(&self, object: u64) -> Result<bool> {
+        Ok(self.index().prefix(&heap_image_prefix(object), true)?.next().is_some())
+    }
+
     /// Whether the page images of heap object `object` cover every byte of
     /// `[0, len)`, so that its file can be made again from them alone.
     pub(crate) fn heap_images_cover(&self, object: u64, len: u64) -> Result<bool> {
