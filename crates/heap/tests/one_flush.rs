@@ -302,22 +302,33 @@ fn a_crash_during_the_replay_leaves_it_to_the_next_open() {
 /// A grow commits the allocator's records outside `sync`, and any later
 /// log sync (another commit's, the flusher's) makes them durable: a block
 /// handed out since the last sync then holds its new bytes after a crash,
-/// never the bytes of the block freed before it.
-#[test]
-fn a_grow_makes_the_bytes_of_new_blocks_durable_before_their_records() {
-    let sim = SimStorage::new(11);
+/// never the bytes of the block freed before it, even when a one-flush
+/// sync imaged the freed block's page (the grow deletes the images its
+/// flush made stale). `syncs_first` syncs come before the block: none, and
+/// its page is imaged by the new object's whole sync; two, and by an
+/// ordinary one-flush sync after the object's file was synced.
+fn grow_after_an_imaged_block(seed: u64, syncs_first: usize) {
+    let sim = SimStorage::new(seed);
     let store = sim_store(&sim);
     let h = open(&store).unwrap();
     let a = h.alloc(4096).unwrap();
     h.add_name(a, "a").unwrap();
+    if syncs_first > 0 {
+        h.alloc_in(a, BLOCK as u64, 8).unwrap();
+    }
+    for _ in 0..syncs_first {
+        h.sync().unwrap();
+    }
     let p = h.alloc_in(a, BLOCK as u64, 8).unwrap();
     h.write_at(a, p.offset, &[X2; BLOCK]).unwrap();
     h.sync().unwrap();
+    assert!(images(&store, a) > 0, "the sync took one flush");
     h.free_in(p).unwrap();
     let q = h.alloc_in(a, BLOCK as u64, 8).unwrap();
     assert_eq!(q.offset, p.offset, "the freed block is handed out again");
     h.write_at(a, q.offset, &[X4; BLOCK]).unwrap();
     h.grow(a, 1 << 20).unwrap();
+    assert_eq!(images(&store, a), 0, "the grow deleted the images");
     // Made durable by a log sync that is not the heap's.
     store.sync_to(u64::MAX).unwrap();
     drop(h);
@@ -327,6 +338,16 @@ fn a_grow_makes_the_bytes_of_new_blocks_durable_before_their_records() {
     assert!(h.deref(p).is_err(), "the freed block's pointer is live");
     h.deref(q).unwrap();
     assert_eq!(bytes(&h, a, q.offset, BLOCK), vec![X4; BLOCK], "the reused block holds older bytes");
+}
+
+#[test]
+fn a_grow_makes_the_bytes_of_new_blocks_durable_before_their_records() {
+    grow_after_an_imaged_block(11, 0);
+}
+
+#[test]
+fn a_grow_deletes_the_images_its_flush_made_stale() {
+    grow_after_an_imaged_block(24, 2);
 }
 
 /// A handle dropped without `close` leaves its last one-flush sync's images

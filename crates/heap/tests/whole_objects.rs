@@ -3,9 +3,8 @@
 //! it and takes one device flush; its file's name, length and bytes need
 //! not be durable, and recovery makes the file again from the images. The
 //! next sync flushes twice, which syncs the file and deletes the images.
-//! Also: a commit of allocator records outside `sync` (`grow`) deletes
-//! the images of pages its flush made durable, so that recovery never
-//! writes an older image over newer bytes.
+//! A grow after such a sync: tests/one_flush.rs,
+//! `grow_after_an_imaged_block`.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -185,42 +184,6 @@ fn crash_at_every_write_of_whole_object_syncs() {
             }
         }
     }
-}
-
-/// A block freed and handed out again after its page was imaged by a
-/// one-flush sync, then a grow (whose records a log sync not the heap's
-/// makes durable): after a crash the block holds its new bytes, not the
-/// image's.
-#[test]
-fn a_grow_deletes_the_images_its_flush_made_stale() {
-    let sim = SimStorage::new(24);
-    let store = sim_store(&sim);
-    let h = open(&store).unwrap();
-    let a = h.alloc(4096).unwrap();
-    h.add_name(a, "a").unwrap();
-    h.alloc_in(a, 100, 8).unwrap();
-    h.sync().unwrap();
-    h.sync().unwrap();
-    let p = h.alloc_in(a, 100, 8).unwrap();
-    h.write_at(a, p.offset, &[0x22; 100]).unwrap();
-    h.sync().unwrap();
-    assert!(images(&store, a) > 0, "the sync took one flush");
-    h.free_in(p).unwrap();
-    let q = h.alloc_in(a, 100, 8).unwrap();
-    assert_eq!(q.offset, p.offset, "the freed block is handed out again");
-    h.write_at(a, q.offset, &[0x44; 100]).unwrap();
-    h.grow(a, 1 << 20).unwrap();
-    assert_eq!(images(&store, a), 0, "the grow deleted the images");
-    store.sync_to(u64::MAX).unwrap();
-    drop(h);
-    drop(store);
-    let store = reopen_sim(&sim.crash_with(CrashMode::DropAllPending));
-    let h = open(&store).unwrap();
-    assert!(h.deref(p).is_err(), "the freed block's pointer is live");
-    h.deref(q).unwrap();
-    let mut held = [0u8; 100];
-    h.read_at(a, q.offset, &mut held).unwrap();
-    assert_eq!(held, [0x44; 100], "the reused block holds the freed block's bytes");
 }
 
 /// A whole object's sync, then `then` (which returns the object's bytes
