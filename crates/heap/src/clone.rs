@@ -12,6 +12,7 @@ use larder_object::{Durability, LockRequest};
 use crate::error::{HeapError, Result};
 use crate::heap::OBJECT_MODE;
 use crate::limits::{MAX_CLONE_OBJECTS, POINTER_BYTES};
+use crate::objects::NewBytes;
 use crate::{Heap, ObjectId, PPtr};
 
 /// Bytes one copy adds to its transaction, about: onode, object record,
@@ -37,10 +38,11 @@ impl Heap {
     ///
     /// The copy is made as [`Heap::alloc`] makes an object (a freed
     /// object's spare file reused when there is one) and attached to this
-    /// process; its bytes go from file to file inside the kernel
+    /// process. Its bytes go from file to file inside the kernel
     /// (`copy_file_range`: none through user space, no page faults on
-    /// either mapping), and are durable at the next [`Heap::sync`] like
-    /// any other object's bytes.
+    /// either mapping), or, into a small spare that kept its freed
+    /// object's pages, from mapping to mapping; they are durable at the
+    /// next [`Heap::sync`] like any other object's bytes.
     pub fn copy(&self, object: ObjectId) -> Result<ObjectId> {
         let id = object.0;
         self.check_writable("copy an object")?;
@@ -73,17 +75,21 @@ impl Heap {
         };
         let file_holds_bytes = !source.region().is_emulated();
         let locks = [LockRequest::Shared(id)];
-        self.make_object(size, copy, &locks, file_holds_bytes.then_some(id), |txn, new, region, copied| {
+        self.make_object(size, copy, &locks, file_holds_bytes.then_some(id), |txn, new, region, bytes| {
             in_heap(txn)?;
-            if copied {
+            match bytes {
                 // The spare's file was filled from the source's.
-            } else if !file_holds_bytes || region.is_emulated() {
+                NewBytes::Copied => {}
+                // A small spare kept its pages: stores into them cost no
+                // page allocation, which a new file's first write does.
+                NewBytes::Unset => region.copy_from(&source.region(), size)?,
                 // Emulated mappings hold bytes their files do not have yet.
-                let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| crate::error::invalid("too large"))?];
-                source.read(0, &mut bytes)?;
-                crate::attach::store_in(region, 0, &bytes)?;
-            } else {
-                store.copy_heap_file(id, new, size)?;
+                NewBytes::Zeros if !file_holds_bytes || region.is_emulated() => {
+                    let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| crate::error::invalid("too large"))?];
+                    source.read(0, &mut bytes)?;
+                    crate::attach::store_in(region, 0, &bytes)?;
+                }
+                NewBytes::Zeros => store.copy_heap_file(id, new, size)?,
             }
             for (key, value) in &spans {
                 txn.put(&heap_span_key(new, *key), value);

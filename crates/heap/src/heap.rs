@@ -38,8 +38,8 @@ pub(crate) struct Pending {
     /// Files of freed objects were removed since the last sync (by `free`,
     /// once their frees were durable): the directory is synced.
     pub(crate) removed: bool,
-    /// Files of freed objects whose free is durable, emptied, that nothing
-    /// else holds open or mapped, kept for `alloc` to rename (at most
+    /// Files of freed objects whose free is durable, that nothing else
+    /// holds open or mapped, kept for `alloc` and `copy` to take (at most
     /// `limits::SPARE_FILES`). Files without a record: a crash leaves them
     /// for the next open to remove.
     pub(crate) spares: Vec<Spare>,
@@ -48,13 +48,32 @@ pub(crate) struct Pending {
     pub(crate) renamed: bool,
 }
 
-/// A freed object's file kept for reuse: emptied, renamed to the id issued
-/// for the object that will take it, and mapped (when that worked) in the
-/// smallest reservation, so that `alloc` only sizes it.
+/// A freed object's file kept for reuse: emptied (or, if small, kept
+/// whole for a copy to overwrite), renamed to the id issued for the object
+/// that will take it, and mapped (when that worked) in the smallest
+/// reservation, exposing none of its bytes, so that `alloc` only sizes it.
 #[derive(Debug)]
 pub(crate) struct Spare {
     pub(crate) id: u64,
     pub(crate) region: Option<larder_io::SharedRegion>,
+    /// Bytes of the freed object the file still holds.
+    pub(crate) kept: u64,
+}
+
+impl Pending {
+    /// A spare for a new object of `size` bytes: for a copy, one that kept
+    /// at least that many bytes (overwritten in place) if any; for an
+    /// allocation, an emptied one if any; else the latest.
+    pub(crate) fn take_spare(&mut self, size: u64, copy: bool) -> Option<Spare> {
+        let fits = |spare: &Spare| if copy { spare.kept >= size } else { spare.kept == 0 };
+        let index = self.spares.iter().rposition(fits).or(self.spares.len().checked_sub(1))?;
+        Some(self.spares.swap_remove(index))
+    }
+
+    /// Bytes of freed objects the spares keep.
+    pub(crate) fn spare_kept_bytes(&self) -> u64 {
+        self.spares.iter().map(|spare| spare.kept).sum()
+    }
 }
 
 /// What every handle of one heap in this process shares: its mappings,

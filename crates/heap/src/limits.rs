@@ -30,11 +30,22 @@ pub const MAX_CLONE_OBJECTS: usize = 1 << 16;
 /// through its mapping, when the mapping is real: 256 KiB, where the page
 /// faults it saves outweigh opening the file.
 pub const FILE_WRITE_BYTES: usize = 256 * 1024;
-/// Most files of freed objects a heap keeps, emptied, for its next
-/// allocations to reuse (renamed) instead of creating files: a create
+/// Most files of freed objects a heap keeps for its next allocations and
+/// copies to reuse (renamed) instead of creating files: a create
 /// allocates an inode, which on ext4 without a journal walks every inode
-/// of its group freed in the last minutes (docs/heap.md, "Recycled files").
-pub const SPARE_FILES: usize = 128;
+/// of its group freed in the last minutes (docs/heap.md, "Recycled
+/// files"). Frees become spares in batches, at the log's group commits,
+/// and a loop of small copies and frees runs more than 128 between two.
+pub const SPARE_FILES: usize = 512;
+/// Longest freed object's file a spare keeps whole (not emptied), so that
+/// a copy of an object no longer than it overwrites pages and blocks
+/// already there instead of allocating them (docs/heap.md, "Recycled
+/// files"): a new small file's first write cost most of a copy.
+pub const SPARE_KEPT_FILE_BYTES: u64 = 256 * 1024;
+/// Most bytes the spares of a heap keep together (in each process): disk
+/// space a freed object does not give back until its spare is used, or
+/// removed when the heap closes.
+pub const SPARE_KEPT_BYTES: u64 = 8 << 20;
 /// Most mappings whose file's descriptor a heap keeps open between syncs
 /// (per heap and process): a one-flush sync writes an object's pages back
 /// through it (sync_file_range), and opening the file per sync cost about

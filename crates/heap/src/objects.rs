@@ -5,7 +5,7 @@
 use larder_io::{MapAccess, SharedRegion};
 use larder_namespace::NamespaceTxn;
 use larder_object::meta::{heap_name_key, heap_name_prefix, prefix_end, HeapObject, Name};
-use larder_object::{Durability, LockRequest, ObjectError, Transaction};
+use larder_object::{Durability, LockRequest, ObjectError, SpareFill, Transaction};
 
 use crate::credentials::Owner;
 use crate::error::{invalid, not_found, HeapError, Result};
@@ -26,6 +26,18 @@ impl From<ObjectError> for FreeFailure {
     }
 }
 
+/// What a new object's bytes are when [`Heap::make_object`] runs its
+/// `fill`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NewBytes {
+    /// Zeros.
+    Zeros,
+    /// The bytes of the object `copy_of` named, copied by the kernel.
+    Copied,
+    /// Whatever the spare it took kept: `fill` stores every byte.
+    Unset,
+}
+
 impl Heap {
     /// Allocates an object of `size` bytes (zeros), its file `heap/<id>`,
     /// attached to this process (PSHFS's mfalloc). The object is named by
@@ -39,24 +51,25 @@ impl Heap {
         self.make_object(size, record, &[], None, |_, _, _, _| Ok(()))
     }
 
-    /// Makes a new object of `size` bytes (zeros) with `record`, attached
-    /// to this process, in one transaction that also holds `locks` and
-    /// runs `fill` (with the new id, its mapping, and whether its bytes are
-    /// already `copy_of`'s) once the object's file exists and is mapped. A
-    /// freed object's spare file is reused when there is one (a rename
-    /// already done: no inode allocated); with `copy_of` (an object whose
-    /// file holds all its bytes: a real mapping's), that empty spare is
-    /// filled by copying the object's file instead of sized with zeros.
+    /// Makes a new object of `size` bytes with `record`, attached to this
+    /// process, in one transaction that also holds `locks` and runs `fill`
+    /// (with the new id, its mapping, and what its bytes are) once the
+    /// object's file exists and is mapped. A freed object's spare file is
+    /// reused when there is one (a rename already done: no inode
+    /// allocated). With `copy_of` (an object whose file holds all its
+    /// bytes: a real mapping's), a spare that kept enough bytes is left
+    /// for `fill` to overwrite through the mappings, and another is filled
+    /// by copying the object's file; without, the bytes are zeros.
     pub(crate) fn make_object(
         &self,
         size: u64,
         record: HeapObject,
         locks: &[LockRequest],
         copy_of: Option<u64>,
-        fill: impl FnOnce(&mut Transaction<'_>, u64, &SharedRegion, bool) -> Result<()>,
+        fill: impl FnOnce(&mut Transaction<'_>, u64, &SharedRegion, NewBytes) -> Result<()>,
     ) -> Result<ObjectId> {
         // A spare file is already named by the id issued for it.
-        let spare = self.shared.pending.lock().spares.pop();
+        let spare = self.shared.pending.lock().take_spare(size, copy_of.is_some());
         let id = match &spare {
             Some(spare) => spare.id,
             None => self.shared.store.allocate_object_id()?,
@@ -73,14 +86,19 @@ impl Heap {
         let frees = self.shared.frees.load(std::sync::atomic::Ordering::SeqCst);
         let made = self.shared.store.transact_locked(&requests, Durability::Buffered, |txn| -> Result<_> {
             let reserve = crate::attach::reserve_for(size);
-            let has_spare = spare.is_some();
+            let kept = spare.as_ref().map(|s| s.kept);
             let mapped = spare.and_then(|s| s.region).filter(|r| r.reserve() >= reserve);
-            // An emulated spare's bytes are its region's, not its file's.
-            let copy_of = copy_of.filter(|_| mapped.as_ref().is_some_and(|r| !r.is_emulated()));
             let made = match mapped {
                 Some(region) => {
-                    match txn.create_heap_object_in_mapped_spare(id, size, owner, &record, &region, copy_of) {
-                        Ok(()) => Some((region, true)),
+                    // An emulated spare's bytes are its region's, not its file's.
+                    let (spare_fill, bytes) = match copy_of.filter(|_| !region.is_emulated()) {
+                        Some(_) if kept.unwrap_or(0) >= size => (SpareFill::Overwrite, NewBytes::Unset),
+                        Some(source) => (SpareFill::CopyOf(source), NewBytes::Copied),
+                        None => (SpareFill::Zeros, NewBytes::Zeros),
+                    };
+                    let spare = (&region, kept.unwrap_or(0));
+                    match txn.create_heap_object_in_mapped_spare(id, size, owner, &record, spare, spare_fill) {
+                        Ok(()) => Some((region, true, bytes)),
                         // Removed behind the heap's back: a new file, then.
                         Err(ObjectError::Io(e)) if e.is_not_found() => None,
                         Err(e) => return Err(e.into()),
@@ -88,11 +106,12 @@ impl Heap {
                 }
                 None => None,
             };
-            let copied = made.is_some() && copy_of.is_some();
-            let (region, recycled) = match made {
+            let (region, recycled, bytes) = match made {
                 Some(made) => made,
                 None => {
-                    txn.create_heap_object_mapped(id, size, owner, &record, has_spare, (reserve, MapAccess::ReadWrite))?
+                    let access = (reserve, MapAccess::ReadWrite);
+                    let (region, recycled) = txn.create_heap_object_mapped(id, size, owner, &record, kept, access)?;
+                    (region, recycled, NewBytes::Zeros)
                 }
             };
             let onode = txn.onode(id)?.ok_or_else(|| not_found(format!("object {id}")))?;
@@ -104,7 +123,7 @@ impl Heap {
                 pending.renamed |= recycled;
             }
             txn.link_in(self.shared.objects_dir, &name, id)?;
-            fill(txn, id, &region, copied)?;
+            fill(txn, id, &region, bytes)?;
             Ok((region, Owner::of(&onode)))
         });
         let ((region, owner), _) = match made {

@@ -13,7 +13,7 @@ use crate::arena_glue::Staged;
 use crate::error::Result;
 use crate::heap::Spare;
 use crate::images::{ImageChanges, OneFlush};
-use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES};
+use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES, SPARE_KEPT_BYTES, SPARE_KEPT_FILE_BYTES};
 
 /// Bytes an object's durable-size update adds to a log record, about (key,
 /// value and the batch's framing).
@@ -339,22 +339,34 @@ impl Heap {
         outcome
     }
 
-    /// The file of freed object `id`, whose free is durable: kept emptied
-    /// among the spares if there is room and nothing else holds it open or
+    /// The file of freed object `id`, whose free is durable: kept among
+    /// the spares if there is room and nothing else holds it open or
     /// mapped (a client may still map a freed object: a new object's bytes
-    /// must not appear there), else removed. Whether it was kept.
+    /// must not appear there), else removed. Whether it was kept. A kept
+    /// file is emptied unless it is small and the spares' kept bytes
+    /// allow (`SPARE_KEPT_FILE_BYTES`, `SPARE_KEPT_BYTES`): then a copy
+    /// overwrites it in place.
     /// A kept file is renamed at once to a new object id, the one the
     /// `alloc` that takes it will use, and mapped: that `alloc` then only
     /// sizes it, and this runs in `free` or `sync`, off `alloc`'s path.
     fn keep_or_remove(&self, id: u64) -> Result<bool> {
         let store = &self.shared.store;
-        let room = self.shared.pending.lock().spares.len() < SPARE_FILES;
-        if room && store.empty_heap_file_if_unshared(id)? {
-            let spare = store.allocate_object_id()?;
-            store.rename_heap_file(id, spare)?;
-            let region = store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok();
-            self.shared.pending.lock().spares.push(Spare { id: spare, region });
-            return Ok(true);
+        let (room, kept_bytes) = {
+            let pending = self.shared.pending.lock();
+            (pending.spares.len() < SPARE_FILES, pending.spare_kept_bytes())
+        };
+        let keep_bytes = SPARE_KEPT_FILE_BYTES.min(SPARE_KEPT_BYTES.saturating_sub(kept_bytes));
+        if room {
+            if let Some(kept) = store.take_heap_file_if_unshared(id, keep_bytes)? {
+                let spare = store.allocate_object_id()?;
+                store.rename_heap_file(id, spare)?;
+                let mut region = store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok();
+                if let Some(region) = region.as_mut() {
+                    region.expose_none();
+                }
+                self.shared.pending.lock().spares.push(Spare { id: spare, region, kept });
+                return Ok(true);
+            }
         }
         store.remove_heap_file(id)?;
         Ok(false)

@@ -57,6 +57,7 @@ fn names_are_create_if_absent() {
 fn free_drops_every_name_and_the_file_once_durable() {
     let (_sim, store, h) = sim_heap(3);
     let a = h.alloc(4096).unwrap();
+    h.write_at(a, 0, &[0xAA; 4096]).unwrap();
     h.add_name(a, "x").unwrap();
     h.add_name(a, "y").unwrap();
     h.sync().unwrap();
@@ -69,13 +70,17 @@ fn free_drops_every_name_and_the_file_once_durable() {
     assert!(!store.list_heap_files().unwrap().0.contains(&a.0), "removed, or kept under a new id");
     for id in store.list_heap_files().unwrap().0 {
         let len = store.open_heap_file(id, false).unwrap().len().unwrap();
-        assert_eq!(len, 0, "a file kept for reuse is emptied");
+        assert_eq!(len, 4096, "a small file kept for reuse keeps its bytes, for a copy to overwrite");
     }
     // The name is free again.
     let b = h.alloc(1).unwrap();
     h.add_name(b, "x").unwrap();
     assert_ne!(a, b, "ids are never reused");
     assert_eq!(store.list_heap_files().unwrap().0, vec![b.0], "b took a's file, or a's was removed");
+    assert_eq!(store.open_heap_file(b.0, false).unwrap().len().unwrap(), 1);
+    let mut byte = [1u8];
+    h.read_at(b, 0, &mut byte).unwrap();
+    assert_eq!(byte, [0], "an allocation reads zeros, never the freed object's bytes");
 }
 
 #[test]
@@ -473,7 +478,7 @@ fn open_existing_opens_a_heap_and_never_makes_one() {
 }
 
 #[test]
-fn a_free_empties_the_files_of_earlier_frees_once_they_are_durable() {
+fn a_free_keeps_the_files_of_earlier_frees_once_they_are_durable() {
     let (sim, store, h) = sim_heap(17);
     let (a, b) = (h.alloc(64).unwrap(), h.alloc(64).unwrap());
     h.write_at(b, 0, b"kept").unwrap();
@@ -483,13 +488,13 @@ fn a_free_empties_the_files_of_earlier_frees_once_they_are_durable() {
     assert_eq!(files(&store), vec![a.0, b.0], "a free not yet durable keeps the file");
     store.sync().unwrap();
     h.free(b).unwrap();
-    // The next free keeps the file of the one made durable since: emptied,
-    // renamed to the id of the object that will take it.
+    // The next free keeps the file of the one made durable since (whole:
+    // it is small), renamed to the id of the object that will take it.
     let spares: Vec<u64> = files(&store).into_iter().filter(|&f| f != b.0).collect();
     assert_eq!(spares.len(), 1, "b's file and a spare");
     assert!(spares[0] > b.0, "a's file is named by a new id");
     assert!(store.heap_object(spares[0]).unwrap().is_none(), "no object has it yet");
-    assert_eq!(store.open_heap_file(spares[0], false).unwrap().len().unwrap(), 0, "emptied, for reuse");
+    assert_eq!(store.open_heap_file(spares[0], false).unwrap().len().unwrap(), 64, "kept whole, for reuse");
     // No heap sync: b's free is lost in the crash (taken before the store
     // closes, which would write its log), a's stands.
     let after = sim.crash_with(larder_io::sim::CrashMode::DropAllPending);

@@ -56,7 +56,7 @@ fn a_copy_takes_a_spare_file_and_is_durable_at_the_next_sync() {
         h.write_at(old, 0, &[0xAA; 64 * 1024]).unwrap();
         let old_inode = std::fs::metadata(store.heap_file_path(old.0)).unwrap().ino();
         h.free(old).unwrap();
-        // The free is durable: its file is emptied and kept as a spare.
+        // The free is durable: its file is kept as a spare (whole: small).
         h.sync().unwrap();
         let data = pattern(5000, 3);
         let a = h.alloc(data.len() as u64).unwrap();
@@ -81,6 +81,45 @@ fn a_copy_takes_a_spare_file_and_is_durable_at_the_next_sync() {
     let store = real_store(dir.path());
     let h = common::heap(&store);
     assert_eq!(read(&h, c), data);
+}
+
+#[test]
+fn a_copy_overwrites_a_spare_that_kept_its_bytes_and_only_its_own_remain() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(5000, 11);
+    let mut copies = Vec::new();
+    {
+        let store = real_store(dir.path());
+        let h = common::heap(&store);
+        let a = h.alloc(data.len() as u64).unwrap();
+        store_mapped(&h, a, &data);
+        // Spares longer than the copy, as long, and shorter (that one is
+        // copied into by the kernel, over what it kept).
+        for spare_len in [3 * 4096 + 7, 5000, 4096] {
+            let old = h.alloc(spare_len).unwrap();
+            h.write_at(old, 0, &vec![0xAA; spare_len as usize]).unwrap();
+            let old_inode = std::fs::metadata(store.heap_file_path(old.0)).unwrap().ino();
+            h.free(old).unwrap();
+            h.sync().unwrap();
+            let c = h.copy(a).unwrap();
+            let c_file = store.heap_file_path(c.0);
+            assert_eq!(std::fs::metadata(&c_file).unwrap().ino(), old_inode, "c took the spare of {spare_len}");
+            assert!(store.heap_object(c.0).unwrap().unwrap().is_recycled(), "flagged until a sync");
+            assert!(std::fs::read(&c_file).unwrap() == data, "the file holds the copy's bytes alone");
+            assert!(read(&h, c) == data);
+            copies.push(c);
+        }
+        h.sync().unwrap();
+        for &c in &copies {
+            assert!(!store.heap_object(c.0).unwrap().unwrap().is_recycled(), "synced: the bytes are c's");
+        }
+        h.close().unwrap();
+    }
+    let store = real_store(dir.path());
+    let h = common::heap(&store);
+    for c in copies {
+        assert!(read(&h, c) == data, "reopened, copy {} is there", c.0);
+    }
 }
 
 #[test]

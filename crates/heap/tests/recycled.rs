@@ -24,7 +24,7 @@ fn a_durably_freed_file_becomes_the_next_objects() {
     let a_file = store.heap_file_path(a.0);
     let a_inode = inode(&a_file);
     h.free(a).unwrap();
-    // The free is durable: its file is emptied and kept.
+    // The free is durable: its file is kept (whole: it is small).
     h.sync().unwrap();
     let b = h.alloc(100).unwrap();
     let b_file = store.heap_file_path(b.0);

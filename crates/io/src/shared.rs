@@ -284,6 +284,39 @@ impl SharedRegion {
         }
     }
 
+    /// Copies the first `len` bytes `source` exposes to the start of this
+    /// region (writable, at least `len` long: both checked). Either
+    /// region's bytes may be stored to by other threads meanwhile (shared
+    /// memory): the copy then holds some mix of old and new bytes, as a
+    /// copy by the kernel would.
+    pub fn copy_from(&self, source: &SharedRegion, len: u64) -> IoResult<()> {
+        if len > source.len() || len > self.len() {
+            return Err(invalid(&self.path, "copy past a region's length"));
+        }
+        if self.access != MapAccess::ReadWrite {
+            return Err(invalid(&self.path, "copy into a read-only region"));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: `[0, len)` is inside both regions' lengths (checked
+        // above), so its pages are mapped in each, readable in `source` and
+        // writable here; both regions stay mapped for the copy (borrowed).
+        // `copy` allows the two to be one region. No reference to the
+        // shared bytes is formed.
+        unsafe {
+            std::ptr::copy(source.base.as_ptr(), self.base.as_ptr(), len as usize);
+        }
+        Ok(())
+    }
+
+    /// Exposes no byte of the file until [`SharedRegion::grow_to`], for an
+    /// owner about to change the file's length under a region it has not
+    /// handed out (the exclusive borrow: nothing else holds this region).
+    /// A real mapping keeps its pages mapped; an emulated region fills
+    /// its bytes from the file again as it grows.
+    pub fn expose_none(&mut self) {
+        *self.len.get_mut() = 0;
+    }
+
     /// Opens the pages covering `[old, new)` of an emulated region and copies
     /// the file's bytes there. Runs under the growth lock.
     fn fill(&self, file: &FileRef, old: u64, new: u64) -> IoResult<()> {

@@ -18,7 +18,7 @@ pub mod superblock;
 mod txn;
 
 pub use error::{CheckpointError, ObjectError, Result};
-pub use objects::{FetchedOnodes, FreedHeapObject, HeapRecovery, HEAP_DIR};
+pub use objects::{FetchedOnodes, FreedHeapObject, HeapRecovery, SpareFill, HEAP_DIR};
 pub use store::{
     unobserved_thread, ChangeObserver, Durability, IndexView, MetaChange, Store, StoreHealth, StoreOptions,
     ThreadHealth, ThreadState, ROOT_ID,

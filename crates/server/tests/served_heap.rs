@@ -307,16 +307,18 @@ fn racing_processes_one_winner_per_round_nothing_torn() {
         assert_eq!(heap.get_by_name(&format!("contested-{round}")).unwrap_err().errno(), libc::ENOENT);
     }
     heap.sync().unwrap();
-    // A freed object's file is removed or kept emptied for reuse (a spare,
-    // at most SPARE_FILES of them): the control object's is the one file
-    // with bytes.
-    let lengths: Vec<u64> = std::fs::read_dir(t.store.join("heap"))
+    // A freed object's file is removed or kept for reuse (a spare, at most
+    // SPARE_FILES of them, emptied or small and whole, SPARE_KEPT_BYTES of
+    // them together): besides the control object's file, only spares.
+    let spares: Vec<u64> = std::fs::read_dir(t.store.join("heap"))
         .unwrap()
-        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_string_lossy() != control.to_string())
+        .map(|entry| entry.metadata().unwrap().len())
         .collect();
-    let with_bytes = lengths.iter().filter(|&&len| len > 0).count();
-    assert_eq!(with_bytes, 1, "heap files with bytes besides the control object: {lengths:?}");
-    assert!(lengths.len() - 1 <= larder_heap::limits::SPARE_FILES, "{} spares", lengths.len() - 1);
+    assert!(spares.len() <= larder_heap::limits::SPARE_FILES, "{} spares", spares.len());
+    assert!(spares.iter().all(|&len| len <= larder_heap::limits::SPARE_KEPT_FILE_BYTES), "spares: {spares:?}");
+    assert!(spares.iter().sum::<u64>() <= larder_heap::limits::SPARE_KEPT_BYTES, "spares: {spares:?}");
 }
 
 #[test]

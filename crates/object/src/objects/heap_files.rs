@@ -17,11 +17,13 @@
 //! removed (a create costs an inode allocation, which on ext4 without a
 //! journal walks every inode of the group freed in the last minutes): once
 //! the free is durable and nothing holds the file open or mapped, it is
-//! emptied ([`Store::empty_heap_file_if_unshared`]), then renamed to an id issued for
+//! taken ([`Store::take_heap_file_if_unshared`]: emptied, or a small one
+//! kept whole for a copy to overwrite), then renamed to an id issued for
 //! the object that will take it ([`Store::rename_heap_file`]), and sized
-//! when that object is made ([`Transaction::create_heap_object_mapped`]).
-//! The new record says so (`HEAP_OBJECT_RECYCLED`) until a sync makes the
-//! bytes durable: a crash may keep the rename and lose the emptying, so
+//! (or filled) when that object is made
+//! ([`Transaction::create_heap_object_in_mapped_spare`]). The new record
+//! says so (`HEAP_OBJECT_RECYCLED`) until a sync makes the bytes durable:
+//! a crash may keep the rename and lose the emptying or the new bytes, so
 //! recovery empties such a file again.
 
 use std::ops::Bound;
@@ -37,6 +39,20 @@ use crate::meta::{
 use crate::store::Durability;
 use crate::store::Store;
 use crate::txn::Transaction;
+
+/// How a new heap object fills the spare file it takes
+/// ([`Transaction::create_heap_object_in_mapped_spare`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpareFill {
+    /// Zeros: an allocation. Bytes the spare kept are dropped first.
+    Zeros,
+    /// The first bytes of heap object `source`'s file, copied file to file
+    /// in the kernel (`copy_file_range`).
+    CopyOf(u64),
+    /// Sized only, keeping what the spare held: the caller stores every
+    /// byte through the mapping before anything can read it.
+    Overwrite,
+}
 
 /// The directory of heap files under the store's directory.
 pub const HEAP_DIR: &str = "heap";
@@ -174,20 +190,27 @@ impl Store {
         }
     }
 
-    /// Empties the file of heap object `id`, whose free is durable, for
+    /// Takes the file of heap object `id`, whose free is durable, for
     /// reuse by a new object, if nothing holds it open or mapped (in this
     /// process or another: a client may still map a freed object, and must
-    /// not see a new object's bytes there). `false`: in use, missing, or
-    /// the storage cannot tell; the caller removes it instead.
-    pub fn empty_heap_file_if_unshared(&self, id: u64) -> Result<bool> {
+    /// not see a new object's bytes there). A file of at most `keep_bytes`
+    /// keeps its bytes, for a copy to overwrite in place (pages and blocks
+    /// already there); a longer one is emptied. Returns the bytes kept;
+    /// `None`: in use, missing, or the storage cannot tell, and the caller
+    /// removes it instead.
+    pub fn take_heap_file_if_unshared(&self, id: u64, keep_bytes: u64) -> Result<Option<u64>> {
         let file = match self.storage().open_unshared(&self.heap_file_path(id)) {
             Ok(Some(file)) => file,
-            Ok(None) => return Ok(false),
-            Err(e) if e.is_not_found() => return Ok(false),
+            Ok(None) => return Ok(None),
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
+        let len = file.len()?;
+        if len <= keep_bytes {
+            return Ok(Some(len));
+        }
         file.set_len(0)?;
-        Ok(true)
+        Ok(Some(0))
     }
 
     /// Renames the file of heap object `from` (a spare: emptied, without a
@@ -419,19 +442,20 @@ impl Transaction<'_> {
     /// Creates heap object `id` as [`Transaction::create_heap_object`]
     /// does, and maps its file (`reserve`, `access`: see
     /// [`Store::map_heap_file`]) through the descriptor that made it. With
-    /// `spare`, `heap/<id>` is a freed object's file already there,
-    /// emptied and renamed to this id ([`Store::empty_heap_file_if_unshared`],
-    /// [`Store::rename_heap_file`]): it is extended to `size` (zeros) and the
-    /// record flagged `HEAP_OBJECT_RECYCLED`, with no inode to allocate; a
-    /// spare gone from the directory is passed over. Returns the mapping
-    /// and whether the spare was used.
+    /// `spare` (the bytes it kept), `heap/<id>` is a freed object's file
+    /// already there, renamed to this id ([`Store::take_heap_file_if_unshared`],
+    /// [`Store::rename_heap_file`]): it is emptied if it kept bytes,
+    /// extended to `size` (zeros) and the record flagged
+    /// `HEAP_OBJECT_RECYCLED`, with no inode to allocate; a spare gone
+    /// from the directory is passed over. Returns the mapping and whether
+    /// the spare was used.
     pub fn create_heap_object_mapped(
         &mut self,
         id: u64,
         size: u64,
         owner: (u32, u32, u32),
         record: &HeapObject,
-        spare: bool,
+        spare: Option<u64>,
         (reserve, access): (u64, MapAccess),
     ) -> Result<(SharedRegion, bool)> {
         if size > MAX_OBJECT_BYTES {
@@ -439,8 +463,18 @@ impl Transaction<'_> {
         }
         self.check_new_heap_object(id)?;
         let store = self.store();
-        let recycled = if spare {
-            match store.storage().map_shared_sized(&store.heap_file_path(id), false, size, reserve, access) {
+        let path = store.heap_file_path(id);
+        let spare_ready = match spare {
+            Some(kept) if kept > 0 => match store.storage().set_file_len(&path, 0) {
+                Ok(()) => true,
+                Err(e) if e.is_not_found() => false,
+                Err(e) => return Err(e.into()),
+            },
+            Some(_) => true,
+            None => false,
+        };
+        let recycled = if spare_ready {
+            match store.storage().map_shared_sized(&path, false, size, reserve, access) {
                 Ok(region) => Some(region),
                 Err(e) if e.is_not_found() => None,
                 Err(e) => return Err(e.into()),
@@ -460,29 +494,44 @@ impl Transaction<'_> {
 
     /// Creates heap object `id` as [`Transaction::create_heap_object_mapped`]
     /// does with a spare, the spare `heap/<id>` being mapped already
-    /// (`region`, made when the spare was, its reservation big enough for
-    /// `size`): the file is sized (one `truncate`) and the region grown to
-    /// it. With `copy_of`, the (empty) spare is filled instead with the
-    /// first `size` bytes of that heap object's file
-    /// ([`Store::copy_heap_file`]), which sizes it too. `NotFound` if the
-    /// spare is gone from the directory.
+    /// (`region`, made when the spare was, exposing none of its bytes, its
+    /// reservation big enough for `size`) and holding `kept` bytes of the
+    /// freed object it was: the file is made `size` bytes as `fill` says
+    /// and the region grown to it. `NotFound` if the spare is gone from
+    /// the directory.
     pub fn create_heap_object_in_mapped_spare(
         &mut self,
         id: u64,
         size: u64,
         owner: (u32, u32, u32),
         record: &HeapObject,
-        region: &SharedRegion,
-        copy_of: Option<u64>,
+        (region, kept): (&SharedRegion, u64),
+        fill: SpareFill,
     ) -> Result<()> {
         if size > MAX_OBJECT_BYTES {
             return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
         }
         self.check_new_heap_object(id)?;
         let store = self.store();
-        match copy_of {
-            Some(source) => store.copy_heap_file(source, id, size)?,
-            None => store.storage().set_file_len(&store.heap_file_path(id), size)?,
+        let path = store.heap_file_path(id);
+        match fill {
+            SpareFill::Zeros if kept > 0 => {
+                let file = store.storage().open(&path, OpenOptions::WRITE)?;
+                file.set_len(0)?;
+                file.set_len(size)?;
+            }
+            SpareFill::Zeros => store.storage().set_file_len(&path, size)?,
+            SpareFill::CopyOf(source) => {
+                store.copy_heap_file(source, id, size)?;
+                if kept > size {
+                    store.storage().set_file_len(&path, size)?;
+                }
+            }
+            SpareFill::Overwrite => {
+                if kept != size {
+                    store.storage().set_file_len(&path, size)?;
+                }
+            }
         }
         region.grow_to(size)?;
         let record = HeapObject { flags: record.flags | HEAP_OBJECT_RECYCLED, ..*record };

@@ -29,7 +29,7 @@ mod write;
 mod xattrs;
 
 pub(crate) use extent_cache::{maps_after, ExtentCache};
-pub use heap_files::{HeapRecovery, HEAP_DIR};
+pub use heap_files::{HeapRecovery, SpareFill, HEAP_DIR};
 pub use heap_free::FreedHeapObject;
 pub use read_many::FetchedOnodes;
 pub(crate) use replay::{DataDamage, ReplayVerifier};
