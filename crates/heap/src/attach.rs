@@ -31,30 +31,6 @@ pub(crate) struct Attached {
     pub(crate) owner: Owner,
 }
 
-/// Stores `data` at `offset` of `region` (writable, at least that long:
-/// checked), outside any `Attached`: for a new object's mapping before it
-/// is attached.
-pub(crate) fn store_in(region: &SharedRegion, offset: u64, data: &[u8]) -> Result<()> {
-    let end = offset.checked_add(data.len() as u64).filter(|end| *end <= region.len());
-    if end.is_none() || region.access() != MapAccess::ReadWrite {
-        return Err(crate::error::invalid(format!(
-            "{} bytes at {offset} of a {}-byte mapping of {}",
-            data.len(),
-            region.len(),
-            region.path().display()
-        )));
-    }
-    #[allow(unsafe_code)]
-    // SAFETY: `[offset, offset + len)` is inside the region's length and
-    // the region is writable (both checked above); `region` keeps the
-    // mapping alive for the copy, which forms no reference to the shared
-    // bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(data.as_ptr(), region.as_ptr().add(offset as usize), data.len());
-    }
-    Ok(())
-}
-
 /// The reservation for an object of `len` bytes.
 pub(crate) fn reserve_for(len: u64) -> u64 {
     len.saturating_mul(2).max(MIN_RESERVE_BYTES)

@@ -38,11 +38,11 @@ impl Heap {
     ///
     /// The copy is made as [`Heap::alloc`] makes an object (a freed
     /// object's spare file reused when there is one) and attached to this
-    /// process. Its bytes go from file to file inside the kernel
-    /// (`copy_file_range`: none through user space, no page faults on
-    /// either mapping), or, into a small spare that kept its freed
-    /// object's pages, from mapping to mapping; they are durable at the
-    /// next [`Heap::sync`] like any other object's bytes.
+    /// process. Its bytes are written to the copy's file straight from
+    /// the source's mapping (one `pwrite`, no page fault on the copy's
+    /// mapping), or, into a small spare that kept its freed object's
+    /// pages, stored from mapping to mapping; they are durable at the next
+    /// [`Heap::sync`] like any other object's bytes.
     pub fn copy(&self, object: ObjectId) -> Result<ObjectId> {
         let id = object.0;
         self.check_writable("copy an object")?;
@@ -73,23 +73,19 @@ impl Heap {
                 None => Err(crate::error::not_found(format!("object {id}"))),
             }
         };
-        let file_holds_bytes = !source.region().is_emulated();
+        let source_region = source.region();
         let locks = [LockRequest::Shared(id)];
-        self.make_object(size, copy, &locks, file_holds_bytes.then_some(id), |txn, new, region, bytes| {
+        self.make_object(size, copy, &locks, Some(&source_region), |txn, new, region, bytes| {
             in_heap(txn)?;
             match bytes {
-                // The spare's file was filled from the source's.
                 NewBytes::Copied => {}
                 // A small spare kept its pages: stores into them cost no
                 // page allocation, which a new file's first write does.
-                NewBytes::Unset => region.copy_from(&source.region(), size)?,
-                // Emulated mappings hold bytes their files do not have yet.
-                NewBytes::Zeros if !file_holds_bytes || region.is_emulated() => {
-                    let mut bytes = vec![0u8; usize::try_from(size).map_err(|_| crate::error::invalid("too large"))?];
-                    source.read(0, &mut bytes)?;
-                    crate::attach::store_in(region, 0, &bytes)?;
-                }
-                NewBytes::Zeros => store.copy_heap_file(id, new, size)?,
+                NewBytes::Unset => region.copy_from(&source_region, size)?,
+                // An emulated mapping's bytes reach its file when flushed.
+                NewBytes::Zeros if region.is_emulated() => region.copy_from(&source_region, size)?,
+                // Through the new mapping, each page would fault.
+                NewBytes::Zeros => store.write_heap_file_from(&source_region, new, size)?,
             }
             for (key, value) in &spans {
                 txn.put(&heap_span_key(new, *key), value);

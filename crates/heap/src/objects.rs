@@ -32,7 +32,7 @@ impl From<ObjectError> for FreeFailure {
 pub(crate) enum NewBytes {
     /// Zeros.
     Zeros,
-    /// The bytes of the object `copy_of` named, copied by the kernel.
+    /// The bytes `copy_of` exposes, written to the file.
     Copied,
     /// Whatever the spare it took kept: `fill` stores every byte.
     Unset,
@@ -56,16 +56,16 @@ impl Heap {
     /// (with the new id, its mapping, and what its bytes are) once the
     /// object's file exists and is mapped. A freed object's spare file is
     /// reused when there is one (a rename already done: no inode
-    /// allocated). With `copy_of` (an object whose file holds all its
-    /// bytes: a real mapping's), a spare that kept enough bytes is left
-    /// for `fill` to overwrite through the mappings, and another is filled
-    /// by copying the object's file; without, the bytes are zeros.
+    /// allocated). With `copy_of` (the mapping of an object to copy), a
+    /// spare that kept enough bytes is left for `fill` to overwrite through
+    /// the mappings, and another is filled from `copy_of`; without, and in
+    /// a new file, the bytes are zeros.
     pub(crate) fn make_object(
         &self,
         size: u64,
         record: HeapObject,
         locks: &[LockRequest],
-        copy_of: Option<u64>,
+        copy_of: Option<&SharedRegion>,
         fill: impl FnOnce(&mut Transaction<'_>, u64, &SharedRegion, NewBytes) -> Result<()>,
     ) -> Result<ObjectId> {
         // A spare file is already named by the id issued for it.
@@ -90,10 +90,9 @@ impl Heap {
             let mapped = spare.and_then(|s| s.region).filter(|r| r.reserve() >= reserve);
             let made = match mapped {
                 Some(region) => {
-                    // An emulated spare's bytes are its region's, not its file's.
-                    let (spare_fill, bytes) = match copy_of.filter(|_| !region.is_emulated()) {
+                    let (spare_fill, bytes) = match copy_of {
                         Some(_) if kept.unwrap_or(0) >= size => (SpareFill::Overwrite, NewBytes::Unset),
-                        Some(source) => (SpareFill::CopyOf(source), NewBytes::Copied),
+                        Some(source) => (SpareFill::CopyFrom(source), NewBytes::Copied),
                         None => (SpareFill::Zeros, NewBytes::Zeros),
                     };
                     let spare = (&region, kept.unwrap_or(0));

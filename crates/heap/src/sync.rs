@@ -362,6 +362,9 @@ impl Heap {
                 store.rename_heap_file(id, spare)?;
                 let mut region = store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok();
                 if let Some(region) = region.as_mut() {
+                    // The faults of a copy's stores into the kept pages are
+                    // taken here, off the copy's path.
+                    region.populate_for_stores();
                     region.expose_none();
                 }
                 self.shared.pending.lock().spares.push(Spare { id: spare, region, kept });

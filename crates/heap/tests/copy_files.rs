@@ -1,7 +1,8 @@
-//! `Heap::copy` on real files: the bytes go from the source's file to the
-//! copy's in the kernel, so what was stored through the source's mapping
-//! and never synced is copied too, into a freed object's spare file or a
-//! new one; a copy is durable at the next sync like any object.
+//! `Heap::copy` on real files: the bytes come from the source's mapping,
+//! so what was stored through it and never synced is copied too, into a
+//! freed object's spare file (written, or overwritten in place when it kept
+//! enough bytes) or a new one; a copy is durable at the next sync like any
+//! object.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -211,9 +211,9 @@ impl Storage for CheckedStorage {
         self.inner.map_shared_sized(path, create, len, reserve, access)
     }
 
-    fn copy_file(&self, from: &Path, to: &Path, len: u64) -> IoResult<()> {
+    fn write_file_from(&self, source: &crate::SharedRegion, to: &Path, len: u64) -> IoResult<()> {
         self.latch.check()?;
-        self.inner.copy_file(from, to, len)
+        self.inner.write_file_from(source, to, len)
     }
 
     fn open_unshared(&self, path: &Path) -> IoResult<Option<FileRef>> {

@@ -49,7 +49,7 @@ pub use real::RealStorage;
 pub use shared::{page_size, FileIdentity, FileStatus, MapAccess, SharedRegion};
 pub use sim::SimStorage;
 pub use storage::{
-    copy_by_reads, read_exact_at, write_all_at, Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage,
-    StorageRef, DIRECT_ALIGN,
+    read_exact_at, write_all_at, Directory, DirectoryRef, File, FileRef, Lock, OpenOptions, Storage, StorageRef,
+    DIRECT_ALIGN,
 };
 pub use zeros::{zeros, ZEROS_BYTES};

@@ -78,29 +78,11 @@ impl Storage for RealStorage {
         Ok(Some(Arc::new(RealFile { file, path: path.to_path_buf(), direct: None })))
     }
 
-    /// `copy_file_range` from offset 0 of one to offset 0 of the other:
-    /// the kernel moves the page cache's bytes, none through user space and
-    /// no page faults on either file's mappings. Where the kernel refuses
-    /// it (another file system, an old kernel), reads and writes instead.
-    fn copy_file(&self, from: &Path, to: &Path, len: u64) -> IoResult<()> {
-        let source = std::fs::File::open(from).map_err(|e| IoError::os("open", from, e))?;
+    /// One `pwrite` (a few for huge regions) straight from the region's
+    /// pages (`SharedRegion::write_to`).
+    fn write_file_from(&self, source: &SharedRegion, to: &Path, len: u64) -> IoResult<()> {
         let target = std::fs::OpenOptions::new().write(true).open(to).map_err(|e| IoError::os("open", to, e))?;
-        let (mut read_at, mut write_at) = (0u64, 0u64);
-        while read_at < len {
-            let want = usize::try_from(len - read_at).unwrap_or(usize::MAX).min(1 << 30);
-            match rustix::fs::copy_file_range(&source, Some(&mut read_at), &target, Some(&mut write_at), want) {
-                Ok(0) => return Err(IoError::UnexpectedEof { path: from.to_path_buf(), offset: read_at }),
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) if read_at == 0 && copy_unsupported(e) => {
-                    let source = RealFile { file: source, path: from.to_path_buf(), direct: None };
-                    let target = RealFile { file: target, path: to.to_path_buf(), direct: None };
-                    return crate::storage::copy_by_reads(&source, &target, len);
-                }
-                Err(e) => return Err(IoError::os("copy_file_range", to, e.into())),
-            }
-        }
-        Ok(())
+        source.write_to(&target, to, len)
     }
 
     fn create_dir_all(&self, path: &Path) -> IoResult<()> {
@@ -430,11 +412,4 @@ fn write_lease_granted(file: &std::fs::File) -> bool {
         }
     }
     granted
-}
-
-/// Whether `copy_file_range` failed because it cannot copy between these
-/// files at all (not an I/O error): the caller copies another way.
-fn copy_unsupported(e: rustix::io::Errno) -> bool {
-    use rustix::io::Errno;
-    [Errno::XDEV, Errno::NOSYS, Errno::OPNOTSUPP, Errno::INVAL].contains(&e)
 }

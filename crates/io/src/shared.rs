@@ -308,6 +308,75 @@ impl SharedRegion {
         Ok(())
     }
 
+    /// Writes the first `len` bytes the region exposes (checked) to the
+    /// start of `file` (`path`, for errors) with `pwrite` straight from
+    /// the region's pages: one copy, by the kernel, where
+    /// `copy_file_range` from the mapped file splices its page cache one
+    /// small folio at a time (a file written through a mapping has 4 KiB
+    /// folios): 1 MiB in 216 against 293 µs (2026-11-28, this machine).
+    pub(crate) fn write_to(&self, file: &std::fs::File, path: &Path, len: u64) -> IoResult<()> {
+        use std::os::fd::AsRawFd;
+        if len > self.len() {
+            return Err(invalid(&self.path, "write past the region's length"));
+        }
+        let mut done = 0u64;
+        while done < len {
+            let want = usize::try_from(len - done).unwrap_or(usize::MAX).min(1 << 30);
+            let offset = libc::off_t::try_from(done).map_err(|_| invalid(path, "offset past off_t"))?;
+            #[allow(unsafe_code)]
+            // SAFETY: `[done, done + want)` lies below `len <= self.len()`,
+            // so its pages are mapped and readable, and the borrow keeps the
+            // mapping alive for the call. The kernel reads the bytes; Rust
+            // forms no reference to them (other threads may store there).
+            let written = unsafe {
+                libc::pwrite(file.as_raw_fd(), self.base.as_ptr().add(done as usize).cast::<c_void>(), want, offset)
+            };
+            match written {
+                n if n > 0 => done += n as u64,
+                0 => return Err(IoError::os("pwrite", path, std::io::ErrorKind::WriteZero.into())),
+                _ => {
+                    let error = std::io::Error::last_os_error();
+                    if error.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(IoError::os("pwrite", path, error));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps every page of the bytes the region exposes writable now
+    /// (Linux's `MADV_POPULATE_WRITE`: page tables made, pages read if not
+    /// cached, marked dirty as a store would), so that later stores take
+    /// no page fault: for an owner that can pay for the faults before the
+    /// stores that would otherwise meet them. Says whether the kernel did
+    /// it (false for an emulated or read-only region, on a kernel without
+    /// the advice, or for a file cut short meanwhile).
+    pub fn populate_for_stores(&self) -> bool {
+        let len = self.len();
+        if len == 0 || self.access != MapAccess::ReadWrite || self.is_emulated() {
+            return false;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            #[allow(unsafe_code)]
+            // SAFETY: `[0, len)` lies inside the reservation this region owns
+            // and maps its file read-write; populating changes no byte.
+            unsafe {
+                rustix::mm::madvise(
+                    self.base.as_ptr().cast::<c_void>(),
+                    len as usize,
+                    rustix::mm::Advice::LinuxPopulateWrite,
+                )
+                .is_ok()
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
     /// Exposes no byte of the file until [`SharedRegion::grow_to`], for an
     /// owner about to change the file's length under a region it has not
     /// handed out (the exclusive borrow: nothing else holds this region).

@@ -242,17 +242,24 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         drop(file);
         self.map_shared(path, reserve, access)
     }
-    /// Makes the first `len` bytes of the file at `to` (which exists) the
-    /// first `len` bytes of the file at `from`, neither kept open; `to`
-    /// ends at least `len` bytes long. The real backend copies inside the
-    /// kernel (`copy_file_range`: no bytes through user space, and the
-    /// page cache's current bytes, so a `MAP_SHARED` mapping's stores are
-    /// copied); the default reads and writes. `UnexpectedEof` if `from`
-    /// is shorter than `len`.
-    fn copy_file(&self, from: &Path, to: &Path, len: u64) -> IoResult<()> {
-        let source = self.open(from, OpenOptions::READ)?;
+    /// Makes the first `len` bytes of the file at `to` (which exists, not
+    /// kept open) the first `len` bytes `source` exposes (checked); `to`
+    /// ends at least `len` bytes long. Other threads may store to `source`
+    /// meanwhile: `to` then gets some mix of old and new bytes, as from a
+    /// write-back. The real backend writes straight from the mapped pages
+    /// (`pwrite`: one copy, by the kernel); the default copies through a
+    /// buffer.
+    fn write_file_from(&self, source: &crate::SharedRegion, to: &Path, len: u64) -> IoResult<()> {
         let target = self.open(to, OpenOptions::WRITE)?;
-        copy_by_reads(&*source, &*target, len)
+        let mut buf = vec![0u8; len.min(1 << 20) as usize];
+        let mut offset = 0;
+        while offset < len {
+            let n = (len - offset).min(buf.len() as u64) as usize;
+            source.read_into(offset, &mut buf[..n])?;
+            write_all_at(&*target, &buf[..n], offset)?;
+            offset += n as u64;
+        }
+        Ok(())
     }
     /// Opens the file at `path` for writing only if no other open file
     /// description refers to it: no descriptor and no mapping, in this
@@ -279,20 +286,6 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         let file = self.open(path, options)?;
         crate::SharedRegion::emulated(file, reserve, access)
     }
-}
-
-/// Copies the first `len` bytes of `from` to the start of `to` through a
-/// buffer (at most 1 MiB at a time).
-pub fn copy_by_reads(from: &dyn File, to: &dyn File, len: u64) -> IoResult<()> {
-    let mut buf = vec![0u8; len.min(1 << 20) as usize];
-    let mut offset = 0;
-    while offset < len {
-        let n = (len - offset).min(buf.len() as u64) as usize;
-        read_exact_at(from, &mut buf[..n], offset)?;
-        write_all_at(to, &buf[..n], offset)?;
-        offset += n as u64;
-    }
-    Ok(())
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with

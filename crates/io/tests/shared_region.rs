@@ -340,3 +340,52 @@ fn real_write_back_except_refuses_a_file_replaced_under_its_path() {
     assert!(!region.write_back_except(region.len(), &std::collections::BTreeSet::new()).unwrap());
     assert!(!region.holds_descriptor(), "no descriptor of another file is kept");
 }
+
+/// `Storage::write_file_from` writes a region's current bytes (stores never
+/// flushed included) over the start of another file, on both backends, and
+/// refuses more bytes than the region exposes, leaving the file alone.
+#[test]
+fn write_file_from_writes_the_regions_bytes_on_both_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = SimStorage::new(5);
+    let (real, sim_ref): (Arc<dyn Storage>, Arc<dyn Storage>) = (Arc::new(RealStorage::new()), Arc::new(sim.clone()));
+    for (storage, base) in [(real, dir.path().to_path_buf()), (sim_ref, std::path::PathBuf::from("/w"))] {
+        let (source, target) = (base.join("source"), base.join("target"));
+        durable_file(&*storage, &source, &[1u8; 9000]);
+        durable_file(&*storage, &target, &[2u8; 100]);
+        let region = storage.map_shared(&source, 1 << 20, MapAccess::ReadWrite).unwrap();
+        store(&region, 8000, b"stored, never flushed");
+        assert!(storage.write_file_from(&region, &target, 9001).is_err(), "past the region");
+        assert_eq!(read_all(&*storage, &target), vec![2u8; 100], "a refused write changes nothing");
+        storage.write_file_from(&region, &target, 9000).unwrap();
+        let mut expected = vec![1u8; 9000];
+        expected[8000..8021].copy_from_slice(b"stored, never flushed");
+        assert!(read_all(&*storage, &target) == expected, "emulated: {}", region.is_emulated());
+    }
+}
+
+/// `copy_from` copies one region's bytes into another's and refuses a
+/// copy past either region or into a read-only one; `expose_none` hides a
+/// region's bytes until it grows again, and growth shows the file's.
+#[test]
+fn copy_from_and_expose_none_on_real_regions() {
+    let dir = tempfile::tempdir().unwrap();
+    let source_path = real_file(dir.path(), "source", &[3u8; 5000]);
+    let target_path = real_file(dir.path(), "target", &[4u8; 8192]);
+    let real = RealStorage::new();
+    let source = real.map_shared(&source_path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    let mut target = real.map_shared(&target_path, 1 << 20, MapAccess::ReadWrite).unwrap();
+    assert!(target.populate_for_stores(), "a kernel with MADV_POPULATE_WRITE (5.14 and later)");
+    assert!(target.copy_from(&source, 5001).is_err(), "past the source");
+    target.copy_from(&source, 5000).unwrap();
+    assert_eq!(load(&target, 0, 5000), vec![3u8; 5000]);
+    assert_eq!(load(&target, 5000, 3192), vec![4u8; 3192], "bytes past the copy stay");
+    let read_only = real.map_shared(&source_path, 1 << 20, MapAccess::ReadOnly).unwrap();
+    assert!(read_only.copy_from(&target, 10).is_err(), "into a read-only region");
+    target.expose_none();
+    assert_eq!(target.len(), 0);
+    assert!(target.copy_from(&source, 1).is_err(), "nothing exposed: nothing to copy into");
+    real.set_file_len(&target_path, 100).unwrap();
+    target.grow_to(100).unwrap();
+    assert_eq!(load(&target, 0, 100), vec![3u8; 100], "the file's bytes, shortened");
+}

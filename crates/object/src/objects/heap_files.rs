@@ -42,13 +42,13 @@ use crate::txn::Transaction;
 
 /// How a new heap object fills the spare file it takes
 /// ([`Transaction::create_heap_object_in_mapped_spare`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpareFill {
+#[derive(Debug, Clone, Copy)]
+pub enum SpareFill<'a> {
     /// Zeros: an allocation. Bytes the spare kept are dropped first.
     Zeros,
-    /// The first bytes of heap object `source`'s file, copied file to file
-    /// in the kernel (`copy_file_range`).
-    CopyOf(u64),
+    /// The first bytes of another heap object's mapping, written to the
+    /// file ([`Store::write_heap_file_from`]).
+    CopyFrom(&'a SharedRegion),
     /// Sized only, keeping what the spare held: the caller stores every
     /// byte through the mapping before anything can read it.
     Overwrite,
@@ -157,13 +157,12 @@ impl Store {
         Ok(self.storage().open(&self.heap_file_path(id), options)?)
     }
 
-    /// Copies the first `len` bytes of heap object `from`'s file to the
-    /// start of heap object `to`'s (`larder_io::Storage::copy_file`: in
-    /// the kernel on the real backend, the page cache's bytes, so what a
-    /// mapping of `from` stored is copied). Durable once `to`'s file is
-    /// synced.
-    pub fn copy_heap_file(&self, from: u64, to: u64, len: u64) -> Result<()> {
-        Ok(self.storage().copy_file(&self.heap_file_path(from), &self.heap_file_path(to), len)?)
+    /// Writes the first `len` bytes `source` (a heap object's mapping)
+    /// exposes to the start of heap object `to`'s file
+    /// (`larder_io::Storage::write_file_from`: straight from the mapped
+    /// pages on the real backend). Durable once `to`'s file is synced.
+    pub fn write_heap_file_from(&self, source: &SharedRegion, to: u64, len: u64) -> Result<()> {
+        Ok(self.storage().write_file_from(source, &self.heap_file_path(to), len)?)
     }
 
     /// Extends the file of heap object `id` to `len` bytes (zeros); a file
@@ -506,7 +505,7 @@ impl Transaction<'_> {
         owner: (u32, u32, u32),
         record: &HeapObject,
         (region, kept): (&SharedRegion, u64),
-        fill: SpareFill,
+        fill: SpareFill<'_>,
     ) -> Result<()> {
         if size > MAX_OBJECT_BYTES {
             return Err(ObjectError::TooLarge { object: id, end: size, max: MAX_OBJECT_BYTES });
@@ -521,8 +520,8 @@ impl Transaction<'_> {
                 file.set_len(size)?;
             }
             SpareFill::Zeros => store.storage().set_file_len(&path, size)?,
-            SpareFill::CopyOf(source) => {
-                store.copy_heap_file(source, id, size)?;
+            SpareFill::CopyFrom(source) => {
+                store.write_heap_file_from(source, id, size)?;
                 if kept > size {
                     store.storage().set_file_len(&path, size)?;
                 }
