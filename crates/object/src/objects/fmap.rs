@@ -46,24 +46,23 @@ pub(crate) fn successor(key: &[u8]) -> Vec<u8> {
 }
 
 /// The entries of `object` overlapping `[start, end)`, in offset order, as
-/// the transaction sees them (its own writes included). The first may
-/// start before `start`: it is found by one backward seek from `start`'s
-/// block, since entries start on blocks and never overlap.
+/// the transaction sees them (its own writes included). One backward scan
+/// from `end`: entries start on blocks and never overlap, so it stops at
+/// the first that starts at or before `start` (which overlaps if it ends
+/// past `start`), and a write inside one entry reads one key.
 pub(crate) fn overlapping(txn: &Transaction<'_>, object: u64, start: u64, end: u64) -> Result<Vec<Mapped>> {
     let limits = txn.limits();
-    let mut out = Vec::new();
     if start >= end {
-        return Ok(out);
+        return Ok(Vec::new());
     }
-    let first = successor(&fmap_key(object, super::align_down(start)));
-    if let Some((k, v)) = txn.scan(&fmap_prefix(object), &first, false, 1)?.into_iter().next() {
-        let m = Mapped::decode(&k, &v, &limits)?;
+    let starts_by_start = |key: &[u8]| decode_fmap_key(key).map_or(true, |(_, offset)| offset <= start);
+    let found = txn.scan_until(&fmap_prefix(object), &fmap_key(object, end), false, starts_by_start)?;
+    let mut out = Vec::with_capacity(found.len());
+    for (k, v) in found.iter().rev() {
+        let m = Mapped::decode(k, v, &limits)?;
         if m.end() > start {
             out.push(m);
         }
-    }
-    for (k, v) in txn.scan(&first, &fmap_key(object, end), true, usize::MAX)? {
-        out.push(Mapped::decode(&k, &v, &limits)?);
     }
     Ok(out)
 }

@@ -145,8 +145,29 @@ impl<'a> Transaction<'a> {
     /// state, at most `limit` of them. The index is read lazily, so a small
     /// limit costs a seek, not a scan.
     pub fn scan(&self, start: &[u8], end: &[u8], forward: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if start >= end || limit == 0 {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut left = limit;
+        self.scan_until(start, end, forward, |_| {
+            left -= 1;
+            left == 0
+        })
+    }
+
+    /// Live keys in `[start, end)` in order (backward when `!forward`), as
+    /// [`Transaction::scan`] reads them, up to and including the first for
+    /// which `last` (given its key) says true: a scan that stops on what it
+    /// finds, reading the index no further.
+    pub fn scan_until(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        forward: bool,
+        mut last: impl FnMut(&[u8]) -> bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        if start >= end {
             return Ok(out);
         }
         let mut index = self.store.index().range(Bound::Included(start), Bound::Excluded(end), forward)?.peekable();
@@ -154,7 +175,8 @@ impl<'a> Transaction<'a> {
         let mut pending: Box<dyn Iterator<Item = PendingEntry<'_>>> =
             if forward { Box::new(range) } else { Box::new(range.rev()) };
         let mut next_pending = pending.next();
-        while out.len() < limit {
+        loop {
+            let found = out.len();
             let from_index = match index.peek() {
                 Some(Ok((k, _))) => Some(k.clone()),
                 Some(Err(_)) => match index.next() {
@@ -185,6 +207,9 @@ impl<'a> Transaction<'a> {
                 next_pending = pending.next();
             } else if let Some(kv) = index.next() {
                 out.push(kv?);
+            }
+            if out.len() > found && out.last().is_some_and(|(k, _)| last(k)) {
+                break;
             }
         }
         Ok(out)
