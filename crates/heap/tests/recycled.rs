@@ -109,3 +109,38 @@ fn recovery_empties_a_recycled_file_never_synced() {
     assert_eq!(buf, vec![0; 3000], "never synced: zeros, whatever reached the disk");
     assert!(!store.heap_object(b.0).unwrap().unwrap().is_recycled(), "recovery cleared the flag");
 }
+
+#[test]
+fn recovery_empties_a_copy_into_a_kept_spare_never_synced() {
+    let (sim, store, h) = sim_heap(8);
+    let source = h.alloc(3000).unwrap();
+    h.write_at(source, 0, &[0xCC; 3000]).unwrap();
+    h.add_name(source, "source").unwrap();
+    let freed = h.alloc(5000).unwrap();
+    h.write_at(freed, 0, &[0xAA; 5000]).unwrap();
+    h.sync().unwrap();
+    h.free(freed).unwrap();
+    h.sync().unwrap();
+    // The freed file is small: a spare that kept its 5,000 bytes, which
+    // the copy overwrites in place (and shortens).
+    let copy = h.copy(source).unwrap();
+    assert!(store.heap_object(copy.0).unwrap().unwrap().is_recycled(), "the copy took the spare");
+    let mut buf = vec![0u8; 3000];
+    h.read_at(copy, 0, &mut buf).unwrap();
+    assert_eq!(buf, vec![0xCC; 3000]);
+    h.add_name(copy, "copy").unwrap();
+    // The record reaches the disk, the copy's bytes maybe not: no heap sync.
+    store.sync().unwrap();
+    drop(h);
+    drop(store);
+    let image = sim.crash_with(CrashMode::KeepAllPending);
+    let store = reopen_sim(&image);
+    let h = common::heap(&store);
+    let copy = h.get_by_name("copy").unwrap();
+    let mut buf = vec![1u8; 3000];
+    h.read_at(copy, 0, &mut buf).unwrap();
+    assert_eq!(buf, vec![0; 3000], "never synced: zeros, never the freed object's bytes");
+    let mut source_bytes = vec![0u8; 3000];
+    h.read_at(h.get_by_name("source").unwrap(), 0, &mut source_bytes).unwrap();
+    assert_eq!(source_bytes, vec![0xCC; 3000], "the source is as synced");
+}
