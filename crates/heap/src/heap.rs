@@ -61,12 +61,19 @@ pub(crate) struct Spare {
 }
 
 impl Pending {
-    /// A spare for a new object of `size` bytes: for a copy, one that kept
-    /// at least that many bytes (overwritten in place) if any; for an
-    /// allocation, an emptied one if any; else the latest.
+    /// A spare for a new object of `size` bytes, the latest of the best:
+    /// one that fits (for a copy, one that kept at least `size` bytes, to
+    /// overwrite in place; for an allocation, an emptied one), then one
+    /// already mapped.
     pub(crate) fn take_spare(&mut self, size: u64, copy: bool) -> Option<Spare> {
-        let fits = |spare: &Spare| if copy { spare.kept >= size } else { spare.kept == 0 };
-        let index = self.spares.iter().rposition(fits).or(self.spares.len().checked_sub(1))?;
+        let score = |spare: &Spare| {
+            let fits = match copy {
+                true => spare.kept >= size && spare.region.is_some(),
+                false => spare.kept == 0,
+            };
+            u8::from(fits) * 2 + u8::from(spare.region.is_some())
+        };
+        let (index, _) = self.spares.iter().enumerate().max_by_key(|&(index, spare)| (score(spare), index))?;
         Some(self.spares.swap_remove(index))
     }
 

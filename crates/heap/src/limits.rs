@@ -37,6 +37,11 @@ pub const FILE_WRITE_BYTES: usize = 256 * 1024;
 /// files"). Frees become spares in batches, at the log's group commits,
 /// and a loop of small copies and frees runs more than 128 between two.
 pub const SPARE_FILES: usize = 512;
+/// Most spare files a heap keeps mapped, so that the object taking one
+/// only sizes it (each mapping reserves `MIN_RESERVE_BYTES` of address
+/// space, which many heaps in one process share); the others are mapped
+/// when taken, and keep no bytes.
+pub const SPARE_MAPPINGS: usize = 128;
 /// Longest freed object's file a spare keeps whole (not emptied), so that
 /// a copy of an object no longer than it overwrites pages and blocks
 /// already there instead of allocating them (docs/heap.md, "Recycled

@@ -13,7 +13,7 @@ use crate::arena_glue::Staged;
 use crate::error::Result;
 use crate::heap::Spare;
 use crate::images::{ImageChanges, OneFlush};
-use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES, SPARE_KEPT_BYTES, SPARE_KEPT_FILE_BYTES};
+use crate::limits::{MIN_RESERVE_BYTES, SPARE_FILES, SPARE_KEPT_BYTES, SPARE_KEPT_FILE_BYTES, SPARE_MAPPINGS};
 
 /// Bytes an object's durable-size update adds to a log record, about (key,
 /// value and the batch's framing).
@@ -351,16 +351,25 @@ impl Heap {
     /// sizes it, and this runs in `free` or `sync`, off `alloc`'s path.
     fn keep_or_remove(&self, id: u64) -> Result<bool> {
         let store = &self.shared.store;
-        let (room, kept_bytes) = {
+        let (room, kept_bytes, mapped) = {
             let pending = self.shared.pending.lock();
-            (pending.spares.len() < SPARE_FILES, pending.spare_kept_bytes())
+            let mapped = pending.spares.iter().filter(|spare| spare.region.is_some()).count();
+            (pending.spares.len() < SPARE_FILES, pending.spare_kept_bytes(), mapped)
         };
-        let keep_bytes = SPARE_KEPT_FILE_BYTES.min(SPARE_KEPT_BYTES.saturating_sub(kept_bytes));
+        let map = mapped < SPARE_MAPPINGS;
+        // Only a mapped spare keeps bytes: a copy overwrites them through it.
+        let keep_bytes = match map {
+            true => SPARE_KEPT_FILE_BYTES.min(SPARE_KEPT_BYTES.saturating_sub(kept_bytes)),
+            false => 0,
+        };
         if room {
             if let Some(kept) = store.take_heap_file_if_unshared(id, keep_bytes)? {
                 let spare = store.allocate_object_id()?;
                 store.rename_heap_file(id, spare)?;
-                let mut region = store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok();
+                let mut region = match map {
+                    true => store.map_heap_file(spare, MIN_RESERVE_BYTES, MapAccess::ReadWrite).ok(),
+                    false => None,
+                };
                 if let Some(region) = region.as_mut() {
                     // The faults of a copy's stores into the kept pages are
                     // taken here, off the copy's path.

@@ -144,3 +144,37 @@ fn recovery_empties_a_copy_into_a_kept_spare_never_synced() {
     h.read_at(h.get_by_name("source").unwrap(), 0, &mut source_bytes).unwrap();
     assert_eq!(source_bytes, vec![0xCC; 3000], "the source is as synced");
 }
+
+#[test]
+fn only_mapped_spares_keep_bytes_and_every_reuse_reads_zeros() {
+    use larder_heap::limits::{SPARE_KEPT_FILE_BYTES, SPARE_MAPPINGS};
+    let (_dir, store, h) = real_heap();
+    let freed: Vec<_> = (0..200)
+        .map(|_| {
+            let object = h.alloc(4096).unwrap();
+            h.write_at(object, 0, &[0xAA; 4096]).unwrap();
+            object
+        })
+        .collect();
+    h.sync().unwrap();
+    for object in &freed {
+        h.free(*object).unwrap();
+    }
+    h.sync().unwrap();
+    let (files, _) = store.list_heap_files().unwrap();
+    assert_eq!(files.len(), 200, "every freed file is a spare");
+    let kept: Vec<u64> = files
+        .iter()
+        .map(|id| std::fs::metadata(store.heap_file_path(*id)).unwrap().len())
+        .filter(|&len| len > 0)
+        .collect();
+    assert_eq!(kept.len(), SPARE_MAPPINGS, "the mapped spares keep their bytes, the others none");
+    assert!(kept.iter().all(|&len| len <= SPARE_KEPT_FILE_BYTES));
+    for _ in 0..200 {
+        let object = h.alloc(4096).unwrap();
+        let mut buf = vec![1u8; 4096];
+        h.read_at(object, 0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "object {} reads zeros", object.0);
+        assert!(store.heap_object(object.0).unwrap().unwrap().is_recycled(), "it took a spare");
+    }
+}
