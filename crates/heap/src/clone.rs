@@ -48,15 +48,22 @@ impl Heap {
         self.check_writable("copy an object")?;
         let source = self.attach(id)?;
         // The allocator's records before the bytes, so the bytes cover
-        // every range they claim.
-        let spans = self.span_records_now(id)?;
+        // every range they claim: the loaded allocator's, or, if the record
+        // says it has one, the index's (an object never allocated in has
+        // none to scan for).
+        let loaded = self.shared.arenas.read().get(&id).cloned();
+        let found = self.shared.store.heap_object(id)?.filter(|r| r.heap == self.shared.root);
+        let record = found.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
+        let spans = match loaded {
+            Some(slot) => slot.arena.lock().all_records(),
+            None if record.has_arena() => self.span_records_in_index(id)?,
+            None => Vec::new(),
+        };
         let span_bytes: u64 = spans.iter().map(|(_, v)| 32 + v.len() as u64).sum();
         if COPY_RECORD_BYTES + span_bytes > larder_namespace::bulk::record_budget(&self.shared.store) {
             // Too many records for one log record: an index run of its own.
             return self.duplicate(id, false).map(ObjectId);
         }
-        let found = self.shared.store.heap_object(id)?.filter(|r| r.heap == self.shared.root);
-        let record = found.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
         let mut flags = record.flags & !HEAP_OBJECT_RECYCLED;
         if !spans.is_empty() {
             flags |= HEAP_OBJECT_ARENA;

@@ -73,7 +73,12 @@ impl Pending {
             };
             u8::from(fits) * 2 + u8::from(spare.region.is_some())
         };
-        let (index, _) = self.spares.iter().enumerate().max_by_key(|&(index, spare)| (score(spare), index))?;
+        // The latest spare that fits and is mapped is the usual answer.
+        let best = self.spares.iter().rposition(|spare| score(spare) == 3);
+        let index = match best {
+            Some(index) => index,
+            None => self.spares.iter().enumerate().max_by_key(|&(index, spare)| (score(spare), index))?.0,
+        };
         Some(self.spares.swap_remove(index))
     }
 

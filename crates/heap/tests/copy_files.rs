@@ -163,3 +163,36 @@ fn a_copy_of_an_arena_on_real_files_carries_its_blocks() {
         assert_eq!(buf, [i as u8 + 1; 40], "block {i}'s bytes, stored through the mapping");
     }
 }
+
+#[test]
+fn a_copy_of_an_arena_whose_allocator_is_not_loaded_carries_its_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, blocks) = {
+        let store = real_store(dir.path());
+        let h = common::heap(&store);
+        let a = h.alloc(8).unwrap();
+        let blocks: Vec<larder_heap::PPtr<u8>> = (0..8).map(|i| h.alloc_in(a, 100 + i * 50, 8).unwrap()).collect();
+        for (i, p) in blocks.iter().enumerate() {
+            h.write_at(a, p.offset, &[i as u8 + 1; 16]).unwrap();
+        }
+        h.free_in(blocks[5]).unwrap();
+        h.sync().unwrap();
+        h.close().unwrap();
+        (a, blocks)
+    };
+    // Reopened: the allocator's records are in the index only.
+    let store = real_store(dir.path());
+    let h = common::heap(&store);
+    let c = h.copy(a).unwrap();
+    for (i, p) in blocks.iter().enumerate() {
+        let q = larder_heap::PPtr::<u8>::new(c.0, p.offset, p.generation);
+        if i == 5 {
+            assert!(matches!(h.deref(q), Err(larder_heap::HeapError::Stale { .. })), "a freed block stays freed");
+            continue;
+        }
+        h.deref(q).unwrap();
+        let mut buf = [0u8; 16];
+        h.read_at(c, p.offset, &mut buf).unwrap();
+        assert_eq!(buf, [i as u8 + 1; 16], "block {i} is live in the copy with its bytes");
+    }
+}
