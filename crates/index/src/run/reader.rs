@@ -263,7 +263,7 @@ impl OpenRun {
         if word.load(Ordering::Relaxed) & bit != 0 {
             // Every line of the block starts loading before the count at its
             // end is read: that miss then overlaps the others.
-            std::hint::black_box(touch_lines(raw));
+            prefetch_lines(raw);
             let block = BlockRef::trusted(raw);
             self.check_mapping()?;
             // A page cut past the file's new end reads as zeros from the cut
@@ -386,18 +386,12 @@ impl OpenRun {
         (h.offset as u8) ^ (h.len as u8)
     }
 
-    /// Reads one byte of every cache line of data block `i` in a guarded
-    /// mapping (a fault there reads as zeros and is reported by the read
-    /// that follows, through [`OpenRun::check_mapping`]); nothing for a run
-    /// not mapped or mapped without the guard, where a touch past a cut
-    /// would not be caught. The lines of several runs' blocks then miss
-    /// the cache in parallel, where each run's search would wait for its
-    /// own one after another.
-    pub(crate) fn touch_block(&self, i: usize) -> u8 {
-        if self.guard.is_none() {
-            return 0;
-        }
-        touch_lines(self.mapped_bytes(i))
+    /// Starts loading every cache line of data block `i` in the mapping
+    /// (nothing if the run is not mapped). The lines of several runs'
+    /// blocks then miss the cache in parallel, where each run's search
+    /// would wait for its own one after another.
+    pub(crate) fn touch_block(&self, i: usize) {
+        prefetch_lines(self.mapped_bytes(i));
     }
 
     /// Reads the filter line a lookup of `hash` will probe (see
@@ -457,12 +451,32 @@ pub(crate) enum Lookup {
     ReadBlock,
 }
 
-/// Reads one byte of every cache line of `raw` and its last byte, so a
-/// search that follows finds them loaded: independent loads miss in
-/// parallel, where a binary search's misses come one after another.
-fn touch_lines(raw: &[u8]) -> u8 {
-    raw.iter().step_by(64).fold(raw.last().copied().unwrap_or(0), |acc, &b| acc ^ b)
+/// Starts loading every cache line of `raw` and its last byte, so a
+/// search that follows finds them loaded: the misses overlap, where a
+/// binary search's come one after another. Prefetches rather than loads:
+/// a load that misses holds up the instructions behind it until its line
+/// arrives, and a few blocks' 64 lines each filled the core's queues; a
+/// prefetch never faults, so a page cut past the file's end needs no
+/// guard here (the reads that follow are checked).
+fn prefetch_lines(raw: &[u8]) {
+    let last = raw.len().saturating_sub(1);
+    for at in (0..raw.len()).step_by(64).chain(std::iter::once(last)) {
+        prefetch(raw.as_ptr().wrapping_add(at));
+    }
 }
+
+#[cfg(target_arch = "x86_64")]
+fn prefetch(at: *const u8) {
+    // SAFETY: a prefetch is a hint that reads nothing the program sees and
+    // never faults, whatever the address (SSE, part of x86_64's baseline).
+    #[allow(unsafe_code)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn prefetch(_at: *const u8) {}
 
 fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, String> {
     let body = check_trailing_crc(raw)?;
