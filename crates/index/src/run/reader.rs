@@ -20,6 +20,7 @@ use crate::codec::{check_trailing_crc, crc, Decoder};
 use crate::entry::{Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::merge::Registry;
+use crate::prefetch::prefetch_lines;
 use crate::stats::Stats;
 use crate::MAX_KEY_BYTES;
 
@@ -450,33 +451,6 @@ pub(crate) enum Lookup {
     /// A data block was read.
     ReadBlock,
 }
-
-/// Starts loading every cache line of `raw` and its last byte, so a
-/// search that follows finds them loaded: the misses overlap, where a
-/// binary search's come one after another. Prefetches rather than loads:
-/// a load that misses holds up the instructions behind it until its line
-/// arrives, and a few blocks' 64 lines each filled the core's queues; a
-/// prefetch never faults, so a page cut past the file's end needs no
-/// guard here (the reads that follow are checked).
-fn prefetch_lines(raw: &[u8]) {
-    let last = raw.len().saturating_sub(1);
-    for at in (0..raw.len()).step_by(64).chain(std::iter::once(last)) {
-        prefetch(raw.as_ptr().wrapping_add(at));
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn prefetch(at: *const u8) {
-    // SAFETY: a prefetch is a hint that reads nothing the program sees and
-    // never faults, whatever the address (SSE, part of x86_64's baseline).
-    #[allow(unsafe_code)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn prefetch(_at: *const u8) {}
 
 fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, String> {
     let body = check_trailing_crc(raw)?;
