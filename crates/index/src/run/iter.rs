@@ -103,6 +103,13 @@ impl RunIter {
             }
             let at = usize::try_from(self.run.index.handle(i).offset).unwrap_or(usize::MAX);
             self.block = Some(Loaded::Mapped { index: i, at, shape: view.shape() });
+            // The block after this one in the scan order starts loading its
+            // first entry and its entry count: a cursor that moves on to it
+            // reads those first, and its miss then overlaps this block's.
+            let next = if self.forward { i.checked_add(1) } else { i.checked_sub(1) };
+            if let Some(next) = next.filter(|&n| n < self.run.index.len()) {
+                self.run.touch_block_ends(next);
+            }
         } else {
             self.block = Some(Loaded::Cached(self.run.block(i, self.cache.as_deref(), &self.stats)?));
         }

@@ -395,6 +395,15 @@ impl OpenRun {
         prefetch_lines(self.mapped_bytes(i));
     }
 
+    /// Starts loading the first and the last cache line of data block `i`
+    /// in the mapping (its first entry; its entry count and the end of its
+    /// offset table); nothing if the run is not mapped.
+    pub(crate) fn touch_block_ends(&self, i: usize) {
+        let raw = self.mapped_bytes(i);
+        prefetch_lines(raw.get(..1).unwrap_or_default());
+        prefetch_lines(raw.get(raw.len().saturating_sub(1)..).unwrap_or_default());
+    }
+
     /// Reads the filter line a lookup of `hash` will probe (see
     /// `Bloom::touch`).
     pub(crate) fn touch_filter(&self, hash: u64) -> u8 {
