@@ -19,7 +19,7 @@ use crate::manifest::{commit_manifest, manifest_file_name};
 use crate::memtable::Memtable;
 use crate::resolve::resolve_output;
 use crate::run::cache::RunHandle;
-use crate::run::iter::RunIter;
+use crate::run::iter::{RunIter, ScanRange};
 use crate::run::writer::RunWriter;
 use crate::run::{run_file_name, RunMeta};
 use crate::version::{SuperVersion, Version};
@@ -137,18 +137,12 @@ impl Inner {
         let mut sources = Vec::new();
         let mut tombstones = Vec::new();
         let mut expected = 0;
+        let range = Arc::new(ScanRange { start: Bound::Unbounded, end: Bound::Unbounded });
         for r in &inputs {
             let open = self.run_cache.get(r, &self.stats)?;
             tombstones.extend(open.tombstones.iter().cloned());
             expected += r.meta.entry_count;
-            sources.push(Source::Run(RunIter::new(
-                open,
-                None,
-                self.stats.clone(),
-                Bound::Unbounded,
-                Bound::Unbounded,
-                true,
-            )));
+            sources.push(Source::Run(RunIter::new(open, None, self.stats.clone(), range.clone(), true)));
         }
         let (id, mut w, unnamed) = self.new_run(expected)?;
         self.merge_into(&mut w, sources, &tombstones, task.bottom)?;

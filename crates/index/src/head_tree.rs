@@ -13,6 +13,8 @@
 //! million heads misses the cache a few times where a binary search over
 //! the keys themselves misses about twenty (and dereferences keys besides).
 
+use crate::prefetch::prefetch;
+
 /// Heads per line: 4 × 16 bytes = one cache line.
 pub(crate) const FANOUT: usize = 4;
 
@@ -83,7 +85,7 @@ impl HeadTree {
 
     /// The first position whose head is >= `head` (len() if none).
     pub(crate) fn first_at_least(&self, head: u128) -> usize {
-        self.first_at_least_touching(head, |_| 0)
+        self.first_at_least_touching(head, |_| ())
     }
 
     /// [`HeadTree::first_at_least`], calling `touch(first)` once the
@@ -97,7 +99,7 @@ impl HeadTree {
     /// so whichever the comparison picks is already loading: a level's
     /// miss overlaps the next one's, where a plain descent waits for each
     /// level in turn (a quarter of a point get's time, in perf).
-    pub(crate) fn first_at_least_touching(&self, head: u128, mut touch: impl FnMut(usize) -> u8) -> usize {
+    pub(crate) fn first_at_least_touching(&self, head: u128, mut touch: impl FnMut(usize)) -> usize {
         let mut at = 0;
         for depth in (0..self.levels.len()).rev() {
             match self.visit(depth, at, head, &mut touch) {
@@ -113,13 +115,12 @@ impl HeadTree {
     /// [`HeadTree::first_at_least_touching`]), and gives the position the
     /// search takes on the level below; None past the level's last line
     /// (padding above: every head is smaller).
-    fn visit(&self, depth: usize, at: usize, head: u128, touch: &mut impl FnMut(usize) -> u8) -> Option<usize> {
+    fn visit(&self, depth: usize, at: usize, head: u128, touch: &mut impl FnMut(usize)) -> Option<usize> {
         let line = self.levels.get(depth)?.get(at)?;
-        let touched = match depth.checked_sub(1).and_then(|below| self.levels.get(below)) {
-            Some(below) => below.iter().skip(at * FANOUT).take(FANOUT).fold(0u8, |t, l| t ^ l.0[0] as u8),
+        match depth.checked_sub(1).and_then(|below| self.levels.get(below)) {
+            Some(below) => below.iter().skip(at * FANOUT).take(FANOUT).for_each(prefetch),
             None => touch(at * FANOUT),
-        };
-        std::hint::black_box(touched);
+        }
         Some(at * FANOUT + line.0.iter().filter(|&&h| h < head).count())
     }
 
@@ -130,7 +131,7 @@ impl HeadTree {
     /// before. `touch(i, first)` is called as `touch(first)` is for one.
     pub(crate) fn first_at_least_each(
         searches: &[Option<(&HeadTree, u128)>],
-        mut touch: impl FnMut(usize, usize) -> u8,
+        mut touch: impl FnMut(usize, usize),
         out: &mut [usize],
     ) {
         /// A search that ran past a level's last line: every head is smaller.

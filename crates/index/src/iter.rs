@@ -306,8 +306,12 @@ fn warm_runs(sources: &mut [Source], parked: &[bool]) {
         _ => None,
     };
     let handles = blocks[..n].iter().fold(0u8, |t, &(i, b)| t ^ run(i).map_or(0, |r| r.touch_handle(b)));
-    let lines = blocks[..n].iter().fold(0u8, |t, &(i, b)| t ^ run(i).map_or(0, |r| r.touch_block(b)));
-    std::hint::black_box(handles ^ lines);
+    std::hint::black_box(handles);
+    for &(i, b) in &blocks[..n] {
+        if let Some(r) = run(i) {
+            r.touch_block(b);
+        }
+    }
 }
 
 /// What [`MergeIter::next_into`] found for a key.
@@ -322,18 +326,19 @@ pub(crate) enum Group {
 /// source, newest first.
 pub(crate) struct MergeIter {
     sources: Vec<Source>,
-    /// The key under each source's cursor, copied when it moves (None when
-    /// the source is used up): choosing the next key compares these,
-    /// without decoding every source's entry again.
-    keys: Vec<Option<Vec<u8>>>,
-    /// The first 16 bytes of each of `keys` ([`key_head16`]; stale once
-    /// that source is used up): most comparisons of the keys are settled
-    /// by these.
-    heads: Vec<u128>,
+    /// The first 16 bytes ([`key_head16`]) of the key each source's next
+    /// entry has (a parked source's: its reach), taken when it moves; None
+    /// when the source is used up. Choosing the next key compares these
+    /// and reads a source's key in place only on a tie, where copying
+    /// every key the cursors reach cost a memmove per entry.
+    heads: Vec<Option<u128>>,
+    /// The key each parked source's entries begin at in the scan order
+    /// (see [`MergeIter::parking`]; empty, not allocated, when no source
+    /// is parked; None for a source positioned).
+    reaches: Vec<Option<Vec<u8>>>,
     /// Sources not positioned yet (see [`MergeIter::parking`]; empty, not
-    /// allocated, when none is): their `keys` hold the key their entries
-    /// begin at in the scan order, and each is positioned once the merge
-    /// reaches that key.
+    /// allocated, when none is): each is positioned once the merge reaches
+    /// its key in `reaches`.
     parked: Vec<bool>,
     forward: bool,
     primed: bool,
@@ -347,9 +352,8 @@ pub(crate) struct MergeIter {
 impl MergeIter {
     /// Yields every version of every key (a flush or merge of runs).
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
-        let keys = sources.iter().map(|_| None).collect();
-        let heads = vec![0; sources.len()];
-        MergeIter { sources, keys, heads, parked: Vec::new(), forward, primed: false, read_seq: None }
+        let heads = vec![None; sources.len()];
+        MergeIter { sources, heads, reaches: Vec::new(), parked: Vec::new(), forward, primed: false, read_seq: None }
     }
 
     /// Leaves sources unpositioned until the merge reaches them: each
@@ -361,9 +365,10 @@ impl MergeIter {
     /// runs of disjoint key ranges) then never pays it.
     pub(crate) fn parking(mut self, reaches: Vec<(usize, Vec<u8>)>) -> Self {
         for (i, reach) in reaches {
-            if let Some(slot) = self.keys.get_mut(i) {
-                self.heads[i] = key_head16(&reach);
-                *slot = Some(reach);
+            if let Some(head) = self.heads.get_mut(i) {
+                *head = Some(key_head16(&reach));
+                self.reaches.resize(self.sources.len(), None);
+                self.reaches[i] = Some(reach);
                 self.parked.resize(self.sources.len(), false);
                 self.parked[i] = true;
             }
@@ -378,7 +383,17 @@ impl MergeIter {
     /// Positions parked source `i`: the merge has reached its key.
     fn unpark(&mut self, i: usize) -> Result<()> {
         self.parked[i] = false;
+        self.reaches[i] = None;
         self.position(i)
+    }
+
+    /// The key of source `i`'s next entry (a parked source's reach), read
+    /// in place; None when the source is used up.
+    fn key_of(&self, i: usize) -> Option<&[u8]> {
+        if self.is_parked(i) {
+            return self.reaches.get(i)?.as_deref();
+        }
+        self.sources.get(i)?.current_key()
     }
 
     /// Positions source `i` at its first entry and takes in its key.
@@ -405,20 +420,10 @@ impl MergeIter {
         (stamp.seq <= read_seq && !matches!(op, OpRef::Merge { .. })).then_some(stamp)
     }
 
-    /// Copies source `i`'s key under its cursor into `keys[i]`.
+    /// Takes the head of source `i`'s key under its cursor into `heads[i]`.
     fn refresh(&mut self, i: usize) {
-        let (Some(source), Some(slot), Some(head)) = (self.sources.get(i), self.keys.get_mut(i), self.heads.get_mut(i))
-        else {
-            return;
-        };
-        match source.current_key() {
-            Some(current) => {
-                let key = slot.get_or_insert_with(Vec::new);
-                key.clear();
-                key.extend_from_slice(current);
-                *head = key_head16(current);
-            }
-            None => *slot = None,
+        if let (Some(source), Some(head)) = (self.sources.get(i), self.heads.get_mut(i)) {
+            *head = source.current_key().map(key_head16);
         }
     }
 
@@ -427,24 +432,23 @@ impl MergeIter {
     /// before the next key is known: a parked source wins ties).
     fn next_source(&self) -> Option<usize> {
         let forward = self.forward;
-        let mut best: Option<(usize, u128, &[u8])> = None;
-        for ((i, key), &head) in self.keys.iter().enumerate().zip(&self.heads) {
-            if let Some(key) = key {
-                let better = match best {
-                    None => true,
-                    Some((b, best_head, best_key)) => {
-                        let order = head.cmp(&best_head).then_with(|| key.as_slice().cmp(best_key));
-                        (forward && order.is_lt())
-                            || (!forward && order.is_gt())
-                            || (order.is_eq() && self.is_parked(i) && !self.is_parked(b))
-                    }
-                };
-                if better {
-                    best = Some((i, head, key));
+        let mut best: Option<(usize, u128)> = None;
+        for (i, &head) in self.heads.iter().enumerate() {
+            let Some(head) = head else { continue };
+            let better = match best {
+                None => true,
+                Some((b, best_head)) => {
+                    let order = head.cmp(&best_head).then_with(|| self.key_of(i).cmp(&self.key_of(b)));
+                    (forward && order.is_lt())
+                        || (!forward && order.is_gt())
+                        || (order.is_eq() && self.is_parked(i) && !self.is_parked(b))
                 }
+            };
+            if better {
+                best = Some((i, head));
             }
         }
-        best.map(|(i, _, _)| i)
+        best.map(|(i, _)| i)
     }
 
     /// Moves past the next key's versions: the key into `key`; if its only
@@ -505,7 +509,7 @@ impl MergeIter {
         // the first source holding the next key), so none holds this one.
         let mut more = false;
         for i in first..self.sources.len() {
-            while self.heads[i] == head && self.keys[i].as_deref() == Some(key.as_slice()) {
+            while self.heads[i] == head && self.key_of(i) == Some(key.as_slice()) {
                 let Some(e) = self.sources[i].current() else { break };
                 if settled.is_some_and(|s| e.stamp < s) {
                     // This source's later versions of the key are older

@@ -34,6 +34,7 @@ mod memtable;
 mod merge;
 mod merge_order;
 mod options;
+mod prefetch;
 mod read;
 mod read_many;
 mod resolve;

@@ -11,7 +11,7 @@ use crate::memtable::Newest;
 use crate::resolve::resolve_read;
 use crate::run::bloom::key_hash;
 use crate::run::cache::{OpenRef, RunHandle};
-use crate::run::iter::RunIter;
+use crate::run::iter::{RunIter, ScanRange};
 use crate::run::reader::{Lookup, OpenRun};
 use crate::version::SuperVersion;
 
@@ -266,16 +266,18 @@ impl Inner {
         end: Bound<Vec<u8>>,
         forward: bool,
     ) -> Result<Iter> {
+        let range = Arc::new(ScanRange { start, end });
+        let (start, end) = (&range.start, &range.end);
         let mut sources = Vec::new();
         let mut tombstones = Vec::new();
         for mem in sv.memtables() {
-            tombstones.extend(mem.tombstones_in(as_ref(&start), as_ref(&end), read_seq));
-            sources.extend(memtable_sources(mem, &start, &end, forward));
+            tombstones.extend(mem.tombstones_in(as_ref(start), as_ref(end), read_seq));
+            sources.extend(memtable_sources(mem, start, end, forward));
         }
         let mut reaches = Vec::new();
-        let near = near_bound(&sv.version.runs, &start, &end, forward);
+        let near = near_bound(&sv.version.runs, start, end, forward);
         for run in &sv.version.runs {
-            if !overlaps(&run.meta.min_key, &run.meta.max_key, &start, &end) {
+            if !overlaps(&run.meta.min_key, &run.meta.max_key, start, end) {
                 continue;
             }
             if let Some(reach) = beyond(&run.meta.min_key, &run.meta.max_key, near, forward) {
@@ -288,15 +290,14 @@ impl Inner {
             tombstones.extend(
                 open.tombstones
                     .iter()
-                    .filter(|t| t.stamp.seq <= read_seq && t.overlaps(as_ref(&start), as_ref(&end)))
+                    .filter(|t| t.stamp.seq <= read_seq && t.overlaps(as_ref(start), as_ref(end)))
                     .cloned(),
             );
             sources.push(Source::Run(RunIter::new(
                 open,
                 Some(self.block_cache.clone()),
                 self.stats.clone(),
-                start.clone(),
-                end.clone(),
+                range.clone(),
                 forward,
             )));
         }

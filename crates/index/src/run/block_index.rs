@@ -6,6 +6,7 @@
 use crate::codec::Decoder;
 use crate::head_tree::{HeadTree, FANOUT as HEADS_PER_LINE};
 use crate::memtable::key_head16;
+use crate::prefetch::prefetch;
 use crate::MAX_KEY_BYTES;
 
 use super::BlockHandle;
@@ -99,7 +100,11 @@ impl BlockIndex {
             for (tree, search) in trees.iter_mut().zip(chunk) {
                 *tree = search.map(|(index, key)| (&index.heads, key_head16(key)));
             }
-            let touch = |i: usize, first: usize| chunk[i].map_or(0, |(index, _)| index.touch_handles(first));
+            let touch = |i: usize, first: usize| {
+                if let Some((index, _)) = chunk[i] {
+                    index.touch_handles(first);
+                }
+            };
             HeadTree::first_at_least_each(&trees[..chunk.len()], touch, out);
             for (at, search) in out.iter_mut().zip(chunk) {
                 if let Some((index, key)) = search {
@@ -109,12 +114,12 @@ impl BlockIndex {
         }
     }
 
-    /// Reads the handles of the blocks from `first` to the end of its
-    /// head-tree line, so a read of the found block's handle finds it
-    /// loaded.
-    fn touch_handles(&self, first: usize) -> u8 {
+    /// Starts loading the handles of the blocks from `first` to the end
+    /// of its head-tree line, so a read of the found block's handle finds
+    /// it loaded.
+    fn touch_handles(&self, first: usize) {
         let last = (first + HEADS_PER_LINE - 1).min(self.handles.len().saturating_sub(1));
-        [first, last].iter().filter_map(|&i| self.handles.get(i)).fold(0u8, |t, h| t ^ h.len as u8)
+        [first, last].iter().filter_map(|&i| self.handles.get(i)).for_each(prefetch);
     }
 
     /// From the first block whose last key's head is >= `head` (`lo`),

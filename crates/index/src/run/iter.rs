@@ -20,6 +20,13 @@ enum Loaded {
     Mapped { index: usize, at: usize, shape: Shape },
 }
 
+/// The range a scan reads, shared by the cursors of its runs (the bound
+/// keys copied once per scan, not once per run and again to position).
+pub(crate) struct ScanRange {
+    pub(crate) start: Bound<Vec<u8>>,
+    pub(crate) end: Bound<Vec<u8>>,
+}
+
 /// A cursor over one run. User scans view blocks in the mapping when the
 /// run is mapped, else read them through the cache; merges read around
 /// both (they verify every entry and must not evict the working set).
@@ -28,8 +35,7 @@ pub(crate) struct RunIter {
     cache: Option<Arc<BlockCache>>,
     stats: Arc<Stats>,
     forward: bool,
-    start: Bound<Vec<u8>>,
-    end: Bound<Vec<u8>>,
+    range: Arc<ScanRange>,
     /// The head ([`key_head16`]) of the bound the range ends at in the
     /// iteration direction (0 if unbounded): most range checks are
     /// settled by it.
@@ -60,11 +66,10 @@ impl RunIter {
         run: Arc<OpenRun>,
         cache: Option<Arc<BlockCache>>,
         stats: Arc<Stats>,
-        start: Bound<Vec<u8>>,
-        end: Bound<Vec<u8>>,
+        range: Arc<ScanRange>,
         forward: bool,
     ) -> Self {
-        let far = if forward { &end } else { &start };
+        let far = if forward { &range.end } else { &range.start };
         let far_head = match far {
             Bound::Included(k) | Bound::Excluded(k) => key_head16(k),
             Bound::Unbounded => 0,
@@ -74,8 +79,7 @@ impl RunIter {
             cache,
             stats,
             forward,
-            start,
-            end,
+            range,
             far_head,
             block_idx: 0,
             block: None,
@@ -99,6 +103,13 @@ impl RunIter {
             }
             let at = usize::try_from(self.run.index.handle(i).offset).unwrap_or(usize::MAX);
             self.block = Some(Loaded::Mapped { index: i, at, shape: view.shape() });
+            // The block after this one in the scan order starts loading its
+            // first entry and its entry count: a cursor that moves on to it
+            // reads those first, and its miss then overlaps this block's.
+            let next = if self.forward { i.checked_add(1) } else { i.checked_sub(1) };
+            if let Some(next) = next.filter(|&n| n < self.run.index.len()) {
+                self.run.touch_block_ends(next);
+            }
         } else {
             self.block = Some(Loaded::Cached(self.run.block(i, self.cache.as_deref(), &self.stats)?));
         }
@@ -113,7 +124,7 @@ impl RunIter {
         if self.started || self.run.index.is_empty() || self.cache.is_none() {
             return None;
         }
-        match if self.forward { &self.start } else { &self.end } {
+        match if self.forward { &self.range.start } else { &self.range.end } {
             Bound::Included(k) | Bound::Excluded(k) => Some(k),
             Bound::Unbounded => None,
         }
@@ -134,7 +145,7 @@ impl RunIter {
         if self.started || n == 0 || self.cache.is_none() {
             return None;
         }
-        let bound = if self.forward { &self.start } else { &self.end };
+        let bound = if self.forward { &self.range.start } else { &self.range.end };
         let block = match bound {
             Bound::Included(k) | Bound::Excluded(k) => {
                 let found = self.found.unwrap_or_else(|| self.run.index.find(k));
@@ -181,11 +192,12 @@ impl RunIter {
             self.done = true;
             return Ok(());
         }
+        let range = self.range.clone();
         if self.forward {
-            let (key, stamp) = match &self.start {
-                Bound::Included(k) => (Some(k.clone()), Stamp { seq: u64::MAX, sub: u32::MAX }),
+            let (key, stamp) = match &range.start {
+                Bound::Included(k) => (Some(k.as_slice()), Stamp { seq: u64::MAX, sub: u32::MAX }),
                 // Past every version of the excluded key.
-                Bound::Excluded(k) => (Some(k.clone()), Stamp { seq: 0, sub: 0 }),
+                Bound::Excluded(k) => (Some(k.as_slice()), Stamp { seq: 0, sub: 0 }),
                 Bound::Unbounded => (None, Stamp { seq: 0, sub: 0 }),
             };
             let Some(key) = key else {
@@ -193,23 +205,23 @@ impl RunIter {
                 self.pos = 0;
                 return Ok(());
             };
-            let bi = self.found.take().unwrap_or_else(|| self.run.index.find(&key));
+            let bi = self.found.take().unwrap_or_else(|| self.run.index.find(key));
             if bi == n {
                 self.done = true;
                 return Ok(());
             }
             self.load(bi)?;
-            self.pos = self.block_seek(&key, stamp);
-            if matches!(self.start, Bound::Excluded(_)) {
-                while self.key_at_is(self.pos, &key) {
+            self.pos = self.block_seek(key, stamp);
+            if matches!(range.start, Bound::Excluded(_)) {
+                while self.key_at_is(self.pos, key) {
                     self.pos += 1;
                 }
             }
         } else {
-            let (key, stamp) = match &self.end {
+            let (key, stamp) = match &range.end {
                 // Past every version of the included key.
-                Bound::Included(k) => (Some(k.clone()), Stamp { seq: 0, sub: 0 }),
-                Bound::Excluded(k) => (Some(k.clone()), Stamp { seq: u64::MAX, sub: u32::MAX }),
+                Bound::Included(k) => (Some(k.as_slice()), Stamp { seq: 0, sub: 0 }),
+                Bound::Excluded(k) => (Some(k.as_slice()), Stamp { seq: u64::MAX, sub: u32::MAX }),
                 Bound::Unbounded => (None, Stamp { seq: 0, sub: 0 }),
             };
             match key {
@@ -218,11 +230,11 @@ impl RunIter {
                     self.pos = self.block_len();
                 }
                 Some(key) => {
-                    let bi = self.found.take().unwrap_or_else(|| self.run.index.find(&key)).min(n - 1);
+                    let bi = self.found.take().unwrap_or_else(|| self.run.index.find(key)).min(n - 1);
                     self.load(bi)?;
-                    self.pos = self.block_seek(&key, stamp);
-                    if matches!(self.end, Bound::Included(_)) {
-                        while self.key_at_is(self.pos, &key) {
+                    self.pos = self.block_seek(key, stamp);
+                    if matches!(range.end, Bound::Included(_)) {
+                        while self.key_at_is(self.pos, key) {
                             self.pos += 1;
                         }
                     }
@@ -235,18 +247,18 @@ impl RunIter {
     fn in_range(&self, key: &[u8]) -> bool {
         // Unequal heads order the key and the bound as their bytes do.
         let head = key_head16(key);
-        let bounded = !matches!(if self.forward { &self.end } else { &self.start }, Bound::Unbounded);
+        let bounded = !matches!(if self.forward { &self.range.end } else { &self.range.start }, Bound::Unbounded);
         if bounded && head != self.far_head {
             return (head < self.far_head) == self.forward;
         }
         if self.forward {
-            match &self.end {
+            match &self.range.end {
                 Bound::Included(e) => key <= e.as_slice(),
                 Bound::Excluded(e) => key < e.as_slice(),
                 Bound::Unbounded => true,
             }
         } else {
-            match &self.start {
+            match &self.range.start {
                 Bound::Included(s) => key >= s.as_slice(),
                 Bound::Excluded(s) => key > s.as_slice(),
                 Bound::Unbounded => true,

@@ -20,6 +20,7 @@ use crate::codec::{check_trailing_crc, crc, Decoder};
 use crate::entry::{Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::merge::Registry;
+use crate::prefetch::prefetch_lines;
 use crate::stats::Stats;
 use crate::MAX_KEY_BYTES;
 
@@ -263,7 +264,7 @@ impl OpenRun {
         if word.load(Ordering::Relaxed) & bit != 0 {
             // Every line of the block starts loading before the count at its
             // end is read: that miss then overlaps the others.
-            std::hint::black_box(touch_lines(raw));
+            prefetch_lines(raw);
             let block = BlockRef::trusted(raw);
             self.check_mapping()?;
             // A page cut past the file's new end reads as zeros from the cut
@@ -386,18 +387,21 @@ impl OpenRun {
         (h.offset as u8) ^ (h.len as u8)
     }
 
-    /// Reads one byte of every cache line of data block `i` in a guarded
-    /// mapping (a fault there reads as zeros and is reported by the read
-    /// that follows, through [`OpenRun::check_mapping`]); nothing for a run
-    /// not mapped or mapped without the guard, where a touch past a cut
-    /// would not be caught. The lines of several runs' blocks then miss
-    /// the cache in parallel, where each run's search would wait for its
-    /// own one after another.
-    pub(crate) fn touch_block(&self, i: usize) -> u8 {
-        if self.guard.is_none() {
-            return 0;
-        }
-        touch_lines(self.mapped_bytes(i))
+    /// Starts loading every cache line of data block `i` in the mapping
+    /// (nothing if the run is not mapped). The lines of several runs'
+    /// blocks then miss the cache in parallel, where each run's search
+    /// would wait for its own one after another.
+    pub(crate) fn touch_block(&self, i: usize) {
+        prefetch_lines(self.mapped_bytes(i));
+    }
+
+    /// Starts loading the first and the last cache line of data block `i`
+    /// in the mapping (its first entry; its entry count and the end of its
+    /// offset table); nothing if the run is not mapped.
+    pub(crate) fn touch_block_ends(&self, i: usize) {
+        let raw = self.mapped_bytes(i);
+        prefetch_lines(raw.get(..1).unwrap_or_default());
+        prefetch_lines(raw.get(raw.len().saturating_sub(1)..).unwrap_or_default());
     }
 
     /// Reads the filter line a lookup of `hash` will probe (see
@@ -455,13 +459,6 @@ pub(crate) enum Lookup {
     PastLastBlock,
     /// A data block was read.
     ReadBlock,
-}
-
-/// Reads one byte of every cache line of `raw` and its last byte, so a
-/// search that follows finds them loaded: independent loads miss in
-/// parallel, where a binary search's misses come one after another.
-fn touch_lines(raw: &[u8]) -> u8 {
-    raw.iter().step_by(64).fold(raw.last().copied().unwrap_or(0), |acc, &b| acc ^ b)
 }
 
 fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, String> {
