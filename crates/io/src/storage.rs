@@ -250,6 +250,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// (`pwrite`: one copy, by the kernel); the default copies through a
     /// buffer.
     fn write_file_from(&self, source: &crate::SharedRegion, to: &Path, len: u64) -> IoResult<()> {
+        if len > source.len() {
+            return Err(IoError::InvalidInput { path: to.to_path_buf(), reason: "write past the region's length" });
+        }
         let target = self.open(to, OpenOptions::WRITE)?;
         let mut buf = vec![0u8; len.min(1 << 20) as usize];
         let mut offset = 0;
