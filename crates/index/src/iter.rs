@@ -204,6 +204,15 @@ impl Source {
         }
     }
 
+    /// The head ([`key_head16`]) of [`Source::current_key`]'s key (a
+    /// run's cursor keeps it from its range check).
+    fn current_head(&self) -> Option<u128> {
+        match self {
+            Source::Run(r) => r.current_head(),
+            other => other.current_key().map(key_head16),
+        }
+    }
+
     fn advance(&mut self) -> Result<()> {
         match self {
             Source::SkipList(m) => {
@@ -423,7 +432,7 @@ impl MergeIter {
     /// Takes the head of source `i`'s key under its cursor into `heads[i]`.
     fn refresh(&mut self, i: usize) {
         if let (Some(source), Some(head)) = (self.sources.get(i), self.heads.get_mut(i)) {
-            *head = source.current_key().map(key_head16);
+            *head = source.current_head();
         }
     }
 
