@@ -204,6 +204,15 @@ impl Source {
         }
     }
 
+    /// The head ([`key_head16`]) of [`Source::current_key`]'s key (a
+    /// run's cursor keeps it from its range check).
+    fn current_head(&self) -> Option<u128> {
+        match self {
+            Source::Run(r) => r.current_head(),
+            other => other.current_key().map(key_head16),
+        }
+    }
+
     fn advance(&mut self) -> Result<()> {
         match self {
             Source::SkipList(m) => {
@@ -314,6 +323,20 @@ fn warm_runs(sources: &mut [Source], parked: &[bool]) {
     }
 }
 
+/// A used-up source's head: no key's head is greater in scan order (a
+/// live key may have it too: ties read the keys).
+const USED_UP: u128 = u128::MAX;
+
+/// A key's head in scan order: backward, the bits inverted, so the next
+/// key's head is the least in either direction.
+fn scan_head(head: u128, forward: bool) -> u128 {
+    if forward {
+        head
+    } else {
+        !head
+    }
+}
+
 /// What [`MergeIter::next_into`] found for a key.
 pub(crate) enum Group {
     /// Its one version, a put with this stamp; the value is in `value`.
@@ -327,11 +350,12 @@ pub(crate) enum Group {
 pub(crate) struct MergeIter {
     sources: Vec<Source>,
     /// The first 16 bytes ([`key_head16`]) of the key each source's next
-    /// entry has (a parked source's: its reach), taken when it moves; None
-    /// when the source is used up. Choosing the next key compares these
-    /// and reads a source's key in place only on a tie, where copying
-    /// every key the cursors reach cost a memmove per entry.
-    heads: Vec<Option<u128>>,
+    /// entry has (a parked source's: its reach), taken when it moves, in
+    /// scan order ([`scan_head`]: the next key's is the least);
+    /// [`USED_UP`] when the source is used up. Choosing the next key
+    /// compares these and reads a source's key in place only on a tie,
+    /// where copying every key the cursors reach cost a memmove per entry.
+    heads: Vec<u128>,
     /// The key each parked source's entries begin at in the scan order
     /// (see [`MergeIter::parking`]; empty, not allocated, when no source
     /// is parked; None for a source positioned).
@@ -352,7 +376,7 @@ pub(crate) struct MergeIter {
 impl MergeIter {
     /// Yields every version of every key (a flush or merge of runs).
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
-        let heads = vec![None; sources.len()];
+        let heads = vec![USED_UP; sources.len()];
         MergeIter { sources, heads, reaches: Vec::new(), parked: Vec::new(), forward, primed: false, read_seq: None }
     }
 
@@ -365,8 +389,9 @@ impl MergeIter {
     /// runs of disjoint key ranges) then never pays it.
     pub(crate) fn parking(mut self, reaches: Vec<(usize, Vec<u8>)>) -> Self {
         for (i, reach) in reaches {
+            let forward = self.forward;
             if let Some(head) = self.heads.get_mut(i) {
-                *head = Some(key_head16(&reach));
+                *head = scan_head(key_head16(&reach), forward);
                 self.reaches.resize(self.sources.len(), None);
                 self.reaches[i] = Some(reach);
                 self.parked.resize(self.sources.len(), false);
@@ -423,7 +448,7 @@ impl MergeIter {
     /// Takes the head of source `i`'s key under its cursor into `heads[i]`.
     fn refresh(&mut self, i: usize) {
         if let (Some(source), Some(head)) = (self.sources.get(i), self.heads.get_mut(i)) {
-            *head = source.current_key().map(key_head16);
+            *head = source.current_head().map_or(USED_UP, |h| scan_head(h, self.forward));
         }
     }
 
@@ -431,24 +456,33 @@ impl MergeIter {
     /// a parked source whose key is not past it (which must be positioned
     /// before the next key is known: a parked source wins ties).
     fn next_source(&self) -> Option<usize> {
-        let forward = self.forward;
-        let mut best: Option<(usize, u128)> = None;
+        // The least head, the first source holding it; keys are read only
+        // where heads tie (the same key in several sources, or a used-up
+        // source's [`USED_UP`] met by a live key's head).
+        let (mut best, mut best_head) = (usize::MAX, USED_UP);
         for (i, &head) in self.heads.iter().enumerate() {
-            let Some(head) = head else { continue };
-            let better = match best {
-                None => true,
-                Some((b, best_head)) => {
-                    let order = head.cmp(&best_head).then_with(|| self.key_of(i).cmp(&self.key_of(b)));
-                    (forward && order.is_lt())
-                        || (!forward && order.is_gt())
-                        || (order.is_eq() && self.is_parked(i) && !self.is_parked(b))
-                }
-            };
-            if better {
-                best = Some((i, head));
+            if head < best_head {
+                (best, best_head) = (i, head);
+            } else if head == best_head && self.beats(i, best) {
+                best = i;
             }
         }
-        best.map(|(i, _)| i)
+        (best != usize::MAX).then_some(best)
+    }
+
+    /// Whether source `i`, whose head equals that of `best` (usize::MAX:
+    /// none yet, `i` comes after it), holds an earlier key in scan order,
+    /// or the same key parked where `best` is not. A used-up source never
+    /// wins.
+    fn beats(&self, i: usize, best: usize) -> bool {
+        let Some(key) = self.key_of(i) else { return false };
+        if best == usize::MAX {
+            return true;
+        }
+        let Some(best_key) = self.key_of(best) else { return true };
+        let order = key.cmp(best_key);
+        (if self.forward { order.is_lt() } else { order.is_gt() })
+            || (order.is_eq() && self.is_parked(i) && !self.is_parked(best))
     }
 
     /// Moves past the next key's versions: the key into `key`; if its only

@@ -239,3 +239,54 @@ proptest! {
         }
     }
 }
+
+/// Keys whose first 16 bytes are all 0xff or all 0x00 have the head the
+/// merge gives a used-up source in one direction: spread over runs and
+/// the memtable, with sources used up before them, scans in both
+/// directions still yield every one of them once, in order.
+#[test]
+fn keys_with_a_used_up_sources_head_are_merged_in_both_directions() {
+    let index = open(held_back(4));
+    let mut model = std::collections::BTreeMap::new();
+    let ends: [Vec<u8>; 2] = [vec![0xff; 16], vec![0x00; 16]];
+    let mut seq = 0;
+    // Three runs and a memtable; each source's own keys stop (the
+    // source is used up) at a different place among the others'.
+    for source in 0u8..4 {
+        let mut batch = WriteBatch::new();
+        for end in &ends {
+            for suffix in 0u8..6 {
+                if suffix % 4 == source || suffix == source + 2 {
+                    let mut k = end.clone();
+                    if suffix > 0 {
+                        k.push(suffix);
+                    }
+                    let value = vec![source, suffix];
+                    batch.put(&k, &value);
+                    model.insert(k, value);
+                }
+            }
+        }
+        batch.put([b'm', source], [source]);
+        model.insert(vec![b'm', source], vec![source]);
+        seq += 1;
+        index.write(seq, &batch).unwrap();
+        if source < 3 {
+            index.flush().unwrap();
+        }
+    }
+    let pairs = |forward: bool| -> Vec<(Vec<u8>, Vec<u8>)> {
+        index.range(Bound::Unbounded, Bound::Unbounded, forward).unwrap().map(|r| r.unwrap()).collect()
+    };
+    let want: Vec<_> = model.clone().into_iter().collect();
+    assert_eq!(pairs(true), want);
+    assert_eq!(pairs(false), want.iter().rev().cloned().collect::<Vec<_>>());
+    for end in &ends {
+        let got: Vec<_> = index.prefix(end, true).unwrap().map(|r| r.unwrap()).collect();
+        let want: Vec<_> =
+            model.iter().filter(|(k, _)| k.starts_with(end)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got, want);
+        let got: Vec<_> = index.prefix(end, false).unwrap().map(|r| r.unwrap()).collect();
+        assert_eq!(got, want.into_iter().rev().collect::<Vec<_>>());
+    }
+}

@@ -46,6 +46,9 @@ pub(crate) struct RunIter {
     pos: usize,
     /// The entry under the cursor, decoded once (in range, not done).
     current: Option<EntrySpan>,
+    /// The head ([`key_head16`]) of `current`'s key, taken by the range
+    /// check: the merge orders sources by it without slicing the key again.
+    head: u128,
     started: bool,
     done: bool,
     /// What [`RunIter::start_block`] found in the block index for the
@@ -85,6 +88,7 @@ impl RunIter {
             block: None,
             pos: 0,
             current: None,
+            head: 0,
             started: false,
             done: false,
             found: None,
@@ -244,9 +248,9 @@ impl RunIter {
         Ok(())
     }
 
-    fn in_range(&self, key: &[u8]) -> bool {
+    /// Whether `key`, of head `head`, is within the range's far bound.
+    fn in_range(&self, key: &[u8], head: u128) -> bool {
         // Unequal heads order the key and the bound as their bytes do.
-        let head = key_head16(key);
         let bounded = !matches!(if self.forward { &self.range.end } else { &self.range.start }, Bound::Unbounded);
         if bounded && head != self.far_head {
             return (head < self.far_head) == self.forward;
@@ -312,7 +316,10 @@ impl RunIter {
                 self.pos - 1
             };
             let span = block.span(at);
-            if self.in_range(block.bytes().get(span.key.clone()).unwrap_or_default()) {
+            let key = block.bytes().get(span.key.clone()).unwrap_or_default();
+            let head = key_head16(key);
+            if self.in_range(key, head) {
+                self.head = head;
                 self.current = Some(span);
             } else {
                 self.done = true;
@@ -352,6 +359,11 @@ impl RunIter {
     pub(crate) fn current_key(&self) -> Option<&[u8]> {
         let span = self.current.as_ref()?;
         Some(self.block_bytes()?.get(span.key.clone()).unwrap_or_default())
+    }
+
+    /// The head ([`key_head16`]) of [`RunIter::current_key`]'s key.
+    pub(crate) fn current_head(&self) -> Option<u128> {
+        self.current.as_ref().map(|_| self.head)
     }
 
     /// The bytes the current entry's [`EntrySpan`] indexes.
