@@ -16,6 +16,28 @@ fn inode(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).unwrap().ino()
 }
 
+/// Syncs the store (records, and whatever bytes were written to files) but
+/// not the heap, crashes keeping every pending write, and reopens.
+fn crash_keeping_pending(
+    sim: &larder_io::SimStorage,
+    store: std::sync::Arc<larder_object::Store>,
+    h: larder_heap::Heap,
+) -> (std::sync::Arc<larder_object::Store>, larder_heap::Heap) {
+    store.sync().unwrap();
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(CrashMode::KeepAllPending));
+    let h = common::heap(&store);
+    (store, h)
+}
+
+/// The first `len` bytes of the object named `name`.
+fn read_named(h: &larder_heap::Heap, name: &str, len: usize) -> Vec<u8> {
+    let mut buf = vec![1u8; len];
+    h.read_at(h.get_by_name(name).unwrap(), 0, &mut buf).unwrap();
+    buf
+}
+
 #[test]
 fn a_durably_freed_file_becomes_the_next_objects() {
     let (_dir, store, h) = real_heap();
@@ -97,16 +119,9 @@ fn recovery_empties_a_recycled_file_never_synced() {
     // Everything pending reaches the disk, b's bytes too, but no heap sync
     // ran since b took the file: recovery cannot tell b's bytes from the
     // freed a's (had the emptying been lost), so it empties the file.
-    store.sync().unwrap();
-    drop(h);
-    drop(store);
-    let image = sim.crash_with(CrashMode::KeepAllPending);
-    let store = reopen_sim(&image);
-    let h = common::heap(&store);
+    let (store, h) = crash_keeping_pending(&sim, store, h);
     let b = h.get_by_name("b").unwrap();
-    let mut buf = vec![1u8; 3000];
-    h.read_at(b, 0, &mut buf).unwrap();
-    assert_eq!(buf, vec![0; 3000], "never synced: zeros, whatever reached the disk");
+    assert_eq!(read_named(&h, "b", 3000), vec![0; 3000], "never synced: zeros, whatever reached the disk");
     assert!(!store.heap_object(b.0).unwrap().unwrap().is_recycled(), "recovery cleared the flag");
 }
 
@@ -130,19 +145,9 @@ fn recovery_empties_a_copy_into_a_kept_spare_never_synced() {
     assert_eq!(buf, vec![0xCC; 3000]);
     h.add_name(copy, "copy").unwrap();
     // The record reaches the disk, the copy's bytes maybe not: no heap sync.
-    store.sync().unwrap();
-    drop(h);
-    drop(store);
-    let image = sim.crash_with(CrashMode::KeepAllPending);
-    let store = reopen_sim(&image);
-    let h = common::heap(&store);
-    let copy = h.get_by_name("copy").unwrap();
-    let mut buf = vec![1u8; 3000];
-    h.read_at(copy, 0, &mut buf).unwrap();
-    assert_eq!(buf, vec![0; 3000], "never synced: zeros, never the freed object's bytes");
-    let mut source_bytes = vec![0u8; 3000];
-    h.read_at(h.get_by_name("source").unwrap(), 0, &mut source_bytes).unwrap();
-    assert_eq!(source_bytes, vec![0xCC; 3000], "the source is as synced");
+    let (_store, h) = crash_keeping_pending(&sim, store, h);
+    assert_eq!(read_named(&h, "copy", 3000), vec![0; 3000], "never synced: zeros, never the freed object's bytes");
+    assert_eq!(read_named(&h, "source", 3000), vec![0xCC; 3000], "the source is as synced");
 }
 
 #[test]
