@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use larder_io::MapAccess;
-use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, MetaKey};
+use larder_object::meta::{heap_span_key, heap_span_prefix, prefix_end, HeapObject, MetaKey};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
@@ -155,11 +155,16 @@ impl Heap {
         Ok(out)
     }
 
-    /// The allocator records of `id` as they are now (in memory if loaded).
-    pub(crate) fn span_records_now(&self, id: u64) -> Result<Vec<(u64, Vec<u8>)>> {
-        match self.shared.arenas.read().get(&id) {
-            Some(a) => Ok(a.arena.lock().all_records()),
-            None => self.span_records_in_index(id),
+    /// The allocator records of `id` (whose object record is `record`) as
+    /// they are now: in memory if loaded, else the index's if the record
+    /// says it has an allocator (an object never allocated in has none to
+    /// scan for).
+    pub(crate) fn span_records_now(&self, id: u64, record: &HeapObject) -> Result<Vec<(u64, Vec<u8>)>> {
+        let loaded = self.shared.arenas.read().get(&id).cloned();
+        match loaded {
+            Some(slot) => Ok(slot.arena.lock().all_records()),
+            None if record.has_arena() => self.span_records_in_index(id),
+            None => Ok(Vec::new()),
         }
     }
 

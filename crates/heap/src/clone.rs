@@ -47,18 +47,11 @@ impl Heap {
         let id = object.0;
         self.check_writable("copy an object")?;
         let source = self.attach(id)?;
-        // The allocator's records before the bytes, so the bytes cover
-        // every range they claim: the loaded allocator's, or, if the record
-        // says it has one, the index's (an object never allocated in has
-        // none to scan for).
-        let loaded = self.shared.arenas.read().get(&id).cloned();
         let found = self.shared.store.heap_object(id)?.filter(|r| r.heap == self.shared.root);
         let record = found.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
-        let spans = match loaded {
-            Some(slot) => slot.arena.lock().all_records(),
-            None if record.has_arena() => self.span_records_in_index(id)?,
-            None => Vec::new(),
-        };
+        // The allocator's records before the bytes, so the bytes cover
+        // every range they claim.
+        let spans = self.span_records_now(id, &record)?;
         let span_bytes: u64 = spans.iter().map(|(_, v)| 32 + v.len() as u64).sum();
         if COPY_RECORD_BYTES + span_bytes > larder_namespace::bulk::record_budget(&self.shared.store) {
             // Too many records for one log record: an index run of its own.
@@ -86,13 +79,12 @@ impl Heap {
             in_heap(txn)?;
             match bytes {
                 NewBytes::Copied => {}
-                // A small spare kept its pages: stores into them cost no
-                // page allocation, which a new file's first write does.
-                NewBytes::Unset => region.copy_from(&source_region, size)?,
-                // An emulated mapping's bytes reach its file when flushed.
-                NewBytes::Zeros if region.is_emulated() => region.copy_from(&source_region, size)?,
-                // Through the new mapping, each page would fault.
-                NewBytes::Zeros => store.write_heap_file_from(&source_region, new, size)?,
+                // Through a new real mapping each page would fault.
+                NewBytes::Zeros if !region.is_emulated() => store.write_heap_file_from(&source_region, new, size)?,
+                // A small spare kept its pages, so stores into them
+                // allocate nothing; an emulated mapping's bytes reach its
+                // file when flushed.
+                NewBytes::Unset | NewBytes::Zeros => region.copy_from(&source_region, size)?,
             }
             for (key, value) in &spans {
                 txn.put(&heap_span_key(new, *key), value);
@@ -115,9 +107,9 @@ impl Heap {
     /// Reads object `id` for copying; with `deep`, its pointers too.
     fn read_source(&self, id: u64, deep: bool) -> Result<Source> {
         let attached = self.attach(id)?;
-        let spans = self.span_records_now(id)?;
         let record =
             self.shared.store.heap_object(id)?.ok_or_else(|| crate::error::not_found(format!("object {id}")))?;
+        let spans = self.span_records_now(id, &record)?;
         let mut bytes = vec![0u8; usize::try_from(attached.size()).map_err(|_| crate::error::invalid("too large"))?];
         attached.read(0, &mut bytes)?;
         let mut pointers = Vec::new();
