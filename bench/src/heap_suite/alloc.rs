@@ -3,7 +3,9 @@
 //! `free_in` doing the same steps with the same draws ([`draw`], [`slot`],
 //! [`block_size`] are alloc_common.h's functions).
 
-use anyhow::{bail, Result};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
 
 use super::child::{self, field, json_line, run_program};
 use super::{HeapPhase, HeapResult, HeapSpec};
@@ -14,7 +16,6 @@ pub const MIN_BLOCK: u64 = 16;
 /// Largest block, bytes.
 pub const MAX_BLOCK: u64 = 4096;
 /// Draws of the fill phase are apart from the timed phase's.
-#[cfg_attr(not(feature = "larder-heap"), allow(dead_code))] // Larder's side uses it.
 pub const FILL_SALT: u64 = 1 << 40;
 
 /// The draw of operation `op` of thread `thread` (alloc_common.h: peer_draw).
@@ -49,6 +50,7 @@ pub fn run(spec: &HeapSpec) -> Result<HeapResult> {
         "sphde" => ("alloc_sphde", "default", spec.dir.join("sphde-store")),
         "pmemobj" => ("alloc_pmemobj", "atomic", spec.dir.join("pmemobj.pool")),
         "pmemobj-tx" => ("alloc_pmemobj", "tx", spec.dir.join("pmemobj.pool")),
+        "fdatasync" => return ceiling(spec),
         #[cfg(feature = "larder-heap")]
         "larder" => return super::larder::alloc(spec),
         other => bail!("{other} does not run the allocator workload"),
@@ -109,6 +111,57 @@ pub fn run(spec: &HeapSpec) -> Result<HeapResult> {
             if e == "pmemobj" { "pmemobj_alloc/pmemobj_free" } else { "one transaction per op: pmemobj_tx_free + pmemobj_tx_alloc" }
         ),
     };
+    Ok(child::result(spec, info, vec![phase]))
+}
+
+/// Bytes the ceiling writes per operation: one page, the least a durable
+/// record costs on a 4 KiB-sector device.
+pub const CEILING_WRITE_BYTES: usize = 4096;
+
+/// The durable case's ceiling: what any durable operation must at least do
+/// on this disk, one write and one device flush (a 4 KiB overwrite of an
+/// already-written, already-synced file at sequential offsets, then
+/// fdatasync, which on ext4 flushes the device and commits no metadata).
+fn ceiling(spec: &HeapSpec) -> Result<HeapResult> {
+    use std::os::unix::fs::FileExt;
+    if !spec.durable {
+        bail!("the fdatasync ceiling is only for the durable case");
+    }
+    let path = spec.dir.join("ceiling");
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let page = |i: u64| -> Vec<u8> { (0..CEILING_WRITE_BYTES).map(|b| mix64(i ^ b as u64) as u8).collect() };
+    // Written and synced whole first, so the timed writes allocate nothing
+    // and change no metadata.
+    for i in 0..spec.ops {
+        file.write_all_at(&page(i), i * CEILING_WRITE_BYTES as u64)?;
+    }
+    file.sync_all().with_context(|| format!("syncing {}", path.display()))?;
+    let pages: Vec<Vec<u8>> = (0..spec.ops).map(|i| page(i ^ FILL_SALT)).collect();
+    let start = Instant::now();
+    for (i, bytes) in pages.iter().enumerate() {
+        file.write_all_at(bytes, i as u64 * CEILING_WRITE_BYTES as u64)?;
+        file.sync_data()?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let phase = HeapPhase {
+        name: "alloc".to_string(),
+        ops: spec.ops,
+        secs,
+        bytes: spec.ops * CEILING_WRITE_BYTES as u64,
+        vmhwm_kib: crate::sys::status_kib("VmHWM"),
+        extra: [("threads".to_string(), 1.0)].into_iter().collect(),
+    };
+    let info = format!(
+        "ceiling: a {CEILING_WRITE_BYTES} B overwrite of an already-written file at sequential offsets + fdatasync \
+         per op ({}): one write and one device flush, the least a durable operation does",
+        crate::sys::filesystem_of(&spec.dir)
+    );
     Ok(child::result(spec, info, vec![phase]))
 }
 

@@ -48,12 +48,95 @@ pub(crate) const WHOLE_SYNC_BYTES: u64 = 1 << 20;
 /// every sync of it flushes twice).
 pub(crate) const HOLE_FILL_BYTES: u64 = 16 << 20;
 
+/// How far a page imaged by one-flush syncs is on its way to its file
+/// (docs/heap.md, "Retiring images"). Each committed one-flush sync in
+/// which the page is not fresh moves it one step; a fresh block's page
+/// starts again at [`PageStage::Imaged`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PageStage {
+    /// Imaged; its write-back not started.
+    Imaged,
+    /// Imaged again by a sync that started its write-back (not waited
+    /// for).
+    Started,
+    /// Imaged again by a sync that waited for its write-back before its
+    /// log write, and whose flush made those bytes durable in the file:
+    /// the next sync deletes the image.
+    Written,
+}
+
+/// One page image the index holds.
+#[derive(Debug)]
+pub(crate) struct PageImage {
+    /// The page's bytes at the last sync.
+    pub(crate) bytes: Vec<u8>,
+    /// How far the page is on its way to its file.
+    pub(crate) stage: PageStage,
+}
+
+/// What one one-flush sync does with an object's pages.
+#[derive(Debug, Default)]
+struct PagePlan {
+    /// The pages imaged (their image put where its bytes changed).
+    imaged: BTreeSet<u64>,
+    /// Of those, the pages whose write-back this sync starts.
+    start: BTreeSet<u64>,
+    /// Of those, the pages whose write-back this sync waits for.
+    wait: BTreeSet<u64>,
+    /// The pages whose images this sync deletes (their bytes are durable
+    /// in the file since an earlier sync's flush).
+    retire: BTreeSet<u64>,
+}
+
+impl PagePlan {
+    /// The next step of each page `known` holds an image of.
+    fn of(known: &ObjectImages) -> PagePlan {
+        let mut plan = PagePlan::default();
+        for (&at, image) in &known.pages {
+            match image.stage {
+                PageStage::Imaged => {
+                    plan.imaged.insert(at);
+                    plan.start.insert(at);
+                }
+                PageStage::Started => {
+                    plan.imaged.insert(at);
+                    plan.wait.insert(at);
+                }
+                PageStage::Written => {
+                    plan.retire.insert(at);
+                }
+            }
+        }
+        plan
+    }
+
+    /// Page `at` holds a block handed out since the last sync: imaged, and
+    /// on its way to the file from the start.
+    fn fresh(&mut self, at: u64) {
+        self.imaged.insert(at);
+        self.start.remove(&at);
+        self.wait.remove(&at);
+        self.retire.remove(&at);
+    }
+
+    /// The stage of imaged page `at` once this sync committed.
+    fn stage_after(&self, at: u64) -> PageStage {
+        if self.wait.contains(&at) {
+            PageStage::Written
+        } else if self.start.contains(&at) {
+            PageStage::Started
+        } else {
+            PageStage::Imaged
+        }
+    }
+}
+
 /// What a heap knows of one object for one-flush syncs.
 #[derive(Debug, Default)]
 pub(crate) struct ObjectImages {
-    /// The page images the index holds, by page offset, with their bytes:
-    /// each page's bytes at the last sync.
-    pub(crate) pages: BTreeMap<u64, Vec<u8>>,
+    /// The page images the index holds, by page offset: each page's bytes
+    /// at the last sync and how far it is on its way to the file.
+    pub(crate) pages: BTreeMap<u64, PageImage>,
     /// The file's bytes `[0, hole_free)` are on written blocks whose
     /// metadata is durable (a two-flush sync filled the holes and synced
     /// the file): writing a page back there changes no file metadata.
@@ -69,8 +152,9 @@ pub(crate) struct ObjectImages {
 pub(crate) struct ImageChanges {
     /// Images to put: (page offset, bytes).
     pub(crate) put: BTreeMap<u64, Vec<(u64, Vec<u8>)>>,
-    /// Objects whose images are all deleted: the page offsets of those the
-    /// heap put, or `None` if the index may hold others (a transaction
+    /// Images to delete, per object: the page offsets named (a two-flush
+    /// sync's: all the heap put; a one-flush sync's: those it retires), or
+    /// `None` for all of them if the index may hold others (a transaction
     /// that put or deleted images failed), which are then found by a scan.
     /// Naming them spares the scan's walk over every image and deletion
     /// the index's memtable holds under the object's prefix (4 KiB
@@ -142,11 +226,12 @@ impl Heap {
         let writable: IdMap<&Arc<Attached>> =
             attached.iter().filter(|a| a.access == MapAccess::ReadWrite).map(|a| (a.id, a)).collect();
         let page = page_size();
-        // Which pages: those imaged before (an image is kept current until
-        // a two-flush sync deletes it, so replay never writes an old image
-        // over later bytes), and those of fresh blocks (below).
+        // Which pages: those imaged before, by how far each is on its way
+        // to the file (an image is kept current until its page is, so
+        // replay never writes an old image over later bytes), and those of
+        // fresh blocks (below).
         let mut whole_bytes = 0u64;
-        let mut wanted: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        let mut plans: BTreeMap<u64, PagePlan> = BTreeMap::new();
         {
             let images = self.shared.images.lock();
             for (&id, &size) in sizes {
@@ -163,12 +248,13 @@ impl Heap {
                     if size > WHOLE_IMAGE_BYTES || whole_bytes > WHOLE_SYNC_BYTES {
                         return fallback();
                     }
-                    wanted.insert(id, (0..size.div_ceil(page)).map(|i| i * page).collect());
+                    let imaged = (0..size.div_ceil(page)).map(|i| i * page).collect();
+                    plans.insert(id, PagePlan { imaged, ..PagePlan::default() });
                     continue;
                 }
                 match known {
                     Some(known) if known.hole_free >= size => {
-                        wanted.insert(id, known.pages.keys().copied().collect());
+                        plans.insert(id, PagePlan::of(known));
                     }
                     _ => return fallback(),
                 }
@@ -180,7 +266,7 @@ impl Heap {
         // write-back not yet flushed must not be outlived by its record).
         let mut staged = BTreeMap::new();
         let mut fits = true;
-        for (&id, pages) in wanted.iter_mut() {
+        for (&id, plan) in plans.iter_mut() {
             let Some((records, fresh)) = self.take_arena_records_and_fresh(id) else { continue };
             staged.insert(id, records);
             // A whole object's pages are all imaged, however many blocks.
@@ -188,26 +274,33 @@ impl Heap {
             for (offset, len) in fresh.blocks {
                 let mut at = offset / page * page;
                 while at < offset.saturating_add(len) {
-                    pages.insert(at);
+                    plan.fresh(at);
                     at += page;
                 }
             }
             let most = if whole.contains(&id) { WHOLE_IMAGE_BYTES.div_ceil(page) as usize } else { MAX_IMAGES };
-            fits &= pages.len() <= most;
+            fits &= plan.imaged.len() <= most;
         }
         if !fits {
             return Ok(OneFlush::Fallback(staged));
         }
         // Then every other page's stores are written to the device, to be
-        // made durable by the log's flush. Done after the records were
-        // taken: a store the sync must keep came before. The pages imaged
-        // are left to their images: writing them too would wait for the
-        // device on every sync (a fresh block's page stays dirty until the
-        // kernel writes it back).
+        // made durable by the log's flush, and so are the pages whose
+        // write-back an earlier sync started: done after the records were
+        // taken, so a store the sync must keep came before. The other
+        // imaged pages are left to their images: waiting for a fresh
+        // block's page here would wait for the device on every sync (it
+        // stays dirty until the kernel writes it back); their write-back
+        // is only started, for the next sync to wait for.
         for (&id, &size) in sizes {
             let region = writable[&id].region();
             self.keep_descriptor(&region);
-            match region.write_back_except(size, &wanted[&id]) {
+            let plan = &plans[&id];
+            let skip: BTreeSet<u64> = plan.imaged.difference(&plan.wait).copied().collect();
+            let written = region
+                .write_back_except(size, &skip)
+                .and_then(|all| Ok(all && region.start_write_back(size, &plan.start)?));
+            match written {
                 Ok(true) => {}
                 Ok(false) => fits = false,
                 Err(e) => {
@@ -222,16 +315,19 @@ impl Heap {
         let mut changes = ImageChanges::default();
         let read = (|| -> Result<()> {
             let images = self.shared.images.lock();
-            for (&id, pages) in &wanted {
+            for (&id, plan) in &plans {
                 let region = writable[&id].region();
                 let len = region.len();
                 let known = images.get(&id);
-                for &at in pages.iter().filter(|&&at| at < len) {
+                for &at in plan.imaged.iter().filter(|&&at| at < len) {
                     let mut bytes = vec![0u8; (len - at).min(page) as usize];
                     region.read_into(at, &mut bytes)?;
-                    if known.and_then(|k| k.pages.get(&at)) != Some(&bytes) {
+                    if known.and_then(|k| k.pages.get(&at)).map(|image| &image.bytes) != Some(&bytes) {
                         changes.put.entry(id).or_default().push((at, bytes));
                     }
+                }
+                if !plan.retire.is_empty() {
+                    changes.delete.insert(id, Some(plan.retire.iter().copied().collect()));
                 }
             }
             Ok(())
@@ -241,7 +337,7 @@ impl Heap {
         // at will would take them (no flush), so that its other readers see
         // them as they would a real mapping's.
         let read = read.and_then(|()| {
-            for id in whole.iter().filter(|id| wanted.contains_key(id)) {
+            for id in whole.iter().filter(|id| plans.contains_key(id)) {
                 let region = writable[id].region();
                 if region.is_emulated() {
                     region.write_back_at_will(0, region.len())?;
@@ -255,13 +351,31 @@ impl Heap {
         }
         let committed = self.commit_synced(sizes, staged, &changes);
         let mut images = self.shared.images.lock();
-        for (id, pages) in changes.put {
-            let known = images.entry(id).or_default();
+        for (id, plan) in plans {
+            let mut put: BTreeMap<u64, Vec<u8>> = changes.put.remove(&id).into_iter().flatten().collect();
             if committed.is_err() {
-                known.unknown = true;
+                if !put.is_empty() || changes.delete.contains_key(&id) {
+                    images.entry(id).or_default().unknown = true;
+                }
                 continue;
             }
-            known.pages.extend(pages);
+            let known = images.entry(id).or_default();
+            for at in &plan.retire {
+                known.pages.remove(at);
+            }
+            for &at in &plan.imaged {
+                let stage = plan.stage_after(at);
+                match put.remove(&at) {
+                    Some(bytes) => {
+                        known.pages.insert(at, PageImage { bytes, stage });
+                    }
+                    None => {
+                        if let Some(image) = known.pages.get_mut(&at) {
+                            image.stage = stage;
+                        }
+                    }
+                }
+            }
         }
         committed.map(|()| OneFlush::Done)
     }

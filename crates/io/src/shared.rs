@@ -512,6 +512,38 @@ impl SharedRegion {
         if from < end {
             ranges.push((from, end));
         }
+        self.write_back_ranges(&ranges, true)
+    }
+
+    /// Starts writing to the device the pages at `pages` (page offsets,
+    /// those at or past `end` or [`SharedRegion::len`] left out) whose
+    /// stores may not be on the file's blocks, without waiting for the
+    /// writes (sync_file_range WRITE alone; an emulated region writes them
+    /// back as [`SharedRegion::write_back_except`] does). A later
+    /// [`SharedRegion::write_back_except`] that does not skip them waits
+    /// for these writes. Returns false, having written nothing, if the
+    /// file at the region's path is not the one mapped.
+    pub fn start_write_back(&self, end: u64, pages: &BTreeSet<u64>) -> IoResult<bool> {
+        if self.access == MapAccess::ReadOnly {
+            return Ok(true);
+        }
+        let page = page_size();
+        let end = end.min(self.len());
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for &at in pages.iter().take_while(|&&at| at < end) {
+            let stop = (at + page).min(end);
+            match ranges.last_mut() {
+                Some((_, last)) if *last == at => *last = stop,
+                _ => ranges.push((at, stop)),
+            }
+        }
+        self.write_back_ranges(&ranges, false)
+    }
+
+    /// Writes back `ranges` (start, stop) as [`SharedRegion::write_back_except`]
+    /// says, waiting for the writes when `wait`.
+    fn write_back_ranges(&self, ranges: &[(u64, u64)], wait: bool) -> IoResult<bool> {
+        let page = page_size();
         match &self.backing {
             Backing::Mapped { descriptor } => {
                 let mut descriptor = descriptor.lock();
@@ -523,16 +555,22 @@ impl SharedRegion {
                     },
                 };
                 let file = descriptor.insert(file);
-                for (start, stop) in ranges {
-                    crate::write_back::sync_file_range(file, start, stop - start, true)
+                for &(start, stop) in ranges {
+                    crate::write_back::sync_file_range(file, start, stop - start, wait)
                         .map_err(|e| IoError::os("write_back", &self.path, e))?;
                 }
                 Ok(true)
             }
             Backing::Emulated { file, .. } => {
+                // The pages whose bytes differ from the file's are written
+                // to it (the page cache's dirty pages); waiting moves every
+                // write of the range to the device (written back, durable
+                // at the next flush), those an earlier call without a wait
+                // only started included. Without a wait they stay pending:
+                // a write started may not have ended when a flush comes.
                 let mut on_file = vec![0u8; page as usize];
                 let mut here = vec![0u8; page as usize];
-                for (start, stop) in ranges {
+                for &(start, stop) in ranges {
                     let mut at = start;
                     while at < stop {
                         let n = (stop - at).min(page) as usize;
@@ -540,9 +578,11 @@ impl SharedRegion {
                         self.copy_out(at, &mut here[..n]);
                         if on_file[..n] != here[..n] {
                             write_all_at(&**file, &here[..n], at)?;
-                            file.write_back(at, n as u64)?;
                         }
                         at += n as u64;
+                    }
+                    if wait {
+                        file.write_back(start, stop - start)?;
                     }
                 }
                 Ok(true)

@@ -46,19 +46,26 @@ fn a_written_back_overwrite_is_durable_after_another_files_sync() {
 }
 
 #[test]
-fn a_write_outside_the_range_or_over_another_pending_op_stays_pending() {
+fn a_write_outside_the_range_or_over_one_that_stays_pending_stays_pending() {
     let (sim, data, log) = setup(2);
     write_all_at(&*data, &[1; 100], 0).unwrap();
-    write_all_at(&*data, &[2; 100], 4096).unwrap();
-    write_all_at(&*data, &[3; 10], 4146).unwrap();
-    // Only the first write is wholly inside the range; the second overlaps
-    // the third, so neither of them may jump ahead of the other.
-    data.write_back(0, 0).unwrap();
+    // Two writes to one page, both in the range: they move together, in
+    // order (the kernel writes the page with both).
+    write_all_at(&*data, &[2; 100], 1000).unwrap();
+    write_all_at(&*data, &[3; 10], 1050).unwrap();
+    // One that crosses the range's end stays; the one it overlaps stays
+    // with it, so neither jumps ahead of the other.
+    write_all_at(&*data, &[4; 100], 5950).unwrap();
+    write_all_at(&*data, &[5; 60], 5900).unwrap();
+    data.write_back(0, 6000).unwrap();
     log.sync_data().unwrap();
     let after = sim.crash_with(CrashMode::DropAllPending);
     let bytes = read_all(&after, Path::new(DATA));
     assert_eq!(&bytes[..100], &[1; 100][..]);
-    assert_eq!(&bytes[4096..4196], &[0; 100][..]);
+    assert_eq!(&bytes[1000..1050], &[2; 50][..]);
+    assert_eq!(&bytes[1050..1060], &[3; 10][..]);
+    assert_eq!(&bytes[1060..1100], &[2; 40][..]);
+    assert_eq!(&bytes[5900..6050], &[0; 150][..]);
 }
 
 #[test]

@@ -355,30 +355,40 @@ impl File for SimFile {
         Ok(Some(file.unwritten(file.live.len() as u64).iter().collect()))
     }
 
-    /// Moves the range's pending writes that land on written blocks, and
-    /// that no other pending op overlaps, to the written-back list (made
-    /// durable by the next sync of any file); others stay pending (as the
-    /// real call writes them too, but their blocks' metadata waits for a
-    /// sync of this file). A zero `len` means to the end of the file.
+    /// Moves the range's pending writes that land on written blocks to the
+    /// written-back list (made durable by the next sync of any file), in
+    /// order, those that overlap each other together (the kernel writes a
+    /// page with every write to it); a write that overlaps a pending op
+    /// that cannot move stays pending with it, so neither jumps ahead of
+    /// the other. Others stay pending (as the real call writes them too,
+    /// but their blocks' metadata waits for a sync of this file). A zero
+    /// `len` means to the end of the file.
     fn write_back(&self, offset: u64, len: u64) -> IoResult<()> {
         let mut st = self.state.lock();
         st.check_alive()?;
         let fault = take(&mut st, SimOp::WriteBack, &[&self.path]);
         let end = if len == 0 { u64::MAX } else { offset.saturating_add(len) };
         let file = st.file_mut(self.id, &self.path)?;
-        let eligible: Vec<bool> = file
+        let mut eligible: Vec<bool> = file
             .pending
             .iter()
-            .enumerate()
-            .map(|(i, op)| {
+            .map(|op| {
                 let (s, e) = op_range(op);
-                matches!(op, FileOp::Write { .. })
-                    && offset <= s
-                    && e <= end
-                    && file.is_written(s, e)
-                    && file.pending.iter().enumerate().all(|(j, other)| i == j || !meets(op_range(other), (s, e)))
+                matches!(op, FileOp::Write { .. }) && offset <= s && e <= end && file.is_written(s, e)
             })
             .collect();
+        // An op that stays keeps every op it overlaps, to a fixed point.
+        let ranges: Vec<(u64, u64)> = file.pending.iter().map(op_range).collect();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in 0..ranges.len() {
+                if eligible[i] && (0..ranges.len()).any(|j| !eligible[j] && meets(ranges[j], ranges[i])) {
+                    eligible[i] = false;
+                    changed = true;
+                }
+            }
+        }
         let mut moved = Vec::new();
         let mut kept = Vec::new();
         for (op, go) in std::mem::take(&mut file.pending).into_iter().zip(eligible) {
