@@ -32,6 +32,12 @@ pub(crate) const FRESH_BLOCKS: usize = 64;
 /// pages) and what each later sync compares.
 pub(crate) const MAX_IMAGES: usize = 16;
 
+/// Pages imaged and not on their way to the file that make a one-flush
+/// sync start their write-back (docs/heap.md, "Retiring images"): with
+/// the pages started and written meanwhile, an object holds about three
+/// times this many images at most, under [`MAX_IMAGES`].
+pub(crate) const START_BATCH: usize = 5;
+
 /// Largest object created since its last sync that a one-flush sync images
 /// whole (every page): past it the sync flushes twice. Its images cost a
 /// log write of the object's size, which below this costs less than the
@@ -89,14 +95,14 @@ struct PagePlan {
 }
 
 impl PagePlan {
-    /// The next step of each page `known` holds an image of.
+    /// The next step of each page `known` holds an image of (the pages
+    /// still [`PageStage::Imaged`] wait for [`PagePlan::start_batch`]).
     fn of(known: &ObjectImages) -> PagePlan {
         let mut plan = PagePlan::default();
         for (&at, image) in &known.pages {
             match image.stage {
                 PageStage::Imaged => {
                     plan.imaged.insert(at);
-                    plan.start.insert(at);
                 }
                 PageStage::Started => {
                     plan.imaged.insert(at);
@@ -114,9 +120,20 @@ impl PagePlan {
     /// on its way to the file from the start.
     fn fresh(&mut self, at: u64) {
         self.imaged.insert(at);
-        self.start.remove(&at);
         self.wait.remove(&at);
         self.retire.remove(&at);
+    }
+
+    /// Starts the write-back of the pages imaged and not started (fresh
+    /// ones included) once there are [`START_BATCH`] of them: one
+    /// sync_file_range for them all, where one per sync cost as much
+    /// again as the log's write (the submission, a virtio notification, is
+    /// CPU in a VM).
+    fn start_batch(&mut self) {
+        let waiting: BTreeSet<u64> = self.imaged.difference(&self.wait).copied().collect();
+        if waiting.len() >= START_BATCH {
+            self.start = waiting;
+        }
     }
 
     /// The stage of imaged page `at` once this sync committed.
@@ -280,6 +297,11 @@ impl Heap {
             }
             let most = if whole.contains(&id) { WHOLE_IMAGE_BYTES.div_ceil(page) as usize } else { MAX_IMAGES };
             fits &= plan.imaged.len() <= most;
+        }
+        for (id, plan) in plans.iter_mut() {
+            if !whole.contains(id) {
+                plan.start_batch();
+            }
         }
         if !fits {
             return Ok(OneFlush::Fallback(staged));

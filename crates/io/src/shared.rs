@@ -516,10 +516,11 @@ impl SharedRegion {
     }
 
     /// Starts writing to the device the pages at `pages` (page offsets,
-    /// those at or past `end` or [`SharedRegion::len`] left out) whose
-    /// stores may not be on the file's blocks, without waiting for the
-    /// writes (sync_file_range WRITE alone; an emulated region writes them
-    /// back as [`SharedRegion::write_back_except`] does). A later
+    /// those at or past `end` or [`SharedRegion::len`] left out), and any
+    /// other page between the first and the last of them, whose stores may
+    /// not be on the file's blocks, without waiting for the writes: one
+    /// sync_file_range(WRITE) over that span, a submission for them all
+    /// (an emulated region writes them to its file, pending). A later
     /// [`SharedRegion::write_back_except`] that does not skip them waits
     /// for these writes. Returns false, having written nothing, if the
     /// file at the region's path is not the one mapped.
@@ -527,17 +528,12 @@ impl SharedRegion {
         if self.access == MapAccess::ReadOnly {
             return Ok(true);
         }
-        let page = page_size();
         let end = end.min(self.len());
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for &at in pages.iter().take_while(|&&at| at < end) {
-            let stop = (at + page).min(end);
-            match ranges.last_mut() {
-                Some((_, last)) if *last == at => *last = stop,
-                _ => ranges.push((at, stop)),
-            }
-        }
-        self.write_back_ranges(&ranges, false)
+        let mut within = pages.iter().copied().take_while(|&at| at < end);
+        let Some(first) = within.next() else { return Ok(true) };
+        let last = within.last().unwrap_or(first);
+        let stop = (last + page_size()).min(end);
+        self.write_back_ranges(&[(first, stop)], false)
     }
 
     /// Writes back `ranges` (start, stop) as [`SharedRegion::write_back_except`]
