@@ -86,6 +86,11 @@ impl Pending {
     pub(crate) fn spare_kept_bytes(&self) -> u64 {
         self.spares.iter().map(|spare| spare.kept).sum()
     }
+
+    /// Spares kept mapped.
+    pub(crate) fn mapped_spares(&self) -> usize {
+        self.spares.iter().filter(|spare| spare.region.is_some()).count()
+    }
 }
 
 /// What every handle of one heap in this process shares: its mappings,

@@ -311,11 +311,16 @@ impl Heap {
                     let kept = self.shared.closed.lock().take(id);
                     drop(kept);
                     self.drop_arena(id);
-                    {
+                    let spares_low = {
                         let mut pending = self.shared.pending.lock();
                         pending.files.remove(&id);
                         pending.created.remove(&id);
                         pending.removals.push((lsn, id));
+                        pending.removals.len() >= crate::limits::SPARE_SYNC_SOON_FREES
+                            && pending.mapped_spares() < crate::limits::SPARE_MAPPINGS / 2
+                    };
+                    if spares_low {
+                        self.shared.store.sync_soon();
                     }
                     self.remove_files_freed_durably();
                     return Ok(());

@@ -353,8 +353,7 @@ impl Heap {
         let store = &self.shared.store;
         let (room, kept_bytes, mapped) = {
             let pending = self.shared.pending.lock();
-            let mapped = pending.spares.iter().filter(|spare| spare.region.is_some()).count();
-            (pending.spares.len() < SPARE_FILES, pending.spare_kept_bytes(), mapped)
+            (pending.spares.len() < SPARE_FILES, pending.spare_kept_bytes(), pending.mapped_spares())
         };
         let map = mapped < SPARE_MAPPINGS;
         // Only a mapped spare keeps bytes: a copy overwrites them through it.

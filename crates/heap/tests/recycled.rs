@@ -183,3 +183,30 @@ fn only_mapped_spares_keep_bytes_and_every_reuse_reads_zeros() {
         assert!(store.heap_object(object.0).unwrap().unwrap().is_recycled(), "it took a spare");
     }
 }
+
+/// Frees whose files would refill the spares make the log sync early: with
+/// a group-commit interval of an hour, the frees past
+/// `SPARE_SYNC_SOON_FREES` become durable without any sync of the heap's.
+#[test]
+fn many_frees_waiting_for_the_log_ask_it_to_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: larder_io::StorageRef = std::sync::Arc::new(larder_io::RealStorage::new());
+    let mut options = larder_object::StoreOptions::default();
+    options.log.buffered_sync_interval = Some(std::time::Duration::from_secs(3600));
+    let store =
+        std::sync::Arc::new(larder_object::Store::create(storage, dir.path(), common::creation(), options).unwrap());
+    let h = common::heap(&store);
+    let frees = larder_heap::limits::SPARE_SYNC_SOON_FREES + 8;
+    let objects: Vec<_> = (0..frees).map(|_| h.alloc(4096).unwrap()).collect();
+    h.sync().unwrap();
+    let synced = store.durable_lsn();
+    for object in objects {
+        h.free(object).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store.durable_lsn() == synced {
+        assert!(std::time::Instant::now() < deadline, "the frees never became durable");
+        std::thread::yield_now();
+    }
+    h.close().unwrap();
+}

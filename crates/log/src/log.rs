@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -170,8 +170,11 @@ pub(crate) struct Inner {
     pub last: AtomicU64,
     pub stats: Stats,
     stop: Mutex<bool>,
-    /// Wakes the flusher: to stop, or to create a spare segment.
+    /// Wakes the flusher: to stop, to create a spare segment, or to sync
+    /// now ([`Log::sync_soon`]).
     pub stop_cond: Condvar,
+    /// A caller asked the flusher to sync without waiting out its interval.
+    sync_soon: AtomicBool,
     /// A clean-close marker describing the segments is on disk; it is
     /// removed (see `invalidate_clean`) before anything is written to the
     /// log. Held across the removal and across a close's marker write.
@@ -376,6 +379,7 @@ impl Log {
             stats: Stats::default(),
             stop: Mutex::new(false),
             stop_cond: Condvar::new(),
+            sync_soon: AtomicBool::new(false),
             clean: Mutex::new(clean_on_disk),
             _lock: lock,
         });
@@ -511,6 +515,22 @@ impl Log {
     /// background, if the log runs one ([`Options::buffered_sync_interval`]).
     pub fn flusher_name(&self) -> Option<&'static str> {
         self.flusher.lock().as_ref().map(|_| FLUSHER_THREAD)
+    }
+
+    /// Asks the background flusher to make the buffered records durable
+    /// now rather than at the end of its interval, without waiting for it
+    /// (a caller that needs them durable calls [`Log::sync_to`]). Nothing
+    /// happens without a flusher ([`Options::buffered_sync_interval`]
+    /// `None`: buffered records wait for a sync).
+    pub fn sync_soon(&self) {
+        if self.flusher.lock().is_none() {
+            return;
+        }
+        self.inner.sync_soon.store(true, Ordering::Release);
+        // Taken so the notification cannot fall between the flusher's
+        // check of the flag and its wait.
+        let _stop = self.inner.stop.lock();
+        self.inner.stop_cond.notify_all();
     }
 
     /// The highest LSN such that it and every record before it are durable.
@@ -696,8 +716,9 @@ fn flusher(inner: &Inner, interval: Duration) {
     loop {
         {
             let mut stop = inner.stop.lock();
-            if !*stop {
+            if !*stop && !inner.sync_soon.swap(false, Ordering::AcqRel) {
                 inner.stop_cond.wait_for(&mut stop, interval);
+                inner.sync_soon.store(false, Ordering::Release);
             }
             if *stop {
                 return;

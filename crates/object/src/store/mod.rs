@@ -949,6 +949,14 @@ impl Store {
         self.log.recovery_report()
     }
 
+    /// Asks the log's background flusher to make the buffered
+    /// transactions durable now, without waiting for it (see
+    /// `larder_log::Log::sync_soon`): for a caller that waits on
+    /// [`Store::durable_lsn`] to reuse what a buffered transaction freed.
+    pub fn sync_soon(&self) {
+        self.log.sync_soon();
+    }
+
     /// Highest LSN whose transaction, and every earlier one, is durable.
     pub fn durable_lsn(&self) -> u64 {
         self.log.durable_lsn()
