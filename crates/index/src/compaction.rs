@@ -85,6 +85,40 @@ fn small_oldest(runs: &[RunMeta], positions: &[usize], fanout: usize) -> usize {
     }
 }
 
+/// A store at rest has its levels merged once at least a
+/// `REST_MERGE_WRITTEN_SHARE`th of its runs' bytes were written since the
+/// last time: that rewrites at most the store, so at most this many
+/// rewrites per byte written.
+pub(crate) const REST_MERGE_WRITTEN_SHARE: u64 = 2;
+
+/// Whether a store at rest should have its levels merged (see
+/// `Options::merge_at_rest`), given the bytes flushed or ingested since
+/// they last were: not with fewer than two runs, nor after writes small
+/// beside the store (it is not rewritten for them).
+pub(crate) fn rest_merge_due(runs: &[RunMeta], written_since: u64) -> bool {
+    let total: u64 = runs.iter().map(|r| r.file_size).sum();
+    runs.len() >= 2 && written_since.saturating_mul(REST_MERGE_WRITTEN_SHARE) >= total
+}
+
+/// A merge at rest: the runs of the first level holding two or more, none
+/// of them busy, into one run of the same level. Levels rather than the
+/// whole store, so the small upper levels are done first (a scan soon
+/// positions fewer runs) and two mergers can take two levels at once.
+pub(crate) fn choose_at_rest(runs: &[RunMeta], busy: &HashSet<u64>) -> Option<Task> {
+    let max_level = runs.iter().map(|r| r.level).max()?;
+    (0..=max_level).find_map(|level| {
+        let positions: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].level == level).collect();
+        if positions.len() < 2 || positions.iter().any(|&i| busy.contains(&runs[i].id)) {
+            return None;
+        }
+        Some(Task {
+            inputs: positions.iter().map(|&i| runs[i].id).collect(),
+            output_level: level,
+            bottom: positions.last() == Some(&(runs.len() - 1)),
+        })
+    })
+}
+
 /// A merge of every run into one (for `compact_all`), or None when there is
 /// at most one run.
 pub(crate) fn choose_all(runs: &[RunMeta]) -> Option<Task> {
@@ -114,6 +148,31 @@ mod tests {
             min_key: vec![],
             max_key: vec![],
         }
+    }
+
+    #[test]
+    fn a_store_at_rest_merges_once_half_its_bytes_are_new() {
+        let runs = vec![sized(3, 0, 100), sized(2, 0, 100), sized(1, 1, 400)];
+        assert!(!rest_merge_due(&runs, 299));
+        assert!(rest_merge_due(&runs, 300));
+        assert!(!rest_merge_due(&runs[2..], u64::MAX));
+        assert!(!rest_merge_due(&[], u64::MAX));
+    }
+
+    #[test]
+    fn a_merge_at_rest_takes_one_level_into_one_run_of_that_level() {
+        let runs =
+            vec![sized(6, 0, 10), sized(5, 0, 10), sized(4, 1, 40), sized(3, 1, 40), sized(2, 1, 40), sized(1, 2, 1)];
+        let none = HashSet::new();
+        assert_eq!(choose_at_rest(&runs, &none), Some(Task { inputs: vec![6, 5], output_level: 0, bottom: false }));
+        // A level with a busy run waits; the next is taken meanwhile.
+        let busy: HashSet<u64> = [5].into_iter().collect();
+        assert_eq!(choose_at_rest(&runs, &busy), Some(Task { inputs: vec![4, 3, 2], output_level: 1, bottom: false }));
+        // The last level's merge drops tombstones; a level of one run is done.
+        let bottom = vec![sized(3, 0, 10), sized(2, 1, 40), sized(1, 1, 40)];
+        assert_eq!(choose_at_rest(&bottom, &none), Some(Task { inputs: vec![2, 1], output_level: 1, bottom: true }));
+        assert_eq!(choose_at_rest(&bottom[..2], &none), None);
+        assert_eq!(choose_at_rest(&[], &none), None);
     }
 
     #[test]

@@ -59,7 +59,9 @@ pub struct Options {
     /// touch. The mapped pages count in the process's resident size, as a
     /// mapped run's pages do once read; runs no reader uses (an ingest) are
     /// not populated, and larger runs' pages are mapped as reads touch
-    /// them. 0 disables it. Default 256 MiB.
+    /// them; a merge's output is populated whatever its size when each of
+    /// its inputs was within this bound (its pages stand in for theirs).
+    /// 0 disables it. Default 256 MiB.
     pub populate_new_runs_bytes: usize,
     /// Bloom filter bits per key. 0 disables filters. Default 14 (about
     /// 0.12% false positives per run, so a missed get reads a data block
@@ -81,6 +83,15 @@ pub struct Options {
     pub l0_stop_runs: usize,
     /// Threads that merge runs. Default 2.
     pub compaction_threads: usize,
+    /// With background threads, merge each level's runs into one run of
+    /// that level once writes have stopped (no memtable seal for 50 ms)
+    /// and at least half as many bytes as the runs hold were flushed or
+    /// ingested since the last such round. A store at rest then reads one
+    /// run per level: a get probes fewer filters and a scan positions
+    /// fewer cursors. A round rewrites at most the store, so it adds at
+    /// most two writes per byte written; a flush (writes resumed) ends it.
+    /// Default true.
+    pub merge_at_rest: bool,
     /// Run flushes and merges on background threads (default). When false,
     /// they run inline in the writing thread: deterministic, for tests.
     pub background_threads: bool,
@@ -122,6 +133,7 @@ impl Default for Options {
             l0_slowdown_runs: 8,
             l0_stop_runs: 12,
             compaction_threads: 2,
+            merge_at_rest: true,
             background_threads: true,
             merge_operators: Vec::new(),
             before_durable: None,
@@ -147,6 +159,7 @@ impl std::fmt::Debug for Options {
             .field("l0_slowdown_runs", &self.l0_slowdown_runs)
             .field("l0_stop_runs", &self.l0_stop_runs)
             .field("compaction_threads", &self.compaction_threads)
+            .field("merge_at_rest", &self.merge_at_rest)
             .field("background_threads", &self.background_threads)
             .field("merge_operators", &self.merge_operators.iter().map(|o| o.name().to_string()).collect::<Vec<_>>())
             .field("before_durable", &self.before_durable.is_some())

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::db::Inner;
 use crate::IndexError;
@@ -72,21 +72,29 @@ const QUIET_MAX_WAIT: Duration = Duration::from_secs(1);
 /// the memtable's slots per two seals.
 const QUIET_MIN_ARRAYS: usize = 3;
 
+/// How long the active memtable must go without a seal before the idle
+/// flusher asks for a merge at rest (`Options::merge_at_rest`): longer
+/// than [`QUIET`], as such a merge rewrites the store.
+const REST: Duration = Duration::from_millis(50);
+
 /// The idle flusher's watch over the active memtable: once its view
 /// stays the same for [`QUIET`] (writes have stopped or slowed to a
-/// trickle, as after a load), its arrays are merged into one. A scan
-/// right after a load of 1 KiB records positioned the memtable's skip list
-/// and 4-5 arrays beside the runs.
+/// trickle, as after a load), its arrays are merged into one, and after
+/// [`REST`] the runs may be merged into one. A scan right after a load of
+/// 1 KiB records positioned the memtable's skip list and 4-5 arrays beside
+/// the runs.
 struct QuietWatch {
     /// The view seen at the last look (weak: it pins no entries, and its
     /// address cannot be reused while held).
     seen: std::sync::Weak<crate::memtable::View>,
+    /// When that view was first seen.
+    since: Instant,
     wait: Duration,
 }
 
 impl QuietWatch {
     fn new() -> QuietWatch {
-        QuietWatch { seen: std::sync::Weak::new(), wait: QUIET }
+        QuietWatch { seen: std::sync::Weak::new(), since: Instant::now(), wait: QUIET }
     }
 
     /// Looks at the active memtable after a wait: merges its arrays if
@@ -98,12 +106,17 @@ impl QuietWatch {
         let unchanged = std::ptr::eq(self.seen.as_ptr(), Arc::as_ptr(&view));
         if !unchanged {
             self.seen = Arc::downgrade(&view);
+            self.since = Instant::now();
             self.wait = QUIET;
             return;
         }
         drop(view);
+        // Not a seal: the consolidated view keeps `since`.
         if active.consolidate(QUIET_MIN_ARRAYS) {
             self.seen = Arc::downgrade(&active.view());
+        }
+        if self.since.elapsed() >= REST {
+            inner.want_rest_merge();
         }
         self.wait = (self.wait * 2).min(QUIET_MAX_WAIT);
     }
@@ -142,6 +155,8 @@ fn flusher(inner: &Inner) {
         let mut bg = inner.bg.lock();
         bg.flushing = false;
         bg.flush_tries += 1;
+        // Writes resumed: no more merges at rest until they stop again.
+        bg.rest_merge_wanted = false;
         match r {
             Ok(_) => {
                 bg.flush_no_space = None;
