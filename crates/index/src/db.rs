@@ -60,9 +60,11 @@ pub(crate) struct BgState {
     /// to do merge each level into one run (`compaction::choose_at_rest`)
     /// until every level is one run or a flush ends it.
     pub rest_merge_wanted: bool,
-    /// Bytes flushed and ingested when merges at rest last began (0
-    /// before any in this process).
-    pub written_at_rest_merge: u64,
+    /// Bytes of the runs merges at rest took as inputs since the index
+    /// opened (their budget: `compaction::REST_MERGE_BYTES_PER_WRITTEN`).
+    pub rest_merged_bytes: u64,
+    /// A merge at rest is running (one at a time).
+    pub rest_merge_running: bool,
 }
 
 pub(crate) struct Inner {

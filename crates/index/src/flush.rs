@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::compaction::{choose, choose_all, choose_at_rest, rest_merge_due, Task};
-use crate::db::{Inner, WriterState};
+use crate::compaction::{choose, choose_all, choose_at_rest, Task, REST_MERGE_BYTES_PER_WRITTEN};
+use crate::db::{BgState, Inner, WriterState};
 use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::iter::{memtable_sources, MergeIter, Source};
@@ -319,10 +319,19 @@ impl Inner {
         let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
         let task = match choose(&metas, &bg.busy_runs, self.options.merge_fanout, self.options.l0_slowdown_runs) {
             Some(task) => task,
-            None if bg.rest_merge_wanted => match choose_at_rest(&metas, &bg.busy_runs) {
-                Some(task) => task,
+            // One merge at rest at a time, so they take at most one CPU
+            // from the readers, and the small level is done first.
+            None if bg.rest_merge_wanted && bg.rest_merge_running => return None,
+            None if bg.rest_merge_wanted => match choose_at_rest(&metas, &bg.busy_runs, self.rest_budget(&bg)) {
+                Some(task) => {
+                    let inputs = metas.iter().filter(|m| task.inputs.contains(&m.id));
+                    bg.rest_merged_bytes += inputs.map(|m| m.file_size).sum::<u64>();
+                    bg.rest_merge_running = true;
+                    task
+                }
                 None => {
-                    // Every level is one run, or the rest are being merged.
+                    // Every level is one run or over the budget, or the
+                    // rest are being merged.
                     bg.rest_merge_wanted = bg.compactions_running > 0;
                     return None;
                 }
@@ -334,29 +343,37 @@ impl Inner {
         Some(task)
     }
 
-    /// Bytes of runs flushed or ingested since the index opened.
-    fn written_bytes(&self) -> u64 {
+    /// Bytes merges at rest may still rewrite: a multiple of the bytes
+    /// flushed or ingested since the index opened, less what they took.
+    fn rest_budget(&self, bg: &BgState) -> u64 {
         let s = &self.stats;
-        s.bytes_flushed.load(Ordering::Relaxed) + s.bytes_ingested.load(Ordering::Relaxed)
+        let written = s.bytes_flushed.load(Ordering::Relaxed) + s.bytes_ingested.load(Ordering::Relaxed);
+        written.saturating_mul(REST_MERGE_BYTES_PER_WRITTEN).saturating_sub(bg.rest_merged_bytes)
     }
 
     /// Writes have stopped (the idle flusher's finding): has the mergers
-    /// merge each level into one run, when enough was written since they
-    /// last did (`compaction::rest_merge_due`). A flush ends this.
+    /// merge each level into one run, within the budget
+    /// (`compaction::REST_MERGE_BYTES_PER_WRITTEN`). A flush ends this.
     pub(crate) fn want_rest_merge(&self) {
         if !self.options.merge_at_rest {
             return;
+        }
+        {
+            // Frozen memtables or a slowed level 0 are a writer held up,
+            // not one that stopped.
+            let sv = self.sv.read();
+            if !sv.frozen.is_empty() || sv.version.runs_at(0) >= self.options.l0_slowdown_runs {
+                return;
+            }
         }
         let mut bg = self.bg.lock();
         if bg.rest_merge_wanted || bg.shutdown {
             return;
         }
-        let written = self.written_bytes();
         let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
-        if !rest_merge_due(&metas, written.saturating_sub(bg.written_at_rest_merge)) {
+        if choose_at_rest(&metas, &HashSet::new(), self.rest_budget(&bg)).is_none() {
             return;
         }
-        bg.written_at_rest_merge = written;
         bg.rest_merge_wanted = true;
         bg.work_epoch += 1;
         drop(bg);
@@ -369,6 +386,7 @@ impl Inner {
             bg.busy_runs.remove(id);
         }
         bg.compactions_running -= 1;
+        bg.rest_merge_running &= !task.at_rest;
         drop(bg);
         self.wake_all();
     }
@@ -445,7 +463,7 @@ impl Inner {
     /// Waits for running merges, then merges each level into one run (the
     /// merges at rest), one level after another.
     pub(crate) fn merge_levels(&self) -> Result<()> {
-        while self.merge_alone(|runs| choose_at_rest(runs, &HashSet::new()))? {}
+        while self.merge_alone(|runs| choose_at_rest(runs, &HashSet::new(), u64::MAX))? {}
         Ok(())
     }
 

@@ -84,13 +84,14 @@ pub struct Options {
     /// Threads that merge runs. Default 2.
     pub compaction_threads: usize,
     /// With background threads, merge each level's runs into one run of
-    /// that level once writes have stopped (no memtable seal for 50 ms)
-    /// and at least half as many bytes as the runs hold were flushed or
-    /// ingested since the last such round. A store at rest then reads one
-    /// run per level: a get probes fewer filters and a scan positions
-    /// fewer cursors. A round rewrites at most the store, so it adds at
-    /// most two writes per byte written; a flush (writes resumed) ends it.
-    /// Default true.
+    /// that level once writes have stopped: the active memtable empty
+    /// and unsealed for 10 ms (a writer that stopped and flushed) or
+    /// unsealed for a second. A store at rest then reads one run per
+    /// level: a get probes fewer filters and a scan positions fewer
+    /// cursors. One such merge at a time, at the lowest CPU priority
+    /// (nice 19), smallest level first; together they rewrite at most
+    /// twice the bytes flushed or ingested since the index opened, and a
+    /// flush (writes resumed) ends a round. Default true.
     pub merge_at_rest: bool,
     /// Run flushes and merges on background threads (default). When false,
     /// they run inline in the writing thread: deterministic, for tests.
