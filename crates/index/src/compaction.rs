@@ -31,6 +31,9 @@ pub(crate) struct Task {
     pub output_level: u32,
     /// No run older than the inputs exists: tombstones can be dropped.
     pub bottom: bool,
+    /// A merge at rest ([`choose_at_rest`]): run at the lowest CPU
+    /// priority, behind readers and other work.
+    pub at_rest: bool,
 }
 
 /// A run at most this fraction of its level's largest run is small (see
@@ -66,6 +69,7 @@ pub(crate) fn choose(runs: &[RunMeta], busy: &HashSet<u64>, fanout: usize, max_r
             inputs: chosen.iter().map(|&i| runs[i].id).collect(),
             output_level: level + 1,
             bottom: last == runs.len() - 1,
+            at_rest: false,
         });
     }
     None
@@ -85,6 +89,35 @@ fn small_oldest(runs: &[RunMeta], positions: &[usize], fanout: usize) -> usize {
     }
 }
 
+/// Merges at rest rewrite at most this many bytes per byte flushed or
+/// ingested since the index opened (over its life, not per round).
+pub(crate) const REST_MERGE_BYTES_PER_WRITTEN: u64 = 2;
+
+/// A merge at rest (see `Options::merge_at_rest`): the runs of the first
+/// level holding two or more, none of them busy, into one run of the same
+/// level, if their bytes fit in `budget` (what
+/// [`REST_MERGE_BYTES_PER_WRITTEN`] leaves). Levels rather than the whole
+/// store, so the small upper levels are done first: a scan soon positions
+/// fewer runs.
+pub(crate) fn choose_at_rest(runs: &[RunMeta], busy: &HashSet<u64>, budget: u64) -> Option<Task> {
+    let max_level = runs.iter().map(|r| r.level).max()?;
+    (0..=max_level).find_map(|level| {
+        let positions: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].level == level).collect();
+        if positions.len() < 2 || positions.iter().any(|&i| busy.contains(&runs[i].id)) {
+            return None;
+        }
+        if positions.iter().map(|&i| runs[i].file_size).sum::<u64>() > budget {
+            return None;
+        }
+        Some(Task {
+            inputs: positions.iter().map(|&i| runs[i].id).collect(),
+            output_level: level,
+            bottom: positions.last() == Some(&(runs.len() - 1)),
+            at_rest: true,
+        })
+    })
+}
+
 /// A merge of every run into one (for `compact_all`), or None when there is
 /// at most one run.
 pub(crate) fn choose_all(runs: &[RunMeta]) -> Option<Task> {
@@ -95,6 +128,7 @@ pub(crate) fn choose_all(runs: &[RunMeta]) -> Option<Task> {
         inputs: runs.iter().map(|r| r.id).collect(),
         output_level: runs.iter().map(|r| r.level).max().unwrap_or(0),
         bottom: true,
+        at_rest: false,
     })
 }
 
@@ -117,10 +151,40 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_at_rest_takes_one_level_into_one_run_of_that_level() {
+        let runs =
+            vec![sized(6, 0, 10), sized(5, 0, 10), sized(4, 1, 40), sized(3, 1, 40), sized(2, 1, 40), sized(1, 2, 1)];
+        let none = HashSet::new();
+        assert_eq!(
+            choose_at_rest(&runs, &none, u64::MAX),
+            Some(Task { inputs: vec![6, 5], output_level: 0, bottom: false, at_rest: true })
+        );
+        // A level with a busy run waits; the next is taken meanwhile.
+        let busy: HashSet<u64> = [5].into_iter().collect();
+        assert_eq!(
+            choose_at_rest(&runs, &busy, u64::MAX),
+            Some(Task { inputs: vec![4, 3, 2], output_level: 1, bottom: false, at_rest: true })
+        );
+        // The last level's merge drops tombstones; a level of one run is done.
+        let bottom = vec![sized(3, 0, 10), sized(2, 1, 40), sized(1, 1, 40)];
+        assert_eq!(
+            choose_at_rest(&bottom, &none, u64::MAX),
+            Some(Task { inputs: vec![2, 1], output_level: 1, bottom: true, at_rest: true })
+        );
+        assert_eq!(choose_at_rest(&bottom[..2], &none, u64::MAX), None);
+        assert_eq!(choose_at_rest(&[], &none, u64::MAX), None);
+        // A level that does not fit the budget waits; a smaller one goes.
+        assert_eq!(choose_at_rest(&runs, &none, 19), None);
+        assert_eq!(choose_at_rest(&runs, &none, 20).expect("a task").inputs, [6, 5]);
+        assert_eq!(choose_at_rest(&runs, &busy, 119), None);
+        assert_eq!(choose_at_rest(&runs, &busy, 120).expect("a task").inputs, [4, 3, 2]);
+    }
+
+    #[test]
     fn merges_oldest_runs_of_the_first_full_level() {
         let runs = vec![run(9, 0, 90), run(8, 0, 80), run(7, 0, 70), run(6, 0, 60), run(5, 0, 50), run(1, 1, 10)];
         let t = choose(&runs, &HashSet::new(), 4, 8).expect("a task");
-        assert_eq!(t, Task { inputs: vec![8, 7, 6, 5], output_level: 1, bottom: false });
+        assert_eq!(t, Task { inputs: vec![8, 7, 6, 5], output_level: 1, bottom: false, at_rest: false });
         assert_eq!(choose(&runs[..3], &HashSet::new(), 4, 8), None);
     }
 
@@ -138,7 +202,7 @@ mod tests {
         ];
         let busy: HashSet<u64> = [6].into_iter().collect();
         let t = choose(&runs, &busy, 4, 8).expect("a task");
-        assert_eq!(t, Task { inputs: vec![4, 3, 2, 1], output_level: 2, bottom: true });
+        assert_eq!(t, Task { inputs: vec![4, 3, 2, 1], output_level: 2, bottom: true, at_rest: false });
     }
 
     fn sized(id: u64, level: u32, file_size: u64) -> RunMeta {
@@ -157,7 +221,7 @@ mod tests {
         assert_eq!(choose(&runs, &HashSet::new(), 4, 8), None);
         runs.insert(0, sized(6, 0, 99 * MIB));
         let t = choose(&runs, &HashSet::new(), 4, 8).expect("a task");
-        assert_eq!(t, Task { inputs: vec![6, 5, 4, 3, 2, 1], output_level: 1, bottom: true });
+        assert_eq!(t, Task { inputs: vec![6, 5, 4, 3, 2, 1], output_level: 1, bottom: true, at_rest: false });
         // Busy inputs are skipped as before.
         let busy: HashSet<u64> = [1].into_iter().collect();
         assert_eq!(choose(&runs, &busy, 4, 8), None);
@@ -209,13 +273,13 @@ mod tests {
             sized(1, 1, MIB),
         ];
         let t = choose(&runs, &HashSet::new(), 4, 8).expect("a task");
-        assert_eq!(t, Task { inputs: vec![4, 3, 2, 1], output_level: 2, bottom: true });
+        assert_eq!(t, Task { inputs: vec![4, 3, 2, 1], output_level: 2, bottom: true, at_rest: false });
     }
 
     #[test]
     fn choose_all_takes_everything() {
         let runs = vec![run(2, 0, 20), run(1, 3, 10)];
-        assert_eq!(choose_all(&runs), Some(Task { inputs: vec![2, 1], output_level: 3, bottom: true }));
+        assert_eq!(choose_all(&runs), Some(Task { inputs: vec![2, 1], output_level: 3, bottom: true, at_rest: false }));
         assert_eq!(choose_all(&runs[..1]), None);
     }
 }

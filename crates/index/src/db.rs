@@ -56,6 +56,15 @@ pub(crate) struct BgState {
     pub flush_tries: u64,
     /// The same for merges (a write stalled on merges gets ENOSPC).
     pub merge_no_space: Option<PathBuf>,
+    /// The idle flusher found writes stopped: mergers with nothing else
+    /// to do merge each level into one run (`compaction::choose_at_rest`)
+    /// until every level is one run or a flush ends it.
+    pub rest_merge_wanted: bool,
+    /// Bytes of the runs merges at rest took as inputs since the index
+    /// opened (their budget: `compaction::REST_MERGE_BYTES_PER_WRITTEN`).
+    pub rest_merged_bytes: u64,
+    /// A merge at rest is running (one at a time).
+    pub rest_merge_running: bool,
 }
 
 pub(crate) struct Inner {
@@ -386,6 +395,13 @@ impl Index {
     /// in durable runs: they are durable when it returns.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush_all()
+    }
+
+    /// Merges each level's runs into one run of that level, as the
+    /// background mergers do once writes stop ([`Options::merge_at_rest`]),
+    /// after running merges finish; the memtable is not flushed.
+    pub fn merge_levels(&self) -> Result<()> {
+        self.inner.merge_levels()
     }
 
     /// Merges every run into one (and flushes first).

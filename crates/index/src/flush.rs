@@ -5,13 +5,14 @@
 //! its directory synced before the manifest that names it; the manifest is
 //! durable before `durable_seq` moves or any input run is removed.
 
+use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::compaction::{choose, choose_all, Task};
-use crate::db::{Inner, WriterState};
+use crate::compaction::{choose, choose_all, choose_at_rest, Task, REST_MERGE_BYTES_PER_WRITTEN};
+use crate::db::{BgState, Inner, WriterState};
 use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
 use crate::iter::{memtable_sources, MergeIter, Source};
@@ -193,9 +194,10 @@ impl Inner {
             Edit::Flush { run, .. } | Edit::Ingest { run, .. } => run.as_ref(),
             Edit::Merge { output, .. } => output.as_ref(),
         };
+        let populate_up_to = self.populate_up_to(&edit);
         let opened = new_run.and_then(|m| {
             let path = self.dir.join(run_file_name(m.id));
-            self.run_cache.open_new(m, &path, self.options.populate_new_runs_bytes, &self.stats).map(|o| (m.id, o))
+            self.run_cache.open_new(m, &path, populate_up_to, &self.stats).map(|o| (m.id, o))
         });
         let mut c = self.committed.lock();
         let mut state = c.state.clone();
@@ -284,6 +286,23 @@ impl Inner {
         Ok(())
     }
 
+    /// The largest new run of `edit` whose mapping is populated once read
+    /// (`Options::populate_new_runs_bytes`): a merge's output whatever its
+    /// size when each input was within the bound, as its pages stand in
+    /// for theirs (a merge at rest of a store whose runs were populated
+    /// would otherwise leave its reads faulting pages in).
+    fn populate_up_to(&self, edit: &Edit<'_>) -> usize {
+        let bound = self.options.populate_new_runs_bytes;
+        let Edit::Merge { inputs, .. } = edit else { return bound };
+        let c = self.committed.lock();
+        let mut sizes = c.version.runs.iter().filter(|r| inputs.contains(&r.meta.id)).map(|r| r.meta.file_size);
+        if bound > 0 && sizes.all(|size| size <= bound as u64) {
+            usize::MAX
+        } else {
+            bound
+        }
+    }
+
     /// Operator names are recorded once registered: an operand may sit in
     /// any run, so the manifest lists every registered operator.
     fn registry_names_in_use(&self) -> Vec<String> {
@@ -298,10 +317,67 @@ impl Inner {
         // bg, then committed, as in compact_all.)
         let mut bg = self.bg.lock();
         let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
-        let task = choose(&metas, &bg.busy_runs, self.options.merge_fanout, self.options.l0_slowdown_runs)?;
+        let task = match choose(&metas, &bg.busy_runs, self.options.merge_fanout, self.options.l0_slowdown_runs) {
+            Some(task) => task,
+            // One merge at rest at a time, so they take at most one CPU
+            // from the readers, and the small level is done first.
+            None if bg.rest_merge_wanted && bg.rest_merge_running => return None,
+            None if bg.rest_merge_wanted => match choose_at_rest(&metas, &bg.busy_runs, self.rest_budget(&bg)) {
+                Some(task) => {
+                    let inputs = metas.iter().filter(|m| task.inputs.contains(&m.id));
+                    bg.rest_merged_bytes += inputs.map(|m| m.file_size).sum::<u64>();
+                    bg.rest_merge_running = true;
+                    task
+                }
+                None => {
+                    // Every level is one run or over the budget, or the
+                    // rest are being merged.
+                    bg.rest_merge_wanted = bg.compactions_running > 0;
+                    return None;
+                }
+            },
+            None => return None,
+        };
         bg.busy_runs.extend(task.inputs.iter().copied());
         bg.compactions_running += 1;
         Some(task)
+    }
+
+    /// Bytes merges at rest may still rewrite: a multiple of the bytes
+    /// flushed or ingested since the index opened, less what they took.
+    fn rest_budget(&self, bg: &BgState) -> u64 {
+        let s = &self.stats;
+        let written = s.bytes_flushed.load(Ordering::Relaxed) + s.bytes_ingested.load(Ordering::Relaxed);
+        written.saturating_mul(REST_MERGE_BYTES_PER_WRITTEN).saturating_sub(bg.rest_merged_bytes)
+    }
+
+    /// Writes have stopped (the idle flusher's finding): has the mergers
+    /// merge each level into one run, within the budget
+    /// (`compaction::REST_MERGE_BYTES_PER_WRITTEN`). A flush ends this.
+    pub(crate) fn want_rest_merge(&self) {
+        if !self.options.merge_at_rest {
+            return;
+        }
+        {
+            // Frozen memtables or a slowed level 0 are a writer held up,
+            // not one that stopped.
+            let sv = self.sv.read();
+            if !sv.frozen.is_empty() || sv.version.runs_at(0) >= self.options.l0_slowdown_runs {
+                return;
+            }
+        }
+        let mut bg = self.bg.lock();
+        if bg.rest_merge_wanted || bg.shutdown {
+            return;
+        }
+        let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
+        if choose_at_rest(&metas, &HashSet::new(), self.rest_budget(&bg)).is_none() {
+            return;
+        }
+        bg.rest_merge_wanted = true;
+        bg.work_epoch += 1;
+        drop(bg);
+        self.work_cv.notify_all();
     }
 
     pub(crate) fn release_task(&self, task: &Task) {
@@ -310,6 +386,7 @@ impl Inner {
             bg.busy_runs.remove(id);
         }
         bg.compactions_running -= 1;
+        bg.rest_merge_running &= !task.at_rest;
         drop(bg);
         self.wake_all();
     }
@@ -380,6 +457,19 @@ impl Inner {
 
     /// Waits for running merges, then merges every run into one.
     pub(crate) fn compact_all(&self) -> Result<()> {
+        self.merge_alone(choose_all).map(|_| ())
+    }
+
+    /// Waits for running merges, then merges each level into one run (the
+    /// merges at rest), one level after another.
+    pub(crate) fn merge_levels(&self) -> Result<()> {
+        while self.merge_alone(|runs| choose_at_rest(runs, &HashSet::new(), u64::MAX))? {}
+        Ok(())
+    }
+
+    /// Waits for running merges, then runs the merge `pick` chooses from
+    /// the runs, if any: says whether there was one.
+    fn merge_alone(&self, pick: impl FnOnce(&[RunMeta]) -> Option<Task>) -> Result<bool> {
         let task = {
             let mut bg = self.bg.lock();
             loop {
@@ -390,7 +480,7 @@ impl Inner {
                 self.done_cv.wait_for(&mut bg, Duration::from_millis(100));
             }
             let metas: Vec<RunMeta> = self.committed.lock().version.runs.iter().map(|r| r.meta.clone()).collect();
-            let Some(task) = choose_all(&metas) else { return Ok(()) };
+            let Some(task) = pick(&metas) else { return Ok(false) };
             bg.busy_runs.extend(task.inputs.iter().copied());
             bg.compactions_running += 1;
             task
@@ -400,7 +490,7 @@ impl Inner {
         if let Err(e) = &r {
             self.set_poison(format!("merge failed: {e}"));
         }
-        r
+        r.map(|()| true)
     }
 }
 

@@ -59,7 +59,9 @@ pub struct Options {
     /// touch. The mapped pages count in the process's resident size, as a
     /// mapped run's pages do once read; runs no reader uses (an ingest) are
     /// not populated, and larger runs' pages are mapped as reads touch
-    /// them. 0 disables it. Default 256 MiB.
+    /// them; a merge's output is populated whatever its size when each of
+    /// its inputs was within this bound (its pages stand in for theirs).
+    /// 0 disables it. Default 256 MiB.
     pub populate_new_runs_bytes: usize,
     /// Bloom filter bits per key. 0 disables filters. Default 14 (about
     /// 0.12% false positives per run, so a missed get reads a data block
@@ -81,6 +83,16 @@ pub struct Options {
     pub l0_stop_runs: usize,
     /// Threads that merge runs. Default 2.
     pub compaction_threads: usize,
+    /// With background threads, merge each level's runs into one run of
+    /// that level once writes have stopped: the active memtable empty
+    /// and unsealed for 10 ms (a writer that stopped and flushed) or
+    /// unsealed for a second. A store at rest then reads one run per
+    /// level: a get probes fewer filters and a scan positions fewer
+    /// cursors. One such merge at a time, at the lowest CPU priority
+    /// (nice 19), smallest level first; together they rewrite at most
+    /// twice the bytes flushed or ingested since the index opened, and a
+    /// flush (writes resumed) ends a round. Default true.
+    pub merge_at_rest: bool,
     /// Run flushes and merges on background threads (default). When false,
     /// they run inline in the writing thread: deterministic, for tests.
     pub background_threads: bool,
@@ -122,6 +134,7 @@ impl Default for Options {
             l0_slowdown_runs: 8,
             l0_stop_runs: 12,
             compaction_threads: 2,
+            merge_at_rest: true,
             background_threads: true,
             merge_operators: Vec::new(),
             before_durable: None,
@@ -147,6 +160,7 @@ impl std::fmt::Debug for Options {
             .field("l0_slowdown_runs", &self.l0_slowdown_runs)
             .field("l0_stop_runs", &self.l0_stop_runs)
             .field("compaction_threads", &self.compaction_threads)
+            .field("merge_at_rest", &self.merge_at_rest)
             .field("background_threads", &self.background_threads)
             .field("merge_operators", &self.merge_operators.iter().map(|o| o.name().to_string()).collect::<Vec<_>>())
             .field("before_durable", &self.before_durable.is_some())

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::db::Inner;
 use crate::IndexError;
@@ -72,38 +72,58 @@ const QUIET_MAX_WAIT: Duration = Duration::from_secs(1);
 /// the memtable's slots per two seals.
 const QUIET_MIN_ARRAYS: usize = 3;
 
+/// How long the active memtable must go without a seal before the idle
+/// flusher asks for merges at rest (`Options::merge_at_rest`). An empty
+/// one (a writer that stopped and flushed, as after a load) needs only
+/// [`QUIET`]: a writer slowed down by a busy machine or by its own work
+/// goes quiet for tens of milliseconds mid-load, and each round it set off
+/// would rewrite runs the load is still adding to.
+const REST: Duration = Duration::from_secs(1);
+
 /// The idle flusher's watch over the active memtable: once its view
 /// stays the same for [`QUIET`] (writes have stopped or slowed to a
-/// trickle, as after a load), its arrays are merged into one. A scan
-/// right after a load of 1 KiB records positioned the memtable's skip list
-/// and 4-5 arrays beside the runs.
+/// trickle, as after a load), its arrays are merged into one, and after
+/// [`REST`] the runs may be merged into one. A scan right after a load of
+/// 1 KiB records positioned the memtable's skip list and 4-5 arrays beside
+/// the runs.
 struct QuietWatch {
     /// The view seen at the last look (weak: it pins no entries, and its
     /// address cannot be reused while held).
     seen: std::sync::Weak<crate::memtable::View>,
+    /// When that view was first seen.
+    since: Instant,
     wait: Duration,
 }
 
 impl QuietWatch {
     fn new() -> QuietWatch {
-        QuietWatch { seen: std::sync::Weak::new(), wait: QUIET }
+        QuietWatch { seen: std::sync::Weak::new(), since: Instant::now(), wait: QUIET }
     }
 
     /// Looks at the active memtable after a wait: merges its arrays if
     /// its view has not changed since the last look, and sets how long to
     /// wait before the next (longer and longer while nothing changes).
-    fn look(&mut self, inner: &Inner) {
+    /// Only an idle look (`idle`: the flusher waited with nothing frozen)
+    /// may ask for merges at rest: a look right after a flush can find a
+    /// view unchanged because the writer was stopped waiting for it.
+    fn look(&mut self, inner: &Inner, idle: bool) {
         let active = inner.sv.read().active.clone();
         let view = active.view();
         let unchanged = std::ptr::eq(self.seen.as_ptr(), Arc::as_ptr(&view));
         if !unchanged {
             self.seen = Arc::downgrade(&view);
+            self.since = Instant::now();
             self.wait = QUIET;
             return;
         }
         drop(view);
+        // Not a seal: the consolidated view keeps `since`.
         if active.consolidate(QUIET_MIN_ARRAYS) {
             self.seen = Arc::downgrade(&active.view());
+        }
+        let quiet_for = self.since.elapsed();
+        if idle && (quiet_for >= REST || quiet_for >= QUIET && active.is_empty()) {
+            inner.want_rest_merge();
         }
         self.wait = (self.wait * 2).min(QUIET_MAX_WAIT);
     }
@@ -130,7 +150,7 @@ fn flusher(inner: &Inner) {
                     continue;
                 }
                 if inner.work_cv.wait_for(&mut bg, quiet.wait).timed_out() {
-                    parking_lot::MutexGuard::unlocked(&mut bg, || quiet.look(inner));
+                    parking_lot::MutexGuard::unlocked(&mut bg, || quiet.look(inner, true));
                 }
             }
             bg.flushing = true;
@@ -138,10 +158,12 @@ fn flusher(inner: &Inner) {
         let r = inner.flush_oldest();
         // A flush takes longer than QUIET: a view unchanged since the look
         // before it has been quiet that long.
-        quiet.look(inner);
+        quiet.look(inner, false);
         let mut bg = inner.bg.lock();
         bg.flushing = false;
         bg.flush_tries += 1;
+        // Writes resumed: no more merges at rest until they stop again.
+        bg.rest_merge_wanted = false;
         match r {
             Ok(_) => {
                 bg.flush_no_space = None;
@@ -190,7 +212,7 @@ fn merger(inner: &Inner) {
                 inner.work_cv.wait_for(&mut bg, REAP_WAIT);
             }
         };
-        let r = inner.run_task(&task);
+        let r = if task.at_rest { run_at_lowest_priority(inner, &task) } else { inner.run_task(&task) };
         inner.release_task(&task);
         match r {
             Ok(()) => {
@@ -219,4 +241,27 @@ fn merger(inner: &Inner) {
             return;
         }
     }
+}
+
+/// Runs a merge at rest on a thread of its own at the lowest CPU priority
+/// (nice 19): readers, writers and other programs come first, and the
+/// merge takes what CPU they leave. A thread of its own because an
+/// unprivileged thread cannot raise its priority back.
+fn run_at_lowest_priority(inner: &Inner, task: &crate::compaction::Task) -> Result<(), IndexError> {
+    std::thread::scope(|s| {
+        let merge = std::thread::Builder::new().name("larder-rest-merge".to_string()).spawn_scoped(s, || {
+            let _guard = PoisonOnPanic(inner);
+            if !larder_io::lowest_thread_priority() {
+                tracing::debug!("could not lower a merge at rest's priority");
+            }
+            inner.run_task(task)
+        });
+        match merge {
+            Ok(handle) => {
+                handle.join().unwrap_or_else(|_| Err(IndexError::Poisoned("a merge at rest panicked".into())))
+            }
+            // No thread to be had: the merger runs it at its own priority.
+            Err(_) => inner.run_task(task),
+        }
+    })
 }

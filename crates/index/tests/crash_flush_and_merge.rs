@@ -104,8 +104,8 @@ fn check_recovered(image: SimStorage, w: &Workload, acknowledged_durable: u64, w
 
 /// Builds the state before the operation under test: several flushed runs
 /// plus unflushed batches in the memtable.
-fn prepare(sim: &SimStorage, seed: u64) -> (Index, Workload) {
-    let index = open(sim, options()).unwrap();
+fn prepare(sim: &SimStorage, seed: u64, options: &Options) -> (Index, Workload) {
+    let index = open(sim, options.clone()).unwrap();
     let mut w = Workload::new(seed);
     for _ in 0..3 {
         w.write(&index, 25).unwrap();
@@ -129,10 +129,15 @@ enum Point {
 /// Crashes `op` at every write, sync and namespace operation it makes, and
 /// after each of its directory syncs fails, in every mode.
 fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>) {
+    crash_everywhere_with(name, &options(), op);
+}
+
+/// [`crash_everywhere`] from the state `options` leave.
+fn crash_everywhere_with(name: &str, options: &Options, op: impl Fn(&Index) -> larder_index::Result<()>) {
     let seed = 11;
     // Probe: how many writes and syncs does the operation make?
     let probe = SimStorage::new(seed);
-    let (index, _) = prepare(&probe, seed);
+    let (index, _) = prepare(&probe, seed, options);
     let before = probe.counters();
     op(&index).unwrap();
     let after = probe.counters();
@@ -163,7 +168,7 @@ fn crash_everywhere(name: &str, op: impl Fn(&Index) -> larder_index::Result<()>)
         {
             let sim = SimStorage::new(seed + mi as u64);
             sim.set_unordered_dir_ops(true);
-            let (index, w) = prepare(&sim, seed);
+            let (index, w) = prepare(&sim, seed, options);
             let acknowledged = index.durable_seq();
             match point {
                 Point::Write => sim.crash_after_writes(k),
@@ -188,6 +193,16 @@ fn crash_at_every_write_and_sync_of_a_flush() {
 #[test]
 fn crash_at_every_write_and_sync_of_a_merge() {
     crash_everywhere("merge", |index| index.compact_all());
+}
+
+#[test]
+fn crash_at_every_write_and_sync_of_a_merge_at_rest() {
+    // Fanout 4: the three flushed runs stay in level 0 for it to merge.
+    let options = Options { merge_fanout: 4, l0_slowdown_runs: 8, l0_stop_runs: 12, ..options() };
+    crash_everywhere_with("merge at rest", &options, |index| {
+        assert_eq!(index.stats().runs_per_level, [3]);
+        index.merge_levels()
+    });
 }
 
 #[test]
