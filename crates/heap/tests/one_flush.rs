@@ -12,13 +12,12 @@ mod common;
 
 use std::sync::Arc;
 
-use larder_heap::{Credentials, Heap, HeapError, ObjectId, PPtr};
+use larder_heap::{Heap, HeapError, ObjectId, PPtr};
 use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
-use larder_object::meta::heap_image_prefix;
 use larder_object::Store;
 
-use common::{reopen_sim, sim_store};
+use common::{crash_run_sim, heap_images as images, reopen_sim, sim_store, try_heap as open};
 
 const USER: u8 = 0x55;
 const X2: u8 = 0x22;
@@ -28,15 +27,6 @@ const BLOCK: usize = 100;
 /// q's size: another size class than p's, so q's page is one no sync
 /// imaged before (its image is there because q is a fresh block).
 const Q_BLOCK: usize = 300;
-
-fn open(store: &Arc<Store>) -> larder_heap::Result<Heap> {
-    Heap::open(store, "/heap", Credentials::root())
-}
-
-/// Page images the index holds for `object`.
-fn images(store: &Store, object: ObjectId) -> usize {
-    store.index().prefix(&heap_image_prefix(object.0), true).unwrap().count()
-}
 
 fn bytes(h: &Heap, id: ObjectId, offset: u64, len: usize) -> Vec<u8> {
     let mut buf = vec![0u8; len];
@@ -149,15 +139,11 @@ fn check(h: &Heap, stage: usize, what: &str) {
 /// Runs the workload on a new machine armed by `arm`, crashes it in
 /// `mode`, recovers and checks; returns what the run saw.
 fn crash_run(seed: u64, mode: CrashMode, arm: impl FnOnce(&SimStorage), what: &str) -> Seen {
-    let sim = SimStorage::new(seed);
-    sim.set_unordered_dir_ops(true);
-    let store = sim_store(&sim);
-    arm(&sim);
-    let mut seen = Seen::default();
-    workload(&store, &mut seen);
-    drop(store);
-    let image = sim.crash_with(mode);
-    let store = reopen_sim(&image);
+    let (store, seen) = crash_run_sim(seed, mode, arm, |store| {
+        let mut seen = Seen::default();
+        workload(store, &mut seen);
+        seen
+    });
     let h = open(&store).unwrap();
     let what = format!("{what} ({mode:?}), stage {}", seen.stage);
     check(&h, seen.stage, &what);

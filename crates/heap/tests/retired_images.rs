@@ -14,13 +14,12 @@ mod common;
 
 use std::sync::Arc;
 
-use larder_heap::{Credentials, Heap, HeapError, ObjectId, PPtr};
+use larder_heap::{Heap, HeapError, PPtr};
 use larder_io::sim::CrashMode;
 use larder_io::SimStorage;
-use larder_object::meta::heap_image_prefix;
 use larder_object::Store;
 
-use common::{reopen_sim, sim_store};
+use common::{crash_run_sim, heap_images as images, reopen_sim, sim_store, try_heap as open};
 
 /// A block's size: over half a page, so each block is on pages of its own
 /// and each stage's block brings new pages to image.
@@ -37,15 +36,6 @@ const OVERWRITE_LAG: usize = 4;
 /// pages back at will: apart from the syncs that start and wait for a
 /// batch's write-back, so that some pages reach the file only by those.
 const AT_WILL: [usize; 2] = [3, 12];
-
-fn open(store: &Arc<Store>) -> larder_heap::Result<Heap> {
-    Heap::open(store, "/heap", Credentials::root())
-}
-
-/// Page images the index holds for `object`.
-fn images(store: &Store, object: ObjectId) -> usize {
-    store.index().prefix(&heap_image_prefix(object.0), true).unwrap().count()
-}
 
 /// Where stage `i`'s block's pointer is kept: in the object's own bytes
 /// (the allocator places blocks past them).
@@ -151,14 +141,11 @@ fn check(h: &Heap, stage: usize, what: &str) {
 /// Runs the workload on a new machine armed by `arm`, crashes it in
 /// `mode`, recovers and checks.
 fn crash_run(seed: u64, mode: CrashMode, arm: impl FnOnce(&SimStorage), what: &str) {
-    let sim = SimStorage::new(seed);
-    sim.set_unordered_dir_ops(true);
-    let store = sim_store(&sim);
-    arm(&sim);
-    let mut seen = Seen::default();
-    workload(&store, &mut seen);
-    drop(store);
-    let store = reopen_sim(&sim.crash_with(mode));
+    let (store, seen) = crash_run_sim(seed, mode, arm, |store| {
+        let mut seen = Seen::default();
+        workload(store, &mut seen);
+        seen
+    });
     let h = open(&store).unwrap();
     let what = format!("{what} ({mode:?}), stage {}", seen.stage);
     check(&h, seen.stage, &what);

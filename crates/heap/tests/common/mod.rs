@@ -5,8 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use larder_heap::{Credentials, Heap};
+use larder_heap::{Credentials, Heap, ObjectId};
+use larder_io::sim::CrashMode;
 use larder_io::{SimStorage, StorageRef};
+use larder_object::meta::heap_image_prefix;
 use larder_object::{CreationOptions, Store, StoreOptions};
 
 /// Where the simulated tests put their store.
@@ -74,4 +76,34 @@ pub fn real_heap() -> (tempfile::TempDir, Arc<Store>, Heap) {
     let store = real_store(dir.path());
     let heap = heap(&store);
     (dir, store, heap)
+}
+
+/// The heap `/heap` of `store`, as root, or why it could not be opened.
+pub fn try_heap(store: &Arc<Store>) -> larder_heap::Result<Heap> {
+    Heap::open(store, "/heap", Credentials::root())
+}
+
+/// Page images the index holds for `object` (docs/heap.md, "One flush
+/// per sync").
+pub fn heap_images(store: &Store, object: ObjectId) -> usize {
+    store.index().prefix(&heap_image_prefix(object.0), true).unwrap().count()
+}
+
+/// Runs `workload` on a store of a new simulated machine of `seed`
+/// (directory operations reach the disk in any order) armed by `arm`,
+/// crashes the machine in `mode` and reopens the store, recovering:
+/// the store and what the workload returned.
+pub fn crash_run_sim<T>(
+    seed: u64,
+    mode: CrashMode,
+    arm: impl FnOnce(&SimStorage),
+    workload: impl FnOnce(&Arc<Store>) -> T,
+) -> (Arc<Store>, T) {
+    let sim = SimStorage::new(seed);
+    sim.set_unordered_dir_ops(true);
+    let store = sim_store(&sim);
+    arm(&sim);
+    let seen = workload(&store);
+    drop(store);
+    (reopen_sim(&sim.crash_with(mode)), seen)
 }
