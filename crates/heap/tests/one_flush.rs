@@ -356,3 +356,27 @@ fn images_a_dropped_handle_left_are_deleted_by_the_next_handles_sync() {
     h.deref(p).unwrap();
     assert_eq!(bytes(&h, a, p.offset, BLOCK), vec![X3; BLOCK], "the bytes of the last sync");
 }
+
+/// A sync that changes no record (a store into the object's own bytes, on
+/// a page no image covers) writes no log record: the log's flush alone
+/// makes the page's write-back durable, and it survives a crash.
+#[test]
+fn a_sync_with_nothing_to_record_flushes_without_a_record() {
+    let sim = SimStorage::new(12);
+    let store = sim_store(&sim);
+    let h = open(&store).unwrap();
+    let a = h.alloc(8192).unwrap();
+    h.add_name(a, "a").unwrap();
+    h.sync().unwrap();
+    h.sync().unwrap();
+    h.write_at(a, 100, &[0x5A; 50]).unwrap();
+    let groups = store.log_stats().groups;
+    h.sync().unwrap();
+    assert_eq!(store.log_stats().groups, groups, "the sync wrote a record");
+    drop(h);
+    drop(store);
+    let store = reopen_sim(&sim.crash_with(CrashMode::DropAllPending));
+    let h = open(&store).unwrap();
+    let a = h.get_by_name("a").unwrap();
+    assert_eq!(bytes(&h, a, 100, 50), vec![0x5A; 50]);
+}

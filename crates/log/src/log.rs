@@ -502,6 +502,36 @@ impl Log {
         self.inner.sync_to(Lsn::MAX)
     }
 
+    /// Makes every record appended so far durable, then flushes the
+    /// device's cache with an fdatasync of the segment the log writes, even
+    /// when no record waited: writes that other files' write-backs
+    /// completed before this call are durable when it returns, as they
+    /// would be at a group's sync (the same device, `Storage::shares_flush`).
+    /// For a commit with nothing to record whose caller wrote data back
+    /// and needs it durable: no record is written. False, having flushed
+    /// nothing, when the log has no segment open to sync (none written or
+    /// recovered since open): the caller then syncs a record. A failed
+    /// flush poisons the log, as a failed group sync does.
+    pub fn flush(&self) -> Result<bool> {
+        self.inner.sync_to(Lsn::MAX)?;
+        let segment = {
+            let st = self.inner.state.lock();
+            if let Some(cause) = &st.poisoned {
+                return Err(LogError::Poisoned(cause.clone()));
+            }
+            st.w.seg.clone().or_else(|| st.live.back().map(|live| live.seg.clone()))
+        };
+        let Some(segment) = segment else { return Ok(false) };
+        let start = std::time::Instant::now();
+        if let Err(e) = segment.file.sync_data() {
+            let mut st = self.inner.state.lock();
+            self.inner.poison(&mut st, format!("flushing {}: {e}", segment.path.display()));
+            return Err(e.into());
+        }
+        self.inner.stats.add(&self.inner.stats.sync_micros, start.elapsed().as_micros() as u64);
+        Ok(true)
+    }
+
     /// Stops the log as a failed sync would: every later append, sync and
     /// checkpoint fails with `cause`, and no group is written. For a caller
     /// whose own state no longer matches the log (a record it could not
