@@ -20,7 +20,7 @@ use larder_namespace::list;
 use larder_object::meta::{heap_span_prefix, DataLocation, MetaKey, Name};
 use larder_object::Store;
 
-use common::{reopen_sim, sim_store};
+use common::{crash_sim, reopen_sim, sim_store};
 
 const A: u8 = 0xA1;
 const A_TAIL: u8 = 0xA2;
@@ -231,13 +231,7 @@ fn crash_twice(
     recovery: Option<(u64, CrashMode)>,
     what: &str,
 ) {
-    let sim = SimStorage::new(seed);
-    sim.set_unordered_dir_ops(true);
-    let store = sim_store(&sim);
-    arm(&sim);
-    let stage = workload(&store);
-    drop(store);
-    let mut image = sim.crash_with(mode);
+    let (mut image, stage) = crash_sim(seed, mode, arm, workload);
     if let Some((j, second)) = recovery {
         image.crash_after_namespace_ops(j);
         // May fail at the crash: what it left is recovered below.

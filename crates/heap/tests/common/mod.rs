@@ -91,19 +91,31 @@ pub fn heap_images(store: &Store, object: ObjectId) -> usize {
 
 /// Runs `workload` on a store of a new simulated machine of `seed`
 /// (directory operations reach the disk in any order) armed by `arm`,
-/// crashes the machine in `mode` and reopens the store, recovering:
-/// the store and what the workload returned.
-pub fn crash_run_sim<T>(
+/// and crashes the machine in `mode`: the machine after the crash and
+/// what the workload returned.
+pub fn crash_sim<T>(
     seed: u64,
     mode: CrashMode,
     arm: impl FnOnce(&SimStorage),
     workload: impl FnOnce(&Arc<Store>) -> T,
-) -> (Arc<Store>, T) {
+) -> (SimStorage, T) {
     let sim = SimStorage::new(seed);
     sim.set_unordered_dir_ops(true);
     let store = sim_store(&sim);
     arm(&sim);
     let seen = workload(&store);
     drop(store);
-    (reopen_sim(&sim.crash_with(mode)), seen)
+    (sim.crash_with(mode), seen)
+}
+
+/// [`crash_sim`], then the store reopened on the crashed machine,
+/// recovering.
+pub fn crash_run_sim<T>(
+    seed: u64,
+    mode: CrashMode,
+    arm: impl FnOnce(&SimStorage),
+    workload: impl FnOnce(&Arc<Store>) -> T,
+) -> (Arc<Store>, T) {
+    let (image, seen) = crash_sim(seed, mode, arm, workload);
+    (reopen_sim(&image), seen)
 }
