@@ -529,6 +529,7 @@ impl Log {
             return Err(e.into());
         }
         self.inner.stats.add(&self.inner.stats.sync_micros, start.elapsed().as_micros() as u64);
+        self.inner.stats.add(&self.inner.stats.syncs, 1);
         Ok(true)
     }
 

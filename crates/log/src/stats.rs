@@ -71,7 +71,8 @@ pub struct LogStats {
     pub bytes_written: u64,
     /// Zeros written to create or extend segments.
     pub zero_fill_bytes: u64,
-    /// `fdatasync` calls on segments (groups and segment headers).
+    /// `fdatasync` calls on segments (groups, segment headers and
+    /// [`crate::Log::flush`]).
     pub syncs: u64,
     /// Microseconds spent in those syncs.
     pub sync_micros: u64,

@@ -38,11 +38,12 @@ fn a_flush_with_nothing_queued_makes_written_back_data_durable() {
         let file = data_file(&sim);
         write_all_at(&*file, &[7; 4096], 4096).unwrap();
         file.write_back(4096, 4096).unwrap();
-        let before = log.stats().groups;
+        let before = log.stats();
         if flush {
             assert!(log.flush().unwrap(), "a segment is open");
         }
-        assert_eq!(log.stats().groups, before, "no group was written");
+        assert_eq!(log.stats().groups, before.groups, "no group was written");
+        assert_eq!(log.stats().syncs, before.syncs + u64::from(flush), "the flush is counted as a sync");
         drop(log);
         let after = sim.crash_with(CrashMode::DropAllPending);
         let bytes = after.read_durable(DATA).unwrap();
