@@ -32,6 +32,7 @@ use crate::connection::Connection;
 use larder_protocol::id_hash::IdMap;
 
 mod clock;
+mod held;
 mod subtrees;
 
 use clock::lease_now;

@@ -187,6 +187,16 @@ impl Client {
         want_bytes: bool,
     ) -> Result<(File, Option<FirstBytes>)> {
         let cache = self.connection.cache();
+        // The common case of a file opened before: its kept open, under
+        // leases that hold, in one look at the cache.
+        if let Some(class) = class.filter(|_| cache.enabled()) {
+            if let Some((bytes, count)) = crate::walk::plain_path(path) {
+                let parts = crate::walk::components(bytes);
+                if let Some((ino, handle)) = cache.open_held(&self.connection, parts, count, class) {
+                    return Ok((self.file(handle, ino, flags, Some(class), append), None));
+                }
+            }
+        }
         let last = match self.walk_to_last(path)? {
             // From the cache: a file whose lease holds, or one with a kept
             // open whose lease ran out (the renewal, one small round trip,

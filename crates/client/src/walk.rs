@@ -73,19 +73,14 @@ impl Client {
         if !cache.enabled() {
             return Ok(Walked::No);
         }
-        let bytes = {
-            use std::os::unix::ffi::OsStrExt;
-            path.as_os_str().as_bytes()
-        };
-        if bytes.is_empty() || bytes.len() >= PATH_MAX || bytes.contains(&0) || bytes.ends_with(b"/") {
-            return Ok(Walked::No);
-        }
+        let Some((bytes, count)) = plain_path(path) else { return Ok(Walked::No) };
         // The components, borrowed from the path (no list of them is made:
         // a cached open walks every path it opens).
-        let parts = || bytes.split(|b| *b == b'/').filter(|c| !c.is_empty());
-        let count = parts().count();
-        if count == 0 || parts().any(|p| p == b"." || p == b".." || p.len() > NAME_MAX) {
-            return Ok(Walked::No);
+        let parts = || components(bytes);
+        // A path walked before, under leases that hold: one lock, one look
+        // at the clock.
+        if let Some(found) = cache.walk_held(&self.connection, parts(), count) {
+            return Ok(Walked::Found(found));
         }
         let mut dir = match cache.root() {
             Some(root) => root,
@@ -125,4 +120,27 @@ impl Client {
         }
         Ok(Walked::No)
     }
+}
+
+/// The bytes of `path` and the count of its names, if it is a plain path
+/// the cache walks: names of at most NAME_MAX bytes separated by `/`, no
+/// `.` or `..`, no trailing `/`, no NUL, shorter than PATH_MAX.
+pub(crate) fn plain_path(path: &Path) -> Option<(&[u8], usize)> {
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes()
+    };
+    if bytes.is_empty() || bytes.len() >= PATH_MAX || bytes.contains(&0) || bytes.ends_with(b"/") {
+        return None;
+    }
+    let count = components(bytes).count();
+    if count == 0 || components(bytes).any(|p| p == b"." || p == b".." || p.len() > NAME_MAX) {
+        return None;
+    }
+    Some((bytes, count))
+}
+
+/// The names of a path, borrowed from it.
+pub(crate) fn components(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|b| *b == b'/').filter(|c| !c.is_empty())
 }
