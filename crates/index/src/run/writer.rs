@@ -79,7 +79,7 @@ impl RunWriter {
     /// [`RunWriter::add`] of a borrowed operation.
     pub(crate) fn add_ref(&mut self, key: &[u8], stamp: Stamp, op: OpRef<'_>) -> Result<()> {
         let new_key = self.entry_count == 0 || key != self.block_last_key.as_slice();
-        if new_key && !self.block.is_empty() && self.block.estimated_len() >= self.block_size {
+        if new_key && !self.block.is_empty() && self.block.estimated_len(&self.buf) >= self.block_size {
             self.finish_block()?;
         }
         if new_key {
@@ -102,7 +102,7 @@ impl RunWriter {
             },
             _ => 0,
         };
-        self.block.add(key, stamp, op, run_op_id);
+        self.block.add(&mut self.buf, key, stamp, op, run_op_id);
         self.entry_count += 1;
         self.bytes += (key.len() + op.payload_len() + 12) as u64;
         Ok(())
@@ -118,10 +118,11 @@ impl RunWriter {
     }
 
     fn finish_block(&mut self) -> Result<()> {
-        let bytes = self.block.finish();
-        check_u32_len("data block", bytes.len())?;
-        let handle = BlockHandle { offset: self.written + self.buf.len() as u64, len: bytes.len() as u32 };
-        self.buf.extend_from_slice(&bytes);
+        // The block is built in place at the end of the write buffer.
+        let start = self.block.finish(&mut self.buf);
+        let len = self.buf.len() - start;
+        check_u32_len("data block", len)?;
+        let handle = BlockHandle { offset: self.written + start as u64, len: len as u32 };
         put_bytes(&mut self.index, &self.block_last_key);
         put_u64(&mut self.index, handle.offset);
         put_u32(&mut self.index, handle.len);
