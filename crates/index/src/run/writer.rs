@@ -15,11 +15,18 @@ use crate::merge::Registry;
 /// Write-buffer size: run files are written in large sequential writes.
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
+/// Bytes written between two starts of their write-back: the device
+/// writes a run while the rest is built, and the sync that ends it waits
+/// for the tail alone.
+const WRITE_BACK_BYTES: u64 = 8 << 20;
+
 /// Builds one run file. Entries must arrive in internal order.
 pub(crate) struct RunWriter {
     file: FileRef,
     path: PathBuf,
     written: u64,
+    /// Where the bytes whose write-back has not been started begin.
+    write_back_from: u64,
     buf: Vec<u8>,
     block: BlockBuilder,
     block_size: usize,
@@ -51,6 +58,7 @@ impl RunWriter {
             file,
             path: path.to_path_buf(),
             written: 0,
+            write_back_from: 0,
             buf: Vec::with_capacity(WRITE_BUFFER_BYTES + block_size * 2),
             block: BlockBuilder::new(),
             block_size,
@@ -140,6 +148,10 @@ impl RunWriter {
         write_all_at(&*self.file, &self.buf, self.written)?;
         self.written += self.buf.len() as u64;
         self.buf.clear();
+        if self.written - self.write_back_from >= WRITE_BACK_BYTES {
+            self.file.start_write_back(self.write_back_from, self.written - self.write_back_from)?;
+            self.write_back_from = self.written;
+        }
         Ok(())
     }
 
