@@ -72,7 +72,7 @@ impl<'a> Decoder<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(format!("{what}: needs {n} bytes at {}, only {} left", self.pos, self.remaining())),
+            None => Err(self.short(n, what)),
         }
     }
 
@@ -108,16 +108,30 @@ impl<'a> Decoder<'a> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
+    /// Why `n` bytes cannot be read (out of line: decoders inline the
+    /// reads, not their errors).
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: usize, what: &str) -> String {
+        format!("{what}: needs {n} bytes at {}, only {} left", self.pos, self.remaining())
+    }
+
     /// A LEB128 varint of at most 10 bytes.
     #[inline]
     pub fn varint(&mut self, what: &str) -> DecodeResult<u64> {
-        // Fast path: most lengths fit one byte.
+        // Fast path, inlined: most lengths fit one byte.
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;
                 return Ok(u64::from(b));
             }
         }
+        self.long_varint(what)
+    }
+
+    /// A varint of more than one byte (or none left).
+    #[inline(never)]
+    fn long_varint(&mut self, what: &str) -> DecodeResult<u64> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = self.u8(what)?;
