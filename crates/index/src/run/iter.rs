@@ -115,7 +115,7 @@ impl RunIter {
             if let Some(next) = next.filter(|&n| n < self.run.index.len()) {
                 self.run.touch_block_ends(next);
             }
-        } else if let Some(view) = self.merge_view(i, first)? {
+        } else if let Some(view) = self.merge_view(i)? {
             let at = usize::try_from(self.run.index.handle(i).offset).unwrap_or(usize::MAX);
             self.block = Some(Loaded::Mapped { index: i, at, shape: view.shape() });
         } else {
@@ -124,13 +124,14 @@ impl RunIter {
         Ok(())
     }
 
-    /// A merge's cursor (no cache) over a mapped run: block `i` checked in
-    /// full in the mapping, so the merge reads it in place; None otherwise.
-    fn merge_view(&self, i: usize, first: bool) -> Result<Option<BlockRef<'_>>> {
+    /// A merge's cursor (no cache) over a mapped, guarded run: block `i`
+    /// checked in full in the mapping, so the merge reads it in place;
+    /// None otherwise.
+    fn merge_view(&self, i: usize) -> Result<Option<BlockRef<'_>>> {
         if self.cache.is_some() {
             return Ok(None);
         }
-        self.run.merge_block(i, first, &self.stats)
+        self.run.merge_block(i, &self.stats)
     }
 
     /// The key a user scan's cursor searches the block index for to

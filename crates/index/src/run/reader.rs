@@ -239,15 +239,10 @@ impl OpenRun {
     /// read system call, copy or allocation) and checked in full every
     /// time, as [`OpenRun::block`] checks what a merge reads around the
     /// cache: checksum, offset table, then every entry. None if the run is
-    /// not mapped. `check_length` as for [`OpenRun::mapped_block`].
-    pub(crate) fn merge_block(&self, i: usize, check_length: bool, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
-        let Some(map) = &self.map else { return Ok(None) };
-        if check_length && self.check_length && self.guard.is_none() {
-            let len = self.file.len()?;
-            if len < self.file_size {
-                return Err(self.truncated(len));
-            }
-        }
+    /// not mapped or its mapping has no fault guard: a merge then reads
+    /// with pread, so a file cut under it is an error, never a SIGBUS.
+    pub(crate) fn merge_block(&self, i: usize, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
+        let (Some(map), Some(_)) = (&self.map, &self.guard) else { return Ok(None) };
         let h = self.index.handle(i);
         let raw = usize::try_from(h.offset)
             .ok()
