@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use crate::compaction::{choose, choose_all, choose_at_rest, Task, REST_MERGE_BYTES_PER_WRITTEN};
 use crate::db::{BgState, Inner, WriterState};
-use crate::entry::{max_covering, Op, RangeTombstone, Stamp};
+use crate::entry::{max_covering, Op, OpRef, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
-use crate::iter::{memtable_sources, MergeIter, Source};
+use crate::iter::{memtable_sources, Group, MergeIter, Source};
 use crate::manifest::{commit_manifest, manifest_file_name};
 use crate::memtable::Memtable;
 use crate::resolve::resolve_output;
@@ -106,10 +106,14 @@ impl Inner {
         bottom: bool,
     ) -> Result<()> {
         let mut merge = MergeIter::new(sources, true);
+        // The key and a lone put's value land in buffers kept across keys:
+        // the common key (one version, a put) is copied into the run with
+        // no allocation of its own.
+        let (mut key, mut value) = (Vec::new(), Vec::new());
         let mut versions: Vec<(Stamp, Op)> = Vec::new();
         let mut out: Vec<(Stamp, Op)> = Vec::new();
         let mut groups = 0u64;
-        while let Some(key) = merge.next_group(&mut versions)? {
+        while let Some(group) = merge.next_into(&mut key, &mut value, &mut versions)? {
             groups += 1;
             // A closing index does not wait for a long merge: its partial
             // run is named by no manifest, and removed (see Unnamed).
@@ -117,10 +121,21 @@ impl Inner {
                 return Err(IndexError::Closed);
             }
             let covering = if tombstones.is_empty() { None } else { max_covering(tombstones, &key, u64::MAX) };
-            out.clear();
-            resolve_output(&self.registry, &key, &versions, covering, bottom, &mut out);
-            for (stamp, op) in &out {
-                w.add(&key, *stamp, op)?;
+            match group {
+                // What resolve_output keeps of a lone put: the put, unless
+                // a newer tombstone covers it.
+                Group::Single(stamp) => {
+                    if covering.is_none_or(|c| stamp >= c) {
+                        w.add_ref(&key, stamp, OpRef::Put(&value))?;
+                    }
+                }
+                Group::Versions => {
+                    out.clear();
+                    resolve_output(&self.registry, &key, &versions, covering, bottom, &mut out);
+                    for (stamp, op) in &out {
+                        w.add(&key, *stamp, op)?;
+                    }
+                }
             }
         }
         Ok(())

@@ -579,6 +579,7 @@ impl MergeIter {
     }
 
     /// The next key and its versions (newest first) into `versions`.
+    #[cfg(test)]
     pub(crate) fn next_group(&mut self, versions: &mut Vec<(Stamp, Op)>) -> Result<Option<Vec<u8>>> {
         let (mut key, mut value) = (Vec::new(), Vec::new());
         match self.next_into(&mut key, &mut value, versions)? {

@@ -29,7 +29,9 @@ pub struct Options {
     /// checked once per open. The pages are the OS page cache's (shared,
     /// and reclaimed under memory pressure like any file's), but they count
     /// in the process's resident size. User scans view mapped blocks the
-    /// same way; merges read through `read_at`. Default true.
+    /// same way, and so do merges where the fault guard covers the
+    /// mapping (checking every entry of every block they read; without
+    /// the guard they read with `read_at`). Default true.
     ///
     /// A run cut short under the open index is reported as `Corrupt` (with
     /// [`Options::check_mapped_run_length`]); with `false`, gets read with

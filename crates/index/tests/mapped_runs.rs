@@ -463,3 +463,57 @@ fn a_cut_in_the_last_data_page_is_refused_without_a_fault() {
         }
     }
 }
+
+/// Where the data block at the start of `bytes` ends: the first length
+/// whose last four bytes are the crc32c of those before them.
+fn first_block_len(bytes: &[u8]) -> usize {
+    (8..bytes.len())
+        .find(|&end| {
+            let stored = u32::from_le_bytes(bytes[end - 4..end].try_into().unwrap());
+            larder_io::codec::crc(&bytes[..end - 4]) == stored
+        })
+        .unwrap()
+}
+
+/// A merge reads mapped runs in place: it writes what a model says, and
+/// a damaged block (a flipped bit; an entry of an unknown kind behind a
+/// valid checksum) fails the merge with an error naming the run, never a
+/// panic or a merged run of wrong data.
+#[test]
+fn a_merge_of_mapped_runs_refuses_a_damaged_block_naming_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let index = open(&base, true);
+    let model = fill(&index);
+    index.close().unwrap();
+
+    let whole = tmp.path().join("whole");
+    copy_index(&base, &whole);
+    let index = open(&whole, true);
+    index.compact_all().unwrap();
+    assert_eq!(index.stats().runs, 1);
+    check_gets(&index, &model);
+    index.close().unwrap();
+
+    for (name, damage) in [("flipped", 0), ("unknown-kind", 1)] {
+        let dir = tmp.path().join(name);
+        copy_index(&base, &dir);
+        let run = run_files(&dir).pop().unwrap();
+        let mut bytes = std::fs::read(&run).unwrap();
+        let len = first_block_len(&bytes);
+        if damage == 0 {
+            bytes[len / 2] ^= 0x10;
+        } else {
+            // The first entry: its key's length (one byte), key, kind.
+            let kind_at = 1 + usize::from(bytes[0]);
+            bytes[kind_at] = 9;
+            let c = larder_io::codec::crc(&bytes[..len - 4]);
+            bytes[len - 4..len].copy_from_slice(&c.to_le_bytes());
+        }
+        std::fs::write(&run, &bytes).unwrap();
+        let index = open(&dir, true);
+        let e = index.compact_all().unwrap_err();
+        assert!(e.to_string().contains(&*run.to_string_lossy()), "{name}: {e} does not name {}", run.display());
+        assert!(e.to_string().contains("corrupt"), "{name}: {e}");
+    }
+}

@@ -6,6 +6,7 @@
 //! caller turns into its layer's error, naming the file, offset or record.
 
 /// Appends a LEB128 varint.
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -20,16 +21,19 @@ pub fn put_u16(out: &mut Vec<u8>, v: u16) {
 }
 
 /// Appends a u32, little-endian.
+#[inline]
 pub fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// Appends a u64, little-endian.
+#[inline]
 pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
 /// Appends a length-prefixed (varint) byte string.
+#[inline]
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
@@ -47,16 +51,19 @@ pub type DecodeResult<T> = std::result::Result<T, String>;
 
 impl<'a> Decoder<'a> {
     /// A decoder at the start of `buf`.
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Self {
         Decoder { buf, pos: 0 }
     }
 
     /// Bytes left.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize, what: &str) -> DecodeResult<&'a [u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         match end {
@@ -65,10 +72,11 @@ impl<'a> Decoder<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(format!("{what}: needs {n} bytes at {}, only {} left", self.pos, self.remaining())),
+            None => Err(self.short(n, what)),
         }
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self, what: &str) -> DecodeResult<[u8; N]> {
         let s = self.bytes(N, what)?;
         let mut a = [0u8; N];
@@ -77,34 +85,53 @@ impl<'a> Decoder<'a> {
     }
 
     /// A little-endian `u8`.
+    #[inline]
     pub fn u8(&mut self, what: &str) -> DecodeResult<u8> {
         Ok(self.array::<1>(what)?[0])
     }
 
     /// A little-endian `u16`.
+    #[inline]
     pub fn u16(&mut self, what: &str) -> DecodeResult<u16> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
 
     /// A little-endian `u32`.
+    #[inline]
     pub fn u32(&mut self, what: &str) -> DecodeResult<u32> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
     /// A little-endian `u64`.
+    #[inline]
     pub fn u64(&mut self, what: &str) -> DecodeResult<u64> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
+    /// Why `n` bytes cannot be read (out of line: decoders inline the
+    /// reads, not their errors).
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: usize, what: &str) -> String {
+        format!("{what}: needs {n} bytes at {}, only {} left", self.pos, self.remaining())
+    }
+
     /// A LEB128 varint of at most 10 bytes.
+    #[inline]
     pub fn varint(&mut self, what: &str) -> DecodeResult<u64> {
-        // Fast path: most lengths fit one byte.
+        // Fast path, inlined: most lengths fit one byte.
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;
                 return Ok(u64::from(b));
             }
         }
+        self.long_varint(what)
+    }
+
+    /// A varint of more than one byte (or none left).
+    #[inline(never)]
+    fn long_varint(&mut self, what: &str) -> DecodeResult<u64> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = self.u8(what)?;
@@ -164,6 +191,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// A varint that must fit in `usize` and be at most `limit`.
+    #[inline]
     pub fn len(&mut self, limit: usize, what: &str) -> DecodeResult<usize> {
         let v = self.varint(what)?;
         usize::try_from(v)
@@ -173,6 +201,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// A varint-length-prefixed byte string of at most `limit` bytes.
+    #[inline]
     pub fn length_prefixed(&mut self, limit: usize, what: &str) -> DecodeResult<&'a [u8]> {
         let n = self.len(limit, what)?;
         self.bytes(n, what)

@@ -14,31 +14,39 @@ use crate::codec::{check_trailing_crc, put_u32, put_u64, put_varint, read_varint
 use crate::entry::{cmp_internal, Kind, Op, OpRef, Stamp};
 use crate::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 
-/// Appends entries into one block's bytes.
+/// Appends entries into one block's bytes, at the end of a buffer the
+/// caller keeps (a run writer's write buffer: a finished block is not
+/// copied again on its way to the file).
 pub(crate) struct BlockBuilder {
-    buf: Vec<u8>,
+    /// Where the block starts in the buffer (while it holds an entry).
+    start: usize,
     offsets: Vec<u32>,
 }
 
 impl BlockBuilder {
     pub(crate) fn new() -> Self {
-        BlockBuilder { buf: Vec::with_capacity(8192), offsets: Vec::new() }
+        BlockBuilder { start: 0, offsets: Vec::new() }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }
 
-    /// Bytes the finished block would take.
-    pub(crate) fn estimated_len(&self) -> usize {
-        self.buf.len() + 4 * self.offsets.len() + 8
+    /// Bytes the finished block would take, `out` the buffer it is in.
+    pub(crate) fn estimated_len(&self, out: &[u8]) -> usize {
+        let entries = if self.is_empty() { 0 } else { out.len().saturating_sub(self.start) };
+        entries + 4 * self.offsets.len() + 8
     }
 
-    /// Adds an entry; `run_op_id` is the merge operator's id in this run's
+    /// Adds an entry at the end of `out` (where the block's earlier
+    /// entries are); `run_op_id` is the merge operator's id in this run's
     /// operator table (ignored for other kinds).
-    pub(crate) fn add(&mut self, key: &[u8], stamp: Stamp, op: OpRef<'_>, run_op_id: u32) {
-        self.offsets.push(self.buf.len() as u32);
-        let b = &mut self.buf;
+    pub(crate) fn add(&mut self, out: &mut Vec<u8>, key: &[u8], stamp: Stamp, op: OpRef<'_>, run_op_id: u32) {
+        if self.offsets.is_empty() {
+            self.start = out.len();
+        }
+        self.offsets.push((out.len() - self.start) as u32);
+        let b = out;
         put_varint(b, key.len() as u64);
         b.extend_from_slice(key);
         b.push(op.kind() as u8);
@@ -60,17 +68,19 @@ impl BlockBuilder {
         }
     }
 
-    /// Finishes the block: appends offsets, count and checksum; resets the builder.
-    pub(crate) fn finish(&mut self) -> Vec<u8> {
-        let mut out = std::mem::replace(&mut self.buf, Vec::with_capacity(8192));
+    /// Finishes the block in `out`: appends offsets, count and checksum;
+    /// resets the builder. Returns where the block starts in `out` (it
+    /// runs to the end).
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) -> usize {
+        let start = if self.is_empty() { out.len() } else { self.start };
         for o in &self.offsets {
-            put_u32(&mut out, *o);
+            put_u32(out, *o);
         }
-        put_u32(&mut out, self.offsets.len() as u32);
-        let c = crate::codec::crc(&out);
-        put_u32(&mut out, c);
+        put_u32(out, self.offsets.len() as u32);
+        let c = crate::codec::crc(&out[start..]);
+        put_u32(out, c);
         self.offsets.clear();
-        out
+        start
     }
 }
 
@@ -182,20 +192,7 @@ impl Block {
     /// of `operators` names, and the entries' order. Merges and fsck run
     /// this before trusting a block's contents.
     pub(crate) fn verify_entries(&self, operators: usize) -> Result<(), String> {
-        let v = self.view();
-        let mut prev: Option<RawEntry<'_>> = None;
-        for i in 0..self.count {
-            let end = if i + 1 < self.count { v.offset(i + 1) } else { self.table };
-            let bytes = self.data.get(v.offset(i)..end).ok_or_else(|| format!("entry {i} out of bounds"))?;
-            let e = parse_checked(bytes, operators).map_err(|w| format!("entry {i}: {w}"))?;
-            if let Some(p) = prev {
-                if cmp_internal(p.key, p.stamp, e.key, e.stamp) != Ordering::Less {
-                    return Err(format!("entry {i} is out of order"));
-                }
-            }
-            prev = Some(e);
-        }
-        Ok(())
+        self.view().verify_entries(operators)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -263,6 +260,25 @@ impl<'a> BlockRef<'a> {
             Some(table) => BlockRef { data: &raw[..count_at], table, count },
             None => empty,
         }
+    }
+
+    /// Checks every entry's encoding, its operator id against a run table
+    /// of `operators` names, and the entries' order (see
+    /// [`Block::verify_entries`]).
+    pub(crate) fn verify_entries(&self, operators: usize) -> Result<(), String> {
+        let mut prev: Option<RawEntry<'_>> = None;
+        for i in 0..self.count {
+            let end = if i + 1 < self.count { self.offset(i + 1) } else { self.table };
+            let bytes = self.data.get(self.offset(i)..end).ok_or_else(|| format!("entry {i} out of bounds"))?;
+            let e = parse_checked(bytes, operators).map_err(|w| format!("entry {i}: {w}"))?;
+            if let Some(p) = prev {
+                if cmp_internal(p.key, p.stamp, e.key, e.stamp) != Ordering::Less {
+                    return Err(format!("entry {i} is out of order"));
+                }
+            }
+            prev = Some(e);
+        }
+        Ok(())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -397,13 +413,16 @@ mod tests {
 
     #[test]
     fn round_trip_and_seek() {
-        let mut b = BlockBuilder::new();
+        let (mut b, mut out) = (BlockBuilder::new(), b"bytes before the block".to_vec());
         for i in 0..50u32 {
             let k = format!("key{i:03}");
-            b.add(k.as_bytes(), Stamp { seq: 9, sub: 1 }, OpRef::Put(&[i as u8; 3]), 0);
-            b.add(k.as_bytes(), Stamp { seq: 5, sub: 0 }, OpRef::Merge { operator: 0, operand: &[1] }, 2);
+            b.add(&mut out, k.as_bytes(), Stamp { seq: 9, sub: 1 }, OpRef::Put(&[i as u8; 3]), 0);
+            b.add(&mut out, k.as_bytes(), Stamp { seq: 5, sub: 0 }, OpRef::Merge { operator: 0, operand: &[1] }, 2);
         }
-        let block = Block::decode(b.finish()).unwrap();
+        let estimate = b.estimated_len(&out);
+        let start = b.finish(&mut out);
+        assert_eq!((start, out.len() - start), (22, estimate));
+        let block = Block::decode(out[start..].to_vec()).unwrap();
         block.verify_entries(3).unwrap();
         assert_eq!(block.len(), 100);
         let i = block.seek(b"key010", Stamp { seq: 7, sub: u32::MAX });
@@ -437,16 +456,17 @@ mod tests {
             };
             keys.sort_by_key(|&k| key(k));
             keys.dedup_by_key(|k| key(*k));
-            let mut b = BlockBuilder::new();
+            let (mut b, mut out) = (BlockBuilder::new(), Vec::new());
             let mut all = Vec::new();
             for &k in &keys {
                 for s in [3u64, 1] {
                     let stamp = Stamp { seq: s, sub: 0 };
-                    b.add(&key(k), stamp, OpRef::Put(b"v"), 0);
+                    b.add(&mut out, &key(k), stamp, OpRef::Put(b"v"), 0);
                     all.push((key(k), stamp));
                 }
             }
-            let block = Block::decode(b.finish()).unwrap();
+            b.finish(&mut out);
+            let block = Block::decode(out).unwrap();
             let (pk, ps) = (key(probe), Stamp { seq, sub: 0 });
             let want = all.iter().position(|(k, st)| cmp_internal(k, *st, &pk, ps) != Ordering::Less).unwrap_or(all.len());
             proptest::prop_assert_eq!(block.seek(&pk, ps), want);
@@ -472,11 +492,11 @@ mod tests {
 
     #[test]
     fn every_bit_flip_and_truncation_is_refused() {
-        let mut b = BlockBuilder::new();
-        b.add(b"a", Stamp { seq: 1, sub: 0 }, OpRef::Put(b"v"), 0);
-        b.add(b"b", Stamp { seq: 1, sub: 1 }, OpRef::Delete, 0);
-        b.add(b"c", Stamp { seq: 1, sub: 2 }, OpRef::Merge { operator: 0, operand: b"o" }, 0);
-        let raw = b.finish();
+        let (mut b, mut raw) = (BlockBuilder::new(), Vec::new());
+        b.add(&mut raw, b"a", Stamp { seq: 1, sub: 0 }, OpRef::Put(b"v"), 0);
+        b.add(&mut raw, b"b", Stamp { seq: 1, sub: 1 }, OpRef::Delete, 0);
+        b.add(&mut raw, b"c", Stamp { seq: 1, sub: 2 }, OpRef::Merge { operator: 0, operand: b"o" }, 0);
+        b.finish(&mut raw);
         Block::decode(raw.clone()).unwrap().verify_entries(1).unwrap();
         assert!(Block::decode(raw.clone()).unwrap().verify_entries(0).is_err(), "operator outside the run's table");
         for bit in 0..raw.len() * 8 {

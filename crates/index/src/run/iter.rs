@@ -27,9 +27,10 @@ pub(crate) struct ScanRange {
     pub(crate) end: Bound<Vec<u8>>,
 }
 
-/// A cursor over one run. User scans view blocks in the mapping when the
-/// run is mapped, else read them through the cache; merges read around
-/// both (they verify every entry and must not evict the working set).
+/// A cursor over one run. Blocks are viewed in the mapping when the run
+/// is mapped, else read: user scans through the cache, merges around it
+/// (they must not evict the working set). A merge checks every entry of
+/// every block it reads, mapped or not, before it rewrites them.
 pub(crate) struct RunIter {
     run: Arc<OpenRun>,
     cache: Option<Arc<BlockCache>>,
@@ -114,10 +115,23 @@ impl RunIter {
             if let Some(next) = next.filter(|&n| n < self.run.index.len()) {
                 self.run.touch_block_ends(next);
             }
+        } else if let Some(view) = self.merge_view(i)? {
+            let at = usize::try_from(self.run.index.handle(i).offset).unwrap_or(usize::MAX);
+            self.block = Some(Loaded::Mapped { index: i, at, shape: view.shape() });
         } else {
             self.block = Some(Loaded::Cached(self.run.block(i, self.cache.as_deref(), &self.stats)?));
         }
         Ok(())
+    }
+
+    /// A merge's cursor (no cache) over a mapped, guarded run: block `i`
+    /// checked in full in the mapping, so the merge reads it in place;
+    /// None otherwise.
+    fn merge_view(&self, i: usize) -> Result<Option<BlockRef<'_>>> {
+        if self.cache.is_some() {
+            return Ok(None);
+        }
+        self.run.merge_block(i, &self.stats)
     }
 
     /// The key a user scan's cursor searches the block index for to

@@ -235,6 +235,26 @@ impl OpenRun {
         }
     }
 
+    /// Data block `i` of a mapped run for a merge, viewed in place (no
+    /// read system call, copy or allocation) and checked in full every
+    /// time, as [`OpenRun::block`] checks what a merge reads around the
+    /// cache: checksum, offset table, then every entry. None if the run is
+    /// not mapped or its mapping has no fault guard: a merge then reads
+    /// with pread, so a file cut under it is an error, never a SIGBUS.
+    pub(crate) fn merge_block(&self, i: usize, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
+        let (Some(map), Some(_)) = (&self.map, &self.guard) else { return Ok(None) };
+        let h = self.index.handle(i);
+        let raw = usize::try_from(h.offset)
+            .ok()
+            .and_then(|at| map.get(at..at.checked_add(h.len as usize)?))
+            .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
+        stats.add(&stats.block_reads, 1);
+        let checked = BlockRef::check(raw).and_then(|b| b.verify_entries(self.op_map.len()).map(|()| b));
+        // Pages cut under the mapping read as zeros: the fault says why.
+        self.check_mapping()?;
+        checked.map(Some).map_err(corrupt(&self.path, h.offset))
+    }
+
     /// Data block `i` viewed in the mapping, checked the first time (no
     /// system call, copy or block-cache entry); `None` if the run is not
     /// mapped. Every page of the block has been read when this returns, so

@@ -15,11 +15,18 @@ use crate::merge::Registry;
 /// Write-buffer size: run files are written in large sequential writes.
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
+/// Bytes written between two starts of their write-back: the device
+/// writes a run while the rest is built, and the sync that ends it waits
+/// for the tail alone.
+const WRITE_BACK_BYTES: u64 = 8 << 20;
+
 /// Builds one run file. Entries must arrive in internal order.
 pub(crate) struct RunWriter {
     file: FileRef,
     path: PathBuf,
     written: u64,
+    /// Where the bytes whose write-back has not been started begin.
+    write_back_from: u64,
     buf: Vec<u8>,
     block: BlockBuilder,
     block_size: usize,
@@ -51,6 +58,7 @@ impl RunWriter {
             file,
             path: path.to_path_buf(),
             written: 0,
+            write_back_from: 0,
             buf: Vec::with_capacity(WRITE_BUFFER_BYTES + block_size * 2),
             block: BlockBuilder::new(),
             block_size,
@@ -79,7 +87,7 @@ impl RunWriter {
     /// [`RunWriter::add`] of a borrowed operation.
     pub(crate) fn add_ref(&mut self, key: &[u8], stamp: Stamp, op: OpRef<'_>) -> Result<()> {
         let new_key = self.entry_count == 0 || key != self.block_last_key.as_slice();
-        if new_key && !self.block.is_empty() && self.block.estimated_len() >= self.block_size {
+        if new_key && !self.block.is_empty() && self.block.estimated_len(&self.buf) >= self.block_size {
             self.finish_block()?;
         }
         if new_key {
@@ -102,7 +110,7 @@ impl RunWriter {
             },
             _ => 0,
         };
-        self.block.add(key, stamp, op, run_op_id);
+        self.block.add(&mut self.buf, key, stamp, op, run_op_id);
         self.entry_count += 1;
         self.bytes += (key.len() + op.payload_len() + 12) as u64;
         Ok(())
@@ -118,10 +126,11 @@ impl RunWriter {
     }
 
     fn finish_block(&mut self) -> Result<()> {
-        let bytes = self.block.finish();
-        check_u32_len("data block", bytes.len())?;
-        let handle = BlockHandle { offset: self.written + self.buf.len() as u64, len: bytes.len() as u32 };
-        self.buf.extend_from_slice(&bytes);
+        // The block is built in place at the end of the write buffer.
+        let start = self.block.finish(&mut self.buf);
+        let len = self.buf.len() - start;
+        check_u32_len("data block", len)?;
+        let handle = BlockHandle { offset: self.written + start as u64, len: len as u32 };
         put_bytes(&mut self.index, &self.block_last_key);
         put_u64(&mut self.index, handle.offset);
         put_u32(&mut self.index, handle.len);
@@ -139,6 +148,10 @@ impl RunWriter {
         write_all_at(&*self.file, &self.buf, self.written)?;
         self.written += self.buf.len() as u64;
         self.buf.clear();
+        if self.written - self.write_back_from >= WRITE_BACK_BYTES {
+            self.file.start_write_back(self.write_back_from, self.written - self.write_back_from)?;
+            self.write_back_from = self.written;
+        }
         Ok(())
     }
 
