@@ -371,13 +371,27 @@ pub(crate) struct MergeIter {
     /// without being copied (no read can see through that version). None
     /// for a merge of runs, which keeps every version.
     read_seq: Option<u64>,
+    /// A source's key was read in place to settle a tie since the sources
+    /// were last vouched for ([`MergeIter::key_of`]): the next key may
+    /// rest on it, so [`MergeIter::next_into`] checks every source before
+    /// it answers.
+    tie_read: std::cell::Cell<bool>,
 }
 
 impl MergeIter {
     /// Yields every version of every key (a flush or merge of runs).
     pub(crate) fn new(sources: Vec<Source>, forward: bool) -> Self {
         let heads = vec![USED_UP; sources.len()];
-        MergeIter { sources, heads, reaches: Vec::new(), parked: Vec::new(), forward, primed: false, read_seq: None }
+        MergeIter {
+            sources,
+            heads,
+            reaches: Vec::new(),
+            parked: Vec::new(),
+            forward,
+            primed: false,
+            read_seq: None,
+            tie_read: std::cell::Cell::new(false),
+        }
     }
 
     /// Leaves sources unpositioned until the merge reaches them: each
@@ -418,6 +432,7 @@ impl MergeIter {
         if self.is_parked(i) {
             return self.reaches.get(i)?.as_deref();
         }
+        self.tie_read.set(true);
         self.sources.get(i)?.current_key()
     }
 
@@ -511,13 +526,20 @@ impl MergeIter {
         // Every parked source's key is then past the next key (ties go to
         // parked sources): none can hold a version of it.
         let first = loop {
-            let Some(first) = self.next_source() else { return Ok(None) };
+            let Some(first) = self.next_source() else {
+                // The end of the scan may rest on keys read in ties.
+                self.vouch_for_tie_reads()?;
+                return Ok(None);
+            };
             if !self.is_parked(first) {
                 break first;
             }
             self.unpark(first)?;
         };
-        let Some(e) = self.sources[first].current() else { return Ok(None) };
+        let Some(e) = self.sources[first].current() else {
+            self.vouch_for_tie_reads()?;
+            return Ok(None);
+        };
         let head = self.heads[first];
         key.clear();
         key.extend_from_slice(e.key);
@@ -571,11 +593,31 @@ impl MergeIter {
                 self.sources[i].check()?;
             }
         }
+        // Ties are settled by reading the sources' keys in place (`key_of`):
+        // a mapped run cut meanwhile reads as zeros there, and a zero key
+        // loses a tie going backward, so the run's newer version of this
+        // key would be passed over for an older one unless those reads are
+        // vouched for too.
+        self.vouch_for_tie_reads()?;
         if single_put && !more {
             return Ok(Some(Group::Single(stamp)));
         }
         versions.sort_by_key(|v| std::cmp::Reverse(v.0));
         Ok(Some(Group::Versions))
+    }
+
+    /// Vouches for every positioned source (one atomic load per mapped run:
+    /// see `Source::check`) if a key was read in a tie since the last time.
+    fn vouch_for_tie_reads(&self) -> Result<()> {
+        if !self.tie_read.replace(false) {
+            return Ok(());
+        }
+        for (i, source) in self.sources.iter().enumerate() {
+            if !self.is_parked(i) {
+                source.check()?;
+            }
+        }
+        Ok(())
     }
 
     /// The next key and its versions (newest first) into `versions`.

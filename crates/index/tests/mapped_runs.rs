@@ -435,6 +435,61 @@ fn a_run_cut_while_readers_read_it_faults_no_reader() {
     assert!(refused.load(Ordering::Relaxed) > 0, "no reader noticed the cut");
 }
 
+/// A backward scan over two runs holding the same keys (the newer run's
+/// versions newer), the newer run cut under the scan once both cursors
+/// sit on one key: the tie between the runs is settled by reading both
+/// keys in place, the cut run's as zeros, and a zero key loses a tie going
+/// backward. The scan must refuse, never answer with the older run's
+/// version.
+#[test]
+fn a_backward_scan_refuses_a_tie_read_from_a_run_cut_under_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    // Flushes only when asked, no merge: the two runs stay two.
+    let index = Index::open(
+        Arc::new(RealStorage::new()),
+        &dir,
+        Options {
+            memtable_size_bytes: 16 << 20,
+            merge_fanout: 8,
+            l0_slowdown_runs: 16,
+            l0_stop_runs: 32,
+            ..options(true)
+        },
+    )
+    .unwrap();
+    let name = |i: u32| format!("key{i:05}").into_bytes();
+    let mut seq = 0;
+    for version in ["old", "new"] {
+        for i in 0..2_000 {
+            seq += 1;
+            index.write(seq, WriteBatch::new().put(name(i), format!("{version} {i}").into_bytes())).unwrap();
+        }
+        index.flush().unwrap();
+    }
+    let runs = run_files(&dir);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let newer = runs.last().unwrap().clone();
+    assert!(std::fs::metadata(&newer).unwrap().len() > 16 << 10, "the cut must leave the last blocks out");
+    let mut scan = index.iter(false).unwrap();
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    // The last keys, from the newer run; both cursors then rest on the
+    // next key, near the end of each run.
+    for i in (1_990..2_000).rev() {
+        assert!(scan.next_into(&mut key, &mut value).unwrap());
+        assert_eq!((key.as_slice(), value.as_slice()), (name(i).as_slice(), format!("new {i}").as_bytes()));
+    }
+    std::fs::OpenOptions::new().write(true).open(&newer).unwrap().set_len(4096).unwrap();
+    match scan.next_into(&mut key, &mut value) {
+        Err(e) => assert!(e.to_string().contains("truncated"), "{e}"),
+        Ok(found) => panic!(
+            "the scan answered {found} ({}, {}) from the older run",
+            String::from_utf8_lossy(&key),
+            String::from_utf8_lossy(&value)
+        ),
+    }
+}
+
 /// Where run file `run`'s data blocks end (its filter's offset, from the
 /// meta block the footer points at; docs/format.md, "Run file").
 fn data_blocks_end(run: &Path) -> u64 {
