@@ -72,28 +72,26 @@ impl Buddy {
         self.free.get(order as usize).into_iter().flatten().copied()
     }
 
-    /// The free blocks (as `(order, start)`) sharing a block with `[start, end)`.
-    fn overlapping(&self, start: u64, end: u64) -> Vec<(u32, u64)> {
-        let mut out = Vec::new();
-        for (o, list) in self.free.iter().enumerate() {
+    /// The free blocks (as `(order, start)`) sharing a block with `[start,
+    /// end)`, by order. An iterator: `any_free` stops at the first, and no
+    /// caller pays for a vector (frees and allocations ask on every call).
+    fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.free.iter().enumerate().flat_map(move |(o, list)| {
             let size = 1u64 << o;
             // A block of this order overlaps iff it starts in (start - size, end).
             let lo = (start + 1).saturating_sub(size);
-            out.extend(list.range(lo..end.max(lo)).map(|&s| (o as u32, s)));
-        }
-        out
+            list.range(lo..end.max(lo)).map(move |&s| (o as u32, s))
+        })
     }
 
     /// Whether any block of `[start, end)` is free.
     pub(crate) fn any_free(&self, start: u64, end: u64) -> bool {
-        !self.overlapping(start, end).is_empty()
+        self.overlapping(start, end).next().is_some()
     }
 
     /// Whether every block of `[start, end)` is free.
     pub(crate) fn all_free_in(&self, start: u64, end: u64) -> bool {
-        let covered: u64 =
-            self.overlapping(start, end).iter().map(|&(o, s)| (s + (1 << o)).min(end) - s.max(start)).sum();
-        covered == end - start
+        covered(self.overlapping(start, end), start, end) == end - start
     }
 
     /// Adds one aligned block, merging it with its buddy while that is free.
@@ -132,10 +130,15 @@ impl Buddy {
     /// the parts of split blocks outside the range. Returns false, changing
     /// nothing, unless every block of the range is free.
     pub(crate) fn take_range(&mut self, start: u64, end: u64) -> bool {
-        if start >= end || end > self.blocks || !self.all_free_in(start, end) {
+        if start >= end || end > self.blocks {
             return false;
         }
-        for (o, s) in self.overlapping(start, end) {
+        // One walk of the free lists serves both the check and the take.
+        let found: Vec<(u32, u64)> = self.overlapping(start, end).collect();
+        if covered(found.iter().copied(), start, end) != end - start {
+            return false;
+        }
+        for (o, s) in found {
             self.free[o as usize].remove(&s);
             self.free_blocks -= 1 << o;
             let e = s + (1 << o);
@@ -190,6 +193,12 @@ impl Buddy {
         }
         Ok(())
     }
+}
+
+/// Blocks of `[start, end)` the free blocks `found` (as `(order, start)`,
+/// disjoint) cover.
+fn covered(found: impl Iterator<Item = (u32, u64)>, start: u64, end: u64) -> u64 {
+    found.map(|(o, s)| (s + (1 << o)).min(end) - s.max(start)).sum()
 }
 
 #[cfg(test)]

@@ -177,29 +177,28 @@ impl<'a> Transaction<'a> {
         let mut next_pending = pending.next();
         loop {
             let found = out.len();
-            let from_index = match index.peek() {
-                Some(Ok((k, _))) => Some(k.clone()),
-                Some(Err(_)) => match index.next() {
-                    Some(Err(e)) => return Err(e.into()),
-                    _ => None,
-                },
-                None => None,
-            };
             // Which source holds the next key in scan order; on a tie the
-            // pending write wins and the index's value is skipped.
-            let take_pending = match (&next_pending, &from_index) {
+            // pending write wins and the index's value is skipped. Decided
+            // on the peeked key in place (no copy of it per step).
+            let (take_pending, skip_index) = match (&next_pending, index.peek()) {
+                (_, Some(Err(_))) => match index.next() {
+                    Some(Err(e)) => return Err(e.into()),
+                    _ => (next_pending.is_some(), false),
+                },
                 (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some((pk, _)), Some(ik)) => {
+                (Some(_), None) => (true, false),
+                (None, Some(Ok(_))) => (false, false),
+                (Some((pk, _)), Some(Ok((ik, _)))) => {
                     if pk.as_slice() == ik.as_slice() {
-                        index.next();
-                        true
+                        (true, true)
                     } else {
-                        (pk.as_slice() < ik.as_slice()) == forward
+                        ((pk.as_slice() < ik.as_slice()) == forward, false)
                     }
                 }
             };
+            if skip_index {
+                index.next();
+            }
             if take_pending {
                 if let Some((k, Some(v))) = next_pending {
                     out.push((k.clone(), v.clone()));
