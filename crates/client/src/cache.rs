@@ -1035,17 +1035,37 @@ pub(crate) fn watch(connection: Weak<Connection>, cache: Arc<Cache>, region: Arc
     }
 }
 
+/// What the cache's unit tests share: leases a minute long and a lease
+/// area in an anonymous region.
+#[cfg(test)]
+mod test_support {
+    #![allow(clippy::unwrap_used)]
+
+    use larder_protocol::layout::{Layout, PAGE_BYTES};
+    use larder_protocol::region::Region;
+
+    use super::{lease_now, Lease};
+
+    /// A lease in `slot` at `sequence` that ends in a minute.
+    pub(super) fn lease(slot: u32, sequence: u32) -> Lease {
+        Lease { slot, sequence, expiry: lease_now() + 60_000_000_000 }
+    }
+
+    /// A one-worker region of its own, not shared with a server: its
+    /// lease area is the tests' (`Region::leases`).
+    pub(super) fn region() -> Region {
+        let layout =
+            Layout { workers: 1, request_ring_bytes: 4096, completion_ring_bytes: 4096, data_bytes: PAGE_BYTES };
+        Region::anonymous(layout).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use larder_protocol::layout::{Layout, PAGE_BYTES};
-
+    use super::test_support::{lease, region};
     use super::*;
-
-    fn lease(slot: u32, sequence: u32) -> Lease {
-        Lease { slot, sequence, expiry: lease_now() + 60_000_000_000 }
-    }
 
     /// A fetch records its file's version before it asks the server and
     /// caches the answer only if the version is unchanged. Whatever
@@ -1054,9 +1074,7 @@ mod tests {
     /// never shows that version again.
     #[test]
     fn an_entry_never_takes_a_version_it_or_an_earlier_one_had() {
-        let layout =
-            Layout { workers: 1, request_ring_bytes: 4096, completion_ring_bytes: 4096, data_bytes: PAGE_BYTES };
-        let region = Region::anonymous(layout).unwrap();
+        let region = region();
         let area = region.leases();
         let mut state = State { next_version: 1, ..State::default() };
         let mut seen = Vec::new();
@@ -1090,9 +1108,7 @@ mod tests {
     /// wait for it to expire.
     #[test]
     fn a_replaced_revoked_lease_is_acknowledged() {
-        let layout =
-            Layout { workers: 1, request_ring_bytes: 4096, completion_ring_bytes: 4096, data_bytes: PAGE_BYTES };
-        let region = Region::anonymous(layout).unwrap();
+        let region = region();
         let area = region.leases();
         let mut state = State { next_version: 1, ..State::default() };
         state.install(&area, 7, lease(3, 1));

@@ -98,15 +98,8 @@ fn walk<'a>(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use larder_protocol::layout::{Layout, PAGE_BYTES};
-    use larder_protocol::region::Region;
-
-    use super::super::Lease;
+    use super::super::test_support::{lease, region};
     use super::*;
-
-    fn lease(slot: u32, sequence: u32) -> Lease {
-        Lease { slot, sequence, expiry: lease_now() + 60_000_000_000 }
-    }
 
     /// The fast walk finds a path only while every directory on it holds
     /// a valid lease and its lookup: a revoked or ended lease, a symbolic
@@ -114,9 +107,7 @@ mod tests {
     /// to the general path.
     #[test]
     fn the_held_walk_needs_every_directory_under_a_valid_lease() {
-        let layout =
-            Layout { workers: 1, request_ring_bytes: 4096, completion_ring_bytes: 4096, data_bytes: PAGE_BYTES };
-        let region = Region::anonymous(layout).unwrap();
+        let region = region();
         let area = region.leases();
         let mut state = State { next_version: 1, root: Some(1), ..State::default() };
         state.install(&area, 1, lease(0, 1));
