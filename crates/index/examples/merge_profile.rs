@@ -13,27 +13,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use larder_index::{Index, Options, WriteBatch};
+use larder_index::{Index, Options};
 use larder_io::{RealStorage, StorageRef};
 
+#[path = "support/c32_load.rs"]
+mod c32_load;
 #[path = "support/thread_cpu.rs"]
 mod thread_cpu;
 
 use thread_cpu::cpu_secs;
-
-fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&mix64(i).to_be_bytes());
-    k[8..].copy_from_slice(&mix64(i ^ 0x5555).to_be_bytes());
-    k
-}
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
@@ -54,17 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = dir.join("base");
     if !base.exists() {
         let index = Index::open(storage.clone(), &base, options())?;
-        let value = [7u8; 100];
-        let mut seq = 0;
-        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-            let mut batch = WriteBatch::new();
-            for &i in chunk {
-                batch.put(key(i), value);
-            }
-            seq += 1;
-            index.write(seq, &batch)?;
-        }
-        index.flush()?;
+        c32_load::load(&index, n)?;
         index.close()?;
     }
     for round in 0..rounds {

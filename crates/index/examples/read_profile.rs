@@ -11,26 +11,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use larder_index::{Index, Options, WriteBatch};
+use larder_index::{Index, Options};
 use larder_io::{RealStorage, StorageRef};
 
-fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&mix64(i).to_be_bytes());
-    k[8..].copy_from_slice(&mix64(i ^ 0x5555).to_be_bytes());
-    k
-}
-
+#[path = "support/c32_load.rs"]
+mod c32_load;
 #[path = "support/thread_cpu.rs"]
 mod thread_cpu;
 
+use c32_load::{key, mix64};
 use thread_cpu::cpu_secs;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,17 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fresh = !dir.exists();
     let index = Index::open(storage.clone(), &dir, Options::default())?;
     if fresh {
-        let value = [7u8; 100];
-        let mut seq = 0;
-        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-            let mut batch = WriteBatch::new();
-            for &i in chunk {
-                batch.put(key(i), value);
-            }
-            seq += 1;
-            index.write(seq, &batch)?;
-        }
-        index.flush()?;
+        c32_load::load(&index, n)?;
     }
     index.close()?;
     let index = Index::open(storage, &dir, Options::default())?;
