@@ -243,11 +243,7 @@ impl OpenRun {
     /// with pread, so a file cut under it is an error, never a SIGBUS.
     pub(crate) fn merge_block(&self, i: usize, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
         let (Some(map), Some(_)) = (&self.map, &self.guard) else { return Ok(None) };
-        let h = self.index.handle(i);
-        let raw = usize::try_from(h.offset)
-            .ok()
-            .and_then(|at| map.get(at..at.checked_add(h.len as usize)?))
-            .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
+        let (raw, h) = self.block_in(map, i)?;
         stats.add(&stats.block_reads, 1);
         let checked = BlockRef::check(raw).and_then(|b| b.verify_entries(self.op_map.len()).map(|()| b));
         // Pages cut under the mapping read as zeros: the fault says why.
@@ -273,11 +269,7 @@ impl OpenRun {
                 return Err(self.truncated(len));
             }
         }
-        let h = self.index.handle(i);
-        let raw = usize::try_from(h.offset)
-            .ok()
-            .and_then(|at| map.get(at..at.checked_add(h.len as usize)?))
-            .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
+        let (raw, h) = self.block_in(map, i)?;
         // Counted once: `IndexStats::block_reads` adds these in.
         stats.add(&stats.mapped_block_reads, 1);
         let (word, bit) = (&self.checked[i / 64], 1u64 << (i % 64));
@@ -384,12 +376,23 @@ impl OpenRun {
     /// The bytes of data block `i` in the mapping, unparsed (empty if the
     /// run is not mapped): what a cursor's kept [`EntrySpan`]s index.
     pub(crate) fn mapped_bytes(&self, i: usize) -> &[u8] {
-        let h = self.index.handle(i);
-        let raw = self.map.as_deref().and_then(|map| {
-            let at = usize::try_from(h.offset).ok()?;
-            map.get(at..at.checked_add(h.len as usize)?)
-        });
+        let raw = self.map.as_deref().and_then(|map| Self::block_slice(map, self.index.handle(i)));
         raw.unwrap_or_default()
+    }
+
+    /// Data block `i`'s bytes in `map` (the run's mapping) and its handle;
+    /// a handle reaching past the mapping is corrupt.
+    fn block_in<'m>(&self, map: &'m [u8], i: usize) -> Result<(&'m [u8], BlockHandle)> {
+        let h = self.index.handle(i);
+        let raw = Self::block_slice(map, h)
+            .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
+        Ok((raw, h))
+    }
+
+    /// The bytes `h` names in `map`, if they lie within it.
+    fn block_slice(map: &[u8], h: BlockHandle) -> Option<&[u8]> {
+        let at = usize::try_from(h.offset).ok()?;
+        map.get(at..at.checked_add(h.len as usize)?)
     }
 
     /// `len` bytes of the mapping from byte `at` (empty if the run is not
