@@ -49,6 +49,8 @@ use serde::{Deserialize, Serialize};
 use crate::report::{stat, thousands, RunInfo};
 
 mod lookups;
+// The server suite drops the caches as the cold lookups do.
+#[cfg(feature = "larder-server")]
 pub(crate) use lookups::drop_caches;
 
 /// Knobs of the fs suite.
