@@ -44,7 +44,7 @@ pub struct Transaction<'a> {
     shared: Vec<u64>,
     /// Objects created in bulk here: ranges of fresh ids, held exclusively.
     created: Vec<std::ops::Range<u64>>,
-    /// Names held: (directory, name).
+    /// Names held: (directory, name), sorted (a batch may hold thousands).
     names: Vec<(u64, Vec<u8>)>,
     batch: WriteBatch,
     /// Pending writes by key: `None` for a delete. Later ones win.
@@ -92,6 +92,8 @@ impl<'a> Transaction<'a> {
             v.sort_unstable();
             v.dedup();
         }
+        names.sort_unstable();
+        names.dedup();
         Transaction {
             store,
             exclusive,
@@ -274,7 +276,8 @@ impl<'a> Transaction<'a> {
     /// Refuses unless the name `name` in `dir` is held (by its name lock or
     /// by holding `dir` exclusively).
     fn check_name(&self, dir: u64, name: &Name) -> Result<()> {
-        if self.names.iter().any(|(d, n)| *d == dir && n == name.as_bytes()) {
+        let wanted = (dir, name.as_bytes());
+        if self.names.binary_search_by(|(d, n)| (*d, n.as_slice()).cmp(&wanted)).is_ok() {
             return Ok(());
         }
         self.check_locked(dir).map_err(|_| ObjectError::NameNotLocked {
