@@ -154,14 +154,22 @@ impl Inner {
         let mut tombstones = Vec::new();
         let mut expected = 0;
         let range = Arc::new(ScanRange { start: Bound::Unbounded, end: Bound::Unbounded });
+        let mut opened = Vec::with_capacity(inputs.len());
         for r in &inputs {
             let open = self.run_cache.get(r, &self.stats)?;
             tombstones.extend(open.tombstones.iter().cloned());
             expected += r.meta.entry_count;
+            opened.push(open.clone());
             sources.push(Source::Run(RunIter::new(open, None, self.stats.clone(), range.clone(), true)));
         }
         let (id, mut w, unnamed) = self.new_run(expected)?;
         self.merge_into(&mut w, sources, &tombstones, task.bottom)?;
+        // The inputs were read in place after their blocks' checks: a cut
+        // since then may have read as zeros without a fault. Checked once
+        // every read is made, before the output is finished and named.
+        for open in &opened {
+            open.check_read_in_place()?;
+        }
         if !task.bottom {
             for t in tombstones {
                 w.add_tombstone(t);
