@@ -84,7 +84,7 @@ impl Inner {
         let (id, mut w, unnamed) = self.new_run(mem.len() as u64)?;
         let tombstones = mem.all_tombstones();
         let sources = memtable_sources(mem, &Bound::Unbounded, &Bound::Unbounded, true);
-        self.merge_into(&mut w, sources, &tombstones, bottom)?;
+        self.merge_into(&mut w, sources, &tombstones, bottom, false)?;
         if !bottom {
             for t in tombstones {
                 w.add_tombstone(t);
@@ -97,14 +97,17 @@ impl Inner {
         Ok(meta)
     }
 
-    /// Streams merged, resolved entries from `sources` into `w`.
+    /// Streams merged, resolved entries from `sources` into `w`. With
+    /// `give_way` (a merge at rest of level 0), stops short and returns
+    /// false once level 0 slows writers down (see [`Inner::level_0_full`]).
     fn merge_into(
         &self,
         w: &mut RunWriter,
         sources: Vec<Source>,
         tombstones: &[RangeTombstone],
         bottom: bool,
-    ) -> Result<()> {
+        give_way: bool,
+    ) -> Result<bool> {
         let mut merge = MergeIter::new(sources, true);
         // The key and a lone put's value land in buffers kept across keys:
         // the common key (one version, a put) is copied into the run with
@@ -117,8 +120,13 @@ impl Inner {
             groups += 1;
             // A closing index does not wait for a long merge: its partial
             // run is named by no manifest, and removed (see Unnamed).
-            if groups.is_multiple_of(4096) && self.shutting_down.load(Ordering::Relaxed) {
-                return Err(IndexError::Closed);
+            if groups.is_multiple_of(4096) {
+                if self.shutting_down.load(Ordering::Relaxed) {
+                    return Err(IndexError::Closed);
+                }
+                if give_way && self.level_0_full() {
+                    return Ok(false);
+                }
             }
             let covering = if tombstones.is_empty() { None } else { max_covering(tombstones, &key, u64::MAX) };
             match group {
@@ -138,7 +146,14 @@ impl Inner {
                 }
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Whether level 0 holds `l0_slowdown_runs` runs (writers are slowed,
+    /// then stopped, until a merge takes some). A merge at rest of level 0
+    /// holds every run there, so no other merge can: it gives way.
+    fn level_0_full(&self) -> bool {
+        self.sv.read().version.runs_at(0) >= self.options.l0_slowdown_runs
     }
 
     /// Carries out one merge task.
@@ -154,14 +169,31 @@ impl Inner {
         let mut tombstones = Vec::new();
         let mut expected = 0;
         let range = Arc::new(ScanRange { start: Bound::Unbounded, end: Bound::Unbounded });
+        let mut opened = Vec::with_capacity(inputs.len());
         for r in &inputs {
             let open = self.run_cache.get(r, &self.stats)?;
             tombstones.extend(open.tombstones.iter().cloned());
             expected += r.meta.entry_count;
+            opened.push(open.clone());
             sources.push(Source::Run(RunIter::new(open, None, self.stats.clone(), range.clone(), true)));
         }
         let (id, mut w, unnamed) = self.new_run(expected)?;
-        self.merge_into(&mut w, sources, &tombstones, task.bottom)?;
+        // Writes resumed under a merge at rest of level 0 (at the lowest
+        // priority: it may take long on a busy machine) and filled the
+        // level: the partial output goes, and the runs are released to a
+        // merge at normal priority instead of holding the writers up.
+        if !self.merge_into(&mut w, sources, &tombstones, task.bottom, task.at_rest && task.output_level == 0)? {
+            drop(w);
+            unnamed.remove()?;
+            tracing::debug!(inputs = ?task.inputs, "a merge at rest of level 0 gave way to writers");
+            return Ok(());
+        }
+        // The inputs were read in place after their blocks' checks: a cut
+        // since then may have read as zeros without a fault. Checked once
+        // every read is made, before the output is finished and named.
+        for open in &opened {
+            open.check_read_in_place()?;
+        }
         if !task.bottom {
             for t in tombstones {
                 w.add_tombstone(t);
@@ -478,7 +510,10 @@ impl Inner {
     /// Waits for running merges, then merges each level into one run (the
     /// merges at rest), one level after another.
     pub(crate) fn merge_levels(&self) -> Result<()> {
-        while self.merge_alone(|runs| choose_at_rest(runs, &HashSet::new(), u64::MAX))? {}
+        // Asked for: not a merge at rest that gives way to writers.
+        let pick =
+            |runs: &[RunMeta]| choose_at_rest(runs, &HashSet::new(), u64::MAX).map(|t| Task { at_rest: false, ..t });
+        while self.merge_alone(pick)? {}
         Ok(())
     }
 

@@ -572,3 +572,86 @@ fn a_merge_of_mapped_runs_refuses_a_damaged_block_naming_its_run() {
         assert!(e.to_string().contains("corrupt"), "{name}: {e}");
     }
 }
+
+/// A merge operator that cuts a run file short the first time it is
+/// applied once armed: a hook inside a merge, after the merge's cursors
+/// checked the blocks they stand in and before they read the rest.
+struct CutOnMerge {
+    armed: std::sync::Mutex<Option<(PathBuf, u64)>>,
+}
+
+impl larder_index::MergeOperator for CutOnMerge {
+    fn name(&self) -> &str {
+        "append"
+    }
+
+    fn full_merge(&self, _key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Result<Option<Vec<u8>>, String> {
+        if let Some((run, at)) = self.armed.lock().unwrap().take() {
+            std::fs::OpenOptions::new().write(true).open(&run).unwrap().set_len(at).unwrap();
+        }
+        let mut value = existing.unwrap_or_default().to_vec();
+        for o in operands {
+            value.extend_from_slice(o);
+        }
+        Ok(Some(value))
+    }
+}
+
+/// A merge reads a mapped run's block in place after checking it: a cut
+/// inside the block's page landing after that check reads as zeros from
+/// the cut on without a fault (the kernel zeroes the page's tail). The
+/// merge must refuse (naming the run), never write those zeros out as
+/// entries and drop the run's real ones. The older run is one block in
+/// one page; the merge operator cuts it while the merge resolves the
+/// first key, after both cursors checked their blocks.
+#[test]
+fn a_merge_refuses_a_run_cut_inside_a_page_it_reads_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    let operator = Arc::new(CutOnMerge { armed: std::sync::Mutex::new(None) });
+    let index = Index::open(
+        Arc::new(RealStorage::new()),
+        &dir,
+        Options {
+            memtable_size_bytes: 1 << 20,
+            block_size_bytes: 64 << 10,
+            merge_fanout: 8,
+            l0_slowdown_runs: 16,
+            l0_stop_runs: 32,
+            merge_at_rest: false,
+            merge_operators: vec![operator.clone()],
+            ..options(true)
+        },
+    )
+    .unwrap();
+    let name = |i: u32| format!("k{i:03}").into_bytes();
+    let mut model = BTreeMap::new();
+    for i in 0..40 {
+        let value = format!("value {i:02} of the older run").into_bytes();
+        index.write(u64::from(i) + 1, WriteBatch::new().put(name(i), value.clone())).unwrap();
+        model.insert(name(i), value);
+    }
+    index.flush().unwrap();
+    index.write(100, WriteBatch::new().merge("append", name(0), b" merged")).unwrap();
+    model.get_mut(&name(0)).unwrap().extend_from_slice(b" merged");
+    index.flush().unwrap();
+    let runs = run_files(&dir);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let older = runs[0].clone();
+    let len = std::fs::metadata(&older).unwrap().len();
+    assert!(len < 4096, "the older run must lie in one page ({len} bytes)");
+    // Past the first two entries: the rest of the block reads as zeros.
+    *operator.armed.lock().unwrap() = Some((older.clone(), 120));
+    match index.compact_all() {
+        Err(e) => {
+            assert!(e.to_string().contains(&*older.to_string_lossy()), "{e} does not name {}", older.display());
+        }
+        Ok(()) => {
+            assert!(operator.armed.lock().unwrap().is_none(), "the merge applied no operator");
+            let found: Vec<(Vec<u8>, Vec<u8>)> = index.iter(true).unwrap().map(Result::unwrap).collect();
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            assert_eq!(found.len(), want.len(), "the merge kept {} keys of {}", found.len(), want.len());
+            assert_eq!(found, want);
+        }
+    }
+}

@@ -94,3 +94,131 @@ fn the_mergers_merge_each_level_once_writes_stop() {
     drop(index);
     check(&open(&sim, false), &model);
 }
+
+/// Holds merges at rest (their thread is named `larder-rest-merge`) in a
+/// merge operator: at their first application until `go` is set (the
+/// test then knows one is under way), and at their 4,096th and later
+/// applications until `done` is set, standing in for a merge at rest
+/// that the machine leaves little CPU (it runs at nice 19).
+#[derive(Default)]
+struct HoldRestMerges {
+    state: std::sync::Mutex<Hold>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct Hold {
+    applied: u64,
+    entered: bool,
+    go: bool,
+    done: bool,
+}
+
+impl HoldRestMerges {
+    fn set(&self, f: impl FnOnce(&mut Hold)) {
+        f(&mut self.state.lock().unwrap());
+        self.changed.notify_all();
+    }
+
+    /// Waits until `ready` holds; false if `limit` passed first (the
+    /// limit only bounds a failure).
+    fn wait(&self, limit: Duration, ready: impl Fn(&Hold) -> bool) -> bool {
+        let state = self.state.lock().unwrap();
+        let (state, _) = self.changed.wait_timeout_while(state, limit, |s| !ready(s)).unwrap();
+        ready(&state)
+    }
+}
+
+impl larder_index::MergeOperator for HoldRestMerges {
+    fn name(&self) -> &str {
+        "append"
+    }
+
+    fn full_merge(&self, _key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Result<Option<Vec<u8>>, String> {
+        if std::thread::current().name() == Some("larder-rest-merge") {
+            let mut state = self.state.lock().unwrap();
+            state.applied += 1;
+            if state.applied == 1 {
+                state.entered = true;
+                self.changed.notify_all();
+                drop(self.changed.wait_while(state, |s| !s.go).unwrap());
+            } else if state.applied >= 4096 {
+                drop(self.changed.wait_while(state, |s| !s.done).unwrap());
+            }
+        }
+        let mut value = existing.unwrap_or_default().to_vec();
+        for o in operands {
+            value.extend_from_slice(o);
+        }
+        Ok(Some(value))
+    }
+}
+
+/// A merge at rest of level 0 holds every run of that level. Writes that
+/// resume meanwhile fill level 0 (no merge can take its oldest runs) up
+/// to `l0_stop_runs`, where writers wait; they must not wait for the merge
+/// at rest, which runs at the lowest priority and may take long on a busy
+/// machine: it gives way, and a merge at normal priority makes room.
+#[test]
+fn writers_stopped_by_level_0_do_not_wait_for_a_merge_at_rest_of_it() {
+    let hold = Arc::new(HoldRestMerges::default());
+    let storage: StorageRef = Arc::new(SimStorage::new(5));
+    let options = Options {
+        memtable_size_bytes: 16 << 20,
+        merge_fanout: 4,
+        l0_slowdown_runs: 4,
+        l0_stop_runs: 5,
+        merge_at_rest: true,
+        merge_operators: vec![hold.clone()],
+        ..tiny_options(true)
+    };
+    let index = Arc::new(Index::open(storage, Path::new("/db/index"), options).unwrap());
+    let key = |i: u32| format!("k{i:05}").into_bytes();
+    let mut seq = 0;
+    let mut next = || {
+        seq += 1;
+        seq
+    };
+    // Two runs in level 0, every key of the older merged by the newer: a
+    // merge at rest of level 0 applies the operator at each key.
+    for round in 0..2 {
+        for chunk in (0..5_000).collect::<Vec<u32>>().chunks(500) {
+            let mut b = WriteBatch::new();
+            for &i in chunk {
+                if round == 0 {
+                    b.put(key(i), b"base");
+                } else {
+                    b.merge("append", key(i), b"+");
+                }
+            }
+            index.write(next(), &b).unwrap();
+        }
+        index.flush().unwrap();
+    }
+    assert!(hold.wait(Duration::from_secs(60), |s| s.entered), "no merge at rest of level 0 began");
+    // Writes resume: level 0 reaches l0_stop_runs under the merge at rest.
+    for i in 0..3u32 {
+        index.write(next(), WriteBatch::new().put(format!("new{i}"), b"v")).unwrap();
+        index.flush().unwrap();
+    }
+    assert_eq!(index.stats().runs_per_level.first(), Some(&5));
+    hold.set(|s| s.go = true);
+    let (wrote, written) = std::sync::mpsc::channel();
+    let writer = {
+        let (index, seq) = (index.clone(), next());
+        std::thread::spawn(move || {
+            let r = index.write(seq, WriteBatch::new().put(b"last", b"v"));
+            let _ = wrote.send(());
+            r
+        })
+    };
+    let outcome = written.recv_timeout(Duration::from_secs(30));
+    // Lets the held merge at rest go on, so the index can close.
+    hold.set(|s| s.done = true);
+    writer.join().unwrap().unwrap();
+    assert!(outcome.is_ok(), "the writer waited for the merge at rest ({:?})", index.stats().runs_per_level);
+    for i in (0..5_000).step_by(997) {
+        assert_eq!(index.get(&key(i)).unwrap().as_deref(), Some(&b"base+"[..]), "key {i}");
+    }
+    assert_eq!(index.get(b"last").unwrap().as_deref(), Some(&b"v"[..]));
+}

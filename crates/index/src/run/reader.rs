@@ -313,6 +313,24 @@ impl OpenRun {
         }
     }
 
+    /// Vouches for every read a merge made of the run in place
+    /// ([`OpenRun::merge_block`]), once it has made them all: a cut inside
+    /// a page the merge read after checking its block reads as zeros from
+    /// the cut on without a fault, so the guard alone cannot tell; the
+    /// file's length can (one `fstat` per run per merge). Nothing to check
+    /// for a run the merge read with pread.
+    pub(crate) fn check_read_in_place(&self) -> Result<()> {
+        if self.map.is_none() || self.guard.is_none() {
+            return Ok(());
+        }
+        self.check_mapping()?;
+        let len = self.file.len()?;
+        if len < self.file_size {
+            return Err(self.truncated(len));
+        }
+        Ok(())
+    }
+
     /// Refuses a mapped block that reads as holding no entries, which its
     /// check at first view ruled out: the file changed under the mapping.
     pub(crate) fn changed(&self, offset: u64) -> IndexError {
