@@ -116,7 +116,7 @@ impl OpenRun {
         let Some((newest, mut i)) = found else { return false };
         if let Some(TakePut { covering, take }) = take {
             let e = if newest.stamp.seq <= read_seq { Some(newest) } else { (i < block.len()).then(|| block.entry(i)) };
-            if let Some(e) = e.filter(|e| e.key == key && e.kind == Kind::Put && !covering.is_some_and(|c| e.stamp < c))
+            if let Some(e) = e.filter(|e| e.key == key && e.kind == Kind::Put && covering.is_none_or(|c| e.stamp >= c))
             {
                 take(e.payload);
                 return true;
