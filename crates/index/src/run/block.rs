@@ -392,7 +392,7 @@ impl<'a> BlockRef<'a> {
         while lo < hi {
             let mid = (lo + hi) / 2;
             let (k, after) = self.key_at(mid);
-            let less = match k.cmp(key) {
+            let less = match compare_keys(k, key) {
                 Ordering::Less => true,
                 Ordering::Greater => false,
                 // Same key: newer stamps sort first.
@@ -406,6 +406,20 @@ impl<'a> BlockRef<'a> {
         }
         lo
     }
+}
+
+/// `a.cmp(b)`, deciding by the first 8 bytes of each, read as one
+/// big-endian word, where they differ: a block's search compares a key
+/// with about five others, and the call to memcmp for each took 4% of a
+/// point get.
+fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
+    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    a.cmp(b)
 }
 
 impl RawEntry<'_> {
@@ -451,6 +465,18 @@ mod tests {
         assert_eq!((e.stamp.seq, e.kind, e.payload), (9, Kind::Put, &[10u8, 10, 10][..]));
         assert_eq!(block.seek(b"zzz", Stamp { seq: 0, sub: 0 }), 100);
         assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
+    }
+
+    proptest::proptest! {
+        /// Keys compared by their first words order as their bytes do.
+        #[test]
+        fn compare_keys_agrees_with_the_bytes(
+            a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xfe, 0xff]), 0..20),
+            b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xfe, 0xff]), 0..20),
+        ) {
+            proptest::prop_assert_eq!(compare_keys(&a, &b), a.cmp(&b));
+            proptest::prop_assert_eq!(compare_keys(&a, &a), std::cmp::Ordering::Equal);
+        }
     }
 
     /// A read sees the newest version at or below its sequence number,
