@@ -42,7 +42,8 @@ impl Engine for Larder {
         let o = &self.options;
         format!(
             "larder-index {} (workspace): memtable {} MiB x (1 + {} immutable), block cache {} MiB, metadata cache {} MiB, \
-             bloom {} bits/key, block {} B, {} merge threads + 1 flusher, fanout {}, no WAL, no compression",
+             bloom {} bits/key, block {} B, {} merge threads + 1 flusher, fanout {}, no WAL, no compression, \
+             gets by Index::get_into into the caller's buffer",
             env!("CARGO_PKG_VERSION"),
             o.memtable_size_bytes >> 20,
             o.max_immutable_memtables,
@@ -71,13 +72,8 @@ impl Engine for Larder {
     }
 
     fn get(&mut self, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
-        match self.index.get(key)? {
-            Some(v) => {
-                *value = v;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        // Into the caller's buffer, as LMDB's peer copies its value.
+        Ok(self.index.get_into(key, value)?)
     }
 
     fn scan_prefix(&mut self, prefix: &[u8]) -> Result<(u64, u64)> {

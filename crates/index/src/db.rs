@@ -290,7 +290,8 @@ impl Index {
 
     /// The value of `key` copied into `out` (true), or false and `out`
     /// left as it was: [`Index::get`] without allocating a value for a key
-    /// answered from a memtable, when `out` has the room.
+    /// whose newest version is a put (in a memtable or a run), when `out`
+    /// has the room. After an error `out` may hold anything.
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let value = self.inner.get_latest(key, copy_into(out), Some)?;
         Ok(settle_into(value, out))

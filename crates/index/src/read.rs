@@ -12,6 +12,7 @@ use crate::resolve::resolve_read;
 use crate::run::bloom::key_hash;
 use crate::run::cache::{OpenRef, RunHandle};
 use crate::run::iter::{RunIter, ScanRange};
+use crate::run::lookup_many::TakePut;
 use crate::run::reader::{Lookup, OpenRun};
 use crate::version::SuperVersion;
 
@@ -51,11 +52,13 @@ thread_local! {
 }
 
 /// Where a point read's search of the memtables ended.
-pub(crate) enum MemtableRead<T> {
+pub(crate) enum MemtableRead<T, F> {
     /// A memtable settled the key: its value made into `T`, or absent.
     Settled(Option<T>),
-    /// No memtable holds a version of the key: the runs decide.
-    Runs,
+    /// No memtable holds a version of the key: the runs decide, and the
+    /// read's `found` (see [`Inner::get_with`]), handed back, may take a
+    /// run's value borrowed.
+    Runs(Option<F>),
     /// A range tombstone or a merge operand is in the way: the full read
     /// (`Inner::get_general`) folds the key's versions.
     Fold,
@@ -63,8 +66,8 @@ pub(crate) enum MemtableRead<T> {
 
 impl Inner {
     /// The value of `key` in `sv` as of `read_seq`, `found` making it into
-    /// a `T` where it lies in a memtable (borrowed), `owned` where the read
-    /// built it (from runs, or folded).
+    /// a `T` where it lies in a memtable or a run's block (borrowed),
+    /// `owned` where the read built it (folded from several versions).
     pub(crate) fn get_with<T>(
         &self,
         sv: &SuperVersion,
@@ -82,34 +85,35 @@ impl Inner {
     /// [`Inner::get_from_memtables`]): the memtables' answer if they
     /// settled the key, else the read of the super version `sv()` gives
     /// (taken only then), `owned` making its value into a `T`.
-    pub(crate) fn get_after_memtables<T, V: std::ops::Deref<Target = SuperVersion>>(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn get_after_memtables<T, F: FnOnce(&[u8]) -> T, V: std::ops::Deref<Target = SuperVersion>>(
         &self,
-        step: MemtableRead<T>,
+        step: MemtableRead<T, F>,
         sv: impl FnOnce() -> V,
         read_seq: u64,
         key: &[u8],
         hash: u64,
         owned: impl FnOnce(Vec<u8>) -> T,
     ) -> Result<Option<T>> {
-        let memtables = match step {
+        let (memtables, found) = match step {
             MemtableRead::Settled(value) => return Ok(value),
-            MemtableRead::Runs => false,
-            MemtableRead::Fold => true,
+            MemtableRead::Runs(found) => (false, found),
+            MemtableRead::Fold => (true, None),
         };
-        Ok(self.get_general(&sv(), read_seq, key, hash, memtables)?.map(owned))
+        self.get_general(&sv(), read_seq, key, hash, memtables, found, owned)
     }
 
     /// The first step of a point read, which answers most reads of recent
     /// keys: the memtables newest first, each asked for its newest version
     /// of the key, borrowed. Counts the get, and the miss if it settles one.
-    pub(crate) fn get_from_memtables<T>(
+    pub(crate) fn get_from_memtables<T, F: FnOnce(&[u8]) -> T>(
         &self,
         sv: &SuperVersion,
         read_seq: u64,
         key: &[u8],
         hash: u64,
-        found: impl FnOnce(&[u8]) -> T,
-    ) -> MemtableRead<T> {
+        found: F,
+    ) -> MemtableRead<T, F> {
         let stats = &self.stats;
         stats.add(&stats.gets, 1);
         let mut found = Some(found);
@@ -130,7 +134,7 @@ impl Inner {
                 return step;
             }
         }
-        MemtableRead::Runs
+        MemtableRead::Runs(found)
     }
 
     /// The value of `key` in `sv` as of `read_seq`.
@@ -141,16 +145,25 @@ impl Inner {
     /// The value of `key` in `sv` as of `read_seq` from every source
     /// (`memtables` false: from the runs alone, which the caller found
     /// the memtables leave to), newest first, stopping at the first put or
-    /// delete. The get is counted already.
-    pub(crate) fn get_general(
+    /// delete; made into a `T` by `found` from a run's block where a single
+    /// put there settles the key (no copy of it into an [`Op`]), else by
+    /// `owned`. The get is counted already.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn get_general<T>(
         &self,
         sv: &SuperVersion,
         read_seq: u64,
         key: &[u8],
         hash: u64,
         memtables: bool,
-    ) -> Result<Option<Vec<u8>>> {
+        found: Option<impl FnOnce(&[u8]) -> T>,
+        owned: impl FnOnce(Vec<u8>) -> T,
+    ) -> Result<Option<T>> {
         let stats = &self.stats;
+        let can_take = found.is_some();
+        let mut found = found;
+        let mut took: Option<T> = None;
+        let mut take = |value: &[u8]| took = found.take().map(|f| f(value));
         let (mut collected, mut scratch) = GET_BUFFERS.take().unwrap_or_default();
         let mut covering: Option<Stamp> = None;
         let mut read_block = false;
@@ -175,10 +188,14 @@ impl Inner {
                 if run.meta.tombstone_count > 0 {
                     covering = covering.max(crate::entry::max_covering(&open.tombstones, key, read_seq));
                 }
-                match open.versions(key, hash, read_seq, &self.block_cache, stats, &mut scratch)? {
+                // Nothing newer collected: a put here settles the key, and
+                // its value is taken from the block.
+                let offer = (can_take && collected.is_empty()).then_some(TakePut { covering, take: &mut take });
+                match open.versions(key, hash, read_seq, &self.block_cache, stats, &mut scratch, offer)? {
                     Lookup::FilterSaidAbsent => filter_negatives += 1,
                     Lookup::PastLastBlock => {}
                     Lookup::ReadBlock => read_block = true,
+                    Lookup::TookPut => return Ok(true),
                 }
                 Ok(absorb(&mut scratch, covering, &mut collected))
             };
@@ -228,10 +245,14 @@ impl Inner {
         if filter_negatives > 0 {
             stats.add(&stats.bloom_negatives, filter_negatives);
         }
+        if let Some(value) = took {
+            GET_BUFFERS.set(Some((collected, scratch)));
+            return Ok(Some(value));
+        }
         // `collected` ends at the settling version; deletions by a tombstone
         // stopped before it, which resolve_read reads as "no base".
         let value = match collected.as_mut_slice() {
-            // The common case, a single put: its value moves out.
+            // A single put: its value moves out.
             [(_, Op::Put(v))] => Some(std::mem::take(v)),
             _ => resolve_read(&self.registry, key, &collected, None)?,
         };
@@ -244,7 +265,7 @@ impl Inner {
                 stats.add(&stats.missed_gets_reading_data_block, 1);
             }
         }
-        Ok(value)
+        Ok(value.map(owned))
     }
 
     /// Asks the idle flusher to populate the mapping of `open`, a run

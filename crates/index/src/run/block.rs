@@ -371,13 +371,28 @@ impl<'a> BlockRef<'a> {
         self.data
     }
 
+    /// Where a point read at `read_seq` finds `key` here: None if the block
+    /// holds no version of it, else the key's newest version (newer than
+    /// the read or not: it says the filter was right) and the index of the
+    /// first the read sees (the entry after the key's versions if none).
+    /// One search when the newest is visible, as it is to most reads.
+    pub(crate) fn visible(&self, key: &[u8], read_seq: u64) -> Option<(RawEntry<'a>, usize)> {
+        let first = self.seek(key, Stamp { seq: u64::MAX, sub: u32::MAX });
+        let newest = (first < self.count).then(|| self.entry(first)).filter(|e| e.key == key)?;
+        let newest_visible = Stamp { seq: read_seq, sub: u32::MAX };
+        if newest.stamp > newest_visible {
+            return Some((newest, self.seek(key, newest_visible)));
+        }
+        Some((newest, first))
+    }
+
     /// Index of the first entry not before (key, stamp) in internal order.
     pub(crate) fn seek(&self, key: &[u8], stamp: Stamp) -> usize {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = (lo + hi) / 2;
             let (k, after) = self.key_at(mid);
-            let less = match k.cmp(key) {
+            let less = match compare_keys(k, key) {
                 Ordering::Less => true,
                 Ordering::Greater => false,
                 // Same key: newer stamps sort first.
@@ -391,6 +406,20 @@ impl<'a> BlockRef<'a> {
         }
         lo
     }
+}
+
+/// `a.cmp(b)`, deciding by the first 8 bytes of each, read as one
+/// big-endian word, where they differ: a block's search compares a key
+/// with about five others, and the call to memcmp for each took 4% of a
+/// point get.
+fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
+    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    a.cmp(b)
 }
 
 impl RawEntry<'_> {
@@ -436,6 +465,46 @@ mod tests {
         assert_eq!((e.stamp.seq, e.kind, e.payload), (9, Kind::Put, &[10u8, 10, 10][..]));
         assert_eq!(block.seek(b"zzz", Stamp { seq: 0, sub: 0 }), 100);
         assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
+    }
+
+    proptest::proptest! {
+        /// Keys compared by their first words order as their bytes do.
+        #[test]
+        fn compare_keys_agrees_with_the_bytes(
+            a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xfe, 0xff]), 0..20),
+            b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xfe, 0xff]), 0..20),
+        ) {
+            proptest::prop_assert_eq!(compare_keys(&a, &b), a.cmp(&b));
+            proptest::prop_assert_eq!(compare_keys(&a, &a), std::cmp::Ordering::Equal);
+        }
+    }
+
+    /// A read sees the newest version at or below its sequence number,
+    /// past newer ones, and none when every version is newer.
+    #[test]
+    fn visible_skips_versions_newer_than_the_read() {
+        let (mut b, mut out) = (BlockBuilder::new(), Vec::new());
+        b.add(&mut out, b"a", Stamp { seq: 3, sub: 0 }, OpRef::Put(b"a3"), 0);
+        for seq in [9, 7, 5] {
+            b.add(&mut out, b"k", Stamp { seq, sub: 0 }, OpRef::Put(format!("k{seq}").as_bytes()), 0);
+        }
+        b.add(&mut out, b"z", Stamp { seq: 1, sub: 0 }, OpRef::Delete, 0);
+        let start = b.finish(&mut out);
+        let block = BlockRef::check(&out[start..]).unwrap();
+        let seen = |key: &[u8], read: u64| {
+            block.visible(key, read).map(|(newest, i)| {
+                let e = block.entry(i);
+                (newest.stamp.seq, (e.key == key).then_some(e.payload))
+            })
+        };
+        assert_eq!(seen(b"k", 100), Some((9, Some(&b"k9"[..]))));
+        assert_eq!(seen(b"k", 9), Some((9, Some(&b"k9"[..]))));
+        assert_eq!(seen(b"k", 8), Some((9, Some(&b"k7"[..]))));
+        assert_eq!(seen(b"k", 5), Some((9, Some(&b"k5"[..]))));
+        assert_eq!(seen(b"k", 4), Some((9, None)));
+        assert_eq!(seen(b"b", 100), None);
+        assert_eq!(seen(b"zz", 100), None);
+        assert_eq!(seen(b"a", 2), Some((3, None)));
     }
 
     proptest::proptest! {

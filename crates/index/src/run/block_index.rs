@@ -1,7 +1,9 @@
 //! The block index of an open run: the last key of every data block and
-//! where the block lives. A lookup searches the keys' 16-byte heads in a
-//! [`HeadTree`] (a few cache lines), and compares full keys only among
-//! blocks whose heads tie.
+//! where the block lives. A point lookup takes the few blocks its key's
+//! slot names in a [`RadixTable`] and scans their 16-byte heads; where the
+//! slot names many (keys whose bits after their common prefix cluster), or
+//! for a small index, it searches the heads in a [`HeadTree`] (a few cache
+//! lines). Full keys are compared only among blocks whose heads tie.
 
 use crate::codec::Decoder;
 use crate::head_tree::{HeadTree, FANOUT as HEADS_PER_LINE};
@@ -9,11 +11,16 @@ use crate::memtable::key_head16;
 use crate::prefetch::prefetch;
 use crate::MAX_KEY_BYTES;
 
+use super::radix_table::RadixTable;
 use super::BlockHandle;
 
 /// The fewest bytes an entry takes: an empty key's length, the offset and
 /// the length.
 const MIN_ENTRY_BYTES: usize = 1 + 8 + 4;
+
+/// The most blocks a radix slot may name for a lookup to scan their heads
+/// (two lines of heads); more, and it searches the head tree.
+const MAX_SCANNED_HEADS: usize = 8;
 
 /// Indexes [`BlockIndex::find_each`] searches together, at most (more are
 /// taken in further rounds).
@@ -23,6 +30,7 @@ const FIND_EACH_AT_ONCE: usize = 16;
 #[derive(Debug)]
 pub(crate) struct BlockIndex {
     heads: HeadTree,
+    radix: RadixTable,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
     handles: Vec<BlockHandle>,
@@ -37,6 +45,7 @@ impl BlockIndex {
         let count = d.count(count.into(), MIN_ENTRY_BYTES, "block count")?;
         let mut idx = BlockIndex {
             heads: HeadTree::default(),
+            radix: RadixTable::default(),
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count),
             handles: Vec::with_capacity(count),
@@ -63,6 +72,7 @@ impl BlockIndex {
             return Err(format!("{} trailing bytes after the block index", d.remaining()));
         }
         idx.heads = HeadTree::new((0..count).map(|i| key_head16(idx.key(i))));
+        idx.radix = RadixTable::new(count, |i| idx.key(i), MAX_SCANNED_HEADS);
         Ok(idx)
     }
 
@@ -86,8 +96,22 @@ impl BlockIndex {
     /// The first block whose last key is >= `key` (== len() if none).
     pub(crate) fn find(&self, key: &[u8]) -> usize {
         let head = key_head16(key);
-        let lo = self.heads.first_at_least_touching(head, |first| self.touch_handles(first));
+        let lo = match self.radix.candidates(key, self.len()) {
+            Some((lo, hi)) if hi - lo <= MAX_SCANNED_HEADS => {
+                self.touch_handles(lo);
+                // Blocks before `lo` have smaller keys, and block `hi` (if
+                // any) a larger one, so a head at least the key's.
+                (lo..hi).find(|&i| self.heads.get(i) >= head).unwrap_or(hi)
+            }
+            _ => self.heads.first_at_least_touching(head, |first| self.touch_handles(first)),
+        };
         self.past_ties(lo, head, key)
+    }
+
+    /// Whether [`BlockIndex::find`] of `key` scans a radix slot's heads.
+    #[cfg(test)]
+    fn scans_a_slot(&self, key: &[u8]) -> bool {
+        self.radix.candidates(key, self.len()).is_some_and(|(lo, hi)| hi - lo <= MAX_SCANNED_HEADS)
     }
 
     /// [`BlockIndex::find`] in several indexes, each for its own key
@@ -122,9 +146,10 @@ impl BlockIndex {
         [first, last].iter().filter_map(|&i| self.handles.get(i)).for_each(prefetch);
     }
 
-    /// From the first block whose last key's head is >= `head` (`lo`),
-    /// the first whose last key is >= `key`: only blocks whose heads tie
-    /// with the key's need their keys compared.
+    /// From `lo`, a block whose head is >= `head` (or the end) with every
+    /// block before it holding a smaller key than `key`, the first whose
+    /// last key is >= `key`: only blocks whose heads tie with the key's
+    /// need their keys compared.
     fn past_ties(&self, lo: usize, head: u128, key: &[u8]) -> usize {
         if lo >= self.len() || self.heads.get(lo) != head {
             return lo;
@@ -156,7 +181,11 @@ impl BlockIndex {
 
     /// Memory held (counted against the metadata budget).
     pub(crate) fn size_bytes(&self) -> usize {
-        self.heads.size_bytes() + self.keys.len() + self.key_ends.len() * 4 + self.handles.len() * 16
+        self.heads.size_bytes()
+            + self.radix.size_bytes()
+            + self.keys.len()
+            + self.key_ends.len() * 4
+            + self.handles.len() * 16
     }
 }
 
@@ -255,6 +284,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Random keys (as hashed keys are): most lookups scan one radix
+    /// slot's heads, and find what a plain search finds.
+    #[test]
+    fn random_keys_are_found_through_radix_slots() {
+        let mix = |mut z: u64| {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z ^ (z >> 31)
+        };
+        let mut keys: Vec<Vec<u8>> =
+            (0..3000u64).map(|i| [mix(i).to_be_bytes(), mix(i ^ 0x5555).to_be_bytes()].concat()).collect();
+        keys.sort();
+        let probes: Vec<Vec<u8>> = (0..3000u64).map(|i| mix(i + 1_000_000).to_be_bytes().to_vec()).collect();
+        check_against_plain_search(&keys, &probes);
+        let idx = index(&keys);
+        let scanned = keys.iter().chain(&probes).filter(|p| idx.scans_a_slot(p)).count();
+        assert!(scanned > 5900, "{scanned} of 6000 lookups scanned a slot");
     }
 
     #[test]

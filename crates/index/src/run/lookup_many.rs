@@ -7,7 +7,7 @@
 use super::block::BlockRef;
 use super::cache::BlockCache;
 use super::reader::OpenRun;
-use crate::entry::{Op, Stamp};
+use crate::entry::{Kind, Op, Stamp};
 use crate::error::Result;
 use crate::stats::Stats;
 
@@ -85,7 +85,7 @@ impl OpenRun {
             };
             for &(i, _) in &found[at..end] {
                 read_block[i] = true;
-                self.versions_in_block(&block, probes[i].key, read_seq, stats, &mut out[i]);
+                let _ = self.versions_in_block(&block, probes[i].key, read_seq, stats, &mut out[i], None);
             }
             at = end;
         }
@@ -95,7 +95,8 @@ impl OpenRun {
 
     /// The versions of `key` visible at `read_seq` in `block` (the one the
     /// block index names for it), appended to `out`, with the filter's
-    /// count of whether it was right.
+    /// count of whether it was right; with `take`, a put that settles the
+    /// key is given to it instead, and the answer is true.
     pub(super) fn versions_in_block(
         &self,
         block: &BlockRef<'_>,
@@ -103,25 +104,44 @@ impl OpenRun {
         read_seq: u64,
         stats: &Stats,
         out: &mut Vec<(Stamp, Op)>,
-    ) {
-        let first = block.seek(key, Stamp { seq: u64::MAX, sub: u32::MAX });
+        take: Option<TakePut<'_>>,
+    ) -> bool {
+        let found = block.visible(key, read_seq);
         // The filter was right if any version of the key is here, even one
         // newer than this read.
-        let present = first < block.len() && block.entry(first).key == key;
         if self.bloom.is_some() {
-            let counter = if present { &stats.bloom_true_positives } else { &stats.bloom_false_positives };
+            let counter = if found.is_some() { &stats.bloom_true_positives } else { &stats.bloom_false_positives };
             stats.add(counter, 1);
         }
-        if present {
-            let mut i = block.seek(key, Stamp { seq: read_seq, sub: u32::MAX });
-            while i < block.len() {
-                let e = block.entry(i);
-                if e.key != key {
-                    break;
-                }
-                out.push((e.stamp, e.to_op(&self.op_map)));
-                i += 1;
+        let Some((newest, mut i)) = found else { return false };
+        if let Some(TakePut { covering, take }) = take {
+            let e = if newest.stamp.seq <= read_seq { Some(newest) } else { (i < block.len()).then(|| block.entry(i)) };
+            if let Some(e) = e.filter(|e| e.key == key && e.kind == Kind::Put && covering.is_none_or(|c| e.stamp >= c))
+            {
+                take(e.payload);
+                return true;
             }
         }
+        while i < block.len() {
+            let e = block.entry(i);
+            if e.key != key {
+                break;
+            }
+            out.push((e.stamp, e.to_op(&self.op_map)));
+            i += 1;
+        }
+        false
     }
+}
+
+/// A point read's offer to take the value its key settles on in a run,
+/// borrowed from the block (no copy into an [`Op`]): made while no newer
+/// version of the key was found, with the newest range tombstone covering
+/// the key so far. Taken when the run's newest version visible to the
+/// read is a put that tombstone does not delete.
+pub(crate) struct TakePut<'a> {
+    /// The newest tombstone covering the key in the sources read so far.
+    pub(crate) covering: Option<Stamp>,
+    /// Receives the put's value.
+    pub(crate) take: &'a mut dyn FnMut(&[u8]),
 }

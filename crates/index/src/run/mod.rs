@@ -9,6 +9,7 @@ pub(crate) mod cache;
 pub(crate) mod fault_guard;
 pub(crate) mod iter;
 pub(crate) mod lookup_many;
+pub(crate) mod radix_table;
 pub(crate) mod reader;
 pub(crate) mod writer;
 

@@ -13,6 +13,7 @@ use super::block_index::BlockIndex;
 use super::bloom::{Bloom, Layout};
 use super::cache::BlockCache;
 use super::fault_guard::Guard;
+use super::lookup_many::TakePut;
 use super::{
     BlockHandle, RunMeta, FOOTER_BYTES, RUN_FEATURE_LOCAL_FILTER, RUN_FORMAT_VERSION, RUN_KNOWN_INCOMPAT, RUN_MAGIC,
 };
@@ -452,9 +453,11 @@ impl OpenRun {
     }
 
     /// Appends the versions of `key` visible at `read_seq` (newest first)
-    /// and says how the run was searched. A filter's "absent" is not
-    /// counted here: the caller counts them per read (one atomic add, not
-    /// one per run it passes over).
+    /// and says how the run was searched; with `take`, a put that settles
+    /// the key is given to it instead (see [`TakePut`]). A filter's
+    /// "absent" is not counted here: the caller counts them per read (one
+    /// atomic add, not one per run it passes over).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn versions(
         &self,
         key: &[u8],
@@ -463,6 +466,7 @@ impl OpenRun {
         cache: &BlockCache,
         stats: &Stats,
         out: &mut Vec<(Stamp, Op)>,
+        take: Option<TakePut<'_>>,
     ) -> Result<Lookup> {
         if let Some(b) = &self.bloom {
             if !b.may_contain(hash) {
@@ -484,10 +488,10 @@ impl OpenRun {
                 cached.view()
             }
         };
-        self.versions_in_block(&block, key, read_seq, stats, out);
+        let took = self.versions_in_block(&block, key, read_seq, stats, out, take);
         // A cut racing the read above: what it read may be zeros.
         self.check_mapping()?;
-        Ok(Lookup::ReadBlock)
+        Ok(if took { Lookup::TookPut } else { Lookup::ReadBlock })
     }
 }
 
@@ -500,6 +504,9 @@ pub(crate) enum Lookup {
     PastLastBlock,
     /// A data block was read.
     ReadBlock,
+    /// A data block was read and the put settling the key given to the
+    /// caller's [`TakePut`].
+    TookPut,
 }
 
 fn decode_tombstones(raw: &[u8]) -> std::result::Result<Vec<RangeTombstone>, String> {
