@@ -268,6 +268,35 @@ fn the_bytes_stop_at_max_io_bytes_and_at_what_fits_a_completion_record() {
     assert_eq!(data.len(), 4096, "max_io_bytes");
 }
 
+/// A client asks for whole pages (64 KiB) whatever the file's size: the
+/// answer carries the file, exactly its size, with or without a lease,
+/// for an empty file, one shorter than a page and one of 16 KiB.
+#[test]
+fn pages_asked_of_a_shorter_file_answer_exactly_the_file() {
+    let t = common::server();
+    let root = Cred::root();
+    let fs = t.server.fs();
+    let bytes: Vec<u8> = (0..(16u32 << 10)).map(|i| (i % 253) as u8).collect();
+    for (name, length) in [("empty", 0usize), ("short", 100), ("sixteen", 16 << 10)] {
+        let f = fs.mknod(&root, fs.root(), name.as_bytes(), 0o644, 0).unwrap();
+        let h = fs.open_file(&root, f.ino, libc::O_WRONLY).unwrap();
+        fs.write(&root, h, 0, &bytes[..length]).unwrap();
+        fs.release(h).unwrap();
+    }
+    let s = t.session(0, 0);
+    for lease in [false, true] {
+        for (name, length) in [("empty", 0usize), ("short", 100), ("sixteen", 16 << 10)] {
+            let asked =
+                R::OpenPath { path: format!("/{name}").into_bytes(), flags: libc::O_RDONLY, read: 64 << 10, lease };
+            let Response::PathOpened { attributes, data, handle, .. } = t.run(&s, asked) else { panic!("{name}") };
+            assert_eq!(attributes.size, length as u64, "{name}");
+            assert_eq!(data.as_deref(), Some(&bytes[..length]), "{name}, lease {lease}");
+            assert_eq!(t.run(&s, R::Release { handle }), Response::Done);
+        }
+    }
+    assert_eq!(s.handle_count(), 0);
+}
+
 #[test]
 fn flags_that_create_or_truncate_are_refused_and_change_nothing() {
     let t = common::server();

@@ -89,7 +89,9 @@ fn answer(
     };
     let wants_bytes = matches!(&response, Response::PathOpened { data: Some(_), .. });
     if wants_bytes {
-        let wanted = call.io_length(u64::from(read));
+        // No more than the file holds: the read's buffer is zeroed first,
+        // and a client asks for whole pages (64 KiB) whatever the size.
+        let wanted = call.io_length(u64::from(read).min(attr.size));
         // What fits the completion record beside the other fields: the
         // answer with no bytes yet, measured.
         let room = match check_response(&response) {
