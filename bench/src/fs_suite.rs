@@ -229,7 +229,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
     let engines: Vec<String> = args.engines.split(',').map(str::to_string).collect();
     let workloads: Vec<String> = args.workloads.split(',').map(str::to_string).collect();
     for e in &engines {
-        if !["larder", "ext4", "xfs", "null", "null-unchecked", "bindfs"].contains(&e.as_str()) {
+        if !["larder", "ext4", "xfs", "null", "null-unchecked", "null-stateless", "bindfs"].contains(&e.as_str()) {
             bail!("unknown engine {e:?}: larder, ext4, xfs, null, null-unchecked, bindfs");
         }
     }
@@ -428,7 +428,7 @@ fn applies(e: &str, w: &str) -> bool {
     match e {
         "larder" | "ext4" => true,
         "xfs" => !fuse,
-        "null" | "null-unchecked" => fuse && !w.starts_with("fuse-mix-"),
+        "null" | "null-unchecked" | "null-stateless" => fuse && !w.starts_with("fuse-mix-"),
         _ => fuse,
     }
 }
@@ -633,7 +633,7 @@ fn mount(spec: &FsSpec, zero_timeouts: bool, store: larder_fs::FsOptions) -> Res
             let o = larder_fuse::MountOptions { entry_timeout: ttl, attr_timeout: ttl, ..Default::default() };
             Mounted::Larder(Some(larder_fuse::spawn(fs, &mnt, &o)?))
         }
-        "null" | "null-unchecked" => {
+        "null" | "null-unchecked" | "null-stateless" => {
             let mut c = fuser::Config::default();
             c.mount_options = vec![fuser::MountOption::FSName("null".into())];
             if spec.engine == "null" {
@@ -641,7 +641,12 @@ fn mount(spec: &FsSpec, zero_timeouts: bool, store: larder_fs::FsOptions) -> Res
             }
             c.n_threads = Some(larder_fuse::MountOptions::default().threads);
             c.clone_fd = true;
-            Mounted::Null(Some(fuser::spawn_mount(crate::null_fuse::NullFs::new(ttl), &mnt, &c)?))
+            let fs = if spec.engine == "null-stateless" {
+                crate::null_fuse::NullFs::stateless(ttl)
+            } else {
+                crate::null_fuse::NullFs::new(ttl)
+            };
+            Mounted::Null(Some(fuser::spawn_mount(fs, &mnt, &c)?))
         }
         "bindfs" => {
             let (u, m) = (under.to_str().unwrap_or_default(), mnt.to_str().unwrap_or_default());

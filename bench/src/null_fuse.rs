@@ -18,12 +18,20 @@ pub struct NullFs {
     names: parking_lot::Mutex<HashMap<(u64, OsString), u64>>,
     next: AtomicU64,
     ttl: Duration,
+    /// Answers CREATE and OPEN with ENOSYS: the kernel then creates by
+    /// MKNOD and opens without a request, and sends no RELEASE.
+    stateless: bool,
 }
 
 impl NullFs {
     /// With the kernel's caches kept for `ttl`.
     pub fn new(ttl: Duration) -> NullFs {
-        NullFs { names: Default::default(), next: AtomicU64::new(2), ttl }
+        NullFs { names: Default::default(), next: AtomicU64::new(2), ttl, stateless: false }
+    }
+
+    /// With no CREATE, OPEN or RELEASE (see `stateless`).
+    pub fn stateless(ttl: Duration) -> NullFs {
+        NullFs { stateless: true, ..NullFs::new(ttl) }
     }
 }
 
@@ -77,6 +85,9 @@ impl Filesystem for NullFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        if self.stateless {
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
         let ino = self.next.fetch_add(1, Ordering::Relaxed);
         self.names.lock().insert((parent.0, name.to_os_string()), ino);
         reply.created(&self.ttl, &attr(ino), Generation(1), FileHandle(0), FopenFlags::FOPEN_NOFLUSH);
@@ -85,10 +96,33 @@ impl Filesystem for NullFs {
     // No FLUSH at close, as Larder's mount asks: the ceiling makes no
     // round trip that Larder avoids.
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.stateless {
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
         reply.opened(FileHandle(0), FopenFlags::FOPEN_NOFLUSH);
     }
 
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let ino = self.next.fetch_add(1, Ordering::Relaxed);
+        self.names.lock().insert((parent.0, name.to_os_string()), ino);
+        reply.entry(&self.ttl, &attr(ino), Generation(1));
+    }
+
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // A file opened without OPEN has no FOPEN_NOFLUSH to ask for: ENOSYS
+        // once, and the kernel sends no more FLUSH.
+        if self.stateless {
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
         reply.ok();
     }
 
