@@ -33,8 +33,10 @@
 //! - `fuse-create`, `fuse-stat0`, `fuse-stat`: creates and stats through
 //!   a mount of Larder, a do-nothing fuser file system (`null`, mounted
 //!   with `default_permissions`, so that the kernel asks for a directory's
-//!   attributes before each create in it; `null-unchecked` without), bindfs,
-//!   and ext4 without FUSE.
+//!   attributes before each create in it; `null-unchecked` without;
+//!   `null-stateless` without, and with no CREATE, OPEN, FLUSH or
+//!   RELEASE: creates by MKNOD, opens served by the kernel), bindfs, and
+//!   ext4 without FUSE.
 //!
 //! Peak memory is each child's VmHWM.
 
@@ -66,9 +68,10 @@ pub struct FsArgs {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Engines, comma-separated: larder,ext4,xfs (native workloads) and
-    /// larder,null,null-unchecked,bindfs,ext4 (fuse-* workloads: Larder's
-    /// mount, a do-nothing fuser file system with and without the kernel's
-    /// permission checks, bindfs over ext4, ext4 without FUSE).
+    /// larder,null,null-unchecked,null-stateless,bindfs,ext4 (fuse-*
+    /// workloads: Larder's mount, a do-nothing fuser file system with and
+    /// without the kernel's permission checks, and without opens, bindfs
+    /// over ext4, ext4 without FUSE).
     #[arg(long, default_value = "larder,ext4,xfs,null,bindfs")]
     engines: String,
     /// Workloads, comma-separated: create,stat,stat-warm,stat-cold (native API),
@@ -230,7 +233,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
     let workloads: Vec<String> = args.workloads.split(',').map(str::to_string).collect();
     for e in &engines {
         if !["larder", "ext4", "xfs", "null", "null-unchecked", "null-stateless", "bindfs"].contains(&e.as_str()) {
-            bail!("unknown engine {e:?}: larder, ext4, xfs, null, null-unchecked, bindfs");
+            bail!("unknown engine {e:?}: larder, ext4, xfs, null, null-unchecked, null-stateless, bindfs");
         }
     }
     std::fs::create_dir_all(&args.dir)?;
