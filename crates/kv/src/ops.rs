@@ -12,6 +12,11 @@ use crate::Kv;
 
 /// Permission bits of objects the KV API creates.
 pub(crate) const OBJECT_MODE: u32 = 0o644;
+/// Bytes a put's batch takes besides the value: the onode's fields and
+/// key, the dentry and its key, the directory's entry-count operand, the
+/// batch's framing (a new level adds a little more, within a doubling).
+const PUT_FRAMING_BYTES: usize = 512;
+
 /// Permission bits of directory levels the KV API creates.
 pub(crate) const LEVEL_MODE: u32 = 0o755;
 
@@ -266,6 +271,9 @@ pub(crate) fn put_in(
     (uid, gid): (u32, u32),
     path: Option<&DerivedPath>,
 ) -> std::result::Result<(), TxnError> {
+    // Room for the value and the keys and framing around it in the
+    // batch at once, instead of a doubling series each copying the value.
+    txn.reserve_batch(value.len() + PUT_FRAMING_BYTES);
     let dir = walk_owned(txn, plan, key, uid, gid)?;
     match txn.lookup(dir, key.leaf())? {
         Some(d) if d.kind == Kind::Directory => {
@@ -273,8 +281,7 @@ pub(crate) fn put_in(
             // holds no key: it gives way. One holding keys is a conflict.
             if txn.onode(d.child)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0) {
                 txn.unlink(dir, key.leaf(), d.child, false)?;
-                let id = txn.create_in(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
-                txn.write(id, 0, value)?;
+                txn.create_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
                 return Ok(());
             }
             Err(leaf_is_a_level(key).into())
@@ -291,8 +298,7 @@ pub(crate) fn put_in(
             Ok(())
         }
         None => {
-            let id = txn.create_in(dir, key.leaf(), Kind::File, OBJECT_MODE, uid, gid)?;
-            txn.write(id, 0, value)?;
+            txn.create_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
             Ok(())
         }
     }

@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use larder_io::{write_all_at, FileRef};
+use larder_io::{write_all_at, FileRef, DIRECT_ALIGN};
 use parking_lot::{Condvar, MutexGuard};
 
 use crate::dependency::Dependency;
@@ -63,8 +63,19 @@ const KEPT_BUFFERS: usize = 4;
 struct Formed {
     seg: SegmentFile,
     offset: u64,
+    /// The group is `buf[start..]`: `start` zero bytes put it at a
+    /// [`DIRECT_ALIGN`] boundary of the buffer's memory, so a direct write
+    /// takes it as it is instead of copying it to an aligned buffer first.
     buf: Vec<u8>,
+    start: usize,
     deps: Vec<Dependency>,
+}
+
+impl Formed {
+    /// The group's bytes.
+    fn bytes(&self) -> &[u8] {
+        self.buf.get(self.start..).unwrap_or_default()
+    }
 }
 
 /// Most bytes one group takes from the queue (a larger record still goes
@@ -268,7 +279,7 @@ impl Inner {
             self.cond.notify_all();
         }
         let mut buf = st.w.bufs.pop().unwrap_or_default();
-        buf.clear();
+        let start = start_aligned(&mut buf, align_up((GROUP_HEADER_BYTES + body) as u64) as usize);
         GroupHeader {
             segment_id: seg.id,
             epoch: st.w.epoch,
@@ -283,9 +294,9 @@ impl Inner {
         for r in &batch {
             chain = encode_record(&mut buf, r.lsn, chain, &r.payload);
         }
-        buf.resize(align_up(buf.len() as u64) as usize, 0);
+        buf.resize(start + align_up((buf.len() - start) as u64) as usize, 0);
         let offset = st.w.offset;
-        st.w.offset += buf.len() as u64;
+        st.w.offset += (buf.len() - start) as u64;
         st.w.last_crc = chain;
         let mut deps: Vec<Dependency> = Vec::new();
         for d in batch.iter().flat_map(|r| r.deps.iter()) {
@@ -295,7 +306,7 @@ impl Inner {
         self.stats.add(&self.stats.payload_bytes, batch.iter().map(|r| r.payload.len() as u64).sum());
         let id = st.flight_base + st.in_flight.len() as u64;
         st.in_flight.push_back(Flight { last_lsn, count: batch.len(), finished: false, records: Vec::new() });
-        Ok((id, Formed { seg, offset, buf, deps }, batch))
+        Ok((id, Formed { seg, offset, buf, start, deps }, batch))
     }
 
     /// Writes and syncs one formed group and makes its dependencies
@@ -315,11 +326,11 @@ impl Inner {
             for (file, offset, len) in &backs {
                 file.start_write_back(*offset, *len)?;
             }
-            write_all_at(&*g.seg.file, &g.buf, g.offset)?;
+            write_all_at(&*g.seg.file, g.bytes(), g.offset)?;
             if !backs.is_empty() {
                 // The group's own write goes to the device alongside the
                 // data instead of after it (the sync then only waits).
-                g.seg.file.start_write_back(g.offset, g.buf.len() as u64)?;
+                g.seg.file.start_write_back(g.offset, g.bytes().len() as u64)?;
             }
             for (file, offset, len) in &backs {
                 file.write_back(*offset, *len)?;
@@ -350,7 +361,7 @@ impl Inner {
         self.stats.add(&self.stats.dependency_write_backs, backs.len() as u64);
         self.stats.add(&self.stats.syncs, 1);
         self.stats.add(&self.stats.groups, 1);
-        self.stats.add(&self.stats.bytes_written, g.buf.len() as u64);
+        self.stats.add(&self.stats.bytes_written, g.bytes().len() as u64);
         Ok(())
     }
 
@@ -449,6 +460,18 @@ fn wait_as_syncer(st: &mut MutexGuard<'_, State>, target: Lsn) {
     }
 }
 
+/// Empties `buf` and pads it with zeros up to a [`DIRECT_ALIGN`] boundary
+/// of its memory, with room for `len` more bytes reserved first, so that
+/// the buffer does not move (and lose its alignment) while they are
+/// appended; returns where they start.
+fn start_aligned(buf: &mut Vec<u8>, len: usize) -> usize {
+    buf.clear();
+    buf.reserve(len + DIRECT_ALIGN);
+    let start = buf.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+    buf.resize(start, 0);
+    start
+}
+
 /// Whether the record `front` needs a new segment for its group.
 fn needs_rotation(st: &State, front: &Pending) -> bool {
     let need = (GROUP_HEADER_BYTES + RECORD_OVERHEAD + front.payload.len()) as u64;
@@ -470,4 +493,25 @@ fn check_usable(st: &State) -> Result<()> {
         return Err(LogError::Closed);
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_buffer_starts_aligned_and_stays_put_while_filled() {
+        for (kept, len) in [(Vec::new(), 8192), (vec![7u8; 100], 4096), (Vec::with_capacity(3), 1 << 20)] {
+            let mut buf = kept;
+            let start = start_aligned(&mut buf, len);
+            assert!(start < DIRECT_ALIGN);
+            assert_eq!(buf.len(), start);
+            assert!(buf.iter().all(|&b| b == 0), "the padding is zeros");
+            let at = buf.as_ptr() as usize + start;
+            assert_eq!(at % DIRECT_ALIGN, 0, "the group's first byte is aligned");
+            buf.extend(std::iter::repeat_n(1u8, len));
+            assert_eq!(buf.as_ptr() as usize + start, at, "the buffer moved while filled");
+        }
+    }
 }

@@ -58,6 +58,20 @@ pub trait NamespaceTxn {
     /// [`NamespaceTxn::link_in`].
     fn create_in(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64>;
 
+    /// [`NamespaceTxn::create_in`] of an object holding `data` (a file or
+    /// symlink), as a create then a write at 0 would leave it, with the
+    /// onode of a small object written once
+    /// ([`Transaction::create_object_with`]).
+    fn create_with_in(
+        &mut self,
+        dir: u64,
+        name: &Name,
+        kind: Kind,
+        mode: u32,
+        owner: (u32, u32),
+        data: &[u8],
+    ) -> Result<u64>;
+
     /// Creates a regular file for each of `names` in `dir` (checked as for
     /// [`NamespaceTxn::link_in`]), holding the bytes of `contents` at the
     /// same position, with consecutive ids in `names`' order, returned.
@@ -87,6 +101,15 @@ fn directory(txn: &Transaction<'_>, dir: u64) -> Result<()> {
         Some(o) if o.kind == Kind::Directory => Ok(()),
         Some(_) => Err(NamespaceError::NotADirectory { object: dir }),
         None => Err(larder_object::ObjectError::NoSuchObject { object: dir }.into()),
+    }
+}
+
+/// Shapes a new object named in `dir`: one link, and `dir` as a
+/// directory's parent.
+fn born_in(onode: &mut larder_object::meta::Onode, dir: u64) {
+    onode.nlink = 1;
+    if let Some(info) = onode.dir.as_mut() {
+        info.parent = dir;
     }
 }
 
@@ -148,12 +171,26 @@ impl NamespaceTxn for Transaction<'_> {
         }
         // Born with its name: one onode write, and no orphan record to
         // delete (a new object never had one).
-        let id = self.create_object_as(kind, mode, uid, gid, |o| {
-            o.nlink = 1;
-            if let Some(info) = o.dir.as_mut() {
-                info.parent = dir;
-            }
-        })?;
+        let id = self.create_object_as(kind, mode, uid, gid, |o| born_in(o, dir))?;
+        self.put_dentry(dir, name, &Dentry { child: id, kind })?;
+        self.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
+        Ok(id)
+    }
+
+    fn create_with_in(
+        &mut self,
+        dir: u64,
+        name: &Name,
+        kind: Kind,
+        mode: u32,
+        owner: (u32, u32),
+        data: &[u8],
+    ) -> Result<u64> {
+        // As create_in: the name first, born with it.
+        if self.dentry(dir, name)?.is_some() {
+            return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
+        }
+        let id = self.create_object_with(kind, mode, owner, |o| born_in(o, dir), data)?;
         self.put_dentry(dir, name, &Dentry { child: id, kind })?;
         self.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
         Ok(id)

@@ -24,6 +24,39 @@ impl Transaction<'_> {
         write_in(self, object, offset, data, end)
     }
 
+    /// Creates an object of `kind` holding `data` and returns its id, as
+    /// [`Transaction::create_object_as`] then [`Transaction::write`] at 0
+    /// would, `shape` setting the onode's other fields. Bytes up to the
+    /// store's inline limit go into the onode, which is then written once,
+    /// with them: not first empty, then read back, decoded and written
+    /// again (a fresh key's durable put did both, and its batch carried the
+    /// empty onode too). Larger bytes take the create-then-write path.
+    pub fn create_object_with(
+        &mut self,
+        kind: Kind,
+        mode: u32,
+        (uid, gid): (u32, u32),
+        shape: impl FnOnce(&mut Onode),
+        data: &[u8],
+    ) -> Result<u64> {
+        let len = data.len() as u64;
+        let inline = !data.is_empty()
+            && matches!(kind, Kind::File | Kind::Symlink)
+            && len <= u64::from(self.limits().inline_max_bytes);
+        if !inline {
+            let id = self.create_object_as(kind, mode, uid, gid, shape)?;
+            self.write(id, 0, data)?;
+            return Ok(id);
+        }
+        self.create_object_as(kind, mode, uid, gid, |onode| {
+            shape(onode);
+            onode.size = len;
+            onode.location = DataLocation::Inline(data.to_vec());
+            // As the write after the create would: new bytes, new generation.
+            touch_data(onode);
+        })
+    }
+
     /// Creates a regular file for each of `contents`, holding those bytes,
     /// with consecutive ids (returned, in `contents`' order) and one
     /// high-water update at most; `shape` sets the new onodes' other

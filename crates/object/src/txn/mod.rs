@@ -116,6 +116,14 @@ impl<'a> Transaction<'a> {
         self.pending.insert(key.to_vec(), Some(value.to_vec()));
     }
 
+    /// [`Transaction::put`] of a value the caller built for it: kept as
+    /// this transaction's pending value without a second copy (an inline
+    /// object's onode is its bytes and more).
+    pub(crate) fn put_owned(&mut self, key: &[u8], value: Vec<u8>) {
+        self.batch.put(key, &value);
+        self.pending.insert(key.to_vec(), Some(value));
+    }
+
     /// Removes a raw index key.
     pub fn delete(&mut self, key: &[u8]) {
         self.batch.delete(key);
@@ -464,7 +472,7 @@ impl<'a> Transaction<'a> {
     pub fn put_onode(&mut self, object: u64, onode: &Onode) -> Result<()> {
         self.check_locked(object)?;
         let bytes = onode.encode(&self.limits())?;
-        self.put(&onode_key(object), &bytes);
+        self.put_owned(&onode_key(object), bytes);
         self.entry_deltas.remove(object);
         Ok(())
     }
