@@ -273,7 +273,10 @@ pub(crate) fn put_in(
 ) -> std::result::Result<(), TxnError> {
     // Room for the value and the keys and framing around it in the
     // batch at once, instead of a doubling series each copying the value.
-    txn.reserve_batch(value.len() + PUT_FRAMING_BYTES);
+    // A value too large to be inline goes to container space from
+    // `value`: room for it would be memory as large as it, never used.
+    let inline = value.len() <= txn.inline_max_bytes() as usize;
+    txn.reserve_batch(if inline { value.len() } else { 0 } + PUT_FRAMING_BYTES);
     let dir = walk_owned(txn, plan, key, uid, gid)?;
     match txn.lookup(dir, key.leaf())? {
         Some(d) if d.kind == Kind::Directory => {

@@ -463,6 +463,12 @@ impl<'a> Transaction<'a> {
         Ok(())
     }
 
+    /// The most bytes an object of this store holds in its onode: larger
+    /// ones go to container space, never into this transaction's batch.
+    pub fn inline_max_bytes(&self) -> u32 {
+        self.limits().inline_max_bytes
+    }
+
     pub(crate) fn limits(&self) -> MetaLimits {
         MetaLimits::from_superblock(self.store.superblock())
     }
