@@ -467,6 +467,35 @@ mod tests {
         assert_eq!(block.seek(b"", Stamp { seq: 0, sub: 0 }), 0);
     }
 
+    /// The cases random keys rarely draw: keys equal in their first 8
+    /// bytes that differ after them, a key that is a prefix of another at
+    /// and around 8 bytes, the empty key, and bytes whose order a
+    /// little-endian word (or a signed byte) would reverse.
+    #[test]
+    fn compare_keys_orders_ties_prefixes_and_high_bytes_as_the_bytes() {
+        let keys: [&[u8]; 14] = [
+            b"",
+            b"\x00",
+            b"\x00\x00\x00\x00\x00\x00\x00\x00",
+            b"\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefgh\x00",
+            b"abcdefgha",
+            b"abcdefghb",
+            b"abcdefgi",
+            b"\x01\x00\x00\x00\x00\x00\x00\x02",
+            b"\x02\x00\x00\x00\x00\x00\x00\x01",
+            b"\x7f\xff\xff\xff\xff\xff\xff\xff",
+            b"\x80\x00\x00\x00\x00\x00\x00\x00",
+        ];
+        for a in keys {
+            for b in keys {
+                assert_eq!(compare_keys(a, b), a.cmp(b), "{a:?} against {b:?}");
+            }
+        }
+    }
+
     proptest::proptest! {
         /// Keys compared by their first words order as their bytes do.
         #[test]
