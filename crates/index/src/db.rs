@@ -514,7 +514,8 @@ impl Snapshot {
     }
 
     /// The value of `key` as of the snapshot copied into `out` (true), or
-    /// false and `out` left as it was (see [`Index::get_into`]).
+    /// false and `out` left as it was (see [`Index::get_into`]). After an
+    /// error `out` may hold anything.
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let value = self.inner.get_with(&self.sv, self.seq, key, copy_into(out), Some)?;
         Ok(settle_into(value, out))

@@ -38,7 +38,8 @@ impl ReadTransaction {
     }
 
     /// The value of `key` in `tree` copied into `out` (true), or false and
-    /// `out` left as it was (see [`Tree::get_into`]).
+    /// `out` left as it was (see [`Tree::get_into`]). After an error `out`
+    /// may hold anything.
     pub fn get_into(&self, tree: &Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         check_key(key)?;
         Ok(with_entry_key(tree.id(), key, |k| self.snapshot.get_into(k, out))?)

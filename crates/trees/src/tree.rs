@@ -92,7 +92,8 @@ impl Tree {
 
     /// The committed value of `key` copied into `out` (true), or false and
     /// `out` left as it was: [`Tree::get`] without allocating the value
-    /// when `out` has the room.
+    /// when `out` has the room. After an error `out` may hold anything
+    /// (a damaged block found once its bytes were copied).
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         check_key(key)?;
         Ok(with_entry_key(self.id, key, |k| self.shared.store.index().get_into(k, out))?)

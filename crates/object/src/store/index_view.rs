@@ -23,7 +23,8 @@ impl<'a> IndexView<'a> {
     }
 
     /// The value of `key` copied into `out` (true), or false and `out`
-    /// left as it was (see [`larder_index::Index::get_into`]).
+    /// left as it was (see [`larder_index::Index::get_into`]). After an
+    /// error `out` may hold anything.
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         self.index.get_into(key, out)
     }
