@@ -9,16 +9,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-
-use larder_io::sim::{CrashMode, SimFault, SimOp};
+use common::recorded::{self, State};
+use larder_io::sim::{SimFault, SimOp};
 use larder_io::SimStorage;
 use larder_kv::{Durability, Kv, KvError};
 use larder_object::ObjectError;
-
-type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Sizes on both sides of the inline limit (2048 in `common::options`)
 /// and of a block.
@@ -46,33 +41,20 @@ fn puts() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 /// Runs the workload; `history[i]` is the state after `i` operations.
 /// Returns how many were acknowledged.
 fn workload(sim: &SimStorage, history: &mut Vec<State>) -> usize {
-    let mut model = State::new();
-    history.push(model.clone());
-    let Ok(kv) = Kv::create_with(Arc::new(sim.clone()), Path::new(common::DIR), common::options()) else {
-        return 0;
-    };
-    if kv.create_bucket("b").is_err() {
-        return 0;
-    }
-    let mut acked = 0;
-    for (i, (key, value)) in puts().into_iter().enumerate() {
-        let done = match &value {
+    let puts = puts();
+    recorded::run(sim, puts.len(), history, |kv, i, model| {
+        let (key, value) = &puts[i];
+        match value {
             Some(v) => {
                 model.insert(key.clone(), v.clone());
-                kv.put("b", &key, v, Durability::Durable)
+                kv.put("b", key, v, Durability::Durable)
             }
             None => {
-                model.remove(&key);
-                kv.delete("b", &key, Durability::Durable).map(|_| ())
+                model.remove(key);
+                kv.delete("b", key, Durability::Durable).map(|_| ())
             }
-        };
-        history.push(model.clone());
-        if done.is_err() {
-            break;
         }
-        acked = i + 1;
-    }
-    acked
+    })
 }
 
 fn fsck_clean(kv: &Kv, what: &str) {
@@ -81,20 +63,9 @@ fn fsck_clean(kv: &Kv, what: &str) {
 }
 
 fn check(image: &SimStorage, history: &[State], acked: usize, what: &str) {
-    let kv = match Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), common::options()) {
-        Ok(kv) => kv,
-        Err(KvError::Object(ObjectError::NotAStore { .. })) if acked == 0 => return,
-        Err(e) => panic!("{what}: reopen failed: {e}"),
-    };
-    if kv.buckets().unwrap().is_empty() {
-        assert_eq!(acked, 0, "{what}: the bucket is lost");
-        return;
+    if let Some((kv, _)) = recorded::reopen_as_prefix(image, history, acked, what) {
+        fsck_clean(&kv, what);
     }
-    let got = common::bucket_state(&kv, "b");
-    let m = (0..history.len()).rev().find(|&i| history[i] == got);
-    let m = m.unwrap_or_else(|| panic!("{what}: state is no prefix of the puts: {:?}", got.keys()));
-    assert!(m >= acked, "{what}: {m} puts survive, {acked} were acknowledged");
-    fsck_clean(&kv, what);
 }
 
 #[test]
@@ -112,17 +83,7 @@ fn fresh_puts_of_every_size_read_back_and_check_clean() {
 fn a_crash_at_any_write_of_fresh_puts_keeps_a_prefix_and_checks_clean() {
     let probe = SimStorage::new(4);
     assert_eq!(workload(&probe, &mut Vec::new()), puts().len());
-    let writes = probe.counters().writes;
-    for k in 0..writes {
-        for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
-            let sim = SimStorage::new(k);
-            sim.set_unordered_dir_ops(true);
-            sim.crash_after_writes(k);
-            let mut history = Vec::new();
-            let acked = workload(&sim, &mut history);
-            check(&sim.crash_with(mode), &history, acked, &format!("crash after write {k} ({mode:?})"));
-        }
-    }
+    recorded::crash_after_each_write(0..probe.counters().writes, workload, check);
 }
 
 #[test]

@@ -10,16 +10,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::recorded::{self, State};
 use larder_io::sim::{CrashMode, SimFault, SimOp};
 use larder_io::SimStorage;
 use larder_kv::{Durability, Kv, KvBatch, KvError};
-use larder_object::ObjectError;
-
-type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Operation `i` of the workload: deterministic, mixing sizes so both write
 /// paths run, and deleting so freed extents are reused. `model` gets the
@@ -53,56 +50,16 @@ fn apply(kv: &Kv, i: u64, model: &mut State) -> Result<(), KvError> {
     Ok(())
 }
 
-const OPS: u64 = 100;
+const OPS: usize = 100;
 
 /// Runs the workload; `history[i]` is the state after `i` operations.
 /// Returns how many were acknowledged.
-fn workload(sim: &SimStorage, history: &mut Vec<State>) -> u64 {
-    let mut model = State::new();
-    history.push(model.clone());
-    let Ok(kv) = Kv::create_with(Arc::new(sim.clone()), Path::new(common::DIR), common::options()) else {
-        return 0;
-    };
-    if kv.create_bucket("b").is_err() {
-        return 0;
-    }
-    let mut acked = 0;
-    for i in 0..OPS {
-        let ok = apply(&kv, i, &mut model).is_ok();
-        history.push(model.clone());
-        if !ok {
-            break;
-        }
-        acked = i + 1;
-    }
-    acked
+fn workload(sim: &SimStorage, history: &mut Vec<State>) -> usize {
+    recorded::run(sim, OPS, history, |kv, i, model| apply(kv, i as u64, model))
 }
 
-fn check(image: &SimStorage, history: &[State], acked: u64, what: &str) {
-    let kv = match Kv::open_with(Arc::new(image.clone()), Path::new(common::DIR), common::options()) {
-        Ok(kv) => kv,
-        Err(KvError::Object(ObjectError::NotAStore { .. })) if acked == 0 => return,
-        Err(e) => panic!("{what}: reopen failed: {e}"),
-    };
-    if kv.buckets().unwrap().is_empty() {
-        assert_eq!(acked, 0, "{what}: the bucket is lost");
-        return;
-    }
-    let got = common::bucket_state(&kv, "b");
-    let m = (0..history.len()).rev().find(|&i| history[i] == got);
-    let m = m.unwrap_or_else(|| {
-        let near = history.iter().position(|h| h.keys().eq(got.keys()));
-        let diff: Vec<_> = near
-            .map(|n| {
-                got.iter()
-                    .filter(|(k, v)| history[n].get(*k) != Some(v))
-                    .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.len(), v.first().copied()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        panic!("{what}: state is no prefix of the operations: {:?}, nearest {near:?} differs in {diff:?}", got.keys())
-    });
-    assert!(m as u64 >= acked, "{what}: {m} operations survive, {acked} were acknowledged");
+fn check(image: &SimStorage, history: &[State], acked: usize, what: &str) {
+    let Some((kv, got)) = recorded::reopen_as_prefix(image, history, acked, what) else { return };
     // The store works on, and deleting everything frees all space.
     kv.put("b", "after", b"x", Durability::Durable).unwrap();
     for k in got.keys().chain([&b"after".to_vec()]) {
@@ -118,17 +75,7 @@ fn a_crash_at_any_write_keeps_every_acknowledged_operation() {
     assert_eq!(acked, OPS);
     let writes = probe.counters().writes;
     assert!(writes > 50, "the probe made only {writes} writes");
-    let points: Vec<u64> = (0..writes).filter(|k| *k < 120 || k % 11 == 0).collect();
-    for k in points {
-        for mode in [CrashMode::Random, CrashMode::DropAllPending, CrashMode::KeepAllPending] {
-            let sim = SimStorage::new(k);
-            sim.set_unordered_dir_ops(true);
-            sim.crash_after_writes(k);
-            let mut history = Vec::new();
-            let acked = workload(&sim, &mut history);
-            check(&sim.crash_with(mode), &history, acked, &format!("crash after write {k} ({mode:?})"));
-        }
-    }
+    recorded::crash_after_each_write((0..writes).filter(|k| *k < 120 || k % 11 == 0), workload, check);
 }
 
 #[test]

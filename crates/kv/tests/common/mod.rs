@@ -52,3 +52,4 @@ pub fn bucket_state(kv: &Kv, bucket: &str) -> std::collections::BTreeMap<Vec<u8>
     out
 }
 pub mod panicking;
+pub mod recorded;
