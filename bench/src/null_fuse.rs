@@ -29,6 +29,13 @@ impl NullFs {
         NullFs { names: Default::default(), next: AtomicU64::new(2), ttl, stateless: false }
     }
 
+    /// A new file's inode number, named `name` in `parent`.
+    fn new_file(&self, parent: INodeNo, name: &OsStr) -> u64 {
+        let ino = self.next.fetch_add(1, Ordering::Relaxed);
+        self.names.lock().insert((parent.0, name.to_os_string()), ino);
+        ino
+    }
+
     /// With no CREATE, OPEN or RELEASE (see `stateless`).
     pub fn stateless(ttl: Duration) -> NullFs {
         NullFs { stateless: true, ..NullFs::new(ttl) }
@@ -88,8 +95,7 @@ impl Filesystem for NullFs {
         if self.stateless {
             return reply.error(Errno::from_i32(libc::ENOSYS));
         }
-        let ino = self.next.fetch_add(1, Ordering::Relaxed);
-        self.names.lock().insert((parent.0, name.to_os_string()), ino);
+        let ino = self.new_file(parent, name);
         reply.created(&self.ttl, &attr(ino), Generation(1), FileHandle(0), FopenFlags::FOPEN_NOFLUSH);
     }
 
@@ -112,8 +118,7 @@ impl Filesystem for NullFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        let ino = self.next.fetch_add(1, Ordering::Relaxed);
-        self.names.lock().insert((parent.0, name.to_os_string()), ino);
+        let ino = self.new_file(parent, name);
         reply.entry(&self.ttl, &attr(ino), Generation(1));
     }
 
