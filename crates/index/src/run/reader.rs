@@ -265,10 +265,7 @@ impl OpenRun {
         // racing that check still faults (docs/design.md, "Point gets read
         // mapped runs").
         if check_length && self.check_length && self.guard.is_none() {
-            let len = self.file.len()?;
-            if len < self.file_size {
-                return Err(self.truncated(len));
-            }
+            self.check_file_length()?;
         }
         let (raw, h) = self.block_in(map, i)?;
         // Counted once: `IndexStats::block_reads` adds these in.
@@ -325,6 +322,12 @@ impl OpenRun {
             return Ok(());
         }
         self.check_mapping()?;
+        self.check_file_length()
+    }
+
+    /// Refuses a run file shorter than the manifest says it is (cut
+    /// under the index).
+    fn check_file_length(&self) -> Result<()> {
         let len = self.file.len()?;
         if len < self.file_size {
             return Err(self.truncated(len));
