@@ -104,6 +104,26 @@ fn directory(txn: &Transaction<'_>, dir: u64) -> Result<()> {
     }
 }
 
+/// Names in `dir` the new object `make` creates (born with that name:
+/// one onode write, and no orphan record to delete, since a new object
+/// never had one): the name checked first, so that a taken name
+/// allocates no id; then its dentry and `dir`'s counts.
+fn create_named(
+    txn: &mut Transaction<'_>,
+    dir: u64,
+    name: &Name,
+    kind: Kind,
+    make: impl FnOnce(&mut Transaction<'_>) -> Result<u64>,
+) -> Result<u64> {
+    if txn.dentry(dir, name)?.is_some() {
+        return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
+    }
+    let id = make(txn)?;
+    txn.put_dentry(dir, name, &Dentry { child: id, kind })?;
+    txn.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
+    Ok(id)
+}
+
 /// Shapes a new object named in `dir`: one link, and `dir` as a
 /// directory's parent.
 fn born_in(onode: &mut larder_object::meta::Onode, dir: u64) {
@@ -165,16 +185,7 @@ impl NamespaceTxn for Transaction<'_> {
     }
 
     fn create_in(&mut self, dir: u64, name: &Name, kind: Kind, mode: u32, uid: u32, gid: u32) -> Result<u64> {
-        // The name is checked first so that a taken name allocates no id.
-        if self.dentry(dir, name)?.is_some() {
-            return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
-        }
-        // Born with its name: one onode write, and no orphan record to
-        // delete (a new object never had one).
-        let id = self.create_object_as(kind, mode, uid, gid, |o| born_in(o, dir))?;
-        self.put_dentry(dir, name, &Dentry { child: id, kind })?;
-        self.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
-        Ok(id)
+        create_named(self, dir, name, kind, |txn| Ok(txn.create_object_as(kind, mode, uid, gid, |o| born_in(o, dir))?))
     }
 
     fn create_with_in(
@@ -186,14 +197,9 @@ impl NamespaceTxn for Transaction<'_> {
         owner: (u32, u32),
         data: &[u8],
     ) -> Result<u64> {
-        // As create_in: the name first, born with it.
-        if self.dentry(dir, name)?.is_some() {
-            return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
-        }
-        let id = self.create_object_with(kind, mode, owner, |o| born_in(o, dir), data)?;
-        self.put_dentry(dir, name, &Dentry { child: id, kind })?;
-        self.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
-        Ok(id)
+        create_named(self, dir, name, kind, |txn| {
+            Ok(txn.create_object_with(kind, mode, owner, |o| born_in(o, dir), data)?)
+        })
     }
 
     fn create_files_in(
