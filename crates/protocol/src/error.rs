@@ -63,6 +63,9 @@ pub enum Violation {
     /// Bytes named by offset outside the whole region (raw access).
     #[error("{length} bytes at offset {offset} are outside the region of {region_bytes} bytes")]
     OutsideRegion { offset: u64, length: u64, region_bytes: u64 },
+    /// A word access (raw) at an offset that is not a multiple of its size.
+    #[error("a {bytes}-byte word at offset {offset} is not {bytes}-byte aligned")]
+    UnalignedWord { offset: u64, bytes: u64 },
 }
 
 /// Why a record was not sent.

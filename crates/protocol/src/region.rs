@@ -163,6 +163,20 @@ impl Region {
         Ok(())
     }
 
+    /// Stores `value` little-endian as the 32-bit word at `offset` (4-byte
+    /// aligned) anywhere in the region, as a peer stores a header or
+    /// position word: a test racing a hostile writer against the server in
+    /// one process stores words the size the server loads them (the
+    /// `mapping` module's comment says why).
+    pub fn write_word32(&self, offset: u64, value: u32) -> Result<(), Violation> {
+        let at = self.check_raw(offset, 4)?;
+        if !at.is_multiple_of(4) {
+            return Err(Violation::UnalignedWord { offset, bytes: 4 });
+        }
+        self.map.word32(at).store(value.to_le(), std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
     /// Copies any bytes of the region out (tests, tools).
     pub fn read_bytes(&self, offset: u64, out: &mut [u8]) -> Result<(), Violation> {
         let at = self.check_raw(offset, out.len() as u64)?;
