@@ -151,10 +151,15 @@ impl Client {
             }
             Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino),
             None if options.create || options.create_new => {
-                let request =
-                    Request::Create { parent: resolved.parent, name: resolved.name, mode: options.mode, flags };
+                let request = Request::Create {
+                    parent: resolved.parent,
+                    name: resolved.name,
+                    mode: options.mode,
+                    flags,
+                    lease: false,
+                };
                 match self.connection.call(&request)? {
-                    Response::Created { attributes, handle } => (handle, attributes.ino),
+                    Response::Created { attributes, handle, .. } => (handle, attributes.ino),
                     other => return Err(unexpected("create", &other)),
                 }
             }

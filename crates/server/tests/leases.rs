@@ -581,7 +581,10 @@ fn without_a_region_a_change_waits_for_expiry_only() {
     let t = common::server_with(Limits { lease_term: term, max_leases: 2, ..Limits::default() });
     let holder = t.session(0, 0);
     let writer = t.session(0, 0);
-    let created = t.run(&writer, Request::Create { parent: 1, name: b"f".to_vec(), mode: 0o644, flags: libc::O_RDWR });
+    let created = t.run(
+        &writer,
+        Request::Create { parent: 1, name: b"f".to_vec(), mode: 0o644, flags: libc::O_RDWR, lease: false },
+    );
     let (ino, handle) = (common::ino(created.clone()), common::handle(created));
     let _ = t.run(&holder, Request::Lookup { parent: 1, name: b"f".to_vec() });
     assert!(matches!(t.run(&holder, Request::Lease { target: LeaseTarget::Object(ino) }), Response::Lease(_)));
