@@ -297,7 +297,11 @@ impl NullState {
                 Err(errno) => error(errno),
             },
             Request::Create { parent, name, .. } => match self.add(parent, &name, FileKind::File) {
-                Ok(ino) => Response::Created { attributes: attributes(ino, FileKind::File), handle: self.open(ino) },
+                Ok(ino) => Response::Created {
+                    attributes: attributes(ino, FileKind::File),
+                    handle: self.open(ino),
+                    lease: None,
+                },
                 Err(errno) => error(errno),
             },
             Request::Open { ino, .. } | Request::OpenDirectory { ino } => Response::Handle(self.open(ino)),

@@ -24,7 +24,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use larder_protocol::lease::LeaseArea;
-use larder_protocol::message::{Attributes, DirectoryEntry, FileKind, LeaseGrant, LeaseTarget, Request, Response};
+use larder_protocol::message::{
+    Attributes, DirectoryEntry, FileKind, LeaseGrant, LeaseTarget, Payload, Request, Response,
+};
 use larder_protocol::region::Region;
 use parking_lot::Mutex;
 
@@ -34,6 +36,7 @@ use larder_protocol::id_hash::IdMap;
 mod clock;
 mod held;
 mod subtrees;
+mod written;
 
 use clock::lease_now;
 
@@ -66,6 +69,11 @@ pub(crate) fn max_kept_handles(max_open_handles: u32) -> usize {
     let max = max_open_handles as usize;
     max - max / 8
 }
+
+/// Versions this client's own `Create` takes in [`Cache::after_own`]
+/// (the file's and the listings'), whose answer [`Cache::created`] takes
+/// in after.
+const CREATE_VERSIONS: u64 = 2;
 
 /// Lookups cached per directory at most.
 const MAX_LOOKUPS: usize = 16_384;
@@ -109,6 +117,10 @@ pub(crate) struct CachedPath {
 struct FileCache {
     lease: Lease,
     attributes: Option<Attributes>,
+    /// A regular file's size, when known under the lease: from its
+    /// attributes, then moved by this client's own writes (which make
+    /// the other attributes stale). Cached pages end where it says.
+    size: Option<u64>,
     /// Page index to bytes: a full page, or a short one ending the file.
     pages: IdMap<Vec<u8>>,
     /// Opens kept after close: their access class and handle.
@@ -123,6 +135,14 @@ struct FileCache {
     version: u64,
 }
 
+/// An open handle of this client, as the cache knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OpenFile {
+    ino: u64,
+    /// Opened with O_APPEND: its writes are not kept in cached pages.
+    append: bool,
+}
+
 #[derive(Default)]
 struct State {
     /// The root directory's object (it never changes).
@@ -135,7 +155,7 @@ struct State {
     /// of the same file that happened to count to the same number.
     next_version: u64,
     /// Which file an open handle of this client is on.
-    handle_files: IdMap<u64>,
+    handle_files: IdMap<OpenFile>,
     kept_handles: usize,
     /// Bytes of pages cached over all files (at most the cache's
     /// `max_page_bytes`).
@@ -188,6 +208,19 @@ pub(crate) fn open_class(flags: i32) -> Option<i32> {
         return None;
     }
     Some(flags & (libc::O_ACCMODE | libc::O_APPEND))
+}
+
+/// Where in `handles` (kept opens and their classes) an open of `wanted`
+/// finds one to reuse: one of the same class, else a read-write one (not
+/// appending) for a read-only open. That open was checked for reading
+/// when it was made, and a change of the file's permissions since would
+/// have revoked the lease it is kept under (or, made by this client,
+/// released it); the `File` that takes it refuses writes itself.
+fn kept_for(handles: &[(i32, u64)], wanted: i32) -> Option<usize> {
+    handles
+        .iter()
+        .position(|(c, _)| *c == wanted)
+        .or_else(|| handles.iter().position(|(c, _)| wanted == libc::O_RDONLY && *c == libc::O_RDWR))
 }
 
 impl Cache {
@@ -370,6 +403,7 @@ impl Cache {
             }
             if let Some(file) = state.files.get_mut(&ino) {
                 file.attributes = Some(attributes.clone());
+                file.size = Some(attributes.size);
                 if let Some(bytes) = data {
                     if asked > 0 && asked.is_multiple_of(PAGE) {
                         let room = self.max_page_bytes.saturating_sub(state.page_bytes);
@@ -378,6 +412,59 @@ impl Cache {
                             state.page_bytes = state.page_bytes + added - replaced;
                         }
                     }
+                }
+            }
+        });
+    }
+
+    /// Takes in the answer to this client's `Create` sent at `sent` (with
+    /// the cache's `stamp` then), which granted `grant` on the file: the
+    /// lease, and under it the file's attributes and size, and for an
+    /// empty file its (empty) pages, so that the client's writes through
+    /// the handle fill its pages ([`Cache::after_own`]). With `named`,
+    /// the directory the walk found and the name, the lookup of the name
+    /// is cached too, under the directory's lease if that held from
+    /// before the request.
+    pub(crate) fn created(
+        &self,
+        connection: &Connection,
+        grant: LeaseGrant,
+        sent: Instant,
+        stamp: u64,
+        attributes: &Attributes,
+        named: Option<(u64, &[u8])>,
+    ) {
+        if !self.enabled {
+            return;
+        }
+        let area = connection.region().leases();
+        let ino = attributes.ino;
+        self.adopt(connection, ino, Lease::of(grant, sent), |state| {
+            // The create's own changes (`after_own`) took CREATE_VERSIONS
+            // versions and installing the lease one more; any other is a
+            // change the answer may predate.
+            if state.next_version != stamp + CREATE_VERSIONS + 1 || attributes.kind != FileKind::File {
+                return;
+            }
+            if let Some((dir, name)) = named {
+                // A lease on the directory valid now, with no lease installed
+                // since before the request, held while the create executed:
+                // another client's change of the name since would have
+                // revoked it.
+                if let Some(file) = state.files.get_mut(&dir).filter(|f| f.lease.valid(&area, lease_now())) {
+                    if file.lookups.len() >= MAX_LOOKUPS {
+                        file.lookups.clear();
+                    }
+                    let found = CachedPath { ino, kind: FileKind::File };
+                    file.lookups.insert(name.to_vec(), found);
+                }
+            }
+            if let Some(file) = state.files.get_mut(&ino) {
+                file.attributes = Some(attributes.clone());
+                file.size = Some(attributes.size);
+                if attributes.size == 0 && file.pages.is_empty() {
+                    // An empty file: its one (empty) page is known.
+                    file.pages.insert(0, Vec::new());
                 }
             }
         });
@@ -447,9 +534,9 @@ impl Cache {
         }
     }
 
-    /// A kept open of `ino` in `class`, taken out of the cache, if the
-    /// file's lease holds.
-    pub(crate) fn take_handle(&self, connection: &Connection, ino: u64, class: i32) -> Option<u64> {
+    /// A kept open of `ino` that serves `class` (`kept_for`) and its own
+    /// class, taken out of the cache, if the file's lease holds.
+    pub(crate) fn take_handle(&self, connection: &Connection, ino: u64, class: i32) -> Option<(u64, i32)> {
         if !self.enabled || connection.is_gone() {
             return None;
         }
@@ -469,24 +556,24 @@ impl Cache {
             }
         }
         let file = state.files.get_mut(&ino)?;
-        let at = file.handles.iter().position(|(c, _)| *c == class)?;
-        let (_, handle) = file.handles.swap_remove(at);
+        let at = kept_for(&file.handles, class)?;
+        let (kept, handle) = file.handles.swap_remove(at);
         state.kept_handles -= 1;
         self.cached_opens.fetch_add(1, Ordering::Relaxed);
-        Some(handle)
+        Some((handle, kept))
     }
 
     /// Whether the cache keeps an open of `ino` in `class`, under a lease
     /// valid or run out: [`Cache::take_handle`] renews a lease that ran
     /// out, which keeps the open when the server held the lease unrevoked.
     pub(crate) fn keeps_open(&self, ino: u64, class: i32) -> bool {
-        self.enabled && self.state.lock().files.get(&ino).is_some_and(|f| f.handles.iter().any(|(c, _)| *c == class))
+        self.enabled && self.state.lock().files.get(&ino).is_some_and(|f| kept_for(&f.handles, class).is_some())
     }
 
-    /// Records that `handle` is open on `ino`.
-    pub(crate) fn opened(&self, handle: u64, ino: u64) {
+    /// Records that `handle` is open on `ino` (with O_APPEND: `append`).
+    pub(crate) fn opened(&self, handle: u64, ino: u64, append: bool) {
         if self.enabled {
-            self.state.lock().handle_files.insert(handle, ino);
+            self.state.lock().handle_files.insert(handle, OpenFile { ino, append });
         }
     }
 
@@ -554,6 +641,7 @@ impl Cache {
         if let Some(file) = state.files.get_mut(&attributes.ino) {
             if file.version == version && file.lease.valid(&area, lease_now()) {
                 file.attributes = Some(attributes.clone());
+                file.size = Some(attributes.size);
             }
         }
     }
@@ -640,17 +728,33 @@ impl Cache {
 
     /// Drops what this client's own `request`, answered by `response`,
     /// made stale; returns kept opens it made unusable (a change of
-    /// permissions: a later open must be checked again), to release.
-    pub(crate) fn after_own(&self, request: &Request, response: &Result<Response, crate::ClientError>) -> Vec<u64> {
+    /// permissions: a later open must be checked again), to release. A
+    /// write answered in full is kept in the file's cached pages instead
+    /// (`written`) if `stamp`, the cache's [`Cache::stamp`] when the
+    /// request was sent, says no change of this client came between.
+    pub(crate) fn after_own(
+        &self,
+        request: &Request,
+        response: &Result<Response, crate::ClientError>,
+        stamp: Option<u64>,
+    ) -> Vec<u64> {
         if !self.enabled {
             return Vec::new();
         }
         let mut state = self.state.lock();
         let mut unusable = Vec::new();
         match request {
-            Request::Write { handle, .. } | Request::Fallocate { handle, .. } => {
-                if let Some(ino) = state.handle_files.get(handle).copied() {
-                    state.file_changed(ino);
+            Request::Write { handle, offset, data } => {
+                let written = match (response, data) {
+                    (Ok(Response::Length(n)), Payload::Inline(bytes)) => bytes.get(..*n as usize),
+                    _ => None,
+                };
+                let clean = stamp == Some(state.next_version);
+                self.patch_or_drop(&mut state, *handle, *offset, written.filter(|_| clean));
+            }
+            Request::Fallocate { handle, .. } => {
+                if let Some(open) = state.handle_files.get(handle).copied() {
+                    state.file_changed(open.ino);
                 }
             }
             Request::SetAttributes { ino, set, .. } => {
@@ -662,8 +766,12 @@ impl Cache {
             }
             Request::Open { ino, flags } if flags & libc::O_TRUNC != 0 => state.file_changed(*ino),
             Request::Create { .. } => {
-                if let Ok(Response::Created { attributes, .. }) = response {
-                    state.file_changed(attributes.ino);
+                // CREATE_VERSIONS: two versions, whatever the answer.
+                match response {
+                    Ok(Response::Created { attributes, .. }) => state.file_changed(attributes.ino),
+                    _ => {
+                        state.new_version();
+                    }
                 }
                 state.listings_changed();
             }
@@ -718,6 +826,67 @@ impl Cache {
             _ => {}
         }
         unusable
+    }
+
+    /// Keeps this client's write of `bytes` at `offset` through `handle`
+    /// in the file's cached pages (see `written`), or, given no bytes or
+    /// when the pages cannot take them, drops what the file's entry
+    /// caches.
+    fn patch_or_drop(&self, state: &mut State, handle: u64, offset: u64, bytes: Option<&[u8]>) {
+        let Some(open) = state.handle_files.get(&handle).copied() else { return };
+        let version = state.new_version();
+        let room = self.max_page_bytes.saturating_sub(state.page_bytes);
+        // Appends (a log) are not kept: such files are seldom read back, and
+        // each would cost the client new pages.
+        let bytes = bytes.filter(|_| !open.append);
+        let patched = match (bytes, state.files.get_mut(&open.ino)) {
+            (Some(bytes), Some(file)) => {
+                let patched = written::apply(file, offset, bytes, room, self.max_file_pages);
+                if patched.is_some() {
+                    // Times and blocks moved; the size is kept by the patch.
+                    file.attributes = None;
+                    file.version = version;
+                }
+                patched
+            }
+            // Nothing cached of the file: nothing to keep or drop.
+            (Some(_), None) => return,
+            (None, _) => None,
+        };
+        match patched {
+            Some(patched) => state.page_bytes = state.page_bytes + patched.added - patched.removed,
+            None => state.file_changed(open.ino),
+        }
+    }
+
+    /// Keeps a write posted through `handle` in the file's cached pages,
+    /// as one answered in full would be. Called just after the write was
+    /// put on its ring, under the ring's lock, so posts patch in the
+    /// order they execute.
+    pub(crate) fn posted_write(&self, handle: u64, offset: u64, bytes: &[u8]) {
+        if self.enabled {
+            self.patch_or_drop(&mut self.state.lock(), handle, offset, Some(bytes));
+        }
+    }
+
+    /// Drops what the cache holds of the file of `handle`, a posted write
+    /// through which failed or was sent again elsewhere (it then executes
+    /// after writes posted later: their patches may be out of order). A
+    /// handle released meanwhile no longer says which file: every file's
+    /// cached pages go (failures are rare).
+    pub(crate) fn write_failed(&self, handle: u64) {
+        if self.enabled {
+            let mut state = self.state.lock();
+            match state.handle_files.get(&handle).copied() {
+                Some(open) => state.file_changed(open.ino),
+                None => {
+                    let files: Vec<u64> = state.files.keys().copied().collect();
+                    for ino in files {
+                        state.file_changed(ino);
+                    }
+                }
+            }
+        }
     }
 
     /// Drops every revoked lease and what it covered; acknowledges each.
@@ -775,6 +944,7 @@ impl State {
                 }
                 file.lease = lease;
                 file.attributes = None;
+                file.size = None;
                 self.page_bytes -= page_bytes(file);
                 file.pages.clear();
                 file.entries = None;
@@ -788,6 +958,7 @@ impl State {
                     FileCache {
                         lease,
                         attributes: None,
+                        size: None,
                         pages: IdMap::default(),
                         handles: Vec::new(),
                         entries: None,
@@ -815,6 +986,7 @@ impl State {
         let version = self.new_version();
         if let Some(file) = self.files.get_mut(&ino) {
             file.attributes = None;
+            file.size = None;
             self.page_bytes -= page_bytes(file);
             file.pages.clear();
             file.entries = None;

@@ -210,6 +210,9 @@ impl Connection {
     /// Sends `request` and returns the server's answer, following
     /// redirects. An error answer is returned as `Err(ClientError::Server)`.
     pub(crate) fn call(&self, request: &Request) -> Result<Response> {
+        // A write's answer may be kept in the cached pages only if no other
+        // change of this client came between its sending and its answer.
+        let stamp = (self.cache.enabled() && matches!(request, Request::Write { .. })).then(|| self.cache.stamp());
         let answer = self.call_uncounted(request);
         // A posted release whose redirect was read during this call (its
         // file lives on another worker than the one the client knew) takes
@@ -219,7 +222,7 @@ impl Connection {
             (Ok(_), Err(e)) => Err(e),
             (answer, _) => answer,
         };
-        let unusable = self.cache.after_own(request, &answer);
+        let unusable = self.cache.after_own(request, &answer, stamp);
         crate::cache::release_all(self, &unusable);
         answer
     }

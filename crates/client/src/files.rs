@@ -144,6 +144,14 @@ impl Client {
         if !(options.create || options.create_new || options.truncate) {
             return self.open_existing(path, flags, class, options.append, want_bytes);
         }
+        let cache = self.connection.cache();
+        // The directory the walk reaches (under its lease), whose lookup of
+        // the new name a create caches: a later open of the file walks to
+        // it without asking the server.
+        let walked = match self.walk_to_last(path)? {
+            Walked::Last { dir, name, .. } => Some((dir, name)),
+            Walked::Found(_) | Walked::No => None,
+        };
         let resolved = self.resolve(path, true)?;
         let (handle, ino) = match resolved.attributes {
             Some(_) if options.create_new => {
@@ -151,10 +159,20 @@ impl Client {
             }
             Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino),
             None if options.create || options.create_new => {
+                let lease = cache.wants_lease(&self.connection);
+                let named = walked.filter(|(dir, name)| *dir == resolved.parent && *name == resolved.name);
                 let request =
-                    Request::Create { parent: resolved.parent, name: resolved.name, mode: options.mode, flags };
+                    Request::Create { parent: resolved.parent, name: resolved.name, mode: options.mode, flags, lease };
+                let stamp = cache.stamp();
+                let sent = Instant::now();
                 match self.connection.call(&request)? {
-                    Response::Created { attributes, handle } => (handle, attributes.ino),
+                    Response::Created { attributes, handle, lease: grant } => {
+                        if let Some(grant) = grant {
+                            let named = named.as_ref().map(|(dir, name)| (*dir, name.as_slice()));
+                            cache.created(&self.connection, grant, sent, stamp, &attributes, named);
+                        }
+                        (handle, attributes.ino)
+                    }
                     other => return Err(unexpected("create", &other)),
                 }
             }
@@ -165,14 +183,18 @@ impl Client {
                 })
             }
         };
-        self.connection.cache().opened(handle, ino);
+        cache.opened(handle, ino, options.append);
         Ok((self.file(handle, ino, flags, class, options.append), None))
     }
 
-    /// A `File` for `handle` on `ino`, opened with `flags`.
+    /// A `File` for `handle` on `ino`, opened with `flags`; `class` is the
+    /// access class under which the cache may keep the handle after close
+    /// (the handle's own, which may be wider than `flags` ask).
     fn file(&self, handle: u64, ino: u64, flags: i32, class: Option<i32>, append: bool) -> File {
         let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        File { client: self.clone(), handle, ino, position: 0, append, class, readable, open: true }
+        let handle_writes = class.is_some_and(|c| c & libc::O_ACCMODE != libc::O_RDONLY);
+        let refuses_writes = flags & libc::O_ACCMODE == libc::O_RDONLY && handle_writes;
+        File { client: self.clone(), handle, ino, position: 0, append, class, readable, refuses_writes, open: true }
     }
 
     /// An open of an existing file (no create, no truncate): through the
@@ -192,8 +214,8 @@ impl Client {
         if let Some(class) = class.filter(|_| cache.enabled()) {
             if let Some((bytes, count)) = crate::walk::plain_path(path) {
                 let parts = crate::walk::components(bytes);
-                if let Some((ino, handle)) = cache.open_held(&self.connection, parts, count, class) {
-                    return Ok((self.file(handle, ino, flags, Some(class), append), None));
+                if let Some((ino, handle, kept)) = cache.open_held(&self.connection, parts, count, class) {
+                    return Ok((self.file(handle, ino, flags, Some(kept), append), None));
                 }
             }
         }
@@ -210,12 +232,12 @@ impl Client {
                         || class.is_some_and(|class| cache.keeps_open(found.ino, class))) =>
             {
                 if let Some(class) = class {
-                    let handle = match cache.take_handle(&self.connection, found.ino, class) {
-                        Some(handle) => handle,
-                        None => self.open_ino(found.ino, class)?,
+                    let (handle, kept) = match cache.take_handle(&self.connection, found.ino, class) {
+                        Some(kept) => kept,
+                        None => (self.open_ino(found.ino, class)?, class),
                     };
-                    cache.opened(handle, found.ino);
-                    return Ok((self.file(handle, found.ino, flags, Some(class), append), None));
+                    cache.opened(handle, found.ino, kept & libc::O_APPEND != 0);
+                    return Ok((self.file(handle, found.ino, flags, Some(kept), append), None));
                 }
                 None
             }
@@ -286,7 +308,7 @@ impl Client {
             let pages = data.as_deref().filter(|d| d.len() == asked || whole == Some(true));
             cache.opened_by_path(&self.connection, grant, sent, stamp, &attributes, pages, asked);
         }
-        cache.opened(handle, attributes.ino);
+        cache.opened(handle, attributes.ino, append);
         let file = self.file(handle, attributes.ino, flags, class, append);
         let first = match (want_bytes, data) {
             (true, Some(bytes)) => Some(FirstBytes { whole: whole == Some(true), bytes }),
@@ -368,6 +390,10 @@ pub struct File {
     class: Option<i32>,
     /// Whether it is open for reading.
     readable: bool,
+    /// Whether writes are refused here rather than by the server: a
+    /// read-only open served by a kept read-write one, whose handle the
+    /// server would let write (it refuses them through a read-only handle).
+    refuses_writes: bool,
     /// Whether it still holds its handle (`close` gave it up).
     open: bool,
 }
@@ -464,6 +490,12 @@ impl File {
         // Only a failure already seen: waiting for the answers would make
         // every post a round trip.
         connection.take_known_post_failure(self.handle)?;
+        if let Err(refused) = self.check_writable() {
+            // As the server's refusal of a posted write comes back: at the
+            // file's next flush point.
+            connection.refuse_posted(self.handle, refused);
+            return Ok(());
+        }
         if data.len() <= connection.inline_request_bytes() {
             return connection.post_write(self.handle, offset, data);
         }
@@ -516,8 +548,21 @@ impl File {
         }
     }
 
+    /// EBADF, as the server answers a write through a read-only handle,
+    /// for a read-only file whose handle is a kept read-write one.
+    fn check_writable(&self) -> Result<()> {
+        if !self.refuses_writes {
+            return Ok(());
+        }
+        Err(ClientError::Server {
+            errno: libc::EBADF,
+            message: format!("handle {} is not open for writing", self.handle),
+        })
+    }
+
     fn written(&self, request: Request) -> Result<usize> {
         self.client.connection.take_post_failure(self.handle)?;
+        self.check_writable()?;
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
             other => Err(unexpected("write", &other)),

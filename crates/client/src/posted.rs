@@ -54,7 +54,7 @@ impl Connection {
         let worker = self.handle_workers.lock().remove(&handle).unwrap_or_else(|| self.home.load(Ordering::Relaxed));
         let request = Request::Release { handle };
         // The handle is gone for the cache now, whatever the answer.
-        let unusable = self.cache.after_own(&request, &Ok(Response::Done));
+        let unusable = self.cache.after_own(&request, &Ok(Response::Done), None);
         crate::cache::release_all(self, &unusable);
         self.post(worker, Posted::Release { handle })
     }
@@ -81,10 +81,6 @@ impl Connection {
         // execute before it anyway.
         self.settle_posted_with(worker, false)?;
         let request = Request::Write { handle, offset, data: Payload::Inline(data.to_vec()) };
-        // What the write makes stale in the cache goes now: a read after
-        // it is a call, which waits for the write's answer first.
-        let unusable = self.cache.after_own(&request, &Ok(Response::Length(data.len() as u64)));
-        crate::cache::release_all(self, &unusable);
         // Counted before it is sent: another thread may read its answer
         // (and count it off) before `post` returns.
         self.posted_writes.fetch_add(1, Ordering::AcqRel);
@@ -110,7 +106,18 @@ impl Connection {
         }
         let id = match &posted {
             Posted::Release { handle } => self.send(worker, &mut channel, &Request::Release { handle: *handle })?,
-            Posted::Write { request, .. } => self.send(worker, &mut channel, request)?,
+            Posted::Write { request, .. } => {
+                let id = self.send(worker, &mut channel, request)?;
+                // The cached pages take the write now, under the ring's lock:
+                // writes posted on one ring patch them in the order the
+                // worker executes them. A read after it is served the bytes
+                // from the cache, or is a call, which waits for the write's
+                // answer first.
+                if let Request::Write { handle, offset, data: Payload::Inline(bytes) } = request {
+                    self.cache.posted_write(*handle, *offset, bytes);
+                }
+                id
+            }
         };
         channel.posted_bytes += posted.bytes();
         channel.posted.push_back((id, posted));
@@ -126,6 +133,11 @@ impl Connection {
             self.posted_writes.fetch_sub(1, Ordering::AcqRel);
         }
         if let Response::Redirect { worker } = response {
+            if let Posted::Write { handle, .. } = &posted {
+                // Sent again later, after writes posted since: their patches
+                // of the cached pages may be out of its order.
+                self.cache.write_failed(*handle);
+            }
             self.redirected_posts.lock().push((posted, worker));
             return;
         }
@@ -150,6 +162,15 @@ impl Connection {
             Ok(other) => crate::unexpected("posted write", &other),
             Err(e) => e,
         };
+        // The cached pages took the write when it was posted.
+        self.cache.write_failed(handle);
+        self.post_failures.lock().entry(handle).or_insert(failure);
+    }
+
+    /// Records `failure` as the answer of a write posted through `handle`
+    /// that was not sent (the client refused it itself, as the server
+    /// would have): returned as a posted write's failure is.
+    pub(crate) fn refuse_posted(&self, handle: u64, failure: ClientError) {
         self.post_failures.lock().entry(handle).or_insert(failure);
     }
 

@@ -30,7 +30,7 @@ pub mod region;
 pub mod ring;
 
 /// Version of the protocol: the handshake refuses a peer with another.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Name of the server's socket in a store's directory, where clients (and
 /// the CLI) look for a server serving that store.

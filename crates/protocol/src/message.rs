@@ -522,6 +522,10 @@ pub enum Request {
         mode: u32,
         /// `open(2)` flags (O_EXCL...).
         flags: i32,
+        /// Take a lease on the file created or opened, as `Lease` would
+        /// (protocol version 7): a client that writes the file it made
+        /// keeps what it wrote cached under it.
+        lease: bool,
     },
     /// Read from an open file; the bytes come back in the response.
     Read {
@@ -857,10 +861,15 @@ pub enum Response {
     },
     /// A created file and its open handle.
     Created {
-        /// The new file's attributes.
+        /// The new file's attributes (read after the lease, when one was
+        /// granted).
         attributes: Attributes,
         /// Its open handle.
         handle: u64,
+        /// The lease on the file, when asked for and granted (none when
+        /// the server grants no leases, the client holds `max_leases`, or
+        /// another client's change is revoking leases on it).
+        lease: Option<LeaseGrant>,
     },
     /// Bytes (a read, a link target, an attribute value).
     Data(Vec<u8>),

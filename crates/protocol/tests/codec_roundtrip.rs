@@ -309,8 +309,38 @@ fn encodings_are_pinned() {
     assert_eq!(&bytes[130..138], &3u64.to_le_bytes(), "handle after the 105 bytes of attributes");
     assert_eq!(&bytes[138..145], &[1, 2, 0, 0, 0, b'h', b'i'], "data: option tag, length, bytes");
     assert_eq!(&bytes[145..150], &[1, 4, 0, 0, 0], "lease: option tag, slot");
-    let bare = Response::PathOpened { parent: 1, name: b"a".to_vec(), attributes, handle: 3, data: None, lease: None };
+    let bare = Response::PathOpened {
+        parent: 1,
+        name: b"a".to_vec(),
+        attributes: attributes.clone(),
+        handle: 3,
+        data: None,
+        lease: None,
+    };
     assert_eq!(&encoded_response(7, &bare)[138..], &[0, 0], "no data, no lease: two zero tags");
+    // docs/format.md's Create example and `Created`'s sizes (version 7).
+    let create = Request::Create { parent: 1, name: b"a".to_vec(), mode: 0o644, flags: libc::O_RDWR, lease: true };
+    assert_eq!(
+        encoded_request(7, &create),
+        [
+            7, 0, 0, 0, 0, 0, 0, 0, // request id
+            29, 0, // opcode Create
+            0, 0, // reserved
+            1, 0, 0, 0, 0, 0, 0, 0, // parent
+            1, 0, 0, 0, b'a', // name
+            0xa4, 1, 0, 0, // mode 0o644
+            2, 0, 0, 0, // flags: O_RDWR
+            1, // lease
+        ]
+    );
+    let grant = larder_protocol::message::LeaseGrant { slot: 4, sequence: 1, term_nanos: 1_000_000_000 };
+    let created = Response::Created { attributes: attributes.clone(), handle: 3, lease: Some(grant) };
+    let bytes = encoded_response(7, &created);
+    assert_eq!(bytes.len(), 142, "the layout docs/format.md gives");
+    assert_eq!(&bytes[117..125], &3u64.to_le_bytes(), "handle after the 105 bytes of attributes");
+    assert_eq!(&bytes[125..130], &[1, 4, 0, 0, 0], "lease: option tag, slot");
+    let bare = Response::Created { attributes, handle: 3, lease: None };
+    assert_eq!(encoded_response(7, &bare).len(), 126, "no lease: one zero tag");
     assert_eq!(request_id_of(&[1, 2, 3]), None);
     assert_eq!(opcode_of(&encoded_request(1, &Request::Stats)), Some(Opcode::Stats.code()));
     assert_eq!(

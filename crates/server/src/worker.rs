@@ -413,7 +413,7 @@ pub(crate) fn execute_now(
     if opened_file {
         match (&response, opened_ino) {
             (Response::Handle(handle), Some(ino)) => client.opened(*handle, ino),
-            (Response::Created { attributes, handle }, _) => client.opened(*handle, attributes.ino),
+            (Response::Created { attributes, handle, .. }, _) => client.opened(*handle, attributes.ino),
             (Response::PathOpened { attributes, handle, .. }, _) => client.opened(*handle, attributes.ino),
             _ => {}
         }

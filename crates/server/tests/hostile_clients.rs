@@ -274,7 +274,13 @@ fn buffer_slices_outside_the_data_area_drop_the_client() {
             // A file open as handle 1, so a handle is no excuse.
             let created = raw.call(
                 0,
-                &R::Create { parent: ROOT, name: format!("f{n}").into_bytes(), mode: 0o644, flags: libc::O_RDWR },
+                &R::Create {
+                    parent: ROOT,
+                    name: format!("f{n}").into_bytes(),
+                    mode: 0o644,
+                    flags: libc::O_RDWR,
+                    lease: false,
+                },
             );
             assert!(matches!(created, Response::Created { handle: 1, .. }), "{created:?}");
             let id = raw.id();
@@ -303,7 +309,8 @@ fn unknown_and_reused_handles_and_inodes_are_errors_not_harm() {
     assert_eq!(errno(raw.call(0, &R::GetAttributes { ino: theirs })), libc::ENOENT, "not reached");
     assert_eq!(errno(raw.call(0, &R::Open { ino: theirs, flags: libc::O_RDWR })), libc::ENOENT);
     assert_eq!(errno(raw.call(0, &R::GetAttributes { ino: 1 << 40 })), libc::ENOENT);
-    let created = raw.call(0, &R::Create { parent: ROOT, name: b"mine".to_vec(), mode: 0o644, flags: libc::O_RDWR });
+    let created = raw
+        .call(0, &R::Create { parent: ROOT, name: b"mine".to_vec(), mode: 0o644, flags: libc::O_RDWR, lease: false });
     let Response::Created { handle, .. } = created else { panic!("{created:?}") };
     assert_eq!(raw.call(0, &R::Release { handle }), Response::Done);
     assert_eq!(errno(raw.call(0, &R::Release { handle })), libc::EBADF, "released twice");
@@ -321,7 +328,13 @@ fn unknown_and_reused_handles_and_inodes_are_errors_not_harm() {
 fn replayed_request_ids_are_new_requests() {
     let t = serve();
     let raw = t.raw();
-    let create = R::Create { parent: ROOT, name: b"once".to_vec(), mode: 0o644, flags: libc::O_RDWR | libc::O_EXCL };
+    let create = R::Create {
+        parent: ROOT,
+        name: b"once".to_vec(),
+        mode: 0o644,
+        flags: libc::O_RDWR | libc::O_EXCL,
+        lease: false,
+    };
     for expected in [None, Some(libc::EEXIST)] {
         assert!(raw.send_as(0, 5, &create));
         let (id, response) = raw.receive(0, PATIENCE).unwrap();
@@ -424,7 +437,7 @@ fn many_clients_come_and_go() {
                     // request left in its ring.
                     let raw = t.raw();
                     let name = format!("t{thread}r{round}").into_bytes();
-                    let create = R::Create { parent: ROOT, name, mode: 0o644, flags: libc::O_RDWR };
+                    let create = R::Create { parent: ROOT, name, mode: 0o644, flags: libc::O_RDWR, lease: false };
                     let Response::Created { handle, .. } = raw.call(0, &create) else { panic!("create") };
                     let write = R::Write { handle, offset: 0, data: Payload::Inline(b"kept".to_vec()) };
                     assert_eq!(raw.call_owner(&write), Response::Length(4));

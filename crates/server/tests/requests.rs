@@ -85,7 +85,7 @@ fn names_are_made_found_renamed_and_removed() {
 fn attributes_access_statfs_and_sync() {
     let t = server();
     let s = t.session(0, 0);
-    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o640, flags: libc::O_RDWR });
+    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o640, flags: libc::O_RDWR, lease: false });
     let (f, h) = (ino(created.clone()), handle(created));
     let set = SetAttributes {
         mode: Some(0o600),
@@ -122,11 +122,14 @@ fn files_are_read_and_written_inline_and_through_the_data_area() {
     let t = server();
     let s = t.session(0, 0);
     let memory = VecMemory::new(common::AREA);
-    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR });
+    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR, lease: false });
     let h = handle(created.clone());
     let f = ino(created);
     let excl = libc::O_RDWR | libc::O_EXCL;
-    assert_eq!(errno(t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: excl })), libc::EEXIST);
+    assert_eq!(
+        errno(t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: excl, lease: false })),
+        libc::EEXIST
+    );
 
     let write = |offset, data| R::Write { handle: h, offset, data };
     assert_eq!(t.run_in(&s, write(0, Payload::Inline(v("hello "))), &memory), Response::Length(6));
@@ -189,7 +192,7 @@ fn directories_are_listed_through_handles_of_their_own_kind() {
     // A directory handle is not a file handle, and the other way round.
     assert_eq!(errno(t.run(&s, R::Release { handle: dh })), libc::EBADF);
     assert_eq!(errno(t.run(&s, R::Read { handle: dh, offset: 0, length: 1 })), libc::EBADF);
-    let fh = handle(t.run(&s, R::Create { parent: dir, name: v("f"), mode: 0o644, flags: libc::O_RDWR }));
+    let fh = handle(t.run(&s, R::Create { parent: dir, name: v("f"), mode: 0o644, flags: libc::O_RDWR, lease: false }));
     assert_eq!(errno(t.run(&s, R::ReadDirectory { handle: fh, offset: 0, max_entries: 1 })), libc::EBADF);
     assert_eq!(errno(t.run(&s, R::ReleaseDirectory { handle: fh })), libc::EBADF);
     assert_eq!(errno(t.run(&s, R::FsyncDirectory { handle: fh })), libc::EBADF);

@@ -33,13 +33,23 @@ fn a_gone_client_is_reclaimed_whole() {
     good.put("b", "read", b"being read", Durability::Buffered).unwrap();
     let raw = t.raw();
     // A file written and left open.
-    let kept =
-        handle(raw.call_owner(&R::Create { parent: ROOT, name: b"kept".to_vec(), mode: 0o644, flags: libc::O_RDWR }));
+    let kept = handle(raw.call_owner(&R::Create {
+        parent: ROOT,
+        name: b"kept".to_vec(),
+        mode: 0o644,
+        flags: libc::O_RDWR,
+        lease: false,
+    }));
     let write = R::Write { handle: kept, offset: 0, data: Payload::Inline(b"kept".to_vec()) };
     assert_eq!(raw.call_owner(&write), Response::Length(4));
     // A file unlinked while open: an orphan until released.
-    let gone =
-        handle(raw.call_owner(&R::Create { parent: ROOT, name: b"gone".to_vec(), mode: 0o644, flags: libc::O_RDWR }));
+    let gone = handle(raw.call_owner(&R::Create {
+        parent: ROOT,
+        name: b"gone".to_vec(),
+        mode: 0o644,
+        flags: libc::O_RDWR,
+        lease: false,
+    }));
     let write = R::Write { handle: gone, offset: 0, data: Payload::Inline(pattern(40_000, 1)) };
     assert_eq!(raw.call_owner(&write), Response::Length(40_000));
     assert_eq!(raw.call_owner(&R::Unlink { parent: ROOT, name: b"gone".to_vec() }), Response::Done);

@@ -24,7 +24,7 @@ fn emfile_at_max_open_handles_and_the_refused_open_changes_nothing() {
         &s,
         R::KvPut { bucket: v("b"), key: v("k"), value: Payload::Inline(v("v")), durability: Durability::Buffered },
     );
-    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR });
+    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR, lease: false });
     let (f, first) = (ino(created.clone()), handle(created));
     t.run(&s, R::Write { handle: first, offset: 0, data: Payload::Inline(v("kept")) });
     handle(t.run(&s, R::OpenDirectory { ino: ROOT }));
@@ -35,7 +35,7 @@ fn emfile_at_max_open_handles_and_the_refused_open_changes_nothing() {
     assert_eq!(errno(t.run(&s, truncating.clone())), libc::EMFILE);
     assert_eq!(t.run(&s, R::Read { handle: first, offset: 0, length: 10 }), Response::Data(v("kept")), "not truncated");
     assert_eq!(
-        errno(t.run(&s, R::Create { parent: ROOT, name: v("g"), mode: 0o644, flags: libc::O_RDWR })),
+        errno(t.run(&s, R::Create { parent: ROOT, name: v("g"), mode: 0o644, flags: libc::O_RDWR, lease: false })),
         libc::EMFILE
     );
     assert_eq!(errno(t.run(&s, R::Lookup { parent: ROOT, name: v("g") })), libc::ENOENT, "not created");
@@ -62,7 +62,7 @@ fn a_handle_of_another_session_is_ebadf_there() {
     let t = server();
     let a = t.session(0, 0);
     let b = t.session(0, 0);
-    let h = handle(t.run(&a, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR }));
+    let h = handle(t.run(&a, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR, lease: false }));
     let d = handle(t.run(&a, R::OpenDirectory { ino: ROOT }));
     // Handle numbers are per session: a's mean nothing in b.
     assert_eq!(errno(t.run(&b, R::Read { handle: h, offset: 0, length: 1 })), libc::EBADF);
@@ -121,7 +121,7 @@ fn closing_the_last_session_holding_an_unlinked_file_frees_it() {
     let t = server();
     let a = t.session(0, 0);
     let b = t.session(0, 0);
-    let created = t.run(&a, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR });
+    let created = t.run(&a, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR, lease: false });
     let (f, h) = (ino(created.clone()), handle(created));
     let data = vec![7u8; 256 << 10];
     t.run(&a, R::Write { handle: h, offset: 0, data: Payload::Inline(data.clone()) });
@@ -147,7 +147,7 @@ fn dropping_a_session_releases_files_directories_and_unfinished_writers() {
     let t = server();
     let s = t.session(0, 0);
     t.run(&s, R::CreateBucket { bucket: v("b") });
-    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR });
+    let created = t.run(&s, R::Create { parent: ROOT, name: v("f"), mode: 0o644, flags: libc::O_RDWR, lease: false });
     let f = ino(created);
     handle(t.run(&s, R::OpenDirectory { ino: ROOT }));
     let w = handle(t.run(&s, R::KvWriterOpen { bucket: v("b"), key: v("k"), durability: Durability::Durable }));
@@ -177,7 +177,13 @@ fn one_session_serves_several_workers_at_once() {
                 let run = |r| execute(server, session, r, &memory).unwrap();
                 for i in 0..50u32 {
                     let name = format!("w{worker}-{i}").into_bytes();
-                    let created = run(R::Create { parent: dir, name: name.clone(), mode: 0o644, flags: libc::O_RDWR });
+                    let created = run(R::Create {
+                        parent: dir,
+                        name: name.clone(),
+                        mode: 0o644,
+                        flags: libc::O_RDWR,
+                        lease: false,
+                    });
                     let h = match created {
                         Response::Created { handle, .. } => handle,
                         // Four workers of one client share its 8 handles.
@@ -212,7 +218,8 @@ fn an_object_is_named_by_number_only_once_the_session_reached_it() {
     let chmod = |mode| larder_protocol::message::SetAttributes { mode: Some(mode), ..Default::default() };
     t.run(&t.session(0, 0), R::SetAttributes { ino: ROOT, set: chmod(0o777), handle: None });
     let private = ino(t.run(&owner, R::Mkdir { parent: ROOT, name: v("private"), mode: 0o700 }));
-    let created = t.run(&owner, R::Create { parent: private, name: v("f"), mode: 0o666, flags: libc::O_RDWR });
+    let created =
+        t.run(&owner, R::Create { parent: private, name: v("f"), mode: 0o666, flags: libc::O_RDWR, lease: false });
     let f = ino(created);
     assert!(owner.knows(private) && owner.knows(f));
     // The file's mode would let anyone read and write it, but the other

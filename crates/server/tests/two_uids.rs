@@ -423,7 +423,7 @@ fn request(
         }
         Op::Open(p, flags) if flags & libc::O_CREAT != 0 => {
             let (parent, name) = parent_and_name(p)?;
-            R::Create { parent, name, mode: 0o644, flags }
+            R::Create { parent, name, mode: 0o644, flags, lease: false }
         }
         Op::Open(p, flags) => R::Open { ino: reach(p)?, flags },
         Op::Unlink(p) => {

@@ -40,8 +40,9 @@ impl Cache {
     }
 
     /// The regular file the path of `parts` leads to (as
-    /// [`Cache::walk_held`] walks it) and a kept open of it in `class`,
-    /// taken out of the cache, if its lease holds too; `None` (without
+    /// [`Cache::walk_held`] walks it), a kept open of it that serves
+    /// `class` and that open's own class, taken out of the cache, if its
+    /// lease holds too; `None` (without
     /// asking the server, and taking nothing) otherwise. The handle stays
     /// known as open on the file (a kept open is never forgotten as
     /// open), so the caller notes nothing more.
@@ -51,7 +52,7 @@ impl Cache {
         parts: impl Iterator<Item = &'a [u8]>,
         count: usize,
         class: i32,
-    ) -> Option<(u64, u64)> {
+    ) -> Option<(u64, u64, i32)> {
         if !self.enabled || connection.is_gone() {
             return None;
         }
@@ -60,14 +61,17 @@ impl Cache {
         let now = lease_now();
         let found = walk(&state, &area, now, parts, count).filter(|f| f.kind == FileKind::File)?;
         let file = state.files.get_mut(&found.ino).filter(|f| f.lease.valid(&area, now))?;
-        let at = file.handles.iter().position(|(c, _)| *c == class)?;
-        let (_, handle) = file.handles.swap_remove(at);
-        debug_assert!(state.handle_files.get(&handle) == Some(&found.ino), "a kept open is known as open");
+        let at = super::kept_for(&file.handles, class)?;
+        let (kept, handle) = file.handles.swap_remove(at);
+        debug_assert!(
+            state.handle_files.get(&handle).map(|o| o.ino) == Some(found.ino),
+            "a kept open is known as open"
+        );
         state.kept_handles -= 1;
         drop(state);
         self.cached_lookups.fetch_add(count as u64, Ordering::Relaxed);
         self.cached_opens.fetch_add(1, Ordering::Relaxed);
-        Some((found.ino, handle))
+        Some((found.ino, handle, kept))
     }
 }
 

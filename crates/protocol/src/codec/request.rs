@@ -122,11 +122,12 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, request: &Request) {
             e.u64(*ino);
             e.i32(*flags);
         }
-        Request::Create { parent, name, mode, flags } => {
+        Request::Create { parent, name, mode, flags, lease } => {
             e.u64(*parent);
             e.bytes("Create.name", MAX_NAME_BYTES, name);
             e.u32(*mode);
             e.i32(*flags);
+            e.bool(*lease);
         }
         Request::Read { handle, offset, length } => {
             e.u64(*handle);
@@ -375,6 +376,7 @@ pub(super) fn decode(r: &mut Reader<'_>, opcode: Opcode) -> Result<Request, Deco
             name: r.bytes("Create.name", MAX_NAME_BYTES)?,
             mode: r.u32("Create.mode")?,
             flags: r.i32("Create.flags")?,
+            lease: r.bool("Create.lease")?,
         },
         Opcode::Read => Request::Read {
             handle: r.u64("Read.handle")?,

@@ -52,9 +52,10 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
             e.u64(*handle);
             e.u64(*size);
         }
-        Response::Created { attributes, handle } => {
+        Response::Created { attributes, handle, lease } => {
             e.attributes(attributes);
             e.u64(*handle);
+            encode_grant(e, lease);
         }
         Response::PathOpened { parent, name, attributes, handle, data, lease } => {
             e.u64(*parent);
@@ -65,12 +66,7 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
             if let Some(data) = data {
                 e.bytes("PathOpened.data", MAX_DATA_BYTES, data);
             }
-            e.option(lease);
-            if let Some(grant) = lease {
-                e.u32(grant.slot);
-                e.u32(grant.sequence);
-                e.u64(grant.term_nanos);
-            }
+            encode_grant(e, lease);
         }
         Response::Data(data) => e.bytes("Data", MAX_DATA_BYTES, data),
         Response::Length(length) => e.u64(*length),
@@ -149,6 +145,30 @@ pub(super) fn encode<S: Sink>(e: &mut Encoder<'_, S>, response: &Response) {
     }
 }
 
+/// A lease option as `PathOpened` and `Created` carry it: a tag, then
+/// slot, sequence and term as `Lease` (kind 22).
+fn encode_grant<S: Sink>(e: &mut Encoder<'_, S>, lease: &Option<LeaseGrant>) {
+    e.option(lease);
+    if let Some(grant) = lease {
+        e.u32(grant.slot);
+        e.u32(grant.sequence);
+        e.u64(grant.term_nanos);
+    }
+}
+
+/// Decodes what [`encode_grant`] wrote; `fields` name the tag's field and
+/// the grant's three.
+fn decode_grant(
+    r: &mut Reader<'_>,
+    tag: &'static str,
+    fields: [&'static str; 3],
+) -> Result<Option<LeaseGrant>, DecodeError> {
+    if !r.option(tag)? {
+        return Ok(None);
+    }
+    Ok(Some(LeaseGrant { slot: r.u32(fields[0])?, sequence: r.u32(fields[1])?, term_nanos: r.u64(fields[2])? }))
+}
+
 pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response, DecodeError> {
     Ok(match kind {
         ResponseKind::Done => Response::Done,
@@ -175,7 +195,15 @@ pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response,
         }
         ResponseKind::Handle => Response::Handle(r.u64("Handle")?),
         ResponseKind::Opened => Response::Opened { handle: r.u64("Opened.handle")?, size: r.u64("Opened.size")? },
-        ResponseKind::Created => Response::Created { attributes: r.attributes()?, handle: r.u64("Created.handle")? },
+        ResponseKind::Created => Response::Created {
+            attributes: r.attributes()?,
+            handle: r.u64("Created.handle")?,
+            lease: decode_grant(
+                r,
+                "Created.lease",
+                ["Created.lease.slot", "Created.lease.sequence", "Created.lease.term_nanos"],
+            )?,
+        },
         ResponseKind::PathOpened => {
             let parent = r.u64("PathOpened.parent")?;
             let name = r.bytes("PathOpened.name", MAX_NAME_BYTES)?;
@@ -183,15 +211,11 @@ pub(super) fn decode(r: &mut Reader<'_>, kind: ResponseKind) -> Result<Response,
             let handle = r.u64("PathOpened.handle")?;
             let data =
                 if r.option("PathOpened.data")? { Some(r.bytes("PathOpened.data", MAX_DATA_BYTES)?) } else { None };
-            let lease = if r.option("PathOpened.lease")? {
-                Some(LeaseGrant {
-                    slot: r.u32("PathOpened.lease.slot")?,
-                    sequence: r.u32("PathOpened.lease.sequence")?,
-                    term_nanos: r.u64("PathOpened.lease.term_nanos")?,
-                })
-            } else {
-                None
-            };
+            let lease = decode_grant(
+                r,
+                "PathOpened.lease",
+                ["PathOpened.lease.slot", "PathOpened.lease.sequence", "PathOpened.lease.term_nanos"],
+            )?;
             Response::PathOpened { parent, name, attributes, handle, data, lease }
         }
         ResponseKind::Data => Response::Data(r.bytes("Data", MAX_DATA_BYTES)?),

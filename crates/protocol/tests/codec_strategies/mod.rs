@@ -262,8 +262,8 @@ pub fn request(sizes: Sizes) -> BoxedStrategy<Request> {
             })
             .boxed(),
         (any::<u64>(), any::<i32>()).prop_map(|(ino, flags)| Request::Open { ino, flags }).boxed(),
-        (any::<u64>(), name(s), any::<u32>(), any::<i32>())
-            .prop_map(|(parent, name, mode, flags)| Request::Create { parent, name, mode, flags })
+        (any::<u64>(), name(s), any::<u32>(), any::<i32>(), any::<bool>())
+            .prop_map(|(parent, name, mode, flags, lease)| Request::Create { parent, name, mode, flags, lease })
             .boxed(),
         (any::<u64>(), any::<u64>(), any::<u32>())
             .prop_map(|(handle, offset, length)| Request::Read { handle, offset, length })
@@ -393,7 +393,13 @@ pub fn response(sizes: Sizes) -> BoxedStrategy<Response> {
             .boxed(),
         any::<u64>().prop_map(Response::Handle).boxed(),
         (any::<u64>(), any::<u64>()).prop_map(|(handle, size)| Response::Opened { handle, size }).boxed(),
-        (attributes(s), any::<u64>()).prop_map(|(attributes, handle)| Response::Created { attributes, handle }).boxed(),
+        (attributes(s), any::<u64>(), proptest::option::of((any::<u32>(), any::<u32>(), any::<u64>())))
+            .prop_map(|(attributes, handle, lease)| Response::Created {
+                attributes,
+                handle,
+                lease: lease.map(|(slot, sequence, term_nanos)| LeaseGrant { slot, sequence, term_nanos }),
+            })
+            .boxed(),
         (
             any::<u64>(),
             name(s),

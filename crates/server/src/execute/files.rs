@@ -19,14 +19,28 @@ pub(super) fn open(call: &Call<'_>, ino: u64, flags: i32) -> Outcome {
     Ok(Response::Handle(slot.fill(Entry::File { fs_handle, ino })))
 }
 
-pub(super) fn create(call: &Call<'_>, parent: u64, name: &[u8], mode: u32, flags: i32) -> Outcome {
+/// Creates (or opens, without O_EXCL) `name` in `parent`; with `lease`,
+/// also grants a lease on the file as `Lease` would (a refusal is not an
+/// error: the answer then carries none), and the attributes are read
+/// after the grant, so that a change after them revokes it.
+pub(super) fn create(call: &Call<'_>, parent: u64, name: &[u8], mode: u32, flags: i32, lease: bool) -> Outcome {
     super::names::known(call, &[parent])?;
     let slot = call.session.reserve()?;
     let (attr, fs_handle) = call.fs.create_file(call.cred, parent, name, mode, flags)?;
     let handle = slot.fill(Entry::File { fs_handle, ino: attr.ino });
     // Open already: a full known set does not undo the create.
     let _ = call.session.learn(attr.ino);
-    Ok(Response::Created { attributes: convert::attributes(&attr), handle })
+    let grant = if lease { super::open_path::grant(call, attr.ino) } else { None };
+    let attr = match grant {
+        // The file is open: its attributes can be read (a failure answers
+        // the create's without the lease, which the client then lacks).
+        Some(_) => match call.fs.getattr(attr.ino) {
+            Ok(after) => after,
+            Err(_) => return Ok(Response::Created { attributes: convert::attributes(&attr), handle, lease: None }),
+        },
+        None => attr,
+    };
+    Ok(Response::Created { attributes: convert::attributes(&attr), handle, lease: grant })
 }
 
 /// Up to `length` bytes at `offset` through a file or KV reader handle.

@@ -368,7 +368,7 @@ fn dispatch(call: &Call<'_>, request: Request) -> Outcome {
         R::Sync => names::sync(call),
         R::Open { ino, flags } => files::open(call, ino, flags),
         R::OpenPath { path, flags, read, lease } => open_path::open_path(call, &path, flags, read, lease),
-        R::Create { parent, name, mode, flags } => files::create(call, parent, &name, mode, flags),
+        R::Create { parent, name, mode, flags, lease } => files::create(call, parent, &name, mode, flags, lease),
         R::Read { handle, offset, length } => files::read(call, handle, offset, length),
         R::ReadBuffer { handle, offset, into } => files::read_buffer(call, handle, offset, into),
         R::Write { handle, offset, data } => files::write(call, handle, offset, data),

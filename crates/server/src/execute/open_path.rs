@@ -111,7 +111,7 @@ fn answer(
 /// be granted now: none while another client's change revokes leases on
 /// it, at `max_leases`, or for an object left without a name (as `Lease`
 /// refuses those; the client goes on uncached).
-fn grant(call: &Call<'_>, ino: u64) -> Option<LeaseGrant> {
+pub(super) fn grant(call: &Call<'_>, ino: u64) -> Option<LeaseGrant> {
     let holder = call.session.lease_holder()?;
     if call.fs.getattr(ino).ok()?.nlink == 0 {
         return None;
