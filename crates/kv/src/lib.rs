@@ -19,6 +19,7 @@ mod batch;
 mod bucket;
 mod bulk;
 mod error;
+mod find;
 pub mod key;
 mod ops;
 mod plan;

@@ -1,11 +1,12 @@
 //! Put, get, head and delete of one key.
 
 use larder_namespace::{list, NamespaceTxn};
-use larder_object::meta::{dentry_key, Dentry, Kind, Name};
+use larder_object::meta::{Dentry, Kind, Name};
 use larder_object::store::DerivedPath;
-use larder_object::{Durability, LockRequest, Store, Transaction, ROOT_ID};
+use larder_object::{Durability, LockRequest, Transaction};
 
 use crate::error::Result;
+use crate::find::path_key;
 use crate::key::Key;
 use crate::plan::{leaf_is_a_level, walk, walk_chain, with_plans, Plan, PlanKind, TxnError};
 use crate::Kv;
@@ -203,63 +204,6 @@ impl Kv {
         }
         Ok(())
     }
-}
-
-/// The entry `key` names in `bucket`, without locks; `None` if a level or
-/// the leaf is missing, or the leaf is a directory level (not a key).
-impl Kv {
-    /// The dentry `key` of `bucket` names (a file, not a level), through the
-    /// store's path entries: one cache lookup while the namespace is
-    /// unchanged, instead of one per level. Only a bucket and key that
-    /// parsed and resolved are ever cached, so a hit needs no checks.
-    /// Returns the path's cache handle too, whose entry holds the object's
-    /// onode once read through it: the key's one entry in the cache. With
-    /// `for_read` the caller reads the object next through the handle,
-    /// and a path found anew enters the cache then, with the onode.
-    fn find_cached(&self, bucket: &[u8], key: &[u8], for_read: bool) -> Result<(DerivedPath, Option<Dentry>)> {
-        let path = path_key(bucket, key);
-        let derive = |reads: &mut Vec<Vec<u8>>| -> Result<Option<Vec<u8>>> {
-            let bucket = self.bucket(bucket)?;
-            reads.push(dentry_key(ROOT_ID, &bucket.name));
-            let key = Key::parse(key)?;
-            let found = find_unkept(self.store(), bucket.id, &key, reads)?;
-            Ok(found.map(|d| d.encode()).transpose()?.map(|b| b.to_vec()))
-        };
-        let found = if for_read {
-            self.store().derived_for_read(&path, derive)?
-        } else {
-            self.store().derived_from_names(&path, derive)?
-        };
-        let dentry = found.value().map(Dentry::decode).transpose()?;
-        Ok((found, dentry))
-    }
-}
-
-/// The path entry's key of `key` in `bucket`: the bucket's length, so
-/// that no two (bucket, key) pairs share one.
-fn path_key(bucket: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut path = Vec::with_capacity(bucket.len() + key.len() + 2);
-    path.extend_from_slice(&u16::try_from(bucket.len()).unwrap_or(u16::MAX).to_le_bytes());
-    path.extend_from_slice(bucket);
-    path.extend_from_slice(key);
-    path
-}
-
-/// The dentry `key` names in `bucket` (a file, not a level), not keeping
-/// the leaf's dentry in the metadata cache if it was not there: the path
-/// entry a get derives holds it (the levels above are kept, shared by
-/// many keys). The key of every dentry read is pushed onto `reads`.
-fn find_unkept(store: &Store, bucket: u64, key: &Key, reads: &mut Vec<Vec<u8>>) -> Result<Option<Dentry>> {
-    let mut dir = bucket;
-    for part in key.dirs() {
-        reads.push(dentry_key(dir, part));
-        match list::lookup(store, dir, part)? {
-            Some(d) if d.kind == Kind::Directory => dir = d.child,
-            _ => return Ok(None),
-        }
-    }
-    reads.push(dentry_key(dir, key.leaf()));
-    Ok(list::lookup_unkept(store, dir, key.leaf())?.filter(|d| d.kind != Kind::Directory))
 }
 
 /// The put inside its transaction.

@@ -301,18 +301,21 @@ impl<'a> Scan<'a> {
     fn next_value_step(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<Option<u64>> {
         while let Some(object) = self.next_listed(key)? {
             // A key deleted since its listing is skipped: its object is
-            // gone, and object ids are never reused. A key a get read is
-            // answered by its path entry (reading the onode into the cache
-            // again would keep it twice).
-            let found = match self.kv.read_path_cached(&self.bucket, key, object, value)? {
-                Some(found) => found,
-                None => {
-                    if self.left_out.binary_search(&object).is_ok() {
+            // gone, and object ids are never reused. An object fetched with
+            // its page is read from the fetch (as of then: a value the key
+            // held during the scan), with no cache search; a key a get read
+            // is answered by its path entry (reading the onode into the
+            // cache again would keep it twice).
+            let found = if self.fetched.holds(object) {
+                self.kv.store().read_to_end_fetched(&self.fetched, object, value)?
+            } else {
+                match self.kv.read_path_cached(&self.bucket, key, object, value)? {
+                    Some(found) => found,
+                    None if self.left_out.binary_search(&object).is_ok() => {
                         self.kv.store().read_to_end_into(object, value)?
-                    } else {
-                        if !self.fetched.holds(object) {
-                            self.fetch_page(object)?;
-                        }
+                    }
+                    None => {
+                        self.fetch_page(object)?;
                         self.kv.store().read_to_end_fetched(&self.fetched, object, value)?
                     }
                 }

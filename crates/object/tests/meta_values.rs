@@ -246,6 +246,37 @@ fn onode_damage_is_refused_or_exact() {
 }
 
 #[test]
+fn attribute_decodes_leave_inline_bytes_at_the_end_and_refuse_what_decodes_refuse() {
+    let inline = Onode { size: 40, location: DataLocation::Inline((0..40).collect()), ..file_onode() };
+    for o in [file_onode(), dir_onode(), inline, Onode { location: DataLocation::OwnFile { file: 9 }, ..file_onode() }]
+    {
+        for limits in [LIMITS, COMPACT] {
+            // The onode's bytes taken from the encoding's tail, as a reader
+            // of an attribute decode takes them.
+            let rt = |b: &[u8]| -> Result<Vec<u8>, ObjectError> {
+                let (mut onode, n) = Onode::decode_attributes(b, &limits)?;
+                if let Some(n) = n {
+                    assert!(matches!(&onode.location, DataLocation::Inline(v) if v.is_empty()), "bytes left out");
+                    onode.location = DataLocation::Inline(b[b.len() - n..].to_vec());
+                } else {
+                    assert!(!matches!(onode.location, DataLocation::Inline(_)));
+                }
+                assert_eq!(onode, Onode::decode(b, &limits).unwrap(), "the same onode as a whole decode");
+                onode.encode(&limits)
+            };
+            let good = o.encode(&limits).unwrap();
+            let left = damage(&good, rt);
+            let whole = damage(&good, |b| Onode::decode(b, &limits)?.encode(&limits));
+            assert_eq!(
+                (left.truncations_accepted, left.flips_refused, left.flips_accepted),
+                (whole.truncations_accepted, whole.flips_refused, whole.flips_accepted),
+                "{o:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn compact_onodes_are_small_and_read_with_the_fixed_ones() {
     let now = ts(1_764_000_000, 123_456_789);
     let later = ts(1_764_000_000, 123_999_000);

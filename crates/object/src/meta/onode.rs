@@ -167,6 +167,23 @@ impl Onode {
     /// Why the onode cannot be stored, if it cannot. Run on both encode
     /// and decode, so what one accepts the other does.
     pub(super) fn check(&self, limits: &MetaLimits) -> DecodeResult<()> {
+        self.check_inline_len(limits, None)
+    }
+
+    /// [`Onode::check`] of an onode decoded with `inline`: one decoded
+    /// with its inline bytes left in the encoding holds none, and is
+    /// checked as if it held `size` of them (the decode read that many).
+    pub(super) fn check_decoded(&self, limits: &MetaLimits, inline: InlineBytes) -> DecodeResult<()> {
+        let left = match (&self.location, inline) {
+            (DataLocation::Inline(_), InlineBytes::Left) => usize::try_from(self.size).ok(),
+            _ => None,
+        };
+        self.check_inline_len(limits, left)
+    }
+
+    /// [`Onode::check`], taking the inline bytes' length as `left` when
+    /// given instead of the bytes held.
+    fn check_inline_len(&self, limits: &MetaLimits, left: Option<usize>) -> DecodeResult<()> {
         let kind = self.kind;
         if self.mode & !(MODE_TYPE_MASK | MODE_PERM_MASK) != 0 {
             return Err(format!("mode {:#o} has bits beyond type and permissions", self.mode));
@@ -188,17 +205,17 @@ impl Onode {
         }
         match &self.location {
             DataLocation::Inline(data) => {
-                if data.len() as u64 != self.size {
-                    return Err(format!("{} inline bytes for size {}", data.len(), self.size));
+                let len = left.unwrap_or(data.len());
+                if len as u64 != self.size {
+                    return Err(format!("{len} inline bytes for size {}", self.size));
                 }
-                if data.len() as u64 > u64::from(limits.inline_max_bytes) {
+                if len as u64 > u64::from(limits.inline_max_bytes) {
                     return Err(format!(
-                        "{} inline bytes, above the store's inline_max_bytes ({})",
-                        data.len(),
+                        "{len} inline bytes, above the store's inline_max_bytes ({})",
                         limits.inline_max_bytes
                     ));
                 }
-                if !Self::has_bytes(kind) && !data.is_empty() {
+                if !Self::has_bytes(kind) && len != 0 {
                     return Err(format!("a {kind:?} has no bytes, but size is {}", self.size));
                 }
             }
@@ -266,15 +283,36 @@ impl Onode {
     /// for, and every check of [`Onode::encode`]. Never panics; allocates
     /// at most the input's length.
     pub fn decode(bytes: &[u8], limits: &MetaLimits) -> Result<Onode> {
+        Self::decode_as(bytes, limits, InlineBytes::Copied)
+    }
+
+    /// Decodes as [`Onode::decode`] does, with the same checks, but leaves
+    /// an inline object's bytes where they are: the location is
+    /// `DataLocation::Inline` with no bytes, and the second value is their
+    /// length, `n`. They are the encoding's last `n` bytes (the location is
+    /// an onode's last field in both layouts, and a decode refuses bytes
+    /// after it). For a reader that copies them out of the encoded value
+    /// once: copying them into the onode first was a 1 KiB allocation, copy
+    /// and compare per decode of a KV value.
+    pub fn decode_attributes(bytes: &[u8], limits: &MetaLimits) -> Result<(Onode, Option<usize>)> {
+        let onode = Self::decode_as(bytes, limits, InlineBytes::Left)?;
+        let inline = match onode.location {
+            DataLocation::Inline(_) => Some(to_usize_checked(onode.size)?),
+            _ => None,
+        };
+        Ok((onode, inline))
+    }
+
+    fn decode_as(bytes: &[u8], limits: &MetaLimits, inline: InlineBytes) -> Result<Onode> {
         let mut r = Reader::new(bytes);
         let decoded = match version(&mut r, RECORD, ONODE_VERSION)? {
-            1 => Self::decode_v1(&mut r, limits),
-            _ => super::onode_v2::decode(&mut r, limits),
+            1 => Self::decode_v1(&mut r, limits, inline),
+            _ => super::onode_v2::decode(&mut r, limits, inline),
         };
         decoded.map_err(|what| ObjectError::BadRecord { record: RECORD, what })
     }
 
-    fn decode_v1(r: &mut Reader<'_>, limits: &MetaLimits) -> DecodeResult<Onode> {
+    fn decode_v1(r: &mut Reader<'_>, limits: &MetaLimits, inline: InlineBytes) -> DecodeResult<Onode> {
         let kind_byte = r.u8("kind")?;
         let kind = Kind::from_u8(kind_byte).ok_or_else(|| format!("unknown kind {kind_byte}"))?;
         let tag = r.u8("location tag")?;
@@ -297,7 +335,7 @@ impl Onode {
         } else {
             None
         };
-        let location = location(r, tag, size, limits, |r| r.u64("heap file id"))?;
+        let location = location(r, tag, size, limits, inline, |r| r.u64("heap file id"))?;
         r.finish()?;
         let onode = Onode {
             kind,
@@ -316,9 +354,25 @@ impl Onode {
             location,
             dir,
         };
-        onode.check(limits)?;
+        onode.check_decoded(limits, inline)?;
         Ok(onode)
     }
+}
+
+/// Whether a decode copies an inline object's bytes into its onode
+/// ([`Onode::decode`]) or leaves them in the encoding
+/// ([`Onode::decode_attributes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InlineBytes {
+    Copied,
+    Left,
+}
+
+/// `size` as a length in memory (an inline size, bounded by the store's
+/// `inline_max_bytes` already).
+fn to_usize_checked(size: u64) -> Result<usize> {
+    usize::try_from(size)
+        .map_err(|_| ObjectError::BadRecord { record: RECORD, what: format!("inline size {size} does not fit memory") })
 }
 
 /// The location data of an onode whose location tag is `tag` and size
@@ -329,6 +383,7 @@ pub(super) fn location(
     tag: u8,
     size: u64,
     limits: &MetaLimits,
+    inline: InlineBytes,
     heap_id: impl FnOnce(&mut Reader<'_>) -> DecodeResult<u64>,
 ) -> DecodeResult<DataLocation> {
     Ok(match tag {
@@ -342,7 +397,8 @@ pub(super) fn location(
                 ));
             }
             let n = usize::try_from(size).map_err(|_| format!("inline size {size} does not fit memory"))?;
-            DataLocation::Inline(r.bytes(n, "inline bytes")?.to_vec())
+            let bytes = r.bytes(n, "inline bytes")?;
+            DataLocation::Inline(if inline == InlineBytes::Copied { bytes.to_vec() } else { Vec::new() })
         }
         2 => DataLocation::Extents,
         3 => DataLocation::OwnFile { file: heap_id(r)? },

@@ -10,7 +10,7 @@
 use larder_io::codec::put_varint;
 
 use super::codec::{DecodeResult, Reader};
-use super::onode::{DataLocation, DirInfo, Onode, ONODE_VERSION};
+use super::onode::{DataLocation, DirInfo, InlineBytes, Onode, ONODE_VERSION};
 use super::types::{Kind, MetaLimits, Timestamp};
 
 /// `present` bit: a nonzero flags word follows.
@@ -122,7 +122,7 @@ fn shifted(base: Timestamp, d: i64, what: &str) -> DecodeResult<Timestamp> {
 }
 
 /// Decodes the compact layout after its version byte.
-pub(super) fn decode(r: &mut Reader<'_>, limits: &MetaLimits) -> DecodeResult<Onode> {
+pub(super) fn decode(r: &mut Reader<'_>, limits: &MetaLimits, inline: InlineBytes) -> DecodeResult<Onode> {
     let kind_byte = r.u8("kind")?;
     let kind = Kind::from_u8(kind_byte).ok_or_else(|| format!("unknown kind {kind_byte}"))?;
     let tag = r.u8("location tag")?;
@@ -161,11 +161,11 @@ pub(super) fn decode(r: &mut Reader<'_>, limits: &MetaLimits) -> DecodeResult<On
     } else {
         None
     };
-    let location = super::onode::location(r, tag, size, limits, |r| varint(r, "heap file id"))?;
+    let location = super::onode::location(r, tag, size, limits, inline, |r| varint(r, "heap file id"))?;
     r.finish()?;
     let onode =
         Onode { kind, flags, size, mode, uid, gid, nlink, generation, atime, mtime, ctime, btime, rdev, location, dir };
-    onode.check(limits)?;
+    onode.check_decoded(limits, inline)?;
     Ok(onode)
 }
 

@@ -150,19 +150,7 @@ impl MetaValue {
         if let Some(d) = self.onode.get() {
             return Ok(d);
         }
-        let mut onode = Onode::decode(self.bytes(), limits)?;
-        let inline = match &mut onode.location {
-            DataLocation::Inline(b) => {
-                let n = b.len();
-                if !self.bytes().ends_with(b) {
-                    let what = "inline bytes are not the onode's last field".to_string();
-                    return Err(crate::ObjectError::BadRecord { record: "onode", what });
-                }
-                *b = Vec::new();
-                Some(n)
-            }
-            _ => None,
-        };
+        let (onode, inline) = Onode::decode_attributes(self.bytes(), limits)?;
         Ok(self.onode.get_or_init(|| Arc::new(Decoded { onode, inline })))
     }
 
@@ -191,14 +179,7 @@ impl MetaValue {
         if let Some(d) = self.onode.get() {
             return Ok(d.inline);
         }
-        match Onode::decode(self.bytes(), limits)?.location {
-            DataLocation::Inline(b) if self.bytes().ends_with(&b) => Ok(Some(b.len())),
-            DataLocation::Inline(_) => Err(crate::ObjectError::BadRecord {
-                record: "onode",
-                what: "inline bytes are not the onode's last field".to_string(),
-            }),
-            _ => Ok(None),
-        }
+        Ok(Onode::decode_attributes(self.bytes(), limits)?.1)
     }
 
     /// An inline object's bytes, borrowed (no copy), or `None` if the

@@ -114,8 +114,9 @@ pub struct DerivedPath {
     /// already, or it was derived while no dentry batch was going in and
     /// its insert was deferred until the target is read.
     keep: bool,
-    /// Not in the cache yet: its insert was deferred.
-    deferred: bool,
+    /// Not in the cache yet: its insert was deferred, and its key hashed
+    /// for the admission (`Admission::ask`).
+    deferred: Option<u64>,
 }
 
 impl DerivedPath {
@@ -186,13 +187,15 @@ impl MetaCache {
         let Some(cache) = self.cache.as_ref() else {
             let value = derive(&mut reads)?.as_deref().map(CacheKey::new);
             let entry = Arc::new(PathEntry { names: NameCheck::NEVER, value, target: None });
-            return Ok(DerivedPath { entry, key, keep: false, deferred: false });
+            return Ok(DerivedPath { entry, key, keep: false, deferred: None });
         };
         if let Some(path) = self.derived_at(&key) {
             return Ok(path);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         self.admission.after_miss();
+        // Asked now, so the doorkeeper's line loads while the index is read.
+        let asked = defer.then(|| self.admission.ask(key.as_slice()));
         // Read before the derivation: unchanged after it, no dentry batch
         // went in meanwhile, so the stripes read then are those of the
         // dentries the derivation saw.
@@ -210,19 +213,19 @@ impl MetaCache {
         };
         let Some(names) = recorded else {
             let entry = Arc::new(PathEntry { names: NameCheck::NEVER, value, target: None });
-            return Ok(DerivedPath { entry, key, keep: false, deferred: false });
+            return Ok(DerivedPath { entry, key, keep: false, deferred: None });
         };
         let entry = Arc::new(PathEntry { names, value, target: None });
         if defer && entry.value.is_some() {
             // Checked again against its stripes when `reach` inserts it.
-            return Ok(DerivedPath { entry, key, keep: true, deferred: true });
+            return Ok(DerivedPath { entry, key, keep: true, deferred: asked });
         }
         let _gate = self.gate.read();
         if self.current(&entry) {
             cache.insert(key.clone(), Slot::Path(entry.clone()));
-            return Ok(DerivedPath { entry, key, keep: true, deferred: false });
+            return Ok(DerivedPath { entry, key, keep: true, deferred: None });
         }
-        Ok(DerivedPath { entry, key, keep: false, deferred: false })
+        Ok(DerivedPath { entry, key, keep: false, deferred: None })
     }
 
     /// The check of a path derived from the dentry keys `reads` while
@@ -279,7 +282,7 @@ impl MetaCache {
             return None;
         }
         self.hits.fetch_add(1, Ordering::Relaxed);
-        Some(DerivedPath { entry, key: key.clone(), keep: true, deferred: false })
+        Some(DerivedPath { entry, key: key.clone(), keep: true, deferred: None })
     }
 
     /// What `path` leads to if its entry holds the current value of `key`
@@ -331,14 +334,14 @@ impl MetaCache {
         let inline = value.as_deref().map(inline).transpose()?.flatten();
         let (Some(cache), Some(link)) = (self.cache.as_ref(), LinkKey::new(key)) else { return Ok((value, inline)) };
         // A path read anew may not enter a full cache (module `admission`).
-        if path.keep && before.is_multiple_of(2) && (!path.deferred || self.admission.admits(path.key.as_slice())) {
+        if path.keep && before.is_multiple_of(2) && path.deferred.is_none_or(|h| self.admission.admits_hashed(h)) {
             let _gate = self.gate.read();
             if stripe.load(Ordering::Acquire) == before && self.current(&path.entry) {
                 let target = Target { at: before, key: link, value: value.clone(), inline };
                 let entry =
                     PathEntry { names: path.entry.names, value: path.entry.value.clone(), target: Some(target) };
                 cache.insert(path.key.clone(), Slot::Path(Arc::new(entry)));
-                if path.deferred {
+                if path.deferred.is_some() {
                     // Marked as used once, as the entry inserted at its
                     // derivation and replaced here was: a key read once
                     // is kept like one read twice, not evicted first.
