@@ -465,10 +465,12 @@ impl OpenRun {
         prefetch_lines(raw.get(raw.len().saturating_sub(1)..).unwrap_or_default());
     }
 
-    /// Reads the filter line a lookup of `hash` will probe (see
-    /// `Bloom::touch`).
-    pub(crate) fn touch_filter(&self, hash: u64) -> u8 {
-        self.bloom.as_ref().map_or(0, |b| b.touch(hash))
+    /// Starts loading the filter line a lookup of `hash` will probe (see
+    /// `Bloom::prefetch`).
+    pub(crate) fn prefetch_filter(&self, hash: u64) {
+        if let Some(b) = &self.bloom {
+            b.prefetch(hash);
+        }
     }
 
     /// Appends the versions of `key` visible at `read_seq` (newest first)
