@@ -33,12 +33,14 @@ pub(crate) struct Region {
     bytes: usize,
 }
 
-// SAFETY: a Region is a span of memory owned by the HugeSlices that hold
-// it; it is written only while being filled, through `RegionFill`'s
-// `&mut`, before any HugeSlice in it is shared.
+// SAFETY: a Region is a span of memory split among the HugeSlices that
+// hold it, each span owned by one of them and reached only through it
+// (see HugeSlice's Send and Sync); the Region itself only unmaps it, once
+// the last holder drops.
 #[allow(unsafe_code)]
 unsafe impl Send for Region {}
-// SAFETY: as for Send: once shared, the memory is only read.
+// SAFETY: as for Send: shared, a Region is only held (nothing reads or
+// writes through it).
 #[allow(unsafe_code)]
 unsafe impl Sync for Region {}
 
@@ -150,8 +152,9 @@ enum Place<T> {
     },
 }
 
-// SAFETY: a HugeSlice owns its elements as a Box<[T]> does (its region
-// span is its alone) and only reads them once built.
+// SAFETY: a HugeSlice owns its elements as a Box<[T]> does (its span of
+// the region is its alone): read through `&self`, written through
+// `&mut self`.
 #[allow(unsafe_code)]
 unsafe impl<T: Copy + Send> Send for HugeSlice<T> {}
 // SAFETY: as for Send: shared access only reads.
