@@ -13,6 +13,7 @@
 //! million heads misses the cache a few times where a binary search over
 //! the keys themselves misses about twenty (and dereferences keys besides).
 
+use crate::huge::{region_bytes_of, HugeSlice, RegionFill};
 use crate::prefetch::prefetch;
 
 /// Heads per line: 4 × 16 bytes = one cache line.
@@ -29,40 +30,47 @@ pub(crate) struct HeadTree {
     /// `levels[0]` holds every head; `levels[j + 1]` line `i` holds the
     /// last head of each line of `levels[j]` from line `FANOUT × i` on.
     /// The last level is one line; no levels when there are no heads.
-    levels: Vec<Vec<Line>>,
+    levels: Vec<HugeSlice<Line>>,
     len: usize,
 }
 
 impl HeadTree {
     /// Builds the tree over `heads`, which must be sorted.
     pub(crate) fn new(heads: impl ExactSizeIterator<Item = u128>) -> HeadTree {
+        HeadTree::new_in(heads, None)
+    }
+
+    /// Bytes a tree over `len` heads takes of a region (see `huge`).
+    pub(crate) fn region_bytes(len: usize) -> usize {
+        let mut lines = len.div_ceil(FANOUT);
+        let mut bytes = 0;
+        while lines > 0 {
+            bytes += region_bytes_of::<Line>(lines);
+            lines = if lines == 1 { 0 } else { lines.div_ceil(FANOUT) };
+        }
+        bytes
+    }
+
+    /// As [`HeadTree::new`], its levels built in `fill`'s region (huge
+    /// pages) while there is room.
+    pub(crate) fn new_in(heads: impl ExactSizeIterator<Item = u128>, mut fill: Option<&mut RegionFill>) -> HeadTree {
         let len = heads.len();
-        let mut levels: Vec<Vec<Line>> = Vec::new();
-        let mut bottom = Vec::with_capacity(len.div_ceil(FANOUT));
-        let mut line = Line([u128::MAX; FANOUT]);
+        let mut levels: Vec<HugeSlice<Line>> = Vec::new();
+        let mut current = HugeSlice::filled(fill.as_deref_mut(), len.div_ceil(FANOUT), Line([u128::MAX; FANOUT]));
         for (i, h) in heads.enumerate() {
-            line.0[i % FANOUT] = h;
-            if i % FANOUT == FANOUT - 1 {
-                bottom.push(line);
-                line = Line([u128::MAX; FANOUT]);
+            if let Some(line) = current.get_mut(i / FANOUT) {
+                line.0[i % FANOUT] = h;
             }
         }
-        if !len.is_multiple_of(FANOUT) {
-            bottom.push(line);
-        }
-        let mut current = bottom;
         while !current.is_empty() {
             let top = current.len() == 1;
-            let above: Vec<Line> = current
-                .chunks(FANOUT)
-                .map(|c| {
-                    let mut l = Line([u128::MAX; FANOUT]);
-                    for (slot, below) in l.0.iter_mut().zip(c) {
-                        *slot = below.0[FANOUT - 1];
-                    }
-                    l
-                })
-                .collect();
+            let lines = if top { 0 } else { current.len().div_ceil(FANOUT) };
+            let mut above = HugeSlice::filled(fill.as_deref_mut(), lines, Line([u128::MAX; FANOUT]));
+            for (l, c) in above.iter_mut().zip(current.chunks(FANOUT)) {
+                for (slot, below) in l.0.iter_mut().zip(c) {
+                    *slot = below.0[FANOUT - 1];
+                }
+            }
             levels.push(current);
             if top {
                 break;
@@ -183,7 +191,7 @@ impl HeadTree {
 
     /// Memory held.
     pub(crate) fn size_bytes(&self) -> usize {
-        self.levels.iter().map(|l| l.len() * std::mem::size_of::<Line>()).sum()
+        self.levels.iter().map(|l| l.size_bytes()).sum()
     }
 }
 

@@ -27,6 +27,7 @@ mod entry;
 mod error;
 mod flush;
 mod head_tree;
+mod huge;
 mod ingest;
 mod iter;
 mod manifest;

@@ -7,6 +7,7 @@
 
 use crate::codec::Decoder;
 use crate::head_tree::{HeadTree, FANOUT as HEADS_PER_LINE};
+use crate::huge::{region_bytes_of, HugeSlice, RegionFill};
 use crate::memtable::key_head16;
 use crate::prefetch::prefetch;
 use crate::MAX_KEY_BYTES;
@@ -33,13 +34,35 @@ pub(crate) struct BlockIndex {
     radix: RadixTable,
     keys: Vec<u8>,
     key_ends: Vec<u32>,
-    handles: Vec<BlockHandle>,
+    handles: HugeSlice<BlockHandle>,
 }
 
 impl BlockIndex {
     /// Decodes the block index section's body; blocks must lie end to end
     /// from offset 0 and end by `blocks_end` (where the filter starts).
+    #[cfg(test)]
     pub(crate) fn decode(body: &[u8], blocks_end: u64) -> Result<BlockIndex, String> {
+        BlockIndex::decode_in(body, blocks_end, None)
+    }
+
+    /// Bytes the lookup arrays of the index in `body` may take of a
+    /// region (see `huge`): 0 for a body too short to say.
+    pub(crate) fn region_bytes(body: &[u8]) -> usize {
+        let Ok(count) = Decoder::new(body).u32("block count") else { return 0 };
+        // At most one entry per MIN_ENTRY_BYTES of the body, as decode checks.
+        let count = (count as usize).min(body.len() / MIN_ENTRY_BYTES);
+        HeadTree::region_bytes(count) + RadixTable::region_bytes(count) + region_bytes_of::<BlockHandle>(count)
+    }
+
+    /// As [`BlockIndex::decode`], what a lookup reads (the radix table,
+    /// the head tree, the blocks' handles) built in `fill`'s region (huge
+    /// pages) while there is room; the keys, read only where heads tie,
+    /// stay on the heap.
+    pub(crate) fn decode_in(
+        body: &[u8],
+        blocks_end: u64,
+        mut fill: Option<&mut RegionFill>,
+    ) -> Result<BlockIndex, String> {
         let mut d = Decoder::new(body);
         let count = d.u32("block count")?;
         let count = d.count(count.into(), MIN_ENTRY_BYTES, "block count")?;
@@ -48,7 +71,7 @@ impl BlockIndex {
             radix: RadixTable::default(),
             keys: Vec::new(),
             key_ends: Vec::with_capacity(count),
-            handles: Vec::with_capacity(count),
+            handles: HugeSlice::filled(fill.as_deref_mut(), count, BlockHandle { offset: 0, len: 0 }),
         };
         let mut next_offset = 0u64;
         for i in 0..count {
@@ -66,13 +89,15 @@ impl BlockIndex {
             next_offset = offset + u64::from(len);
             idx.keys.extend_from_slice(key);
             idx.key_ends.push(idx.keys.len() as u32);
-            idx.handles.push(BlockHandle { offset, len });
+            if let Some(h) = idx.handles.get_mut(i) {
+                *h = BlockHandle { offset, len };
+            }
         }
         if d.remaining() != 0 {
             return Err(format!("{} trailing bytes after the block index", d.remaining()));
         }
-        idx.heads = HeadTree::new((0..count).map(|i| key_head16(idx.key(i))));
-        idx.radix = RadixTable::new(count, |i| idx.key(i), MAX_SCANNED_HEADS);
+        idx.radix = RadixTable::new_in(count, |i| idx.key(i), MAX_SCANNED_HEADS, fill.as_deref_mut());
+        idx.heads = HeadTree::new_in((0..count).map(|i| key_head16(idx.key(i))), fill);
         Ok(idx)
     }
 
@@ -185,7 +210,7 @@ impl BlockIndex {
             + self.radix.size_bytes()
             + self.keys.len()
             + self.key_ends.len() * 4
-            + self.handles.len() * 16
+            + self.handles.size_bytes()
     }
 }
 
@@ -303,6 +328,36 @@ mod tests {
         let idx = index(&keys);
         let scanned = keys.iter().chain(&probes).filter(|p| idx.scans_a_slot(p)).count();
         assert!(scanned > 5900, "{scanned} of 6000 lookups scanned a slot");
+    }
+
+    /// Built on huge pages, the lookup arrays (radix table, head tree,
+    /// handles) answer as they do on the heap.
+    #[test]
+    fn an_index_in_a_region_finds_the_blocks_one_on_the_heap_finds() {
+        let mix = |z: u64| (z ^ (z >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9).rotate_left(29);
+        let mut keys: Vec<Vec<u8>> = (0..40_000u64).map(|i| mix(i).to_be_bytes().to_vec()).collect();
+        keys.sort();
+        keys.dedup();
+        let heap = index(&keys);
+        let probes: Vec<Vec<u8>> = (0..20_000u64).map(|i| mix(i + 7_000_000).to_be_bytes().to_vec()).collect();
+        let before: Vec<usize> = keys.iter().chain(&probes).map(|p| heap.find(p)).collect();
+        let handles: Vec<BlockHandle> = (0..heap.len()).map(|i| heap.handle(i)).collect();
+        let mut body = Vec::new();
+        crate::codec::put_u32(&mut body, keys.len() as u32);
+        for (i, k) in keys.iter().enumerate() {
+            crate::codec::put_bytes(&mut body, k);
+            crate::codec::put_u64(&mut body, i as u64 * 100);
+            crate::codec::put_u32(&mut body, 100);
+        }
+        let mut fill = RegionFill::new(BlockIndex::region_bytes(&body)).unwrap();
+        let idx = BlockIndex::decode_in(&body, keys.len() as u64 * 100, Some(&mut fill)).unwrap();
+        assert!(idx.handles.in_region() && !heap.handles.in_region());
+        // Every array fit: the slack is the rounding up to a huge page.
+        let used = (2 << 20) - fill.slack();
+        assert!(used > idx.handles.size_bytes() + idx.heads.size_bytes(), "used {used}");
+        let after: Vec<usize> = keys.iter().chain(&probes).map(|p| idx.find(p)).collect();
+        assert_eq!(before, after);
+        assert!((0..idx.len()).all(|i| idx.handle(i) == handles[i]));
     }
 
     #[test]

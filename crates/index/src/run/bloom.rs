@@ -11,6 +11,7 @@
 //! feature use the classic layout (probes anywhere in the array), still read.
 
 use crate::codec::{check_trailing_crc, crc, put_u32};
+use crate::huge::{region_bytes_of, HugeSlice, RegionFill};
 
 /// Bytes per line of the cache-local layout: one cache line.
 const LINE_BYTES: usize = 64;
@@ -166,7 +167,7 @@ struct Line([u8; LINE_BYTES]);
 #[derive(Debug)]
 enum Bits {
     Classic(Vec<u8>),
-    Local(Vec<Line>),
+    Local(HugeSlice<Line>),
 }
 
 /// A verified filter.
@@ -177,7 +178,19 @@ pub(crate) struct Bloom {
 }
 
 impl Bloom {
+    #[cfg(test)]
     pub(crate) fn decode(raw: &[u8], layout: Layout) -> Result<Bloom, String> {
+        Bloom::decode_in(raw, layout, None)
+    }
+
+    /// Bytes a filter section of `raw_len` bytes may take of a region.
+    pub(crate) fn region_bytes(raw_len: usize) -> usize {
+        region_bytes_of::<Line>(raw_len / LINE_BYTES)
+    }
+
+    /// As [`Bloom::decode`], a cache-local filter's lines built in `fill`'s
+    /// region (huge pages) if there is room.
+    pub(crate) fn decode_in(raw: &[u8], layout: Layout, fill: Option<&mut RegionFill>) -> Result<Bloom, String> {
         let body = check_trailing_crc(raw)?;
         let (&k, bytes) = body.split_last().ok_or("filter block is empty")?;
         if bytes.is_empty() || !(1..=30).contains(&k) {
@@ -189,14 +202,10 @@ impl Bloom {
                 if !bytes.len().is_multiple_of(LINE_BYTES) {
                     return Err(format!("cache-local filter of {} bytes is not whole 64-byte lines", bytes.len()));
                 }
-                let lines = bytes
-                    .chunks_exact(LINE_BYTES)
-                    .map(|c| {
-                        let mut line = Line([0; LINE_BYTES]);
-                        line.0.copy_from_slice(c);
-                        line
-                    })
-                    .collect();
+                let mut lines = HugeSlice::filled(fill, bytes.len() / LINE_BYTES, Line([0; LINE_BYTES]));
+                for (line, c) in lines.iter_mut().zip(bytes.chunks_exact(LINE_BYTES)) {
+                    line.0.copy_from_slice(c);
+                }
                 Bits::Local(lines)
             }
         };
@@ -217,20 +226,23 @@ impl Bloom {
         }
     }
 
-    /// Reads (and so starts loading) the line a lookup of `hash` will
-    /// probe. A lookup touches the lines of all the runs it consults before
-    /// probing any, so their cache misses overlap instead of queueing; the
-    /// caller folds the bytes into `std::hint::black_box` to keep the reads.
-    pub(crate) fn touch(&self, hash: u64) -> u8 {
-        match &self.bits {
-            Bits::Local(lines) => lines.get(local_line(hash, lines.len())).map_or(0, |l| l.0[0]),
-            Bits::Classic(_) => 0,
+    /// Starts loading the line a lookup of `hash` will probe. A lookup
+    /// prefetches the lines of all the runs it consults before probing
+    /// any, so their cache misses overlap instead of queueing. A prefetch
+    /// rather than a read of the line: a read that misses holds up the
+    /// instructions behind it until it retires (a get's CPU 2.5% lower
+    /// with the prefetch, eight alternating pairs of `read_profile`).
+    pub(crate) fn prefetch(&self, hash: u64) {
+        if let Bits::Local(lines) = &self.bits {
+            if let Some(line) = lines.get(local_line(hash, lines.len())) {
+                crate::prefetch::prefetch(line);
+            }
         }
     }
 
     pub(crate) fn size_bytes(&self) -> usize {
         match &self.bits {
-            Bits::Local(lines) => lines.len() * LINE_BYTES,
+            Bits::Local(lines) => lines.size_bytes(),
             Bits::Classic(bytes) => bytes.len(),
         }
     }
@@ -261,6 +273,27 @@ mod tests {
             let rate = false_positive_rate(&f, n);
             assert!(rate < bound, "{bits_per_key} bits/key: false positive rate {rate}");
         }
+    }
+
+    /// A filter built on huge pages answers as one on the heap.
+    #[test]
+    fn a_filter_in_a_region_answers_as_on_the_heap() {
+        let n = 400_000u64;
+        let mut b = BloomBuilder::new(n, 14);
+        for i in 0..n {
+            b.add(key_hash(&i.to_le_bytes()));
+        }
+        let raw = b.finish();
+        let heap = Bloom::decode(&raw, Layout::Local).unwrap();
+        let probes: Vec<u64> = (0..2 * n).map(|i| key_hash(&i.to_le_bytes())).collect();
+        let before: Vec<bool> = probes.iter().map(|&h| heap.may_contain(h)).collect();
+        let mut fill = RegionFill::new(Bloom::region_bytes(raw.len())).unwrap();
+        let f = Bloom::decode_in(&raw, Layout::Local, Some(&mut fill)).unwrap();
+        assert!(matches!(&f.bits, Bits::Local(lines) if lines.in_region()));
+        assert!(matches!(&heap.bits, Bits::Local(lines) if !lines.in_region()));
+        let after: Vec<bool> = probes.iter().map(|&h| f.may_contain(h)).collect();
+        assert_eq!(before, after);
+        assert!(after[..n as usize].iter().all(|&b| b));
     }
 
     /// The filter as bits set one key at a time, in the order given.

@@ -9,6 +9,8 @@
 
 use std::cmp::Ordering;
 
+use crate::huge::{region_bytes_of, HugeSlice, RegionFill};
+
 /// Blocks an index needs for a table: a smaller one's head tree is a few
 /// lines, in cache.
 pub(crate) const MIN_BLOCKS: usize = 64;
@@ -26,7 +28,7 @@ pub(crate) struct RadixTable {
     bits: u32,
     /// `starts[s]`: the first block whose key's slot is at least `s`;
     /// `2^bits + 1` of them, the last the block count.
-    starts: Vec<u32>,
+    starts: HugeSlice<u32>,
 }
 
 impl RadixTable {
@@ -35,27 +37,73 @@ impl RadixTable {
     /// in slots of at most `narrow` keys, the slots a lookup would use
     /// (keys whose bits after the prefix cluster, as decimal digits do,
     /// leave most slots empty and a few wide).
+    #[cfg(test)]
     pub(crate) fn new<'k>(len: usize, key: impl Fn(usize) -> &'k [u8], narrow: usize) -> RadixTable {
+        RadixTable::new_in(len, key, narrow, None)
+    }
+
+    /// Bits of the table over `len` keys (0: none).
+    fn bits_for(len: usize) -> u32 {
         if len < MIN_BLOCKS || len > u32::MAX as usize {
+            return 0;
+        }
+        (usize::BITS - 1 - len.leading_zeros()).min(MAX_BITS)
+    }
+
+    /// Bytes a table over `len` keys may take of a region (see `huge`).
+    pub(crate) fn region_bytes(len: usize) -> usize {
+        match RadixTable::bits_for(len) {
+            0 => 0,
+            bits => region_bytes_of::<u32>((1 << bits) + 1),
+        }
+    }
+
+    /// As [`RadixTable::new`], the slots' starts built in `fill`'s region
+    /// (huge pages) if there is room.
+    pub(crate) fn new_in<'k>(
+        len: usize,
+        key: impl Fn(usize) -> &'k [u8],
+        narrow: usize,
+        fill: Option<&mut RegionFill>,
+    ) -> RadixTable {
+        let bits = RadixTable::bits_for(len);
+        if bits == 0 {
             return RadixTable::default();
         }
         let (first, last) = (key(0), key(len - 1));
         let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
-        let bits = (usize::BITS - 1 - len.leading_zeros()).min(MAX_BITS);
         let slots = 1usize << bits;
-        let mut table = RadixTable { prefix: first[..common].to_vec(), bits, starts: Vec::with_capacity(slots + 1) };
-        for i in 0..len {
-            let slot = table.slot(key(i));
-            while table.starts.len() <= slot {
-                table.starts.push(i as u32);
+        let mut table = RadixTable { prefix: first[..common].to_vec(), bits, starts: HugeSlice::default() };
+        // A slot's width is the count of keys in it, and keys in order
+        // have slots in order: the widths are the lengths of the runs of
+        // equal slots (empty slots add nothing), counted before the table
+        // is built.
+        let (mut in_narrow, mut run) = (0, 1);
+        for i in 1..=len {
+            if i < len && table.slot(key(i)) == table.slot(key(i - 1)) {
+                run += 1;
+                continue;
             }
+            if run <= narrow {
+                in_narrow += run;
+            }
+            run = 1;
         }
-        table.starts.resize(slots + 1, len as u32);
-        let in_narrow: usize =
-            table.starts.windows(2).map(|w| (w[1] - w[0]) as usize).filter(|&width| width <= narrow).sum();
         if in_narrow * 2 < len {
             return RadixTable::default();
         }
+        let mut starts = HugeSlice::filled(fill, slots + 1, len as u32);
+        let mut next = 0;
+        for i in 0..len {
+            let slot = table.slot(key(i));
+            while next <= slot {
+                if let Some(s) = starts.get_mut(next) {
+                    *s = i as u32;
+                }
+                next += 1;
+            }
+        }
+        table.starts = starts;
         table
     }
 

@@ -20,6 +20,7 @@ use super::{
 use crate::codec::{check_trailing_crc, crc, Decoder};
 use crate::entry::{Op, RangeTombstone, Stamp};
 use crate::error::{IndexError, Result};
+use crate::huge::RegionFill;
 use crate::merge::Registry;
 use crate::prefetch::prefetch_lines;
 use crate::stats::Stats;
@@ -55,6 +56,9 @@ pub(crate) struct OpenRun {
     /// Set for a run this index wrote, small enough to have its mapping
     /// populated once a reader uses it; cleared by the reader that asks.
     populate_wanted: AtomicBool,
+    /// Bytes of the huge-page region holding the filter and block index
+    /// that no array uses (see `huge`): memory the run holds.
+    region_slack: usize,
 }
 
 fn corrupt(path: &Path, offset: u64) -> impl Fn(String) -> IndexError + '_ {
@@ -162,16 +166,26 @@ impl OpenRun {
             return Err(bad("meta block disagrees with the manifest".into()));
         }
         let [filter_h, index_h, ts_h] = handles;
-        let bloom = if filter_h.len == 0 {
-            None
-        } else {
-            let raw = read_section(&*file, path, filter_h, "filter")?;
-            let layout = if incompat & RUN_FEATURE_LOCAL_FILTER != 0 { Layout::Local } else { Layout::Classic };
-            Some(Bloom::decode(&raw, layout).map_err(corrupt(path, filter_h.offset))?)
-        };
+        let layout = if incompat & RUN_FEATURE_LOCAL_FILTER != 0 { Layout::Local } else { Layout::Classic };
+        let filter = if filter_h.len == 0 { None } else { Some(read_section(&*file, path, filter_h, "filter")?) };
         let raw = read_section(&*file, path, index_h, "block index")?;
         let body = check_trailing_crc(&raw).map_err(corrupt(path, index_h.offset))?;
-        let index = BlockIndex::decode(body, filter_h.offset).map_err(corrupt(path, index_h.offset))?;
+        // What every get reads (filter lines, the block index's lookup
+        // arrays) is built on huge pages when it is large enough: a TLB
+        // miss each on 4 KiB pages (see `huge`).
+        let hot = match (&filter, layout) {
+            (Some(f), Layout::Local) => Bloom::region_bytes(f.len()),
+            _ => 0,
+        } + BlockIndex::region_bytes(body);
+        let mut fill = RegionFill::new(hot);
+        let bloom = match &filter {
+            None => None,
+            Some(raw) => Some(Bloom::decode_in(raw, layout, fill.as_mut()).map_err(corrupt(path, filter_h.offset))?),
+        };
+        drop(filter);
+        let index =
+            BlockIndex::decode_in(body, filter_h.offset, fill.as_mut()).map_err(corrupt(path, index_h.offset))?;
+        let region_slack = fill.as_ref().map_or(0, RegionFill::slack);
         let raw = read_section(&*file, path, ts_h, "range tombstones")?;
         let tombstones = decode_tombstones(&raw).map_err(corrupt(path, ts_h.offset))?;
         if tombstones.len() as u32 != meta.tombstone_count {
@@ -205,6 +219,7 @@ impl OpenRun {
             check_length,
             checked,
             populate_wanted: AtomicBool::new(false),
+            region_slack,
         })
     }
 
@@ -213,6 +228,7 @@ impl OpenRun {
         self.index.size_bytes()
             + self.bloom.as_ref().map_or(0, Bloom::size_bytes)
             + self.tombstones.iter().map(|t| t.start.len() + t.end.len() + 32).sum::<usize>()
+            + self.region_slack
             + 256
     }
 
@@ -449,10 +465,12 @@ impl OpenRun {
         prefetch_lines(raw.get(raw.len().saturating_sub(1)..).unwrap_or_default());
     }
 
-    /// Reads the filter line a lookup of `hash` will probe (see
-    /// `Bloom::touch`).
-    pub(crate) fn touch_filter(&self, hash: u64) -> u8 {
-        self.bloom.as_ref().map_or(0, |b| b.touch(hash))
+    /// Starts loading the filter line a lookup of `hash` will probe (see
+    /// `Bloom::prefetch`).
+    pub(crate) fn prefetch_filter(&self, hash: u64) {
+        if let Some(b) = &self.bloom {
+            b.prefetch(hash);
+        }
     }
 
     /// Appends the versions of `key` visible at `read_seq` (newest first)
