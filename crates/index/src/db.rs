@@ -234,7 +234,11 @@ impl Index {
         let version = Arc::new(Version { runs });
         let durable = state.durable_seq;
         let sv = SuperVersion {
-            active: Arc::new(Memtable::new(durable + 1, options.memtable_size_bytes)),
+            active: Arc::new(Memtable::with_deferred_seals(
+                durable + 1,
+                options.memtable_size_bytes,
+                options.background_threads,
+            )),
             frozen: Vec::new(),
             version: version.clone(),
         };

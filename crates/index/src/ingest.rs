@@ -141,7 +141,11 @@ impl Index {
         if w.ingesting != Some(run.seq) {
             return Err(IndexError::Poisoned(format!("ingest at {} is no longer pending", run.seq)));
         }
-        let mem = Arc::new(Memtable::new(run.seq + 1, inner.options.memtable_size_bytes));
+        let mem = Arc::new(Memtable::with_deferred_seals(
+            run.seq + 1,
+            inner.options.memtable_size_bytes,
+            inner.options.background_threads,
+        ));
         run.keep_file = true;
         inner.commit(Edit::Ingest { run: run.meta.clone(), seq: run.seq, active: mem })?;
         run.installed = true;

@@ -133,13 +133,14 @@ pub(crate) fn memtable_sources(
     forward: bool,
 ) -> Vec<Source> {
     let view = mem.view();
-    let mut out = Vec::with_capacity(1 + view.arrays.len());
+    let mut out = Vec::with_capacity(1 + view.pending.len() + view.arrays.len());
     // An empty skip list stays out: a batch the read sees was inserted
     // before the view was taken, so whatever it gains later is newer than
     // the read (a just-sealed or quiet memtable's skip list is empty).
-    if !view.recent.is_empty() {
+    let lists = std::iter::once(&view.recent).chain(view.pending.iter().map(|p| &p.list));
+    for list in lists.filter(|l| !l.is_empty()) {
         out.push(Source::SkipList(SkipListSource {
-            map: view.recent.clone(),
+            map: list.clone(),
             start: start.clone(),
             end: end.clone(),
             forward,

@@ -143,6 +143,14 @@ fn flusher(inner: &Inner) {
                 if !inner.sv.read().frozen.is_empty() {
                     break;
                 }
+                // The writer's full skip lists, sealed here rather than on
+                // its thread (see the memtable's module doc).
+                let active = inner.sv.read().active.clone();
+                if active.has_pending() {
+                    parking_lot::MutexGuard::unlocked(&mut bg, || active.seal_pending());
+                    continue;
+                }
+                drop(active);
                 // Idle: populate the runs readers began to use (queued
                 // without this lock, so checked before each wait).
                 if inner.run_cache.populate_pending() {

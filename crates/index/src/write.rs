@@ -38,9 +38,10 @@ impl Inner {
         let (operators, mut w) = self.begin_write(seq, batch)?;
         let active = self.sv.read().active.clone();
         let mut operators = operators.into_iter();
+        let mut to_seal = false;
         for (i, op) in batch.iter().enumerate() {
             let stamp = Stamp { seq, sub: i as u32 };
-            match op {
+            to_seal |= match op {
                 BatchOp::Put { key, value } => active.insert(key, key_hash(key), value, stamp, Kind::Put, 0),
                 BatchOp::Delete { key } => active.insert(key, key_hash(key), &[], stamp, Kind::Delete, 0),
                 BatchOp::Merge { key, operand, .. } => {
@@ -51,8 +52,9 @@ impl Inner {
                     if let Some(t) = tombstone(start, end, seq, i as u32) {
                         active.insert_tombstone(t);
                     }
+                    false
                 }
-            }
+            };
         }
         active.set_last_seq(seq);
         w.last_seq = seq;
@@ -60,6 +62,12 @@ impl Inner {
         // whole batch or none of it.
         self.visible_seq.store(seq, Ordering::Release);
         self.stats.add(&self.stats.user_bytes_written, batch.payload_bytes());
+        if to_seal {
+            // The flusher seals it (checked under `bg`, so this cannot
+            // slip between its look and its wait).
+            let _bg = self.bg.lock();
+            self.work_cv.notify_all();
+        }
         if active.size_bytes() >= self.options.memtable_size_bytes {
             self.freeze(&mut w);
             if !self.options.background_threads {
@@ -81,7 +89,11 @@ impl Inner {
         frozen.push(old.active.clone());
         frozen.extend(old.frozen.iter().cloned());
         *g = Arc::new(SuperVersion {
-            active: Arc::new(Memtable::new(w.last_seq + 1, self.options.memtable_size_bytes)),
+            active: Arc::new(Memtable::with_deferred_seals(
+                w.last_seq + 1,
+                self.options.memtable_size_bytes,
+                self.options.background_threads,
+            )),
             frozen,
             version: old.version.clone(),
         });

@@ -5,9 +5,18 @@
 //! and arrays of equal level merge pairwise (a 2-COLA), so an insert costs
 //! a search of a cache-resident skip list plus a few sequential merge
 //! steps, rather than a search of one large skip list that misses the
-//! cache at every level. Readers take a consistent view (skip list plus
+//! cache at every level. Readers take a consistent view (skip lists plus
 //! arrays) and never block the writer. A bloom filter over the memtable's
 //! keys lets a get for an absent key skip it.
+//!
+//! A memtable made with deferred seals (the index's active memtable when
+//! it has a background flusher) only swaps a full skip list for an empty
+//! one on the writer's thread: the full one stays in the view, read as it
+//! is, until [`Memtable::seal_pending`] (the flusher) turns it into an
+//! array, and the old lists and arrays are freed there too. Building and
+//! merging the array and freeing the list were a tenth of a create's
+//! work on the writer's thread. At most [`MAX_PENDING`] lists wait: past
+//! that (a flusher busy writing a run) the writer seals them itself.
 //!
 //! Writers are serialized by the index (one batch at a time, in sequence
 //! order); readers ignore entries above their read sequence number, which
@@ -40,17 +49,32 @@ pub(crate) use sorted::SortedArray;
 /// largest array, and a read searches at most two more arrays.
 const SEAL_ENTRIES: usize = 2048;
 
+/// Most full skip lists a view holds waiting for their seal: each is a
+/// search for every read that passes its filter.
+const MAX_PENDING: usize = 2;
+
 /// A consistent view of a memtable's entries. Its sources hold disjoint
 /// spans of the memtable's batches, in order: the arrays oldest first (a
 /// seal merges the new array only with the newest ones, of equal level),
-/// then the skip list, newest. A point read takes them newest first and
-/// stops at the first that holds the key.
+/// then the full skip lists waiting for their seal, oldest first, then the
+/// skip list, newest. A point read takes them newest first and stops at
+/// the first that holds the key.
 pub(crate) struct View {
     pub recent: Arc<SkipMap<MemKey, MemOp>>,
     /// A filter of the keys in `recent` only: a get for a key sealed into
     /// an array skips the skip list's search (a pointer chase per level).
     recent_filter: Arc<MemFilter>,
+    /// Full skip lists not yet sealed, oldest first.
+    pub pending: Vec<Arc<Pending>>,
     pub arrays: Vec<Arc<SortedArray>>,
+}
+
+/// A full skip list waiting for its seal, with its filter and the bytes
+/// of its keys and payloads.
+pub(crate) struct Pending {
+    pub list: Arc<SkipMap<MemKey, MemOp>>,
+    filter: Arc<MemFilter>,
+    bytes: usize,
 }
 
 impl View {
@@ -58,6 +82,7 @@ impl View {
         View {
             recent: Arc::new(SkipMap::new()),
             recent_filter: Arc::new(MemFilter::new(seal_entries as u64)),
+            pending: Vec::new(),
             arrays: Vec::new(),
         }
     }
@@ -90,6 +115,13 @@ pub(crate) struct Memtable {
     recent_bytes: AtomicUsize,
     entries: AtomicUsize,
     seal_entries: usize,
+    /// Whether a full skip list waits for [`Memtable::seal_pending`]
+    /// rather than being sealed by the writer.
+    defer_seals: bool,
+    /// Held while a view's arrays change (a seal, a consolidation): the
+    /// writer only swaps skip lists, so whoever holds it may build new
+    /// arrays from a view and install them in the current one.
+    arrays_lock: parking_lot::Mutex<()>,
     /// The first sequence number this memtable may hold.
     first_seq: u64,
     /// Highest sequence number applied (`first_seq - 1` when none).
@@ -98,8 +130,16 @@ pub(crate) struct Memtable {
 
 impl Memtable {
     /// An empty memtable for batches from `first_seq` on, sized for
-    /// `budget_bytes` of entries.
+    /// `budget_bytes` of entries, sealing its skip lists on the writer's
+    /// thread.
+    #[cfg(test)]
     pub(crate) fn new(first_seq: u64, budget_bytes: usize) -> Self {
+        Self::with_deferred_seals(first_seq, budget_bytes, false)
+    }
+
+    /// As [`Memtable::new`]; with `defer_seals`, a full skip list waits
+    /// for [`Memtable::seal_pending`] (see the module doc).
+    pub(crate) fn with_deferred_seals(first_seq: u64, budget_bytes: usize, defer_seals: bool) -> Self {
         let seal_entries = (budget_bytes / 96 / 64).clamp(4, SEAL_ENTRIES);
         Memtable {
             view: RwLock::new(Arc::new(View::empty(seal_entries))),
@@ -111,6 +151,8 @@ impl Memtable {
             recent_bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             seal_entries,
+            defer_seals,
+            arrays_lock: parking_lot::Mutex::new(()),
             first_seq,
             last_seq: AtomicU64::new(first_seq.saturating_sub(1)),
         }
@@ -121,8 +163,17 @@ impl Memtable {
     }
 
     /// Adds one point write (`operator` only for merges); `hash` is the
-    /// key's hash. Callers serialize writers.
-    pub(crate) fn insert(&self, key: &[u8], hash: u64, payload: &[u8], stamp: Stamp, kind: Kind, operator: u32) {
+    /// key's hash. Callers serialize writers. True if it left a full skip
+    /// list for [`Memtable::seal_pending`].
+    pub(crate) fn insert(
+        &self,
+        key: &[u8],
+        hash: u64,
+        payload: &[u8],
+        stamp: Stamp,
+        kind: Kind,
+        operator: u32,
+    ) -> bool {
         let entry = MemKey::new(key, payload, stamp);
         let charge = entry.charge();
         self.recent_bytes.fetch_add(key.len() + payload.len(), AtomicOrdering::Relaxed);
@@ -134,25 +185,70 @@ impl Memtable {
         self.entries.fetch_add(1, AtomicOrdering::Relaxed);
         let full = view.recent.len() >= self.seal_entries;
         drop(view);
-        if full {
-            self.seal();
+        if !full {
+            return false;
         }
+        let pending = self.set_aside_recent();
+        if self.defer_seals && pending <= MAX_PENDING {
+            return true;
+        }
+        self.seal_pending();
+        false
     }
 
-    /// Turns the skip list into a sorted array and merges arrays of equal
-    /// level. Readers holding the old view keep reading it unchanged.
-    fn seal(&self) {
-        let old = self.view.read().clone();
+    /// Swaps the skip list for an empty one, keeping the full one in the
+    /// view as pending; returns how many are pending. Readers holding the
+    /// old view keep reading it unchanged.
+    fn set_aside_recent(&self) -> usize {
         let bytes = self.recent_bytes.swap(0, AtomicOrdering::Relaxed);
-        let mut new = Arc::new(SortedArray::sealed(&old.recent, bytes));
-        let mut arrays = old.arrays.clone();
-        while let Some(pos) = arrays.iter().position(|a| a.level == new.level) {
-            let other = arrays.remove(pos);
-            new = Arc::new(sorted::merge(&other, &new));
-        }
-        arrays.push(new);
         let fresh = View::empty(self.seal_entries);
-        *self.view.write() = Arc::new(View { arrays, ..fresh });
+        let mut current = self.view.write();
+        let mut pending = current.pending.clone();
+        pending.push(Arc::new(Pending { list: current.recent.clone(), filter: current.recent_filter.clone(), bytes }));
+        let n = pending.len();
+        let view = Arc::new(View { pending, arrays: current.arrays.clone(), ..fresh });
+        let old = std::mem::replace(&mut *current, view);
+        drop(current);
+        drop(old);
+        n
+    }
+
+    /// Whether full skip lists wait for [`Memtable::seal_pending`].
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.view.read().pending.is_empty()
+    }
+
+    /// Seals every pending skip list into a sorted array, merging arrays
+    /// of equal level, oldest first. Safe beside the writer and readers:
+    /// each view installed holds the same entries as the one it replaces.
+    /// The lists and arrays it replaces are freed on the calling thread
+    /// (unless a reader still holds them).
+    pub(crate) fn seal_pending(&self) {
+        let _arrays = self.arrays_lock.lock();
+        loop {
+            let old = self.view();
+            let Some(oldest) = old.pending.first().cloned() else { return };
+            let mut new = Arc::new(SortedArray::sealed(&oldest.list, oldest.bytes));
+            let mut arrays = old.arrays.clone();
+            while let Some(pos) = arrays.iter().position(|a| a.level == new.level) {
+                let other = arrays.remove(pos);
+                new = Arc::new(sorted::merge(&other, &new));
+            }
+            arrays.push(new);
+            let mut current = self.view.write();
+            // The writer only appends to `pending` and swaps `recent`;
+            // arrays change only under `arrays_lock`, held here.
+            debug_assert!(current.pending.first().is_some_and(|p| Arc::ptr_eq(p, &oldest)));
+            let view = Arc::new(View {
+                recent: current.recent.clone(),
+                recent_filter: current.recent_filter.clone(),
+                pending: current.pending[1..].to_vec(),
+                arrays,
+            });
+            let replaced = std::mem::replace(&mut *current, view);
+            drop(current);
+            drop(replaced);
+        }
     }
 
     /// Merges the sorted arrays of the current view into one when it holds
@@ -165,6 +261,7 @@ impl Memtable {
     /// work), and says whether it did. Safe beside the writer and readers:
     /// the view holds the same entries before and after.
     pub(crate) fn consolidate(&self, min_arrays: usize) -> bool {
+        let _arrays = self.arrays_lock.lock();
         let old = self.view();
         let n = old.arrays.len();
         if n < min_arrays.max(2) {
@@ -183,6 +280,7 @@ impl Memtable {
         *current = Arc::new(View {
             recent: old.recent.clone(),
             recent_filter: old.recent_filter.clone(),
+            pending: old.pending.clone(),
             arrays: vec![Arc::new(merged)],
         });
         true
@@ -261,8 +359,16 @@ impl Memtable {
         let from = Stamp { seq: read_seq, sub: u32::MAX };
         let before = out.len();
         let mut settled = false;
-        if view.recent_filter.may_contain(hash) {
-            for e in view.recent.range(MemKey::probe(key, from)..) {
+        let lists = std::iter::once((&view.recent, &view.recent_filter))
+            .chain(view.pending.iter().rev().map(|p| (&p.list, &p.filter)));
+        for (list, filter) in lists {
+            if settled {
+                break;
+            }
+            if !filter.may_contain(hash) {
+                continue;
+            }
+            for e in list.range(MemKey::probe(key, from)..) {
                 if e.key().key() != key {
                     break;
                 }
@@ -305,11 +411,15 @@ impl Memtable {
         }
         let view = self.view.read();
         let from = Stamp { seq: read_seq, sub: u32::MAX };
-        if view.recent_filter.may_contain_probe(&filter_probe) {
-            let probe = MemKey::probe(key, from);
-            if let Some(e) = view.recent.lower_bound(Bound::Included(&probe)) {
-                if e.key().key() == key {
-                    return f(newest_of(e.key().payload(), *e.value()));
+        let lists = std::iter::once((&view.recent, &view.recent_filter))
+            .chain(view.pending.iter().rev().map(|p| (&p.list, &p.filter)));
+        for (list, filter) in lists {
+            if filter.may_contain_probe(&filter_probe) {
+                let probe = MemKey::probe(key, from);
+                if let Some(e) = list.lower_bound(Bound::Included(&probe)) {
+                    if e.key().key() == key {
+                        return f(newest_of(e.key().payload(), *e.value()));
+                    }
                 }
             }
         }
@@ -451,6 +561,95 @@ mod tests {
         assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
     }
 
+    /// With deferred seals, full skip lists wait in the view (no more than
+    /// `MAX_PENDING`), every read sees their entries as before they were
+    /// set aside, and sealing them later changes no read.
+    #[test]
+    fn pending_skip_lists_are_read_and_then_sealed() {
+        // 4 entries per seal.
+        let sync = Memtable::new(1, 1 << 10);
+        let deferred = Memtable::with_deferred_seals(1, 1 << 10, true);
+        let mut left = Vec::new();
+        for seq in 1..=10u64 {
+            let key = format!("key-{:02}", seq * 3 % 7);
+            for m in [&sync, &deferred] {
+                let to_seal = m.insert(
+                    key.as_bytes(),
+                    key_hash(key.as_bytes()),
+                    &seq.to_le_bytes(),
+                    Stamp { seq, sub: 0 },
+                    Kind::Put,
+                    0,
+                );
+                if std::ptr::eq(m, &deferred) {
+                    left.push(to_seal);
+                }
+            }
+        }
+        assert_eq!(left.iter().filter(|&&s| s).count(), 2, "two full lists left for the flusher: {left:?}");
+        assert_eq!(deferred.view().pending.len(), 2);
+        assert!(deferred.view().arrays.is_empty(), "nothing sealed on the writer's thread");
+        assert!(sync.view().pending.is_empty() && !sync.view().arrays.is_empty());
+        let check = |m: &Memtable| {
+            assert_eq!(scan(m), scan(&sync));
+            for k in 0..8u64 {
+                let key = format!("key-{k:02}");
+                for read_seq in 0..=11 {
+                    let (h, k) = (key_hash(key.as_bytes()), key.as_bytes());
+                    let got = m.newest(k, h, read_seq, |n| format!("{n:?}"));
+                    assert_eq!(got, sync.newest(k, h, read_seq, |n| format!("{n:?}")), "{key} at {read_seq}");
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    m.versions(k, h, read_seq, &mut a);
+                    sync.versions(k, h, read_seq, &mut b);
+                    assert_eq!(a.first(), b.first(), "{key} at {read_seq}");
+                }
+            }
+        };
+        check(&deferred);
+        // A third full list is one too many: the writer seals them all.
+        for seq in 11..=14u64 {
+            let key = format!("key-{:02}", seq * 3 % 7);
+            sync.insert(
+                key.as_bytes(),
+                key_hash(key.as_bytes()),
+                &seq.to_le_bytes(),
+                Stamp { seq, sub: 0 },
+                Kind::Put,
+                0,
+            );
+            assert!(!deferred.insert(
+                key.as_bytes(),
+                key_hash(key.as_bytes()),
+                &seq.to_le_bytes(),
+                Stamp { seq, sub: 0 },
+                Kind::Put,
+                0
+            ));
+        }
+        assert!(deferred.view().pending.is_empty());
+        check(&deferred);
+        for seq in 15..=20u64 {
+            let key = format!("key-{:02}", seq * 3 % 7);
+            for m in [&sync, &deferred] {
+                m.insert(
+                    key.as_bytes(),
+                    key_hash(key.as_bytes()),
+                    &seq.to_le_bytes(),
+                    Stamp { seq, sub: 0 },
+                    Kind::Put,
+                    0,
+                );
+            }
+        }
+        assert_eq!(deferred.view().pending.len(), 2);
+        check(&deferred);
+        deferred.seal_pending();
+        assert!(deferred.view().pending.is_empty());
+        check(&deferred);
+        assert!(deferred.consolidate(2) || deferred.view().arrays.len() < 2);
+        check(&deferred);
+    }
+
     /// A key and its versions, newest first.
     type Group = (Vec<u8>, Vec<(Stamp, Op)>);
 
@@ -509,9 +708,11 @@ mod tests {
         fn newest_is_the_models_newest_at_every_read_point(
             writes in proptest::collection::vec((0u8..6, 0u8..3, proptest::prelude::any::<u8>()), 1..120),
             merges in proptest::collection::vec(proptest::prelude::any::<bool>(), 120),
+            seals in proptest::collection::vec(0u8..4, 120),
+            defer in proptest::prelude::any::<bool>(),
         ) {
             // 4 entries per seal: budget / 96 / 64 below 4.
-            let m = Memtable::new(1, 1 << 10);
+            let m = Memtable::with_deferred_seals(1, 1 << 10, defer);
             let key = |k: u8| format!("a-key-sharing-its-first-32-bytes-{k}").into_bytes();
             let mut model: Vec<(Vec<u8>, u64, Kind, Vec<u8>)> = Vec::new();
             for (seq, (k, kind, v)) in (1u64..).zip(&writes) {
@@ -523,8 +724,16 @@ mod tests {
                 if merges[seq as usize % merges.len()] {
                     m.consolidate(2);
                 }
+                // Deferred seals done now and then (or left to the writer
+                // once too many wait).
+                if seals[seq as usize % seals.len()] == 0 {
+                    m.seal_pending();
+                }
+                let most = if defer { MAX_PENDING } else { 0 };
+                proptest::prop_assert!(m.view().pending.len() <= most, "{} lists pending", m.view().pending.len());
             }
-            proptest::prop_assert!(!m.view().arrays.is_empty() || writes.len() < 4, "the test must reach sealed arrays");
+            let set_aside = !m.view().arrays.is_empty() || !m.view().pending.is_empty();
+            proptest::prop_assert!(set_aside || writes.len() < 4, "the test must reach arrays or pending lists");
             for read_seq in 0..=writes.len() as u64 + 1 {
                 for k in 0u8..7 {
                     let key = key(k);
