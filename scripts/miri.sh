@@ -3,8 +3,8 @@
 # memory a client can write (copies made of atomic loads and stores, word
 # views), its rings and the hostile-peer tests that race a writer against
 # the server in one process. Needs the nightly toolchain with the miri and
-# rust-src components (installed here when missing). Slow: about 15
-# minutes on two cores; not part of scripts/test.sh.
+# rust-src components (installed here when missing). Slow: 25-30 minutes
+# on the 2-core VM while other builds run; not part of scripts/test.sh.
 #
 # Flags: -Zmiri-disable-isolation lets tests read /proc (the spinner's CPU
 # count). -Zmiri-disable-weak-memory-emulation: Miri's store-buffer model
