@@ -8,7 +8,7 @@ use larder_object::{Durability, LockRequest};
 use crate::attr::Attr;
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
-use crate::handles::FileHandle;
+use crate::handles::{Closed, FileHandle};
 use crate::names::{make_in, new_name, onode_in, NewObject};
 use crate::perm::{self, EXEC, READ, WRITE};
 use crate::Fs;
@@ -234,8 +234,10 @@ impl Fs {
         let ino = self.file_handle(fh)?.ino;
         let _gate = self.handles.gate(ino);
         // Checked again under the gate: a concurrent release may have won.
-        let (_, left) = self.handles.remove_file(fh).ok_or_else(|| not_open(fh))?;
-        if left == 0 && self.store.with_attributes(ino, |o| o.nlink == 0)?.unwrap_or(false) {
+        let (_, closed) = self.handles.remove_file(fh).ok_or_else(|| not_open(fh))?;
+        // Known without reading the object: every unlink that leaves an
+        // open object nameless marks it, under this gate.
+        if closed == Closed::LastOfOrphan {
             self.store.free_orphan(ino, Durability::Buffered)?;
         }
         Ok(())

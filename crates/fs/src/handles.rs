@@ -5,7 +5,9 @@
 //! gate (a striped mutex): an open holds it while it checks the object
 //! still exists and counts itself; an unlink holds it across its
 //! transaction, which records an orphan instead of deleting the object if
-//! the count is not zero. So no handle ever refers to a deleted object.
+//! the count is not zero, and marks the open object orphaned here. So no
+//! handle ever refers to a deleted object, and the last release knows from
+//! the mark alone, without reading the object, whether to free it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +16,18 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::dirs::Listing;
+
+/// What closing a file handle leaves of its object's opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Other handles still have the object open.
+    StillOpen,
+    /// That was the last handle; the object has a name.
+    Last,
+    /// That was the last handle of an object that lost its last name
+    /// while open ([`Handles::mark_orphaned`]): to be freed.
+    LastOfOrphan,
+}
 
 /// Gate stripes.
 const GATES: usize = 256;
@@ -31,13 +45,24 @@ pub(crate) struct FileHandle {
     pub(crate) append: bool,
 }
 
+/// An object with open file handles.
+#[derive(Clone, Copy, Debug, Default)]
+struct Open {
+    /// File handles open on it.
+    handles: u32,
+    /// It has no name left (an orphan record keeps it): the last release
+    /// frees it.
+    orphaned: bool,
+}
+
 /// Every open handle.
 pub(crate) struct Handles {
     next: AtomicU64,
     files: Mutex<HashMap<u64, FileHandle>>,
     dirs: Mutex<HashMap<u64, Arc<Mutex<Listing>>>>,
-    /// File handles open per object.
-    open: Mutex<HashMap<u64, u32>>,
+    /// Open objects: their file handles' count, and whether they lost
+    /// their last name while open.
+    open: Mutex<HashMap<u64, Open>>,
     gates: Vec<Mutex<()>>,
 }
 
@@ -69,14 +94,23 @@ impl Handles {
 
     /// Whether any file handle of `ino` is open. Call with its gate held.
     pub(crate) fn is_open(&self, ino: u64) -> bool {
-        self.open.lock().get(&ino).is_some_and(|&n| n > 0)
+        self.open.lock().get(&ino).is_some_and(|o| o.handles > 0)
+    }
+
+    /// Marks open object `ino` as having lost its last name (its unlink
+    /// committed an orphan record because a handle has it open): its last
+    /// release frees it. Call with its gate held, after that commit.
+    pub(crate) fn mark_orphaned(&self, ino: u64) {
+        if let Some(o) = self.open.lock().get_mut(&ino) {
+            o.orphaned = true;
+        }
     }
 
     /// Registers an open file; returns its handle number. Call with the
     /// object's gate held.
     pub(crate) fn add_file(&self, handle: FileHandle) -> u64 {
         let fh = self.next.fetch_add(1, Ordering::Relaxed);
-        *self.open.lock().entry(handle.ino).or_insert(0) += 1;
+        self.open.lock().entry(handle.ino).or_default().handles += 1;
         self.files.lock().insert(fh, handle);
         fh
     }
@@ -86,22 +120,26 @@ impl Handles {
         self.files.lock().get(&fh).copied()
     }
 
-    /// Forgets file handle `fh`; returns it and how many handles of its
-    /// object remain. Call with the object's gate held.
-    pub(crate) fn remove_file(&self, fh: u64) -> Option<(FileHandle, u32)> {
+    /// Forgets file handle `fh`; returns it and what closing it leaves.
+    /// Call with the object's gate held.
+    pub(crate) fn remove_file(&self, fh: u64) -> Option<(FileHandle, Closed)> {
         let handle = self.files.lock().remove(&fh)?;
         let mut open = self.open.lock();
-        let left = match open.get_mut(&handle.ino) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                *n
+        let closed = match open.get_mut(&handle.ino) {
+            Some(o) if o.handles > 1 => {
+                o.handles -= 1;
+                Closed::StillOpen
+            }
+            Some(&mut Open { orphaned: true, .. }) => {
+                open.remove(&handle.ino);
+                Closed::LastOfOrphan
             }
             _ => {
                 open.remove(&handle.ino);
-                0
+                Closed::Last
             }
         };
-        Some((handle, left))
+        Some((handle, closed))
     }
 
     /// Registers an open directory listing; returns its handle number.

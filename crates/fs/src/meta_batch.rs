@@ -163,6 +163,11 @@ impl Fs {
                     Err(e) => Err(Abort::Refused(e)),
                 }
             });
+            if let Ok(((_, unlinked), _)) = &outcome {
+                for u in unlinked.iter().filter(|u| u.orphaned && open.contains(&u.child)) {
+                    self.handles.mark_orphaned(u.child);
+                }
+            }
             drop(gates);
             match outcome {
                 Err(Abort::Retry) => continue,

@@ -323,6 +323,11 @@ impl Fs {
                 touch_dir(txn, parent)?;
                 Ok(Step::Done(u))
             })?;
+            if let Step::Done(u) = &step {
+                if u.orphaned && open {
+                    self.handles.mark_orphaned(d.child);
+                }
+            }
             drop(gate);
             match step {
                 Step::Retry => continue,

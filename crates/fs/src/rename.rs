@@ -80,6 +80,11 @@ impl Fs {
             let (step, _) = self.store.transact_locked(&requests, Durability::Buffered, |txn| {
                 rename_in(txn, cred, (parent, &from), (new_parent, &to), &plan, flags, open)
             })?;
+            if let Step::Done(Some(u)) = &step {
+                if u.orphaned && open {
+                    self.handles.mark_orphaned(u.child);
+                }
+            }
             drop(gate);
             match step {
                 Step::Retry => continue,

@@ -83,6 +83,36 @@ fn an_unlinked_open_file_lives_until_its_last_close() {
 }
 
 #[test]
+fn an_open_file_renamed_over_or_unlinked_by_each_name_lives_until_its_last_close() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    // Replaced by a rename while open: freed at the last close only.
+    let (victim, vfh) = fs.create_file(&r, top, b"victim", 0o644, libc::O_RDWR).unwrap();
+    fs.write(&r, vfh, 0, b"old").unwrap();
+    fs.mknod(&r, top, b"new", 0o644, 0).unwrap();
+    fs.rename(&r, top, b"new", top, b"victim", RenameFlags::default()).unwrap();
+    assert_eq!(fs.getattr(victim.ino).unwrap().nlink, 0);
+    assert_eq!(fs.read(vfh, 0, 10).unwrap(), b"old");
+    fs.release(vfh).unwrap();
+    assert_eq!(errno(fs.getattr(victim.ino)), libc::ENOENT);
+    // Two names: the first unlink leaves a name, so the last close of the
+    // handles opened before it frees nothing; the second unlink, with a
+    // handle open again, leaves it to that handle's close.
+    let (linked, fh) = fs.create_file(&r, top, b"one", 0o644, libc::O_RDWR).unwrap();
+    fs.link(&r, linked.ino, top, b"two").unwrap();
+    fs.unlink(&r, top, b"one").unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(fs.getattr(linked.ino).unwrap().nlink, 1);
+    let fh = fs.open_file(&r, linked.ino, libc::O_RDONLY).unwrap();
+    fs.unlink(&r, top, b"two").unwrap();
+    assert_eq!(fs.getattr(linked.ino).unwrap().nlink, 0);
+    fs.release(fh).unwrap();
+    assert_eq!(errno(fs.getattr(linked.ino)), libc::ENOENT);
+    assert!(fs.store().used_extents().unwrap().is_empty(), "every freed object's space is free again");
+}
+
+#[test]
 fn an_unlinked_open_file_is_freed_at_the_next_open_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
