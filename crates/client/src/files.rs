@@ -153,11 +153,11 @@ impl Client {
             Walked::Found(_) | Walked::No => None,
         };
         let resolved = self.resolve(path, true)?;
-        let (handle, ino) = match resolved.attributes {
+        let (handle, ino, class) = match resolved.attributes {
             Some(_) if options.create_new => {
                 return Err(ClientError::Server { errno: libc::EEXIST, message: format!("{} exists", path.display()) })
             }
-            Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino),
+            Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino, class),
             None if options.create || options.create_new => {
                 let lease = cache.wants_lease(&self.connection);
                 let named = walked.filter(|(dir, name)| *dir == resolved.parent && *name == resolved.name);
@@ -171,7 +171,12 @@ impl Client {
                             let named = named.as_ref().map(|(dir, name)| (*dir, name.as_slice()));
                             cache.created(&self.connection, grant, sent, stamp, &attributes, named);
                         }
-                        (handle, attributes.ino)
+                        // The server checks no permission bits on the open a
+                        // create makes: its handle may serve a later open only
+                        // if they grant that open's access (as the creator
+                        // owns the file, its owner's bits).
+                        let class = class.filter(|c| crate::cache::owner_may(attributes.mode, *c));
+                        (handle, attributes.ino, class)
                     }
                     other => return Err(unexpected("create", &other)),
                 }
