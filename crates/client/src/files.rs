@@ -197,8 +197,11 @@ impl Client {
     /// (the handle's own, which may be wider than `flags` ask).
     fn file(&self, handle: u64, ino: u64, flags: i32, class: Option<i32>, append: bool) -> File {
         let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        let handle_writes = class.is_some_and(|c| c & libc::O_ACCMODE != libc::O_RDONLY);
-        let refuses_writes = flags & libc::O_ACCMODE == libc::O_RDONLY && handle_writes;
+        // Every read-only file refuses writes itself, not only one whose
+        // handle is a kept read-write one: a posted write is kept in the
+        // cached pages when it is sent, and the server's refusal is read
+        // only later, so a read meanwhile would return bytes never written.
+        let refuses_writes = flags & libc::O_ACCMODE == libc::O_RDONLY;
         File { client: self.clone(), handle, ino, position: 0, append, class, readable, refuses_writes, open: true }
     }
 
@@ -395,9 +398,10 @@ pub struct File {
     class: Option<i32>,
     /// Whether it is open for reading.
     readable: bool,
-    /// Whether writes are refused here rather than by the server: a
-    /// read-only open served by a kept read-write one, whose handle the
-    /// server would let write (it refuses them through a read-only handle).
+    /// Whether writes are refused here rather than by the server: it is
+    /// open read-only (its handle may be a kept read-write one, which the
+    /// server would let write; and a posted write, kept in the cached pages
+    /// as it is sent, must not be read back before its refusal comes).
     refuses_writes: bool,
     /// Whether it still holds its handle (`close` gave it up).
     open: bool,
@@ -554,7 +558,7 @@ impl File {
     }
 
     /// EBADF, as the server answers a write through a read-only handle,
-    /// for a read-only file whose handle is a kept read-write one.
+    /// for a file opened read-only.
     fn check_writable(&self) -> Result<()> {
         if !self.refuses_writes {
             return Ok(());
