@@ -206,3 +206,32 @@ fn two_threads_writing_one_file_leave_the_cache_equal_to_the_store() {
         assert_eq!(client.read(&path).unwrap(), stored, "round {round}");
     }
 }
+
+/// The creator's lease runs out, another client rewrites the file, and the
+/// creator writes through its open and takes a lease again (by opening
+/// and reading): it reads the store's bytes, not its pages from before.
+#[test]
+fn a_lease_run_out_and_taken_again_keeps_no_stale_pages() {
+    let term = Duration::from_millis(200);
+    let (_server, _dir, store) = common::served(Limits { lease_term: term, ..Limits::default() });
+    let client = Client::connect(&store).unwrap();
+    let plain = Client::connect_socket_with(&larder_client::socket_of(&store), false).unwrap();
+    let model = bytes(12_000, 6);
+    let file = created(&client, "/f", &model);
+    assert!(read_through(&file) == model);
+    // The term passes: the lease runs out without a revocation.
+    std::thread::sleep(term + term / 2);
+    let other = OpenOptions::new().write(true).open(&plain, "/f").unwrap();
+    other.write_at(&[9; 6000], 3000).unwrap();
+    file.write_posted(&[8; 10], 0).unwrap();
+    client.ping().unwrap();
+    let stored = plain.read("/f").unwrap();
+    let mut expected = model.clone();
+    expected[3000..9000].fill(9);
+    expected[..10].fill(8);
+    assert!(stored == expected, "the store");
+    assert!(client.read("/f").unwrap() == expected, "read by path after the lease ran out");
+    assert!(read_through(&file) == expected, "read through the open");
+    let again = client.open("/f").unwrap();
+    assert!(read_through(&again) == expected, "read through a new open");
+}
