@@ -235,3 +235,25 @@ fn a_lease_run_out_and_taken_again_keeps_no_stale_pages() {
     let again = client.open("/f").unwrap();
     assert!(read_through(&again) == expected, "read through a new open");
 }
+
+/// A posted write past the largest file size fails (EFBIG, as ext4's
+/// write does at once): a read meanwhile gives the file's bytes and end,
+/// not the failed write's.
+#[test]
+fn a_posted_write_past_the_largest_size_is_never_read_back() {
+    let (_server, _dir, client, plain) = clients();
+    let model = bytes(5000, 7);
+    let file = created(&client, "/f", &model);
+    assert!(read_through(&file) == model);
+    // Its end, 2 bytes past i64::MAX, the largest size.
+    let far = i64::MAX as u64 - 1;
+    let posted = file.write_posted(b"far", far);
+    let mut probe = [0u8; 3];
+    let at_far = file.read_at(&mut probe, far).unwrap();
+    let whole = read_through(&file);
+    let later = posted.and_then(|()| file.sync_all());
+    assert_eq!(later.unwrap_err().errno(), libc::EFBIG);
+    assert_eq!(at_far, 0, "a read at the failed write's offset");
+    assert!(whole == model, "a read after the failed write returned {} bytes", whole.len());
+    assert!(plain.read("/f").unwrap() == model);
+}

@@ -27,6 +27,10 @@
 
 use super::{FileCache, PAGE};
 
+/// The largest file the server stores (its objects' limit, `i64::MAX`
+/// bytes, as a file offset is signed): a write ending past it fails.
+const MAX_FILE_BYTES: u64 = i64::MAX as u64;
+
 /// What a patch did to the cache's byte count.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Patched {
@@ -46,7 +50,9 @@ pub(super) struct Patched {
 /// page, which marks the end.
 pub(super) fn apply(file: &mut FileCache, offset: u64, data: &[u8], room: usize, max_pages: usize) -> Option<Patched> {
     let size = file.size?;
-    let end = offset.checked_add(data.len() as u64)?;
+    // A write past the largest file size fails (EFBIG): a posted one is
+    // applied before its answer, so it must not be.
+    let end = offset.checked_add(data.len() as u64).filter(|&end| end <= MAX_FILE_BYTES)?;
     let mut patched = Patched::default();
     if data.is_empty() {
         return Some(patched);
@@ -207,6 +213,17 @@ mod tests {
                 assert_eq!(counted, file.pages.values().map(Vec::len).sum::<usize>());
             }
         }
+    }
+
+    /// A write past the largest file size (which the server refuses with
+    /// EFBIG) patches nothing.
+    #[test]
+    fn a_write_past_the_largest_size_patches_nothing() {
+        let mut file = entry(Some(0));
+        file.pages.insert(0, Vec::new());
+        assert_eq!(apply(&mut file, MAX_FILE_BYTES - 1, b"ab", usize::MAX, usize::MAX), None);
+        assert_eq!(file.size, Some(0));
+        assert!(apply(&mut file, MAX_FILE_BYTES - 2, b"ab", usize::MAX, usize::MAX).is_some());
     }
 
     /// Without the file's size the cache cannot place the end: nothing is
