@@ -424,7 +424,13 @@ impl File {
             // Pages are cached only when a whole one fits an answer (rings
             // of a few KiB carry less).
             let pages_fit = self.client.connection.inline_response_bytes() >= crate::cache::PAGE;
-            if let Some(version) = cache.file_version(&self.client.connection, self.ino).filter(|_| pages_fit) {
+            // Whole pages around the range only where a file can have bytes
+            // (their end past u64::MAX would overflow); beyond, the server
+            // answers as for any read.
+            let in_range = offset.checked_add(out.len() as u64).is_some_and(|end| end <= i64::MAX as u64);
+            if let Some(version) =
+                cache.file_version(&self.client.connection, self.ino).filter(|_| pages_fit && in_range)
+            {
                 return self.read_pages(out, offset, version);
             }
         }

@@ -257,3 +257,14 @@ fn a_posted_write_past_the_largest_size_is_never_read_back() {
     assert!(whole == model, "a read after the failed write returned {} bytes", whole.len());
     assert!(plain.read("/f").unwrap() == model);
 }
+
+/// A read whose range ends past u64::MAX reads nothing (ext4's pread gives
+/// 0 or EINVAL there; it must not overflow).
+#[test]
+fn a_read_at_the_end_of_the_offsets_reads_nothing() {
+    let (_server, _dir, client, _plain) = clients();
+    let file = created(&client, "/f", &bytes(100, 8));
+    let mut out = [0u8; 64];
+    let read = file.read_at(&mut out, u64::MAX - 10).map_err(|e| e.errno());
+    assert!(matches!(read, Ok(0) | Err(libc::EINVAL)), "{read:?}");
+}
