@@ -268,3 +268,20 @@ fn a_read_at_the_end_of_the_offsets_reads_nothing() {
     let read = file.read_at(&mut out, u64::MAX - 10).map_err(|e| e.errno());
     assert!(matches!(read, Ok(0) | Err(libc::EINVAL)), "{read:?}");
 }
+
+/// A read past the end of the creator's file caches the empty page that
+/// says the file ends there; a write further on grows the file past it:
+/// the hole before the write reads as zeros, not as the end (found by
+/// `leases::two_caching_clients_always_read_the_latest_bytes`).
+#[test]
+fn a_read_past_the_end_then_a_write_beyond_reads_the_hole_as_zeros() {
+    let (_server, _dir, client, plain) = clients();
+    let file = created(&client, "/f", b"");
+    let mut out = vec![0u8; 2633];
+    assert_eq!(file.read_at(&mut out, 7586).unwrap(), 0);
+    assert_eq!(file.write_at(&[186; 5756], 10_779).unwrap(), 5756);
+    let mut model = vec![0u8; 10_779];
+    model.extend_from_slice(&[186; 5756]);
+    assert!(read_through(&file) == model, "the creator's read of the grown file");
+    assert!(plain.read("/f").unwrap() == model);
+}
