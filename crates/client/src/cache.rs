@@ -210,6 +210,20 @@ pub(crate) fn open_class(flags: i32) -> Option<i32> {
     Some(flags & (libc::O_ACCMODE | libc::O_APPEND))
 }
 
+/// Whether `mode`'s owner bits grant the access of open class `class`
+/// (read, write or both): a create's open is not checked against the
+/// mode it sets, so a later open of the creator may reuse it only if a
+/// check would have passed. (The superuser, whom the bits do not bind,
+/// is refused reuse as anyone else: a new open is checked by the server.)
+pub(crate) fn owner_may(mode: u32, class: i32) -> bool {
+    let needs = match class & libc::O_ACCMODE {
+        libc::O_RDONLY => 0o400,
+        libc::O_WRONLY => 0o200,
+        _ => 0o600,
+    };
+    mode & needs == needs
+}
+
 /// Where in `handles` (kept opens and their classes) an open of `wanted`
 /// finds one to reuse: one of the same class, else a read-write one (not
 /// appending) for a read-only open. That open was checked for reading

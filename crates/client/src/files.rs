@@ -153,11 +153,11 @@ impl Client {
             Walked::Found(_) | Walked::No => None,
         };
         let resolved = self.resolve(path, true)?;
-        let (handle, ino) = match resolved.attributes {
+        let (handle, ino, class) = match resolved.attributes {
             Some(_) if options.create_new => {
                 return Err(ClientError::Server { errno: libc::EEXIST, message: format!("{} exists", path.display()) })
             }
-            Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino),
+            Some(attributes) => (self.open_ino(attributes.ino, flags)?, attributes.ino, class),
             None if options.create || options.create_new => {
                 let lease = cache.wants_lease(&self.connection);
                 let named = walked.filter(|(dir, name)| *dir == resolved.parent && *name == resolved.name);
@@ -171,7 +171,12 @@ impl Client {
                             let named = named.as_ref().map(|(dir, name)| (*dir, name.as_slice()));
                             cache.created(&self.connection, grant, sent, stamp, &attributes, named);
                         }
-                        (handle, attributes.ino)
+                        // The server checks no permission bits on the open a
+                        // create makes: its handle may serve a later open only
+                        // if they grant that open's access (as the creator
+                        // owns the file, its owner's bits).
+                        let class = class.filter(|c| crate::cache::owner_may(attributes.mode, *c));
+                        (handle, attributes.ino, class)
                     }
                     other => return Err(unexpected("create", &other)),
                 }
@@ -192,8 +197,11 @@ impl Client {
     /// (the handle's own, which may be wider than `flags` ask).
     fn file(&self, handle: u64, ino: u64, flags: i32, class: Option<i32>, append: bool) -> File {
         let readable = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        let handle_writes = class.is_some_and(|c| c & libc::O_ACCMODE != libc::O_RDONLY);
-        let refuses_writes = flags & libc::O_ACCMODE == libc::O_RDONLY && handle_writes;
+        // Every read-only file refuses writes itself, not only one whose
+        // handle is a kept read-write one: a posted write is kept in the
+        // cached pages when it is sent, and the server's refusal is read
+        // only later, so a read meanwhile would return bytes never written.
+        let refuses_writes = flags & libc::O_ACCMODE == libc::O_RDONLY;
         File { client: self.clone(), handle, ino, position: 0, append, class, readable, refuses_writes, open: true }
     }
 
@@ -390,9 +398,10 @@ pub struct File {
     class: Option<i32>,
     /// Whether it is open for reading.
     readable: bool,
-    /// Whether writes are refused here rather than by the server: a
-    /// read-only open served by a kept read-write one, whose handle the
-    /// server would let write (it refuses them through a read-only handle).
+    /// Whether writes are refused here rather than by the server: it is
+    /// open read-only (its handle may be a kept read-write one, which the
+    /// server would let write; and a posted write, kept in the cached pages
+    /// as it is sent, must not be read back before its refusal comes).
     refuses_writes: bool,
     /// Whether it still holds its handle (`close` gave it up).
     open: bool,
@@ -415,7 +424,13 @@ impl File {
             // Pages are cached only when a whole one fits an answer (rings
             // of a few KiB carry less).
             let pages_fit = self.client.connection.inline_response_bytes() >= crate::cache::PAGE;
-            if let Some(version) = cache.file_version(&self.client.connection, self.ino).filter(|_| pages_fit) {
+            // Whole pages around the range only where a file can have bytes
+            // (their end past u64::MAX would overflow); beyond, the server
+            // answers as for any read.
+            let in_range = offset.checked_add(out.len() as u64).is_some_and(|end| end <= i64::MAX as u64);
+            if let Some(version) =
+                cache.file_version(&self.client.connection, self.ino).filter(|_| pages_fit && in_range)
+            {
                 return self.read_pages(out, offset, version);
             }
         }
@@ -549,7 +564,7 @@ impl File {
     }
 
     /// EBADF, as the server answers a write through a read-only handle,
-    /// for a read-only file whose handle is a kept read-write one.
+    /// for a file opened read-only.
     fn check_writable(&self) -> Result<()> {
         if !self.refuses_writes {
             return Ok(());

@@ -159,3 +159,29 @@ impl Handles {
         self.dirs.lock().remove(&dh).is_some()
     }
 }
+
+/// The gates of some objects, held ([`Fs::hold_open`](crate::Fs::hold_open)):
+/// for a change made beside the file system on the same store (the KV API)
+/// that may leave an object without a name, as an unlink holds its gate.
+pub struct OpenGates<'a> {
+    handles: &'a Handles,
+    _gates: Vec<MutexGuard<'a, ()>>,
+}
+
+impl<'a> OpenGates<'a> {
+    pub(crate) fn new(handles: &'a Handles, objects: &[u64]) -> OpenGates<'a> {
+        OpenGates { handles, _gates: handles.gates(objects.iter().copied()) }
+    }
+
+    /// Whether a file handle of `object` (one of those held) is open.
+    pub fn is_open(&self, object: u64) -> bool {
+        self.handles.is_open(object)
+    }
+
+    /// Marks open `object` (one of those held), which a committed change
+    /// left without a name and with an orphan record, so that its last
+    /// release frees it.
+    pub fn mark_orphaned(&self, object: u64) {
+        self.handles.mark_orphaned(object);
+    }
+}

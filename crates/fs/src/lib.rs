@@ -42,6 +42,7 @@ pub use bulk::BulkCreated;
 pub use cred::Cred;
 pub use dirs::DirEntry;
 pub use error::{FsError, Result};
+pub use handles::OpenGates;
 pub use larder_namespace::bulk::{BULK_CHUNK, BULK_RUN_CHUNK, BULK_RUN_MIN};
 pub use larder_object::meta::{Kind, Timestamp};
 pub use larder_object::Durability;
@@ -162,6 +163,15 @@ impl Fs {
     /// The store below.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Holds the gates of `objects` until the guard drops (no open of them
+    /// begins, no last release of them ends): a change beside the file
+    /// system on the same store (the KV API) that may leave one without a
+    /// name asks whether it is open, unlinks it as an orphan if so, and
+    /// marks it for its last release to free, as [`Fs::unlink`] does.
+    pub fn hold_open(&self, objects: &[u64]) -> OpenGates<'_> {
+        OpenGates::new(&self.handles, objects)
     }
 
     /// The root directory's inode number.

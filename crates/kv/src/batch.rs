@@ -81,20 +81,21 @@ impl Kv {
         let owner = self.owner;
         let kinds: Vec<PlanKind> =
             batch.ops.iter().map(|(_, v)| if v.is_some() { PlanKind::Put } else { PlanKind::Delete }).collect();
-        let removed = with_plans(self.store(), &bucket, &refs, durability, &kinds, &[], |txn, plans| {
-            let mut removed = Vec::new();
-            for ((plan, key), (_, value)) in plans.iter().zip(&keys).zip(&batch.ops) {
-                match value {
-                    Some(v) => put_in(txn, plan, key, v, owner, None)?,
-                    None => {
-                        if let Some(r) = delete_in(txn, plan, key)? {
-                            removed.push((key, r));
+        let removed =
+            with_plans(self.store(), self.open_objects(), &bucket, &refs, durability, &kinds, &[], |txn, plans| {
+                let mut removed = Vec::new();
+                for ((plan, key), (_, value)) in plans.iter().zip(&keys).zip(&batch.ops) {
+                    match value {
+                        Some(v) => put_in(txn, plan, key, v, owner, None)?,
+                        None => {
+                            if let Some(r) = delete_in(txn, plan, key)? {
+                                removed.push((key, r));
+                            }
                         }
                     }
                 }
-            }
-            Ok(removed)
-        })?;
+                Ok(removed)
+            })?;
         for (key, r) in removed {
             self.after_delete(r)?;
             self.prune_levels(bucket.id, key, durability)?;

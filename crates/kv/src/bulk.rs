@@ -103,7 +103,7 @@ fn level(store: &Store, bucket: &crate::bucket::Bucket, key: &Key, (uid, gid): (
     if plan.depth == key.dirs().len() {
         return Ok(plan.dir);
     }
-    with_plans(store, bucket, &[key], Durability::Buffered, &[PlanKind::Put], &[], |txn, plans| {
+    with_plans(store, None, bucket, &[key], Durability::Buffered, &[PlanKind::Put], &[], |txn, plans| {
         walk_owned(txn, &plans[0], key, uid, gid)
     })
 }

@@ -21,6 +21,7 @@ mod bulk;
 mod error;
 mod find;
 pub mod key;
+mod open;
 mod ops;
 mod plan;
 mod scan;
@@ -35,6 +36,7 @@ pub use bulk::KvCreated;
 pub use error::{KvError, Result};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};
+pub use open::{HeldObjects, OpenObjects};
 pub use ops::Head;
 pub use scan::{Scan, ScanEntry, ScanValues};
 pub use stream::{KvReader, KvWriter};
@@ -71,10 +73,17 @@ impl KvOptions {
 }
 
 /// An open KV store.
-#[derive(Debug)]
 pub struct Kv {
     store: Arc<Store>,
     owner: (u32, u32),
+    /// The open objects of a file system sharing the store, if one does.
+    open: Option<Arc<dyn OpenObjects>>,
+}
+
+impl std::fmt::Debug for Kv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kv").field("owner", &self.owner).field("shares_opens", &self.open.is_some()).finish()
+    }
 }
 
 impl Kv {
@@ -116,20 +125,33 @@ impl Kv {
     /// Creates a new store in `dir` on `storage`.
     pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::create(storage, dir, options.creation, options.store)?;
-        Ok(Kv { store: Arc::new(store), owner: options.owner })
+        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None })
     }
 
     /// Opens the store in `dir` on `storage`.
     pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::open(storage, dir, options.store)?;
-        Ok(Kv { store: Arc::new(store), owner: options.owner })
+        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None })
     }
 
     /// A KV API over an open store that others share (a file system and
     /// its mount in the same process); objects it creates belong to
     /// `owner` (uid, gid).
     pub fn with_store(store: Arc<Store>, owner: (u32, u32)) -> Kv {
-        Kv { store, owner }
+        Kv { store, owner, open: None }
+    }
+
+    /// This API over a store whose file system has `open` objects open: a
+    /// delete or replace that leaves one without a name keeps it until the
+    /// file system's last close of it.
+    pub fn sharing_opens(mut self, open: Arc<dyn OpenObjects>) -> Kv {
+        self.open = Some(open);
+        self
+    }
+
+    /// The open objects of the file system sharing the store, if any.
+    pub(crate) fn open_objects(&self) -> Option<&dyn OpenObjects> {
+        self.open.as_deref()
     }
 
     /// The object store below, for what this API does not cover (stats,

@@ -77,9 +77,16 @@ impl Kv {
         // A key read lately has its path entry cached, holding the
         // object's onode: the put reads the onode from it.
         let path = self.store().derived_cached(&path_key(bucket.name.as_bytes(), &key.bytes));
-        with_plans(self.store(), &bucket, &[&key], durability, &[PlanKind::Put], &[], |txn, plans| {
-            put_in(txn, &plans[0], &key, value, owner, path.as_ref())
-        })
+        with_plans(
+            self.store(),
+            self.open_objects(),
+            &bucket,
+            &[&key],
+            durability,
+            &[PlanKind::Put],
+            &[],
+            |txn, plans| put_in(txn, &plans[0], &key, value, owner, path.as_ref()),
+        )
     }
 
     /// The value under `key` in `bucket`, or `None`: the latest value put,
@@ -155,10 +162,16 @@ impl Kv {
     pub fn delete(&self, bucket: impl AsRef<[u8]>, key: impl AsRef<[u8]>, durability: Durability) -> Result<bool> {
         let bucket = self.bucket(bucket.as_ref())?;
         let key = Key::parse(key.as_ref())?;
-        let removed =
-            with_plans(self.store(), &bucket, &[&key], durability, &[PlanKind::Delete], &[], |txn, plans| {
-                delete_in(txn, &plans[0], &key)
-            })?;
+        let removed = with_plans(
+            self.store(),
+            self.open_objects(),
+            &bucket,
+            &[&key],
+            durability,
+            &[PlanKind::Delete],
+            &[],
+            |txn, plans| delete_in(txn, &plans[0], &key),
+        )?;
         let Some(removed) = removed else { return Ok(false) };
         self.after_delete(removed)?;
         Ok(true)
@@ -166,7 +179,7 @@ impl Kv {
 
     /// After a delete committed: frees a large object in steps.
     pub(crate) fn after_delete(&self, removed: Removed) -> Result<()> {
-        if removed.orphaned {
+        if removed.orphaned && !removed.open {
             self.store().free_orphan(removed.object, Durability::Buffered)?;
         }
         Ok(())
@@ -266,8 +279,12 @@ pub(crate) fn walk_owned(
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Removed {
     pub(crate) object: u64,
-    /// The object awaits freeing in steps.
+    /// The object awaits freeing in steps, or its last close through the
+    /// file system sharing the store (`open`).
     pub(crate) orphaned: bool,
+    /// A file system sharing the store has the object open: its last
+    /// close frees it (marked by `with_plans`).
+    pub(crate) open: bool,
 }
 
 /// The delete inside its transaction: `None` if the key is not there.
@@ -280,9 +297,10 @@ pub(crate) fn delete_in(
     let dir = chain[chain.len() - 1];
     match txn.lookup(dir, key.leaf())? {
         Some(d) if d.kind != Kind::Directory => {
-            let u = txn.unlink(dir, key.leaf(), d.child, false)?;
+            let open = plan.unlinks_open(d.child);
+            let u = txn.unlink(dir, key.leaf(), d.child, open)?;
             prune_in(txn, &chain, key)?;
-            Ok(Some(Removed { object: d.child, orphaned: u.orphaned }))
+            Ok(Some(Removed { object: d.child, orphaned: u.orphaned, open }))
         }
         _ => Ok(None),
     }

@@ -21,6 +21,7 @@ use larder_object::{LockRequest, ObjectError, Store, Transaction, ROOT_ID};
 use crate::bucket::Bucket;
 use crate::error::{KvError, Result};
 use crate::key::Key;
+use crate::open::OpenObjects;
 
 /// How far a key's levels exist.
 #[derive(Clone, Debug)]
@@ -38,6 +39,23 @@ pub(crate) struct Plan {
     /// Levels a delete of the leaf would leave empty, deepest first, with
     /// their parents (filled by [`Plan::with_prune`]).
     pub(crate) prune: Vec<(u64, u64)>,
+    /// For a change that may leave the leaf's object without a name, when
+    /// a file system shares the store: whether it has that object open,
+    /// read under its gate, which stays held across the transaction
+    /// (`None`: not asked, the leaf removed as nobody's open).
+    pub(crate) leaf_open: Option<bool>,
+}
+
+impl Plan {
+    /// Whether `object`, the leaf this plan's transaction found and is
+    /// about to unlink, is open through a file system sharing the store.
+    /// Another object than the plan's leaf is nobody's open: one made
+    /// earlier in the same transaction (a batch's put) is not committed,
+    /// and one made by another since the plan is not locked, which the
+    /// object layer refuses to touch (the transaction is retried).
+    pub(crate) fn unlinks_open(&self, object: u64) -> bool {
+        self.leaf_open == Some(true) && self.leaf.is_some_and(|l| l.child == object)
+    }
 }
 
 impl Plan {
@@ -58,12 +76,14 @@ impl Plan {
                 }
                 // Missing, or a key where a level should be: the walk under
                 // locks decides (an earlier operation of a batch may change it).
-                _ => return Ok(Plan { dir, depth, leaf: None, chain, bucket_name, prune: Vec::new() }),
+                _ => {
+                    return Ok(Plan { dir, depth, leaf: None, chain, bucket_name, prune: Vec::new(), leaf_open: None })
+                }
             }
             chain.push(dir);
         }
         let leaf = list::lookup(store, dir, key.leaf())?;
-        Ok(Plan { dir, depth: key.dirs().len(), leaf, chain, bucket_name, prune: Vec::new() })
+        Ok(Plan { dir, depth: key.dirs().len(), leaf, chain, bucket_name, prune: Vec::new(), leaf_open: None })
     }
 
     /// For a delete: the levels (not the bucket) that removing the leaf
@@ -137,6 +157,15 @@ pub(crate) enum PlanKind {
     /// A delete; it also removes the levels it empties, in the same
     /// transaction (its plan locks them).
     Delete,
+    /// A put that replaces the key's object by another (a streamed value).
+    Replace,
+}
+
+impl PlanKind {
+    /// Whether it may leave the key's old object without a name.
+    fn unlinks(self) -> bool {
+        matches!(self, PlanKind::Delete | PlanKind::Replace)
+    }
 }
 
 /// An error inside a KV transaction: a stale plan (retry) or a real one.
@@ -240,8 +269,15 @@ fn named_directory(txn: &Transaction<'_>, plan: &Plan, key: &Key, depth: usize) 
 /// Runs `f` in a transaction planned for `keys`, retrying while plans are
 /// stale. `f` gets the plans in the order of `keys`; `kinds[i]` says what
 /// is done to key `i`; `extra` are locks to take as well.
+/// With `open`, the objects a file system sharing the store has open, the
+/// gates of the leaves that a delete or replace may leave nameless are
+/// held from the plan to after the commit, each plan says whether its
+/// leaf is open (`Plan::leaf_open`), and an open one the transaction left
+/// without a name is marked orphaned, for its last close to free.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn with_plans<R>(
     store: &Store,
+    open: Option<&dyn OpenObjects>,
     bucket: &Bucket,
     keys: &[&Key],
     durability: larder_object::Durability,
@@ -270,8 +306,37 @@ pub(crate) fn with_plans<R>(
         for (p, k) in plans.iter().zip(keys) {
             p.requests(k, &mut requests);
         }
+        let gated: Vec<u64> = match open {
+            Some(_) => plans
+                .iter()
+                .zip(kinds)
+                .filter(|(_, kind)| kind.unlinks())
+                .filter_map(|(p, _)| p.leaf.filter(|l| l.kind != Kind::Directory).map(|l| l.child))
+                .collect(),
+            None => Vec::new(),
+        };
+        let held = open.filter(|_| !gated.is_empty()).map(|o| o.hold(&gated));
+        if let Some(held) = &held {
+            for (plan, kind) in plans.iter_mut().zip(kinds) {
+                if kind.unlinks() {
+                    plan.leaf_open = plan.leaf.filter(|l| l.kind != Kind::Directory).map(|l| held.is_open(l.child));
+                }
+            }
+        }
         match store.transact_locked(&requests, durability, |txn| f(txn, &plans)) {
-            Ok((r, _)) => return Ok(r),
+            Ok((r, _)) => {
+                if let Some(held) = &held {
+                    // Still under the gates: an open leaf the commit left
+                    // without a name is freed by its last close.
+                    for plan in plans.iter().filter(|p| p.leaf_open == Some(true)) {
+                        let Some(leaf) = plan.leaf else { continue };
+                        if store.with_attributes(leaf.child, |o| o.nlink == 0)?.unwrap_or(false) {
+                            held.mark_orphaned(leaf.child);
+                        }
+                    }
+                }
+                return Ok(r);
+            }
             Err(TxnError::Retry) => continue,
             Err(TxnError::Kv(e)) => return Err(e),
         }

@@ -147,22 +147,31 @@ impl KvWriter<'_> {
         self.write_chunk()?;
         let (object, owner) = (self.object, self.kv.owner);
         let mine = [LockRequest::Exclusive(object)];
-        let (store, bucket) = (self.kv.store(), &self.bucket);
-        let removed =
-            with_plans(store, bucket, &[&self.key], self.durability, &[PlanKind::Put], &mine, |txn, plans| {
+        let (store, open, bucket) = (self.kv.store(), self.kv.open_objects(), &self.bucket);
+        let removed = with_plans(
+            store,
+            open,
+            bucket,
+            &[&self.key],
+            self.durability,
+            &[PlanKind::Replace],
+            &mine,
+            |txn, plans| {
                 let key = &self.key;
                 let dir = walk_owned(txn, &plans[0], key, owner.0, owner.1)?;
                 let old = match txn.lookup(dir, key.leaf())? {
                     Some(d) if d.kind == Kind::Directory => return Err(leaf_is_a_level(key).into()),
                     Some(d) => {
-                        let u = txn.unlink(dir, key.leaf(), d.child, false)?;
-                        Some(Removed { object: d.child, orphaned: u.orphaned })
+                        let open = plans[0].unlinks_open(d.child);
+                        let u = txn.unlink(dir, key.leaf(), d.child, open)?;
+                        Some(Removed { object: d.child, orphaned: u.orphaned, open })
                     }
                     None => None,
                 };
                 txn.link_in(dir, key.leaf(), object).map_err(TxnError::from)?;
                 Ok(old)
-            });
+            },
+        );
         // Refused (a key conflict, a level in the way): the value is
         // still an orphan nobody names, and drop frees it.
         let removed = removed?;

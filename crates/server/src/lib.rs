@@ -31,6 +31,7 @@ mod leases;
 mod limits;
 mod load;
 mod memory;
+mod open_objects;
 mod placement;
 mod read_buffer;
 mod region_memory;

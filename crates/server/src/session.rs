@@ -221,7 +221,10 @@ impl Session {
         (uid, gid, groups): (u32, u32, Vec<u32>),
         clients: Arc<ClientCount>,
     ) -> Session {
-        let kv = Arc::new(Kv::with_store(Arc::clone(fs.store()), (uid, gid)));
+        // Deletes through the KV API keep an object the file system has
+        // open until its last release.
+        let opens = Arc::new(crate::open_objects::FsOpens(Arc::clone(&fs)));
+        let kv = Arc::new(Kv::with_store(Arc::clone(fs.store()), (uid, gid)).sharing_opens(opens));
         let known = Mutex::new(IdSet::from_iter([fs.root()]));
         Session {
             known,

@@ -27,6 +27,10 @@
 
 use super::{FileCache, PAGE};
 
+/// The largest file the server stores (its objects' limit, `i64::MAX`
+/// bytes, as a file offset is signed): a write ending past it fails.
+const MAX_FILE_BYTES: u64 = i64::MAX as u64;
+
 /// What a patch did to the cache's byte count.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Patched {
@@ -46,13 +50,29 @@ pub(super) struct Patched {
 /// page, which marks the end.
 pub(super) fn apply(file: &mut FileCache, offset: u64, data: &[u8], room: usize, max_pages: usize) -> Option<Patched> {
     let size = file.size?;
-    let end = offset.checked_add(data.len() as u64)?;
+    // A write past the largest file size fails (EFBIG): a posted one is
+    // applied before its answer, so it must not be.
+    let end = offset.checked_add(data.len() as u64).filter(|&end| end <= MAX_FILE_BYTES)?;
     let mut patched = Patched::default();
     if data.is_empty() {
         return Some(patched);
     }
     let page = PAGE as u64;
     let new_size = size.max(end);
+    if new_size > size {
+        // Pages past the old end may be cached (a read there caches the
+        // empty page that says the file ends): they would end the file
+        // early now. Those up to the new end go; the write's own are
+        // cached again below.
+        let (last, new_last) = (size / page, new_size / page);
+        file.pages.retain(|&index, bytes| {
+            let stale = index > last && index <= new_last;
+            if stale {
+                patched.removed += bytes.len();
+            }
+            !stale
+        });
+    }
     // The page that ended the file (short, or empty when the file ended on
     // a page boundary) grows with zeros up to the new end.
     if new_size > size {
@@ -182,6 +202,8 @@ mod tests {
             let mut model: Vec<u8> = Vec::new();
             let mut file = entry(Some(0));
             file.pages.insert(0, Vec::new());
+            // A read past the end caches the empty page there.
+            file.pages.insert(1 + random.below(8), Vec::new());
             let mut counted = 0usize;
             for write in 0..20 {
                 let offset = random.below(6 * PAGE as u64);
@@ -200,13 +222,28 @@ mod tests {
                 assert_eq!(file.size, Some(model.len() as u64));
                 for (index, bytes) in &file.pages {
                     let start = *index as usize * PAGE;
-                    assert!(start <= model.len(), "round {round}: page {index} past the end");
+                    if start > model.len() {
+                        // Past the end: only an empty page, read as the end.
+                        assert!(bytes.is_empty(), "round {round}: page {index} past the end holds bytes");
+                        continue;
+                    }
                     let stop = (start + PAGE).min(model.len());
                     assert_eq!(&bytes[..], &model[start..stop], "round {round}, write {write}: page {index}");
                 }
                 assert_eq!(counted, file.pages.values().map(Vec::len).sum::<usize>());
             }
         }
+    }
+
+    /// A write past the largest file size (which the server refuses with
+    /// EFBIG) patches nothing.
+    #[test]
+    fn a_write_past_the_largest_size_patches_nothing() {
+        let mut file = entry(Some(0));
+        file.pages.insert(0, Vec::new());
+        assert_eq!(apply(&mut file, MAX_FILE_BYTES - 1, b"ab", usize::MAX, usize::MAX), None);
+        assert_eq!(file.size, Some(0));
+        assert!(apply(&mut file, MAX_FILE_BYTES - 2, b"ab", usize::MAX, usize::MAX).is_some());
     }
 
     /// Without the file's size the cache cannot place the end: nothing is
