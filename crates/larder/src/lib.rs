@@ -48,6 +48,8 @@
 #![deny(missing_docs)]
 
 mod error;
+#[cfg(all(feature = "kv", feature = "fs"))]
+mod open_objects;
 mod options;
 mod store;
 

@@ -29,8 +29,9 @@ pub struct Store {
     objects: Arc<larder_object::Store>,
     #[cfg(feature = "kv")]
     kv: larder_kv::Kv,
+    /// Shared with the KV view's question of what the fs has open.
     #[cfg(feature = "fs")]
-    fs: OnceLock<Arc<larder_fs::Fs>>,
+    fs: Arc<OnceLock<Arc<larder_fs::Fs>>>,
     #[cfg(feature = "trees")]
     trees: OnceLock<larder_trees::Trees>,
 }
@@ -101,11 +102,22 @@ impl Store {
         let objects = Arc::new(objects);
         #[cfg(not(feature = "kv"))]
         let _ = options;
+        #[cfg(feature = "fs")]
+        let fs = Arc::new(OnceLock::new());
+        #[cfg(feature = "kv")]
+        let kv = larder_kv::Kv::with_store(objects.clone(), options.owner_ids());
+        // A KV delete of a key whose object the fs view has open keeps the
+        // object until the fs's last release of it.
+        #[cfg(all(feature = "kv", feature = "fs"))]
+        let kv = kv.sharing_opens(Arc::new(crate::open_objects::LazyFsOpens {
+            fs: Arc::clone(&fs),
+            objects: objects.clone(),
+        }));
         Store {
             #[cfg(feature = "kv")]
-            kv: larder_kv::Kv::with_store(objects.clone(), options.owner_ids()),
+            kv,
             #[cfg(feature = "fs")]
-            fs: OnceLock::new(),
+            fs,
             #[cfg(feature = "trees")]
             trees: OnceLock::new(),
             objects,
