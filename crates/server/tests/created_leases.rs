@@ -8,12 +8,10 @@
 
 mod common;
 
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use common::SilentClient;
 use larder_client::{Client, OpenOptions};
-use larder_protocol::codec::{decode_response, encode_request};
-use larder_protocol::handshake::{client_handshake, Connected};
 use larder_protocol::message::{Request, Response};
 use larder_server::Limits;
 
@@ -175,43 +173,6 @@ fn a_read_only_open_on_a_kept_read_write_open_refuses_writes() {
     file.sync_all().unwrap();
     drop(file);
     assert_eq!(read_whole(&client, "/ro"), b"abc");
-}
-
-/// A client speaking the protocol by hand: it creates a file with a lease
-/// and never acknowledges a revocation.
-struct SilentClient {
-    _stream: UnixStream,
-    connected: Connected,
-    next: u64,
-}
-
-impl SilentClient {
-    fn connect(socket: &std::path::Path) -> SilentClient {
-        let stream = UnixStream::connect(socket).unwrap();
-        let connected = client_handshake(&stream, Duration::from_secs(5)).unwrap();
-        SilentClient { _stream: stream, connected, next: 1 }
-    }
-
-    fn call(&mut self, request: &Request) -> Response {
-        let id = self.next;
-        self.next += 1;
-        let mut record = Vec::new();
-        encode_request(id, request, &mut record);
-        let rings = self.connected.region.client_rings(0).unwrap();
-        assert!(rings.send(&record).unwrap());
-        self.connected.doorbell.ring(0).unwrap();
-        let mut reply = Vec::new();
-        loop {
-            if rings.receive(&mut reply).unwrap() {
-                let (got, response) = decode_response(&reply).unwrap();
-                assert_eq!(got, id);
-                return response;
-            }
-            rings
-                .wait_for_completion(&mut larder_protocol::backoff::Spinner::fixed(1000), Duration::from_millis(100))
-                .unwrap();
-        }
-    }
 }
 
 /// The lease a create grants is revoked as any other: a client that never

@@ -8,15 +8,12 @@
 mod common;
 
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::SilentClient;
 use larder_client::{Client, Durability, OpenOptions};
 use larder_fs::Fs;
-use larder_protocol::codec::{decode_response, encode_request};
-use larder_protocol::handshake::{client_handshake, Connected};
 use larder_protocol::message::{LeaseGrant, LeaseTarget, Request, Response};
 use larder_server::{Limits, Server, ServerOptions};
 use proptest::prelude::*;
@@ -352,55 +349,6 @@ proptest! {
                     prop_assert_eq!(file.metadata().unwrap().len(), model.len() as u64);
                 }
             }
-        }
-    }
-}
-
-/// A client speaking the protocol by hand: it takes leases and never
-/// acknowledges a revocation.
-struct SilentClient {
-    _stream: UnixStream,
-    connected: Connected,
-    next: u64,
-}
-
-impl SilentClient {
-    fn connect(socket: &Path) -> SilentClient {
-        let stream = UnixStream::connect(socket).unwrap();
-        let connected = client_handshake(&stream, Duration::from_secs(5)).unwrap();
-        SilentClient { _stream: stream, connected, next: 1 }
-    }
-
-    fn call(&mut self, request: &Request) -> Response {
-        let id = self.next;
-        self.next += 1;
-        let mut record = Vec::new();
-        encode_request(id, request, &mut record);
-        let rings = self.connected.region.client_rings(0).unwrap();
-        assert!(rings.send(&record).unwrap());
-        self.connected.doorbell.ring(0).unwrap();
-        let mut reply = Vec::new();
-        loop {
-            if rings.receive(&mut reply).unwrap() {
-                let (got, response) = decode_response(&reply).unwrap();
-                assert_eq!(got, id);
-                return response;
-            }
-            rings
-                .wait_for_completion(&mut larder_protocol::backoff::Spinner::fixed(1000), Duration::from_millis(100))
-                .unwrap();
-        }
-    }
-
-    fn lease_on(&mut self, path: &str) -> LeaseGrant {
-        let Response::Resolved { attributes: Some(attributes), .. } =
-            self.call(&Request::Resolve { path: path.as_bytes().to_vec(), follow: true })
-        else {
-            panic!("{path} does not resolve")
-        };
-        match self.call(&Request::Lease { target: LeaseTarget::Object(attributes.ino) }) {
-            Response::Lease(grant) => grant,
-            other => panic!("no lease: {other:?}"),
         }
     }
 }
@@ -901,5 +849,19 @@ fn a_kept_open_does_not_keep_an_unlinked_file_alive() {
             remover.remove_file(name).unwrap();
         }
         eventually("the removed file freed", || orphans(&fs) == 0);
+    }
+}
+
+impl SilentClient {
+    fn lease_on(&mut self, path: &str) -> LeaseGrant {
+        let Response::Resolved { attributes: Some(attributes), .. } =
+            self.call(&Request::Resolve { path: path.as_bytes().to_vec(), follow: true })
+        else {
+            panic!("{path} does not resolve")
+        };
+        match self.call(&Request::Lease { target: LeaseTarget::Object(attributes.ino) }) {
+            Response::Lease(grant) => grant,
+            other => panic!("no lease: {other:?}"),
+        }
     }
 }

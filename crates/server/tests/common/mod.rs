@@ -104,3 +104,44 @@ pub fn served(limits: Limits) -> (Server, tempfile::TempDir, PathBuf) {
     let server = Server::start(Arc::new(fs), options).unwrap();
     (server, dir, store)
 }
+
+/// A client speaking the protocol by hand (leases it takes, it never
+/// gives back: it acknowledges no revocation).
+pub struct SilentClient {
+    _stream: std::os::unix::net::UnixStream,
+    pub connected: larder_protocol::handshake::Connected,
+    next: u64,
+}
+
+impl SilentClient {
+    pub fn connect(socket: &std::path::Path) -> SilentClient {
+        let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        let connected =
+            larder_protocol::handshake::client_handshake(&stream, std::time::Duration::from_secs(5)).unwrap();
+        SilentClient { _stream: stream, connected, next: 1 }
+    }
+
+    pub fn call(&mut self, request: &Request) -> Response {
+        let id = self.next;
+        self.next += 1;
+        let mut record = Vec::new();
+        larder_protocol::codec::encode_request(id, request, &mut record);
+        let rings = self.connected.region.client_rings(0).unwrap();
+        assert!(rings.send(&record).unwrap());
+        self.connected.doorbell.ring(0).unwrap();
+        let mut reply = Vec::new();
+        loop {
+            if rings.receive(&mut reply).unwrap() {
+                let (got, response) = larder_protocol::codec::decode_response(&reply).unwrap();
+                assert_eq!(got, id);
+                return response;
+            }
+            rings
+                .wait_for_completion(
+                    &mut larder_protocol::backoff::Spinner::fixed(1000),
+                    std::time::Duration::from_millis(100),
+                )
+                .unwrap();
+        }
+    }
+}
