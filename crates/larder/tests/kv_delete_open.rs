@@ -106,3 +106,29 @@ fn a_directory_removed_while_open_through_the_fs_reads_as_removed_until_released
     assert!(report.is_clean(), "fsck: {report:?}");
     store.close().unwrap();
 }
+
+/// A directory removed while open and still open when the store closes
+/// (a crash would leave it so too) is freed by the next open, as every
+/// orphan is: nothing of it is left, and fsck finds the store clean.
+#[test]
+fn a_removed_directory_still_open_at_close_is_freed_by_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = {
+        let store = Store::open(tmp.path(), Options::default()).unwrap();
+        let (kv, fs, cred) = (store.kv(), store.fs(), Cred::root());
+        kv.create_bucket("b").unwrap();
+        kv.put("b", "d/k", b"v", Durability::Buffered).unwrap();
+        let bucket = fs.lookup(&cred, fs.root(), b"b").unwrap().ino;
+        let dir = fs.lookup(&cred, bucket, b"d").unwrap().ino;
+        let _dh = fs.opendir(&cred, dir).unwrap();
+        assert!(kv.delete("b", "d/k", Durability::Durable).unwrap());
+        assert_eq!(fs.getattr(dir).unwrap().nlink, 0, "kept while open");
+        store.close().unwrap();
+        dir
+    };
+    let store = Store::open(tmp.path(), Options::default()).unwrap();
+    assert!(store.fs().getattr(dir).is_err(), "freed by the open");
+    let report = larder_fsck::check(store.objects(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "fsck: {report:?}");
+    store.close().unwrap();
+}
