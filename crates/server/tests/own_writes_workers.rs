@@ -1,0 +1,142 @@
+//! The leased client's own writes to a file owned by the worker that is
+//! not the client's home (two workers; its requests to the file are
+//! redirected there): what it reads back, from its cached pages and,
+//! once another client's write revoked its lease, from the server, is
+//! the store's bytes (as an uncached client reads them).
+#![allow(clippy::unwrap_used)]
+
+mod serving;
+
+use std::time::{Duration, Instant};
+
+use larder_client::{Client, File, OpenOptions};
+use larder_server::Limits;
+use serving::{limits, pattern, serve_with, PATIENCE};
+
+/// Reads `file` whole, 64 KiB at a time until a short read.
+fn read_through(file: &File) -> Vec<u8> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut out = Vec::new();
+    loop {
+        let n = file.read_at(&mut buf, out.len() as u64).unwrap();
+        out.extend_from_slice(&buf[..n]);
+        if n < buf.len() {
+            return out;
+        }
+    }
+}
+
+/// `data` written at `offset` into `model`, as a file would take it.
+fn apply(model: &mut Vec<u8>, offset: usize, data: &[u8]) {
+    if model.len() < offset + data.len() {
+        model.resize(offset + data.len(), 0);
+    }
+    model[offset..offset + data.len()].copy_from_slice(data);
+}
+
+#[test]
+fn own_writes_to_a_file_on_the_other_worker_are_read_back_as_stored() {
+    let t = serve_with(Limits { lease_term: Duration::from_secs(30), ..limits(2..=2) });
+    let server = t.server();
+    let leased = t.client();
+    let plain = Client::connect_socket_with(&t.socket(), false).unwrap();
+    let other = t.client();
+
+    let mut model = pattern(20_000, 1);
+    let file = OpenOptions::new().read(true).write(true).create(true).open(&leased, "/f").unwrap();
+    assert_eq!(file.write_at(&model, 0).unwrap(), model.len());
+    // That write went through a zero-copy buffer, which leaves the cache
+    // without the file's size; a stat under the lease gives it back, and
+    // with it the client keeps its later writes in its cached pages.
+    assert_eq!(file.metadata().unwrap().len(), model.len() as u64);
+    // The file's owner is the home of the client that made it (the
+    // primary): moved to the other worker, every request of the leased
+    // client to it is redirected there.
+    let ino = file.ino();
+    let home = server.file_owner(ino).unwrap();
+    assert!(server.move_file(ino, 1 - home));
+    let deadline = Instant::now() + PATIENCE;
+    while server.file_owner(ino) != Some(1 - home) {
+        assert!(Instant::now() < deadline, "the move never landed");
+        std::thread::yield_now();
+    }
+    let redirected = || server.worker_requests().iter().map(|(_, redirected)| redirected).sum::<u64>();
+    let redirected_before = redirected();
+
+    // Waited and posted writes, inside the file, across pages and past
+    // its end. The first learns where the file went (a redirect); the
+    // file is then read whole, so that its pages are cached and the
+    // writes after it patch them.
+    let writes = [(100, 50), (5000, 4096), (8191, 2), (19_990, 30), (20_100, 4000), (40, 7)];
+    for (i, &(offset, length)) in writes.iter().enumerate() {
+        let data = pattern(length, 10 + i as u64);
+        if i % 2 == 0 {
+            assert_eq!(file.write_at(&data, offset as u64).unwrap(), length);
+        } else {
+            file.write_posted(&data, offset as u64).unwrap();
+        }
+        apply(&mut model, offset, &data);
+        if i == 0 {
+            assert!(read_through(&file) == model, "the leased client's read after the redirect");
+        }
+    }
+    let cached_before = leased.cache_counters().cached_reads;
+    assert!(read_through(&file) == model, "the leased client's reads of its own writes");
+    assert!(leased.cache_counters().cached_reads > cached_before, "served from its cached pages");
+    assert!(leased.read("/f").unwrap() == model, "a new open of the leased client");
+    assert!(plain.read("/f").unwrap() == model, "the store's bytes");
+    assert!(redirected() > redirected_before, "the leased client's requests were redirected");
+
+    // Moved back while the client still sends to where it went: a posted
+    // write redirected (sent again after later ones, so the client drops
+    // its pages), then a waited one, are read back as stored, and later
+    // writes again from the cached pages.
+    let at = server.file_owner(ino).unwrap();
+    assert!(server.move_file(ino, 1 - at));
+    let deadline = Instant::now() + PATIENCE;
+    while server.file_owner(ino) != Some(1 - at) {
+        assert!(Instant::now() < deadline, "the move back never landed");
+        std::thread::yield_now();
+    }
+    let redirected_before = redirected();
+    for (offset, seed) in [(300, 50), (12_000, 51)] {
+        let data = pattern(700, seed);
+        if seed == 50 {
+            file.write_posted(&data, offset).unwrap();
+        } else {
+            assert_eq!(file.write_at(&data, offset).unwrap(), data.len());
+        }
+        apply(&mut model, offset as usize, &data);
+    }
+    assert!(read_through(&file) == model, "the leased client's reads after a redirected post");
+    assert!(redirected() > redirected_before, "the post was redirected");
+    // The redirect dropped the cached size too; a stat gives it back.
+    assert_eq!(file.metadata().unwrap().len(), model.len() as u64);
+    file.write_posted(b"cached again", 4090).unwrap();
+    apply(&mut model, 4090, b"cached again");
+    let cached_before = leased.cache_counters().cached_reads;
+    assert!(read_through(&file) == model, "the leased client's reads of its writes after the move back");
+    assert!(leased.cache_counters().cached_reads > cached_before, "served from its cached pages again");
+    assert!(plain.read("/f").unwrap() == model, "the store's bytes after the move back");
+
+    // Another client's write revokes the lease: the leased client reads
+    // the server's bytes, its own writes and the other's.
+    let revocations = leased.cache_counters().revocations;
+    let theirs = pattern(3000, 99);
+    let writer = OpenOptions::new().write(true).open(&other, "/f").unwrap();
+    assert_eq!(writer.write_at(&theirs, 1000).unwrap(), theirs.len());
+    writer.close().unwrap();
+    apply(&mut model, 1000, &theirs);
+    assert!(read_through(&file) == model, "the leased client's reads after the revocation");
+    assert!(leased.cache_counters().revocations > revocations, "its lease was revoked");
+    assert!(plain.read("/f").unwrap() == model, "the store's bytes after the other write");
+
+    // Its own writes after the revocation, posted and waited.
+    file.write_posted(b"after", 10).unwrap();
+    apply(&mut model, 10, b"after");
+    assert_eq!(file.write_at(b"and more", 29_995).unwrap(), 8);
+    apply(&mut model, 29_995, b"and more");
+    assert!(read_through(&file) == model, "the leased client's reads of its writes after the revocation");
+    assert!(plain.read("/f").unwrap() == model, "the store's bytes at the end");
+    file.close().unwrap();
+}
