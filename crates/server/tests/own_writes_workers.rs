@@ -5,34 +5,15 @@
 //! the store's bytes (as an uncached client reads them).
 #![allow(clippy::unwrap_used)]
 
+mod common;
 mod serving;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use larder_client::{Client, File, OpenOptions};
+use common::{read_through, write_both};
+use larder_client::{Client, OpenOptions};
 use larder_server::Limits;
-use serving::{limits, pattern, serve_with, PATIENCE};
-
-/// Reads `file` whole, 64 KiB at a time until a short read.
-fn read_through(file: &File) -> Vec<u8> {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut out = Vec::new();
-    loop {
-        let n = file.read_at(&mut buf, out.len() as u64).unwrap();
-        out.extend_from_slice(&buf[..n]);
-        if n < buf.len() {
-            return out;
-        }
-    }
-}
-
-/// `data` written at `offset` into `model`, as a file would take it.
-fn apply(model: &mut Vec<u8>, offset: usize, data: &[u8]) {
-    if model.len() < offset + data.len() {
-        model.resize(offset + data.len(), 0);
-    }
-    model[offset..offset + data.len()].copy_from_slice(data);
-}
+use serving::{limits, move_file_and_wait, pattern, serve_with};
 
 #[test]
 fn own_writes_to_a_file_on_the_other_worker_are_read_back_as_stored() {
@@ -54,12 +35,7 @@ fn own_writes_to_a_file_on_the_other_worker_are_read_back_as_stored() {
     // client to it is redirected there.
     let ino = file.ino();
     let home = server.file_owner(ino).unwrap();
-    assert!(server.move_file(ino, 1 - home));
-    let deadline = Instant::now() + PATIENCE;
-    while server.file_owner(ino) != Some(1 - home) {
-        assert!(Instant::now() < deadline, "the move never landed");
-        std::thread::yield_now();
-    }
+    move_file_and_wait(server, ino, 1 - home);
     let redirected = || server.worker_requests().iter().map(|(_, redirected)| redirected).sum::<u64>();
     let redirected_before = redirected();
 
@@ -69,13 +45,7 @@ fn own_writes_to_a_file_on_the_other_worker_are_read_back_as_stored() {
     // writes after it patch them.
     let writes = [(100, 50), (5000, 4096), (8191, 2), (19_990, 30), (20_100, 4000), (40, 7)];
     for (i, &(offset, length)) in writes.iter().enumerate() {
-        let data = pattern(length, 10 + i as u64);
-        if i % 2 == 0 {
-            assert_eq!(file.write_at(&data, offset as u64).unwrap(), length);
-        } else {
-            file.write_posted(&data, offset as u64).unwrap();
-        }
-        apply(&mut model, offset, &data);
+        write_both(&file, &mut model, offset, &pattern(length, 10 + i as u64), i % 2 == 1);
         if i == 0 {
             assert!(read_through(&file) == model, "the leased client's read after the redirect");
         }
@@ -92,28 +62,15 @@ fn own_writes_to_a_file_on_the_other_worker_are_read_back_as_stored() {
     // its pages), then a waited one, are read back as stored, and later
     // writes again from the cached pages.
     let at = server.file_owner(ino).unwrap();
-    assert!(server.move_file(ino, 1 - at));
-    let deadline = Instant::now() + PATIENCE;
-    while server.file_owner(ino) != Some(1 - at) {
-        assert!(Instant::now() < deadline, "the move back never landed");
-        std::thread::yield_now();
-    }
+    move_file_and_wait(server, ino, 1 - at);
     let redirected_before = redirected();
-    for (offset, seed) in [(300, 50), (12_000, 51)] {
-        let data = pattern(700, seed);
-        if seed == 50 {
-            file.write_posted(&data, offset).unwrap();
-        } else {
-            assert_eq!(file.write_at(&data, offset).unwrap(), data.len());
-        }
-        apply(&mut model, offset as usize, &data);
-    }
+    write_both(&file, &mut model, 300, &pattern(700, 50), true);
+    write_both(&file, &mut model, 12_000, &pattern(700, 51), false);
     assert!(read_through(&file) == model, "the leased client's reads after a redirected post");
     assert!(redirected() > redirected_before, "the post was redirected");
     // The redirect dropped the cached size too; a stat gives it back.
     assert_eq!(file.metadata().unwrap().len(), model.len() as u64);
-    file.write_posted(b"cached again", 4090).unwrap();
-    apply(&mut model, 4090, b"cached again");
+    write_both(&file, &mut model, 4090, b"cached again", true);
     let cached_before = leased.cache_counters().cached_reads;
     assert!(read_through(&file) == model, "the leased client's reads of its writes after the move back");
     assert!(leased.cache_counters().cached_reads > cached_before, "served from its cached pages again");
@@ -124,18 +81,15 @@ fn own_writes_to_a_file_on_the_other_worker_are_read_back_as_stored() {
     let revocations = leased.cache_counters().revocations;
     let theirs = pattern(3000, 99);
     let writer = OpenOptions::new().write(true).open(&other, "/f").unwrap();
-    assert_eq!(writer.write_at(&theirs, 1000).unwrap(), theirs.len());
+    write_both(&writer, &mut model, 1000, &theirs, false);
     writer.close().unwrap();
-    apply(&mut model, 1000, &theirs);
     assert!(read_through(&file) == model, "the leased client's reads after the revocation");
     assert!(leased.cache_counters().revocations > revocations, "its lease was revoked");
     assert!(plain.read("/f").unwrap() == model, "the store's bytes after the other write");
 
     // Its own writes after the revocation, posted and waited.
-    file.write_posted(b"after", 10).unwrap();
-    apply(&mut model, 10, b"after");
-    assert_eq!(file.write_at(b"and more", 29_995).unwrap(), 8);
-    apply(&mut model, 29_995, b"and more");
+    write_both(&file, &mut model, 10, b"after", true);
+    write_both(&file, &mut model, 29_995, b"and more", false);
     assert!(read_through(&file) == model, "the leased client's reads of its writes after the revocation");
     assert!(plain.read("/f").unwrap() == model, "the store's bytes at the end");
     file.close().unwrap();

@@ -10,7 +10,8 @@ mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use larder_client::{Client, File, OpenOptions};
+use common::read_through as read_all;
+use larder_client::{Client, OpenOptions};
 use larder_fs::Fs;
 use larder_io::{SimStorage, Storage};
 use larder_server::{Server, ServerOptions};
@@ -50,18 +51,6 @@ impl Full {
         // Asked again at the next check, not taken from the last one.
         let space = self.fs.store().space();
         space.set_reserve_bytes(space.reserve_bytes());
-    }
-}
-
-fn read_all(file: &File) -> Vec<u8> {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut out = Vec::new();
-    loop {
-        let n = file.read_at(&mut buf, out.len() as u64).unwrap();
-        out.extend_from_slice(&buf[..n]);
-        if n < buf.len() {
-            return out;
-        }
     }
 }
 
