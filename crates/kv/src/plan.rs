@@ -46,9 +46,11 @@ pub(crate) struct Plan {
     /// leaf is asked about only when it is a directory: an empty level
     /// the put replaces by the key.
     pub(crate) leaf_open: Option<bool>,
-    /// The levels of `prune` a file system sharing the store has open,
-    /// read under their gates, held across the transaction as the leaf's
-    /// are: removing one keeps it, nameless, until its last close.
+    /// The levels of every plan's `prune` (a batch's delete may remove a
+    /// level another plan locked) that a file system sharing the store
+    /// has open, read under their gates, held across the transaction as
+    /// the leaf's are: removing one keeps it, nameless, until its last
+    /// close.
     pub(crate) open_levels: Vec<u64>,
 }
 
@@ -355,10 +357,18 @@ pub(crate) fn with_plans<R>(
             None => Vec::new(),
         };
         let held = open.filter(|_| !gated.is_empty()).map(|o| o.hold(&gated));
+        // The open levels of every plan, known to each: a delete prunes a
+        // level another plan of the batch locked, too.
+        let mut open_levels = Vec::new();
         if let Some(held) = &held {
             for (plan, kind) in plans.iter_mut().zip(kinds) {
                 plan.leaf_open = plan.leaf.filter(|l| kind.unlinks(l)).map(|l| held.is_open(l.child));
-                plan.open_levels = plan.prune.iter().map(|&(_, dir)| dir).filter(|&dir| held.is_open(dir)).collect();
+                open_levels.extend(plan.prune.iter().map(|&(_, dir)| dir).filter(|&dir| held.is_open(dir)));
+            }
+            open_levels.sort_unstable();
+            open_levels.dedup();
+            for plan in &mut plans {
+                plan.open_levels.clone_from(&open_levels);
             }
         }
         match store.transact_locked(&requests, durability, |txn| f(txn, &plans)) {
@@ -366,12 +376,10 @@ pub(crate) fn with_plans<R>(
                 if let Some(held) = &held {
                     // Still under the gates: an open leaf or level the
                     // commit left without a name is freed by its last close.
-                    for plan in &plans {
-                        let leaf = plan.leaf.filter(|_| plan.leaf_open == Some(true)).map(|l| l.child);
-                        for object in leaf.into_iter().chain(plan.open_levels.iter().copied()) {
-                            if store.with_attributes(object, |o| o.nlink == 0)?.unwrap_or(false) {
-                                held.mark_orphaned(object);
-                            }
+                    let leaves = plans.iter().filter(|p| p.leaf_open == Some(true)).filter_map(|p| p.leaf);
+                    for object in leaves.map(|l| l.child).chain(open_levels.iter().copied()) {
+                        if store.with_attributes(object, |o| o.nlink == 0)?.unwrap_or(false) {
+                            held.mark_orphaned(object);
                         }
                     }
                 }
