@@ -736,6 +736,13 @@ impl Cache {
         if file.version != version || !file.lease.valid(&area, lease_now()) {
             return;
         }
+        if bytes.len() < asked && (start == 0 || !bytes.is_empty()) {
+            // The file ends there, as of `version`: its size is known
+            // again (a zero-copy or redirected write drops it), so the
+            // client's next writes are kept in the pages. (Nothing at all
+            // from past the start says only that it ends before.)
+            file.size = Some(start + bytes.len() as u64);
+        }
         let (added, replaced) = put_pages(file, start, asked, bytes, room, self.max_file_pages);
         state.page_bytes = state.page_bytes + added - replaced;
     }
