@@ -736,6 +736,13 @@ impl Cache {
         if file.version != version || !file.lease.valid(&area, lease_now()) {
             return;
         }
+        if bytes.len() < asked && (start == 0 || !bytes.is_empty()) {
+            // The file ends there, as of `version`: its size is known
+            // again (a zero-copy or redirected write drops it), so the
+            // client's next writes are kept in the pages. (Nothing at all
+            // from past the start says only that it ends before.)
+            file.size = Some(start + bytes.len() as u64);
+        }
         let (added, replaced) = put_pages(file, start, asked, bytes, room, self.max_file_pages);
         state.page_bytes = state.page_bytes + added - replaced;
     }
@@ -883,23 +890,12 @@ impl Cache {
         }
     }
 
-    /// Drops what the cache holds of the file of `handle`, a posted write
-    /// through which failed or was sent again elsewhere (it then executes
-    /// after writes posted later: their patches may be out of order). A
-    /// handle released meanwhile no longer says which file: every file's
-    /// cached pages go (failures are rare).
-    pub(crate) fn write_failed(&self, handle: u64) {
+    /// Drops what the cache holds of file `ino`, a posted write to which
+    /// failed or was sent again elsewhere (it then executes after writes
+    /// posted later: their patches may be out of order).
+    pub(crate) fn write_failed(&self, ino: u64) {
         if self.enabled {
-            let mut state = self.state.lock();
-            match state.handle_files.get(&handle).copied() {
-                Some(open) => state.file_changed(open.ino),
-                None => {
-                    let files: Vec<u64> = state.files.keys().copied().collect();
-                    for ino in files {
-                        state.file_changed(ino);
-                    }
-                }
-            }
+            self.state.lock().file_changed(ino);
         }
     }
 

@@ -108,9 +108,14 @@ pub(crate) struct Connection {
     /// the order they were posted, with the worker the file went to:
     /// sent again there before the next call.
     redirected_posts: Mutex<Vec<(Posted, u32)>>,
-    /// The first failure of a posted write, by handle, until a call on
-    /// that handle returns it.
+    /// The first write posted through a handle that the client refused
+    /// itself (as the server would: not open for writing, too large), by
+    /// handle, until a call on that handle returns it.
     post_failures: Mutex<IdMap<ClientError>>,
+    /// Failures of posted writes, by file (errseq: see `posted`).
+    write_errors: Mutex<IdMap<posted::WriteErrors>>,
+    /// Posted writes not yet answered, by file.
+    posted_files: Mutex<IdMap<usize>>,
 }
 
 impl Connection {
@@ -155,6 +160,8 @@ impl Connection {
             posted_writes: AtomicUsize::new(0),
             redirected_posts: Mutex::new(Vec::new()),
             post_failures: Mutex::new(IdMap::default()),
+            write_errors: Mutex::new(IdMap::default()),
+            posted_files: Mutex::new(IdMap::default()),
         })
     }
 

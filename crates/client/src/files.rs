@@ -2,6 +2,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use larder_protocol::message::{FileKind, Payload, Request, Response, SetAttributes};
@@ -202,7 +203,19 @@ impl Client {
         // cached pages when it is sent, and the server's refusal is read
         // only later, so a read meanwhile would return bytes never written.
         let refuses_writes = flags & libc::O_ACCMODE == libc::O_RDONLY;
-        File { client: self.clone(), handle, ino, position: 0, append, class, readable, refuses_writes, open: true }
+        let write_errors_seen = AtomicU64::new(self.connection.write_errors_seen(ino));
+        File {
+            client: self.clone(),
+            handle,
+            ino,
+            position: 0,
+            append,
+            class,
+            readable,
+            refuses_writes,
+            open: true,
+            write_errors_seen,
+        }
     }
 
     /// An open of an existing file (no create, no truncate): through the
@@ -405,6 +418,9 @@ pub struct File {
     refuses_writes: bool,
     /// Whether it still holds its handle (`close` gave it up).
     open: bool,
+    /// How many failures of writes posted to its file (through any open)
+    /// it has returned or was opened after (Linux's errseq).
+    write_errors_seen: AtomicU64,
 }
 
 impl File {
@@ -418,6 +434,8 @@ impl File {
         let cache = self.client.connection.cache();
         // A handle not open for reading gets the server's EBADF.
         if self.readable {
+            // Bytes posted to the file and refused are never served.
+            self.client.connection.settle_posted_to(self.ino)?;
             if let Some(n) = cache.read(&self.client.connection, self.ino, offset, out) {
                 return Ok(n);
             }
@@ -490,21 +508,24 @@ impl File {
     /// this client's next call (any call: a later read, stat or listing
     /// of this client sees it), and other clients see it once the server
     /// executed it. If it fails, the next [`File::write_at`],
-    /// [`File::sync_all`] or [`File::close`] of this file returns that
-    /// failure (the first, if several failed; each waits for the answers
-    /// of the writes posted before it), as ext4 returns a failed
-    /// writeback at the next fsync, and so does the next
-    /// `write_posted` once the failure's answer was read (it does not
-    /// wait for answers); a file dropped before then loses it, as a
-    /// dropped `std::fs::File` loses its close's error. Data longer than
-    /// one request carries inline ([`Client::max_inline_bytes`]) is
-    /// written by waiting writes instead. Returning an earlier posted
-    /// write's failure, it writes nothing.
+    /// [`File::sync_all`] or [`File::close`] of this file, and of every
+    /// other `File` of this client open on the same file when it failed,
+    /// returns that failure, once each (the first not yet returned, if
+    /// several failed; each waits for the answers of the writes posted
+    /// before it), as Linux returns a failed writeback at the next fsync
+    /// of each descriptor (errseq); so does the next `write_posted` once
+    /// the failure's answer was read (it does not wait for answers). A
+    /// read of the file while its posted writes are unanswered waits for
+    /// their answers, so a refused write's bytes are never read back.
+    /// Data longer than one request carries inline
+    /// ([`Client::max_inline_bytes`]) is written by waiting writes
+    /// instead. Returning an earlier posted write's failure, it writes
+    /// nothing.
     pub fn write_posted(&self, data: &[u8], offset: u64) -> Result<()> {
         let connection = &self.client.connection;
         // Only a failure already seen: waiting for the answers would make
         // every post a round trip.
-        connection.take_known_post_failure(self.handle)?;
+        connection.take_known_post_failure(self.handle, self.ino, &self.write_errors_seen)?;
         if let Err(refused) = self.check_writable() {
             // As the server's refusal of a posted write comes back: at the
             // file's next flush point.
@@ -512,7 +533,7 @@ impl File {
             return Ok(());
         }
         if data.len() <= connection.inline_request_bytes() {
-            return connection.post_write(self.handle, offset, data);
+            return connection.post_write(self.handle, self.ino, offset, data);
         }
         let mut done = 0;
         while done < data.len() {
@@ -576,7 +597,7 @@ impl File {
     }
 
     fn written(&self, request: Request) -> Result<usize> {
-        self.client.connection.take_post_failure(self.handle)?;
+        self.client.connection.take_post_failure(self.handle, self.ino, &self.write_errors_seen)?;
         self.check_writable()?;
         match self.client.connection.call(&request)? {
             Response::Length(n) => Ok(n as usize),
@@ -593,7 +614,7 @@ impl File {
         self.open = false;
         // A posted write's failure is this close's error; the handle goes
         // (or is kept) all the same.
-        let posted = self.client.connection.take_post_failure(self.handle);
+        let posted = self.client.connection.take_post_failure(self.handle, self.ino, &self.write_errors_seen);
         if let Some(class) = self.class {
             if self.client.connection.cache().keep_handle(&self.client.connection, self.ino, class, self.handle) {
                 return posted;
@@ -606,7 +627,7 @@ impl File {
     /// Makes the file's changes, and every earlier change, durable; first
     /// returns a posted write's failure, if one failed.
     pub fn sync_all(&self) -> Result<()> {
-        self.client.connection.take_post_failure(self.handle)?;
+        self.client.connection.take_post_failure(self.handle, self.ino, &self.write_errors_seen)?;
         self.client.done("fsync", Request::Fsync { handle: self.handle })
     }
 
@@ -676,6 +697,8 @@ impl Client {
     /// file under its lease, else asked for (and cached).
     pub(crate) fn metadata_of(&self, ino: u64) -> Result<Metadata> {
         let cache = self.connection.cache();
+        // A size or time a refused posted write set is never served.
+        self.connection.settle_posted_to(ino)?;
         if let Some(attributes) = cache.attributes(&self.connection, ino) {
             return Ok(Metadata { attributes });
         }

@@ -2,6 +2,15 @@
 //! whose error nobody could act on) and writes (a buffered write, whose
 //! failure the next flush point of its file returns).
 //!
+//! A posted write's failure is kept as Linux keeps a file's writeback
+//! error (errseq): a count of failures per file and the first failure
+//! not yet reported; every open file remembers the count it has seen (at
+//! its open: all reported failures), so the next `sync_all` or `close`
+//! of each file open when the write failed returns it, once each. A read
+//! of a file with posted writes unanswered first reads their answers, so
+//! the cached pages (which took the write when it was posted) never
+//! serve bytes the server refused.
+//!
 //! A posted request travels on the ring of its handle's worker, so the
 //! worker's later requests execute after it. Before any call, the client
 //! reads the answers of every posted write, on every ring (on the call's
@@ -12,7 +21,7 @@
 //! once any later call of the client is answered, everything it posted
 //! before has taken effect.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use larder_protocol::message::{Payload, Request, Response};
 
@@ -31,9 +40,22 @@ const RELEASE_BYTES: usize = 64;
 pub(super) enum Posted {
     /// A release of `handle`.
     Release { handle: u64 },
-    /// A write of `length` bytes through `handle`; the request is kept to
-    /// be sent again where a redirect says its file went.
-    Write { handle: u64, length: usize, request: Request },
+    /// A write of `length` bytes through `handle` to file `ino`; the
+    /// request is kept to be sent again where a redirect says its file
+    /// went.
+    Write { handle: u64, ino: u64, length: usize, request: Request },
+}
+
+/// The failures of posted writes to one file (Linux's errseq).
+#[derive(Debug)]
+pub(super) struct WriteErrors {
+    /// Failures so far.
+    count: u64,
+    /// The first failure not yet reported (else the last reported).
+    errno: i32,
+    message: String,
+    /// Whether an open file returned the latest failure.
+    reported: bool,
 }
 
 impl Posted {
@@ -59,14 +81,15 @@ impl Connection {
         self.post(worker, Posted::Release { handle })
     }
 
-    /// Writes `data` at `offset` through `handle` (at the end for a file
-    /// opened to append) without waiting for the answer: the data is
-    /// copied into the request, which takes effect before the answer of
-    /// this client's next call. Its failure is kept for the handle and
-    /// returned by [`Connection::take_post_failure`]. `data` must fit one
-    /// request inline (at most [`Connection::inline_request_bytes`]);
-    /// longer is EINVAL, and nothing is sent.
-    pub(crate) fn post_write(&self, handle: u64, offset: u64, data: &[u8]) -> Result<()> {
+    /// Writes `data` at `offset` through `handle`, open on file `ino` (at
+    /// the end for a file opened to append) without waiting for the
+    /// answer: the data is copied into the request, which takes effect
+    /// before the answer of this client's next call. Its failure is kept
+    /// for the file and returned by [`Connection::take_post_failure`].
+    /// `data` must fit one request inline (at most
+    /// [`Connection::inline_request_bytes`]); longer is EINVAL, and
+    /// nothing is sent.
+    pub(crate) fn post_write(&self, handle: u64, ino: u64, offset: u64, data: &[u8]) -> Result<()> {
         if data.len() > self.inline_request_bytes() {
             return Err(ClientError::Invalid(format!(
                 "a posted write of {} bytes; one request carries at most {}",
@@ -84,9 +107,11 @@ impl Connection {
         // Counted before it is sent: another thread may read its answer
         // (and count it off) before `post` returns.
         self.posted_writes.fetch_add(1, Ordering::AcqRel);
-        let posted = self.post(worker, Posted::Write { handle, length: data.len(), request });
+        *self.posted_files.lock().entry(ino).or_insert(0) += 1;
+        let posted = self.post(worker, Posted::Write { handle, ino, length: data.len(), request });
         if posted.is_err() {
             self.posted_writes.fetch_sub(1, Ordering::AcqRel);
+            self.file_write_answered(ino);
         }
         posted
     }
@@ -133,10 +158,10 @@ impl Connection {
             self.posted_writes.fetch_sub(1, Ordering::AcqRel);
         }
         if let Response::Redirect { worker } = response {
-            if let Posted::Write { handle, .. } = &posted {
+            if let Posted::Write { ino, .. } = &posted {
                 // Sent again later, after writes posted since: their patches
                 // of the cached pages may be out of its order.
-                self.cache.write_failed(*handle);
+                self.cache.write_failed(*ino);
             }
             self.redirected_posts.lock().push((posted, worker));
             return;
@@ -146,25 +171,70 @@ impl Connection {
             Posted::Release { handle } => {
                 self.post_failures.lock().remove(&handle);
             }
-            Posted::Write { handle, length, .. } => self.write_answered(handle, length, Ok(response)),
+            Posted::Write { ino, length, .. } => self.write_answered(ino, length, Ok(response)),
         }
     }
 
     /// Keeps the failure, if `answer` is one, of a posted write of
-    /// `length` bytes through `handle` (the first, if several failed).
-    fn write_answered(&self, handle: u64, length: usize, answer: Result<Response>) {
+    /// `length` bytes to file `ino`, for every file open on it (the first
+    /// not yet reported, if several failed).
+    fn write_answered(&self, ino: u64, length: usize, answer: Result<Response>) {
         let failure = match answer {
-            Ok(Response::Length(n)) if n == length as u64 => return,
-            Ok(Response::Length(n)) => {
-                ClientError::Server { errno: libc::EIO, message: format!("a posted write of {length} bytes wrote {n}") }
+            Ok(Response::Length(n)) if n == length as u64 => None,
+            Ok(Response::Length(n)) => Some((libc::EIO, format!("a posted write of {length} bytes wrote {n}"))),
+            Ok(Response::Error { errno, message }) => Some((errno, message)),
+            Ok(other) => {
+                let e = crate::unexpected("posted write", &other);
+                Some((e.errno(), e.to_string()))
             }
-            Ok(Response::Error { errno, message }) => ClientError::Server { errno, message },
-            Ok(other) => crate::unexpected("posted write", &other),
-            Err(e) => e,
+            Err(e) => Some((e.errno(), e.to_string())),
         };
-        // The cached pages took the write when it was posted.
-        self.cache.write_failed(handle);
-        self.post_failures.lock().entry(handle).or_insert(failure);
+        if let Some((errno, message)) = failure {
+            // The cached pages took the write when it was posted: dropped
+            // before a read can wait for this answer and find them.
+            self.cache.write_failed(ino);
+            let mut errors = self.write_errors.lock();
+            let kept =
+                errors.entry(ino).or_insert(WriteErrors { count: 0, errno, message: String::new(), reported: true });
+            if kept.reported {
+                (kept.errno, kept.message) = (errno, message);
+            }
+            kept.count += 1;
+            kept.reported = false;
+        }
+        self.file_write_answered(ino);
+    }
+
+    /// One posted write to `ino` fewer unanswered.
+    fn file_write_answered(&self, ino: u64) {
+        let mut files = self.posted_files.lock();
+        if let Some(n) = files.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                files.remove(&ino);
+            }
+        }
+    }
+
+    /// The failures of posted writes to `ino` a file opened now has seen:
+    /// those reported already (one not yet reported, the file returns, as
+    /// Linux's errseq_sample leaves it to a new open).
+    pub(crate) fn write_errors_seen(&self, ino: u64) -> u64 {
+        match self.write_errors.lock().get(&ino) {
+            Some(e) if e.reported => e.count,
+            Some(e) => e.count - 1,
+            None => 0,
+        }
+    }
+
+    /// Before a read of file `ino` through the cache: reads the answers
+    /// of the writes posted to it, so the cached pages hold only bytes the
+    /// server took (a refused write's are dropped when its answer is read).
+    pub(crate) fn settle_posted_to(&self, ino: u64) -> Result<()> {
+        if self.posted_writes.load(Ordering::Acquire) > 0 && self.posted_files.lock().contains_key(&ino) {
+            self.settle_all_posted()?;
+        }
+        Ok(())
     }
 
     /// Records `failure` as the answer of a write posted through `handle`
@@ -174,23 +244,32 @@ impl Connection {
         self.post_failures.lock().entry(handle).or_insert(failure);
     }
 
-    /// The failure of a write posted through `handle`, if one failed
-    /// since the last time it was taken. Waits for the answers of the
+    /// For a file open as `handle` on `ino`, which has seen `seen` of the
+    /// failures of writes posted to `ino`: a write through `handle` the
+    /// client refused itself, else a failure of a posted write to `ino`
+    /// the file has not seen (then it has). Waits for the answers of the
     /// writes posted so far, so a failure of any of them is seen.
-    pub(crate) fn take_post_failure(&self, handle: u64) -> Result<()> {
+    pub(crate) fn take_post_failure(&self, handle: u64, ino: u64, seen: &AtomicU64) -> Result<()> {
         if self.posted_writes.load(Ordering::Acquire) > 0 {
             self.settle_all_posted()?;
         }
-        self.take_known_post_failure(handle)
+        self.take_known_post_failure(handle, ino, seen)
     }
 
     /// As [`Connection::take_post_failure`], without waiting: only a
     /// failure whose answer was read already.
-    pub(crate) fn take_known_post_failure(&self, handle: u64) -> Result<()> {
-        match self.post_failures.lock().remove(&handle) {
-            Some(failure) => Err(failure),
-            None => Ok(()),
+    pub(crate) fn take_known_post_failure(&self, handle: u64, ino: u64, seen: &AtomicU64) -> Result<()> {
+        if let Some(failure) = self.post_failures.lock().remove(&handle) {
+            return Err(failure);
         }
+        let mut errors = self.write_errors.lock();
+        let Some(e) = errors.get_mut(&ino) else { return Ok(()) };
+        if e.count <= seen.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        seen.store(e.count, Ordering::Release);
+        e.reported = true;
+        Err(ClientError::Server { errno: e.errno, message: e.message.clone() })
     }
 
     /// Reads the answers of every request posted, on every ring.
@@ -262,7 +341,7 @@ impl Connection {
                         self.forget_handle(handle);
                         self.post_failures.lock().remove(&handle);
                     }
-                    Posted::Write { handle, length, request } => {
+                    Posted::Write { handle, ino, length, request } => {
                         self.handle_workers.lock().insert(handle, to);
                         let answer = match self.call_uncounted(&request) {
                             Err(ClientError::Server { errno, message }) => Ok(Response::Error { errno, message }),
@@ -271,7 +350,7 @@ impl Connection {
                         if let Err(ClientError::ServerGone) = answer {
                             return Err(ClientError::ServerGone);
                         }
-                        self.write_answered(handle, length, answer);
+                        self.write_answered(ino, length, answer);
                     }
                 }
             }

@@ -50,6 +50,9 @@ impl Attr {
         // add its `.` (and, for the root, which has no name, its own `..`).
         let nlink = match o.kind {
             Kind::Directory if ino == ROOT_ID => o.nlink.saturating_add(2),
+            // Removed while open: no name, not even its own `.` (Linux
+            // shows 0 links after rmdir).
+            Kind::Directory if o.nlink == 0 => 0,
             Kind::Directory => o.nlink.saturating_add(1),
             _ => o.nlink,
         };

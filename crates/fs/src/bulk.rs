@@ -45,6 +45,7 @@ impl Fs {
             files,
             durability,
             |_, p| -> Result<NewOwner> {
+                crate::names::refuse_removed(p, parent)?;
                 crate::heap::refuse_in_heap(p, parent, "create")?;
                 perm::check(p, parent, cred, WRITE | EXEC)?;
                 let (mode, gid) = perm::new_owner(p, cred, Kind::File, mode & MODE_PERM_MASK);

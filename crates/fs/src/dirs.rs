@@ -8,9 +8,11 @@ use std::ops::Bound;
 
 use larder_index::Snapshot;
 use larder_object::meta::{decode_dentry_key, dentry_key, dmap_prefix, prefix_end, Dentry, Kind, Name, Onode};
+use larder_object::{Durability, ROOT_ID};
 
 use crate::cred::Cred;
 use crate::error::{FsError, Result};
+use crate::handles::Closed;
 use crate::perm::{self, READ};
 use crate::Fs;
 
@@ -38,19 +40,29 @@ pub(crate) struct Listing {
 }
 
 impl Fs {
-    /// Opens directory `ino` for listing (read permission needed).
+    /// Opens directory `ino` for listing (read permission needed). The
+    /// open keeps the directory: removed meanwhile (by `rmdir`, or by the
+    /// KV API over the same store), it lasts, nameless, until the last of
+    /// its handles is released, as on Linux: its attributes read, its
+    /// listing is empty and nothing can be made in it (ENOENT).
     pub fn opendir(&self, cred: &Cred, ino: u64) -> Result<u64> {
+        let _gate = self.handles.gate(ino);
         let o = self.onode(ino)?;
         let parent = dir_parent(&o, ino)?;
+        if removed_dir(&o, ino) && !self.handles.is_open(ino) {
+            return Err(FsError::posix(libc::ENOENT, format!("directory {ino} was removed")));
+        }
         perm::check(&o, ino, cred, READ)?;
         let snapshot = self.store.index().snapshot();
-        Ok(self.handles.add_dir(Listing { ino, parent, snapshot, cursor: None }))
+        Ok(self.handles.add_dir(ino, Listing { ino, parent, snapshot, cursor: None }))
     }
 
     /// Up to `max` entries of open directory `dh` from `offset`: `.` at
     /// offset 0, `..` at 1, then the names in byte order; pass the last
     /// entry's [`DirEntry::next`] to continue, and an empty result means
-    /// the end. EBADF for a handle [`Fs::opendir`] did not return.
+    /// the end. A directory removed since it was opened lists nothing,
+    /// not even `.` and `..` (as on Linux). EBADF for a handle
+    /// [`Fs::opendir`] did not return.
     ///
     /// ```
     /// use larder_fs::{Cred, Fs, FsOptions};
@@ -78,6 +90,11 @@ impl Fs {
         let listing =
             self.handles.dir(dh).ok_or_else(|| FsError::posix(libc::EBADF, format!("directory handle {dh}")))?;
         let mut l = listing.lock();
+        // Read now, not from the snapshot: a directory removed since it
+        // was opened lists nothing, whatever the snapshot held.
+        if self.store.with_attributes(l.ino, |o| removed_dir(o, l.ino))?.unwrap_or(true) {
+            return Ok(Vec::new());
+        }
         if offset == 0 && l.cursor.is_some() {
             // A rewind sees the directory as it is now.
             if let Ok(o) = self.onode(l.ino) {
@@ -128,13 +145,18 @@ impl Fs {
         Ok(out)
     }
 
-    /// Closes directory handle `dh`.
+    /// Closes directory handle `dh`. The last close of a directory
+    /// removed while open frees it.
     pub fn releasedir(&self, dh: u64) -> Result<()> {
-        if self.handles.remove_dir(dh) {
-            Ok(())
-        } else {
-            Err(FsError::posix(libc::EBADF, format!("directory handle {dh} is not open")))
+        let not_open = || FsError::posix(libc::EBADF, format!("directory handle {dh} is not open"));
+        let ino = self.handles.dir_ino(dh).ok_or_else(not_open)?;
+        let _gate = self.handles.gate(ino);
+        // Checked again under the gate: a concurrent release may have won.
+        let closed = self.handles.remove_dir(dh).ok_or_else(not_open)?;
+        if closed == Closed::LastOfOrphan {
+            self.store.free_orphan(ino, Durability::Buffered)?;
         }
+        Ok(())
     }
 
     /// Makes every change so far durable (for `fsyncdir`).
@@ -144,6 +166,12 @@ impl Fs {
         }
         self.sync()
     }
+}
+
+/// Whether `o`, object `ino`, is a directory removed while open: no
+/// name left (the root has none and is never removed).
+pub(crate) fn removed_dir(o: &Onode, ino: u64) -> bool {
+    o.kind == Kind::Directory && o.nlink == 0 && ino != ROOT_ID
 }
 
 fn dir_parent(o: &Onode, ino: u64) -> Result<u64> {

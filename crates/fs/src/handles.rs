@@ -1,5 +1,5 @@
 //! Open file and directory handles, and the open counts that decide when
-//! an unlinked object is freed.
+//! an unlinked object (or a removed directory) is freed.
 //!
 //! An open and an unlink of the same object are ordered by a per-object
 //! gate (a striped mutex): an open holds it while it checks the object
@@ -45,10 +45,15 @@ pub(crate) struct FileHandle {
     pub(crate) append: bool,
 }
 
-/// An object with open file handles.
+/// An open directory handle: the directory and its listing.
+type OpenDir = (u64, Arc<Mutex<Listing>>);
+
+/// An object with open handles.
 #[derive(Clone, Copy, Debug, Default)]
 struct Open {
-    /// File handles open on it.
+    /// File and directory handles open on it: a directory removed while
+    /// open is kept, as a file is, so that its handles still read its
+    /// attributes (as after `rmdir(2)` of an open directory).
     handles: u32,
     /// It has no name left (an orphan record keeps it): the last release
     /// frees it.
@@ -59,7 +64,8 @@ struct Open {
 pub(crate) struct Handles {
     next: AtomicU64,
     files: Mutex<HashMap<u64, FileHandle>>,
-    dirs: Mutex<HashMap<u64, Arc<Mutex<Listing>>>>,
+    /// Open directory handles: the directory and its listing.
+    dirs: Mutex<HashMap<u64, OpenDir>>,
     /// Open objects: their file handles' count, and whether they lost
     /// their last name while open.
     open: Mutex<HashMap<u64, Open>>,
@@ -92,7 +98,8 @@ impl Handles {
         stripes.into_iter().filter_map(|i| self.gates.get(i)).map(|g| g.lock()).collect()
     }
 
-    /// Whether any file handle of `ino` is open. Call with its gate held.
+    /// Whether any handle (file or directory) of `ino` is open. Call with
+    /// its gate held.
     pub(crate) fn is_open(&self, ino: u64) -> bool {
         self.open.lock().get(&ino).is_some_and(|o| o.handles > 0)
     }
@@ -124,39 +131,52 @@ impl Handles {
     /// Call with the object's gate held.
     pub(crate) fn remove_file(&self, fh: u64) -> Option<(FileHandle, Closed)> {
         let handle = self.files.lock().remove(&fh)?;
+        Some((handle, self.close(handle.ino)))
+    }
+
+    /// One handle of `ino` fewer: what that leaves.
+    fn close(&self, ino: u64) -> Closed {
         let mut open = self.open.lock();
-        let closed = match open.get_mut(&handle.ino) {
+        match open.get_mut(&ino) {
             Some(o) if o.handles > 1 => {
                 o.handles -= 1;
                 Closed::StillOpen
             }
             Some(&mut Open { orphaned: true, .. }) => {
-                open.remove(&handle.ino);
+                open.remove(&ino);
                 Closed::LastOfOrphan
             }
             _ => {
-                open.remove(&handle.ino);
+                open.remove(&ino);
                 Closed::Last
             }
-        };
-        Some((handle, closed))
+        }
     }
 
-    /// Registers an open directory listing; returns its handle number.
-    pub(crate) fn add_dir(&self, listing: Listing) -> u64 {
+    /// Registers an open listing of directory `ino`; returns its handle
+    /// number. Call with the directory's gate held.
+    pub(crate) fn add_dir(&self, ino: u64, listing: Listing) -> u64 {
         let dh = self.next.fetch_add(1, Ordering::Relaxed);
-        self.dirs.lock().insert(dh, Arc::new(Mutex::new(listing)));
+        self.open.lock().entry(ino).or_default().handles += 1;
+        self.dirs.lock().insert(dh, (ino, Arc::new(Mutex::new(listing))));
         dh
     }
 
     /// The open directory listing `dh`, if open.
     pub(crate) fn dir(&self, dh: u64) -> Option<Arc<Mutex<Listing>>> {
-        self.dirs.lock().get(&dh).cloned()
+        self.dirs.lock().get(&dh).map(|(_, l)| Arc::clone(l))
     }
 
-    /// Forgets directory handle `dh`; whether it was open.
-    pub(crate) fn remove_dir(&self, dh: u64) -> bool {
-        self.dirs.lock().remove(&dh).is_some()
+    /// The directory open as `dh`, if open.
+    pub(crate) fn dir_ino(&self, dh: u64) -> Option<u64> {
+        self.dirs.lock().get(&dh).map(|&(ino, _)| ino)
+    }
+
+    /// Forgets directory handle `dh`; what closing it leaves, if it was
+    /// open. Call with the directory's gate held.
+    pub(crate) fn remove_dir(&self, dh: u64) -> Option<Closed> {
+        let (ino, _) = self.dirs.lock().remove(&dh)?;
+        Some(self.close(ino))
     }
 }
 
@@ -173,7 +193,8 @@ impl<'a> OpenGates<'a> {
         OpenGates { handles, _gates: handles.gates(objects.iter().copied()) }
     }
 
-    /// Whether a file handle of `object` (one of those held) is open.
+    /// Whether a handle (file or directory) of `object` (one of those
+    /// held) is open.
     pub fn is_open(&self, object: u64) -> bool {
         self.handles.is_open(object)
     }

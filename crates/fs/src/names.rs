@@ -66,7 +66,17 @@ pub(crate) fn dir_in(txn: &Transaction<'_>, dir: u64) -> Result<Onode> {
     if o.kind != Kind::Directory {
         return Err(FsError::posix(libc::ENOTDIR, format!("object {dir}")));
     }
+    refuse_removed(&o, dir)?;
     Ok(o)
+}
+
+/// ENOENT for directory `dir` (onode `o`) if it was removed while open:
+/// nothing is made in it, or moved into it (Linux's dead directory).
+pub(crate) fn refuse_removed(o: &Onode, dir: u64) -> Result<()> {
+    if crate::dirs::removed_dir(o, dir) {
+        return Err(FsError::posix(libc::ENOENT, format!("directory {dir} was removed")));
+    }
+    Ok(())
 }
 
 /// Marks directory `dir` changed (mtime and ctime now).

@@ -32,7 +32,9 @@ impl Kv {
         }
     }
 
-    /// Deletes the empty bucket `bucket` (durably).
+    /// Deletes the empty bucket `bucket` (durably). A bucket open as a
+    /// directory through a file system sharing the store is kept,
+    /// nameless, until that open's last close, as after `rmdir(2)`.
     pub fn delete_bucket(&self, bucket: impl AsRef<[u8]>) -> Result<()> {
         let name = bucket_name(bucket.as_ref())?;
         let id = self.bucket_id(&name)?;
@@ -41,10 +43,19 @@ impl Kv {
             LockRequest::Name(ROOT_ID, name.as_bytes().to_vec()),
             LockRequest::Exclusive(id),
         ];
+        // Held across the transaction: a bucket open through a file system
+        // sharing the store is kept, nameless, until its last close there.
+        let held = self.open_objects().map(|o| o.hold(&[id]));
+        let open = held.as_ref().is_some_and(|h| h.is_open(id));
         let done =
-            self.store().transact_locked(&requests, Durability::Durable, |txn| txn.unlink(ROOT_ID, &name, id, false));
+            self.store().transact_locked(&requests, Durability::Durable, |txn| txn.unlink(ROOT_ID, &name, id, open));
         match done {
-            Ok(_) => Ok(()),
+            Ok((u, _)) => {
+                if let Some(held) = held.filter(|_| open && u.orphaned) {
+                    held.mark_orphaned(id);
+                }
+                Ok(())
+            }
             Err(NamespaceError::NotEmpty { .. }) => Err(KvError::BucketNotEmpty { bucket: lossy(name.as_bytes()) }),
             Err(NamespaceError::NotFound { .. }) => Err(KvError::NoSuchBucket { bucket: lossy(name.as_bytes()) }),
             Err(e) => Err(e.into()),

@@ -209,10 +209,17 @@ impl Kv {
                 LockRequest::Name(parent, name.as_bytes().to_vec()),
                 LockRequest::Exclusive(dir),
             ];
+            // Held across the transaction: an open level is kept until
+            // its last close through the file system sharing the store.
+            let held = self.open_objects().map(|o| o.hold(&[dir]));
+            let open = held.as_ref().is_some_and(|h| h.is_open(dir));
             let (pruned, _) =
-                store.transact_locked(&requests, durability, |txn| remove_if_empty(txn, parent, name, dir))?;
+                store.transact_locked(&requests, durability, |txn| remove_if_empty(txn, parent, name, dir, open))?;
             if !pruned {
                 return Ok(());
+            }
+            if let Some(held) = held.filter(|_| open) {
+                held.mark_orphaned(dir);
             }
         }
         Ok(())
@@ -240,7 +247,7 @@ pub(crate) fn put_in(
             // An empty level (a batch's delete or a crash can leave one)
             // holds no key: it gives way. One holding keys is a conflict.
             if txn.onode(d.child)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0) {
-                txn.unlink(dir, key.leaf(), d.child, false)?;
+                txn.unlink(dir, key.leaf(), d.child, plan.unlinks_open(d.child))?;
                 txn.create_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
                 return Ok(());
             }
@@ -299,7 +306,7 @@ pub(crate) fn delete_in(
         Some(d) if d.kind != Kind::Directory => {
             let open = plan.unlinks_open(d.child);
             let u = txn.unlink(dir, key.leaf(), d.child, open)?;
-            prune_in(txn, &chain, key)?;
+            prune_in(txn, plan, &chain, key)?;
             Ok(Some(Removed { object: d.child, orphaned: u.orphaned, open }))
         }
         _ => Ok(None),
@@ -311,11 +318,12 @@ pub(crate) fn delete_in(
 /// those its plan expected to empty (and locked), and those it created
 /// itself (an earlier put of the same batch), so a later put of the batch
 /// finds the name free, as after separate calls. A level a put filled
-/// meanwhile stays.
-fn prune_in(txn: &mut Transaction<'_>, chain: &[u64], key: &Key) -> std::result::Result<(), TxnError> {
+/// meanwhile stays; one open through a file system sharing the store is
+/// kept, nameless, until its last close.
+fn prune_in(txn: &mut Transaction<'_>, plan: &Plan, chain: &[u64], key: &Key) -> std::result::Result<(), TxnError> {
     for depth in (1..chain.len()).rev() {
         let (parent, dir, name) = (chain[depth - 1], chain[depth], &key.dirs()[depth - 1]);
-        if !txn.holds_entry(parent, name, dir) || !remove_if_empty(txn, parent, name, dir)? {
+        if !txn.holds_entry(parent, name, dir) || !remove_if_empty(txn, parent, name, dir, plan.level_open(dir))? {
             break;
         }
     }
@@ -324,16 +332,19 @@ fn prune_in(txn: &mut Transaction<'_>, chain: &[u64], key: &Key) -> std::result:
 
 /// Removes the level `dir`, named `name` in `parent`, if it is empty and
 /// still so named (all three held by the transaction); says whether it did.
+/// An `open` level (through a file system sharing the store) is kept,
+/// with an orphan record, for its last close to free.
 fn remove_if_empty(
     txn: &mut Transaction<'_>,
     parent: u64,
     name: &Name,
     dir: u64,
+    open: bool,
 ) -> std::result::Result<bool, larder_namespace::NamespaceError> {
     let empty = txn.onode(dir)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0);
     if !(empty && txn.lookup(parent, name)?.is_some_and(|d| d.child == dir)) {
         return Ok(false);
     }
-    txn.unlink(parent, name, dir, false)?;
+    txn.unlink(parent, name, dir, open)?;
     Ok(true)
 }

@@ -42,8 +42,16 @@ pub(crate) struct Plan {
     /// For a change that may leave the leaf's object without a name, when
     /// a file system shares the store: whether it has that object open,
     /// read under its gate, which stays held across the transaction
-    /// (`None`: not asked, the leaf removed as nobody's open).
+    /// (`None`: not asked, the leaf removed as nobody's open). A put's
+    /// leaf is asked about only when it is a directory: an empty level
+    /// the put replaces by the key.
     pub(crate) leaf_open: Option<bool>,
+    /// The levels of every plan's `prune` (a batch's delete may remove a
+    /// level another plan locked) that a file system sharing the store
+    /// has open, read under their gates, held across the transaction as
+    /// the leaf's are: removing one keeps it, nameless, until its last
+    /// close.
+    pub(crate) open_levels: Vec<u64>,
 }
 
 impl Plan {
@@ -55,6 +63,12 @@ impl Plan {
     /// object layer refuses to touch (the transaction is retried).
     pub(crate) fn unlinks_open(&self, object: u64) -> bool {
         self.leaf_open == Some(true) && self.leaf.is_some_and(|l| l.child == object)
+    }
+
+    /// Whether level `dir`, which the plan's transaction is about to
+    /// remove, is open through a file system sharing the store.
+    pub(crate) fn level_open(&self, dir: u64) -> bool {
+        self.open_levels.contains(&dir)
     }
 }
 
@@ -77,13 +91,31 @@ impl Plan {
                 // Missing, or a key where a level should be: the walk under
                 // locks decides (an earlier operation of a batch may change it).
                 _ => {
-                    return Ok(Plan { dir, depth, leaf: None, chain, bucket_name, prune: Vec::new(), leaf_open: None })
+                    return Ok(Plan {
+                        dir,
+                        depth,
+                        leaf: None,
+                        chain,
+                        bucket_name,
+                        prune: Vec::new(),
+                        leaf_open: None,
+                        open_levels: Vec::new(),
+                    })
                 }
             }
             chain.push(dir);
         }
         let leaf = list::lookup(store, dir, key.leaf())?;
-        Ok(Plan { dir, depth: key.dirs().len(), leaf, chain, bucket_name, prune: Vec::new(), leaf_open: None })
+        Ok(Plan {
+            dir,
+            depth: key.dirs().len(),
+            leaf,
+            chain,
+            bucket_name,
+            prune: Vec::new(),
+            leaf_open: None,
+            open_levels: Vec::new(),
+        })
     }
 
     /// For a delete: the levels (not the bucket) that removing the leaf
@@ -162,9 +194,13 @@ pub(crate) enum PlanKind {
 }
 
 impl PlanKind {
-    /// Whether it may leave the key's old object without a name.
-    fn unlinks(self) -> bool {
-        matches!(self, PlanKind::Delete | PlanKind::Replace)
+    /// Whether it may leave the key's old object, `leaf`, without a name:
+    /// a delete or replace of a key, or a put over an empty level.
+    fn unlinks(self, leaf: &Dentry) -> bool {
+        match self {
+            PlanKind::Delete | PlanKind::Replace => leaf.kind != Kind::Directory,
+            PlanKind::Put => leaf.kind == Kind::Directory,
+        }
     }
 }
 
@@ -270,10 +306,12 @@ fn named_directory(txn: &Transaction<'_>, plan: &Plan, key: &Key, depth: usize) 
 /// stale. `f` gets the plans in the order of `keys`; `kinds[i]` says what
 /// is done to key `i`; `extra` are locks to take as well.
 /// With `open`, the objects a file system sharing the store has open, the
-/// gates of the leaves that a delete or replace may leave nameless are
-/// held from the plan to after the commit, each plan says whether its
-/// leaf is open (`Plan::leaf_open`), and an open one the transaction left
-/// without a name is marked orphaned, for its last close to free.
+/// gates of the leaves that a delete, replace or put may leave nameless
+/// (a put: an empty level in the key's place) and of the levels a delete
+/// may remove are held from the plan to after the commit, each plan says
+/// whether its leaf and levels are open (`Plan::leaf_open`,
+/// `Plan::open_levels`), and an open one the transaction left without a
+/// name is marked orphaned, for its last close to free.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn with_plans<R>(
     store: &Store,
@@ -306,32 +344,42 @@ pub(crate) fn with_plans<R>(
         for (p, k) in plans.iter().zip(keys) {
             p.requests(k, &mut requests);
         }
+        // The leaves and levels the transaction may leave without a name.
         let gated: Vec<u64> = match open {
             Some(_) => plans
                 .iter()
                 .zip(kinds)
-                .filter(|(_, kind)| kind.unlinks())
-                .filter_map(|(p, _)| p.leaf.filter(|l| l.kind != Kind::Directory).map(|l| l.child))
+                .flat_map(|(p, kind)| {
+                    let leaf = p.leaf.filter(|l| kind.unlinks(l)).map(|l| l.child);
+                    leaf.into_iter().chain(p.prune.iter().map(|&(_, dir)| dir))
+                })
                 .collect(),
             None => Vec::new(),
         };
         let held = open.filter(|_| !gated.is_empty()).map(|o| o.hold(&gated));
+        // The open levels of every plan, known to each: a delete prunes a
+        // level another plan of the batch locked, too.
+        let mut open_levels = Vec::new();
         if let Some(held) = &held {
             for (plan, kind) in plans.iter_mut().zip(kinds) {
-                if kind.unlinks() {
-                    plan.leaf_open = plan.leaf.filter(|l| l.kind != Kind::Directory).map(|l| held.is_open(l.child));
-                }
+                plan.leaf_open = plan.leaf.filter(|l| kind.unlinks(l)).map(|l| held.is_open(l.child));
+                open_levels.extend(plan.prune.iter().map(|&(_, dir)| dir).filter(|&dir| held.is_open(dir)));
+            }
+            open_levels.sort_unstable();
+            open_levels.dedup();
+            for plan in &mut plans {
+                plan.open_levels.clone_from(&open_levels);
             }
         }
         match store.transact_locked(&requests, durability, |txn| f(txn, &plans)) {
             Ok((r, _)) => {
                 if let Some(held) = &held {
-                    // Still under the gates: an open leaf the commit left
-                    // without a name is freed by its last close.
-                    for plan in plans.iter().filter(|p| p.leaf_open == Some(true)) {
-                        let Some(leaf) = plan.leaf else { continue };
-                        if store.with_attributes(leaf.child, |o| o.nlink == 0)?.unwrap_or(false) {
-                            held.mark_orphaned(leaf.child);
+                    // Still under the gates: an open leaf or level the
+                    // commit left without a name is freed by its last close.
+                    let leaves = plans.iter().filter(|p| p.leaf_open == Some(true)).filter_map(|p| p.leaf);
+                    for object in leaves.map(|l| l.child).chain(open_levels.iter().copied()) {
+                        if store.with_attributes(object, |o| o.nlink == 0)?.unwrap_or(false) {
+                            held.mark_orphaned(object);
                         }
                     }
                 }

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::SilentClient;
+use common::{read_through, write_both, SilentClient};
 use larder_client::{Client, OpenOptions};
 use larder_protocol::message::{Request, Response};
 use larder_server::Limits;
@@ -46,19 +46,6 @@ fn create_and_write(client: &Client, path: &str, data: &[u8]) {
 /// time until a short one, close.
 fn read_whole(client: &Client, path: &str) -> Vec<u8> {
     read_through(&client.open(path).unwrap())
-}
-
-/// Reads `file` whole, 64 KiB at a time until a short read.
-fn read_through(file: &larder_client::File) -> Vec<u8> {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut out = Vec::new();
-    loop {
-        let n = file.read_at(&mut buf, out.len() as u64).unwrap();
-        out.extend_from_slice(&buf[..n]);
-        if n < buf.len() {
-            return out;
-        }
-    }
 }
 
 /// What the creating client caches after create, writes and a read is
@@ -106,17 +93,7 @@ fn overwrites_and_holes_keep_the_cache_equal_to_the_store() {
     let file = OpenOptions::new().read(true).write(true).open(&client, "/f").unwrap();
     let writes: [(u64, usize, u8); 5] = [(10, 5000, 1), (20_000, 100, 2), (4096, 4096, 3), (40_000, 1, 4), (0, 3, 5)];
     for (n, (offset, length, byte)) in writes.into_iter().enumerate() {
-        let data = vec![byte; length];
-        if n % 2 == 0 {
-            file.write_posted(&data, offset).unwrap();
-        } else {
-            file.write_at(&data, offset).unwrap();
-        }
-        let end = offset as usize + length;
-        if model.len() < end {
-            model.resize(end, 0);
-        }
-        model[offset as usize..end].copy_from_slice(&data);
+        write_both(&file, &mut model, offset, &vec![byte; length], n % 2 == 0);
         client.ping().unwrap();
         let before = server.requests();
         assert_eq!(read_through(&file), model, "after write {n}");

@@ -9,6 +9,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::{read_through, write_both};
 use larder_client::{Client, File, OpenOptions};
 use larder_server::Limits;
 
@@ -18,19 +19,6 @@ fn long_term() -> Limits {
 
 fn bytes(length: usize, seed: usize) -> Vec<u8> {
     (0..length).map(|b| (b * 7 + seed) as u8).collect()
-}
-
-/// Reads `file` whole, 64 KiB at a time until a short read.
-fn read_through(file: &File) -> Vec<u8> {
-    let mut buf = vec![0u8; 64 << 10];
-    let mut out = Vec::new();
-    loop {
-        let n = file.read_at(&mut buf, out.len() as u64).unwrap();
-        out.extend_from_slice(&buf[..n]);
-        if n < buf.len() {
-            return out;
-        }
-    }
 }
 
 /// A served store, a leased client and an uncached one.
@@ -82,17 +70,7 @@ fn truncates_and_extensions_keep_the_cache_equal_to_the_store() {
         file.set_len(length).unwrap();
         model.resize(length as usize, 0);
         assert_eq!(read_through(&file), model, "step {n}, after the truncate");
-        let data = vec![n as u8 + 1; count];
-        if n % 2 == 0 {
-            file.write_posted(&data, at).unwrap();
-        } else {
-            file.write_at(&data, at).unwrap();
-        }
-        let end = at as usize + count;
-        if model.len() < end {
-            model.resize(end, 0);
-        }
-        model[at as usize..end].copy_from_slice(&data);
+        write_both(&file, &mut model, at, &vec![n as u8 + 1; count], n % 2 == 0);
         assert_eq!(read_through(&file), model, "step {n}, after the write");
         assert_eq!(plain.read("/f").unwrap(), model, "step {n}: the store");
         assert_eq!(client.read("/f").unwrap(), model, "step {n}: by path");

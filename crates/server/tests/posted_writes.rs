@@ -6,10 +6,8 @@
 
 mod serving;
 
-use std::time::Instant;
-
 use larder_client::{Client, OpenOptions};
-use serving::{limits, pattern, serve, serve_with, PATIENCE};
+use serving::{limits, move_file_and_wait, pattern, serve, serve_with};
 
 /// Sizes from one byte to past the default ring's inline limit (48 KiB),
 /// where a posted write is written by waiting writes instead.
@@ -95,15 +93,9 @@ fn posted_writes_follow_their_file_when_it_moves() {
             // Before the first post in even rounds, between posts in odd
             // ones: the client's next posts go where it last knew the file.
             if step == round % 2 {
+                // Landed before the posts: they are then surely redirected.
                 let owner = server.file_owner(ino).unwrap();
-                assert!(server.move_file(ino, 1 - owner), "round {round}: moved");
-                // The move lands when the owner next looks; the posts
-                // after it are then surely redirected.
-                let deadline = Instant::now() + PATIENCE;
-                while server.file_owner(ino) != Some(1 - owner) {
-                    assert!(Instant::now() < deadline, "round {round}: the move never landed");
-                    std::thread::yield_now();
-                }
+                move_file_and_wait(server, ino, 1 - owner);
             }
             for i in 0..5u64 {
                 let data = pattern(SIZES[(i + step) as usize % SIZES.len()], round * 100 + step * 10 + i);

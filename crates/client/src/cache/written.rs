@@ -21,7 +21,8 @@
 //!   (whose bytes may predate the write) is not cached after it.
 //!
 //! The file's size must be known (`FileCache::size`, from attributes read
-//! under the lease and kept up to date by these patches): cached pages
+//! under the lease, or from a read under it whose short answer found the
+//! file's end, and kept up to date by these patches): cached pages
 //! mark the file's end by a short (or empty) last page, and a write that
 //! grows the file moves that end.
 

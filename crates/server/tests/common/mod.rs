@@ -145,3 +145,32 @@ impl SilentClient {
         }
     }
 }
+
+/// Reads `file` whole, 64 KiB at a time until a short read.
+pub fn read_through(file: &larder_client::File) -> Vec<u8> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut out = Vec::new();
+    loop {
+        let n = file.read_at(&mut buf, out.len() as u64).unwrap();
+        out.extend_from_slice(&buf[..n]);
+        if n < buf.len() {
+            return out;
+        }
+    }
+}
+
+/// Writes `data` at `offset` through `file`, posted or waited (all of
+/// it), and into `model`, the bytes the file must hold, as the file
+/// takes it (grown with zeros up to the write).
+pub fn write_both(file: &larder_client::File, model: &mut Vec<u8>, offset: u64, data: &[u8], posted: bool) {
+    if posted {
+        file.write_posted(data, offset).unwrap();
+    } else {
+        assert_eq!(file.write_at(data, offset).unwrap(), data.len());
+    }
+    let (start, end) = (offset as usize, offset as usize + data.len());
+    if model.len() < end {
+        model.resize(end, 0);
+    }
+    model[start..end].copy_from_slice(data);
+}

@@ -33,6 +33,17 @@ pub fn fs_options() -> FsOptions {
     FsOptions { creation, ..FsOptions::default() }
 }
 
+/// Moves file `ino` to worker `to` and waits until the move landed (the
+/// owner moves it when it next looks); panics after `PATIENCE`.
+pub fn move_file_and_wait(server: &Server, ino: u64, to: u32) {
+    assert!(server.move_file(ino, to), "file {ino} moved to worker {to}");
+    let deadline = Instant::now() + PATIENCE;
+    while server.file_owner(ino) != Some(to) {
+        assert!(Instant::now() < deadline, "the move of file {ino} to worker {to} never landed");
+        std::thread::yield_now();
+    }
+}
+
 /// A running server over a fresh store, kept with its directory.
 pub struct Served {
     pub server: Option<Server>,
