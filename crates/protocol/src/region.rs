@@ -354,8 +354,10 @@ impl DataArea<'_> {
     /// Copies `length` bytes at `offset` into a new buffer.
     pub fn copy_out(&self, offset: u64, length: u32) -> Result<Vec<u8>, Violation> {
         let at = self.at(offset, u64::from(length))?;
-        let mut out = vec![0u8; length as usize];
-        self.map.read(at, &mut out);
+        // Copied into fresh capacity, not over zeros first: a zero-copy
+        // write's bytes were otherwise written twice on the server.
+        let mut out = Vec::with_capacity(length as usize);
+        self.map.read_appending(at, length as usize, &mut out);
         Ok(out)
     }
 
