@@ -35,6 +35,15 @@ use crate::store::Store;
 use dir_deltas::DirDeltas;
 pub use locks::LockRequest;
 
+/// Bytes of operations a transaction's batch has room for from the
+/// start: a create's three puts (its dentry, its onode and its
+/// directory's onode) with a name of up to about 100 bytes. Grown from
+/// its header instead, the batch would be reallocated five or six times
+/// per create, each a copy and a call into malloc, which through a FUSE
+/// mount runs with the caches cold after the kernel's work between two
+/// requests.
+const TXN_BATCH_BYTES: usize = 256;
+
 /// An open transaction (see the module doc).
 pub struct Transaction<'a> {
     store: &'a Store,
@@ -100,7 +109,7 @@ impl<'a> Transaction<'a> {
             shared,
             created: Vec::new(),
             names,
-            batch: WriteBatch::new(),
+            batch: WriteBatch::with_capacity(TXN_BATCH_BYTES),
             pending: BTreeMap::new(),
             entry_deltas: DirDeltas::default(),
             deps: Vec::new(),
