@@ -141,6 +141,14 @@ impl MetaValue {
         MetaValue { bytes, onode: OnceLock::new(), link: parking_lot::Mutex::new(None) }
     }
 
+    /// [`MetaValue::new`] of a copy of `bytes`, made in place when short
+    /// (every dentry and most onodes): a create writes three values
+    /// through, and copying each into a `Vec` first was an allocation
+    /// apiece.
+    fn copied(bytes: &[u8]) -> MetaValue {
+        MetaValue { bytes: CacheKey::new(bytes), onode: OnceLock::new(), link: parking_lot::Mutex::new(None) }
+    }
+
     fn bytes(&self) -> &[u8] {
         self.bytes.as_slice()
     }
@@ -619,7 +627,9 @@ fn write_through(
     let mut last: Vec<(&[u8], Option<Cached>)> = Vec::with_capacity(batch.len());
     for op in batch.iter() {
         let (key, value) = match op {
-            BatchOp::Put { key, value } => (key, Some(Some(Arc::new(MetaValue::new(value.to_vec()))))),
+            // Not copied for a key the cache does not keep (file data).
+            BatchOp::Put { key, .. } if !cacheable(key) => continue,
+            BatchOp::Put { key, value } => (key, Some(Some(Arc::new(MetaValue::copied(value))))),
             BatchOp::Delete { key } => (key, Some(None)),
             BatchOp::Merge { operator, key, operand } => {
                 let before = match last.iter().find(|(k, _)| *k == key) {

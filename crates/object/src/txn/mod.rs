@@ -28,8 +28,8 @@ use larder_space::Extent;
 
 use crate::error::{ObjectError, Result};
 use crate::meta::{
-    apply_dir_delta, dentry_key, encode_dir_delta, onode_key, Dentry, DentryKey, DirDelta, Kind, MetaLimits, Name,
-    Onode, DIR_ENTRIES_OPERATOR,
+    apply_dir_delta, encode_dir_delta, onode_key, Dentry, DentryKey, DirDelta, Kind, MetaLimits, Name, Onode,
+    DIR_ENTRIES_OPERATOR,
 };
 use crate::store::Store;
 use dir_deltas::DirDeltas;
@@ -441,8 +441,10 @@ impl<'a> Transaction<'a> {
     /// transaction's own changes.
     pub fn dentry(&self, dir: u64, name: &Name) -> Result<Option<Dentry>> {
         self.check_held(dir).or_else(|_| self.check_name(dir, name))?;
-        let key = dentry_key(dir, name);
-        match self.pending.get(&key[..]) {
+        // Built on the stack: a key only looked up is never kept.
+        let key = DentryKey::of(dir, name);
+        let key = key.as_bytes();
+        match self.pending.get(key) {
             Some(v) => v.as_deref().map(Dentry::decode).transpose(),
             // The committed dentry through the metadata cache, as onodes
             // are read: every commit that changed it updated the cache
@@ -452,7 +454,7 @@ impl<'a> Transaction<'a> {
             // name just looked up or just removed (its absence written
             // through) is a hit rather than a memtable search (a tenth of
             // an unlink, and of a create over a removed name).
-            None => self.store.get_meta_unkept(&key)?.map(|v| Dentry::decode(&v)).transpose(),
+            None => self.store.get_meta_unkept(key)?.map(|v| Dentry::decode(&v)).transpose(),
         }
     }
 
@@ -461,14 +463,14 @@ impl<'a> Transaction<'a> {
     pub fn put_dentry(&mut self, dir: u64, name: &Name, dentry: &Dentry) -> Result<()> {
         self.check_name(dir, name)?;
         let value = dentry.encode()?;
-        self.put(&dentry_key(dir, name), &value);
+        self.put(DentryKey::of(dir, name).as_bytes(), &value);
         Ok(())
     }
 
     /// Removes the dentry `name` in `dir` (the name held).
     pub fn delete_dentry(&mut self, dir: u64, name: &Name) -> Result<()> {
         self.check_name(dir, name)?;
-        self.delete(&dentry_key(dir, name));
+        self.delete(DentryKey::of(dir, name).as_bytes());
         Ok(())
     }
 
