@@ -52,7 +52,11 @@ pub(super) fn encode(onode: &Onode) -> Vec<u8> {
     b.push(onode.kind.to_u8());
     b.push(onode.location.tag());
     let base = onode.btime;
-    let deltas: Option<Vec<i64>> = [onode.atime, onode.mtime, onode.ctime].iter().map(|&t| delta(t, base)).collect();
+    // An array, not a collected Vec: an encode allocates only its bytes.
+    let deltas = match [onode.atime, onode.mtime, onode.ctime].map(|t| delta(t, base)) {
+        [Some(a), Some(m), Some(c)] => Some([a, m, c]),
+        _ => None,
+    };
     let mut present = 0;
     if onode.flags != 0 {
         present |= HAS_FLAGS;

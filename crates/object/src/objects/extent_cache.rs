@@ -26,7 +26,7 @@ use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
 use super::fmap::Mapped;
-use crate::meta::{decode_fmap_key, decode_onode_key, fmap_prefix, onode_key, prefix_end, DataLocation, Map};
+use crate::meta::{decode_fmap_key, decode_onode_key, fmap_prefix, onode_key, DataLocation, Map};
 use crate::meta::{MetaLimits, Onode};
 use crate::txn::Transaction;
 
@@ -141,19 +141,31 @@ pub(crate) fn maps_after(txn: &Transaction<'_>) -> Vec<MapAfter> {
     }
     let limits = txn.limits();
     let omap = [Map::Omap.prefix()];
-    let Some(omap_end) = prefix_end(&omap) else { return Vec::new() };
-    txn.pending_in(&omap, &omap_end)
+    let Some((omap_end, n)) = array_prefix_end(omap) else { return Vec::new() };
+    txn.pending_in(&omap, &omap_end[..n])
         .filter_map(|(key, value)| map_after(txn, key, value.as_deref()?, &limits))
         .collect()
+}
+
+/// [`crate::meta::prefix_end`] of a fixed-size prefix, built in place: the end's bytes
+/// and how many of them are the end (none when every byte is 0xFF). Two
+/// calls per onode a transaction writes, so a create allocated three keys
+/// for them.
+fn array_prefix_end<const N: usize>(prefix: [u8; N]) -> Option<([u8; N], usize)> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = prefix;
+    end[last] += 1;
+    Some((end, last + 1))
 }
 
 /// [`maps_after`] for the onode `key` the transaction writes as `value`.
 fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimits) -> Option<MapAfter> {
     let object = decode_onode_key(key).ok()?;
     let prefix = fmap_prefix(object);
-    let end = prefix_end(&prefix)?;
+    let (end, n) = array_prefix_end(prefix)?;
+    let end = &end[..n];
     let cache = txn.store().extent_cache();
-    if txn.pending_in(&prefix, &end).next().is_none() && !cache.holds(object) {
+    if txn.pending_in(&prefix, end).next().is_none() && !cache.holds(object) {
         // No entry written and no map to carry: nothing to decode.
         return None;
     }
@@ -187,7 +199,7 @@ fn map_after(txn: &Transaction<'_>, key: &[u8], value: &[u8], limits: &MetaLimit
         },
     };
     let mut map: BTreeMap<u64, Mapped> = start.into_iter().map(|m| (m.offset, m)).collect();
-    for (key, value) in txn.pending_in(&prefix, &end) {
+    for (key, value) in txn.pending_in(&prefix, end) {
         let (_, offset) = decode_fmap_key(key).ok()?;
         match value {
             Some(value) => map.insert(offset, Mapped::decode(key, value, limits).ok()?),

@@ -204,3 +204,16 @@ proptest! {
         run(&ops);
     }
 }
+
+/// The end built in place is [`prefix_end`]'s, for prefixes ending in
+/// 0xFF bytes or not, and none for a prefix of only 0xFF bytes.
+#[test]
+fn an_array_prefix_end_is_prefix_end() {
+    for object in [0, 1, 0xFF, 0x1FF, 0xFFFF, u64::MAX >> 8, u64::MAX - 1, u64::MAX] {
+        let prefix = fmap_prefix(object);
+        let ours = super::array_prefix_end(prefix).map(|(end, n)| end[..n].to_vec());
+        assert_eq!(ours, prefix_end(&prefix), "object {object:#x}");
+    }
+    assert_eq!(super::array_prefix_end([0xFFu8; 3]), None);
+    assert_eq!(prefix_end(&[0xFF; 3]), None);
+}

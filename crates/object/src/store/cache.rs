@@ -141,6 +141,14 @@ impl MetaValue {
         MetaValue { bytes, onode: OnceLock::new(), link: parking_lot::Mutex::new(None) }
     }
 
+    /// [`MetaValue::new`] of a copy of `bytes`, made in place when short
+    /// (every dentry and most onodes): a create writes three values
+    /// through, and copying each into a `Vec` first was an allocation
+    /// apiece.
+    fn copied(bytes: &[u8]) -> MetaValue {
+        MetaValue { bytes: CacheKey::new(bytes), onode: OnceLock::new(), link: parking_lot::Mutex::new(None) }
+    }
+
     fn bytes(&self) -> &[u8] {
         self.bytes.as_slice()
     }
@@ -631,10 +639,12 @@ fn write_through(
     let mut last: Vec<(&[u8], Option<Cached>)> = Vec::with_capacity(batch.len());
     for op in batch.iter() {
         let (key, value) = match op {
+            // Not copied for a key the cache does not keep (file data).
+            BatchOp::Put { key, .. } if !cacheable(key) => continue,
             // Unknown, for a long value: left uncached (a later operand
             // on it in the batch leaves it so too).
             BatchOp::Put { key, value } if value.len() > WRITE_THROUGH_MAX_VALUE_BYTES => (key, None),
-            BatchOp::Put { key, value } => (key, Some(Some(Arc::new(MetaValue::new(value.to_vec()))))),
+            BatchOp::Put { key, value } => (key, Some(Some(Arc::new(MetaValue::copied(value))))),
             BatchOp::Delete { key } => (key, Some(None)),
             BatchOp::Merge { operator, key, operand } => {
                 let before = match last.iter().find(|(k, _)| *k == key) {

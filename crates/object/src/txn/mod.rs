@@ -28,12 +28,21 @@ use larder_space::Extent;
 
 use crate::error::{ObjectError, Result};
 use crate::meta::{
-    apply_dir_delta, dentry_key, encode_dir_delta, onode_key, Dentry, DentryKey, DirDelta, Kind, MetaLimits, Name,
-    Onode, DIR_ENTRIES_OPERATOR,
+    apply_dir_delta, encode_dir_delta, onode_key, Dentry, DentryKey, DirDelta, Kind, MetaLimits, Name, Onode,
+    DIR_ENTRIES_OPERATOR,
 };
 use crate::store::Store;
 use dir_deltas::DirDeltas;
 pub use locks::LockRequest;
+
+/// Bytes of operations a transaction's batch has room for from the
+/// start: a create's three puts (its dentry, its onode and its
+/// directory's onode) with a name of up to about 100 bytes. Grown from
+/// its header instead, the batch would be reallocated five or six times
+/// per create, each a copy and a call into malloc, which through a FUSE
+/// mount runs with the caches cold after the kernel's work between two
+/// requests.
+const TXN_BATCH_BYTES: usize = 256;
 
 /// An open transaction (see the module doc).
 pub struct Transaction<'a> {
@@ -100,7 +109,7 @@ impl<'a> Transaction<'a> {
             shared,
             created: Vec::new(),
             names,
-            batch: WriteBatch::new(),
+            batch: WriteBatch::with_capacity(TXN_BATCH_BYTES),
             pending: BTreeMap::new(),
             entry_deltas: DirDeltas::default(),
             deps: Vec::new(),
@@ -432,8 +441,10 @@ impl<'a> Transaction<'a> {
     /// transaction's own changes.
     pub fn dentry(&self, dir: u64, name: &Name) -> Result<Option<Dentry>> {
         self.check_held(dir).or_else(|_| self.check_name(dir, name))?;
-        let key = dentry_key(dir, name);
-        match self.pending.get(&key[..]) {
+        // Built on the stack: a key only looked up is never kept.
+        let key = DentryKey::of(dir, name);
+        let key = key.as_bytes();
+        match self.pending.get(key) {
             Some(v) => v.as_deref().map(Dentry::decode).transpose(),
             // The committed dentry through the metadata cache, as onodes
             // are read: every commit that changed it updated the cache
@@ -443,7 +454,7 @@ impl<'a> Transaction<'a> {
             // name just looked up or just removed (its absence written
             // through) is a hit rather than a memtable search (a tenth of
             // an unlink, and of a create over a removed name).
-            None => self.store.get_meta_unkept(&key)?.map(|v| Dentry::decode(&v)).transpose(),
+            None => self.store.get_meta_unkept(key)?.map(|v| Dentry::decode(&v)).transpose(),
         }
     }
 
@@ -452,14 +463,14 @@ impl<'a> Transaction<'a> {
     pub fn put_dentry(&mut self, dir: u64, name: &Name, dentry: &Dentry) -> Result<()> {
         self.check_name(dir, name)?;
         let value = dentry.encode()?;
-        self.put(&dentry_key(dir, name), &value);
+        self.put(DentryKey::of(dir, name).as_bytes(), &value);
         Ok(())
     }
 
     /// Removes the dentry `name` in `dir` (the name held).
     pub fn delete_dentry(&mut self, dir: u64, name: &Name) -> Result<()> {
         self.check_name(dir, name)?;
-        self.delete(&dentry_key(dir, name));
+        self.delete(DentryKey::of(dir, name).as_bytes());
         Ok(())
     }
 
