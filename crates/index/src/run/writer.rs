@@ -12,13 +12,8 @@ use crate::entry::{Op, OpRef, RangeTombstone, Stamp};
 use crate::error::Result;
 use crate::merge::Registry;
 
-/// Run files are written in writes of this many bytes at offsets that are
-/// multiples of it (the last write excepted): the page cache can then
-/// hold a run in 2 MiB folios (Linux, on a file system with large folios,
-/// as ext4 and XFS have), and a reader's mapping maps each whole, one TLB
-/// entry where a point get's data block cost a TLB miss and a page walk
-/// on 4 KiB pages. Writes of 1 MiB left the folios at 1 MiB at most.
-const WRITE_CHUNK_BYTES: usize = 2 << 20;
+/// Write-buffer size: run files are written in large sequential writes.
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
 /// Bytes written between two starts of their write-back: the device
 /// writes a run while the rest is built, and the sync that ends it waits
@@ -64,7 +59,7 @@ impl RunWriter {
             path: path.to_path_buf(),
             written: 0,
             write_back_from: 0,
-            buf: Vec::with_capacity(WRITE_CHUNK_BYTES + block_size * 2),
+            buf: Vec::with_capacity(WRITE_BUFFER_BYTES + block_size * 2),
             block: BlockBuilder::new(),
             block_size,
             index: Vec::new(),
@@ -143,23 +138,16 @@ impl RunWriter {
         if self.block_last_key.as_slice() > self.max_key.as_slice() {
             self.max_key.clone_from(&self.block_last_key);
         }
-        if self.buf.len() >= WRITE_CHUNK_BYTES {
-            self.flush_buf(true)?;
+        if self.buf.len() >= WRITE_BUFFER_BYTES {
+            self.flush_buf()?;
         }
         Ok(())
     }
 
-    /// Writes the buffer, or with `whole_chunks` only its bytes up to the
-    /// last multiple of [`WRITE_CHUNK_BYTES`] in the file it reaches (the
-    /// rest, less than a block past it, stays buffered).
-    fn flush_buf(&mut self, whole_chunks: bool) -> Result<()> {
-        let n = (write_end(self.written, self.buf.len(), whole_chunks) - self.written) as usize;
-        if n == 0 {
-            return Ok(());
-        }
-        write_all_at(&*self.file, &self.buf[..n], self.written)?;
-        self.written += n as u64;
-        self.buf.drain(..n);
+    fn flush_buf(&mut self) -> Result<()> {
+        write_all_at(&*self.file, &self.buf, self.written)?;
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
         if self.written - self.write_back_from >= WRITE_BACK_BYTES {
             self.file.start_write_back(self.write_back_from, self.written - self.write_back_from)?;
             self.write_back_from = self.written;
@@ -244,7 +232,7 @@ impl RunWriter {
         footer.extend_from_slice(&RUN_MAGIC);
         debug_assert_eq!(footer.len(), FOOTER_BYTES);
         self.buf.extend_from_slice(&footer);
-        self.flush_buf(false)?;
+        self.flush_buf()?;
         self.file.sync_data()?;
         Ok(RunMeta {
             id,
@@ -260,17 +248,6 @@ impl RunWriter {
     }
 }
 
-/// Where a write of a buffer of `buffered` bytes at file offset `written`
-/// ends: at the buffer's end, or with `whole_chunks` at the last multiple
-/// of [`WRITE_CHUNK_BYTES`] it reaches (`written` if none).
-fn write_end(written: u64, buffered: usize, whole_chunks: bool) -> u64 {
-    let end = written + buffered as u64;
-    if !whole_chunks {
-        return end;
-    }
-    (end / WRITE_CHUNK_BYTES as u64 * WRITE_CHUNK_BYTES as u64).max(written)
-}
-
 /// Refuses a length that does not fit the format's u32 field (a block
 /// holding one key's versions can exceed it only with huge values).
 fn check_u32_len(what: &'static str, len: usize) -> Result<()> {
@@ -278,41 +255,4 @@ fn check_u32_len(what: &'static str, len: usize) -> Result<()> {
         return Err(crate::IndexError::TooLarge { what, len: len as u64, limit: u32::MAX.into() });
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A writer flushing whenever its buffer holds a chunk, blocks of
-    /// any size added, writes whole chunks at chunk offsets (the page
-    /// cache's 2 MiB folios need both) until the last write, which takes
-    /// the rest; every byte is written once, in order.
-    #[test]
-    fn writes_are_whole_chunks_at_chunk_offsets_but_the_last() {
-        let chunk = WRITE_CHUNK_BYTES as u64;
-        let (mut written, mut buffered, mut writes) = (0u64, 0usize, Vec::new());
-        let mut size = 7u64;
-        for _ in 0..5_000 {
-            size = size.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            buffered += 100 + (size >> 40) as usize % 9_000;
-            if buffered >= WRITE_CHUNK_BYTES {
-                let end = write_end(written, buffered, true);
-                writes.push((written, end));
-                buffered -= (end - written) as usize;
-                written = end;
-                assert!(buffered < WRITE_CHUNK_BYTES, "{buffered} bytes left buffered");
-            }
-        }
-        let end = write_end(written, buffered, false);
-        writes.push((written, end));
-        assert!(writes.len() > 5);
-        let (last, whole) = writes.split_last().unwrap_or_else(|| unreachable!());
-        for &(from, to) in whole {
-            assert_eq!((from % chunk, to - from), (0, chunk), "write {from}..{to}");
-        }
-        assert_eq!(last.0 % chunk, 0);
-        assert!(writes.windows(2).all(|w| w[0].1 == w[1].0));
-        assert_eq!(write_end(chunk, 100, true), chunk, "less than a chunk: nothing written");
-    }
 }
