@@ -96,7 +96,8 @@ impl BlockIndex {
         if d.remaining() != 0 {
             return Err(format!("{} trailing bytes after the block index", d.remaining()));
         }
-        idx.radix = RadixTable::new_in(count, |i| idx.key(i), MAX_SCANNED_HEADS, fill.as_deref_mut());
+        idx.radix =
+            RadixTable::new_in(count, |i| idx.key(i), |i| idx.handles[i], MAX_SCANNED_HEADS, fill.as_deref_mut());
         idx.heads = HeadTree::new_in((0..count).map(|i| key_head16(idx.key(i))), fill);
         Ok(idx)
     }
@@ -131,6 +132,18 @@ impl BlockIndex {
             _ => self.heads.first_at_least_touching(head, |first| self.touch_handles(first)),
         };
         self.past_ties(lo, head, key)
+    }
+
+    /// [`BlockIndex::find`], with the found block's place (None past the
+    /// last block): from the key's radix slot alone where it places its
+    /// blocks (one line where the heads and the handles are two lines
+    /// read after it), else from the search and the handles.
+    pub(crate) fn find_placed(&self, key: &[u8]) -> (usize, Option<BlockHandle>) {
+        if let Some(placed) = self.radix.place(key, self.len()) {
+            return placed;
+        }
+        let i = self.find(key);
+        (i, self.handles.get(i).copied())
     }
 
     /// Whether [`BlockIndex::find`] of `key` scans a radix slot's heads.
@@ -238,7 +251,10 @@ mod tests {
         probes.extend(keys.iter().filter(|k| !k.is_empty()).map(|k| k[..k.len() - 1].to_vec()));
         probes.extend(extra_probes.iter().cloned());
         for p in &probes {
-            assert_eq!(idx.find(p), plain(p), "{} keys, probe {p:?}", keys.len());
+            let want = plain(p);
+            assert_eq!(idx.find(p), want, "{} keys, probe {p:?}", keys.len());
+            let place = (want < keys.len()).then(|| BlockHandle { offset: want as u64 * 100, len: 100 });
+            assert_eq!(idx.find_placed(p), (want, place), "{} keys, probe {p:?}", keys.len());
         }
         let refs: Vec<&[u8]> = probes.iter().map(Vec::as_slice).collect();
         let mut many = Vec::new();
@@ -349,12 +365,14 @@ mod tests {
             crate::codec::put_u64(&mut body, i as u64 * 100);
             crate::codec::put_u32(&mut body, 100);
         }
-        let mut fill = RegionFill::new(BlockIndex::region_bytes(&body)).unwrap();
+        let region = BlockIndex::region_bytes(&body);
+        let mut fill = RegionFill::new(region).unwrap();
         let idx = BlockIndex::decode_in(&body, keys.len() as u64 * 100, Some(&mut fill)).unwrap();
         assert!(idx.handles.in_region() && !heap.handles.in_region());
         // Every array fit: the slack is the rounding up to a huge page.
-        let used = (2 << 20) - fill.slack();
-        assert!(used > idx.handles.size_bytes() + idx.heads.size_bytes(), "used {used}");
+        let used = region.next_multiple_of(2 << 20) - fill.slack();
+        let arrays = idx.handles.size_bytes() + idx.heads.size_bytes() + idx.radix.size_bytes();
+        assert!(used >= arrays && used <= region, "used {used} of {region}, arrays {arrays}");
         let after: Vec<usize> = keys.iter().chain(&probes).map(|p| idx.find(p)).collect();
         assert_eq!(before, after);
         assert!((0..idx.len()).all(|i| idx.handle(i) == handles[i]));

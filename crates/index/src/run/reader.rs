@@ -273,6 +273,18 @@ impl OpenRun {
     /// mapped. Every page of the block has been read when this returns, so
     /// a cut file is refused here (see [`OpenRun::check_mapping`]).
     pub(super) fn mapped_block(&self, i: usize, check_length: bool, stats: &Stats) -> Result<Option<BlockRef<'_>>> {
+        self.mapped_block_at(i, self.index.handle(i), check_length, stats)
+    }
+
+    /// [`OpenRun::mapped_block`] of block `i`, which lies at `h` (its
+    /// handle, as the block index gives it).
+    pub(super) fn mapped_block_at(
+        &self,
+        i: usize,
+        h: BlockHandle,
+        check_length: bool,
+        stats: &Stats,
+    ) -> Result<Option<BlockRef<'_>>> {
         let Some(map) = &self.map else { return Ok(None) };
         // A page of the mapping past the file's end faults (SIGBUS) when
         // touched. With the fault guard the fault is counted and the page
@@ -283,7 +295,8 @@ impl OpenRun {
         if check_length && self.check_length && self.guard.is_none() {
             self.check_file_length()?;
         }
-        let (raw, h) = self.block_in(map, i)?;
+        let raw = Self::block_slice(map, h)
+            .ok_or_else(|| IndexError::corrupt(&self.path, h.offset, "data block truncated"))?;
         // Counted once: `IndexStats::block_reads` adds these in.
         stats.add(&stats.mapped_block_reads, 1);
         let (word, bit) = (&self.checked[i / 64], 1u64 << (i % 64));
@@ -494,15 +507,15 @@ impl OpenRun {
                 return Ok(Lookup::FilterSaidAbsent);
             }
         }
-        let bi = self.index.find(key);
-        if bi == self.index.len() {
+        let (bi, h) = self.index.find_placed(key);
+        let Some(h) = h else {
             if self.bloom.is_some() {
                 stats.add(&stats.bloom_false_positives, 1);
             }
             return Ok(Lookup::PastLastBlock);
-        }
+        };
         let cached;
-        let block = match self.mapped_block(bi, true, stats)? {
+        let block = match self.mapped_block_at(bi, h, true, stats)? {
             Some(view) => view,
             None => {
                 cached = self.block(bi, Some(cache), stats)?;
