@@ -21,6 +21,7 @@ mod heap_suite;
 #[cfg(feature = "larder-fs")]
 mod null_fuse;
 mod objects;
+mod raw_results;
 mod report;
 #[cfg(feature = "larder-server")]
 mod server_suite;
@@ -29,7 +30,7 @@ mod workload;
 mod ycsb;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::raw_results::RawResults;
 use crate::workload::{ChildResult, ChildSpec, Kind, ENTRY_BYTES};
 
 #[derive(Parser, Debug)]
@@ -279,10 +281,7 @@ fn main() -> Result<()> {
 fn run_index(cli: &IndexArgs) -> Result<()> {
     let plan = plan(cli)?;
     std::fs::create_dir_all(&cli.dir).with_context(|| format!("creating {}", cli.dir.display()))?;
-    let mut raw = match &cli.raw {
-        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => None,
-    };
+    let mut raw = RawResults::create(cli.raw.as_deref())?;
     let info = report::RunInfo::collect(&cli.dir);
     let mut results: BTreeMap<(Kind, String), Vec<Result<ChildResult, String>>> = BTreeMap::new();
     for round in 0..plan.runs {
@@ -294,12 +293,12 @@ fn run_index(cli: &IndexArgs) -> Result<()> {
         }
         eprintln!("round {}/{}: {}", round + 1, plan.runs, order.join(", "));
         if plan.kinds.iter().any(|k| matches!(k, Kind::Random | Kind::Sequential)) {
-            let r = run_one(&cli.dir, &plan, round, "disk", Kind::Disk, raw.as_mut());
+            let r = run_one(&cli.dir, &plan, round, "disk", Kind::Disk, &mut raw);
             results.entry((Kind::Disk, "disk".to_string())).or_default().push(r);
         }
         for kind in &plan.kinds {
             for engine in &order {
-                let r = run_one(&cli.dir, &plan, round, engine, *kind, raw.as_mut());
+                let r = run_one(&cli.dir, &plan, round, engine, *kind, &mut raw);
                 results.entry((*kind, engine.clone())).or_default().push(r);
             }
         }
@@ -385,7 +384,7 @@ fn run_one(
     round: usize,
     engine: &str,
     kind: Kind,
-    raw: Option<&mut std::fs::File>,
+    raw: &mut RawResults,
 ) -> Result<ChildResult, String> {
     let kind_name = format!("{kind:?}").to_lowercase();
     let dir = base.join(format!("run{}-{kind_name}-{engine}", round + 1));
@@ -422,11 +421,7 @@ fn run_one(
                 })
                 .collect();
             eprintln!("  {kind_name:<10} {engine:<8} {}", summary.join("; "));
-            if let Some(f) = raw {
-                if let Ok(line) = serde_json::to_string(r) {
-                    let _ = writeln!(f, "{line}");
-                }
-            }
+            raw.append(r);
         }
         Err(e) => eprintln!("  {kind_name:<10} {engine:<8} FAILED: {e}"),
     }

@@ -51,13 +51,14 @@ mod paths;
 mod report;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
+
+use crate::raw_results::RawResults;
 
 /// The trees of the paper (entries), then the large case.
 pub const PAPER_TREES: [u64; 7] = [100, 200, 300, 500, 1000, 2000, 4000];
@@ -422,10 +423,7 @@ pub fn run(args: &HeapArgs) -> Result<()> {
     if fs.starts_with("tmpfs") || fs.starts_with("ramfs") {
         bail!("--dir {} is on {fs}: durable builds and syncs there measure nothing; pick a disk", args.dir.display());
     }
-    let mut raw = match &args.raw {
-        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => None,
-    };
+    let mut raw = RawResults::create(args.raw.as_deref())?;
     let info = crate::report::RunInfo::collect(&args.dir);
     if plan.workloads.contains(&Workload::Locate) {
         for &tree in &plan.trees {
@@ -444,7 +442,7 @@ pub fn run(args: &HeapArgs) -> Result<()> {
         for &w in &plan.workloads {
             for (case, spec) in plan.cases(w, &args.dir) {
                 for engine in order.iter().filter(|e| runs_case(w, &case, e)) {
-                    let r = run_one(&args.dir, &plan, round, engine, &spec, raw.as_mut());
+                    let r = run_one(&args.dir, &plan, round, engine, &spec, &mut raw);
                     results.entry((w, case.clone(), engine.clone())).or_default().push(r);
                 }
             }
@@ -472,7 +470,7 @@ fn run_one(
     round: usize,
     engine: &str,
     spec: &HeapSpec,
-    raw: Option<&mut std::fs::File>,
+    raw: &mut RawResults,
 ) -> Result<HeapResult, String> {
     let dir = base.join(format!("run{}-{}-{}-{engine}", round + 1, spec.workload.name(), spec.case));
     let _ = std::fs::remove_dir_all(&dir);
@@ -494,11 +492,7 @@ fn run_one(
                 .collect();
             let more = if r.phases.len() > 4 { format!(" (+{} phases)", r.phases.len() - 4) } else { String::new() };
             eprintln!("  {label:<18} {engine:<10} {}{more}", summary.join("; "));
-            if let Some(f) = raw {
-                if let Ok(line) = serde_json::to_string(r) {
-                    let _ = writeln!(f, "{line}");
-                }
-            }
+            raw.append(r);
         }
         Err(e) => eprintln!("  {label:<18} {engine:<10} FAILED: {e}"),
     }

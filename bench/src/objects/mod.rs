@@ -51,13 +51,14 @@ mod report;
 mod stores;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
+
+use crate::raw_results::RawResults;
 
 /// The name of the physical ceiling among the engines.
 pub const CEILING: &str = "ceiling";
@@ -436,10 +437,7 @@ pub fn run(args: &ObjectsArgs) -> Result<()> {
             args.dir.display()
         );
     }
-    let mut raw = match &args.raw {
-        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => None,
-    };
+    let mut raw = RawResults::create(args.raw.as_deref())?;
     let info = crate::report::RunInfo::collect(&args.dir);
     let mut results = Results::new();
     for round in 0..plan.runs {
@@ -451,7 +449,7 @@ pub fn run(args: &ObjectsArgs) -> Result<()> {
         eprintln!("round {}/{}: {}", round + 1, plan.runs, order.join(", "));
         for &workload in &plan.workloads {
             for store in order.iter().filter(|e| workload.runs_on(e)) {
-                let r = run_one(&args.dir, &plan, round, store, workload, raw.as_mut());
+                let r = run_one(&args.dir, &plan, round, store, workload, &mut raw);
                 results.entry((workload, store.clone())).or_default().push(r);
             }
         }
@@ -475,7 +473,7 @@ fn run_one(
     round: usize,
     store: &str,
     workload: Workload,
-    raw: Option<&mut std::fs::File>,
+    raw: &mut RawResults,
 ) -> Result<ObjResult, String> {
     let dir = base.join(format!("run{}-{}-{store}", round + 1, workload.name()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -496,11 +494,7 @@ fn run_one(
                 })
                 .collect();
             eprintln!("  {name:<7} {store:<8} {}", summary.join("; "));
-            if let Some(f) = raw {
-                if let Ok(line) = serde_json::to_string(r) {
-                    let _ = writeln!(f, "{line}");
-                }
-            }
+            raw.append(r);
         }
         Err(e) => eprintln!("  {name:<7} {store:<8} FAILED: {e}"),
     }

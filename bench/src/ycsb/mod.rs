@@ -20,7 +20,6 @@ mod stores;
 pub mod workload;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -28,6 +27,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
+
+use crate::raw_results::RawResults;
 
 use workload::ChildResult;
 
@@ -174,10 +175,7 @@ pub fn run(args: &YcsbArgs) -> Result<()> {
         bail!("{} is on tmpfs: pick a directory on a disk (--dir)", args.dir.display());
     }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
-    let mut raw = match &args.raw {
-        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => None,
-    };
+    let mut raw = RawResults::create(args.raw.as_deref())?;
     let info = crate::report::RunInfo::collect(&args.dir);
     let mut results: Results = BTreeMap::new();
     for round in 0..args.runs {
@@ -190,10 +188,8 @@ pub fn run(args: &YcsbArgs) -> Result<()> {
         for group in &plan.groups {
             for engine in &order {
                 let r = run_one(&plan, round, engine, group);
-                if let (Ok(r), Some(f)) = (&r, raw.as_mut()) {
-                    if let Ok(line) = serde_json::to_string(r) {
-                        let _ = writeln!(f, "{line}");
-                    }
+                if let Ok(r) = &r {
+                    raw.append(r);
                 }
                 results.entry((engine.clone(), group.clone())).or_default().push(r);
             }

@@ -3,11 +3,10 @@
 use std::sync::Arc;
 
 use larder_kv::KvBatch;
-use parking_lot::Mutex;
 use pyo3::prelude::*;
 
 use crate::convert::bytes_of;
-use crate::errors::closed;
+use crate::pending::Pending;
 use crate::store::StoreShared;
 
 /// The bucket a batch made by `Bucket.batch` commits to.
@@ -17,12 +16,6 @@ struct Target {
     durable: Option<bool>,
 }
 
-struct State {
-    operations: KvBatch,
-    /// Committed or discarded: a bound batch is used once.
-    spent: bool,
-}
-
 /// Puts and deletes applied in order, all or none. Made by `Batch()` and
 /// applied with `Bucket.write`, or made by `Bucket.batch()` and committed
 /// by `commit()` or at the end of a `with` block (discarded if the block
@@ -30,33 +23,17 @@ struct State {
 #[pyclass(module = "larder", frozen)]
 pub struct Batch {
     target: Option<Target>,
-    state: Mutex<State>,
+    pending: Pending<KvBatch>,
 }
 
 impl Batch {
     pub(crate) fn bound(store: Arc<StoreShared>, bucket: Vec<u8>, durable: Option<bool>) -> Batch {
-        Batch { target: Some(Target { store, bucket, durable }), state: Mutex::new(Self::empty()) }
-    }
-
-    fn empty() -> State {
-        State { operations: KvBatch::new(), spent: false }
+        Batch { target: Some(Target { store, bucket, durable }), pending: Pending::default() }
     }
 
     /// A copy of the operations, for `Bucket.write`.
     pub(crate) fn operations(&self) -> PyResult<KvBatch> {
-        let state = self.state.lock();
-        if state.spent {
-            return Err(closed("batch (committed or discarded)"));
-        }
-        Ok(state.operations.clone())
-    }
-
-    fn with_open<T>(&self, change: impl FnOnce(&mut KvBatch) -> T) -> PyResult<T> {
-        let mut state = self.state.lock();
-        if state.spent {
-            return Err(closed("batch (committed or discarded)"));
-        }
-        Ok(change(&mut state.operations))
+        self.pending.copy()
     }
 }
 
@@ -65,14 +42,14 @@ impl Batch {
     /// An empty batch, applied with `Bucket.write`.
     #[new]
     fn new() -> Batch {
-        Batch { target: None, state: Mutex::new(Self::empty()) }
+        Batch { target: None, pending: Pending::default() }
     }
 
     /// Adds a put of `value` under `key`.
     fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = bytes_of(key, "key")?;
         let value = bytes_of(value, "value")?.into_owned();
-        self.with_open(|b| {
+        self.pending.with_open(|b| {
             b.put(key, value);
         })
     }
@@ -80,7 +57,7 @@ impl Batch {
     /// Adds a delete of `key`.
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = bytes_of(key, "key")?;
-        self.with_open(|b| {
+        self.pending.with_open(|b| {
             b.delete(key);
         })
     }
@@ -93,27 +70,18 @@ impl Batch {
                 "this batch belongs to no bucket; apply it with Bucket.write(batch)",
             ));
         };
-        let operations = {
-            let mut state = self.state.lock();
-            if state.spent {
-                return Err(closed("batch (committed or discarded)"));
-            }
-            state.spent = true;
-            std::mem::take(&mut state.operations)
-        };
+        let operations = self.pending.take()?;
         let durability = target.store.durability(target.durable);
         target.store.with(py, |kv| kv.write_batch(&target.bucket, &operations, durability))
     }
 
     /// Drops every operation; a bound batch cannot be used again.
     fn discard(&self) {
-        let mut state = self.state.lock();
-        state.operations = KvBatch::new();
-        state.spent = self.target.is_some();
+        self.pending.discard(self.target.is_some());
     }
 
     fn __len__(&self) -> usize {
-        self.state.lock().operations.len()
+        self.pending.len()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -130,15 +98,7 @@ impl Batch {
         _value: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if self.target.is_none() {
-            return Ok(false);
-        }
-        if kind.is_some_and(|k| !k.is_none()) {
-            self.discard();
-        } else {
-            self.commit(py)?;
-        }
-        Ok(false)
+        self.pending.end_block(self.target.is_some(), kind, || self.commit(py))
     }
 
     fn __repr__(&self) -> String {

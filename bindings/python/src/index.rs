@@ -19,6 +19,7 @@ use pyo3::types::PyBytes;
 use crate::convert::{bytes_of, optional_bytes_of};
 use crate::errors::{closed, index_error};
 use crate::index_iter::{IndexIterator, Range};
+use crate::pending::Pending;
 
 /// A snapshot's view, dropped when it or its index is closed.
 pub(crate) type SnapshotCell = RwLock<Option<larder_index::Snapshot>>;
@@ -221,12 +222,12 @@ impl Index {
     /// A batch: as a context manager, written at the end of the block
     /// (nothing of it if the block raised).
     fn batch(&self) -> IndexBatch {
-        IndexBatch { target: Some(self.shared.clone()), state: Mutex::new(BatchState::default()) }
+        IndexBatch { target: Some(self.shared.clone()), pending: Pending::default() }
     }
 
     /// Applies `batch` atomically: all of it or none.
     fn write(&self, py: Python<'_>, batch: &IndexBatch) -> PyResult<()> {
-        let operations = batch.operations()?;
+        let operations = batch.pending.copy()?;
         self.shared.write(py, &operations)
     }
 
@@ -278,12 +279,6 @@ impl Index {
     }
 }
 
-#[derive(Default)]
-struct BatchState {
-    operations: WriteBatch,
-    spent: bool,
-}
-
 /// Puts, deletes and range deletes applied in order, all or none: made by
 /// `IndexBatch()` and applied with `Index.write`, or made by
 /// `Index.batch()` and written by `commit()` or at the end of a `with`
@@ -291,26 +286,7 @@ struct BatchState {
 #[pyclass(module = "larder", frozen)]
 pub struct IndexBatch {
     target: Option<Arc<IndexShared>>,
-    state: Mutex<BatchState>,
-}
-
-impl IndexBatch {
-    fn operations(&self) -> PyResult<WriteBatch> {
-        let state = self.state.lock();
-        if state.spent {
-            return Err(closed("batch (committed or discarded)"));
-        }
-        Ok(state.operations.clone())
-    }
-
-    fn with_open(&self, change: impl FnOnce(&mut WriteBatch)) -> PyResult<()> {
-        let mut state = self.state.lock();
-        if state.spent {
-            return Err(closed("batch (committed or discarded)"));
-        }
-        change(&mut state.operations);
-        Ok(())
-    }
+    pending: Pending<WriteBatch>,
 }
 
 #[pymethods]
@@ -318,13 +294,13 @@ impl IndexBatch {
     /// An empty batch, applied with `Index.write`.
     #[new]
     fn new() -> IndexBatch {
-        IndexBatch { target: None, state: Mutex::new(BatchState::default()) }
+        IndexBatch { target: None, pending: Pending::default() }
     }
 
     /// Adds a put of `value` under `key`.
     fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let (key, value) = (bytes_of(key, "key")?, bytes_of(value, "value")?);
-        self.with_open(|b| {
+        self.pending.with_open(|b| {
             b.put(key, value);
         })
     }
@@ -332,7 +308,7 @@ impl IndexBatch {
     /// Adds a delete of `key`.
     fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = bytes_of(key, "key")?;
-        self.with_open(|b| {
+        self.pending.with_open(|b| {
             b.delete(key);
         })
     }
@@ -340,7 +316,7 @@ impl IndexBatch {
     /// Adds a delete of every key in `[start, end)`.
     fn delete_range(&self, start: &Bound<'_, PyAny>, end: &Bound<'_, PyAny>) -> PyResult<()> {
         let (start, end) = (bytes_of(start, "start")?, bytes_of(end, "end")?);
-        self.with_open(|b| {
+        self.pending.with_open(|b| {
             b.delete_range(start, end);
         })
     }
@@ -353,26 +329,17 @@ impl IndexBatch {
                 "this batch belongs to no index; apply it with Index.write(batch)",
             ));
         };
-        let operations = {
-            let mut state = self.state.lock();
-            if state.spent {
-                return Err(closed("batch (committed or discarded)"));
-            }
-            state.spent = true;
-            std::mem::take(&mut state.operations)
-        };
+        let operations = self.pending.take()?;
         target.write(py, &operations)
     }
 
     /// Drops every operation; a bound batch cannot be used again.
     fn discard(&self) {
-        let mut state = self.state.lock();
-        state.operations = WriteBatch::new();
-        state.spent = self.target.is_some();
+        self.pending.discard(self.target.is_some());
     }
 
     fn __len__(&self) -> usize {
-        self.state.lock().operations.len()
+        self.pending.len()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -389,15 +356,7 @@ impl IndexBatch {
         _value: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if self.target.is_none() {
-            return Ok(false);
-        }
-        if kind.is_some_and(|k| !k.is_none()) {
-            self.discard();
-        } else {
-            self.commit(py)?;
-        }
-        Ok(false)
+        self.pending.end_block(self.target.is_some(), kind, || self.commit(py))
     }
 }
 

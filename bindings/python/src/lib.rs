@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod index;
 mod index_iter;
+mod pending;
 mod scan;
 mod store;
 

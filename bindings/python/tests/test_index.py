@@ -94,6 +94,31 @@ def test_a_batch_is_written_whole_or_not_at_all(index_path):
             free.commit()
 
 
+def test_a_bound_batch_is_used_once(index_path):
+    with larder.Index(index_path) as index:
+        batch = index.batch()
+        batch.put("a", b"1")
+        batch.commit()
+        assert index.get("a") == b"1"
+        with pytest.raises(larder.Closed):
+            batch.put("b", b"2")
+        with pytest.raises(larder.Closed):
+            batch.commit()
+        dropped = index.batch()
+        dropped.put("c", b"3")
+        dropped.discard()
+        with pytest.raises(larder.Closed):
+            index.write(dropped)
+        assert index.get("c") is None
+        free = larder.IndexBatch()
+        free.put("d", b"4")
+        free.discard()
+        assert len(free) == 0
+        free.put("e", b"5")
+        index.write(free)
+        assert index.get("d") is None and index.get("e") == b"5"
+
+
 def test_snapshots_keep_their_view(index_path):
     with larder.Index(index_path) as index:
         index.put("k", b"old")
