@@ -81,7 +81,9 @@ impl Plan {
         let bucket_name = bucket.name.clone();
         let mut dir = bucket.id;
         let mut chain = vec![bucket.id];
-        refuse_in_heap(store, dir, key)?;
+        if !bucket.plain {
+            refuse_in_heap(store, dir, key)?;
+        }
         for (depth, part) in key.dirs().iter().enumerate() {
             match list::lookup(store, dir, part)? {
                 Some(d) if d.kind == Kind::Directory => {
