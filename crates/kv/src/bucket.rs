@@ -1,5 +1,7 @@
 //! Buckets: directories under the store's root.
 
+use std::sync::atomic::Ordering;
+
 use larder_namespace::{list, NamespaceError, NamespaceTxn};
 use larder_object::meta::{Kind, Name};
 use larder_object::{Durability, LockRequest, ROOT_ID};
@@ -13,6 +15,9 @@ use crate::Kv;
 pub(crate) struct Bucket {
     pub(crate) id: u64,
     pub(crate) name: Name,
+    /// Known not to be a heap's directory ([`Kv::bucket_is_plain`]):
+    /// a plan need not check it.
+    pub(crate) plain: bool,
 }
 
 impl Kv {
@@ -86,6 +91,14 @@ impl Kv {
     /// Bucket `bucket`, checking its name.
     pub(crate) fn bucket(&self, bucket: &[u8]) -> Result<Bucket> {
         let name = bucket_name(bucket)?;
-        Ok(Bucket { id: self.bucket_id(&name)?, name })
+        let id = self.bucket_id(&name)?;
+        Ok(Bucket { id, name, plain: self.plain_bucket.load(Ordering::Relaxed) == id })
+    }
+
+    /// Remembers that a plan found `bucket` not to be a heap's directory.
+    pub(crate) fn bucket_is_plain(&self, bucket: &Bucket) {
+        if !bucket.plain {
+            self.plain_bucket.store(bucket.id, Ordering::Relaxed);
+        }
     }
 }

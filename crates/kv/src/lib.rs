@@ -78,6 +78,12 @@ pub struct Kv {
     owner: (u32, u32),
     /// The open objects of a file system sharing the store, if one does.
     open: Option<Arc<dyn OpenObjects>>,
+    /// The last bucket a change found not to be a heap's directory (0:
+    /// none yet). A directory's heap flag never changes and object ids are
+    /// never reused, so the answer holds for good: a plan skips the
+    /// bucket's check (an onode read, in a busy bucket a fold of its entry
+    /// count operands).
+    plain_bucket: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Kv {
@@ -125,20 +131,20 @@ impl Kv {
     /// Creates a new store in `dir` on `storage`.
     pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::create(storage, dir, options.creation, options.store)?;
-        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None })
+        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None, plain_bucket: Default::default() })
     }
 
     /// Opens the store in `dir` on `storage`.
     pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::open(storage, dir, options.store)?;
-        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None })
+        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None, plain_bucket: Default::default() })
     }
 
     /// A KV API over an open store that others share (a file system and
     /// its mount in the same process); objects it creates belong to
     /// `owner` (uid, gid).
     pub fn with_store(store: Arc<Store>, owner: (u32, u32)) -> Kv {
-        Kv { store, owner, open: None }
+        Kv { store, owner, open: None, plain_bucket: Default::default() }
     }
 
     /// This API over a store whose file system has `open` objects open: a

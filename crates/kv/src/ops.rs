@@ -86,7 +86,10 @@ impl Kv {
             &[PlanKind::Put],
             &[],
             |txn, plans| put_in(txn, &plans[0], &key, value, owner, path.as_ref()),
-        )
+        )?;
+        // Its plan found the bucket not to be a heap's.
+        self.bucket_is_plain(&bucket);
+        Ok(())
     }
 
     /// The value under `key` in `bucket`, or `None`: the latest value put,
@@ -248,7 +251,7 @@ pub(crate) fn put_in(
             // holds no key: it gives way. One holding keys is a conflict.
             if txn.onode(d.child)?.and_then(|o| o.dir).is_some_and(|i| i.entries == 0) {
                 txn.unlink(dir, key.leaf(), d.child, plan.unlinks_open(d.child))?;
-                txn.create_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
+                txn.create_absent_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
                 return Ok(());
             }
             Err(leaf_is_a_level(key).into())
@@ -264,8 +267,9 @@ pub(crate) fn put_in(
             }
             Ok(())
         }
+        // Found absent just now, under the transaction's lock on the name.
         None => {
-            txn.create_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
+            txn.create_absent_with_in(dir, key.leaf(), Kind::File, OBJECT_MODE, (uid, gid), value)?;
             Ok(())
         }
     }

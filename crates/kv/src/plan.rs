@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use larder_namespace::{list, NamespaceError, NamespaceTxn};
 use larder_object::meta::onode::FLAG_HEAP;
-use larder_object::meta::{dentry_key, Dentry, Kind, Name};
+use larder_object::meta::{Dentry, DentryKey, Kind, Name};
 use larder_object::{LockRequest, ObjectError, Store, Transaction, ROOT_ID};
 
 use crate::bucket::Bucket;
@@ -81,7 +81,9 @@ impl Plan {
         let bucket_name = bucket.name.clone();
         let mut dir = bucket.id;
         let mut chain = vec![bucket.id];
-        refuse_in_heap(store, dir, key)?;
+        if !bucket.plain {
+            refuse_in_heap(store, dir, key)?;
+        }
         for (depth, part) in key.dirs().iter().enumerate() {
             match list::lookup(store, dir, part)? {
                 Some(d) if d.kind == Kind::Directory => {
@@ -298,7 +300,7 @@ fn named_directory(txn: &Transaction<'_>, plan: &Plan, key: &Key, depth: usize) 
         0 => (ROOT_ID, &plan.bucket_name),
         d => (plan.chain[d - 1], &key.dirs()[d - 1]),
     };
-    let dentry = txn.get(&dentry_key(parent, name))?.map(|v| Dentry::decode(&v)).transpose()?;
+    let dentry = txn.get(DentryKey::of(parent, name).as_bytes())?.map(|v| Dentry::decode(&v)).transpose()?;
     Ok(dentry.is_some_and(|d| d.child == level && d.kind == Kind::Directory))
 }
 

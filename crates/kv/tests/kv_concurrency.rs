@@ -178,3 +178,47 @@ fn writers_sharing_levels_and_readers_see_only_whole_values() {
     let kv = Kv::open_with(Arc::new(sim), std::path::Path::new(common::DIR), o).unwrap();
     assert_holds(&kv, &models, "after a reopen");
 }
+
+/// Writers putting and deleting the same few keys: a put of a name another
+/// writer created or deleted since the put's plan must see that change
+/// under its lock on the name (the name's absence is checked there once,
+/// and the create relies on it). Afterwards each key holds some writer's
+/// whole value or nothing, there is one object per key, and fsck (which
+/// counts every object's names) is clean.
+#[test]
+fn writers_racing_on_the_same_names_leave_one_object_each() {
+    const NAMES: usize = 3;
+    let sim = SimStorage::new(11);
+    let kv = Kv::create_with(Arc::new(sim.clone()), std::path::Path::new(common::DIR), common::options()).unwrap();
+    kv.create_bucket("b").unwrap();
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let kv = &kv;
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(w as u64);
+                for seq in 0..OPS / 4 {
+                    let k = format!("same/{}", rng.gen_range(0..NAMES));
+                    if rng.gen_range(0..4) == 0 {
+                        kv.delete("b", &k, Durability::Buffered).unwrap();
+                    } else {
+                        kv.put("b", &k, &value(&k, seq, draw_len(&mut rng)), Durability::Buffered).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let mut listed = std::collections::BTreeSet::new();
+    for k in 0..NAMES {
+        let k = format!("same/{k}");
+        if let Some(v) = kv.get("b", &k).unwrap() {
+            check_value(&k, &v);
+        }
+    }
+    for entry in kv.scan_prefix("b", b"").unwrap() {
+        let key = String::from_utf8(entry.unwrap().key).unwrap();
+        assert!(listed.insert(key.clone()), "key {key} listed twice");
+    }
+    assert!(listed.len() <= NAMES, "{listed:?}");
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "fsck: {report}");
+}

@@ -51,3 +51,32 @@ fn refused(r: larder_kv::Result<()>) {
     assert!(matches!(err, KvError::InHeap { .. }), "{err}");
     assert!(err.to_string().contains("inside a heap"), "{err}");
 }
+
+/// A bucket a put has found not to be a heap's is not checked again, but
+/// the levels under it still are: a heap made inside it later refuses
+/// puts, and a heap bucket put to right after a plain one still refuses.
+#[test]
+fn a_heap_inside_a_bucket_already_put_to_refuses_puts() {
+    let sim = SimStorage::new(22);
+    let kv = common::create(&sim);
+    kv.create_bucket("plain").unwrap();
+    kv.put("plain", "k", b"v", Durability::Durable).unwrap();
+    let plain = larder_namespace::list::lookup(
+        kv.store(),
+        larder_object::ROOT_ID,
+        &larder_object::meta::Name::new("plain").unwrap(),
+    )
+    .unwrap()
+    .unwrap()
+    .child;
+    heap_fixture::create_heap(kv.store(), plain, "h");
+    refused(kv.put("plain", "h/names/x", b"x", Durability::Durable));
+    refused(kv.put("plain", "h/new", b"x", Durability::Durable));
+    kv.put("plain", "k2", b"w", Durability::Durable).unwrap();
+    heap_fixture::create_heap(kv.store(), larder_object::ROOT_ID, "heap");
+    refused(kv.put("heap", "new", b"x", Durability::Durable));
+    kv.put("plain", "k3", b"w", Durability::Durable).unwrap();
+    refused(kv.put("heap", "new", b"x", Durability::Durable));
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}

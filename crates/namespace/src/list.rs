@@ -9,16 +9,17 @@ use larder_object::Store;
 use crate::error::Result;
 
 /// The entry `name` in `dir`, if any: no lock, so a concurrent change may
-/// make it stale at once. Transactions re-check under locks.
+/// make it stale at once. Transactions re-check under locks. The key is
+/// built on the stack: a lookup keeps it only if the cache does.
 pub fn lookup(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
-    Ok(store.get_meta(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
+    Ok(store.get_meta(DentryKey::of(dir, name).as_bytes())?.map(|v| Dentry::decode(&v)).transpose()?)
 }
 
 /// As [`lookup`], without keeping the entry in the metadata cache when it
 /// was not there: for a caller that keeps what it derives from it itself
 /// (the KV API's path entries hold the dentry a key leads to).
 pub fn lookup_unkept(store: &Store, dir: u64, name: &Name) -> Result<Option<Dentry>> {
-    Ok(store.get_meta_unkept(&dentry_key(dir, name))?.map(|v| Dentry::decode(&v)).transpose()?)
+    Ok(store.get_meta_unkept(DentryKey::of(dir, name).as_bytes())?.map(|v| Dentry::decode(&v)).transpose()?)
 }
 
 /// The entry `name` in `dir` and `f` of it and the attributes (the onode) of

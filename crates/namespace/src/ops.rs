@@ -72,6 +72,20 @@ pub trait NamespaceTxn {
         data: &[u8],
     ) -> Result<u64>;
 
+    /// [`NamespaceTxn::create_with_in`] of a `name` the caller found absent
+    /// in `dir` in this transaction, under its lock on the name: the name
+    /// is not looked up again (for an absent name, a metadata-cache or
+    /// memtable search).
+    fn create_absent_with_in(
+        &mut self,
+        dir: u64,
+        name: &Name,
+        kind: Kind,
+        mode: u32,
+        owner: (u32, u32),
+        data: &[u8],
+    ) -> Result<u64>;
+
     /// Creates a regular file for each of `names` in `dir` (checked as for
     /// [`NamespaceTxn::link_in`]), holding the bytes of `contents` at the
     /// same position, with consecutive ids in `names`' order, returned.
@@ -118,6 +132,18 @@ fn create_named(
     if txn.dentry(dir, name)?.is_some() {
         return Err(NamespaceError::Exists { dir, name: lossy(name.as_bytes()) });
     }
+    create_unchecked(txn, dir, name, kind, make)
+}
+
+/// [`create_named`] of a name the caller has found absent in `dir` in this
+/// transaction, under its lock on the name.
+fn create_unchecked(
+    txn: &mut Transaction<'_>,
+    dir: u64,
+    name: &Name,
+    kind: Kind,
+    make: impl FnOnce(&mut Transaction<'_>) -> Result<u64>,
+) -> Result<u64> {
     let id = make(txn)?;
     txn.put_dentry(dir, name, &Dentry { child: id, kind })?;
     txn.change_dir(dir, DirDelta { entries: 1, links: subdir(kind) })?;
@@ -198,6 +224,21 @@ impl NamespaceTxn for Transaction<'_> {
         data: &[u8],
     ) -> Result<u64> {
         create_named(self, dir, name, kind, |txn| {
+            Ok(txn.create_object_with(kind, mode, owner, |o| born_in(o, dir), data)?)
+        })
+    }
+
+    fn create_absent_with_in(
+        &mut self,
+        dir: u64,
+        name: &Name,
+        kind: Kind,
+        mode: u32,
+        owner: (u32, u32),
+        data: &[u8],
+    ) -> Result<u64> {
+        debug_assert!(matches!(self.dentry(dir, name), Ok(None)), "the caller found the name absent");
+        create_unchecked(self, dir, name, kind, |txn| {
             Ok(txn.create_object_with(kind, mode, owner, |o| born_in(o, dir), data)?)
         })
     }
