@@ -11,50 +11,8 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-thread_local! {
-    /// Calls to `alloc` and `realloc` made by this thread.
-    static CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The system allocator, counting each thread's calls.
-struct Counting;
-
-fn count() {
-    // `try_with`: a thread's last frees run after its locals are gone.
-    let _ = CALLS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; the
-// counter is a thread-local cell that allocates nothing.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: as `GlobalAlloc::realloc` requires, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn calls() -> u64 {
-    CALLS.with(|c| c.get())
-}
+static ALLOCATOR: larder_testkit::CountingAllocator = larder_testkit::CountingAllocator;
 
 /// Most allocations the median create of a new empty file may make: 22
 /// when this test was written (37 before its batch was given room up front
@@ -71,13 +29,12 @@ fn a_create_of_a_new_file_allocates_at_most_a_few_dozen_times() {
     for name in &names {
         // The absent name looked up first, as the kernel does.
         assert!(fs.lookup(&cred, d, name).is_err());
-        let before = calls();
+        let before = larder_testkit::allocation_calls();
         let (_, fh) = fs.create_file(&cred, d, name, 0o644, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL).unwrap();
-        per_create.push(calls() - before);
+        per_create.push(larder_testkit::allocation_calls() - before);
         fs.release(fh).unwrap();
     }
-    per_create.sort_unstable();
-    let median = per_create[per_create.len() / 2];
+    let median = larder_testkit::median(per_create);
     assert!(median <= MOST, "a create allocated {median} times (median of {}), at most {MOST} expected", names.len());
     // Every file is there, with its name.
     assert_eq!(fs.lookup(&cred, d, &names[1_234]).unwrap().kind, larder_fs::Kind::File);

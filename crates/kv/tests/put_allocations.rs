@@ -10,53 +10,11 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use larder_io::SimStorage;
 use larder_kv::Durability;
 
-thread_local! {
-    /// Calls to `alloc` and `realloc` made by this thread.
-    static CALLS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The system allocator, counting each thread's calls.
-struct Counting;
-
-fn count() {
-    // `try_with`: a thread's last frees run after its locals are gone.
-    let _ = CALLS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; the
-// counter is a thread-local cell that allocates nothing.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: as `GlobalAlloc::realloc` requires, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn calls() -> u64 {
-    CALLS.with(|c| c.get())
-}
+static ALLOCATOR: larder_testkit::CountingAllocator = larder_testkit::CountingAllocator;
 
 /// Most allocations the median durable put of a new key may make.
 const MOST: u64 = MEASURED + 4;
@@ -74,9 +32,9 @@ fn a_durable_put_of_a_new_key_allocates_at_most_a_few_dozen_times() {
     let keys: Vec<Vec<u8>> = (0..2_000).map(|i| format!("key{i:06}").into_bytes()).collect();
     let mut per_put = Vec::with_capacity(keys.len());
     for key in &keys {
-        let before = calls();
+        let before = larder_testkit::allocation_calls();
         kv.put("b", key, &value, Durability::Durable).unwrap();
-        per_put.push(calls() - before);
+        per_put.push(larder_testkit::allocation_calls() - before);
     }
     per_put.sort_unstable();
     let median = per_put[per_put.len() / 2];
