@@ -232,7 +232,8 @@ impl BlockIndex {
 mod tests {
     use super::*;
 
-    fn index(keys: &[Vec<u8>]) -> BlockIndex {
+    /// An encoded index of one 100-byte block per key, end to end.
+    fn body(keys: &[Vec<u8>]) -> Vec<u8> {
         let mut body = Vec::new();
         crate::codec::put_u32(&mut body, keys.len() as u32);
         for (i, k) in keys.iter().enumerate() {
@@ -240,7 +241,11 @@ mod tests {
             crate::codec::put_u64(&mut body, i as u64 * 100);
             crate::codec::put_u32(&mut body, 100);
         }
-        BlockIndex::decode(&body, keys.len() as u64 * 100).unwrap()
+        body
+    }
+
+    fn index(keys: &[Vec<u8>]) -> BlockIndex {
+        BlockIndex::decode(&body(keys), keys.len() as u64 * 100).unwrap()
     }
 
     fn check_against_plain_search(keys: &[Vec<u8>], extra_probes: &[Vec<u8>]) {
@@ -358,13 +363,7 @@ mod tests {
         let probes: Vec<Vec<u8>> = (0..20_000u64).map(|i| mix(i + 7_000_000).to_be_bytes().to_vec()).collect();
         let before: Vec<usize> = keys.iter().chain(&probes).map(|p| heap.find(p)).collect();
         let handles: Vec<BlockHandle> = (0..heap.len()).map(|i| heap.handle(i)).collect();
-        let mut body = Vec::new();
-        crate::codec::put_u32(&mut body, keys.len() as u32);
-        for (i, k) in keys.iter().enumerate() {
-            crate::codec::put_bytes(&mut body, k);
-            crate::codec::put_u64(&mut body, i as u64 * 100);
-            crate::codec::put_u32(&mut body, 100);
-        }
+        let body = body(&keys);
         let region = BlockIndex::region_bytes(&body);
         let mut fill = RegionFill::new(region).unwrap();
         let idx = BlockIndex::decode_in(&body, keys.len() as u64 * 100, Some(&mut fill)).unwrap();
