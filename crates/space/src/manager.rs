@@ -37,8 +37,8 @@ struct Inner {
     /// Bytes of the file system creating or growing a container leaves
     /// free (`Options::reserve_bytes`, changed by `set_reserve_bytes`).
     reserve_bytes: AtomicU64,
-    /// When [`SpaceManager::check_room`] last asked the file system, and
-    /// the room beyond the reserve it found.
+    /// When [`SpaceManager::check_room`] or an allocation last asked the
+    /// file system, and the room beyond the reserve it found.
     room_seen: Mutex<Option<(Instant, u64)>>,
     /// Lock order: `state`, then `readers`.
     state: Mutex<State>,
@@ -187,6 +187,7 @@ impl SpaceManager {
             blocks,
             next_id,
             creating: 0,
+            filling: 0,
             deferred: Deferred::default(),
             durable_lsn: 0,
             bucket: TokenBucket::new(options.punch_bytes_per_sec, capacity),
@@ -276,7 +277,13 @@ impl SpaceManager {
     /// such chunk (best fit), then the lowest container and address. When
     /// none has (fragmented free space, or `len` above `container_bytes`),
     /// returns several extents, largest free chunks first, adjacent ones
-    /// merged; the caller writes its data across them in order. When free
+    /// merged; the caller writes its data across them in order. Punched
+    /// space, which the file system allocates again when it is written,
+    /// is taken for at most the room the file system has beyond the
+    /// reserve: with less room than `len`, unpunched space comes first,
+    /// in as many pieces as it takes, and punched space only up to that
+    /// room, so writes never spend the reserve while unpunched space is
+    /// free. When free
     /// space is short, grows a container whose file is not whole yet, or
     /// else creates one (waiting for the zero-fill), never leaving the
     /// file system less than the reserve ([`Options::reserve_bytes`]):
@@ -293,16 +300,24 @@ impl SpaceManager {
         let mut st = inner.state.lock();
         loop {
             inner.release_ready(&mut st);
-            if let Some(extents) = st.try_allocate(n)? {
+            // Punched space takes the file system's blocks again when
+            // written: taken freely only while the file system has room
+            // for all of it beyond the reserve.
+            let room = if st.punched_blocks() == 0 { None } else { inner.room_short_of(n, st.filling)? };
+            let allocated = match room {
+                None => st.try_allocate(n)?,
+                Some(room) => st.try_allocate_within(n, room)?,
+            };
+            if let Some(extents) = allocated {
                 st.counters.allocations += 1;
                 st.counters.extents_allocated += extents.len() as u64;
                 inner.debug_check(&st);
                 return Ok(extents);
             }
-            let short = n - st.free_blocks();
+            let short = n.saturating_sub(room.map_or_else(|| st.free_blocks(), |room| st.usable_blocks(room)));
             let blocks = st.blocks;
             if let Some((&id, _)) = st.containers.iter().find(|(_, c)| !c.growing && c.filled < blocks) {
-                let room = inner.room_blocks(1)?;
+                let room = inner.room_blocks(1 + st.filling)? - st.filling;
                 st.counters.container_growths_inline += 1;
                 st = inner.grow(st, id, short, room, container::Pace::Full)?;
                 continue;
@@ -335,7 +350,7 @@ impl SpaceManager {
             } else {
                 initial.min(inner.room_blocks(1)?)
             };
-            let ids = st.reserve(need);
+            let ids = st.reserve(need, each);
             st.counters.containers_created_inline += need;
             drop(st);
             inner.create_containers(&ids, each, container::Pace::Full)?;
@@ -467,7 +482,13 @@ impl SpaceManager {
                 if inner.options.spare_containers == 0 || st.free_blocks() >= step / 2 {
                     return Ok(0);
                 }
-                let Ok(room) = inner.room_blocks(1) else { return Ok(0) };
+                // Writing punched space takes the file system's blocks
+                // again: a spare growth takes only the room beyond that
+                // (and beyond zeros being written).
+                let room = inner.room_blocks(1).unwrap_or(0).saturating_sub(st.punched_blocks() + st.filling);
+                if room == 0 {
+                    return Ok(0);
+                }
                 drop(inner.grow(st, id, 0, room, pace)?);
                 return Ok(1);
             }
@@ -487,7 +508,7 @@ impl SpaceManager {
         if count == 0 {
             return Ok(0);
         }
-        let ids = st.reserve(count);
+        let ids = st.reserve(count, each);
         drop(st);
         inner.create_containers(&ids, each, pace)?;
         Ok(count)
@@ -729,6 +750,7 @@ impl Inner {
         }
         let mut st = self.state.lock();
         st.creating -= ids.len() as u64;
+        st.filling -= ids.len() as u64 * blocks_each;
         for (id, file) in made {
             let mut buddy = Buddy::all_allocated(st.blocks);
             buddy.free_range(0, bytes / BLOCK_BYTES);
@@ -745,6 +767,25 @@ impl Inner {
     /// Blocks a new container file starts with.
     fn initial_blocks(&self) -> u64 {
         self.options.initial_container_bytes / BLOCK_BYTES
+    }
+
+    /// The blocks the file system can take beyond the reserve, less the
+    /// `filling` blocks of creations and growths under way, if fewer
+    /// than `n`, else `None`. Trusts the room last seen (by this or
+    /// [`SpaceManager::check_room`]) for [`ROOM_CHECK_EVERY`] while it
+    /// was [`ROOM_CHECK_NEAR`] more than `n` blocks.
+    fn room_short_of(&self, n: u64, filling: u64) -> Result<Option<u64>> {
+        let mut seen = self.room_seen.lock();
+        let plenty = (n + filling).saturating_mul(BLOCK_BYTES).saturating_add(ROOM_CHECK_NEAR);
+        if seen.is_some_and(|(at, room)| room > plenty && at.elapsed() < ROOM_CHECK_EVERY) {
+            return Ok(None);
+        }
+        let available = self.storage.available_bytes(&self.dir)?;
+        let room = available.saturating_sub(self.reserve_bytes.load(Ordering::Relaxed)) / BLOCK_BYTES;
+        *seen = Some((Instant::now(), room.saturating_mul(BLOCK_BYTES)));
+        // Zeros being written with the lock dropped take their room soon.
+        let room = room.saturating_sub(filling);
+        Ok((room < n).then_some(room))
     }
 
     /// Blocks the file system can take beyond the reserve; fails with
@@ -781,11 +822,13 @@ impl Inner {
         let step = self.options.growth_blocks(from).max(short).min(blocks - from).min(room);
         c.growing = true;
         let file = Arc::clone(&c.file);
+        st.filling += step;
         drop(st);
         let range = (from * BLOCK_BYTES, (from + step) * BLOCK_BYTES);
         let direct = self.options.direct_fill;
         let result = container::grow(&*self.storage, &self.dir, id, &*file, range, direct, pace);
         let mut st = self.state.lock();
+        st.filling -= step;
         if let Some(c) = st.containers.get_mut(&id) {
             c.growing = false;
             if result.is_ok() {

@@ -75,6 +75,9 @@ pub(crate) struct State {
     pub(crate) next_id: u64,
     /// Containers being created with the lock dropped.
     pub(crate) creating: u64,
+    /// Blocks being zero-filled, by creations and growths, with the lock
+    /// dropped: the file system does not count them as used yet.
+    pub(crate) filling: u64,
     pub(crate) deferred: Deferred,
     pub(crate) durable_lsn: u64,
     pub(crate) bucket: TokenBucket,
@@ -84,6 +87,24 @@ pub(crate) struct State {
 /// Free chunks [`State::find_contiguous`] checks for unpunched space
 /// before it settles for punched space.
 const PUNCH_CHECKS: usize = 32;
+
+/// Takes up to `*rem` blocks from `ranges` (`(container, start, end)`),
+/// lowering `*rem`: the smallest range that holds all of the rest, else
+/// the largest, until the rest is 0 or the ranges are used up. Returns
+/// the pieces taken as `(container, start, blocks)`.
+fn pick(ranges: &mut Vec<(u64, u64, u64)>, rem: &mut u64) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    while *rem > 0 {
+        let len = |&(_, s, e): &(u64, u64, u64)| e - s;
+        let fits = ranges.iter().enumerate().filter(|(_, r)| len(r) >= *rem).min_by_key(|(_, r)| len(r));
+        let Some((i, _)) = fits.or_else(|| ranges.iter().enumerate().max_by_key(|(_, r)| len(r))) else { break };
+        let (id, s, e) = ranges.swap_remove(i);
+        let take = (e - s).min(*rem);
+        out.push((id, s, take));
+        *rem -= take;
+    }
+    out
+}
 
 /// Blocks in the deferred frees.
 fn deferred_blocks(deferred: &Deferred) -> u64 {
@@ -95,11 +116,12 @@ impl State {
         self.containers.values().map(|c| c.buddy.free_blocks()).sum()
     }
 
-    /// Reserves `count` new container ids.
-    pub(crate) fn reserve(&mut self, count: u64) -> Vec<u64> {
+    /// Reserves `count` new container ids, each to be `blocks_each` blocks.
+    pub(crate) fn reserve(&mut self, count: u64, blocks_each: u64) -> Vec<u64> {
         let ids = (self.next_id..self.next_id + count).collect();
         self.next_id += count;
         self.creating += count;
+        self.filling += count * blocks_each;
         ids
     }
 
@@ -133,6 +155,65 @@ impl State {
             }
         }
         Ok(Some(merged))
+    }
+
+    /// Free blocks punched this session, which the file system must
+    /// allocate again when they are written.
+    pub(crate) fn punched_blocks(&self) -> u64 {
+        self.containers.values().map(|c| c.punched.total()).sum()
+    }
+
+    /// Free blocks an allocation may take when the file system has room
+    /// for only `room` more beyond the reserve: every unpunched one, and
+    /// punched ones up to `room`.
+    pub(crate) fn usable_blocks(&self, room: u64) -> u64 {
+        let punched = self.punched_blocks();
+        self.free_blocks() - punched + punched.min(room)
+    }
+
+    /// Allocates `n` blocks of which at most `room` are punched, or
+    /// returns `None`, changing nothing, if free space is short. For a file
+    /// system with less room beyond the reserve than `n`: writing punched
+    /// space allocates the file system's blocks again, so taking it freely
+    /// (as [`State::try_allocate`] does) would spend the reserve while
+    /// unpunched space stays free. Unpunched space first, then punched; in
+    /// each, the smallest range that holds the rest, else the largest.
+    pub(crate) fn try_allocate_within(&mut self, n: u64, room: u64) -> Result<Option<Vec<Extent>>> {
+        if self.usable_blocks(room) < n {
+            return Ok(None);
+        }
+        let (mut unpunched, mut punched) = (Vec::new(), Vec::new());
+        for (&id, c) in &self.containers {
+            for (s, e) in c.buddy.free_ranges() {
+                let mut pos = s;
+                for (ps, pe) in c.punched.overlapping(s, e) {
+                    let (ps, pe) = (ps.max(s), pe.min(e));
+                    if ps > pos {
+                        unpunched.push((id, pos, ps));
+                    }
+                    punched.push((id, ps, pe));
+                    pos = pe;
+                }
+                if pos < e {
+                    unpunched.push((id, pos, e));
+                }
+            }
+        }
+        let mut rem = n;
+        let mut plan = pick(&mut unpunched, &mut rem);
+        plan.extend(pick(&mut punched, &mut rem));
+        if rem > 0 {
+            return Err(SpaceError::invariant(0, "usable free blocks counted but not found"));
+        }
+        let mut out: Vec<Extent> = Vec::with_capacity(plan.len());
+        for (id, s, len) in plan {
+            let e = self.take(id, s, len)?;
+            match out.last_mut() {
+                Some(last) if last.container == e.container && last.end() == e.offset => last.len += e.len,
+                _ => out.push(e),
+            }
+        }
+        Ok(Some(out))
     }
 
     /// The smallest free chunk able to hold `n` contiguous blocks (and, if
