@@ -13,13 +13,15 @@
 //! halves its budget each time the spin ran out, and now and then tries a
 //! longer spin (a probe), so spinning comes back once answers are quick
 //! again. A probe that finds nothing makes the next one twice as long and
-//! twice as far off, so probes cost about two checks per wait whatever
-//! their length, and an answer that takes N checks is found again within
-//! about N waits (with probes of one length, a peer whose answers took
-//! longer than that, such as a server whose own work is a microsecond or
-//! two, was never found by a probe once the budget had run out, and every
-//! round trip paid a sleep and a wake-up for good). While no thread waits for a CPU (the runnable threads, sampled
-//! from /proc/loadavg every few milliseconds, are no more than the CPUs)
+//! twice as far off (up to [`LONGEST_PROBE`]), so probes cost about two
+//! checks per wait whatever their length, and an answer that takes N
+//! checks is found again within about N waits (with probes of one length,
+//! a peer whose answers took longer than that, such as a server whose own
+//! work is a microsecond or two, was never found by a probe once the
+//! budget had run out, and every round trip paid a sleep and a wake-up
+//! for good). While no thread waits for a CPU (the runnable threads,
+//! sampled from /proc/loadavg every few milliseconds, are no more than
+//! the CPUs)
 //! a spin takes a CPU from no one, and every wait spins its whole maximum:
 //! on an idle machine both sides otherwise learnt to sleep at once (a
 //! spin from a small budget cannot outlast the peer's wake-up, 40-50 µs
@@ -38,6 +40,14 @@ pub const PROBE_EVERY: u32 = 16;
 /// Checks the first probe (and every probe after one that found its
 /// answer) adds to twice the budget.
 pub const PROBE_SPINS: u32 = 32;
+
+/// Most checks a probe adds to twice the budget, however many probes
+/// found nothing: about 9 µs of checks on the VMs measured, several times
+/// a served read's answer (2-3 µs). Longer answers are not worth spinning
+/// for once the budget ran out, and probes at most this long come at most
+/// 128 waits apart, so a worker whose clients were away a long time spins
+/// for their requests again within 128 of them.
+pub const LONGEST_PROBE: u32 = 8 * PROBE_SPINS;
 
 /// Checks added to twice the checks an answer took, for the next budget.
 const MARGIN_SPINS: u32 = 8;
@@ -132,7 +142,7 @@ impl Spinner {
     /// keep the probes' cost at [`PROBE_SPINS`] checks per
     /// [`PROBE_EVERY`] waits.
     fn next_probe(&mut self, probe: u32) {
-        self.probe = probe.clamp(PROBE_SPINS, self.max.max(PROBE_SPINS));
+        self.probe = probe.clamp(PROBE_SPINS, LONGEST_PROBE);
         self.until_probe = probe_distance(self.probe);
     }
 
@@ -345,12 +355,16 @@ mod tests {
         // The first ten waits spin the halving budget (1,023 checks at most
         // together), the probes after them two checks per wait.
         assert!(checks <= 1_024 + 2 * waits + 1_024, "{checks} checks in {waits} waits");
-        // The probes reached the maximum.
+        // The probes grew to their longest, and no further.
         let mut longest = 0;
         for _ in 0..2_000 {
             longest = longest.max(fruitless_spin(&mut spinner));
         }
-        assert_eq!(longest, 1_024);
+        assert_eq!(longest, LONGEST_PROBE);
+        // A spinner whose probes found nothing for long finds quick answers
+        // again within the longest probe's distance.
+        let back = waits_to_grow(&mut spinner, 20, 48, 200);
+        assert!(back.is_some_and(|w| w <= PROBE_EVERY * LONGEST_PROBE / PROBE_SPINS), "{back:?}");
     }
 
     #[test]
