@@ -11,9 +11,17 @@
 //! none). A [`Spinner`] therefore learns from its own waits: it spins
 //! about twice as long as recent answers took to arrive while spinning,
 //! halves its budget each time the spin ran out, and now and then tries a
-//! budget twice as long, so spinning comes back once answers are quick
-//! again. While no thread waits for a CPU (the runnable threads, sampled
-//! from /proc/loadavg every few milliseconds, are no more than the CPUs)
+//! longer spin (a probe), so spinning comes back once answers are quick
+//! again. A probe that finds nothing makes the next one twice as long and
+//! twice as far off (up to [`LONGEST_PROBE`]), so probes cost about two
+//! checks per wait whatever their length, and an answer that takes N
+//! checks is found again within about N waits (with probes of one length,
+//! a peer whose answers took longer than that, such as a server whose own
+//! work is a microsecond or two, was never found by a probe once the
+//! budget had run out, and every round trip paid a sleep and a wake-up
+//! for good). While no thread waits for a CPU (the runnable threads,
+//! sampled from /proc/loadavg every few milliseconds, are no more than
+//! the CPUs)
 //! a spin takes a CPU from no one, and every wait spins its whole maximum:
 //! on an idle machine both sides otherwise learnt to sleep at once (a
 //! spin from a small budget cannot outlast the peer's wake-up, 40-50 µs
@@ -23,12 +31,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// Every this many waits, a spinner tries twice its budget (plus
-/// [`PROBE_SPINS`]), so a budget cut to nothing can grow again.
+/// Waits between a spinner's probes while they find answers: every this
+/// many waits it tries twice its budget plus a probe's checks, so a budget
+/// cut to nothing can grow again. A probe that found nothing doubles both
+/// the next probe's checks and the waits before it.
 pub const PROBE_EVERY: u32 = 16;
 
-/// Checks a probing wait adds to twice the budget.
+/// Checks the first probe (and every probe after one that found its
+/// answer) adds to twice the budget.
 pub const PROBE_SPINS: u32 = 32;
+
+/// Most checks a probe adds to twice the budget, however many probes
+/// found nothing: about 9 µs of checks on the VMs measured, several times
+/// a served read's answer (2-3 µs). Longer answers are not worth spinning
+/// for once the budget ran out, and probes at most this long come at most
+/// 128 waits apart, so a worker whose clients were away a long time spins
+/// for their requests again within 128 of them.
+pub const LONGEST_PROBE: u32 = 8 * PROBE_SPINS;
 
 /// Checks added to twice the checks an answer took, for the next budget.
 const MARGIN_SPINS: u32 = 8;
@@ -42,7 +61,12 @@ pub struct Spinner {
     budget: u32,
     max: u32,
     adaptive: bool,
-    waits: u32,
+    /// Checks the next probe adds to twice the budget.
+    probe: u32,
+    /// Waits left before the next probe.
+    until_probe: u32,
+    /// The wait under way is a probe.
+    probing: bool,
     /// Whether a spin would take a CPU from no one now.
     spare_cpus: fn() -> bool,
     /// The wait under way spins its maximum because CPUs were to spare:
@@ -60,13 +84,31 @@ impl Spinner {
     /// As [`Spinner::adaptive`], with `spare_cpus` saying when CPUs are to
     /// spare (tests give a fixed answer).
     pub fn adaptive_with(max: u32, spare_cpus: fn() -> bool) -> Spinner {
-        Spinner { budget: max, max, adaptive: true, waits: 0, spare_cpus, spare_wait: false }
+        Spinner {
+            budget: max,
+            max,
+            adaptive: true,
+            probe: PROBE_SPINS,
+            until_probe: PROBE_EVERY,
+            probing: false,
+            spare_cpus,
+            spare_wait: false,
+        }
     }
 
     /// A spinner that always spins `checks` checks (tests, and callers
     /// that know their peer has a CPU of its own).
     pub fn fixed(checks: u32) -> Spinner {
-        Spinner { budget: checks, max: checks, adaptive: false, waits: 0, spare_cpus: || false, spare_wait: false }
+        Spinner {
+            budget: checks,
+            max: checks,
+            adaptive: false,
+            probe: PROBE_SPINS,
+            until_probe: PROBE_EVERY,
+            probing: false,
+            spare_cpus: || false,
+            spare_wait: false,
+        }
     }
 
     /// The checks the current budget allows (what the next wait spins,
@@ -80,16 +122,28 @@ impl Spinner {
         if !self.adaptive {
             return self.budget;
         }
-        self.waits = self.waits.wrapping_add(1);
+        self.probing = false;
         self.spare_wait = (self.spare_cpus)();
         if self.spare_wait {
             return self.max;
         }
-        if self.waits.is_multiple_of(PROBE_EVERY) {
-            self.budget.saturating_mul(2).saturating_add(PROBE_SPINS).min(self.max)
+        self.until_probe = self.until_probe.saturating_sub(1);
+        if self.until_probe == 0 {
+            // The next probe's distance, unless this one's outcome sets it.
+            self.until_probe = probe_distance(self.probe);
+            self.probing = true;
+            self.budget.saturating_mul(2).saturating_add(self.probe).min(self.max)
         } else {
             self.budget
         }
+    }
+
+    /// Schedules the next probe: `probe` checks, after as many waits as
+    /// keep the probes' cost at [`PROBE_SPINS`] checks per
+    /// [`PROBE_EVERY`] waits.
+    fn next_probe(&mut self, probe: u32) {
+        self.probe = probe.clamp(PROBE_SPINS, LONGEST_PROBE);
+        self.until_probe = probe_distance(self.probe);
     }
 
     /// Ends a wait that spun `checks` checks: `arrived` if what it waited
@@ -98,11 +152,18 @@ impl Spinner {
         if !self.adaptive {
             return;
         }
+        let probed = std::mem::take(&mut self.probing);
         if arrived {
             let wanted = checks.saturating_mul(2).saturating_add(MARGIN_SPINS).min(self.max);
             self.budget = self.budget.max(wanted);
+            if probed {
+                self.next_probe(PROBE_SPINS);
+            }
         } else if !self.spare_wait {
             self.budget /= 2;
+            if probed {
+                self.next_probe(self.probe.saturating_mul(2));
+            }
         }
     }
 
@@ -120,6 +181,12 @@ impl Spinner {
         self.finish(limit, false);
         false
     }
+}
+
+/// Waits from one probe of `probe` checks to the next: [`PROBE_EVERY`]
+/// for [`PROBE_SPINS`] checks, and as many more as the probe is longer.
+fn probe_distance(probe: u32) -> u32 {
+    PROBE_EVERY.saturating_mul((probe / PROBE_SPINS).max(1))
 }
 
 /// Whether no thread waits for a CPU: the runnable threads (the fourth
@@ -241,6 +308,63 @@ mod tests {
             }));
         }
         assert!(spinner.budget() >= 48);
+    }
+
+    /// Waits until `spinner`'s budget reaches `budget` while every answer
+    /// comes after `needs` checks, at most `waits` of them; the wait it
+    /// reached it in.
+    fn waits_to_grow(spinner: &mut Spinner, needs: u32, budget: u32, waits: u32) -> Option<u32> {
+        (0..waits).find(|_| {
+            let mut checks = 0;
+            spinner.spin(|| {
+                checks += 1;
+                checks > needs
+            });
+            spinner.budget() >= budget
+        })
+    }
+
+    #[test]
+    fn longer_probes_find_slow_answers_once_the_budget_ran_out() {
+        let mut spinner = Spinner::adaptive_with(2_000, || false);
+        for _ in 0..15 {
+            spinner.spin(|| false);
+        }
+        assert_eq!(spinner.budget(), 0);
+        // Answers now take 150 checks, more than a first probe spins: the
+        // probes that miss grow (32, 64, 128, 256 checks) until one sees
+        // an answer, within about as many waits as the answer takes checks.
+        let grown = waits_to_grow(&mut spinner, 150, 300, 400);
+        assert!(grown.is_some_and(|w| w < 300), "budget {} after 400 waits", spinner.budget());
+        // And then every wait sees its answer.
+        assert_eq!(waits_to_grow(&mut spinner, 150, 300, 1), Some(0));
+        // A successful probe makes the next one short and near again: a
+        // budget run out once more comes back at once for quick answers.
+        for _ in 0..12 {
+            spinner.spin(|| false);
+        }
+        assert_eq!(spinner.budget(), 0);
+        assert!(waits_to_grow(&mut spinner, 20, 48, 64).is_some_and(|w| w < 32));
+    }
+
+    #[test]
+    fn probes_that_find_nothing_cost_about_two_checks_per_wait() {
+        let mut spinner = Spinner::adaptive_with(1_024, || false);
+        let waits = 20_000u64;
+        let checks: u64 = (0..waits).map(|_| u64::from(fruitless_spin(&mut spinner))).sum();
+        // The first ten waits spin the halving budget (1,023 checks at most
+        // together), the probes after them two checks per wait.
+        assert!(checks <= 1_024 + 2 * waits + 1_024, "{checks} checks in {waits} waits");
+        // The probes grew to their longest, and no further.
+        let mut longest = 0;
+        for _ in 0..2_000 {
+            longest = longest.max(fruitless_spin(&mut spinner));
+        }
+        assert_eq!(longest, LONGEST_PROBE);
+        // A spinner whose probes found nothing for long finds quick answers
+        // again within the longest probe's distance.
+        let back = waits_to_grow(&mut spinner, 20, 48, 200);
+        assert!(back.is_some_and(|w| w <= PROBE_EVERY * LONGEST_PROBE / PROBE_SPINS), "{back:?}");
     }
 
     #[test]
