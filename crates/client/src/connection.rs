@@ -23,7 +23,7 @@ use larder_protocol::futex::Wake;
 use larder_protocol::handshake::{client_handshake, Welcome};
 use larder_protocol::message::{Request, Response};
 use larder_protocol::region::Region;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rustix::net::RecvFlags;
 
 use crate::error::{ClientError, Result};
@@ -32,7 +32,7 @@ use larder_protocol::id_hash::IdMap;
 #[path = "posted.rs"]
 mod posted;
 
-use posted::Posted;
+use posted::{Posted, Redirected};
 
 /// How long one wait for a completion lasts before the client checks that
 /// the server is still there: a dead server is noticed within this.
@@ -102,12 +102,16 @@ pub(crate) struct Connection {
     next_tag: AtomicU64,
     /// Requests posted and not yet answered, over all rings.
     posted: AtomicUsize,
-    /// Posted writes not yet answered, over all rings.
+    /// Posted writes not yet answered, over all rings, with those being
+    /// sent again after a redirect (answered once sent again).
     posted_writes: AtomicUsize,
-    /// Posted requests answered with a redirect (their file moved), in
-    /// the order they were posted, with the worker the file went to:
-    /// sent again there before the next call.
-    redirected_posts: Mutex<Vec<(Posted, u32)>>,
+    /// Posted requests answered with a redirect (their file moved), to
+    /// send again there before the next call, and how many a thread is
+    /// sending again now.
+    redirected_posts: Mutex<Redirected>,
+    /// Signalled when a thread has sent again the redirected posts it
+    /// took: a call waits for those another thread is sending.
+    resent: Condvar,
     /// The first write posted through a handle that the client refused
     /// itself (as the server would: not open for writing, too large), by
     /// handle, until a call on that handle returns it.
@@ -116,6 +120,9 @@ pub(crate) struct Connection {
     write_errors: Mutex<IdMap<posted::WriteErrors>>,
     /// Posted writes not yet answered, by file.
     posted_files: Mutex<IdMap<usize>>,
+    /// What tests hook into.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) hooks: crate::hooks::Hooks,
 }
 
 impl Connection {
@@ -158,10 +165,13 @@ impl Connection {
             next_tag: AtomicU64::new(1),
             posted: AtomicUsize::new(0),
             posted_writes: AtomicUsize::new(0),
-            redirected_posts: Mutex::new(Vec::new()),
+            redirected_posts: Mutex::new(Redirected::default()),
+            resent: Condvar::new(),
             post_failures: Mutex::new(IdMap::default()),
             write_errors: Mutex::new(IdMap::default()),
             posted_files: Mutex::new(IdMap::default()),
+            #[cfg(feature = "test-hooks")]
+            hooks: crate::hooks::Hooks::default(),
         })
     }
 
@@ -220,11 +230,11 @@ impl Connection {
         // A write's answer may be kept in the cached pages only if no other
         // change of this client came between its sending and its answer.
         let stamp = (self.cache.enabled() && matches!(request, Request::Write { .. })).then(|| self.cache.stamp());
-        let answer = self.call_uncounted(request);
+        let answer = self.call_uncounted(request, true);
         // A posted release whose redirect was read during this call (its
         // file lives on another worker than the one the client knew) takes
         // effect before this call returns.
-        let resent = self.resend_redirected_posts();
+        let resent = self.resend_redirected_posts(true);
         let answer = match (answer, resent) {
             (Ok(_), Err(e)) => Err(e),
             (answer, _) => answer,
@@ -234,7 +244,11 @@ impl Connection {
         answer
     }
 
-    fn call_uncounted(&self, request: &Request) -> Result<Response> {
+    /// As [`Connection::call`], without the cache's bookkeeping; waits
+    /// for posts another thread is sending again after a redirect only
+    /// with `wait_resends` (false for a post sent again itself, whose
+    /// sender must not wait for itself).
+    fn call_uncounted(&self, request: &Request, wait_resends: bool) -> Result<Response> {
         let namespace = request.changes_namespace();
         let handle = handle_of(request);
         let home = self.home.load(Ordering::Relaxed);
@@ -243,7 +257,7 @@ impl Connection {
         } else {
             handle.and_then(|h| self.handle_workers.lock().get(&h).copied()).unwrap_or(home)
         };
-        self.settle_posted(worker)?;
+        self.settle_posted(worker, wait_resends)?;
         for redirects in 0..MAX_REDIRECTS {
             if redirects >= REDIRECTS_BEFORE_YIELD {
                 std::thread::yield_now();

@@ -40,6 +40,8 @@ mod error;
 mod files;
 mod heap;
 mod heap_mapping;
+#[cfg(feature = "test-hooks")]
+mod hooks;
 mod kv;
 mod paths;
 mod walk;
@@ -53,6 +55,8 @@ pub use cache::CacheCounters;
 pub use error::{ClientError, Result};
 pub use files::{File, OpenOptions};
 pub use heap::RemoteHeap;
+#[cfg(feature = "test-hooks")]
+pub use hooks::{HoldState, ResendHold};
 pub use kv::{KvReader, KvWriter, Scan};
 pub use larder_protocol::message::HeapPointer;
 pub use larder_protocol::message::{
@@ -92,6 +96,14 @@ impl Client {
     /// is a round trip.
     pub fn connect_socket_with(socket: &Path, leases: bool) -> Result<Client> {
         Client::connect_socket_with_options(socket, &ClientOptions { leases, ..ClientOptions::default() })
+    }
+
+    /// Holds the posted writes this client sends again after a redirect
+    /// (their file moved) just before each is sent, until the hold is
+    /// released or dropped (the `test-hooks` feature, for tests only).
+    #[cfg(feature = "test-hooks")]
+    pub fn hold_resends(&self) -> ResendHold {
+        self.connection.hooks.hold()
     }
 
     /// Connects to the server listening at `socket` with `options`: with

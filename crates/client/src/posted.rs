@@ -17,9 +17,11 @@
 //! own only where files can move: the layout has several workers), and
 //! of the releases posted on other rings than the call's; a posted request
 //! answered with a redirect (its file moved meanwhile) is sent again to
-//! the new owner, in the order it was posted, before the call is sent. So
-//! once any later call of the client is answered, everything it posted
-//! before has taken effect.
+//! the new owner, in the order it was posted, before the call is sent;
+//! a call that finds posts another thread is sending again waits for
+//! their answers (as a read of a file with posted writes does), so a read
+//! never overtakes a redirected write. So once any later call of the
+//! client is answered, everything it posted before has taken effect.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,6 +46,16 @@ pub(super) enum Posted {
     /// request is kept to be sent again where a redirect says its file
     /// went.
     Write { handle: u64, ino: u64, length: usize, request: Request },
+}
+
+/// Posted requests answered with a redirect, to send again.
+#[derive(Default)]
+pub(super) struct Redirected {
+    /// In the order they were posted, with the worker the file went to.
+    posts: Vec<(Posted, u32)>,
+    /// Taken out of `posts` by a thread sending them again and not yet
+    /// answered.
+    resending: usize,
 }
 
 /// The failures of posted writes to one file (Linux's errseq).
@@ -102,7 +114,7 @@ impl Connection {
         // Posted writes execute in the client's order across workers too:
         // those posted elsewhere are answered first; those on this ring
         // execute before it anyway.
-        self.settle_posted_with(worker, false)?;
+        self.settle_posted_with(worker, false, true)?;
         let request = Request::Write { handle, offset, data: Payload::Inline(data.to_vec()) };
         // Counted before it is sent: another thread may read its answer
         // (and count it off) before `post` returns.
@@ -110,7 +122,6 @@ impl Connection {
         *self.posted_files.lock().entry(ino).or_insert(0) += 1;
         let posted = self.post(worker, Posted::Write { handle, ino, length: data.len(), request });
         if posted.is_err() {
-            self.posted_writes.fetch_sub(1, Ordering::AcqRel);
             self.file_write_answered(ino);
         }
         posted
@@ -154,16 +165,15 @@ impl Connection {
     /// again, a write's failure for its handle.
     pub(super) fn posted_answered(&self, posted: Posted, response: Response) {
         self.posted.fetch_sub(1, Ordering::AcqRel);
-        if let Posted::Write { .. } = posted {
-            self.posted_writes.fetch_sub(1, Ordering::AcqRel);
-        }
         if let Response::Redirect { worker } = response {
             if let Posted::Write { ino, .. } = &posted {
                 // Sent again later, after writes posted since: their patches
-                // of the cached pages may be out of its order.
+                // of the cached pages may be out of its order. (It stays
+                // unanswered, for `posted_writes` and `posted_files`, until
+                // it is answered where it went.)
                 self.cache.write_failed(*ino);
             }
-            self.redirected_posts.lock().push((posted, worker));
+            self.redirected_posts.lock().posts.push((posted, worker));
             return;
         }
         match posted {
@@ -207,6 +217,7 @@ impl Connection {
 
     /// One posted write to `ino` fewer unanswered.
     fn file_write_answered(&self, ino: u64) {
+        self.posted_writes.fetch_sub(1, Ordering::AcqRel);
         let mut files = self.posted_files.lock();
         if let Some(n) = files.get_mut(&ino) {
             *n -= 1;
@@ -228,8 +239,10 @@ impl Connection {
     }
 
     /// Before a read of file `ino` through the cache: reads the answers
-    /// of the writes posted to it, so the cached pages hold only bytes the
-    /// server took (a refused write's are dropped when its answer is read).
+    /// of the writes posted to it, and waits for those another thread is
+    /// sending again after a redirect, so the cached pages hold only bytes
+    /// the server took (a refused write's are dropped when its answer is
+    /// read) and a read from the server comes after the writes.
     pub(crate) fn settle_posted_to(&self, ino: u64) -> Result<()> {
         if self.posted_writes.load(Ordering::Acquire) > 0 && self.posted_files.lock().contains_key(&ino) {
             self.settle_all_posted()?;
@@ -278,22 +291,23 @@ impl Connection {
             let mut channel = channel.lock();
             self.drain(worker as u32, &mut channel, |_| true)?;
         }
-        self.resend_redirected_posts()
+        self.resend_redirected_posts(true)
     }
 
     /// Before a call on `worker`: reads the answers of requests posted
     /// on every other worker's ring and of writes posted on `worker`'s
     /// own (its releases execute before the call anyway), and sends
-    /// again, where their files went, those that were redirected.
-    pub(super) fn settle_posted(&self, worker: u32) -> Result<()> {
-        self.settle_posted_with(worker, true)
+    /// again, where their files went, those that were redirected (waiting
+    /// for those another thread is sending again, with `wait_resends`).
+    pub(super) fn settle_posted(&self, worker: u32, wait_resends: bool) -> Result<()> {
+        self.settle_posted_with(worker, true, wait_resends)
     }
 
     /// As [`Connection::settle_posted`]; the writes posted on `worker`'s
     /// own ring are waited for only with `own_writes`, and only when the
     /// layout has other workers: with one, no file can move, no posted
     /// write is redirected, and the ring's order is the client's.
-    fn settle_posted_with(&self, worker: u32, own_writes: bool) -> Result<()> {
+    fn settle_posted_with(&self, worker: u32, own_writes: bool, wait_resends: bool) -> Result<()> {
         let own_writes = own_writes && self.channels.len() > 1;
         if self.posted.load(Ordering::Acquire) > 0 {
             for (other, channel) in self.channels.iter().enumerate() {
@@ -307,7 +321,7 @@ impl Connection {
                 }
             }
         }
-        self.resend_redirected_posts()
+        self.resend_redirected_posts(wait_resends)
     }
 
     /// Reads completions of `worker`'s ring (its lock held as `channel`)
@@ -322,38 +336,85 @@ impl Connection {
     }
 
     /// Sends again, where their files went and in the order they were
-    /// posted, the posted requests that were answered with a redirect.
-    pub(super) fn resend_redirected_posts(&self) -> Result<()> {
+    /// posted, the posted requests that were answered with a redirect;
+    /// then, with `wait`, waits until those another thread took to send
+    /// again are answered. A thread sending posts again calls without
+    /// `wait`: it would wait for itself.
+    pub(super) fn resend_redirected_posts(&self, wait: bool) -> Result<()> {
         loop {
-            let redirected = std::mem::take(&mut *self.redirected_posts.lock());
-            if redirected.is_empty() {
-                return Ok(());
+            let redirected = {
+                let mut redirected = self.redirected_posts.lock();
+                if redirected.posts.is_empty() {
+                    if !wait || redirected.resending == 0 {
+                        return Ok(());
+                    }
+                    #[cfg(feature = "test-hooks")]
+                    self.hooks.waiting_for_resends();
+                    self.resent.wait(&mut redirected);
+                    continue;
+                }
+                // Counted as taken under the lock that held them: a thread
+                // that finds the list empty sees them being sent.
+                let posts = std::mem::take(&mut redirected.posts);
+                redirected.resending += posts.len();
+                posts
+            };
+            let taken = redirected.len();
+            let sent = self.send_again(redirected);
+            self.redirected_posts.lock().resending -= taken;
+            self.resent.notify_all();
+            sent?;
+        }
+    }
+
+    /// Sends `redirected` again, each where its file went, in order. A
+    /// write not sent (the connection failed, or the redirect was not
+    /// one the layout has) is answered with that failure, as one the
+    /// server refused.
+    fn send_again(&self, redirected: Vec<(Posted, u32)>) -> Result<()> {
+        let mut posts = redirected.into_iter();
+        let failure = loop {
+            let Some((posted, to)) = posts.next() else { return Ok(()) };
+            if to as usize >= self.channels.len() {
+                if let Posted::Write { ino, length, .. } = posted {
+                    let failure = ClientError::Protocol(format!("redirect to worker {to}, beyond the layout"));
+                    self.write_answered(ino, length, Err(failure));
+                }
+                break ClientError::Protocol(format!("redirect to worker {to}, beyond the layout"));
             }
-            for (posted, to) in redirected {
-                if to as usize >= self.channels.len() {
-                    return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
+            match posted {
+                Posted::Release { handle } => {
+                    self.handle_workers.lock().insert(handle, to);
+                    // A failure leaves the handle to the session's end.
+                    let _ = self.call_uncounted(&Request::Release { handle }, false);
+                    self.forget_handle(handle);
+                    self.post_failures.lock().remove(&handle);
                 }
-                match posted {
-                    Posted::Release { handle } => {
-                        self.handle_workers.lock().insert(handle, to);
-                        // A failure leaves the handle to the session's end.
-                        let _ = self.call_uncounted(&Request::Release { handle });
-                        self.forget_handle(handle);
-                        self.post_failures.lock().remove(&handle);
-                    }
-                    Posted::Write { handle, ino, length, request } => {
-                        self.handle_workers.lock().insert(handle, to);
-                        let answer = match self.call_uncounted(&request) {
-                            Err(ClientError::Server { errno, message }) => Ok(Response::Error { errno, message }),
-                            answer => answer,
-                        };
-                        if let Err(ClientError::ServerGone) = answer {
-                            return Err(ClientError::ServerGone);
-                        }
-                        self.write_answered(ino, length, answer);
+                Posted::Write { handle, ino, length, request } => {
+                    self.handle_workers.lock().insert(handle, to);
+                    #[cfg(feature = "test-hooks")]
+                    self.hooks.resending();
+                    let answer = match self.call_uncounted(&request, false) {
+                        Err(ClientError::Server { errno, message }) => Ok(Response::Error { errno, message }),
+                        answer => answer,
+                    };
+                    let gone = matches!(answer, Err(ClientError::ServerGone));
+                    self.write_answered(ino, length, answer);
+                    if gone {
+                        break ClientError::ServerGone;
                     }
                 }
+            }
+        };
+        for (posted, _) in posts {
+            if let Posted::Write { ino, length, .. } = posted {
+                let unsent = match &failure {
+                    ClientError::ServerGone => ClientError::ServerGone,
+                    other => ClientError::Protocol(format!("a redirected write not sent again: {other}")),
+                };
+                self.write_answered(ino, length, Err(unsent));
             }
         }
+        Err(failure)
     }
 }
