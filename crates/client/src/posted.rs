@@ -58,6 +58,22 @@ pub(super) struct Redirected {
     resending: usize,
 }
 
+/// Posts a thread took out of [`Redirected::posts`] to send again: counted
+/// off and the waiters woken when dropped, whether sending them returned
+/// or panicked, so a panic in one thread does not leave the others
+/// waiting for good.
+struct Resending<'a> {
+    connection: &'a Connection,
+    taken: usize,
+}
+
+impl Drop for Resending<'_> {
+    fn drop(&mut self) {
+        self.connection.redirected_posts.lock().resending -= self.taken;
+        self.connection.resent.notify_all();
+    }
+}
+
 /// The failures of posted writes to one file (Linux's errseq).
 #[derive(Debug)]
 pub(super) struct WriteErrors {
@@ -359,11 +375,8 @@ impl Connection {
                 redirected.resending += posts.len();
                 posts
             };
-            let taken = redirected.len();
-            let sent = self.send_again(redirected);
-            self.redirected_posts.lock().resending -= taken;
-            self.resent.notify_all();
-            sent?;
+            let _resending = Resending { connection: self, taken: redirected.len() };
+            self.send_again(redirected)?;
         }
     }
 
