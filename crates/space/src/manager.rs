@@ -291,11 +291,24 @@ impl SpaceManager {
     /// [`SpaceError::NoSpace`] when `max_containers` would be exceeded
     /// (space grown before the failure stays, free). The contents of the
     /// returned space are unspecified (zeros only in fresh or punched space).
+    ///
+    /// A request of at least [`Options::unwritten_min_bytes`] first takes
+    /// one extent past the filled part of a growing container, set aside
+    /// with `fallocate` and never zero-filled (see
+    /// [`SpaceManager::allocate_unfilled`]): it is not written space
+    /// ([`SpaceManager::is_written`] says no) until the write that fills
+    /// it is synced with its container.
     pub fn allocate(&self, len: u64) -> Result<Vec<Extent>> {
         if len == 0 {
             return Err(SpaceError::InvalidAllocation { len, what: "zero bytes" });
         }
         let n = len.div_ceil(BLOCK_BYTES);
+        let large = self.inner.options.unwritten_min_bytes;
+        if large > 0 && len >= large {
+            if let Some(extent) = self.allocate_unfilled(n)? {
+                return Ok(vec![extent]);
+            }
+        }
         let inner = &*self.inner;
         let mut st = inner.state.lock();
         loop {
@@ -355,6 +368,85 @@ impl SpaceManager {
             drop(st);
             inner.create_containers(&ids, each, container::Pace::Full)?;
             st = inner.state.lock();
+        }
+    }
+
+    /// Takes `n` blocks past the filled part of the first growing
+    /// container that has them (none growing now), if the file system has
+    /// room for them beyond the reserve: the blocks become filled and
+    /// allocated, and the file is extended over them with `fallocate`
+    /// (with the lock dropped), so the host holds them as unwritten
+    /// extents, read as zeros, without a byte of zeros written. They are
+    /// holes to [`SpaceManager::is_written`]: the caller's write there
+    /// changes the container's metadata (the extents' conversion), which
+    /// only a sync of the container makes durable, and that sync must
+    /// come before anything durable refers to the data (DESIGN.md,
+    /// ordering rule 4; a record whose data did not reach the disk fails
+    /// its check at replay and ends the log).
+    ///
+    /// Returns `None`, changing nothing, when no container has the room
+    /// (all whole, or none yet), or when free space is more than the
+    /// container's next growth step (deletes freed it: reusing it keeps
+    /// the store from growing while it has room), or when the file system
+    /// lacks room beyond the reserve for the blocks and for every free
+    /// block that is a punched hole (a later write into one takes a
+    /// block from the file system without asking, so the room for them
+    /// must stay): the caller allocates as usual. A failed `fallocate`
+    /// gives the blocks back (past the filled part again, for a
+    /// zero-filled growth, if nothing was taken after them; else free as
+    /// punched space and holes) and returns `None`, leaving the usual
+    /// path to find space or report why there is none.
+    pub fn allocate_unfilled(&self, n: u64) -> Result<Option<Extent>> {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let blocks = st.blocks;
+        let free = st.free_blocks();
+        let growth = |c: &Container| inner.options.growth_blocks(c.filled);
+        let fits = |c: &Container| !c.growing && blocks - c.filled >= n && free <= growth(c);
+        let Some((&id, _)) = st.containers.iter().find(|(_, c)| fits(c)) else {
+            return Ok(None);
+        };
+        let punched: u64 = st.containers.values().map(|c| c.punched.total() + c.punching.total()).sum();
+        if inner.room_blocks(n + punched).is_err() {
+            return Ok(None);
+        }
+        let c = st.containers.get_mut(&id).ok_or_else(|| SpaceError::invariant(id, "taking space in no container"))?;
+        let s = c.filled;
+        c.filled += n;
+        c.allocated += n;
+        c.holes.insert(s, s + n);
+        let file = Arc::clone(&c.file);
+        inner.debug_check(&st);
+        drop(st);
+        let extent = Extent::from_blocks(id, s, s + n);
+        match file.allocate(extent.offset, extent.len) {
+            Ok(()) => {
+                let mut st = inner.state.lock();
+                st.counters.allocations += 1;
+                st.counters.extents_allocated += 1;
+                st.counters.unfilled_allocations += 1;
+                Ok(Some(extent))
+            }
+            Err(e) => {
+                tracing::debug!(%extent, error = %e, "fallocate for a large allocation failed; allocating as usual");
+                let mut st = inner.state.lock();
+                if let Some(c) = st.containers.get_mut(&id) {
+                    c.allocated -= n;
+                    if c.filled == s + n && !c.growing {
+                        // The growth that takes them next zero-fills them.
+                        c.filled = s;
+                        c.holes.remove(s, s + n);
+                    } else {
+                        // Others took space past it meanwhile: the blocks
+                        // stay in the filled part, free, as punched space
+                        // (the file system may hold no block for them).
+                        c.buddy.free_range(s, s + n);
+                        c.punched.insert(s, s + n);
+                    }
+                }
+                inner.debug_check(&st);
+                Ok(None)
+            }
         }
     }
 
@@ -700,6 +792,7 @@ impl SpaceManager {
             containers_created_inline: k.containers_created_inline,
             container_growths: k.container_growths,
             container_growths_inline: k.container_growths_inline,
+            unfilled_allocations: k.unfilled_allocations,
         }
     }
 

@@ -73,6 +73,18 @@ pub struct Options {
     /// must allocate them (the file-server mix's median 20% lower, four
     /// alternating runs on a busy machine). Default false.
     pub direct_fill: bool,
+    /// Allocations of at least this many bytes take space past the filled
+    /// part of a growing container when one has room for them in one
+    /// piece: the file is extended over them by `fallocate` (unwritten
+    /// extents, no zeros written) instead of being zero-filled ahead of
+    /// the data. The space is a hole to [`crate::SpaceManager::is_written`],
+    /// so the write that fills it takes the path that syncs the container
+    /// before its record counts as durable (the sync commits the extents'
+    /// conversion, one journal commit). For large writes that costs less
+    /// than the zeros (a 1 MiB write wrote 1 MiB of zeros first); for
+    /// small ones more, so they keep the zero-filled space. 0 turns it
+    /// off. Default 256 KiB.
+    pub unwritten_min_bytes: u64,
 }
 
 impl Default for Options {
@@ -89,6 +101,7 @@ impl Default for Options {
             punch_free_threshold: 0.25,
             punch_min_bytes: 1 << 20,
             direct_fill: false,
+            unwritten_min_bytes: 256 << 10,
         }
     }
 }

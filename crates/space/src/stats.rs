@@ -44,6 +44,10 @@ pub struct SpaceStats {
     pub container_growths: u64,
     /// Growths an allocation waited for.
     pub container_growths_inline: u64,
+    /// Large allocations that took space past a growing container's
+    /// filled part, unwritten (`Options::unwritten_min_bytes`), instead
+    /// of zero-filled space.
+    pub unfilled_allocations: u64,
 }
 
 /// Counters kept under the manager's lock.
@@ -59,4 +63,5 @@ pub(crate) struct Counters {
     pub containers_created_inline: u64,
     pub container_growths: u64,
     pub container_growths_inline: u64,
+    pub unfilled_allocations: u64,
 }

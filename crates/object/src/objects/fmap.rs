@@ -322,7 +322,10 @@ pub(crate) fn write_blocks(
             let body_logical = from_body.get(..logical.min(from_body.len())).unwrap_or_default();
             let tail_logical = from_tail.get(..logical - body_logical.len()).unwrap_or_default();
             let checksummed = || ExtentMapEntry::for_parts(piece, &[body_logical, tail_logical], &limits);
-            let eager = write_back && txn.is_durable();
+            // Unwritten space is made durable by its container's sync:
+            // starting a large piece's write-back while the rest is copied
+            // leaves that sync less to wait for.
+            let eager = txn.is_durable() && (write_back || piece.len >= WRITE_BACK_CHUNK as u64);
             let copy = || write_piece(&*file, piece.offset, [from_body, from_tail], eager);
             let entry = if piece.len >= PARALLEL_CRC_BYTES {
                 // The checksums on another core while this one copies.
@@ -353,10 +356,11 @@ pub(crate) fn write_blocks(
 }
 
 /// Copies `parts`, back to back, to `file` at `offset`. With `eager` (a
-/// durable commit's data, to be written back) each chunk goes to the
-/// device as soon as it is copied, so the device works while the rest is
-/// copied and the commit is computed: the group's leader then mostly waits
-/// for writes already under way. A buffered commit's data is left to the
+/// durable commit's data: written back, or a large piece its container's
+/// sync makes durable) each chunk goes to the device as soon as it is
+/// copied, so the device works while the rest is copied and the commit
+/// is computed: the group's leader then mostly waits for writes already
+/// under way. A buffered commit's data is left to the
 /// page cache until its group is written (a file deleted soon after may
 /// never reach the disk).
 fn write_piece(file: &dyn larder_io::File, offset: u64, parts: [&[u8]; 2], eager: bool) -> Result<()> {

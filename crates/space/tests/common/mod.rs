@@ -30,6 +30,7 @@ pub fn small_options() -> Options {
         punch_free_threshold: 0.25,
         punch_min_bytes: 4096,
         direct_fill: false,
+        unwritten_min_bytes: 0,
     }
 }
 
