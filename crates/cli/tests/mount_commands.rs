@@ -1,16 +1,17 @@
 //! `larder mount`, end to end through the binary: real programs on the
 //! mount (tar, git, make with gcc, sqlite3), and a mount killed with
 //! SIGKILL in the middle of a write workload, whose every fsynced file
-//! and name is there after a remount, with fsck clean. Needs /dev/fuse
+//! and name is there after a remount, with fsck clean; a working
+//! directory removed by another process lasts until the kernel forgets it. Needs /dev/fuse
 //! and the programs `scripts/setup.sh` installs; without /dev/fuse the
 //! tests fail unless `LARDER_SKIP_FUSE=1` says to skip them.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::{fresh_store, fsck_clean, fuse_available, sh, Mount};
 
@@ -128,4 +129,47 @@ fn mount_refuses_bad_arguments_clearly_and_changes_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--attr-timeout must be"));
     assert!(!common::is_mounted(&mnt));
     fsck_clean(&store);
+}
+
+#[test]
+fn a_removed_working_directory_lasts_until_the_kernel_forgets_it() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, mnt) = fresh_store(tmp.path());
+    let m = Mount::start(&store, &mnt, &[]);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    // A process whose working directory is d, holding no handle of it.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("cd d || exit 1; echo in; read go; stat -c %h .; touch new 2>&1 || echo refused")
+        .current_dir(&mnt)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "in\n");
+    // Another process removes it; the first still stats it (0 links), as
+    // on ext4, and cannot make anything in it.
+    std::fs::remove_dir(mnt.join("d")).unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let lines: Vec<&str> = rest.lines().collect();
+    assert_eq!(lines.len(), 3, "{rest}");
+    assert_eq!(lines[0], "0", "stat(\".\") of the removed working directory: {rest}");
+    assert!(lines[1].ends_with("No such file or directory"), "{rest}");
+    assert_eq!(lines[2], "refused");
+    // Gone once the kernel forgets it (or, if the unmount came first, at
+    // the next open): only the root is left.
+    m.stop();
+    let out = common::larder(&["fsck", store.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "fsck: {report}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(report.contains(" 1 objects (1 directories,") && report.contains(" 0 orphans"), "{report}");
 }

@@ -243,6 +243,29 @@ impl Fs {
         Ok(())
     }
 
+    /// Counts a reference to `ino` that a kernel holds without a handle
+    /// (a FUSE lookup count: each entry replied by lookup, create, mkdir,
+    /// mknod, symlink or link). Until [`Fs::forget`] drops the last one,
+    /// the object is kept as an open one is: removed meanwhile, it lasts
+    /// nameless (its attributes read, 0 links; a removed directory takes
+    /// no new names), as a Linux inode lasts while a process has it as
+    /// its working directory. Call it before the kernel learns of the
+    /// entry, so that its forget cannot come first.
+    pub fn retain(&self, ino: u64) {
+        let _gate = self.handles.gate(ino);
+        self.handles.retain(ino);
+    }
+
+    /// Drops `n` of the references [`Fs::retain`] counted for `ino`; the
+    /// last reference and handle of an object with no name left frees it.
+    pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
+        let _gate = self.handles.gate(ino);
+        if self.handles.forget(ino, n) == Closed::LastOfOrphan {
+            self.store.free_orphan(ino, Durability::Buffered)?;
+        }
+        Ok(())
+    }
+
     /// Checks `access(2)` `mask` (`R_OK | W_OK | X_OK`, or `F_OK` = 0) on
     /// `ino` for `cred`.
     pub fn access(&self, cred: &Cred, ino: u64, mask: u32) -> Result<()> {

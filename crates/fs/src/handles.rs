@@ -1,5 +1,7 @@
-//! Open file and directory handles, and the open counts that decide when
-//! an unlinked object (or a removed directory) is freed.
+//! Open file and directory handles, the references a kernel holds by
+//! inode number ([`Fs::retain`](crate::Fs::retain)), and the counts of
+//! both that decide when an unlinked object (or a removed directory) is
+//! freed.
 //!
 //! An open and an unlink of the same object are ordered by a per-object
 //! gate (a striped mutex): an open holds it while it checks the object
@@ -22,10 +24,10 @@ use crate::dirs::Listing;
 pub(crate) enum Closed {
     /// Other handles still have the object open.
     StillOpen,
-    /// That was the last handle; the object has a name.
+    /// That was the last handle or reference; the object has a name.
     Last,
-    /// That was the last handle of an object that lost its last name
-    /// while open ([`Handles::mark_orphaned`]): to be freed.
+    /// That was the last handle or reference of an object that lost its
+    /// last name while open ([`Handles::mark_orphaned`]): to be freed.
     LastOfOrphan,
 }
 
@@ -48,13 +50,18 @@ pub(crate) struct FileHandle {
 /// An open directory handle: the directory and its listing.
 type OpenDir = (u64, Arc<Mutex<Listing>>);
 
-/// An object with open handles.
+/// An object with open handles or kernel references.
 #[derive(Clone, Copy, Debug, Default)]
 struct Open {
     /// File and directory handles open on it: a directory removed while
     /// open is kept, as a file is, so that its handles still read its
     /// attributes (as after `rmdir(2)` of an open directory).
     handles: u32,
+    /// References a kernel holds by inode number (a FUSE lookup count):
+    /// they keep the object as a handle does, so that a directory that is
+    /// only a process's working directory still reads its attributes
+    /// once removed.
+    refs: u64,
     /// It has no name left (an orphan record keeps it): the last release
     /// frees it.
     orphaned: bool,
@@ -98,10 +105,42 @@ impl Handles {
         stripes.into_iter().filter_map(|i| self.gates.get(i)).map(|g| g.lock()).collect()
     }
 
-    /// Whether any handle (file or directory) of `ino` is open. Call with
-    /// its gate held.
+    /// Whether any handle (file or directory) of `ino` is open or a
+    /// kernel reference to it is held. Call with its gate held.
     pub(crate) fn is_open(&self, ino: u64) -> bool {
-        self.open.lock().get(&ino).is_some_and(|o| o.handles > 0)
+        self.open.lock().get(&ino).is_some_and(|o| o.handles > 0 || o.refs > 0)
+    }
+
+    /// Counts one kernel reference to `ino` more. Call with its gate held.
+    pub(crate) fn retain(&self, ino: u64) {
+        let mut open = self.open.lock();
+        let o = open.entry(ino).or_default();
+        o.refs = o.refs.saturating_add(1);
+    }
+
+    /// Counts `n` kernel references to `ino` fewer (more than it holds
+    /// counts as all); what that leaves. Call with its gate held.
+    pub(crate) fn forget(&self, ino: u64, n: u64) -> Closed {
+        let mut open = self.open.lock();
+        let Some(o) = open.get_mut(&ino) else { return Closed::Last };
+        o.refs = o.refs.saturating_sub(n);
+        Self::settle(&mut open, ino)
+    }
+
+    /// What object `ino`'s counts leave after one of them dropped: still
+    /// open, or closed (its entry gone), to be freed if orphaned.
+    fn settle(open: &mut HashMap<u64, Open>, ino: u64) -> Closed {
+        match open.get(&ino) {
+            Some(o) if o.handles > 0 || o.refs > 0 => Closed::StillOpen,
+            Some(&Open { orphaned: true, .. }) => {
+                open.remove(&ino);
+                Closed::LastOfOrphan
+            }
+            _ => {
+                open.remove(&ino);
+                Closed::Last
+            }
+        }
     }
 
     /// Marks open object `ino` as having lost its last name (its unlink
@@ -137,20 +176,10 @@ impl Handles {
     /// One handle of `ino` fewer: what that leaves.
     fn close(&self, ino: u64) -> Closed {
         let mut open = self.open.lock();
-        match open.get_mut(&ino) {
-            Some(o) if o.handles > 1 => {
-                o.handles -= 1;
-                Closed::StillOpen
-            }
-            Some(&mut Open { orphaned: true, .. }) => {
-                open.remove(&ino);
-                Closed::LastOfOrphan
-            }
-            _ => {
-                open.remove(&ino);
-                Closed::Last
-            }
+        if let Some(o) = open.get_mut(&ino) {
+            o.handles = o.handles.saturating_sub(1);
         }
+        Self::settle(&mut open, ino)
     }
 
     /// Registers an open listing of directory `ino`; returns its handle
@@ -194,7 +223,7 @@ impl<'a> OpenGates<'a> {
     }
 
     /// Whether a handle (file or directory) of `object` (one of those
-    /// held) is open.
+    /// held) is open, or a kernel reference to it is held.
     pub fn is_open(&self, object: u64) -> bool {
         self.handles.is_open(object)
     }

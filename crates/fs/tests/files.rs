@@ -113,6 +113,50 @@ fn an_open_file_renamed_over_or_unlinked_by_each_name_lives_until_its_last_close
 }
 
 #[test]
+fn an_object_a_kernel_still_references_outlives_its_removal_until_the_last_forget() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    // A directory the kernel knows (a process's working directory), with
+    // two references and no handle, removed by another process.
+    let d = fs.mkdir(&r, top, b"d", 0o755).unwrap();
+    fs.retain(d.ino);
+    fs.retain(d.ino);
+    fs.rmdir(&r, top, b"d").unwrap();
+    assert_eq!(errno(fs.lookup(&r, top, b"d")), libc::ENOENT);
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 0, "stat(\".\") still works");
+    assert_eq!(errno(fs.mknod(&r, d.ino, b"f", 0o644, 0)), libc::ENOENT);
+    assert_eq!(errno(fs.mkdir(&r, d.ino, b"sub", 0o755)), libc::ENOENT);
+    let dh = fs.opendir(&r, d.ino).unwrap();
+    assert!(fs.readdir(dh, 0, 10).unwrap().is_empty());
+    fs.releasedir(dh).unwrap();
+    assert!(fs.getattr(d.ino).is_ok(), "a reference is left after the last handle");
+    fs.forget(d.ino, 1).unwrap();
+    assert!(fs.getattr(d.ino).is_ok(), "one reference left");
+    fs.forget(d.ino, 1).unwrap();
+    assert_eq!(errno(fs.getattr(d.ino)), libc::ENOENT);
+    // A file: its data lasts until the kernel forgets it, and then its
+    // space is free again; a reference forgotten while it has a name
+    // frees nothing.
+    let (f, fh) = fs.create_file(&r, top, b"f", 0o644, libc::O_RDWR).unwrap();
+    fs.write(&r, fh, 0, &[3u8; 50_000]).unwrap();
+    fs.retain(f.ino);
+    fs.release(fh).unwrap();
+    fs.unlink(&r, top, b"f").unwrap();
+    let again = fs.open_file(&r, f.ino, libc::O_RDONLY).unwrap();
+    assert_eq!(fs.read(again, 0, 10).unwrap(), [3u8; 10]);
+    fs.release(again).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 0);
+    fs.forget(f.ino, 1).unwrap();
+    assert_eq!(errno(fs.getattr(f.ino)), libc::ENOENT);
+    let kept = fs.mknod(&r, top, b"kept", 0o644, 0).unwrap();
+    fs.retain(kept.ino);
+    fs.forget(kept.ino, 1).unwrap();
+    assert_eq!(fs.getattr(kept.ino).unwrap().nlink, 1);
+    assert!(fs.store().used_extents().unwrap().is_empty(), "every freed object's space is free again");
+}
+
+#[test]
 fn an_unlinked_open_file_is_freed_at_the_next_open_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");

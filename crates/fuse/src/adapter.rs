@@ -77,10 +77,38 @@ fn name(n: &OsStr) -> &[u8] {
 }
 
 impl LarderFuse {
+    /// Replies entry `r`. The kernel counts a reference for each entry
+    /// replied (lookup, mknod, mkdir, symlink, link) until it forgets it;
+    /// the fs counts it too, before the reply, so that a directory that is
+    /// only some process's working directory, or a file the kernel still
+    /// knows, outlasts its removal as on Linux.
     fn entry(&self, reply: ReplyEntry, r: larder_fs::Result<Attr>) {
         match r {
-            Ok(a) => reply.entry(&self.entry_ttl, &file_attr(&a), GENERATION),
+            Ok(a) => {
+                self.retain(a.ino);
+                reply.entry(&self.entry_ttl, &file_attr(&a), GENERATION);
+            }
             Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Counts a kernel reference to `ino`. The root is never removed and
+    /// never forgotten, so it is not counted.
+    fn retain(&self, ino: u64) {
+        if ino != self.fs.root() {
+            self.fs.retain(ino);
+        }
+    }
+
+    /// Drops `n` kernel references to `ino` (FORGET).
+    fn forget_refs(&self, ino: u64, n: u64) {
+        if ino == self.fs.root() {
+            return;
+        }
+        if let Err(e) = self.fs.forget(ino, n) {
+            // No reply to send: the orphan record stays, and the next
+            // open of the store frees it.
+            tracing::warn!(error = %e, ino, "freeing an object the kernel forgot failed");
         }
     }
 }
@@ -110,6 +138,13 @@ impl Filesystem for LarderFuse {
 
     fn lookup(&self, req: &Request, parent: INodeNo, n: &OsStr, reply: ReplyEntry) {
         self.entry(reply, self.fs.lookup(&cred(req), parent.0, name(n)));
+    }
+
+    // BATCH_FORGET comes here too: fuser's default `batch_forget` calls
+    // `forget` for each node (its node type is not public to override).
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        crate::watch::serving();
+        self.forget_refs(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -390,7 +425,10 @@ impl Filesystem for LarderFuse {
         reply: ReplyCreate,
     ) {
         match self.fs.create_file(&cred(req), parent.0, name(n), mode, flags) {
-            Ok((a, fh)) => reply.created(&self.entry_ttl, &file_attr(&a), GENERATION, FileHandle(fh), FILE_OPEN_FLAGS),
+            Ok((a, fh)) => {
+                self.retain(a.ino);
+                reply.created(&self.entry_ttl, &file_attr(&a), GENERATION, FileHandle(fh), FILE_OPEN_FLAGS);
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
