@@ -250,10 +250,20 @@ impl Fs {
     /// nameless (its attributes read, 0 links; a removed directory takes
     /// no new names), as a Linux inode lasts while a process has it as
     /// its working directory. Call it before the kernel learns of the
-    /// entry, so that its forget cannot come first.
-    pub fn retain(&self, ino: u64) {
+    /// entry, so that its forget cannot come first. ENOENT, counting
+    /// nothing, if the object lost its last name since it was looked up
+    /// (a delete beside the mount, a KV or server one, may be freeing it)
+    /// and nothing holds it open or counted.
+    pub fn retain(&self, ino: u64) -> Result<()> {
         let _gate = self.handles.gate(ino);
+        self.with_onode(ino, |o| {
+            if o.nlink == 0 && !self.handles.is_open(ino) {
+                return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name")));
+            }
+            Ok(())
+        })??;
         self.handles.retain(ino);
+        Ok(())
     }
 
     /// Drops `n` of the references [`Fs::retain`] counted for `ino`; the

@@ -84,20 +84,22 @@ impl LarderFuse {
     /// knows, outlasts its removal as on Linux.
     fn entry(&self, reply: ReplyEntry, r: larder_fs::Result<Attr>) {
         match r {
-            Ok(a) => {
-                self.retain(a.ino);
-                reply.entry(&self.entry_ttl, &file_attr(&a), GENERATION);
-            }
+            Ok(a) => match self.retain(a.ino) {
+                Ok(()) => reply.entry(&self.entry_ttl, &file_attr(&a), GENERATION),
+                Err(e) => reply.error(errno(&e)),
+            },
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     /// Counts a kernel reference to `ino`. The root is never removed and
-    /// never forgotten, so it is not counted.
-    fn retain(&self, ino: u64) {
-        if ino != self.fs.root() {
-            self.fs.retain(ino);
+    /// never forgotten, so it is not counted. ENOENT if the object lost
+    /// its last name since it was looked up (see [`larder_fs::Fs::retain`]).
+    fn retain(&self, ino: u64) -> larder_fs::Result<()> {
+        if ino == self.fs.root() {
+            return Ok(());
         }
+        self.fs.retain(ino)
     }
 
     /// Drops `n` kernel references to `ino` (FORGET).
@@ -425,10 +427,17 @@ impl Filesystem for LarderFuse {
         reply: ReplyCreate,
     ) {
         match self.fs.create_file(&cred(req), parent.0, name(n), mode, flags) {
-            Ok((a, fh)) => {
-                self.retain(a.ino);
-                reply.created(&self.entry_ttl, &file_attr(&a), GENERATION, FileHandle(fh), FILE_OPEN_FLAGS);
-            }
+            // The new file is open, so it is counted whatever happened to
+            // its name meanwhile; an error here is the store's.
+            Ok((a, fh)) => match self.retain(a.ino) {
+                Ok(()) => reply.created(&self.entry_ttl, &file_attr(&a), GENERATION, FileHandle(fh), FILE_OPEN_FLAGS),
+                Err(e) => {
+                    if let Err(release) = self.fs.release(fh) {
+                        tracing::warn!(error = %release, fh, "releasing a created file the kernel will not learn of failed");
+                    }
+                    reply.error(errno(&e));
+                }
+            },
             Err(e) => reply.error(errno(&e)),
         }
     }

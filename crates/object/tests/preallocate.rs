@@ -136,3 +136,36 @@ fn data_written_over_freed_preallocated_blocks_is_durable_with_its_commit() {
     let store = Store::open(storage(&image), Path::new(DIR), options()).unwrap();
     assert_eq!(read(&store, g, 0, data.len()), data, "a durable write over freed preallocated blocks was lost");
 }
+
+/// A large preallocation may take space past a growing container's filled
+/// part (`fallocate` extends the file, no zeros written): the record that
+/// maps it must not be durable before the container is synced, or a crash
+/// keeps the record and loses the file's new length, and the next open
+/// finds an extent in use past the container's end.
+#[test]
+fn a_large_preallocation_past_a_containers_filled_part_survives_a_crash() {
+    // Containers of 1 MiB that start at a quarter and grow.
+    let mut options = common::deterministic();
+    options.space.initial_container_bytes = 256 << 10;
+    let sim = SimStorage::new(12);
+    let store = Store::create(storage(&sim), Path::new(DIR), creation(), options.clone()).unwrap();
+    let len = 512u64 << 10;
+    // The first makes the container (filled as it is made); the second
+    // takes its space past the filled part.
+    let mut files = Vec::new();
+    for _ in 0..2 {
+        let f = create_named(&store, Kind::File, 0o644, 0, 0, Durability::Durable).unwrap();
+        store.truncate(f, len, Durability::Buffered).unwrap();
+        store.transact(&[f], Durability::Durable, |t| t.preallocate(f, 0, len)).unwrap();
+        files.push(f);
+    }
+    let unfilled = store.space().stats().unfilled_allocations;
+    assert!(unfilled >= 1, "the preallocation did not take unwritten space past the filled part");
+    store.checkpoint().unwrap();
+    drop(store);
+    let image = sim.crash_with(larder_io::sim::CrashMode::DropAllPending);
+    let store = Store::open(storage(&image), Path::new(DIR), options).unwrap();
+    for f in files {
+        assert_eq!(read(&store, f, 0, len as usize), vec![0u8; len as usize], "a preallocated range reads as zeros");
+    }
+}

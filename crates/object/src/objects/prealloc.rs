@@ -77,6 +77,19 @@ impl Transaction<'_> {
                 // The host file system's blocks too, where the container
                 // has none (punched space), so filling them cannot fail.
                 space.allocate_on_host(extent)?;
+                if !space.is_written(extent) {
+                    // Space past the container's filled part (taken with
+                    // `fallocate`, which extends the file) or punched: the
+                    // record that maps it must not be durable before the
+                    // container's length and blocks are, or a crash keeps an
+                    // extent in use past the end of the file.
+                    let file = space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
+                        path: space.dir().join(larder_space::container_file_name(extent.container)),
+                        offset: extent.offset,
+                        what: format!("object {object}: space allocated in no container"),
+                    })?;
+                    self.add_dependency(Dependency::Sync(file));
+                }
                 let mut done = 0;
                 while done < extent.len {
                     let len = (extent.len - done).min(MAX_ENTRY_EXTENT_BYTES);
