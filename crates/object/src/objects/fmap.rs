@@ -2,7 +2,7 @@
 //! range, read their blocks checked against their crcs, cut a range out of
 //! the map, and write new blocks to fresh space.
 
-use larder_io::{read_exact_at, write_all_at};
+use larder_io::{read_exact_at, write_all_at, FileRef};
 use larder_log::Dependency;
 use larder_space::{Extent, SpaceManager};
 
@@ -68,8 +68,15 @@ pub(crate) fn overlapping(txn: &Transaction<'_>, object: u64, start: u64, end: u
 }
 
 /// The path of a container file, for errors about one that is missing.
-fn container_path(space: &SpaceManager, container: u64) -> std::path::PathBuf {
-    space.dir().join(larder_space::container_file_name(container))
+/// The file of `extent`'s container; Corrupt, at the container's path and
+/// `extent`'s offset, saying `what` referred to it, if the store has no
+/// such container.
+pub(super) fn container_file(space: &SpaceManager, extent: Extent, what: impl FnOnce() -> String) -> Result<FileRef> {
+    space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
+        path: space.dir().join(larder_space::container_file_name(extent.container)),
+        offset: extent.offset,
+        what: what(),
+    })
 }
 
 /// Reads blocks `[first, first + count)` of `m`'s extent and checks each
@@ -90,10 +97,8 @@ fn read_blocks_into(space: &SpaceManager, object: u64, m: &Mapped, first: u64, d
         return Ok(());
     }
     let extent = m.entry.extent;
-    let file = space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
-        path: container_path(space, extent.container),
-        offset: extent.offset,
-        what: format!("object {object}: the fmap entry at offset {} names a container that does not exist", m.offset),
+    let file = container_file(space, extent, || {
+        format!("object {object}: the fmap entry at offset {} names a container that does not exist", m.offset)
     })?;
     let at = extent.offset + first * BLOCK_BYTES;
     if let Err(e) = read_exact_at(&*file, dst, at) {
@@ -303,10 +308,8 @@ pub(crate) fn write_blocks(
         while done < extent.len {
             let piece =
                 sub_extent(extent, done / BLOCK_BYTES, (extent.len - done).min(MAX_ENTRY_EXTENT_BYTES) / BLOCK_BYTES);
-            let file = space.container_file(piece.container).ok_or_else(|| ObjectError::Corrupt {
-                path: container_path(space, piece.container),
-                offset: piece.offset,
-                what: format!("object {object}: allocated space in a container that does not exist"),
+            let file = container_file(space, piece, || {
+                format!("object {object}: allocated space in a container that does not exist")
             })?;
             let end = pos + piece.len;
             let from_body = body.get(to_usize(pos.min(body.len() as u64))..to_usize(end.min(body.len() as u64)));

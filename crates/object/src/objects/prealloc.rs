@@ -17,10 +17,10 @@ use larder_io::write_all_at;
 use larder_log::Dependency;
 use larder_space::Extent;
 
-use super::fmap::{overlapping, spill_inline, Mapped};
+use super::fmap::{container_file, overlapping, spill_inline, Mapped};
 use super::heap_data::{heap_file, preallocate_heap};
 use super::{align_down, align_up, data_onode, to_usize};
-use crate::error::{ObjectError, Result};
+use crate::error::Result;
 use crate::meta::extent_map::MAX_ENTRY_EXTENT_BYTES;
 use crate::meta::{fmap_key, DataLocation, ExtentMapEntry, BLOCK_BYTES};
 use crate::txn::Transaction;
@@ -83,11 +83,8 @@ impl Transaction<'_> {
                     // record that maps it must not be durable before the
                     // container's length and blocks are, or a crash keeps an
                     // extent in use past the end of the file.
-                    let file = space.container_file(extent.container).ok_or_else(|| ObjectError::Corrupt {
-                        path: space.dir().join(larder_space::container_file_name(extent.container)),
-                        offset: extent.offset,
-                        what: format!("object {object}: space allocated in no container"),
-                    })?;
+                    let file =
+                        container_file(space, extent, || format!("object {object}: space allocated in no container"))?;
                     self.add_dependency(Dependency::Sync(file));
                 }
                 let mut done = 0;
@@ -144,10 +141,8 @@ pub(crate) fn fill_unwritten(
         let blocks_end = m.offset + m.entry.extent.len;
         let (lo, hi) = (m.offset.max(a0), blocks_end.min(a1));
         let piece = sub_extent(m.entry.extent, (lo - m.offset) / BLOCK_BYTES, (hi - lo) / BLOCK_BYTES);
-        let file = space.container_file(piece.container).ok_or_else(|| ObjectError::Corrupt {
-            path: space.dir().join(larder_space::container_file_name(piece.container)),
-            offset: piece.offset,
-            what: format!("object {object}: the unwritten entry at offset {} names no container", m.offset),
+        let file = container_file(space, piece, || {
+            format!("object {object}: the unwritten entry at offset {} names no container", m.offset)
         })?;
         let (from_body, from_tail) = parts(body, tail, lo - a0, hi - a0);
         write_all_at(&*file, from_body, piece.offset)?;
