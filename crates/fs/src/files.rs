@@ -256,12 +256,14 @@ impl Fs {
     /// and nothing holds it open or counted.
     pub fn retain(&self, ino: u64) -> Result<()> {
         let _gate = self.handles.gate(ino);
-        self.with_onode(ino, |o| {
-            if o.nlink == 0 && !self.handles.is_open(ino) {
-                return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name")));
-            }
-            Ok(())
-        })??;
+        // An object open or counted already is held (a create's new file
+        // is open): only one with no holder needs its onode read.
+        if !self.handles.is_open(ino) {
+            self.with_onode(ino, |o| match o.nlink {
+                0 => Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name"))),
+                _ => Ok(()),
+            })??;
+        }
         self.handles.retain(ino);
         Ok(())
     }
