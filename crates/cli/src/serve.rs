@@ -143,6 +143,8 @@ pub(crate) fn run(args: &ServeArgs) -> Result<()> {
         // The mount changes the store without the server seeing it, so
         // no change through it could revoke a lease: grant none.
         options.limits.lease_term = std::time::Duration::ZERO;
+        // Nor could it drop a client's resolved directories.
+        options.limits.max_cached_directories = 0;
     }
     let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
     // The mount first: the server answers a client only once the mount's

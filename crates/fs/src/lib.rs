@@ -48,7 +48,7 @@ pub use larder_object::meta::{Kind, Timestamp};
 pub use larder_object::Durability;
 use larder_object::{CreationOptions, Store, StoreOptions};
 pub use meta_batch::{BatchDone, BatchOp};
-pub use path::Resolved;
+pub use path::{split_parent, Resolved, Walked};
 pub use rename::RenameFlags;
 pub use statfs::StatFs;
 pub use xattrs::XattrFlags;

@@ -26,6 +26,45 @@ pub struct Resolved {
     pub attr: Option<Attr>,
 }
 
+/// A path resolved by [`Fs::resolve_walk`]: where it leads, and the
+/// directory holding its last component when a cache of resolved
+/// directories may keep it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walked {
+    /// Where the path leads, as [`Fs::resolve`] answers.
+    pub resolved: Resolved,
+    /// The attributes of the directory holding the last component, as the
+    /// walk read them, when the walk reached it by plain names alone (no
+    /// `.`, `..` or symbolic link before the last component, and not the
+    /// root) and the last component is a plain name: then the path's
+    /// [`split_parent`] prefix names this directory, for this caller,
+    /// until a directory on the way is renamed or removed or its mode or
+    /// owners change.
+    pub parent: Option<Attr>,
+}
+
+/// A path split for a cache of resolved directories: the bytes before its
+/// last component (the key: a path of the directory holding that
+/// component), the last component, and whether a trailing `/` demands a
+/// directory. None for a path [`Fs::resolve_in`] cannot finish after a
+/// cached prefix: one whose last component is `.`, `..` or too long, with
+/// no directory before it but the root, too long, or holding NUL (its
+/// walk from the root answers, with the walk's errors).
+pub fn split_parent(path: &[u8]) -> Option<(&[u8], &[u8], bool)> {
+    if path.len() >= PATH_MAX || path.contains(&0) {
+        return None;
+    }
+    let trimmed_len = path.iter().rposition(|&b| b != b'/')? + 1;
+    let trimmed = &path[..trimmed_len];
+    let dir_only = trimmed_len < path.len();
+    let slash = trimmed.iter().rposition(|&b| b == b'/')?;
+    let (prefix, name) = (&trimmed[..slash], &trimmed[slash + 1..]);
+    if name == b"." || name == b".." || name.len() > NAME_MAX || prefix.iter().all(|&b| b == b'/') {
+        return None;
+    }
+    Some((prefix, name, dir_only))
+}
+
 /// A path's components: borrowed from the path asked for, owned when a
 /// symbolic link's target put them there.
 type Parts<'p> = VecDeque<Cow<'p, [u8]>>;
@@ -56,24 +95,35 @@ impl Fs {
     /// `cred`. `follow` says whether a symlink as the last component is
     /// followed. A trailing `/` demands a directory.
     pub fn resolve(&self, cred: &Cred, path: &[u8], follow: bool) -> Result<Resolved> {
+        self.resolve_walk(cred, path, follow).map(|w| w.resolved)
+    }
+
+    /// [`Fs::resolve`], saying also which directory the walk found the
+    /// last component in when a cache of resolved directories may keep
+    /// it ([`Walked::parent`]).
+    pub fn resolve_walk(&self, cred: &Cred, path: &[u8], follow: bool) -> Result<Walked> {
         let (mut parts, mut dir_only) = components(path)?;
         let mut dir = self.root();
         // The attributes of `dir` when the walk came to it by a lookup
         // just now: the next step checks search permission on them.
         let mut dir_attr: Option<Attr> = None;
         let mut follows = 0usize;
+        // No `.`, `..` or symbolic link taken so far.
+        let mut plain = true;
         if parts.is_empty() {
-            return Ok(Resolved { parent: dir, name: Vec::new(), attr: Some(self.getattr(dir)?) });
+            let resolved = Resolved { parent: dir, name: Vec::new(), attr: Some(self.getattr(dir)?) };
+            return Ok(Walked { resolved, parent: None });
         }
         loop {
             let Some(part) = parts.pop_front() else {
                 return Err(FsError::posix(libc::ENOENT, "an empty path"));
             };
             let last = parts.is_empty();
-            let looked_up = match dir_attr.take() {
-                Some(parent) if part.as_ref() != b"." && part.as_ref() != b".." => {
-                    self.lookup_below(cred, &parent, &part)
-                }
+            let dotted = part.as_ref() == b"." || part.as_ref() == b"..";
+            plain &= !dotted;
+            let parent_attr = dir_attr.take();
+            let looked_up = match &parent_attr {
+                Some(parent) if !dotted => self.lookup_below(cred, parent, &part),
                 _ => self.lookup(cred, dir, &part),
             };
             let found = match looked_up {
@@ -81,10 +131,13 @@ impl Fs {
                 Err(e) if e.errno() == libc::ENOENT && last => None,
                 Err(e) => return Err(e),
             };
+            let cacheable = |parent_attr: Option<Attr>| parent_attr.filter(|_| plain);
             let Some(attr) = found else {
-                return Ok(Resolved { parent: dir, name: part.into_owned(), attr: None });
+                let resolved = Resolved { parent: dir, name: part.into_owned(), attr: None };
+                return Ok(Walked { resolved, parent: cacheable(parent_attr) });
             };
             if attr.kind == Kind::Symlink && (!last || follow || dir_only) {
+                plain = false;
                 follows += 1;
                 if follows > MAX_SYMLINK_FOLLOWS {
                     return Err(FsError::posix(libc::ELOOP, "too many levels of symbolic links"));
@@ -114,7 +167,8 @@ impl Fs {
                         format!("{:?} is not a directory", String::from_utf8_lossy(&part)),
                     ));
                 }
-                return Ok(Resolved { parent: dir, name: part.into_owned(), attr: Some(attr) });
+                let resolved = Resolved { parent: dir, name: part.into_owned(), attr: Some(attr) };
+                return Ok(Walked { resolved, parent: cacheable(parent_attr) });
             }
             if attr.kind != Kind::Directory {
                 return Err(FsError::posix(
@@ -125,5 +179,38 @@ impl Fs {
             dir = attr.ino;
             dir_attr = Some(attr);
         }
+    }
+
+    /// The last step of [`Fs::resolve`] of a path whose prefix (its
+    /// [`split_parent`] key) a cache resolved to `parent`, a
+    /// [`Walked::parent`] of the same caller: `name` looked up in
+    /// `parent`, search permission checked on `parent`'s attributes as
+    /// the walk checks it. None when the walk must go on from there (a
+    /// symbolic link to follow): resolve the path from the root.
+    pub fn resolve_in(
+        &self,
+        cred: &Cred,
+        parent: &Attr,
+        name: &[u8],
+        follow: bool,
+        dir_only: bool,
+    ) -> Result<Option<Resolved>> {
+        let attr = match self.lookup_below(cred, parent, name) {
+            Ok(attr) => attr,
+            Err(e) if e.errno() == libc::ENOENT => {
+                return Ok(Some(Resolved { parent: parent.ino, name: name.to_vec(), attr: None }));
+            }
+            Err(e) => return Err(e),
+        };
+        if attr.kind == Kind::Symlink && (follow || dir_only) {
+            return Ok(None);
+        }
+        if dir_only && attr.kind != Kind::Directory {
+            return Err(FsError::posix(
+                libc::ENOTDIR,
+                format!("{:?} is not a directory", String::from_utf8_lossy(name)),
+            ));
+        }
+        Ok(Some(Resolved { parent: parent.ino, name: name.to_vec(), attr: Some(attr) }))
     }
 }

@@ -155,3 +155,69 @@ fn directory_link_counts_follow_their_subdirectories() {
     fs.rmdir(&r, top, b"d").unwrap();
     assert_eq!(fs.getattr(top).unwrap().nlink, 2);
 }
+
+/// A path finished from its cached prefix (`split_parent`, the walk's
+/// `Walked::parent`, `resolve_in`) answers what a walk from the root
+/// answers, errors included, for users who may and may not search; a
+/// prefix through `.`, `..` or a symbolic link is not offered for caching.
+#[test]
+fn a_path_finished_from_its_cached_directory_answers_as_the_walk() {
+    let (_d, fs) = fresh();
+    let r = root();
+    let top = fs.root();
+    let a = fs.mkdir(&r, top, b"a", 0o755).unwrap();
+    let b = fs.mkdir(&r, a.ino, b"b", 0o711).unwrap();
+    let private = fs.mkdir(&r, a.ino, b"p", 0o700).unwrap();
+    fs.mknod(&r, b.ino, b"f", 0o644, 0).unwrap();
+    fs.mknod(&r, private.ino, b"f", 0o644, 0).unwrap();
+    fs.symlink(&r, b.ino, b"to_f", b"f").unwrap();
+    fs.symlink(&r, b.ino, b"to_b", b"/a/b").unwrap();
+    fs.symlink(&r, top, b"la", b"a").unwrap();
+    let long = format!("/a/b/{}", "n".repeat(NAME_MAX + 1));
+    let paths: Vec<&[u8]> = vec![
+        b"/a/b/f",
+        b"a/b/f",
+        b"/a/b/f/",
+        b"/a/b/new",
+        b"/a/b/new/",
+        b"/a/b/to_f",
+        b"/a/b/to_f/",
+        b"/a/b/to_b",
+        b"/a/b/to_b/",
+        b"/a/p/f",
+        b"/a/p/new",
+        b"//a//b//f",
+        long.as_bytes(),
+    ];
+    for cred in [root(), common::user(7, 7, &[])] {
+        for path in &paths {
+            for follow in [true, false] {
+                let walked = fs.resolve(&cred, path, follow);
+                let Some((prefix, name, dir_only)) = larder_fs::split_parent(path) else {
+                    assert!(path.len() > NAME_MAX, "{:?} is split", String::from_utf8_lossy(path));
+                    continue;
+                };
+                let Ok(parent) = fs.resolve_walk(&cred, prefix, true).map(|w| w.resolved.attr) else {
+                    assert!(walked.is_err());
+                    continue;
+                };
+                let parent = parent.unwrap();
+                let finished = fs.resolve_in(&cred, &parent, name, follow, dir_only);
+                match (finished, &walked) {
+                    (Ok(Some(f)), Ok(w)) => assert_eq!(&f, w, "{:?}", String::from_utf8_lossy(path)),
+                    (Ok(None), _) => {}
+                    (Err(e), Err(w)) => assert_eq!(e.errno(), w.errno(), "{:?}", String::from_utf8_lossy(path)),
+                    (f, w) => panic!("{:?}: finished {f:?}, walked {w:?}", String::from_utf8_lossy(path)),
+                }
+                let cached = fs.resolve_walk(&cred, path, follow).ok().and_then(|w| w.parent);
+                if let Some(cached) = cached {
+                    assert_eq!(cached, parent);
+                }
+            }
+        }
+    }
+    for path in [&b"/la/b/f"[..], b"/a/./b/f", b"/a/b/../b/f", b"/a/b/to_b/f", b"/f", b"/a/b/."] {
+        let walk = fs.resolve_walk(&r, path, true);
+        assert_eq!(walk.map(|w| w.parent).ok().flatten(), None, "{:?}", String::from_utf8_lossy(path));
+    }
+}

@@ -32,6 +32,7 @@ mod limits;
 mod load;
 mod memory;
 mod open_objects;
+mod path_cache;
 mod placement;
 mod read_buffer;
 mod region_memory;
@@ -64,6 +65,7 @@ pub struct ServerState {
     limits: Limits,
     epoch: u64,
     clients: Arc<ClientCount>,
+    path_changes: path_cache::PathChanges,
 }
 
 impl ServerState {
@@ -71,7 +73,8 @@ impl ServerState {
     /// different at every start (leases of an earlier one are void).
     pub fn new(fs: Arc<Fs>, limits: Limits, epoch: u64) -> ServerState {
         let leases = leases::LeaseTable::new(limits.lease_term);
-        ServerState { fs, leases, limits, epoch, clients: Arc::new(ClientCount::default()) }
+        let path_changes = path_cache::PathChanges::default();
+        ServerState { fs, leases, limits, epoch, clients: Arc::new(ClientCount::default()), path_changes }
     }
 
     /// The file system.
@@ -82,6 +85,11 @@ impl ServerState {
     /// The limits.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// The path generation the sessions' directory caches go by.
+    pub(crate) fn path_changes(&self) -> &path_cache::PathChanges {
+        &self.path_changes
     }
 
     /// The leases of every session.

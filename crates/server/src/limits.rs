@@ -62,6 +62,13 @@ pub struct Limits {
     /// that the client has not yet taken from its socket (it says how many
     /// it took in each attach). Default 64.
     pub max_heap_descriptors_in_flight: u64,
+    /// Directories one client's path resolutions keep (a path's prefix to
+    /// the directory it led to, dropped whenever a directory may have
+    /// been renamed, removed or had its mode or owners changed), so that
+    /// `Resolve` and `OpenPath` walk only the last component. Zero keeps
+    /// none: needed when the store is also changed by other means (a FUSE
+    /// mount), which the server does not see. Default 256.
+    pub max_cached_directories: usize,
     /// Fewest workers. Default 1.
     pub min_workers: u32,
     /// Most workers: the region holds a ring pair for each. Default 4.
@@ -83,6 +90,7 @@ impl Default for Limits {
             ring_bytes: 256 << 10,
             max_open_heaps: 64,
             max_heap_descriptors_in_flight: 64,
+            max_cached_directories: 256,
             min_workers: 1,
             max_workers: 4,
         }

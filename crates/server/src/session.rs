@@ -150,6 +150,8 @@ pub struct Session {
     table: Mutex<Table>,
     /// Inode numbers the session has reached (see the module doc).
     known: Mutex<IdSet>,
+    /// Directories its paths led to (`crate::path_cache`).
+    directories: Mutex<crate::path_cache::DirectoryCache>,
     in_flight: AtomicU32,
     counters: Counters,
     /// Its leases, and the table they are in (none for a session made
@@ -228,6 +230,7 @@ impl Session {
         let known = Mutex::new(IdSet::from_iter([fs.root()]));
         Session {
             known,
+            directories: Mutex::new(crate::path_cache::DirectoryCache::default()),
             cred: Cred::new(uid, gid, groups.clone()),
             groups,
             fs,
@@ -335,6 +338,23 @@ impl Session {
 
     /// Records that the session reached `ino`; ENFILE when it knows
     /// `max_known_objects` already.
+    /// Resolves `path` for the session as [`Fs::resolve`] does, through
+    /// its cache of resolved directories (`crate::path_cache`).
+    pub(crate) fn resolve(
+        &self,
+        changes: &crate::path_cache::PathChanges,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<larder_fs::Resolved, FsError> {
+        let max = self.limits.max_cached_directories;
+        crate::path_cache::resolve(&self.fs, changes, &self.directories, max, &self.cred, path, follow)
+    }
+
+    /// Directories the session's cache holds now.
+    pub fn cached_directories(&self) -> usize {
+        self.directories.lock().len()
+    }
+
     pub(crate) fn learn(&self, ino: u64) -> Result<(), FsError> {
         let mut known = self.known.lock();
         if known.len() >= self.limits.max_known_objects && !known.contains(&ino) {

@@ -139,7 +139,10 @@ pub(crate) fn execute_revoked(
         read: Cell::new(0),
         written: Cell::new(0),
     };
-    let response = match dispatch(&call, request) {
+    let change = crate::path_cache::changes_paths(&request).then(|| server.path_changes().begin());
+    let dispatched = dispatch(&call, request);
+    drop(change);
+    let response = match dispatched {
         Ok(r) => r,
         Err(Refusal::Violation(v)) => return Err(v),
         Err(Refusal::Fs(e)) => convert::fs_error(&e),
@@ -188,7 +191,10 @@ pub fn execute_batch(
         read: Cell::new(0),
         written: Cell::new(0),
     };
-    let outcome = match batch::apply(&call, requests, durability) {
+    let change = requests.iter().any(crate::path_cache::changes_paths).then(|| server.path_changes().begin());
+    let applied = batch::apply(&call, requests, durability);
+    drop(change);
+    let outcome = match applied {
         Ok(responses) => BatchOutcome::Applied(responses),
         Err(Refusal::Fs(e)) => BatchOutcome::Refused(convert::fs_error(&e)),
         Err(Refusal::Kv(e)) => BatchOutcome::Refused(convert::kv_error(e)),

@@ -51,7 +51,7 @@ pub(super) fn setattr(call: &Call<'_>, ino: u64, set: &SetAttributes, handle: Op
 }
 
 pub(super) fn resolve(call: &Call<'_>, path: &[u8], follow: bool) -> Outcome {
-    let resolved = call.fs.resolve(call.cred, path, follow)?;
+    let resolved = call.session.resolve(call.server.path_changes(), path, follow)?;
     call.session.learn(resolved.parent)?;
     if let Some(attr) = &resolved.attr {
         call.session.learn(attr.ino)?;

@@ -31,7 +31,7 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
     // As open(2): O_NOFOLLOW leaves a final symbolic link unfollowed, and
     // opening the link itself is then ELOOP (the fs layer's open says so).
     let follow = flags & libc::O_NOFOLLOW == 0;
-    let resolved = call.fs.resolve(call.cred, path, follow)?;
+    let resolved = call.session.resolve(call.server.path_changes(), path, follow)?;
     let Some(found) = resolved.attr else {
         return Err(FsError::posix(
             libc::ENOENT,
