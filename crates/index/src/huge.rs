@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The huge page size of x86-64 (and of aarch64 with 4 KiB base pages).
-const HUGE_BYTES: usize = 2 << 20;
+pub(crate) const HUGE_BYTES: usize = 2 << 20;
 
 /// A run's hot arrays are moved to a region when they take at least this
 /// much: the rounding up to whole huge pages then at most quadruples them
@@ -124,7 +124,7 @@ impl RegionFill {
 
     /// Reserves `len` elements of `T` after those placed so far, if they
     /// fit: where they start, and the region to hold on to.
-    fn place<T>(&mut self, len: usize) -> Option<(NonNull<T>, Arc<Region>)> {
+    pub(crate) fn place<T>(&mut self, len: usize) -> Option<(NonNull<T>, Arc<Region>)> {
         let (bytes, align) = (len.checked_mul(std::mem::size_of::<T>())?, std::mem::align_of::<T>());
         let base = self.region.base.as_ptr() as usize;
         let at = (base + self.used).next_multiple_of(align);

@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use super::arena::{EntryArena, SharedBytes};
 use crate::entry::{Kind, Op, OpRef, Stamp};
 
 /// Most bytes of key and payload held inside the entry itself. An entry
@@ -39,7 +40,7 @@ pub(crate) enum EntryBytes {
     /// At most [`INLINE_BYTES`], the first `len` of `bytes`.
     Inline { len: u8, bytes: [u8; INLINE_BYTES] },
     /// More than [`INLINE_BYTES`] (or a probe's reused allocation).
-    Shared(Arc<[u8]>),
+    Shared(SharedBytes),
 }
 
 impl EntryBytes {
@@ -109,7 +110,16 @@ pub(crate) fn key_tail16(key: &[u8]) -> u128 {
 
 impl MemKey {
     pub(crate) fn new(key: &[u8], payload: &[u8], stamp: Stamp) -> MemKey {
+        Self::new_in(None, key, payload, stamp)
+    }
+
+    /// As [`MemKey::new`], with a large entry's bytes in `arena` when it
+    /// takes them.
+    pub(crate) fn new_in(arena: Option<&EntryArena>, key: &[u8], payload: &[u8], stamp: Stamp) -> MemKey {
         let data = EntryBytes::inline(key, payload).unwrap_or_else(|| {
+            if let Some(placed) = arena.and_then(|a| a.place(key, payload)) {
+                return EntryBytes::Shared(placed);
+            }
             // Copied through a scratch buffer so both halves move by
             // memcpy: collecting a chain of byte iterators copies one byte
             // at a time (perf: 9% of a 4 KiB durable put's CPU).
@@ -117,11 +127,11 @@ impl MemKey {
                 buf.clear();
                 buf.extend_from_slice(key);
                 buf.extend_from_slice(payload);
-                let data = Arc::from(&buf[..]);
+                let data: Arc<[u8]> = Arc::from(&buf[..]);
                 if buf.capacity() > MAX_SCRATCH_BYTES {
                     *buf = Vec::new();
                 }
-                data
+                SharedBytes::from(data)
             }))
         });
         MemKey { head: key_head16(key), tail: key_tail16(key), key_len: key.len() as u32, data, stamp }
@@ -141,7 +151,7 @@ impl MemKey {
                 }
                 slot.clone()
             });
-            EntryBytes::Shared(data.unwrap_or_else(|| Arc::from(key)))
+            EntryBytes::Shared(SharedBytes::from(data.unwrap_or_else(|| Arc::from(key))))
         });
         MemKey { head: key_head16(key), tail: key_tail16(key), key_len: key.len() as u32, data, stamp }
     }
@@ -171,7 +181,7 @@ impl MemKey {
 
     /// The key's and payload's shared allocation, when they have one (they
     /// are not inline).
-    pub(crate) fn shared(&self) -> Option<&Arc<[u8]>> {
+    pub(crate) fn shared(&self) -> Option<&SharedBytes> {
         match &self.data {
             EntryBytes::Shared(data) => Some(data),
             EntryBytes::Inline { .. } => None,
@@ -292,7 +302,7 @@ mod tests {
         let key = vec![b'k'; INLINE_BYTES + 10];
         let inline = EntryBytes::inline(b"abc", b"").map(|b| b.as_slice().to_vec());
         assert_eq!(inline.as_deref(), Some(&b"abc"[..]));
-        let shared = EntryBytes::Shared(Arc::from(&b"abc"[..]));
+        let shared = EntryBytes::Shared(SharedBytes::from(Arc::<[u8]>::from(&b"abc"[..])));
         assert_eq!(EntryBytes::inline(b"ab", b"c"), Some(shared));
         let stored = MemKey::new(&key, &[], stamp);
         let probe = MemKey::probe(&key, stamp);

@@ -22,6 +22,7 @@
 //! order); readers ignore entries above their read sequence number, which
 //! is how a batch becomes visible all at once.
 
+mod arena;
 mod filter;
 mod key;
 mod sorted;
@@ -118,6 +119,9 @@ pub(crate) struct Memtable {
     /// Whether a full skip list waits for [`Memtable::seal_pending`]
     /// rather than being sealed by the writer.
     defer_seals: bool,
+    /// Where large entries keep their bytes (see [`arena`]); None for a
+    /// memtable below [`arena::MIN_ARENA_BUDGET`].
+    arena: Option<arena::EntryArena>,
     /// Held while a view's arrays change (a seal, a consolidation): the
     /// writer only swaps skip lists, so whoever holds it may build new
     /// arrays from a view and install them in the current one.
@@ -152,6 +156,7 @@ impl Memtable {
             entries: AtomicUsize::new(0),
             seal_entries,
             defer_seals,
+            arena: (budget_bytes >= arena::MIN_ARENA_BUDGET).then(arena::EntryArena::default),
             arrays_lock: parking_lot::Mutex::new(()),
             first_seq,
             last_seq: AtomicU64::new(first_seq.saturating_sub(1)),
@@ -174,7 +179,7 @@ impl Memtable {
         kind: Kind,
         operator: u32,
     ) -> bool {
-        let entry = MemKey::new(key, payload, stamp);
+        let entry = MemKey::new_in(self.arena.as_ref(), key, payload, stamp);
         let charge = entry.charge();
         self.recent_bytes.fetch_add(key.len() + payload.len(), AtomicOrdering::Relaxed);
         let view = self.view.read();
@@ -559,6 +564,47 @@ mod tests {
         m.versions(key, key_hash(key), 250, &mut out);
         assert_eq!(out[0].0.seq, 250);
         assert!(out.len() <= 1 + m.view().arrays.len(), "{} versions read", out.len());
+    }
+
+    /// A memtable of a large budget keeps its large entries' bytes in its
+    /// regions, a small one on the heap; either way every version reads
+    /// back as written from the skip list, sealed arrays and their merges,
+    /// and after the memtable that placed them is gone.
+    #[test]
+    fn large_entries_live_in_regions_and_read_back_through_seals_and_merges() {
+        for budget in [arena::MIN_ARENA_BUDGET, arena::MIN_ARENA_BUDGET - 1] {
+            let m = Memtable::new(1, budget);
+            let value = |i: u64| vec![(i % 251) as u8; 4000 + (i % 7) as usize * 100];
+            for seq in 1..=(3 * SEAL_ENTRIES as u64 + 5) {
+                let key = format!("object-{:05}", seq % 3001);
+                m.insert(key.as_bytes(), key_hash(key.as_bytes()), &value(seq), Stamp { seq, sub: 0 }, Kind::Put, 0);
+                m.set_last_seq(seq);
+            }
+            let view = m.view();
+            assert!(!view.arrays.is_empty(), "the test must reach sealed arrays");
+            let recent_in_region = view.recent.iter().all(|e| e.key().shared().is_some_and(|b| b.in_region()));
+            assert_eq!(recent_in_region, budget >= arena::MIN_ARENA_BUDGET, "budget {budget}");
+            drop(view);
+            let check = |m: &Memtable| {
+                for seq in [1u64, 2, 3000, 3001, 3002, 3 * SEAL_ENTRIES as u64 + 5] {
+                    let key = format!("object-{:05}", seq % 3001);
+                    let (k, h) = (key.as_bytes(), key_hash(key.as_bytes()));
+                    // The newest version at or below `seq` is `seq`'s own.
+                    let got = m.newest(k, h, seq, |n| match n {
+                        Newest::Put(p) => p.to_vec(),
+                        other => panic!("{key} at {seq}: {other:?}"),
+                    });
+                    assert_eq!(got, value(seq), "{key} at {seq}");
+                }
+            };
+            check(&m);
+            // Arrays built from these entries outlive the memtable.
+            let arrays = m.view().arrays.clone();
+            drop(m);
+            let kept: usize = arrays.iter().map(|a| a.len()).sum();
+            assert!(kept >= SEAL_ENTRIES, "{kept} entries kept");
+            assert!((0..arrays[0].len()).all(|i| arrays[0].payload_and_op(i).is_some_and(|(p, _)| p.len() >= 4000)));
+        }
     }
 
     /// With deferred seals, full skip lists wait in the view (no more than

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
 
+use super::arena::SharedBytes;
 use super::key::{key_head16, key_tail16, op_of, op_ref_of, MemKey, MemOp};
 #[cfg(test)]
 use crate::entry::Entry;
@@ -42,7 +43,7 @@ use crate::head_tree::HeadTree;
 /// seventh of a durable 4 KiB put's CPU, two thirds of it page faults;
 /// a large entry's handle costs a merge one count update per entry,
 /// small beside its bytes.
-const OWN_CHUNK_BYTES: usize = 1024;
+pub(crate) const OWN_CHUNK_BYTES: usize = 1024;
 
 // An entry that large must have a shared allocation to keep as a chunk.
 const _: () = assert!(OWN_CHUNK_BYTES > super::key::INLINE_BYTES);
@@ -133,7 +134,7 @@ impl Slot {
 pub(crate) struct SortedArray {
     pub level: u32,
     slots: Vec<Slot>,
-    chunks: Vec<Arc<[u8]>>,
+    chunks: Vec<SharedBytes>,
     heads: HeadTree,
     /// A tree of the tails of each run of at least [`TAIL_TREE_MIN`]
     /// equal heads, by the run's first position.
@@ -165,7 +166,7 @@ impl SortedArray {
     /// bound), each large one's allocation shared as a chunk of its own.
     pub(crate) fn sealed(recent: &SkipMap<MemKey, MemOp>, bytes_hint: usize) -> SortedArray {
         let mut small = Vec::with_capacity(bytes_hint.min(recent.len() * OWN_CHUNK_BYTES));
-        let mut chunks = vec![Arc::from(&[][..])];
+        let mut chunks = vec![SharedBytes::from(Arc::<[u8]>::from(&[][..]))];
         let mut slots = Vec::with_capacity(recent.len());
         for e in recent.iter() {
             let (k, op) = (e.key(), *e.value());
@@ -180,11 +181,11 @@ impl SortedArray {
             slots.push(Slot::new(k, op, chunk, offset, end));
         }
         // One more copy, so that reads reach the bytes through one pointer.
-        chunks[0] = Arc::from(small);
+        chunks[0] = SharedBytes::from(Arc::<[u8]>::from(small));
         Self::new(0, slots, chunks)
     }
 
-    fn new(level: u32, slots: Vec<Slot>, chunks: Vec<Arc<[u8]>>) -> SortedArray {
+    fn new(level: u32, slots: Vec<Slot>, chunks: Vec<SharedBytes>) -> SortedArray {
         let heads = HeadTree::new(slots.iter().map(|s| s.head));
         let tails = tail_trees(&slots);
         SortedArray { level, slots, chunks, heads, tails }

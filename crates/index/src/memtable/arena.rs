@@ -1,0 +1,169 @@
+//! Where a memtable's large entries keep their bytes: 2 MiB regions on
+//! transparent huge pages ([`crate::huge`]), filled one entry after
+//! another, instead of one heap allocation per entry.
+//!
+//! A durable 4 KiB put leaves its entry's 4 KiB live until the memtable
+//! is flushed, so on the heap every such entry was new memory: glibc grows
+//! a thread arena's heap by exactly what is missing (an `mprotect` per
+//! put) and the entry's first write faults its page in (a page fault per
+//! put, several microseconds each under a hypervisor). In a region the
+//! whole 2 MiB comes with one fault, about 500 such entries' worth.
+//!
+//! Only memtables of at least [`MIN_ARENA_BUDGET`] get an arena (a region
+//! is then at most an eighth more than their budget), and only entries of
+//! [`MIN_ARENA_ENTRY`] to [`MAX_ARENA_ENTRY`] bytes go there: smaller ones
+//! are inline in the skip list or in a sealing's shared chunk, larger
+//! ones would waste much of a region's tail. A region is freed when the
+//! last entry, array or reader holding part of it is dropped.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::huge::{Region, RegionFill, HUGE_BYTES};
+
+/// Memtables with at least this budget place their large entries in
+/// regions.
+pub(crate) const MIN_ARENA_BUDGET: usize = 16 << 20;
+
+/// Entries (key and payload) of at least this many bytes go to the arena:
+/// the size at which a sealing keeps an entry's bytes as a chunk of their
+/// own rather than copying them.
+pub(crate) const MIN_ARENA_ENTRY: usize = super::sorted::OWN_CHUNK_BYTES;
+
+/// Entries above this go to the heap: at most an eighth of a region is
+/// left unused when one does not fit the current region's tail.
+pub(crate) const MAX_ARENA_ENTRY: usize = HUGE_BYTES / 8;
+
+/// Immutable bytes shared by reference count: an `Arc<[u8]>` of their own
+/// or a span of a region. Read through one pointer and length whichever
+/// holds them.
+#[derive(Clone)]
+pub(crate) struct SharedBytes {
+    ptr: NonNull<u8>,
+    len: usize,
+    _owner: Owner,
+}
+
+/// What keeps a [`SharedBytes`]' memory alive.
+#[derive(Clone)]
+enum Owner {
+    Heap { _bytes: Arc<[u8]> },
+    Region { _region: Arc<Region> },
+}
+
+// SAFETY: the bytes are never written after construction (see `Deref`),
+// and their owner (an Arc of bytes or of a region, both Send and Sync) is
+// held for as long as the pointer is.
+#[allow(unsafe_code)]
+unsafe impl Send for SharedBytes {}
+// SAFETY: as for Send: shared access only reads.
+#[allow(unsafe_code)]
+unsafe impl Sync for SharedBytes {}
+
+impl From<Arc<[u8]>> for SharedBytes {
+    fn from(data: Arc<[u8]>) -> SharedBytes {
+        let ptr = NonNull::from(&*data).cast::<u8>();
+        SharedBytes { ptr, len: data.len(), _owner: Owner::Heap { _bytes: data } }
+    }
+}
+
+impl std::ops::Deref for SharedBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` and `len` are the bytes of the Arc held in
+        // `_owner` (which never move or change while it lives), or a span
+        // of the region held there that `EntryArena::place` reserved for
+        // these bytes alone and wrote before making this value.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr(), self.len)
+        }
+    }
+}
+
+impl std::fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let in_region = matches!(self._owner, Owner::Region { .. });
+        f.debug_struct("SharedBytes").field("len", &self.len).field("in_region", &in_region).finish()
+    }
+}
+
+impl SharedBytes {
+    /// Whether the bytes lie in a region.
+    #[cfg(test)]
+    pub(crate) fn in_region(&self) -> bool {
+        matches!(self._owner, Owner::Region { .. })
+    }
+}
+
+/// A memtable's regions for large entries: the one being filled (older
+/// ones live as long as their entries do).
+#[derive(Default)]
+pub(crate) struct EntryArena {
+    fill: parking_lot::Mutex<Option<RegionFill>>,
+}
+
+impl EntryArena {
+    /// `key` then `payload`, copied into the region being filled (a new
+    /// one when they do not fit its tail); None if they are outside the
+    /// arena's sizes or the kernel refuses a region (the caller puts them
+    /// on the heap).
+    pub(crate) fn place(&self, key: &[u8], payload: &[u8]) -> Option<SharedBytes> {
+        let len = key.len() + payload.len();
+        if !(MIN_ARENA_ENTRY..=MAX_ARENA_ENTRY).contains(&len) {
+            return None;
+        }
+        let mut fill = self.fill.lock();
+        if fill.as_ref().is_none_or(|f| f.slack() < len) {
+            *fill = Some(RegionFill::new(HUGE_BYTES)?);
+        }
+        let (ptr, region) = fill.as_mut()?.place::<u8>(len)?;
+        // SAFETY: `place` reserved `len` bytes at `ptr` inside the region,
+        // used by nothing else; they are written here, before any
+        // SharedBytes reads them.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::ptr::copy_nonoverlapping(key.as_ptr(), ptr.as_ptr(), key.len());
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), ptr.as_ptr().add(key.len()), payload.len());
+        }
+        Some(SharedBytes { ptr, len, _owner: Owner::Region { _region: region } })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_entries_fill_a_region_and_the_rest_go_to_the_heap() {
+        let arena = EntryArena::default();
+        let value = vec![5u8; 4096];
+        let placed: Vec<SharedBytes> = (0..600u32).map(|i| arena.place(&i.to_be_bytes(), &value).unwrap()).collect();
+        // 600 entries of 4,100 bytes take two regions; every one keeps its bytes.
+        for (i, b) in placed.iter().enumerate() {
+            assert!(b.in_region());
+            assert_eq!(&b[..4], &(i as u32).to_be_bytes());
+            assert!(b[4..].iter().all(|&x| x == 5) && b.len() == 4100);
+        }
+        let regions: std::collections::HashSet<usize> =
+            placed.iter().map(|b| b.as_ptr() as usize / HUGE_BYTES).collect();
+        assert_eq!(regions.len(), 2);
+        assert!(arena.place(b"k", &[1u8; 100]).is_none(), "small entries are not placed");
+        assert!(arena.place(b"k", &vec![1u8; MAX_ARENA_ENTRY]).is_none(), "nor very large ones");
+        // Bytes outlive the arena and the other entries of their region.
+        let kept = placed[7].clone();
+        drop(placed);
+        drop(arena);
+        assert_eq!(&kept[..4], &7u32.to_be_bytes());
+    }
+
+    #[test]
+    fn heap_bytes_read_as_their_arc() {
+        let b = SharedBytes::from(Arc::<[u8]>::from(&b"abc"[..]));
+        assert_eq!(&*b, b"abc");
+        assert!(!b.in_region());
+        assert_eq!(&*b.clone(), b"abc");
+    }
+}
