@@ -67,7 +67,9 @@ pub struct Limits {
     /// been renamed, removed or had its mode or owners changed), so that
     /// `Resolve` and `OpenPath` walk only the last component. Zero keeps
     /// none: needed when the store is also changed by other means (a FUSE
-    /// mount), which the server does not see. Default 256.
+    /// mount), which the server does not see. Prefixes longer than 1 KiB
+    /// are not kept, so a client's cache holds at most about this many
+    /// KiB of paths. Default 256.
     pub max_cached_directories: usize,
     /// Fewest workers. Default 1.
     pub min_workers: u32,

@@ -59,7 +59,10 @@ impl PathChanges {
     /// before the walk an entry comes from, and before using one).
     pub(crate) fn settled(&self) -> Option<u64> {
         let generation = self.generation.load(Ordering::SeqCst);
-        (self.running.load(Ordering::SeqCst) == 0).then_some(generation)
+        let idle = self.running.load(Ordering::SeqCst) == 0;
+        // A change that began and ended between the two loads above moved
+        // the generation on twice: read it again, so that it is not missed.
+        (idle && self.generation.load(Ordering::SeqCst) == generation).then_some(generation)
     }
 }
 
@@ -88,6 +91,11 @@ pub(crate) fn changes_paths(request: &Request) -> bool {
     }
 }
 
+/// Longest path prefix a cache keeps: with the entry limit, this bounds a
+/// client's cache to about `max_cached_directories` KiB of keys (a longer
+/// prefix is walked every time, as without the cache).
+pub(crate) const MAX_CACHED_PREFIX_BYTES: usize = 1024;
+
 /// One session's cache: prefixes to directories, all made at one
 /// generation (entries of an older one are dropped together).
 #[derive(Debug, Default)]
@@ -112,7 +120,7 @@ impl DirectoryCache {
     /// Keeps `directory` for `prefix`, found by a walk that began at
     /// `generation`; at most `max` entries (a full cache starts over).
     fn put(&mut self, prefix: &[u8], directory: Attr, generation: u64, max: usize) {
-        if generation < self.generation || max == 0 {
+        if generation < self.generation || max == 0 || prefix.len() > MAX_CACHED_PREFIX_BYTES {
             return;
         }
         if generation > self.generation || self.entries.len() >= max {
@@ -203,6 +211,19 @@ mod tests {
         cache.put(b"/a", dir(5), g, 8);
         assert_eq!(cache.get(b"/a", after), None);
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn a_prefix_longer_than_the_bound_is_not_kept() {
+        let changes = PathChanges::default();
+        let mut cache = DirectoryCache::default();
+        let g = changes.settled().unwrap();
+        let long = vec![b'a'; MAX_CACHED_PREFIX_BYTES + 1];
+        cache.put(&long, dir(5), g, 8);
+        assert_eq!(cache.len(), 0);
+        let longest = vec![b'a'; MAX_CACHED_PREFIX_BYTES];
+        cache.put(&longest, dir(6), g, 8);
+        assert_eq!(cache.get(&longest, g).map(|a| a.ino), Some(6));
     }
 
     /// Every request whose lease scope names the namespace or everything

@@ -336,8 +336,6 @@ impl Session {
         }
     }
 
-    /// Records that the session reached `ino`; ENFILE when it knows
-    /// `max_known_objects` already.
     /// Resolves `path` for the session as [`Fs::resolve`] does, through
     /// its cache of resolved directories (`crate::path_cache`).
     pub(crate) fn resolve(
@@ -355,6 +353,8 @@ impl Session {
         self.directories.lock().len()
     }
 
+    /// Records that the session reached `ino`; ENFILE when it knows
+    /// `max_known_objects` already.
     pub(crate) fn learn(&self, ino: u64) -> Result<(), FsError> {
         let mut known = self.known.lock();
         if known.len() >= self.limits.max_known_objects && !known.contains(&ino) {
