@@ -25,18 +25,19 @@ pub(crate) const HUGE_BYTES: usize = 2 << 20;
 /// (a region of 2 MiB for 512 KiB), and for a large run adds under 2 MiB.
 pub(crate) const MIN_REGION_BYTES: usize = 512 << 10;
 
-/// An anonymous mapping on huge pages that [`HugeSlice`]s live in; unmapped
-/// when the last of them drops.
+/// An anonymous mapping on huge pages that [`HugeSlice`]s (a run's arrays)
+/// or a memtable's entries (`memtable::arena::SharedBytes`) live in;
+/// unmapped when the last of them drops.
 #[derive(Debug)]
 pub(crate) struct Region {
     base: NonNull<u8>,
     bytes: usize,
 }
 
-// SAFETY: a Region is a span of memory split among the HugeSlices that
-// hold it, each span owned by one of them and reached only through it
-// (see HugeSlice's Send and Sync); the Region itself only unmaps it, once
-// the last holder drops.
+// SAFETY: a Region is a span of memory split among the HugeSlices or
+// SharedBytes that hold it, each span owned by one of them and reached
+// only through it (see their Send and Sync); the Region itself only
+// unmaps it, once the last holder drops.
 #[allow(unsafe_code)]
 unsafe impl Send for Region {}
 // SAFETY: as for Send: shared, a Region is only held (nothing reads or
@@ -47,7 +48,8 @@ unsafe impl Sync for Region {}
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: `base`..+`bytes` is the mapping `Region::map` made; the
-        // last HugeSlice borrowing it has dropped (each holds an Arc).
+        // last HugeSlice or SharedBytes in it has dropped (each holds an
+        // Arc).
         #[allow(unsafe_code)]
         unsafe {
             libc::munmap(self.base.as_ptr().cast(), self.bytes);

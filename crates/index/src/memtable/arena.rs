@@ -17,6 +17,7 @@
 //! last entry, array or reader holding part of it is dropped.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::huge::{Region, RegionFill, HUGE_BYTES};
@@ -90,8 +91,7 @@ impl std::fmt::Debug for SharedBytes {
 }
 
 impl SharedBytes {
-    /// Whether the bytes lie in a region.
-    #[cfg(test)]
+    /// Whether the bytes lie in a region (and are charged with it).
     pub(crate) fn in_region(&self) -> bool {
         matches!(self._owner, Owner::Region { .. })
     }
@@ -102,6 +102,13 @@ impl SharedBytes {
 #[derive(Default)]
 pub(crate) struct EntryArena {
     fill: parking_lot::Mutex<Option<RegionFill>>,
+    /// Bytes of every region opened: the memtable charges a region whole
+    /// when it opens (its pages are resident from the first entry, and an
+    /// entry that does not fit a region's tail leaves that tail unused).
+    region_bytes: AtomicUsize,
+    /// Set when the kernel refused a region: the memtable's later large
+    /// entries go to the heap without asking again.
+    refused: AtomicBool,
 }
 
 impl EntryArena {
@@ -114,9 +121,17 @@ impl EntryArena {
         if !(MIN_ARENA_ENTRY..=MAX_ARENA_ENTRY).contains(&len) {
             return None;
         }
+        if self.refused.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut fill = self.fill.lock();
         if fill.as_ref().is_none_or(|f| f.slack() < len) {
-            *fill = Some(RegionFill::new(HUGE_BYTES)?);
+            let Some(region) = RegionFill::new(HUGE_BYTES) else {
+                self.refused.store(true, Ordering::Relaxed);
+                return None;
+            };
+            *fill = Some(region);
+            self.region_bytes.fetch_add(HUGE_BYTES, Ordering::Relaxed);
         }
         let (ptr, region) = fill.as_mut()?.place::<u8>(len)?;
         // SAFETY: `place` reserved `len` bytes at `ptr` inside the region,
@@ -128,6 +143,11 @@ impl EntryArena {
             std::ptr::copy_nonoverlapping(payload.as_ptr(), ptr.as_ptr().add(key.len()), payload.len());
         }
         Some(SharedBytes { ptr, len, _owner: Owner::Region { _region: region } })
+    }
+
+    /// Bytes of every region this arena has opened.
+    pub(crate) fn region_bytes(&self) -> usize {
+        self.region_bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -150,6 +170,7 @@ mod tests {
         let regions: std::collections::HashSet<usize> =
             placed.iter().map(|b| b.as_ptr() as usize / HUGE_BYTES).collect();
         assert_eq!(regions.len(), 2);
+        assert_eq!(arena.region_bytes(), 2 * HUGE_BYTES, "each region is counted whole, once");
         assert!(arena.place(b"k", &[1u8; 100]).is_none(), "small entries are not placed");
         assert!(arena.place(b"k", &vec![1u8; MAX_ARENA_ENTRY]).is_none(), "nor very large ones");
         // Bytes outlive the arena and the other entries of their region.

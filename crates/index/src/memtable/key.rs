@@ -200,7 +200,11 @@ impl MemKey {
 
     /// Bytes charged to the memtable budget for this entry.
     pub(crate) fn charge(&self) -> usize {
-        self.data().len() + 96
+        match &self.data {
+            // Its bytes are charged with their region, whole, when it opens.
+            EntryBytes::Shared(bytes) if bytes.in_region() => 96,
+            _ => self.data().len() + 96,
+        }
     }
 }
 

@@ -179,8 +179,11 @@ impl Memtable {
         kind: Kind,
         operator: u32,
     ) -> bool {
+        let regions_before = self.arena.as_ref().map_or(0, arena::EntryArena::region_bytes);
         let entry = MemKey::new_in(self.arena.as_ref(), key, payload, stamp);
-        let charge = entry.charge();
+        // Writers are serialized, so a region opened now is this entry's.
+        let regions_opened = self.arena.as_ref().map_or(0, arena::EntryArena::region_bytes) - regions_before;
+        let charge = entry.charge() + regions_opened;
         self.recent_bytes.fetch_add(key.len() + payload.len(), AtomicOrdering::Relaxed);
         let view = self.view.read();
         view.recent.insert(entry, MemOp { kind, operator });
@@ -605,6 +608,25 @@ mod tests {
             assert!(kept >= SEAL_ENTRIES, "{kept} entries kept");
             assert!((0..arrays[0].len()).all(|i| arrays[0].payload_and_op(i).is_some_and(|(p, _)| p.len() >= 4000)));
         }
+    }
+
+    /// Large entries in regions are charged by their regions, whole: the
+    /// budget counts what is mapped, never less than the entries' bytes.
+    #[test]
+    fn regions_are_charged_whole_to_the_budget() {
+        let m = Memtable::new(1, arena::MIN_ARENA_BUDGET);
+        let value = vec![7u8; 3000];
+        let mut entry_bytes = 0;
+        for seq in 1..=1000u64 {
+            let key = format!("k{seq:06}");
+            m.insert(key.as_bytes(), key_hash(key.as_bytes()), &value, Stamp { seq, sub: 0 }, Kind::Put, 0);
+            entry_bytes += key.len() + value.len();
+        }
+        let regions = m.arena.as_ref().map_or(0, arena::EntryArena::region_bytes);
+        // 1,000 entries of 3,007 bytes: 697 fill a region, the rest open a second.
+        assert_eq!(regions, 2 * crate::huge::HUGE_BYTES);
+        assert_eq!(m.size_bytes(), regions + 1000 * 96);
+        assert!(m.size_bytes() >= entry_bytes);
     }
 
     /// With deferred seals, full skip lists wait in the view (no more than
