@@ -207,6 +207,7 @@ impl Index {
             registry.clone(),
             (options.max_open_runs, options.metadata_cache_bytes),
             (options.map_runs, options.check_mapped_run_length),
+            stats.clone(),
         );
         let runs: Vec<Arc<RunHandle>> =
             state.runs.iter().map(|m| RunHandle::new(m.clone(), dir.join(run_file_name(m.id)))).collect();
@@ -216,6 +217,7 @@ impl Index {
         for r in &runs {
             run_cache.get(r, &stats)?;
         }
+        run_cache.settle();
         // Remove what a crash left behind: stale manifests, unreferenced runs.
         let mut removed = false;
         for p in stale {
@@ -668,6 +670,7 @@ impl Inner {
             slowdowns: l(&s.slowdowns),
             stops: l(&s.stops),
             run_opens: l(&s.run_opens),
+            metadata_over_budget_opens: l(&s.metadata_over_budget_opens),
             manifest_writes: l(&s.manifest_writes),
             runs: runs.len() as u64,
             runs_per_level: per_level,

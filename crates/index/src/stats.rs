@@ -28,6 +28,7 @@ pub(crate) struct Stats {
     pub slowdowns: AtomicU64,
     pub stops: AtomicU64,
     pub run_opens: AtomicU64,
+    pub metadata_over_budget_opens: AtomicU64,
     pub manifest_writes: AtomicU64,
 }
 
@@ -85,6 +86,10 @@ pub struct IndexStats {
     pub stops: u64,
     /// Run files opened (including reopens after eviction).
     pub run_opens: u64,
+    /// Run opens that left the open runs' metadata over
+    /// `metadata_cache_bytes`, every other open run having been used
+    /// recently: the budget is smaller than what reads use.
+    pub metadata_over_budget_opens: u64,
     /// Manifests written.
     pub manifest_writes: u64,
     /// Runs in the current version.
@@ -143,8 +148,12 @@ impl std::fmt::Display for IndexStats {
         writeln!(f, "sequence:         last {} durable {}", self.last_seq, self.durable_seq)?;
         writeln!(
             f,
-            "memory:           memtables {} B, block cache {} B, metadata {} B in {} open runs",
-            self.memtable_bytes, self.block_cache_bytes, self.metadata_bytes, self.open_runs
+            "memory:           memtables {} B, block cache {} B, metadata {} B in {} open runs ({} opens over budget)",
+            self.memtable_bytes,
+            self.block_cache_bytes,
+            self.metadata_bytes,
+            self.open_runs,
+            self.metadata_over_budget_opens
         )?;
         writeln!(
             f,

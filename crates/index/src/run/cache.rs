@@ -3,12 +3,26 @@
 //! Data blocks are cached in one weighted cache (`block_cache_bytes`).
 //! Open runs (a descriptor plus filter, block index and tombstones) are
 //! bounded by count (`max_open_runs`) and by bytes (`metadata_cache_bytes`);
-//! a CLOCK sweep evicts runs not used since the last sweep, and an evicted
-//! run is reopened (and re-verified) on its next use.
+//! a CLOCK sweep at each open evicts runs, and an evicted run is reopened
+//! (and re-verified) on its next use.
+//!
+//! The count is a hard bound: the sweep clears reference bits on a first
+//! turn and evicts on a second. The byte budget yields to the runs reads
+//! use: the sweep evicts only a run idle for a window of reads (no use
+//! since the sweep last found it used, and at least [`IDLE_WINDOW_PER_RUN`]
+//! reads per open run since then). Were it to evict runs in use, point
+//! reads whose runs' metadata exceeds the budget would reopen runs on every
+//! get (each open's sweep evicting a run the next get needs). So, after
+//! each open, the bytes held are at most the budget plus the metadata of
+//! runs used within the window (and at most `max_open_runs` runs); runs
+//! that go unused are evicted by the sweeps of later opens. Each open that
+//! leaves the cache over budget is counted
+//! (`IndexStats::metadata_over_budget_opens`) and the first is logged, so
+//! a user sees the budget is too small for what reads use.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use larder_io::StorageRef;
@@ -22,6 +36,13 @@ use super::RunMeta;
 use crate::error::Result;
 use crate::merge::Registry;
 use crate::stats::Stats;
+
+/// Reads (gets, and run opens, so scans advance it too) per open run a run
+/// must go unused, after the sweep last found it used, before the byte
+/// budget may evict it. A run of a level of n runs read alike is used once
+/// in n gets on average; four times the open runs covers such a level with
+/// a margin.
+pub(crate) const IDLE_WINDOW_PER_RUN: u64 = 4;
 
 #[derive(Clone)]
 struct BlockWeighter;
@@ -165,6 +186,10 @@ pub(crate) struct RunHandle {
     pub(crate) path: PathBuf,
     open: RwLock<Option<Arc<OpenRun>>>,
     referenced: AtomicBool,
+    /// The read clock ([`RunCache::clock`]) from which the run counts as
+    /// idle if unused: set by the sweep (under the clock's lock) when it
+    /// finds the run used, and when the run is admitted.
+    idle_from: AtomicU64,
     /// Set once a committed manifest no longer lists the run: the file is
     /// removed (by this reaper) when the last reader lets go.
     obsolete: std::sync::OnceLock<Arc<Reaper>>,
@@ -183,6 +208,7 @@ impl RunHandle {
             path,
             open: RwLock::new(None),
             referenced: AtomicBool::new(false),
+            idle_from: AtomicU64::new(0),
             obsolete: std::sync::OnceLock::new(),
         })
     }
@@ -229,6 +255,10 @@ pub(crate) struct RunCache {
     map_runs: (bool, bool),
     /// Runs whose mappings readers asked to have populated.
     populate_queue: Mutex<Vec<Weak<OpenRun>>>,
+    /// The index's counters: the read clock, and opens over budget.
+    stats: Arc<Stats>,
+    /// Whether an open over the byte budget was logged.
+    over_budget_logged: AtomicBool,
 }
 
 impl RunCache {
@@ -237,8 +267,11 @@ impl RunCache {
         registry: Registry,
         (max_open, max_bytes): (usize, usize),
         map_runs: (bool, bool),
+        stats: Arc<Stats>,
     ) -> Self {
         RunCache {
+            stats,
+            over_budget_logged: AtomicBool::new(false),
             state: Mutex::new(ClockState { ring: VecDeque::new(), open_count: 0, bytes: 0 }),
             max_open,
             max_bytes,
@@ -362,18 +395,52 @@ impl RunCache {
         self.admit(run, bytes);
     }
 
+    /// The read clock the idle window is measured on: gets plus run
+    /// opens (so a workload of scans, which count no gets, advances it).
+    fn clock(&self) -> u64 {
+        self.stats.gets.load(Ordering::Relaxed) + self.stats.run_opens.load(Ordering::Relaxed)
+    }
+
+    /// Takes the runs the open of the index verified as unused, and evicts
+    /// down to the bounds: verifying every run is no read that needs it.
+    pub(crate) fn settle(&self) {
+        let st = self.state.lock();
+        for h in st.ring.iter().filter_map(Weak::upgrade) {
+            h.referenced.store(false, Ordering::Relaxed);
+            h.idle_from.store(0, Ordering::Relaxed);
+        }
+        drop(st);
+        self.sweep(None);
+    }
+
     fn admit(&self, run: &Arc<RunHandle>, bytes: usize) {
+        {
+            let mut st = self.state.lock();
+            st.open_count += 1;
+            st.bytes += bytes;
+            st.ring.push_back(Arc::downgrade(run));
+        }
+        self.sweep(Some(run));
+    }
+
+    /// Evicts runs while the cache is over a bound (never `keep`, the run
+    /// just opened): over the count, the first turn clears reference bits
+    /// and the second evicts; over the bytes alone, only runs idle for the
+    /// window are evicted, in one turn, and otherwise the budget yields.
+    fn sweep(&self, keep: Option<&Arc<RunHandle>>) {
+        let now = self.clock();
         let mut st = self.state.lock();
-        st.open_count += 1;
-        st.bytes += bytes;
-        st.ring.push_back(Arc::downgrade(run));
         if st.ring.len() > 2 * self.max_open + 16 {
             // Drop entries of runs that are gone or closed (re-admitted runs
             // leave a stale entry behind).
             st.ring.retain(|w| w.upgrade().is_some_and(|h| h.open.read().is_some()));
         }
-        // Sweep at most two full turns: the first clears reference bits.
-        let mut budget = st.ring.len() * 2;
+        let window = IDLE_WINDOW_PER_RUN * st.open_count.max(16) as u64;
+        if let Some(run) = keep {
+            run.idle_from.store(now + window, Ordering::Relaxed);
+        }
+        let over_count = st.open_count > self.max_open;
+        let mut budget = st.ring.len() * if over_count { 2 } else { 1 };
         while (st.open_count > self.max_open || st.bytes > self.max_bytes) && budget > 0 && st.ring.len() > 1 {
             budget -= 1;
             let Some(w) = st.ring.pop_front() else { break };
@@ -381,7 +448,17 @@ impl RunCache {
                 // The run was dropped; its open state went with it.
                 continue;
             };
-            if Arc::ptr_eq(&h, run) || h.referenced.swap(false, Ordering::Relaxed) {
+            if keep.is_some_and(|run| Arc::ptr_eq(&h, run)) {
+                st.ring.push_back(w);
+                continue;
+            }
+            if h.referenced.swap(false, Ordering::Relaxed) {
+                h.idle_from.store(now + window, Ordering::Relaxed);
+                st.ring.push_back(w);
+                continue;
+            }
+            if st.open_count <= self.max_open && now < h.idle_from.load(Ordering::Relaxed) {
+                // Over the byte budget only, and used within the window.
                 st.ring.push_back(w);
                 continue;
             }
@@ -396,6 +473,19 @@ impl RunCache {
             if let Some(o) = taken {
                 st.open_count -= 1;
                 st.bytes = st.bytes.saturating_sub(o.metadata_bytes());
+            }
+        }
+        if keep.is_some() && st.bytes > self.max_bytes {
+            let (bytes, open) = (st.bytes, st.open_count);
+            drop(st);
+            self.stats.add(&self.stats.metadata_over_budget_opens, 1);
+            if !self.over_budget_logged.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    metadata_bytes = bytes,
+                    budget = self.max_bytes,
+                    open_runs = open,
+                    "the runs reads use hold more metadata than metadata_cache_bytes: kept open over budget"
+                );
             }
         }
     }
