@@ -70,12 +70,13 @@ impl PathChanges {
 /// directory, or whether its search is allowed: every request whose lease
 /// scope names the namespace or everything (`crate::conflicts`), without
 /// the look-ups that scope makes (a mode or owner change of any object
-/// counts, directory or not).
+/// counts, directory or not), except an unlink: it removes no directory
+/// (EISDIR), and a cache holds directories only, the last name of a path
+/// being looked up every time.
 pub(crate) fn changes_paths(request: &Request) -> bool {
     match request {
         Request::SetAttributes { set, .. } => set.mode.is_some() || set.uid.is_some() || set.gid.is_some(),
-        Request::Unlink { .. }
-        | Request::Rmdir { .. }
+        Request::Rmdir { .. }
         | Request::Rename { .. }
         | Request::SetXattr { .. }
         | Request::RemoveXattr { .. }
@@ -280,10 +281,11 @@ mod tests {
                 crate::leases::Scope::Targets(t) => t.contains(&LeaseTarget::Namespace),
                 crate::leases::Scope::Nothing => false,
             };
-            if revokes_paths {
+            if revokes_paths && !matches!(request, Request::Unlink { .. }) {
                 assert!(changes_paths(request), "{request:?} revokes {scope:?}");
             }
         }
+        assert!(!changes_paths(&Request::Unlink { parent: root, name: name("f") }), "an unlink removes no directory");
         assert!(!changes_paths(&requests[1]) && !changes_paths(&requests[2]), "creations change no path");
     }
 

@@ -116,6 +116,28 @@ fn a_parent_or_grandparent_made_private_to_another_uid_is_eacces() {
 }
 
 #[test]
+fn a_file_unlinked_and_made_again_under_a_cached_directory_is_seen_at_once() {
+    // An unlink leaves the cached directories in place (it removes no
+    // directory): the last name is looked up every time.
+    let t = server();
+    let (_, b, f) = tree(&t);
+    let owner = t.session(A, A);
+    let reader = t.session(B, B);
+    found(resolve(&t, &owner, "/a/b"));
+    assert_eq!(cached(&t, &reader, "/a/b/f"), f);
+    assert_eq!(t.run(&owner, R::Unlink { parent: b, name: v("f") }), Response::Done);
+    match resolve(&t, &reader, "/a/b/f") {
+        Response::Resolved { parent, attributes: None, .. } => assert_eq!(parent, b),
+        other => panic!("{other:?}"),
+    }
+    let open = R::OpenPath { path: v("/a/b/f"), flags: 0, read: 0, lease: false };
+    assert_eq!(errno(t.run(&reader, open)), libc::ENOENT);
+    let again = common::ino(t.run(&owner, R::Mknod { parent: b, name: v("f"), mode: 0o644, rdev: 0 }));
+    assert_ne!(again, f);
+    assert_eq!(found(resolve(&t, &reader, "/a/b/f")), again);
+}
+
+#[test]
 fn a_removed_and_remade_directory_is_the_new_one() {
     let t = server();
     let root = t.session(0, 0);
