@@ -65,6 +65,11 @@ pub fn split_parent(path: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     Some((prefix, name, dir_only))
 }
 
+/// ENOTDIR for a path component `name` that must be a directory and is not.
+fn not_a_directory(name: &[u8]) -> FsError {
+    FsError::posix(libc::ENOTDIR, format!("{:?} is not a directory", String::from_utf8_lossy(name)))
+}
+
 /// A path's components: borrowed from the path asked for, owned when a
 /// symbolic link's target put them there.
 type Parts<'p> = VecDeque<Cow<'p, [u8]>>;
@@ -162,19 +167,13 @@ impl Fs {
             }
             if last {
                 if dir_only && attr.kind != Kind::Directory {
-                    return Err(FsError::posix(
-                        libc::ENOTDIR,
-                        format!("{:?} is not a directory", String::from_utf8_lossy(&part)),
-                    ));
+                    return Err(not_a_directory(&part));
                 }
                 let resolved = Resolved { parent: dir, name: part.into_owned(), attr: Some(attr) };
                 return Ok(Walked { resolved, parent: cacheable(parent_attr) });
             }
             if attr.kind != Kind::Directory {
-                return Err(FsError::posix(
-                    libc::ENOTDIR,
-                    format!("{:?} is not a directory", String::from_utf8_lossy(&part)),
-                ));
+                return Err(not_a_directory(&part));
             }
             dir = attr.ino;
             dir_attr = Some(attr);
@@ -206,10 +205,7 @@ impl Fs {
             return Ok(None);
         }
         if dir_only && attr.kind != Kind::Directory {
-            return Err(FsError::posix(
-                libc::ENOTDIR,
-                format!("{:?} is not a directory", String::from_utf8_lossy(name)),
-            ));
+            return Err(not_a_directory(name));
         }
         Ok(Some(Resolved { parent: parent.ino, name: name.to_vec(), attr: Some(attr) }))
     }
