@@ -149,13 +149,13 @@ pub(crate) fn resolve(
     path: &[u8],
     follow: bool,
 ) -> larder_fs::Result<Resolved> {
+    if max == 0 {
+        return fs.resolve(cred, path, follow);
+    }
     let split = larder_fs::split_parent(path);
     let (Some(generation), Some((prefix, name, dir_only))) = (changes.settled(), split) else {
         return fs.resolve(cred, path, follow);
     };
-    if max == 0 {
-        return fs.resolve(cred, path, follow);
-    }
     let cached = cache.lock().get(prefix, generation);
     if let Some(directory) = cached {
         if let Some(resolved) = fs.resolve_in(cred, &directory, name, follow, dir_only)? {
