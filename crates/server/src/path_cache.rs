@@ -8,7 +8,8 @@
 //! names (a rename or removal), and their modes and owners (the search
 //! permission checked on each, for the session's fixed credentials). The
 //! requests that may change those are the ones that revoke the namespace
-//! lease (`crate::conflicts`, [`changes_paths`]); each runs inside a
+//! lease (`crate::conflicts`), less an unlink, which removes no directory
+//! ([`changes_paths`]); each runs inside a
 //! [`PathChanges::begin`] .. drop, which moves the server's path
 //! generation on both before and after it. An entry is used only while
 //! the generation is the one read before the walk that made it and no
