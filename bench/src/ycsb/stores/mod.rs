@@ -53,17 +53,21 @@ pub trait RecordStore {
 }
 
 /// Larder's index counters that explain a phase's tail: writes stopped or
-/// delayed, the time they waited, flushes and merges done, runs per level.
+/// delayed, the time they waited, flushes and merges done, runs per level,
+/// and runs opened (all, and those kept over the metadata budget: a read
+/// phase whose opens grow with its gets is reopening runs, not reading).
 pub fn index_counters(stats: &larder_index::IndexStats) -> String {
     format!(
-        "stops {}, slowdowns {}, stalled {:.3} s, flushes {}, merges {}, runs per level {:?}, memtables {} MiB",
+        "stops {}, slowdowns {}, stalled {:.3} s, flushes {}, merges {}, runs per level {:?}, memtables {} MiB, run opens {} ({} over the metadata budget)",
         stats.stops,
         stats.slowdowns,
         stats.stall_micros as f64 / 1e6,
         stats.flushes,
         stats.compactions,
         stats.runs_per_level,
-        stats.memtable_bytes >> 20
+        stats.memtable_bytes >> 20,
+        stats.run_opens,
+        stats.metadata_over_budget_opens
     )
 }
 
