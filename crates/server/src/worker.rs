@@ -79,9 +79,16 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
         }
         // Files with a request deferred here are not handed over until it
         // has run, so no other worker runs that file's next request first.
-        let held: Vec<u64> = deferred.iter().filter_map(|d| deferred_file(shared.as_ref(), d)).collect();
-        let mut served = shared.placement.hand_over(worker, &held);
-        served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
+        // Both looked at only when there is something to do: an idle round
+        // is what a request waits on before it is seen.
+        let mut served = 0;
+        if shared.placement.has_moves(worker) {
+            let held: Vec<u64> = deferred.iter().filter_map(|d| deferred_file(shared.as_ref(), d)).collect();
+            served += shared.placement.hand_over(worker, &held);
+        }
+        if !deferred.is_empty() {
+            served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
+        }
         // Clients with requests waiting as the round starts: the load
         // manager's measure of this worker's queues (counted only for it).
         let pending = if shared.managed { clients.iter().filter(|c| servable(c, worker)).count() as u64 } else { 0 };
