@@ -171,9 +171,12 @@ impl Shared {
     /// The worker that must serve `request` of `client`, and the open
     /// file it is on, if any: the primary for every change to the
     /// namespace, the file's owner for a request on an open file, the
-    /// client's home for the rest.
+    /// client's home for the rest (and no file for any request when the
+    /// server runs one worker at most).
     pub(crate) fn route(&self, client: &ConnectedClient, request: &Request) -> (u32, Option<u64>) {
-        if request.changes_namespace() {
+        // One worker at most: it serves everything, and no load manager
+        // or move asks which file a request is on.
+        if request.changes_namespace() || self.placement.max() == 1 {
             return (PRIMARY, None);
         }
         let handle = match request {
