@@ -124,7 +124,8 @@ impl ServerOptions {
 pub struct WorkerCounters {
     /// Requests it executed.
     pub requests: u64,
-    /// Nanoseconds it spent executing them.
+    /// Nanoseconds it spent executing them: an unbiased estimate, quick
+    /// requests (a few µs each) being timed one in 8, picked at random.
     pub busy_nanos: u64,
     /// Requests it answered with a redirect to the worker owning their
     /// file.
