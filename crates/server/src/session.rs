@@ -356,14 +356,22 @@ impl Session {
     /// Records that the session reached `ino`; ENFILE when it knows
     /// `max_known_objects` already.
     pub(crate) fn learn(&self, ino: u64) -> Result<(), FsError> {
+        self.learn_all(&[ino])
+    }
+
+    /// [`Session::learn`] of each of `inos` in turn, under one lock: the
+    /// ones before a refusal are learnt, as by separate calls.
+    pub(crate) fn learn_all(&self, inos: &[u64]) -> Result<(), FsError> {
         let mut known = self.known.lock();
-        if known.len() >= self.limits.max_known_objects && !known.contains(&ino) {
-            return Err(FsError::posix(
-                libc::ENFILE,
-                format!("this client knows {} objects, the limit (max_known_objects)", known.len()),
-            ));
+        for &ino in inos {
+            if known.len() >= self.limits.max_known_objects && !known.contains(&ino) {
+                return Err(FsError::posix(
+                    libc::ENFILE,
+                    format!("this client knows {} objects, the limit (max_known_objects)", known.len()),
+                ));
+            }
+            known.insert(ino);
         }
-        known.insert(ino);
         Ok(())
     }
 
@@ -467,6 +475,21 @@ impl Session {
             Some(e) if e.kind() == kind => table.entries.remove(&handle).ok_or_else(|| not_open(handle)),
             Some(e) => Err(wrong_kind(handle, e.kind(), kind)),
             None => Err(not_open(handle)),
+        }
+    }
+
+    /// Removes handle `handle`, of any kind but `unless`, from the table;
+    /// a handle of that kind stays open (`Err(Some(kind))`), and one not
+    /// open is `Err(None)`.
+    pub(crate) fn take_unless(&self, handle: u64, unless: HandleKind) -> Result<Entry, Option<HandleKind>> {
+        let mut table = self.table.lock();
+        match table.entries.remove(&handle) {
+            Some(entry) if entry.kind() == unless => {
+                table.entries.insert(handle, entry);
+                Err(Some(unless))
+            }
+            Some(entry) => Ok(entry),
+            None => Err(None),
         }
     }
 

@@ -41,11 +41,19 @@ const SLEEP: Duration = Duration::from_millis(100);
 pub(crate) struct WorkerStats {
     /// Requests executed.
     pub(crate) requests: std::sync::atomic::AtomicU64,
-    /// Nanoseconds spent executing requests.
+    /// Nanoseconds spent executing requests: an estimate, quick requests
+    /// being timed one in [`QUICK_SAMPLE`] (`sample_weight`).
     pub(crate) busy_nanos: std::sync::atomic::AtomicU64,
     /// Requests redirected to another worker.
     pub(crate) redirects: std::sync::atomic::AtomicU64,
+    /// State of the generator that picks which quick requests are timed
+    /// (`sample_weight`); only the worker's own thread moves it.
+    sampler: std::sync::atomic::AtomicU64,
 }
+
+/// One quick request in this many is timed, at random, its time counted
+/// this many times over.
+pub(crate) const QUICK_SAMPLE: u64 = 8;
 
 impl WorkerStats {
     /// Counts a request executed in `nanos`. Only the worker's own thread
@@ -56,6 +64,31 @@ impl WorkerStats {
         self.requests.store(requests + 1, Ordering::Relaxed);
         let busy = self.busy_nanos.load(Ordering::Relaxed);
         self.busy_nanos.store(busy + nanos, Ordering::Relaxed);
+    }
+
+    /// How many times the next request's time counts: 1 for one that may
+    /// take long (always timed); for a quick one ([`quick`]), taking a few
+    /// µs, [`QUICK_SAMPLE`] for one in that many picked at random, else 0
+    /// (not timed). Two clock reads cost about a tenth of a quick request
+    /// on a VM; sampled, busy time stays an unbiased estimate, and the
+    /// random pick keeps a client that alternates two kinds of request
+    /// (an open and a release) from having only one kind timed.
+    pub(crate) fn sample_weight(&self, quick: bool) -> u64 {
+        if !quick {
+            return 1;
+        }
+        // splitmix64: any state, zero included, moves on to a fresh value.
+        let state = self.sampler.load(Ordering::Relaxed).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.sampler.store(state, Ordering::Relaxed);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        if z.is_multiple_of(QUICK_SAMPLE) {
+            QUICK_SAMPLE
+        } else {
+            0
+        }
     }
 }
 
@@ -79,9 +112,16 @@ pub(crate) fn run(shared: Arc<Shared>, worker: u32) {
         }
         // Files with a request deferred here are not handed over until it
         // has run, so no other worker runs that file's next request first.
-        let held: Vec<u64> = deferred.iter().filter_map(|d| deferred_file(shared.as_ref(), d)).collect();
-        let mut served = shared.placement.hand_over(worker, &held);
-        served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
+        // Both looked at only when there is something to do: an idle round
+        // is what a request waits on before it is seen.
+        let mut served = 0;
+        if shared.placement.has_moves(worker) {
+            let held: Vec<u64> = deferred.iter().filter_map(|d| deferred_file(shared.as_ref(), d)).collect();
+            served += shared.placement.hand_over(worker, &held);
+        }
+        if !deferred.is_empty() {
+            served += crate::deferred::resume(&shared, worker, &mut deferred, stopping, &mut reply);
+        }
         // Clients with requests waiting as the round starts: the load
         // manager's measure of this worker's queues (counted only for it).
         let pending = if shared.managed { clients.iter().filter(|c| servable(c, worker)).count() as u64 } else { 0 };
@@ -394,10 +434,11 @@ pub(crate) fn execute_now(
         _ => None,
     };
     let stats_asked = matches!(request, Request::Stats);
-    let started = Instant::now();
+    let weight = shared.worker_stats[worker as usize].sample_weight(quick(&request));
+    let started = (weight > 0).then(Instant::now);
     let memory = crate::region_memory::RegionMemory::new(&client.region);
     let mut result = crate::execute::execute_settled(&shared.state, &client.session, request, &memory);
-    let nanos = started.elapsed().as_nanos() as u64;
+    let nanos = started.map_or(0, |started| (started.elapsed().as_nanos() as u64).saturating_mul(weight));
     if let (true, Ok(Response::Text(text))) = (stats_asked, &mut result) {
         text.push_str(&crate::server_stats::section(shared));
     }
@@ -479,4 +520,34 @@ fn drain_backlog(
         let _ = rings.wake_client();
     }
     Ok(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WorkerStats, QUICK_SAMPLE};
+
+    #[test]
+    fn requests_that_may_take_long_are_always_timed_once() {
+        let stats = WorkerStats::default();
+        assert!((0..1_000).all(|_| stats.sample_weight(false) == 1));
+    }
+
+    /// Quick requests: about one in `QUICK_SAMPLE` timed, each counted
+    /// `QUICK_SAMPLE` times, so the weights add up to about the count; and
+    /// of requests alternating two kinds, both kinds are timed about
+    /// equally (a fixed one-in-8 would time only one of them).
+    #[test]
+    fn quick_requests_are_sampled_without_bias_whatever_their_order() {
+        let stats = WorkerStats::default();
+        let n = 80_000u64;
+        let weights: Vec<u64> = (0..n).map(|_| stats.sample_weight(true)).collect();
+        assert!(weights.iter().all(|&w| w == 0 || w == QUICK_SAMPLE));
+        let total: u64 = weights.iter().sum();
+        assert!(total.abs_diff(n) < n / 20, "weights add up to {total} for {n} requests");
+        let even: u64 = weights.iter().step_by(2).sum();
+        let odd: u64 = weights.iter().skip(1).step_by(2).sum();
+        assert!(even.abs_diff(odd) < n / 10, "alternate requests weighted {even} and {odd}");
+        let timed = weights.iter().filter(|&&w| w > 0).count() as u64;
+        assert!(timed < n / 4, "{timed} of {n} quick requests timed");
+    }
 }

@@ -253,6 +253,26 @@ fn an_object_is_named_by_number_only_once_the_session_reached_it() {
     assert_eq!(ino(t.run(&other, R::Lookup { parent: private, name: v("f") })), f, "a known one still resolves");
 }
 
+/// A resolution learns the directory and then the object, as two
+/// lookups would: at the limit the directory is learnt and the object
+/// refused.
+#[test]
+fn a_path_resolved_at_the_known_limit_reaches_its_directory_only() {
+    let t = server_with(Limits { max_known_objects: 2, ..Limits::default() });
+    let maker = t.session(0, 0);
+    let d = ino(t.run(&maker, R::Mkdir { parent: ROOT, name: v("d"), mode: 0o755 }));
+    let f = ino(t.run(&maker, R::Mknod { parent: d, name: v("f"), mode: 0o644, rdev: 0 }));
+    for request in [
+        R::Resolve { path: v("/d/f"), follow: true },
+        R::OpenPath { path: v("/d/f"), flags: libc::O_RDONLY, read: 0, lease: false },
+    ] {
+        let s = t.session(0, 0);
+        assert_eq!(errno(t.run(&s, request.clone())), libc::ENFILE, "{request:?}");
+        assert!(s.knows(d) && !s.knows(f), "{request:?}");
+        assert_eq!(s.handle_count(), 0);
+    }
+}
+
 #[test]
 fn sessions_and_the_server_state_may_be_shared_between_worker_threads() {
     fn shared<T: Send + Sync>() {}

@@ -129,12 +129,11 @@ pub(super) fn fallocate(call: &Call<'_>, handle: u64, offset: u64, length: u64, 
 /// Closes a file, a KV reader, or a KV writer (which stores nothing and
 /// frees its object).
 pub(super) fn release(call: &Call<'_>, handle: u64) -> Outcome {
-    let kind = match call.session.handle(handle) {
-        Some((HandleKind::Directory, _)) => return Err(not_for(handle, HandleKind::Directory, "Release").into()),
-        Some((kind, _)) => kind,
-        None => return Err(not_open(handle).into()),
+    let entry = match call.session.take_unless(handle, HandleKind::Directory) {
+        Ok(entry) => entry,
+        Err(Some(kind)) => return Err(not_for(handle, kind, "Release").into()),
+        Err(None) => return Err(not_open(handle).into()),
     };
-    let entry = call.session.take(handle, kind)?;
     call.session.release(entry)?;
     Ok(Response::Done)
 }

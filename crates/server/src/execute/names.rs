@@ -52,9 +52,9 @@ pub(super) fn setattr(call: &Call<'_>, ino: u64, set: &SetAttributes, handle: Op
 
 pub(super) fn resolve(call: &Call<'_>, path: &[u8], follow: bool) -> Outcome {
     let resolved = call.session.resolve(call.server.path_changes(), path, follow)?;
-    call.session.learn(resolved.parent)?;
-    if let Some(attr) = &resolved.attr {
-        call.session.learn(attr.ino)?;
+    match &resolved.attr {
+        Some(attr) => call.session.learn_all(&[resolved.parent, attr.ino])?,
+        None => call.session.learn(resolved.parent)?,
     }
     let attributes = resolved.attr.as_ref().map(convert::attributes);
     Ok(Response::Resolved { parent: resolved.parent, name: resolved.name, attributes })

@@ -39,8 +39,7 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
         )
         .into());
     };
-    call.session.learn(resolved.parent)?;
-    call.session.learn(found.ino)?;
+    call.session.learn_all(&[resolved.parent, found.ino])?;
     // The slot first: a client at its limit opens nothing.
     let slot = call.session.reserve()?;
     let fs_handle = call.fs.open_file(call.cred, found.ino, flags)?;
