@@ -25,6 +25,7 @@ mod raw_results;
 mod report;
 #[cfg(feature = "larder-server")]
 mod server_suite;
+mod sync_probe;
 mod sys;
 mod workload;
 mod ycsb;
@@ -196,6 +197,9 @@ enum Sub {
         #[arg(long)]
         spec: String,
     },
+    /// What the device does with concurrent `fdatasync`s: 1-8 threads
+    /// syncing one file or a file each (the durable puts' limit).
+    SyncProbe(sync_probe::SyncProbeArgs),
     /// YCSB's core workloads A-F: Larder's KV API and index against RocksDB, fjall and LMDB.
     Ycsb(ycsb::YcsbArgs),
     /// Runs one engine's load and workloads of the YCSB suite and prints a JSON line (used by the parent).
@@ -269,6 +273,7 @@ fn main() -> Result<()> {
         Some(Sub::ServerMixClient { spec }) => server_suite::run_mix_client(&spec),
         Some(Sub::Heap(args)) => heap_suite::run(&args),
         Some(Sub::HeapChild { spec }) => heap_suite::child::run_child(&spec),
+        Some(Sub::SyncProbe(args)) => sync_probe::run(&args),
         Some(Sub::Ycsb(args)) => ycsb::run(&args),
         Some(Sub::YcsbChild { spec }) => ycsb::workload::run_child(&spec),
         Some(Sub::Chart { inputs, out }) => chart::run(&inputs, &out),
