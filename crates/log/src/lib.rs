@@ -29,6 +29,7 @@
 
 mod checkpoint;
 mod clean;
+mod dep_sync;
 mod dependency;
 mod error;
 mod format;

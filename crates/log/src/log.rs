@@ -12,12 +12,14 @@ use larder_io::{Lock, StorageRef};
 use parking_lot::{Condvar, Mutex};
 
 use crate::clean::{self, CleanMarker, CleanOpen, SegmentUse};
+use crate::dep_sync::DepSyncers;
 use crate::dependency::Dependency;
 use crate::error::{LogError, Result};
 use crate::options::Options;
 use crate::recover::{verify, LiveSegment, RecoveryReport, Replay, Verified};
 use crate::segment::SegmentFile;
 use crate::stats::{LogStats, Stats};
+use crate::writer::MAX_DEP_SYNC_THREADS;
 use crate::Lsn;
 
 /// A record handed to the [`Log::open_with`] replay callback.
@@ -169,6 +171,8 @@ pub(crate) struct Inner {
     pub durable: AtomicU64,
     pub last: AtomicU64,
     pub stats: Stats,
+    /// The threads that sync groups' dependency files.
+    pub dep_syncers: DepSyncers,
     stop: Mutex<bool>,
     /// Wakes the flusher: to stop, to create a spare segment, or to sync
     /// now ([`Log::sync_soon`]).
@@ -368,6 +372,7 @@ impl Log {
                 bufs: Vec::new(),
             },
         };
+        let dep_syncers = DepSyncers::new(options.max_groups_in_flight.max(1) * MAX_DEP_SYNC_THREADS);
         let inner = Arc::new(Inner {
             storage,
             dir: dir.to_path_buf(),
@@ -377,6 +382,7 @@ impl Log {
             durable: AtomicU64::new(end),
             last: AtomicU64::new(end),
             stats: Stats::default(),
+            dep_syncers,
             stop: Mutex::new(false),
             stop_cond: Condvar::new(),
             sync_soon: AtomicBool::new(false),

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use larder_io::{write_all_at, FileRef, DIRECT_ALIGN};
 use parking_lot::{Condvar, MutexGuard};
 
+use crate::dep_sync::sync_all;
 use crate::dependency::Dependency;
 use crate::error::{LogError, Result};
 use crate::format::{align_up, encode_record, GroupHeader, GROUP_HEADER_BYTES, RECORD_OVERHEAD};
@@ -53,7 +54,7 @@ thread_local! {
 }
 
 /// At most this many threads sync one group's dependency files.
-const MAX_DEP_SYNC_THREADS: usize = 8;
+pub(crate) const MAX_DEP_SYNC_THREADS: usize = 8;
 
 /// Group buffers kept for reuse; more are allocated while more groups are
 /// in flight and dropped when they come back.
@@ -343,17 +344,30 @@ impl Inner {
         if syncs.is_empty() {
             write_and_sync()?;
         } else {
-            // The log's sync and the data files' syncs run concurrently; the
-            // group is acknowledged only when all of them succeeded.
+            // The log's sync and the data files' syncs run concurrently,
+            // these on the log's kept threads; files no thread can take
+            // are synced here after the log's. The group is acknowledged
+            // only when all of them succeeded.
             let per_thread = syncs.len().div_ceil(MAX_DEP_SYNC_THREADS);
-            let (log_result, dep_result) = std::thread::scope(|s| {
-                let handles: Vec<_> = syncs.chunks(per_thread).map(|chunk| s.spawn(move || sync_all(chunk))).collect();
-                let log_result = write_and_sync();
-                let dep_result = handles.into_iter().try_for_each(|h| {
-                    h.join().unwrap_or_else(|_| Err(LogError::Poisoned("a dependency sync thread panicked".into())))
-                });
-                (log_result, dep_result)
-            });
+            let mut tickets = Vec::new();
+            let mut here = Vec::new();
+            for chunk in syncs.chunks(per_thread) {
+                match self.dep_syncers.submit(chunk.to_vec()) {
+                    Ok(ticket) => tickets.push(ticket),
+                    Err(back) => here.extend(back),
+                }
+            }
+            let log_result = write_and_sync();
+            let mut dep_result = match log_result {
+                Ok(()) => sync_all(&here),
+                Err(_) => Ok(()),
+            };
+            // Every ticket is waited for, so no sync of this group is still
+            // running when it is acknowledged or the log poisoned.
+            for ticket in tickets {
+                let r = ticket.wait();
+                dep_result = dep_result.and(r);
+            }
             log_result?;
             dep_result?;
             self.stats.add(&self.stats.dependency_syncs, syncs.len() as u64);
@@ -476,13 +490,6 @@ fn start_aligned(buf: &mut Vec<u8>, len: usize) -> usize {
 fn needs_rotation(st: &State, front: &Pending) -> bool {
     let need = (GROUP_HEADER_BYTES + RECORD_OVERHEAD + front.payload.len()) as u64;
     st.w.seg.is_none() || st.w.offset + need > st.w.capacity
-}
-
-fn sync_all(files: &[FileRef]) -> Result<()> {
-    for f in files {
-        f.sync_data()?;
-    }
-    Ok(())
 }
 
 fn check_usable(st: &State) -> Result<()> {

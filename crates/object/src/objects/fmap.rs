@@ -271,13 +271,15 @@ pub(crate) fn block_parts(data: &[u8]) -> (&[u8], Vec<u8>) {
 }
 
 /// Bytes of a large write copied to its container before their
-/// write-back is started.
-const WRITE_BACK_CHUNK: usize = 256 << 10;
+/// write-back is started: one submission per 1 MiB (a Garage block is one)
+/// still lets the device work while a longer write's rest is copied, and
+/// each submission costs CPU of its own (a sync_file_range, the block
+/// layer's plug and the virtio kick).
+const WRITE_BACK_CHUNK: usize = 1 << 20;
 
-/// Pieces at least this long have their checksums computed on a thread of
-/// their own while the bytes are copied (the spawn costs a few tens of µs;
-/// the crcs of 1 MiB about 70 on the test machine).
-const PARALLEL_CRC_BYTES: u64 = 512 << 10;
+/// Durable pieces at least this long into unwritten space have their
+/// write-back started as they are copied (see [`write_piece`]).
+const EAGER_WRITE_BACK_BYTES: u64 = 256 << 10;
 
 /// Writes `body` then `tail` (together the block-aligned content of
 /// `[start, ..)`, of which the first `logical_len` bytes are the object's)
@@ -324,28 +326,17 @@ pub(crate) fn write_blocks(
             let logical = to_usize((logical_len - pos).min(piece.len));
             let body_logical = from_body.get(..logical.min(from_body.len())).unwrap_or_default();
             let tail_logical = from_tail.get(..logical - body_logical.len()).unwrap_or_default();
-            let checksummed = || ExtentMapEntry::for_parts(piece, &[body_logical, tail_logical], &limits);
             // Unwritten space is made durable by its container's sync:
             // starting a large piece's write-back while the rest is copied
             // leaves that sync less to wait for.
-            let eager = txn.is_durable() && (write_back || piece.len >= WRITE_BACK_CHUNK as u64);
-            let copy = || write_piece(&*file, piece.offset, [from_body, from_tail], eager);
-            let entry = if piece.len >= PARALLEL_CRC_BYTES {
-                // The checksums on another core while this one copies.
-                std::thread::scope(|s| match std::thread::Builder::new().spawn_scoped(s, checksummed) {
-                    Ok(crcs) => {
-                        let copied = copy();
-                        // A panic there is one here, as if computed inline.
-                        let entry = crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                        copied.and(entry)
-                    }
-                    // No thread to be had (a resource limit): one after the other.
-                    Err(_) => copy().and_then(|()| checksummed()),
-                })?
-            } else {
-                copy()?;
-                checksummed()?
-            };
+            let eager = txn.is_durable() && (write_back || piece.len >= EAGER_WRITE_BACK_BYTES);
+            // The checksums on this thread, before the copy (which then
+            // reads the bytes from cache): a thread spawned for them costs
+            // more CPU (35-80 µs a spawn on the 2-core test machine) than
+            // the crcs of 1 MiB (about 25 µs), and a busy server has no
+            // idle core for it to save wall time on.
+            let entry = ExtentMapEntry::for_parts(piece, &[body_logical, tail_logical], &limits)?;
+            write_piece(&*file, piece.offset, [from_body, from_tail], eager)?;
             txn.add_dependency(match write_back {
                 true => Dependency::WriteBack { file, offset: piece.offset, len: piece.len },
                 false => Dependency::Sync(file),
