@@ -124,8 +124,9 @@ impl ServerOptions {
 pub struct WorkerCounters {
     /// Requests it executed.
     pub requests: u64,
-    /// Nanoseconds it spent executing them: an unbiased estimate, quick
-    /// requests (a few µs each) being timed one in 8, picked at random.
+    /// Nanoseconds it spent executing them: without a load manager an
+    /// unbiased estimate, quick requests (a few µs each) being timed one
+    /// in 8, picked at random; with one, every request is timed.
     pub busy_nanos: u64,
     /// Requests it answered with a redirect to the worker owning their
     /// file.

@@ -41,8 +41,9 @@ const SLEEP: Duration = Duration::from_millis(100);
 pub(crate) struct WorkerStats {
     /// Requests executed.
     pub(crate) requests: std::sync::atomic::AtomicU64,
-    /// Nanoseconds spent executing requests: an estimate, quick requests
-    /// being timed one in [`QUICK_SAMPLE`] (`sample_weight`).
+    /// Nanoseconds spent executing requests: without a load manager an
+    /// estimate, quick requests being timed one in [`QUICK_SAMPLE`]
+    /// (`sample_weight`).
     pub(crate) busy_nanos: std::sync::atomic::AtomicU64,
     /// Requests redirected to another worker.
     pub(crate) redirects: std::sync::atomic::AtomicU64,
@@ -434,7 +435,12 @@ pub(crate) fn execute_now(
         _ => None,
     };
     let stats_asked = matches!(request, Request::Stats);
-    let weight = shared.worker_stats[worker as usize].sample_weight(quick(&request));
+    // The load manager weighs each client and file by its time in a 5 ms
+    // window and moves the heaviest: a sample's 0 or 8 times would make a
+    // quick client unmovable in one window and eight times too heavy in
+    // the next, so with it every request is timed.
+    let sampled = quick(&request) && !shared.managed;
+    let weight = shared.worker_stats[worker as usize].sample_weight(sampled);
     let started = (weight > 0).then(Instant::now);
     let memory = crate::region_memory::RegionMemory::new(&client.region);
     let mut result = crate::execute::execute_settled(&shared.state, &client.session, request, &memory);
