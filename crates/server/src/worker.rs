@@ -67,15 +67,16 @@ impl WorkerStats {
         self.busy_nanos.store(busy + nanos, Ordering::Relaxed);
     }
 
-    /// How many times the next request's time counts: 1 for one that may
-    /// take long (always timed); for a quick one ([`quick`]), taking a few
-    /// µs, [`QUICK_SAMPLE`] for one in that many picked at random, else 0
+    /// How many times the next request's time counts: 1 for one not to
+    /// be sampled (one that may take long, or any while a load manager
+    /// runs); for one to be sampled (a quick one, [`quick`], taking a few
+    /// µs), [`QUICK_SAMPLE`] for one in that many picked at random, else 0
     /// (not timed). Two clock reads cost about a tenth of a quick request
     /// on a VM; sampled, busy time stays an unbiased estimate, and the
     /// random pick keeps a client that alternates two kinds of request
     /// (an open and a release) from having only one kind timed.
-    pub(crate) fn sample_weight(&self, quick: bool) -> u64 {
-        if !quick {
+    pub(crate) fn sample_weight(&self, sampled: bool) -> u64 {
+        if !sampled {
             return 1;
         }
         // splitmix64: any state, zero included, moves on to a fresh value.
