@@ -470,25 +470,32 @@ impl Session {
 
     /// Removes handle `handle`, which must be of `kind`, from the table.
     pub(crate) fn take(&self, handle: u64, kind: HandleKind) -> Result<Entry, FsError> {
-        let mut table = self.table.lock();
-        match table.entries.get(&handle) {
-            Some(e) if e.kind() == kind => table.entries.remove(&handle).ok_or_else(|| not_open(handle)),
-            Some(e) => Err(wrong_kind(handle, e.kind(), kind)),
-            None => Err(not_open(handle)),
-        }
+        self.take_if(handle, |k| k == kind).map_err(|found| match found {
+            Some(other) => wrong_kind(handle, other, kind),
+            None => not_open(handle),
+        })
     }
 
     /// Removes handle `handle`, of any kind but `unless`, from the table;
     /// a handle of that kind stays open (`Err(Some(kind))`), and one not
     /// open is `Err(None)`.
     pub(crate) fn take_unless(&self, handle: u64, unless: HandleKind) -> Result<Entry, Option<HandleKind>> {
+        self.take_if(handle, |k| k != unless)
+    }
+
+    /// Removes handle `handle` from the table if `accept` takes its kind:
+    /// one lock and, for an accepted handle, one hash operation. A handle
+    /// of a kind refused stays open (`Err(Some(kind))`); one not open is
+    /// `Err(None)`.
+    fn take_if(&self, handle: u64, accept: impl FnOnce(HandleKind) -> bool) -> Result<Entry, Option<HandleKind>> {
         let mut table = self.table.lock();
         match table.entries.remove(&handle) {
-            Some(entry) if entry.kind() == unless => {
+            Some(entry) if accept(entry.kind()) => Ok(entry),
+            Some(entry) => {
+                let kind = entry.kind();
                 table.entries.insert(handle, entry);
-                Err(Some(unless))
+                Err(Some(kind))
             }
-            Some(entry) => Ok(entry),
             None => Err(None),
         }
     }
