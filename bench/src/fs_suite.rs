@@ -38,7 +38,10 @@
 //!   RELEASE: creates by MKNOD, opens served by the kernel), bindfs, and
 //!   ext4 without FUSE.
 //!
-//! Peak memory is each child's VmHWM.
+//! Peak memory is each child's VmHWM. `fuse-create` also reports the CPU
+//! a file costs the creating thread, the mount's serving threads (fuser's,
+//! where the mount is served in the child) and the whole child, each in
+//! µs (see `through_mount`): a busy machine moves them less than the rate.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -470,7 +473,7 @@ pub fn run_child(spec: &str) -> Result<()> {
         (e, w) if w.starts_with("mix-") || w.starts_with("fuse-mix-") => {
             mix_native(&spec, e, w.rsplit('-').next().unwrap_or_default(), &mut details)?
         }
-        (e, w) if w.starts_with("fuse-") && e != "ext4" => through_mount(&spec, w)?,
+        (e, w) if w.starts_with("fuse-") && e != "ext4" => through_mount(&spec, w, &mut details)?,
         ("ext4", w) if w.starts_with("fuse-") => {
             native_fs(&spec, if w == "fuse-create" { "create" } else { "stat-paths" })?
         }
@@ -665,14 +668,27 @@ fn mount(spec: &FsSpec, zero_timeouts: bool, store: larder_fs::FsOptions) -> Res
     Ok((mounted, mnt, under))
 }
 
+/// The names of the threads that serve a mount in this process (fuser's,
+/// for Larder's mount and the do-nothing ones), less their number.
+const SERVING_THREADS: &str = "fuser-";
+
 /// Creates (and, for the stat workloads, stats) files through a mount of
-/// `spec.engine` on a directory of `spec.dir`.
-fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
+/// `spec.engine` on a directory of `spec.dir`. For `fuse-create`, adds to
+/// `details` the CPU of the timed part in µs a file: the creating
+/// thread's (`creating_cpu_us`: the kernel's side of each open and close),
+/// the serving threads' for a mount served in this process
+/// (`serving_cpu_us`: fuser's threads, each request's read, handler and
+/// reply; not bindfs, a process of its own; `serving_user_cpu_us` the
+/// user-mode part, nearly all of it the handlers' own work, which the
+/// kernel's side of each request does not blur), and the whole process's
+/// (`process_cpu_us`: with Larder's own threads, flushing and merging).
+fn through_mount(spec: &FsSpec, workload: &str, details: &mut Details) -> Result<(u64, f64)> {
     let store = larder_fs::FsOptions::default();
     let (mounted, mnt, under) = mount(spec, workload == "fuse-stat0", store)?;
     let d = mnt.join("d");
     std::fs::create_dir(&d)?;
     let names: Vec<PathBuf> = (0..spec.files).map(|i| d.join(name(i))).collect();
+    let cpu = (crate::sys::thread_cpu_secs(), crate::sys::threads_cpu(SERVING_THREADS), crate::sys::process_cpu_secs());
     let start = Instant::now();
     for p in &names {
         std::fs::File::create_new(p)?;
@@ -685,6 +701,14 @@ fn through_mount(spec: &FsSpec, workload: &str) -> Result<(u64, f64)> {
     }
     let create_secs = start.elapsed().as_secs_f64();
     if workload == "fuse-create" {
+        let per_file = |secs: f64| secs * 1e6 / spec.files.max(1) as f64;
+        details.insert("creating_cpu_us".into(), per_file(crate::sys::thread_cpu_secs() - cpu.0));
+        let serving = crate::sys::threads_cpu(SERVING_THREADS);
+        if serving.threads > 0 {
+            details.insert("serving_cpu_us".into(), per_file(serving.secs - cpu.1.secs));
+            details.insert("serving_user_cpu_us".into(), per_file(serving.user_secs - cpu.1.user_secs));
+        }
+        details.insert("process_cpu_us".into(), per_file(crate::sys::process_cpu_secs() - cpu.2));
         drop(mounted);
         return Ok((spec.files, create_secs));
     }

@@ -99,3 +99,83 @@ pub fn thread_cpu_secs() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
+
+/// CPU used so far by this process's threads named `prefix` followed by
+/// a number (fuser's serving threads are `fuser-0`, `fuser-1`, ...).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ThreadsCpu {
+    /// Seconds on a CPU, user and system: each thread's
+    /// `/proc/self/task/TID/schedstat` (nanoseconds).
+    pub secs: f64,
+    /// Seconds of it in user mode: each thread's `utime` in clock ticks
+    /// (`stat`), coarser (10 ms a tick here).
+    pub user_secs: f64,
+    /// Threads counted. One that has exited is not.
+    pub threads: usize,
+}
+
+/// [`ThreadsCpu`] of the threads named `prefix` and a number.
+pub fn threads_cpu(prefix: &str) -> ThreadsCpu {
+    let mut cpu = ThreadsCpu::default();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return cpu };
+    let tick = 1.0 / rustix::param::clock_ticks_per_second() as f64;
+    for task in tasks.flatten() {
+        let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) else { continue };
+        let Some(n) = comm.trim_end().strip_prefix(prefix) else { continue };
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(sched) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let Some(ns) = sched.split_whitespace().next().and_then(|f| f.parse::<u64>().ok()) else { continue };
+        // After the command's closing parenthesis: state is field 3, utime 14.
+        let utime = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(11)?.parse::<u64>().ok());
+        let Some(utime) = utime else { continue };
+        cpu.secs += ns as f64 / 1e9;
+        cpu.user_secs += utime as f64 * tick;
+        cpu.threads += 1;
+    }
+    cpu
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads named the prefix and a number are counted with the CPU they
+    /// used; a thread named the prefix and anything else is not.
+    #[test]
+    fn counts_the_named_threads_only() {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));
+        let mut threads = Vec::new();
+        for name in ["cpuprobe-0", "cpuprobe-17", "cpuprobe-x", "cpuprobe-"] {
+            let (ready, done) = (ready_tx.clone(), done_rx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || {
+                        // Some work, so that the thread has used CPU.
+                        let mut x = 1u64;
+                        for i in 0..2_000_000u64 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+                        }
+                        ready.send(x).expect("the test waits");
+                        let _ = done.lock().map(|d| d.recv());
+                    })
+                    .expect("spawn"),
+            );
+        }
+        for _ in 0..4 {
+            ready_rx.recv().expect("a thread's work");
+        }
+        let cpu = threads_cpu("cpuprobe-");
+        for _ in 0..4 {
+            done_tx.send(()).expect("a thread waits");
+        }
+        threads.into_iter().for_each(|t| t.join().expect("join"));
+        assert_eq!(cpu.threads, 2, "cpuprobe-0 and cpuprobe-17 only: {cpu:?}");
+        assert!(cpu.secs > 0.0 && cpu.user_secs <= cpu.secs + 0.02 * 2.0, "{cpu:?}");
+    }
+}
