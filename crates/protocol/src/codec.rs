@@ -126,6 +126,30 @@ pub fn encode_response(request_id: u64, response: &Response, out: &mut Vec<u8>) 
     response::encode(&mut encoder, response);
 }
 
+/// As [`encode_response`], with a `Data` answer's bytes left where they
+/// are: appends all of the encoding but those bytes to `out` and returns
+/// them (every other answer is appended whole and nothing is returned).
+/// `out`'s new bytes followed by the returned ones are exactly
+/// `encode_response`'s, so a server writes a read's bytes into the ring
+/// record from where the read put them, not through a copy in `out`
+/// first ([`crate::region::ServerRings::send_parts`]).
+pub fn encode_response_split<'r>(request_id: u64, response: &'r Response, out: &mut Vec<u8>) -> &'r [u8] {
+    match response {
+        Response::Data(data) => {
+            let mut encoder = Encoder::new(out);
+            encoder.header(request_id, response.kind().code());
+            // The field's length as `bytes` writes it; a length over the
+            // limit goes out and the peer refuses it, as there.
+            encoder.length(data.len());
+            data
+        }
+        _ => {
+            encode_response(request_id, response, out);
+            &[]
+        }
+    }
+}
+
 /// Decodes a whole response message: the id of the request it answers and
 /// the response.
 pub fn decode_response(bytes: &[u8]) -> Result<(u64, Response), DecodeError> {
