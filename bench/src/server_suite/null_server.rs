@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use larder_protocol::backoff::Spinner;
-use larder_protocol::codec::{decode_request, encode_response};
+use larder_protocol::codec::{decode_request, encode_response_split};
 use larder_protocol::doorbell::Doorbell;
 use larder_protocol::handshake::{read_hello, send_refusal, send_welcome, Welcome};
 use larder_protocol::layout::Layout;
@@ -199,11 +199,14 @@ fn serve(state: &mut NullState, client: &NullClient, record: &mut Vec<u8>, reply
             return taken;
         };
         reply.clear();
-        encode_response(id, state.answer(request), reply);
-        let sent = backlog.is_empty() && matches!(rings.send(reply), Ok(true));
+        // As `larder serve`'s worker: a read's bytes go into the ring
+        // from where they are, after the rest of the encoding.
+        let data = encode_response_split(id, state.answer(request), reply);
+        let sent = backlog.is_empty() && matches!(rings.send_parts(&[reply, data]), Ok(true));
         if sent {
             unwoken = true;
         } else {
+            reply.extend_from_slice(data);
             backlog.push_back(std::mem::take(reply));
         }
     }

@@ -22,15 +22,37 @@ impl Fs {
     /// O_APPEND); returns the handle. Directories open read-only (through
     /// [`Fs::opendir`] for listing).
     pub fn open_file(&self, cred: &Cred, ino: u64, flags: i32) -> Result<u64> {
+        self.open_checked(cred, ino, None, flags)
+    }
+
+    /// A stamp to take before resolving a path whose object
+    /// [`Fs::open_file_found`] then opens (`None`: nothing read after it
+    /// may be reused).
+    pub fn meta_stamp(&self) -> Option<u64> {
+        self.store.meta_stamp()
+    }
+
+    /// As [`Fs::open_file`] of `found.ino`, where `found` are the object's
+    /// attributes as a resolution read them after [`Fs::meta_stamp`] gave
+    /// `stamp`: while nothing was committed since, they are the object's
+    /// attributes now, and the open checks them instead of looking the
+    /// object up again; otherwise it looks it up as `open_file` does. Only
+    /// a regular file's are reused: a directory's attributes may come from
+    /// a caller's cache of resolved directories ([`Fs::resolve_in`]'s
+    /// `directory`), read before the stamp.
+    pub fn open_file_found(&self, cred: &Cred, found: &Attr, stamp: Option<u64>, flags: i32) -> Result<u64> {
+        self.open_checked(cred, found.ino, stamp.map(|s| (found, s)), flags)
+    }
+
+    fn open_checked(&self, cred: &Cred, ino: u64, found: Option<(&Attr, u64)>, flags: i32) -> Result<u64> {
         let (read, write) = access_mode(flags)?;
         let _gate = self.handles.gate(ino);
         let truncate = flags & libc::O_TRUNC != 0;
-        // Checked on the cached onode, borrowed: an open copies nothing.
-        let kind = self.with_onode(ino, |o| -> Result<Kind> {
-            if o.nlink == 0 && o.kind != Kind::Directory && !self.handles.is_open(ino) {
+        let check = |kind: Kind, nlink: u32, mode: u32, uid: u32, gid: u32| -> Result<Kind> {
+            if nlink == 0 && kind != Kind::Directory && !self.handles.is_open(ino) {
                 return Err(FsError::posix(libc::ENOENT, format!("object {ino} has no name")));
             }
-            match o.kind {
+            match kind {
                 Kind::Directory if write => {
                     return Err(FsError::posix(libc::EISDIR, format!("object {ino} opened for writing")))
                 }
@@ -38,12 +60,27 @@ impl Fs {
                 _ => {}
             }
             let mask = if read { READ } else { 0 } | if write { WRITE } else { 0 };
-            perm::check(o, ino, cred, mask)?;
-            if truncate && o.kind == Kind::File && !write {
-                perm::check(o, ino, cred, WRITE)?;
+            let allowed = |mask| perm::allowed_by(kind, mode, uid, gid, cred, mask);
+            if !allowed(mask) {
+                return Err(perm::refused(ino, cred, mask));
             }
-            Ok(o.kind)
-        })??;
+            if truncate && kind == Kind::File && !write && !allowed(WRITE) {
+                return Err(perm::refused(ino, cred, WRITE));
+            }
+            Ok(kind)
+        };
+        // Under the gate, so that an unlink that leaves the object without
+        // a name either went in before the check (the stamp then differs,
+        // and the look-up finds nlink 0) or finds this handle open.
+        let current = |(attr, stamp): &(&Attr, u64)| {
+            attr.ino == ino && attr.kind == Kind::File && self.store.meta_unchanged_since(*stamp)
+        };
+        let kind = match found.filter(current) {
+            // A file's `Attr::nlink` is its onode's.
+            Some((a, _)) => check(a.kind, a.nlink, a.mode, a.uid, a.gid)?,
+            // Checked on the cached onode, borrowed: an open copies nothing.
+            None => self.with_onode(ino, |o| check(o.kind, o.nlink, o.mode, o.uid, o.gid))??,
+        };
         if truncate && kind == Kind::File {
             self.truncate_for_open(cred, ino)?;
         }

@@ -459,3 +459,52 @@ fn writes_inside_a_fallocated_range_succeed_on_a_full_store() {
     let report = larder_fsck::check(fs.store(), &mut |_| {}).unwrap();
     assert!(report.problems.is_empty(), "{report}");
 }
+
+/// `open_file_found` checks the attributes a resolution found while
+/// nothing was committed since its stamp, and looks the object up again
+/// otherwise: after a commit (a chmod, an unlink) the open sees the change.
+#[test]
+fn an_open_of_found_attributes_reuses_them_only_while_nothing_was_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = common::sim_options();
+    let fs = Fs::create(&dir.path().join("store"), options).unwrap();
+    let r = root();
+    let u = user(1000, 1000, &[]);
+    let top = fs.root();
+    fs.setattr(&r, top, &SetAttr { mode: Some(0o777), ..SetAttr::default() }, None).unwrap();
+    let (_, fh) = fs.create_file(&u, top, b"f", 0o644, libc::O_RDWR).unwrap();
+    fs.release(fh).unwrap();
+
+    let stamp = fs.meta_stamp();
+    assert!(stamp.is_some(), "no batch is going in");
+    let found = fs.resolve(&u, b"/f", true).unwrap().attr.unwrap();
+    // Nothing committed: the found attributes are what the open checks
+    // (altered here to show it; a resolution gives the object's own).
+    let refused = larder_fs::Attr { mode: 0o000, ..found.clone() };
+    assert_eq!(errno(fs.open_file_found(&u, &refused, stamp, libc::O_RDONLY)), libc::EACCES);
+    let h = fs.open_file_found(&u, &found, stamp, libc::O_RDONLY).unwrap();
+    fs.release(h).unwrap();
+    // Without a stamp, the object is looked up.
+    let h = fs.open_file_found(&u, &refused, None, libc::O_RDONLY).unwrap();
+    fs.release(h).unwrap();
+
+    // A commit after the stamp: looked up again, the change seen.
+    fs.setattr(&r, found.ino, &SetAttr { mode: Some(0o000), ..SetAttr::default() }, None).unwrap();
+    assert_eq!(errno(fs.open_file_found(&u, &found, stamp, libc::O_RDONLY)), libc::EACCES);
+    fs.setattr(&r, found.ino, &SetAttr { mode: Some(0o644), ..SetAttr::default() }, None).unwrap();
+
+    // An unlink after the stamp freed the object: nothing is opened.
+    let stamp = fs.meta_stamp();
+    let found = fs.resolve(&u, b"/f", true).unwrap().attr.unwrap();
+    fs.unlink(&u, top, b"f").unwrap();
+    assert_eq!(errno(fs.open_file_found(&u, &found, stamp, libc::O_RDONLY)), libc::ENOENT);
+
+    // A directory's attributes are never reused (a caller's cache of
+    // directories may have read them before the stamp).
+    fs.mkdir(&u, top, b"d", 0o755).unwrap();
+    let stamp = fs.meta_stamp();
+    let d = fs.resolve(&u, b"/d", true).unwrap().attr.unwrap();
+    let refused = larder_fs::Attr { mode: 0o000, ..d };
+    let h = fs.open_file_found(&u, &refused, stamp, libc::O_RDONLY).unwrap();
+    fs.release(h).unwrap();
+}

@@ -231,6 +231,14 @@ impl ServerRings<'_> {
         self.completion.produce(&self.positions.completion, record)
     }
 
+    /// As [`ServerRings::send`] of the concatenation of `parts`, each
+    /// copied once, straight into the record: a read's answer goes from
+    /// the buffer the read filled into the ring with its encoded prefix
+    /// before it ([`crate::codec::encode_response_split`]).
+    pub fn send_parts(&self, parts: &[&[u8]]) -> Result<bool, SendError> {
+        self.completion.produce_parts(&self.positions.completion, parts)
+    }
+
     /// The largest record `send` takes.
     pub fn max_record(&self) -> u32 {
         self.completion.max_record()

@@ -42,6 +42,22 @@ pub(crate) fn record_crc(payload: &[u8]) -> u32 {
     crc_fast::crc32_iscsi(payload)
 }
 
+/// The crc32c of the concatenation of `parts`, each read once where it
+/// is (one part: [`record_crc`] itself).
+fn parts_crc(parts: &[&[u8]]) -> u32 {
+    match parts {
+        [one] => record_crc(one),
+        _ => {
+            let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+            for part in parts {
+                digest.update(part);
+            }
+            // A 32-bit CRC's value fits its low 32 bits.
+            digest.finalize() as u32
+        }
+    }
+}
+
 /// The largest payload a ring of `ring_bytes` carries: a quarter of it, so
 /// a record and the padding before it always fit an empty ring.
 pub fn max_record(ring_bytes: u32) -> u32 {
@@ -111,10 +127,18 @@ impl<'a> Ring<'a> {
     /// Writes `record` and publishes it; `Ok(false)` if there is no room.
     /// `produced` is this producer's private position.
     pub(crate) fn produce(&self, produced: &AtomicU32, record: &[u8]) -> Result<bool, SendError> {
+        self.produce_parts(produced, &[record])
+    }
+
+    /// Writes one record whose payload is `parts` one after the other,
+    /// and publishes it, as [`Ring::produce`] of their concatenation; the
+    /// parts are copied once, each straight into the ring.
+    pub(crate) fn produce_parts(&self, produced: &AtomicU32, parts: &[&[u8]]) -> Result<bool, SendError> {
         let max = self.max_record();
-        let length = match u32::try_from(record.len()) {
+        let total = parts.iter().map(|p| p.len()).fold(0usize, usize::saturating_add);
+        let length = match u32::try_from(total) {
             Ok(length) if length <= max => length,
-            _ => return Err(SendError::TooLarge { length: record.len(), max }),
+            _ => return Err(SendError::TooLarge { length: total, max }),
         };
         let head = produced.load(Ordering::Relaxed);
         let consumer = self.load(CONSUMER_POSITION_OFFSET, Ordering::Acquire);
@@ -141,13 +165,16 @@ impl<'a> Ring<'a> {
             self.write_header(at, PADDING_FLAG | (padding - RECORD_HEADER_BYTES), 0);
             at = 0;
         }
-        self.write_header(at, length, record_crc(record));
+        self.write_header(at, length, parts_crc(parts));
         let payload = at + RECORD_HEADER_BYTES;
         self.check_inside(payload, size - RECORD_HEADER_BYTES);
-        let payload = self.slots + payload as usize;
-        self.map.write(payload, record);
+        let mut to = self.slots + payload as usize;
+        for part in parts {
+            self.map.write(to, part);
+            to += part.len();
+        }
         let tail_padding = (size - RECORD_HEADER_BYTES - length) as usize;
-        self.map.zero(payload + record.len(), tail_padding);
+        self.map.zero(to, tail_padding);
         let new_head = head.wrapping_add(padding + size);
         produced.store(new_head, Ordering::Relaxed);
         self.store(PRODUCER_POSITION_OFFSET, new_head, Ordering::Release);
@@ -272,5 +299,16 @@ mod tests {
             assert_eq!(record_crc(&payload[..length]), crc32c::crc32c(&payload[..length]), "{length} bytes");
         }
         assert_eq!(record_crc(b"123456789"), 0xe306_9283, "CRC-32C's check value");
+    }
+
+    #[test]
+    fn the_crc_of_parts_is_the_crc_of_their_concatenation() {
+        let payload: Vec<u8> = (0..5_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for split in [0, 1, 16, 17, 4096, 5_000] {
+            let (a, b) = payload.split_at(split);
+            assert_eq!(parts_crc(&[a, b]), record_crc(&payload), "split at {split}");
+            assert_eq!(parts_crc(&[a, &[], b]), record_crc(&payload), "split at {split}, an empty part between");
+        }
+        assert_eq!(parts_crc(&[]), record_crc(&[]));
     }
 }

@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 use codec_strategies::{request, response, Sizes};
 use larder_protocol::codec::{
     check_request, check_response, decode_request, decode_response, directory_entry_bytes, encode_request,
-    encode_response, fuzzing, opcode_of, request_id_of, scan_entry_bytes, DecodeError, Opcode, ResponseKind,
-    LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
+    encode_response, encode_response_split, fuzzing, opcode_of, request_id_of, scan_entry_bytes, DecodeError, Opcode,
+    ResponseKind, LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES, SPLIT_DATA_BYTES,
 };
 use larder_protocol::message::{Request, Response};
 use proptest::prelude::*;
@@ -36,6 +36,23 @@ fn encoded_response(request_id: u64, response: &Response) -> Vec<u8> {
 
 proptest! {
     #![proptest_config(Config { cases: 512, ..Config::default() })]
+
+    #[test]
+    fn a_split_encoding_is_the_whole_one(request_id in any::<u64>(), response in response(Sizes::Beyond)) {
+        // A server writes the two parts one after the other into a ring
+        // record: together they are the message, whatever the answer.
+        let mut head = vec![0xa5];
+        let tail = encode_response_split(request_id, &response, &mut head);
+        prop_assert_eq!(head[0], 0xa5, "appended, as encode_response appends");
+        let mut joined = head[1..].to_vec();
+        joined.extend_from_slice(tail);
+        prop_assert_eq!(joined, encoded_response(request_id, &response));
+        // Only a read's bytes are left out, and only from SPLIT_DATA_BYTES.
+        match &response {
+            Response::Data(data) if data.len() >= SPLIT_DATA_BYTES => prop_assert_eq!(tail, data.as_slice()),
+            _ => prop_assert!(tail.is_empty()),
+        }
+    }
 
     #[test]
     fn listing_sizes_are_what_a_server_budgets(response in response(Sizes::Small)) {
@@ -353,4 +370,15 @@ fn encodings_are_pinned() {
         .to_string(),
         "KvPut"
     );
+}
+
+#[test]
+fn a_data_answer_is_split_from_split_data_bytes_on() {
+    for length in [0, 1, SPLIT_DATA_BYTES - 1, SPLIT_DATA_BYTES, 4096, 65_536] {
+        let response = Response::Data((0..length).map(|i| i as u8).collect());
+        let mut head = Vec::new();
+        let tail = encode_response_split(9, &response, &mut head);
+        assert_eq!(tail.len(), if length >= SPLIT_DATA_BYTES { length } else { 0 }, "{length} bytes");
+        assert_eq!([head.as_slice(), tail].concat(), encoded_response(9, &response), "{length} bytes");
+    }
 }

@@ -77,6 +77,32 @@ fn every_size_up_to_the_largest_round_trips_and_one_more_is_refused() {
 }
 
 #[test]
+fn a_completion_sent_in_parts_is_their_concatenation_at_every_split_and_wrap() {
+    let region = Region::anonymous(layout(4096)).unwrap();
+    let client = region.client_rings(0).unwrap();
+    let server = region.server_rings(0).unwrap();
+    let max = max_record(4096) as usize;
+    let mut out = Vec::new();
+    // Lengths and splits that land the parts at every alignment, and
+    // enough records that some follow a padding record at the ring's end.
+    for index in 0..200u64 {
+        let length = (index as usize * 37) % (max + 1);
+        let record = payload(index, length);
+        let split = (index as usize * 13) % (length + 1);
+        let (head, tail) = record.split_at(split);
+        assert!(server.send_parts(&[head, tail]).unwrap(), "send of {length} bytes split at {split}");
+        assert!(client.receive(&mut out).unwrap(), "its crc32c checked on receipt");
+        assert_eq!(out, record, "{length} bytes split at {split}");
+    }
+    let too_large = vec![0u8; max + 1];
+    assert_eq!(
+        server.send_parts(&[&too_large[..8], &too_large[8..]]),
+        Err(SendError::TooLarge { length: max + 1, max: max as u32 })
+    );
+    assert!(!client.receive(&mut out).unwrap(), "a refused send published something");
+}
+
+#[test]
 fn a_record_that_would_cross_the_end_follows_a_padding_record() {
     let region = Region::anonymous(layout(4096)).unwrap();
     let client = region.client_rings(0).unwrap();

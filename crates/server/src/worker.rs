@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use larder_protocol::backoff::Spinner;
-use larder_protocol::codec::{decode_request, encode_response};
+use larder_protocol::codec::{decode_request, encode_response, encode_response_split};
 use larder_protocol::error::SendError;
 use larder_protocol::message::{Request, Response};
 use larder_protocol::region::ServerRings;
@@ -360,13 +360,16 @@ pub(crate) fn deliver(
     reply: &mut Vec<u8>,
 ) -> Delivery {
     let backlog = &client.backlog[worker as usize];
-    encode_within(id, response, rings.max_record(), reply);
+    // A read's bytes stay in the read's buffer: the ring takes them from
+    // there, after the rest of the encoding in `reply`.
+    let data = encode_within(id, response, rings.max_record(), reply);
     let sent = {
         let mut waiting = backlog.lock();
         if waiting.is_empty() {
-            match rings.send(reply) {
+            match rings.send_parts(&[reply, data]) {
                 Ok(true) => true,
                 Ok(false) => {
+                    reply.extend_from_slice(data);
                     waiting.push_back(std::mem::take(reply));
                     false
                 }
@@ -378,6 +381,7 @@ pub(crate) fn deliver(
                 }
             }
         } else {
+            reply.extend_from_slice(data);
             waiting.push_back(std::mem::take(reply));
             false
         }
@@ -473,23 +477,27 @@ pub(crate) fn execute_now(
     Ok(response)
 }
 
-/// Encodes `response` into `out`; one too large for a ring record is
-/// replaced by an EFBIG error saying what to do instead.
-fn encode_within(id: u64, response: &Response, max_record: u32, out: &mut Vec<u8>) {
+/// Encodes `response` into `out` as [`encode_response_split`] does: a
+/// `Data` answer's bytes are returned, not copied, and go after `out`.
+/// One too large for a ring record is replaced by an EFBIG error saying
+/// what to do instead.
+fn encode_within<'r>(id: u64, response: &'r Response, max_record: u32, out: &mut Vec<u8>) -> &'r [u8] {
     out.clear();
-    encode_response(id, response, out);
-    if out.len() > max_record as usize {
-        let length = out.len();
-        out.clear();
-        let refusal = Response::Error {
-            errno: libc::EFBIG,
-            message: format!(
-                "an answer of {length} bytes does not fit a ring record ({max_record} bytes): \
-                 read into a buffer, ask for fewer entries, or use a streamed reader"
-            ),
-        };
-        encode_response(id, &refusal, out);
+    let data = encode_response_split(id, response, out);
+    let length = out.len().saturating_add(data.len());
+    if length <= max_record as usize {
+        return data;
     }
+    out.clear();
+    let refusal = Response::Error {
+        errno: libc::EFBIG,
+        message: format!(
+            "an answer of {length} bytes does not fit a ring record ({max_record} bytes): \
+             read into a buffer, ask for fewer entries, or use a streamed reader"
+        ),
+    };
+    encode_response(id, &refusal, out);
+    &[]
 }
 
 /// `encode_within` keeps every completion within the ring's largest

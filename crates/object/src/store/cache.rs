@@ -502,6 +502,20 @@ impl MetaCache {
         Ok(Some(f(&decoded.onode)))
     }
 
+    /// The cache's epoch now, if it is even (no batch going in) and the
+    /// cache is on (only then do batches move the epoch): every value read
+    /// from here on is the committed one while
+    /// [`MetaCache::unchanged_since`] of it holds.
+    pub(crate) fn stamp(&self) -> Option<u64> {
+        self.cache.as_ref()?;
+        Some(self.epoch.load(Ordering::Acquire)).filter(|e| e.is_multiple_of(2))
+    }
+
+    /// Whether no batch went in, nor is going in, since `stamp` was taken.
+    pub(crate) fn unchanged_since(&self, stamp: u64) -> bool {
+        self.epoch.load(Ordering::Acquire) == stamp
+    }
+
     /// Drops every key `batch` writes; called before the batch enters the
     /// index, and followed by [`MetaCache::settle`] once it is in.
     pub(crate) fn invalidate(&self, batch: &WriteBatch) {

@@ -718,6 +718,21 @@ impl Store {
         Ok((out, lsn))
     }
 
+    /// A stamp of the committed metadata now: `None` while a batch goes in
+    /// or without a metadata cache. Metadata read after it (onodes,
+    /// dentries) is still the committed value while
+    /// [`Store::meta_unchanged_since`] of it holds, so a caller may act on
+    /// what it read then instead of reading it again.
+    pub fn meta_stamp(&self) -> Option<u64> {
+        self.meta_cache.stamp()
+    }
+
+    /// Whether no batch went into the store, nor is going in, since
+    /// [`Store::meta_stamp`] gave `stamp`.
+    pub fn meta_unchanged_since(&self, stamp: u64) -> bool {
+        self.meta_cache.unchanged_since(stamp)
+    }
+
     /// The committed value of an onode or dentry key, through the metadata
     /// cache (other keys are read from the index). Sees every commit that
     /// returned, buffered or durable.

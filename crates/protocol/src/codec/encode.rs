@@ -117,7 +117,7 @@ impl<'a, S: Sink> Encoder<'a, S> {
 
     /// A length or count as a `u32`; one that does not fit is written as
     /// `u32::MAX`, which is over every limit.
-    fn length(&mut self, length: usize) {
+    pub(super) fn length(&mut self, length: usize) {
         self.u32(u32::try_from(length).unwrap_or(u32::MAX));
     }
 

@@ -31,6 +31,9 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
     // As open(2): O_NOFOLLOW leaves a final symbolic link unfollowed, and
     // opening the link itself is then ELOOP (the fs layer's open says so).
     let follow = flags & libc::O_NOFOLLOW == 0;
+    // Taken before the resolution: while nothing is committed after it,
+    // the open checks the attributes the resolution found.
+    let stamp = call.fs.meta_stamp();
     let resolved = call.session.resolve(call.server.path_changes(), path, follow)?;
     let Some(found) = resolved.attr else {
         return Err(FsError::posix(
@@ -42,7 +45,7 @@ pub(super) fn open_path(call: &Call<'_>, path: &[u8], flags: i32, read: u32, lea
     call.session.learn_all(&[resolved.parent, found.ino])?;
     // The slot first: a client at its limit opens nothing.
     let slot = call.session.reserve()?;
-    let fs_handle = call.fs.open_file(call.cred, found.ino, flags)?;
+    let fs_handle = call.fs.open_file_found(call.cred, &found, stamp, flags)?;
     let handle = slot.fill(Entry::File { fs_handle, ino: found.ino });
     match answer(call, resolved.parent, resolved.name, found, handle, fs_handle, flags, read, lease) {
         Ok(response) => Ok(response),
