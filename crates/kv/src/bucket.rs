@@ -18,6 +18,9 @@ pub(crate) struct Bucket {
     /// Known not to be a heap's directory ([`Kv::bucket_is_plain`]):
     /// a plan need not check it.
     pub(crate) plain: bool,
+    /// A directory level known not to be a heap's ([`Kv::level_is_plain`],
+    /// 0: none): a plan need not check it.
+    pub(crate) plain_level: u64,
 }
 
 impl Kv {
@@ -92,13 +95,27 @@ impl Kv {
     pub(crate) fn bucket(&self, bucket: &[u8]) -> Result<Bucket> {
         let name = bucket_name(bucket)?;
         let id = self.bucket_id(&name)?;
-        Ok(Bucket { id, name, plain: self.plain_bucket.load(Ordering::Relaxed) == id })
+        Ok(Bucket {
+            id,
+            name,
+            plain: self.plain_bucket.load(Ordering::Relaxed) == id,
+            plain_level: self.plain_level.load(Ordering::Relaxed),
+        })
     }
 
     /// Remembers that a plan found `bucket` not to be a heap's directory.
     pub(crate) fn bucket_is_plain(&self, bucket: &Bucket) {
         if !bucket.plain {
             self.plain_bucket.store(bucket.id, Ordering::Relaxed);
+        }
+    }
+
+    /// Remembers that a plan found level `dir` under `bucket` not to be a
+    /// heap's directory (a plan checks every level it walks, or finds it
+    /// remembered).
+    pub(crate) fn level_is_plain(&self, bucket: &Bucket, dir: u64) {
+        if dir != bucket.id && dir != bucket.plain_level {
+            self.plain_level.store(dir, Ordering::Relaxed);
         }
     }
 }

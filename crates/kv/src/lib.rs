@@ -84,6 +84,10 @@ pub struct Kv {
     /// bucket's check (an onode read, in a busy bucket a fold of its entry
     /// count operands).
     plain_bucket: std::sync::atomic::AtomicU64,
+    /// The last directory level under a bucket a put's plan found not to
+    /// be a heap's (0: none yet); it holds for good for the same reasons.
+    /// A put to keys under one level skips that level's check.
+    plain_level: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Kv {
@@ -131,20 +135,32 @@ impl Kv {
     /// Creates a new store in `dir` on `storage`.
     pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::create(storage, dir, options.creation, options.store)?;
-        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None, plain_bucket: Default::default() })
+        Ok(Kv {
+            store: Arc::new(store),
+            owner: options.owner,
+            open: None,
+            plain_bucket: Default::default(),
+            plain_level: Default::default(),
+        })
     }
 
     /// Opens the store in `dir` on `storage`.
     pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::open(storage, dir, options.store)?;
-        Ok(Kv { store: Arc::new(store), owner: options.owner, open: None, plain_bucket: Default::default() })
+        Ok(Kv {
+            store: Arc::new(store),
+            owner: options.owner,
+            open: None,
+            plain_bucket: Default::default(),
+            plain_level: Default::default(),
+        })
     }
 
     /// A KV API over an open store that others share (a file system and
     /// its mount in the same process); objects it creates belong to
     /// `owner` (uid, gid).
     pub fn with_store(store: Arc<Store>, owner: (u32, u32)) -> Kv {
-        Kv { store, owner, open: None, plain_bucket: Default::default() }
+        Kv { store, owner, open: None, plain_bucket: Default::default(), plain_level: Default::default() }
     }
 
     /// This API over a store whose file system has `open` objects open: a

@@ -77,6 +77,7 @@ impl Kv {
         // A key read lately has its path entry cached, holding the
         // object's onode: the put reads the onode from it.
         let path = self.store().derived_cached(&path_key(bucket.name.as_bytes(), &key.bytes));
+        let mut level = bucket.id;
         with_plans(
             self.store(),
             self.open_objects(),
@@ -85,10 +86,15 @@ impl Kv {
             durability,
             &[PlanKind::Put],
             &[],
-            |txn, plans| put_in(txn, &plans[0], &key, value, owner, path.as_ref()),
+            |txn, plans| {
+                level = plans[0].dir;
+                put_in(txn, &plans[0], &key, value, owner, path.as_ref())
+            },
         )?;
-        // Its plan found the bucket not to be a heap's.
+        // Its plan found the bucket and the levels it walked not to be a
+        // heap's.
         self.bucket_is_plain(&bucket);
+        self.level_is_plain(&bucket, level);
         Ok(())
     }
 

@@ -88,7 +88,9 @@ impl Plan {
             match list::lookup(store, dir, part)? {
                 Some(d) if d.kind == Kind::Directory => {
                     dir = d.child;
-                    refuse_in_heap(store, dir, key)?;
+                    if dir != bucket.plain_level {
+                        refuse_in_heap(store, dir, key)?;
+                    }
                 }
                 // Missing, or a key where a level should be: the walk under
                 // locks decides (an earlier operation of a batch may change it).

@@ -80,3 +80,45 @@ fn a_heap_inside_a_bucket_already_put_to_refuses_puts() {
     let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report:?}");
 }
+
+/// A level a put has found not to be a heap's is not checked again, but
+/// a heap made later under it, or in its place once it is removed, is a
+/// directory of its own and refuses puts.
+#[test]
+fn a_heap_under_or_in_place_of_a_level_already_put_to_refuses_puts() {
+    let sim = SimStorage::new(23);
+    let kv = common::create(&sim);
+    kv.create_bucket("plain").unwrap();
+    let plain = larder_namespace::list::lookup(
+        kv.store(),
+        larder_object::ROOT_ID,
+        &larder_object::meta::Name::new("plain").unwrap(),
+    )
+    .unwrap()
+    .unwrap()
+    .child;
+    let level = |name: &str| {
+        larder_namespace::list::lookup(kv.store(), plain, &larder_object::meta::Name::new(name).unwrap())
+            .unwrap()
+            .unwrap()
+            .child
+    };
+    kv.put("plain", "lvl/k", b"v", Durability::Durable).unwrap();
+    kv.put("plain", "lvl/k2", b"v", Durability::Durable).unwrap();
+    let lvl = level("lvl");
+    heap_fixture::create_heap(kv.store(), lvl, "h");
+    refused(kv.put("plain", "lvl/h/x", b"x", Durability::Durable));
+    kv.put("plain", "lvl/k3", b"v", Durability::Durable).unwrap();
+
+    // The level emptied and removed, a heap made under its name.
+    kv.put("plain", "gone/k", b"v", Durability::Durable).unwrap();
+    kv.put("plain", "gone/k2", b"v", Durability::Durable).unwrap();
+    let gone = level("gone");
+    assert!(kv.delete("plain", "gone/k", Durability::Durable).unwrap());
+    assert!(kv.delete("plain", "gone/k2", Durability::Durable).unwrap());
+    heap_fixture::create_heap(kv.store(), plain, "gone");
+    assert_ne!(level("gone"), gone);
+    refused(kv.put("plain", "gone/new", b"x", Durability::Durable));
+    let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}

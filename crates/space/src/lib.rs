@@ -31,6 +31,7 @@ mod manager;
 mod options;
 mod punch;
 mod rebuild;
+mod room;
 mod state;
 mod stats;
 
@@ -39,7 +40,7 @@ pub mod fuzzing;
 pub use container::{file_name as container_file_name, parse_file_name as parse_container_file_name};
 pub use error::{Result, SpaceError};
 pub use extent::{Extent, EXTENT_BYTES};
-pub use manager::{ReaderGuard, SpaceManager, ROOM_CHECK_EVERY, ROOM_CHECK_NEAR};
+pub use manager::{ReaderGuard, SpaceManager, ROOM_CHECK_EVERY, ROOM_CHECK_LONGEST, ROOM_CHECK_NEAR};
 pub use options::{Options, GROWTH_MAX_BYTES};
 pub use rebuild::VerifyReport;
 pub use stats::SpaceStats;

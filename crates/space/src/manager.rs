@@ -23,11 +23,8 @@ use crate::stats::{Counters, SpaceStats};
 use crate::BLOCK_BYTES;
 use larder_io::RangeSet;
 
-/// How long [`SpaceManager::check_room`] trusts the room it last saw.
-pub const ROOM_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
-/// Room beyond the reserve under which [`SpaceManager::check_room`] asks
-/// the file system on every call.
-pub const ROOM_CHECK_NEAR: u64 = 64 << 20;
+use crate::room::still_trusted;
+pub use crate::room::{ROOM_CHECK_EVERY, ROOM_CHECK_LONGEST, ROOM_CHECK_NEAR};
 
 #[derive(Debug)]
 struct Inner {
@@ -221,9 +218,10 @@ impl SpaceManager {
     /// without allocating (small objects live in the log and the index),
     /// which must stop at the reserve as allocations do, so deletes still
     /// find room for their log records and index flushes. Cheap: the
-    /// file system is asked at most every [`ROOM_CHECK_EVERY`] while it
-    /// had plenty of room, every call once it is within
-    /// [`ROOM_CHECK_NEAR`] of the reserve.
+    /// file system is asked again once the room it last had is older
+    /// than [`ROOM_CHECK_EVERY`] per [`ROOM_CHECK_NEAR`] of it (at most
+    /// [`ROOM_CHECK_LONGEST`]), on every call once it is within
+    /// `ROOM_CHECK_NEAR` of the reserve.
     ///
     /// `may_use` bytes of the reserve count as room for this call (a
     /// caller whose writes are known to be tiny may dip into the part of
@@ -232,7 +230,7 @@ impl SpaceManager {
     pub fn check_room(&self, reserve_now: impl FnOnce() -> u64, may_use: u64) -> Result<()> {
         let inner = &*self.inner;
         let mut seen = inner.room_seen.lock();
-        let fresh = seen.is_some_and(|(at, room)| room > ROOM_CHECK_NEAR && at.elapsed() < ROOM_CHECK_EVERY);
+        let fresh = seen.is_some_and(|(at, room)| still_trusted(at, room, 0));
         if fresh {
             return Ok(());
         }
@@ -865,12 +863,13 @@ impl Inner {
     /// The blocks the file system can take beyond the reserve, less the
     /// `filling` blocks of creations and growths under way, if fewer
     /// than `n`, else `None`. Trusts the room last seen (by this or
-    /// [`SpaceManager::check_room`]) for [`ROOM_CHECK_EVERY`] while it
-    /// was [`ROOM_CHECK_NEAR`] more than `n` blocks.
+    /// [`SpaceManager::check_room`]) for [`ROOM_CHECK_EVERY`] per
+    /// [`ROOM_CHECK_NEAR`] of it beyond the `n + filling` blocks, at most
+    /// [`ROOM_CHECK_LONGEST`].
     fn room_short_of(&self, n: u64, filling: u64) -> Result<Option<u64>> {
         let mut seen = self.room_seen.lock();
-        let plenty = (n + filling).saturating_mul(BLOCK_BYTES).saturating_add(ROOM_CHECK_NEAR);
-        if seen.is_some_and(|(at, room)| room > plenty && at.elapsed() < ROOM_CHECK_EVERY) {
+        let need = (n + filling).saturating_mul(BLOCK_BYTES);
+        if seen.is_some_and(|(at, room)| still_trusted(at, room, need)) {
             return Ok(None);
         }
         let available = self.storage.available_bytes(&self.dir)?;

@@ -235,3 +235,20 @@ fn the_reserve_can_be_read_and_changed() {
     m.check_room(|| 3 << 20, 0).unwrap();
     assert_eq!(m.reserve_bytes(), 3 << 20);
 }
+
+#[test]
+fn near_the_reserve_a_full_file_system_is_seen_at_once() {
+    let sim = SimStorage::new(11);
+    let reserve = 1 << 20;
+    let m = open(&sim, Options { reserve_bytes: reserve, ..growing() }, &[]).unwrap();
+    // Room within ROOM_CHECK_NEAR of the reserve: the room seen is not
+    // trusted, so filling the file system shows in the next call.
+    sim.set_capacity(reserve + larder_space::ROOM_CHECK_NEAR / 2);
+    m.check_room(|| 0, 0).unwrap();
+    sim.set_capacity(reserve / 2);
+    let err = m.check_room(|| 0, 0).unwrap_err();
+    assert!(matches!(err, SpaceError::FileSystemFull { .. }), "{err}");
+    // Room grows back: seen at once too.
+    sim.set_capacity(u64::MAX);
+    m.check_room(|| 0, 0).unwrap();
+}
