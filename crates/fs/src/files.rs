@@ -39,7 +39,10 @@ impl Fs {
     /// object up again; otherwise it looks it up as `open_file` does. Only
     /// a regular file's are reused: a directory's attributes may come from
     /// a caller's cache of resolved directories ([`Fs::resolve_in`]'s
-    /// `directory`), read before the stamp.
+    /// `directory`), read before the stamp. The caller vouches for `found`
+    /// as it does for `cred`: both must come from this store (a
+    /// resolution) and the kernel (the peer's credentials), never from a
+    /// client.
     pub fn open_file_found(&self, cred: &Cred, found: &Attr, stamp: Option<u64>, flags: i32) -> Result<u64> {
         self.open_checked(cred, found.ino, stamp.map(|s| (found, s)), flags)
     }

@@ -103,8 +103,7 @@ impl Region {
 
     /// Faults every page of the region in (a huge page if the kernel has
     /// one, else each 4 KiB page), so that the first write of whoever fills
-    /// it does not: zeroing a fresh 2 MiB page took milliseconds in the
-    /// 2-core test VM.
+    /// it does not wait while the kernel zeroes 2 MiB.
     pub(crate) fn prefault(&self) {
         for at in (0..self.bytes).step_by(4096) {
             // SAFETY: `at` is inside the mapping, which nothing else uses

@@ -88,15 +88,13 @@ impl Inner {
         let mut frozen = Vec::with_capacity(old.frozen.len() + 1);
         frozen.push(old.active.clone());
         frozen.extend(old.frozen.iter().cloned());
-        *g = Arc::new(SuperVersion {
-            active: Arc::new(Memtable::with_deferred_seals(
-                w.last_seq + 1,
-                self.options.memtable_size_bytes,
-                self.options.background_threads,
-            )),
-            frozen,
-            version: old.version.clone(),
-        });
+        let active = Memtable::with_deferred_seals(
+            w.last_seq + 1,
+            self.options.memtable_size_bytes,
+            self.options.background_threads,
+        );
+        old.active.hand_spare_to(&active);
+        *g = Arc::new(SuperVersion { active: Arc::new(active), frozen, version: old.version.clone() });
         drop(g);
         self.wake_all();
     }

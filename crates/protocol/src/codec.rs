@@ -127,10 +127,8 @@ pub fn encode_response(request_id: u64, response: &Response, out: &mut Vec<u8>) 
 }
 
 /// Bytes from which [`encode_response_split`] leaves a `Data` answer's
-/// bytes out of the encoding: below, one copy more costs less than the
-/// crc32c of two parts (on this VM, sent and received through a ring:
-/// 16 B 14 ns more split, 256 B 12 more, 1 KiB 6 less, 4 KiB 45 less;
-/// docs/bench-history/2026-11-29-server-read-answers-and-found-opens.md).
+/// bytes out of the encoding: below, one copy more costs less than
+/// checksumming two parts instead of one.
 pub const SPLIT_DATA_BYTES: usize = 1024;
 
 /// As [`encode_response`], with the bytes of a `Data` answer of at least

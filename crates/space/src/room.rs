@@ -5,8 +5,12 @@
 //! write that makes it wrong must fill that margin first. Trusting it for
 //! [`ROOM_CHECK_EVERY`] per [`ROOM_CHECK_NEAR`] of margin assumes the file
 //! system fills no faster than `ROOM_CHECK_NEAR` in `ROOM_CHECK_EVERY`
-//! (6.4 GB/s) at any margin, so a store with gigabytes free asks a few
+//! (6.4 GB/s) at any margin, so a store with gigabytes free asks ten
 //! times a second, not a hundred, and one near its reserve on every call.
+//! The trust is capped at [`ROOM_CHECK_LONGEST`], short, because what fills
+//! the file system may be faster than that rate (another process's
+//! `fallocate`, a RAM-backed file system) and because the store's own
+//! reserve is not re-read while the room is trusted.
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +21,7 @@ pub const ROOM_CHECK_EVERY: Duration = Duration::from_millis(10);
 /// the file system on every call.
 pub const ROOM_CHECK_NEAR: u64 = 64 << 20;
 /// The longest the room last seen is trusted, however large.
-pub const ROOM_CHECK_LONGEST: Duration = Duration::from_secs(1);
+pub const ROOM_CHECK_LONGEST: Duration = Duration::from_millis(100);
 
 /// How long room `room`, seen on the file system, is trusted for a call
 /// that needs `need` bytes of it: nothing within [`ROOM_CHECK_NEAR`] of

@@ -19,10 +19,13 @@
 //! The next region is mapped and faulted in on a thread of its own once
 //! the one being filled is half full ([`PREPARE_AT`]). Otherwise the entry
 //! that opens a region pays its fault: 2 MiB zeroed under the store's
-//! apply turn, which every writer waits for (in the 2-core test VM,
-//! milliseconds for that one put: 0.5-16 µs a durable 4 KiB put on
-//! average). So a memtable holds at most one region more than it
-//! charges.
+//! apply turn, which every writer waits for. A memtable that is frozen
+//! hands its prepared region to the next one ([`EntryArena::hand_over`]),
+//! so the spare is one region per index, not per memtable, and no
+//! memtable's first large entry faults its region in. If no thread can be
+//! started, the region is mapped when it is needed, and no thread is
+//! asked for again until then. A spare still being prepared when its
+//! arena is dropped is unmapped by its thread when the thread ends.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -131,32 +134,37 @@ struct Filling {
     spare: Option<Spare>,
 }
 
-/// The next region: being mapped and faulted in on its thread, or ready
-/// (waited for already: only a test looks at a spare before its use).
+/// The next region: being mapped and faulted in on its thread, ready
+/// (waited for already: only a test looks at a spare before its use), or
+/// not to be asked for again before the region being filled is full (no
+/// thread could be started).
 enum Spare {
     Preparing(std::thread::JoinHandle<Option<Region>>),
     #[cfg_attr(not(test), expect(dead_code))]
     Ready(Region),
+    Unavailable,
 }
 
 impl Spare {
-    /// Maps and faults in a region on a thread of its own; None if no
-    /// thread could be started (the region is then mapped when needed).
+    /// Maps and faults in a region on a thread of its own;
+    /// [`Spare::Unavailable`] if no thread could be started (the region is
+    /// then mapped when needed).
     fn prepare() -> Option<Spare> {
         let thread = std::thread::Builder::new().name("larder-region".into()).stack_size(64 << 10).spawn(|| {
             let region = Region::map(HUGE_BYTES)?;
             region.prefault();
             Some(region)
         });
-        thread.ok().map(Spare::Preparing)
+        Some(thread.map_or(Spare::Unavailable, Spare::Preparing))
     }
 
     /// The region, once ready; None if the kernel refused it (or its
-    /// thread panicked).
+    /// thread panicked, or none was asked for).
     fn wait(self) -> Option<Region> {
         match self {
             Spare::Preparing(thread) => thread.join().ok().flatten(),
             Spare::Ready(region) => Some(region),
+            Spare::Unavailable => None,
         }
     }
 }
@@ -199,6 +207,20 @@ impl EntryArena {
             std::ptr::copy_nonoverlapping(payload.as_ptr(), ptr.as_ptr().add(key.len()), payload.len());
         }
         Some(SharedBytes { ptr, len, _owner: Owner::Region { _region: region } })
+    }
+
+    /// Gives this (frozen) arena's prepared region, if any, to `next`, the
+    /// arena of the memtable that replaces it, unless `next` has one.
+    pub(crate) fn hand_over(&self, next: &EntryArena) {
+        let Some(spare) = self.fill.lock().spare.take() else { return };
+        let mut to = next.fill.lock();
+        if to.spare.is_none() {
+            to.spare = match spare {
+                // Not joined here: the caller holds the index's write lock.
+                Spare::Unavailable => None,
+                other => Some(other),
+            };
+        }
     }
 
     /// Bytes of every region this arena has opened.
@@ -244,6 +266,21 @@ mod tests {
         drop(placed);
         drop(arena);
         assert_eq!(&kept[..4], &7u32.to_be_bytes());
+    }
+
+    #[test]
+    fn a_frozen_arena_hands_its_prepared_region_to_the_next_which_fills_it_first() {
+        let frozen = EntryArena::default();
+        let value = vec![6u8; 4096];
+        let kept: Vec<SharedBytes> = (0..256u32).map(|i| frozen.place(&i.to_be_bytes(), &value).unwrap()).collect();
+        let spare = frozen.spare_base().expect("half full: the next region is prepared");
+        let next = EntryArena::default();
+        frozen.hand_over(&next);
+        assert_eq!(frozen.spare_base(), None, "the frozen arena keeps no spare");
+        let first = next.place(b"k", &value).unwrap();
+        assert_eq!(first.as_ptr() as usize, spare, "the next arena's first entry is in the handed-over region");
+        assert_eq!(next.region_bytes(), HUGE_BYTES);
+        assert!(kept.iter().all(|b| b[4..] == value[..]));
     }
 
     #[test]

@@ -313,6 +313,14 @@ impl Memtable {
         self.last_seq.load(AtomicOrdering::Acquire)
     }
 
+    /// Gives the region this (frozen) memtable's arena prepared for its
+    /// next large entries to `next`, the memtable that replaces it.
+    pub(crate) fn hand_spare_to(&self, next: &Memtable) {
+        if let (Some(from), Some(to)) = (&self.arena, &next.arena) {
+            from.hand_over(to);
+        }
+    }
+
     /// Bytes charged to the memtable budget (entries and the filter).
     pub(crate) fn size_bytes(&self) -> usize {
         self.size_bytes.load(AtomicOrdering::Relaxed)
