@@ -135,25 +135,13 @@ impl Kv {
     /// Creates a new store in `dir` on `storage`.
     pub fn create_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::create(storage, dir, options.creation, options.store)?;
-        Ok(Kv {
-            store: Arc::new(store),
-            owner: options.owner,
-            open: None,
-            plain_bucket: Default::default(),
-            plain_level: Default::default(),
-        })
+        Ok(Kv::with_store(Arc::new(store), options.owner))
     }
 
     /// Opens the store in `dir` on `storage`.
     pub fn open_with(storage: larder_io::StorageRef, dir: &Path, options: KvOptions) -> Result<Kv> {
         let store = Store::open(storage, dir, options.store)?;
-        Ok(Kv {
-            store: Arc::new(store),
-            owner: options.owner,
-            open: None,
-            plain_bucket: Default::default(),
-            plain_level: Default::default(),
-        })
+        Ok(Kv::with_store(Arc::new(store), options.owner))
     }
 
     /// A KV API over an open store that others share (a file system and
