@@ -21,8 +21,9 @@
 //! that opens a region pays its fault: 2 MiB zeroed under the store's
 //! apply turn, which every writer waits for. A memtable that is frozen
 //! hands its prepared region to the next one ([`EntryArena::hand_over`]),
-//! so the spare is one region per index, not per memtable, and no
-//! memtable's first large entry faults its region in. If no thread can be
+//! so the spare is one region per index, not per memtable, and the next
+//! memtable's first large entry finds its region faulted in (when the
+//! frozen one had filled half a region). If no thread can be
 //! started, the region is mapped when it is needed, and no thread is
 //! asked for again until then. A spare still being prepared when its
 //! arena is dropped is unmapped by its thread when the thread ends.
