@@ -61,14 +61,7 @@ fn a_heap_inside_a_bucket_already_put_to_refuses_puts() {
     let kv = common::create(&sim);
     kv.create_bucket("plain").unwrap();
     kv.put("plain", "k", b"v", Durability::Durable).unwrap();
-    let plain = larder_namespace::list::lookup(
-        kv.store(),
-        larder_object::ROOT_ID,
-        &larder_object::meta::Name::new("plain").unwrap(),
-    )
-    .unwrap()
-    .unwrap()
-    .child;
+    let plain = child(&kv, larder_object::ROOT_ID, "plain");
     heap_fixture::create_heap(kv.store(), plain, "h");
     refused(kv.put("plain", "h/names/x", b"x", Durability::Durable));
     refused(kv.put("plain", "h/new", b"x", Durability::Durable));
@@ -89,20 +82,8 @@ fn a_heap_under_or_in_place_of_a_level_already_put_to_refuses_puts() {
     let sim = SimStorage::new(23);
     let kv = common::create(&sim);
     kv.create_bucket("plain").unwrap();
-    let plain = larder_namespace::list::lookup(
-        kv.store(),
-        larder_object::ROOT_ID,
-        &larder_object::meta::Name::new("plain").unwrap(),
-    )
-    .unwrap()
-    .unwrap()
-    .child;
-    let level = |name: &str| {
-        larder_namespace::list::lookup(kv.store(), plain, &larder_object::meta::Name::new(name).unwrap())
-            .unwrap()
-            .unwrap()
-            .child
-    };
+    let plain = child(&kv, larder_object::ROOT_ID, "plain");
+    let level = |name: &str| child(&kv, plain, name);
     kv.put("plain", "lvl/k", b"v", Durability::Durable).unwrap();
     kv.put("plain", "lvl/k2", b"v", Durability::Durable).unwrap();
     let lvl = level("lvl");
@@ -121,4 +102,12 @@ fn a_heap_under_or_in_place_of_a_level_already_put_to_refuses_puts() {
     refused(kv.put("plain", "gone/new", b"x", Durability::Durable));
     let report = larder_fsck::check(kv.store(), &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report:?}");
+}
+
+/// The id of the directory entry `name` in directory `dir`.
+fn child(kv: &larder_kv::Kv, dir: u64, name: &str) -> u64 {
+    larder_namespace::list::lookup(kv.store(), dir, &larder_object::meta::Name::new(name).unwrap())
+        .unwrap()
+        .unwrap()
+        .child
 }
