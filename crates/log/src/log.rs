@@ -94,23 +94,9 @@ pub(crate) struct Flight {
     pub count: usize,
     /// Written and synced (with its dependency files).
     pub finished: bool,
-    /// Its write number, once written, if it has no dependency files to
-    /// wait for: the thread whose sync covers it then finishes it, rather
-    /// than its leader once woken.
-    pub written: Option<u64>,
     /// Its records, kept from the write to publication only for the
     /// `on_durable` hook.
     pub records: Vec<Pending>,
-}
-
-/// A segment sync under way, in [`State::syncs`] (in the order the syncs
-/// began).
-pub(crate) struct SyncRun {
-    /// [`State::written_seq`] when it began: it makes durable every group
-    /// whose write had returned by then, and no other.
-    pub covers: u64,
-    /// It returned successfully (a failure poisons the log at once).
-    pub done: bool,
 }
 
 /// Where the next group goes; changed only under the state lock, by the
@@ -139,13 +125,10 @@ pub(crate) struct State {
     pub queue: VecDeque<Pending>,
     /// Payload plus record overhead of the queue.
     pub queued_bytes: usize,
-    /// Groups being written (changed only through `Inner::set_writing`,
-    /// which times it, as `leading`).
+    /// Groups being written and synced (changed only through
+    /// `Inner::set_writing`, which times it).
     pub writing: usize,
-    /// Groups formed and not yet durable: being written, or written and
-    /// waiting for a sync to cover them.
-    pub leading: usize,
-    /// When `writing` or `leading` last changed.
+    /// When `writing` last changed.
     pub writing_since: std::time::Instant,
     /// A thread is starting the next segment: no group is formed meanwhile.
     pub rotating: bool,
@@ -155,15 +138,6 @@ pub(crate) struct State {
     pub in_flight: VecDeque<Flight>,
     /// The id of `in_flight`'s front (ids count formed groups since open).
     pub flight_base: u64,
-    /// Groups whose write has returned, counted since open: each group
-    /// takes the next number when its write returns.
-    pub written_seq: u64,
-    /// Every group numbered up to this is durable: the `covers` of the
-    /// last sync applied (syncs are applied in the order they began).
-    pub synced_seq: u64,
-    /// Segment syncs under way or returned and not yet applied, in the
-    /// order they began.
-    pub syncs: VecDeque<SyncRun>,
     /// Threads waiting in `sync_to`.
     pub syncers: Vec<Syncer>,
     /// The flusher should create a spare segment.
@@ -236,8 +210,7 @@ impl Inner {
 }
 
 /// The intent log: one ordered stream of checksummed records with LSNs,
-/// written in groups (one write each; one segment sync covers every group
-/// written before it began) to reused segment files.
+/// written in groups (one write and one sync each) to reused segment files.
 ///
 /// # Applying records in LSN order
 ///
@@ -372,15 +345,11 @@ impl Log {
             queue: VecDeque::new(),
             queued_bytes: 0,
             writing: 0,
-            leading: 0,
             writing_since: std::time::Instant::now(),
             rotating: false,
             publishing: false,
             in_flight: VecDeque::new(),
             flight_base: 0,
-            written_seq: 0,
-            synced_seq: 0,
-            syncs: VecDeque::new(),
             syncers: Vec::new(),
             spare_wanted: false,
             poisoned: None,
@@ -800,7 +769,7 @@ fn flusher(inner: &Inner, interval: Duration) {
             }
             let last = st.next_lsn - 1;
             let spare = std::mem::take(&mut st.spare_wanted);
-            ((last > st.durable && st.leading == 0 && st.poisoned.is_none()).then_some(last), spare)
+            ((last > st.durable && st.writing == 0 && st.poisoned.is_none()).then_some(last), spare)
         };
         if spare {
             inner.create_spare();

@@ -60,15 +60,12 @@ pub struct Options {
     /// use before it fails the group with [`LogError::Full`] (which poisons
     /// the log). Default 60 s.
     pub full_wait: Duration,
-    /// Groups that may be written at the same time (at least 1). A group is
-    /// written as soon as it forms (while another group is being written,
-    /// once at least as many records wait as that group holds, so
-    /// overlapping never shrinks groups) and is durable once a segment
-    /// sync that began after its write returned has returned: one sync, at
-    /// most one at a time, covers every group written before it began.
-    /// Groups are acknowledged in order all the same.
-    /// Default 2: on the 2-core test machine 8 durable writers gained
-    /// about 7% over 1 when each group had a sync of its own, and 4 lost
+    /// Groups that may be written and synced at the same time (at least
+    /// 1). While one group's sync runs, the next can already be written
+    /// and its sync started once at least as many records wait as the
+    /// group in flight holds (so overlapping never shrinks groups); they
+    /// are acknowledged in order all the same. Default 2: on the 2-core
+    /// test machine 8 durable writers gained about 7% over 1, and 4 lost
     /// (more, smaller groups: each sync costs CPU in the kernel).
     pub max_groups_in_flight: usize,
     /// Segment files the log holds, zero-filled, once open: those missing

@@ -65,8 +65,7 @@ pub struct LogStats {
     pub records: u64,
     /// Payload bytes of those records.
     pub payload_bytes: u64,
-    /// Groups written: one write each, made durable by the first segment
-    /// sync that begins after it returns (one sync may cover several).
+    /// Groups written: one write and one sync each.
     pub groups: u64,
     /// Bytes of groups written, headers and padding included.
     pub bytes_written: u64,
@@ -94,17 +93,17 @@ pub struct LogStats {
     pub full_waits: u64,
     /// Segments created beyond `max_segments`, from the reserve.
     pub reserve_segments: u64,
-    /// Groups formed while an earlier group was still being written or
-    /// waiting for its sync (see [`crate::Options::max_groups_in_flight`]).
+    /// Groups whose write started while an earlier group was still being
+    /// written or synced (see [`crate::Options::max_groups_in_flight`]).
     pub overlapped_groups: u64,
     /// Microseconds during which at least one group was being written or
-    /// waiting for its sync: over a timed window, the rest is time in which the log had
+    /// synced: over a timed window, the rest is time in which the log had
     /// no write or sync at the device (its records, if any, were waiting
     /// for a leader to be scheduled or were not yet appended).
     pub busy_micros: u64,
     /// Microseconds during which [`crate::Options::max_groups_in_flight`]
-    /// groups were being written, so a record appended then waited for
-    /// one of those writes to return before its group could start.
+    /// groups were being written or synced, so a record appended then
+    /// waited for one of them to finish before its group could start.
     pub at_limit_micros: u64,
 }
 
