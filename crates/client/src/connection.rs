@@ -15,7 +15,7 @@ use std::time::Duration;
 use std::os::fd::OwnedFd;
 
 use larder_protocol::backoff::Spinner;
-use larder_protocol::codec::{decode_response, encode_request};
+use larder_protocol::codec::{data_answer, decode_response, encode_request, DATA_PREFIX_BYTES};
 use larder_protocol::descriptor::{receive_descriptor, DescriptorError};
 use larder_protocol::doorbell::Doorbell;
 use larder_protocol::error::SendError;
@@ -23,6 +23,7 @@ use larder_protocol::futex::Wake;
 use larder_protocol::handshake::{client_handshake, Welcome};
 use larder_protocol::message::{Request, Response};
 use larder_protocol::region::Region;
+use larder_protocol::ring::Received;
 use parking_lot::{Condvar, Mutex};
 use rustix::net::RecvFlags;
 
@@ -71,6 +72,18 @@ struct Channel {
     posted: VecDeque<(u64, Posted)>,
     /// Bytes of the requests in `posted`, as sent.
     posted_bytes: usize,
+}
+
+/// An answer as a call that may read into the caller's buffer takes it.
+// Moved once per call, as a `Response` alone is; boxing the response would
+// allocate for every answer.
+#[allow(clippy::large_enum_variant)]
+enum Answer {
+    /// Any answer, decoded.
+    Response(Response),
+    /// A `Data` answer to the call itself whose bytes went straight from
+    /// the ring into the call's buffer: their count.
+    Read(usize),
 }
 
 /// A live connection to a server.
@@ -244,11 +257,59 @@ impl Connection {
         answer
     }
 
+    /// Sends `request`, a `Read`, and puts the bytes of its answer
+    /// straight from the ring into `out` (one copy, its crc32c checked over
+    /// the copy); returns their count. An answer longer than `out` is
+    /// refused, and nothing is written past `out`. As [`Connection::call`]
+    /// otherwise, but for the cache's bookkeeping: a read changes nothing
+    /// the cache keeps.
+    pub(crate) fn call_read(&self, request: &Request, out: &mut [u8]) -> Result<usize> {
+        let answer = self.call_uncounted_into(request, true, Some(&mut *out));
+        // As in `call`: a posted release redirected meanwhile takes effect
+        // before this call returns.
+        let resent = self.resend_redirected_posts(true);
+        let answer = match (answer, resent) {
+            (Ok(_), Err(e)) => Err(e),
+            (answer, _) => answer,
+        };
+        match answer? {
+            Answer::Read(n) => Ok(n),
+            // A `Data` answer that could not go straight into `out`: one
+            // longer than asked for, or a server's bytes that did not
+            // decode as a `Data` answer before the whole message did.
+            Answer::Response(Response::Data(bytes)) if bytes.len() <= out.len() => {
+                out[..bytes.len()].copy_from_slice(&bytes);
+                Ok(bytes.len())
+            }
+            Answer::Response(Response::Data(bytes)) => Err(ClientError::Protocol(format!(
+                "a read of at most {} bytes answered with {}",
+                out.len(),
+                bytes.len()
+            ))),
+            Answer::Response(other) => Err(crate::unexpected("read", &other)),
+        }
+    }
+
     /// As [`Connection::call`], without the cache's bookkeeping; waits
     /// for posts another thread is sending again after a redirect only
     /// with `wait_resends` (false for a post sent again itself, whose
     /// sender must not wait for itself).
     fn call_uncounted(&self, request: &Request, wait_resends: bool) -> Result<Response> {
+        match self.call_uncounted_into(request, wait_resends, None)? {
+            Answer::Response(response) => Ok(response),
+            // Only a call with a buffer gets its bytes put there.
+            Answer::Read(_) => Err(ClientError::Protocol("a read's bytes with no buffer to take them".into())),
+        }
+    }
+
+    /// As [`Connection::call_uncounted`], with the bytes of a `Data`
+    /// answer put straight into `target` where they fit.
+    fn call_uncounted_into(
+        &self,
+        request: &Request,
+        wait_resends: bool,
+        mut target: Option<&mut [u8]>,
+    ) -> Result<Answer> {
         let namespace = request.changes_namespace();
         let handle = handle_of(request);
         let home = self.home.load(Ordering::Relaxed);
@@ -262,8 +323,9 @@ impl Connection {
             if redirects >= REDIRECTS_BEFORE_YIELD {
                 std::thread::yield_now();
             }
-            match self.round_trip(worker, request)? {
-                Response::Redirect { worker: to } => {
+            match self.round_trip(worker, request, target.as_deref_mut())? {
+                Answer::Read(n) => return Ok(Answer::Read(n)),
+                Answer::Response(Response::Redirect { worker: to }) => {
                     if to as usize >= self.channels.len() {
                         return Err(ClientError::Protocol(format!("redirect to worker {to}, beyond the layout")));
                     }
@@ -276,7 +338,9 @@ impl Connection {
                         None => {}
                     }
                 }
-                Response::Error { errno, message } => return Err(ClientError::Server { errno, message }),
+                Answer::Response(Response::Error { errno, message }) => {
+                    return Err(ClientError::Server { errno, message })
+                }
                 other => return Ok(other),
             }
         }
@@ -298,13 +362,16 @@ impl Connection {
             .ok_or_else(|| ClientError::Protocol(format!("worker {worker} is beyond the layout")))
     }
 
-    fn round_trip(&self, worker: u32, request: &Request) -> Result<Response> {
+    /// Sends `request` to `worker` and waits for its answer, the bytes of
+    /// a `Data` answer put into `target` where they fit.
+    fn round_trip(&self, worker: u32, request: &Request, mut target: Option<&mut [u8]>) -> Result<Answer> {
         let mut channel = self.live_channel(worker)?.lock();
         let id = self.send(worker, &mut channel, request)?;
         loop {
-            if let Some((reply_id, response)) = self.next_completion(worker, &mut channel)? {
+            let into = target.as_deref_mut().map(|t| (id, t));
+            if let Some((reply_id, answer)) = self.next_completion_into(worker, &mut channel, into)? {
                 if reply_id == id {
-                    return Ok(response);
+                    return Ok(answer);
                 }
             }
         }
@@ -352,9 +419,44 @@ impl Connection {
     /// posted release (recorded here) or to a call abandoned when its
     /// thread saw the server gone (nobody waits for it).
     fn next_completion(&self, worker: u32, channel: &mut Channel) -> Result<Option<(u64, Response)>> {
+        match self.next_completion_into(worker, channel, None)? {
+            Some((reply_id, Answer::Response(response))) => Ok(Some((reply_id, response))),
+            // Only a wait with a buffer gets bytes put there.
+            Some((_, Answer::Read(_))) => {
+                Err(ClientError::Protocol("a read's bytes with no buffer to take them".into()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// As [`Connection::next_completion`]; with `target`, a request id and
+    /// a buffer, the bytes of a well-formed `Data` answer to that request
+    /// that fit the buffer go straight from the ring into it
+    /// (`Answer::Read`), their crc32c checked over what was copied.
+    fn next_completion_into(
+        &self,
+        worker: u32,
+        channel: &mut Channel,
+        mut target: Option<(u64, &mut [u8])>,
+    ) -> Result<Option<(u64, Answer)>> {
         let rings = self.region.client_rings(worker).map_err(|e| ClientError::Protocol(e.to_string()))?;
         loop {
-            if rings.receive(&mut channel.reply).map_err(|e| ClientError::Protocol(e.to_string()))? {
+            let received = match &mut target {
+                Some((id, into)) => {
+                    let id = *id;
+                    rings.receive_split(&mut channel.reply, DATA_PREFIX_BYTES, into, |prefix, length| {
+                        data_answer(prefix, length).is_some_and(|(reply_id, _)| reply_id == id)
+                    })
+                }
+                None => {
+                    rings.receive(&mut channel.reply).map(|got| if got { Received::Whole } else { Received::Nothing })
+                }
+            }
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if let (Received::Split(n), Some((id, _))) = (received, &target) {
+                return Ok(Some((*id, Answer::Read(n))));
+            }
+            if received != Received::Nothing {
                 let (reply_id, response) =
                     decode_response(&channel.reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
                 if channel.posted.front().is_some_and(|(posted_id, _)| *posted_id == reply_id) {
@@ -364,7 +466,7 @@ impl Connection {
                     }
                     return Ok(None);
                 }
-                return Ok(Some((reply_id, response)));
+                return Ok(Some((reply_id, Answer::Response(response))));
             }
             match rings.wait_for_completion(&mut channel.spinner, WAIT_SLICE) {
                 Ok(Wake::TimedOut) | Err(_) => self.check_alive()?,

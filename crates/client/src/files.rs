@@ -452,15 +452,9 @@ impl File {
                 return self.read_pages(out, offset, version);
             }
         }
-        let length = out.len().min(self.client.connection.inline_response_bytes()) as u32;
-        match self.client.connection.call(&Request::Read { handle: self.handle, offset, length })? {
-            Response::Data(bytes) => {
-                let n = bytes.len().min(out.len());
-                out[..n].copy_from_slice(&bytes[..n]);
-                Ok(n)
-            }
-            other => Err(unexpected("read", &other)),
-        }
+        let length = out.len().min(self.client.connection.inline_response_bytes());
+        let request = Request::Read { handle: self.handle, offset, length: length as u32 };
+        self.client.connection.call_read(&request, &mut out[..length])
     }
 
     /// A read of the whole pages around `offset..offset + out.len()`,

@@ -156,6 +156,30 @@ pub fn encode_response_split<'r>(request_id: u64, response: &'r Response, out: &
     }
 }
 
+/// Bytes of a `Data` answer before its data: the header and the data's
+/// `u32` length.
+pub const DATA_PREFIX_BYTES: usize = HEADER_BYTES + 4;
+
+/// The request id and data length of a `Data` answer of `message_bytes`
+/// bytes whose first [`DATA_PREFIX_BYTES`] are `prefix`, if it is one that
+/// [`decode_response`] accepts: kind `Data`, reserved bits 0, the length
+/// within [`MAX_DATA_BYTES`] and its data running exactly to the message's
+/// end. Its data are then the message's bytes after the prefix, as they
+/// are, so a client can copy them straight where they go; `None` for any
+/// other message (whose full decoding gives its answer or its error).
+pub fn data_answer(prefix: &[u8], message_bytes: usize) -> Option<(u64, usize)> {
+    if prefix.len() != DATA_PREFIX_BYTES {
+        return None;
+    }
+    let request_id = u64::from_le_bytes(prefix.get(0..8)?.try_into().ok()?);
+    let kind = u16::from_le_bytes(prefix.get(8..10)?.try_into().ok()?);
+    let reserved = u16::from_le_bytes(prefix.get(10..12)?.try_into().ok()?);
+    let length = usize::try_from(u32::from_le_bytes(prefix.get(12..16)?.try_into().ok()?)).ok()?;
+    let is_data = kind == ResponseKind::Data.code() && reserved == 0;
+    (is_data && length <= MAX_DATA_BYTES && message_bytes.checked_sub(DATA_PREFIX_BYTES) == Some(length))
+        .then_some((request_id, length))
+}
+
 /// Decodes a whole response message: the id of the request it answers and
 /// the response.
 pub fn decode_response(bytes: &[u8]) -> Result<(u64, Response), DecodeError> {

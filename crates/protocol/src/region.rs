@@ -22,7 +22,7 @@ use crate::error::{RingKind, SendError, TransportError, Violation};
 use crate::futex::{self, Wake};
 use crate::layout::{Layout, HEADER_RECORD_BYTES, REGION_MAGIC};
 use crate::mapping::{self, Mapping};
-use crate::ring::Ring;
+use crate::ring::{Received, Ring};
 
 /// One side's private positions in one worker's ring pair.
 #[derive(Debug, Default)]
@@ -288,6 +288,22 @@ impl ClientRings<'_> {
     /// Copies the next completion into `out`; `Ok(false)` if there is none.
     pub fn receive(&self, out: &mut Vec<u8>) -> Result<bool, Violation> {
         self.completion.consume(&self.positions.completion, out)
+    }
+
+    /// As [`ClientRings::receive`], with the completion's bytes past its
+    /// first `prefix` put at the start of `target` instead when `split`,
+    /// shown the first bytes and the completion's length, says so and
+    /// they fit (`Received::Split`: their count). The crc32c is checked
+    /// over the copies; after a checksum violation `target` may hold some
+    /// of the completion's bytes.
+    pub fn receive_split(
+        &self,
+        out: &mut Vec<u8>,
+        prefix: usize,
+        target: &mut [u8],
+        split: impl FnOnce(&[u8], usize) -> bool,
+    ) -> Result<Received, Violation> {
+        self.completion.consume_split(&self.positions.completion, out, prefix, target, split)
     }
 
     /// Whether the server has published a completion not yet received.

@@ -64,6 +64,38 @@ pub fn max_record(ring_bytes: u32) -> u32 {
     ring_bytes / 4
 }
 
+/// What [`Ring::consume_split`] took from the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// No record was there.
+    Nothing,
+    /// A record, its whole payload in the vector.
+    Whole,
+    /// A record, its first bytes in the vector and this many bytes after
+    /// them at the start of the target.
+    Split(usize),
+}
+
+/// A record found in the ring, checked against it, not yet copied.
+struct Located {
+    /// Where its payload starts in the mapping.
+    payload: usize,
+    /// Its header's offset in the ring (for errors).
+    offset: u32,
+    /// Its payload's length.
+    length: u32,
+    /// The crc32c its header gives.
+    expected_crc: u32,
+    /// The consumer's position after it.
+    end: u32,
+}
+
+impl Located {
+    fn checksum_violation(&self, ring: RingKind, actual: u32) -> Violation {
+        Violation::Checksum { ring, offset: self.offset, length: self.length, expected: self.expected_crc, actual }
+    }
+}
+
 /// A ring's place in a mapping.
 #[derive(Clone, Copy)]
 pub(crate) struct Ring<'a> {
@@ -204,6 +236,78 @@ impl<'a> Ring<'a> {
     /// private position.
     pub(crate) fn consume(&self, consumed: &AtomicU32, out: &mut Vec<u8>) -> Result<bool, Violation> {
         out.clear();
+        let Some(record) = self.next_record(consumed)? else {
+            return Ok(false);
+        };
+        self.map.read_appending(record.payload, record.length as usize, out);
+        let actual = record_crc(out);
+        if actual != record.expected_crc {
+            out.clear();
+            return Err(record.checksum_violation(self.kind, actual));
+        }
+        self.advance(consumed, record.end);
+        Ok(true)
+    }
+
+    /// As [`Ring::consume`], except that a record's payload past its first
+    /// `prefix` bytes goes into the start of `target` when `split`, shown
+    /// those bytes (copied into `out`) and the payload's length, says so
+    /// and the rest fits `target`. The crc32c is checked over the copies,
+    /// `out`'s bytes then `target`'s, so the peer cannot change a byte
+    /// after it was checked; on a mismatch `target` may hold some of the
+    /// record's bytes.
+    pub(crate) fn consume_split(
+        &self,
+        consumed: &AtomicU32,
+        out: &mut Vec<u8>,
+        prefix: usize,
+        target: &mut [u8],
+        split: impl FnOnce(&[u8], usize) -> bool,
+    ) -> Result<Received, Violation> {
+        out.clear();
+        let Some(record) = self.next_record(consumed)? else {
+            return Ok(Received::Nothing);
+        };
+        let length = record.length as usize;
+        let rest = length.saturating_sub(prefix);
+        if length < prefix || rest > target.len() {
+            self.map.read_appending(record.payload, length, out);
+            let actual = record_crc(out);
+            if actual != record.expected_crc {
+                out.clear();
+                return Err(record.checksum_violation(self.kind, actual));
+            }
+            self.advance(consumed, record.end);
+            return Ok(Received::Whole);
+        }
+        self.map.read_appending(record.payload, prefix, out);
+        let received = if split(out, length) {
+            let target = &mut target[..rest];
+            self.map.read(record.payload + prefix, target);
+            let actual = parts_crc(&[out, target]);
+            if actual != record.expected_crc {
+                out.clear();
+                return Err(record.checksum_violation(self.kind, actual));
+            }
+            Received::Split(rest)
+        } else {
+            self.map.read_appending(record.payload + prefix, rest, out);
+            let actual = record_crc(out);
+            if actual != record.expected_crc {
+                out.clear();
+                return Err(record.checksum_violation(self.kind, actual));
+            }
+            Received::Whole
+        };
+        self.advance(consumed, record.end);
+        Ok(received)
+    }
+
+    /// Finds the next record, past a padding record before it; `None` if
+    /// there is none yet (padding alone is taken, so the producer gets its
+    /// room back). Everything about the record is checked against the ring
+    /// before it is returned; its payload is not copied yet.
+    fn next_record(&self, consumed: &AtomicU32) -> Result<Option<Located>, Violation> {
         let mut tail = consumed.load(Ordering::Relaxed);
         let producer = self.load(PRODUCER_POSITION_OFFSET, Ordering::Acquire);
         let mut published = producer.wrapping_sub(tail);
@@ -261,19 +365,16 @@ impl<'a> Ring<'a> {
                 });
             }
             self.check_inside(offset + RECORD_HEADER_BYTES, length);
-            self.map.read_appending(at + RECORD_HEADER_BYTES as usize, length as usize, out);
-            let actual = record_crc(out);
-            if actual != expected_crc {
-                out.clear();
-                return Err(Violation::Checksum { ring: self.kind, offset, length, expected: expected_crc, actual });
-            }
-            self.advance(consumed, tail.wrapping_add(size));
-            return Ok(true);
+            return Ok(Some(Located {
+                payload: at + RECORD_HEADER_BYTES as usize,
+                offset,
+                length,
+                expected_crc,
+                end: tail.wrapping_add(size),
+            }));
         }
-        // Only padding was published: take it, so the producer gets the
-        // room back; there is no record yet.
         self.advance(consumed, tail);
-        Ok(false)
+        Ok(None)
     }
 
     fn advance(&self, consumed: &AtomicU32, tail: u32) {

@@ -13,9 +13,10 @@ use std::collections::BTreeSet;
 
 use codec_strategies::{request, response, Sizes};
 use larder_protocol::codec::{
-    check_request, check_response, decode_request, decode_response, directory_entry_bytes, encode_request,
+    check_request, check_response, data_answer, decode_request, decode_response, directory_entry_bytes, encode_request,
     encode_response, encode_response_split, fuzzing, opcode_of, request_id_of, scan_entry_bytes, DecodeError, Opcode,
-    ResponseKind, LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES, SPLIT_DATA_BYTES,
+    ResponseKind, DATA_PREFIX_BYTES, LISTING_BASE_BYTES, MAX_MESSAGE_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
+    SPLIT_DATA_BYTES,
 };
 use larder_protocol::message::{Request, Response};
 use proptest::prelude::*;
@@ -34,8 +35,49 @@ fn encoded_response(request_id: u64, response: &Response) -> Vec<u8> {
     out
 }
 
+/// `data_answer` on a message's first bytes says exactly what decoding the
+/// whole message says: a `Data` answer of that id whose data are the bytes
+/// after the prefix, or not one.
+fn data_answer_agrees_with_decoding(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let answer = bytes.get(..DATA_PREFIX_BYTES).and_then(|prefix| data_answer(prefix, bytes.len()));
+    match decode_response(bytes) {
+        Ok((request_id, Response::Data(data))) => {
+            prop_assert_eq!(answer, Some((request_id, data.len())));
+            prop_assert_eq!(&bytes[DATA_PREFIX_BYTES..], data.as_slice());
+        }
+        _ => prop_assert_eq!(answer, None),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(Config { cases: 512, ..Config::default() })]
+
+    #[test]
+    fn a_data_answer_is_seen_from_its_prefix_exactly_when_it_decodes(
+        request_id in any::<u64>(),
+        response in response(Sizes::Beyond),
+    ) {
+        data_answer_agrees_with_decoding(&encoded_response(request_id, &response))?;
+    }
+
+    #[test]
+    fn a_broken_data_answer_is_not_seen_from_its_prefix(
+        request_id in any::<u64>(),
+        data in proptest::collection::vec(any::<u8>(), 0..64),
+        damage in 0u8..5,
+        value in any::<u32>(),
+    ) {
+        let mut bytes = encoded_response(request_id, &Response::Data(data));
+        match damage {
+            0 => bytes.push(value as u8),
+            1 => { bytes.pop(); }
+            2 => bytes[10..12].copy_from_slice(&(value as u16 | 1).to_le_bytes()),
+            3 => bytes[12..16].copy_from_slice(&value.to_le_bytes()),
+            _ => bytes[8..10].copy_from_slice(&(value as u16).to_le_bytes()),
+        }
+        data_answer_agrees_with_decoding(&bytes)?;
+    }
 
     #[test]
     fn a_split_encoding_is_the_whole_one(request_id in any::<u64>(), response in response(Sizes::Beyond)) {

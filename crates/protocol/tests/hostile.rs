@@ -124,6 +124,26 @@ fn a_payload_changed_after_publication_fails_its_checksum() {
 }
 
 #[test]
+fn a_completion_changed_after_publication_fails_its_checksum_when_split_into_a_target() {
+    let completion_slots = |region: &Region| region.layout().completion_ring(0).slots;
+    // A byte changed in the part that goes to the vector, then in the part
+    // that goes to the target.
+    for changed_at in [3u64, 16 + 200] {
+        let region = new_region();
+        let record: Vec<u8> = (0..16 + 500u32).map(|i| (i * 7) as u8).collect();
+        assert!(region.server_rings(0).unwrap().send(&record).unwrap());
+        region.write_bytes(completion_slots(&region) + 8 + changed_at, b"X").unwrap();
+        let mut out = Vec::new();
+        let mut target = [0xEEu8; 600];
+        match region.client_rings(0).unwrap().receive_split(&mut out, 16, &mut target, |_, _| true) {
+            Err(Violation::Checksum { length: 516, .. }) => assert!(out.is_empty(), "a refused record was handed out"),
+            other => panic!("byte {changed_at} changed: {other:?}"),
+        }
+        assert!(target[500..].iter().all(|&b| b == 0xEE), "written past the record's bytes in the target");
+    }
+}
+
+#[test]
 fn a_slot_rewritten_while_the_server_copies_gives_one_whole_version_or_a_violation() {
     let versions: [Vec<u8>; 2] = [vec![0xAA; 1000], (0..1000).map(|i| i as u8).collect()];
     let crcs = versions.each_ref().map(|v| crc32c::crc32c(v));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use larder_protocol::error::SendError;
 use larder_protocol::layout::{Layout, PAGE_BYTES};
 use larder_protocol::region::Region;
-use larder_protocol::ring::{max_record, record_bytes, PADDING_FLAG};
+use larder_protocol::ring::{max_record, record_bytes, Received, PADDING_FLAG};
 use proptest::prelude::*;
 
 fn layout(ring_bytes: u32) -> Layout {
@@ -268,4 +268,63 @@ fn two_threads_move_a_million_checksummed_records_in_order() {
     producer.join().unwrap();
     assert!(!server.receive(&mut out).unwrap());
     assert!(bytes > 100 * RECORDS);
+}
+
+#[test]
+fn a_completion_split_into_a_target_is_the_record_at_every_length_and_wrap() {
+    let region = Region::anonymous(layout(4096)).unwrap();
+    let client = region.client_rings(0).unwrap();
+    let server = region.server_rings(0).unwrap();
+    let max = max_record(4096) as usize;
+    let prefix = 16;
+    let mut out = Vec::new();
+    let mut target = vec![0u8; max];
+    // Lengths at every alignment, enough records to follow padding at the
+    // ring's end, and the split taken or declined in turn.
+    for index in 0..300u64 {
+        let length = (index as usize * 37) % (max + 1);
+        let record = payload(index, length);
+        assert!(server.send(&record).unwrap());
+        let take = index % 3 != 0;
+        let mut seen = None;
+        let received = client
+            .receive_split(&mut out, prefix, &mut target, |first, total| {
+                seen = Some((first.to_vec(), total));
+                take
+            })
+            .unwrap();
+        if length < prefix {
+            assert_eq!(received, Received::Whole, "a record shorter than the prefix is not split");
+            assert_eq!(seen, None);
+            assert_eq!(out, record);
+            continue;
+        }
+        assert_eq!(seen, Some((record[..prefix].to_vec(), length)), "split is shown the prefix and the length");
+        if take {
+            assert_eq!(received, Received::Split(length - prefix));
+            assert_eq!(out, &record[..prefix]);
+            assert_eq!(&target[..length - prefix], &record[prefix..]);
+        } else {
+            assert_eq!(received, Received::Whole);
+            assert_eq!(out, record);
+        }
+    }
+    assert_eq!(client.receive_split(&mut out, prefix, &mut target, |_, _| true).unwrap(), Received::Nothing);
+}
+
+#[test]
+fn a_completion_longer_than_the_target_is_received_whole_and_the_target_untouched() {
+    let region = Region::anonymous(layout(4096)).unwrap();
+    let client = region.client_rings(0).unwrap();
+    let server = region.server_rings(0).unwrap();
+    let record = payload(7, 16 + 100);
+    assert!(server.send(&record).unwrap());
+    let mut out = Vec::new();
+    let mut target = [0xEEu8; 99];
+    let received = client
+        .receive_split(&mut out, 16, &mut target, |_, _| panic!("asked to split a record that does not fit"))
+        .unwrap();
+    assert_eq!(received, Received::Whole);
+    assert_eq!(out, record);
+    assert!(target.iter().all(|&b| b == 0xEE), "a byte written into a target too short for the record");
 }
