@@ -94,7 +94,14 @@ fn overwrites_and_holes_keep_the_cache_equal_to_the_store() {
     let writes: [(u64, usize, u8); 5] = [(10, 5000, 1), (20_000, 100, 2), (4096, 4096, 3), (40_000, 1, 4), (0, 3, 5)];
     for (n, (offset, length, byte)) in writes.into_iter().enumerate() {
         write_both(&file, &mut model, offset, &vec![byte; length], n % 2 == 0);
+        // Every request either client sent so far is counted before the
+        // count is taken: the creator's posted write is answered before
+        // its ping, and the plain client's close of the last round is a
+        // posted release, which the worker may run after the creator's
+        // ping (it serves the clients' rings in turn, the creator's
+        // first), unless the plain client's own ping waits for it.
         client.ping().unwrap();
+        plain.ping().unwrap();
         let before = server.requests();
         assert_eq!(read_through(&file), model, "after write {n}");
         // The write past the end left a page partly written and uncached:
