@@ -143,6 +143,30 @@ fn a_completion_changed_after_publication_fails_its_checksum_when_split_into_a_t
     }
 }
 
+/// The crc32c of a split completion is the one of the bytes copied, not of
+/// the ring read again: a prefix byte changed before the copy and changed
+/// back after it (while `split` looks at the copy) leaves the ring holding
+/// the bytes the header's crc32c is of, and the copy not.
+#[test]
+fn a_completion_changed_back_after_its_prefix_was_copied_fails_its_checksum() {
+    let region = new_region();
+    let at = region.layout().completion_ring(0).slots + 8 + 3;
+    let record: Vec<u8> = (0..16 + 500u32).map(|i| (i * 7) as u8).collect();
+    assert!(region.server_rings(0).unwrap().send(&record).unwrap());
+    region.write_bytes(at, b"X").unwrap();
+    let mut out = Vec::new();
+    let mut target = [0u8; 600];
+    let split = |prefix: &[u8], _: usize| {
+        assert_eq!(prefix[3], b'X', "split shown the ring's bytes of before the copy");
+        region.write_bytes(at, &record[3..4]).unwrap();
+        true
+    };
+    match region.client_rings(0).unwrap().receive_split(&mut out, 16, &mut target, split) {
+        Err(Violation::Checksum { length: 516, .. }) => assert!(out.is_empty(), "a refused record was handed out"),
+        other => panic!("a prefix changed back after its copy: {other:?}"),
+    }
+}
+
 #[test]
 fn a_slot_rewritten_while_the_server_copies_gives_one_whole_version_or_a_violation() {
     let versions: [Vec<u8>; 2] = [vec![0xAA; 1000], (0..1000).map(|i| i as u8).collect()];
