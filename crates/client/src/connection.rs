@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use std::os::fd::OwnedFd;
@@ -103,6 +104,11 @@ pub(crate) struct Connection {
     home: AtomicU32,
     next_id: AtomicU64,
     gone: AtomicBool,
+    /// The first protocol violation seen on a ring (a bad position, a
+    /// record whose crc32c does not match, a message that does not
+    /// decode): the connection is dropped then, since the ring's state
+    /// can no longer be trusted, and every later call fails with it.
+    broken: OnceLock<String>,
     /// What the client caches under leases.
     cache: std::sync::Arc<crate::cache::Cache>,
     /// Descriptors taken from the socket whose attach has not claimed
@@ -168,6 +174,7 @@ impl Connection {
             home: AtomicU32::new(connected.welcome.primary_worker),
             next_id: AtomicU64::new(1),
             gone: AtomicBool::new(false),
+            broken: OnceLock::new(),
             cache: std::sync::Arc::new(crate::cache::Cache::new(
                 options.leases,
                 crate::cache::max_kept_handles(connected.welcome.max_open_handles),
@@ -260,7 +267,8 @@ impl Connection {
     /// Sends `request`, a `Read`, and puts the bytes of its answer
     /// straight from the ring into `out` (one copy, its crc32c checked over
     /// the copy); returns their count. An answer longer than `out` is
-    /// refused, and nothing is written past `out`. As [`Connection::call`]
+    /// refused, and nothing is written past `out`; on an error `out`'s
+    /// contents are unspecified. As [`Connection::call`]
     /// otherwise, but for the cache's bookkeeping: a read changes nothing
     /// the cache keeps.
     pub(crate) fn call_read(&self, request: &Request, out: &mut [u8]) -> Result<usize> {
@@ -354,6 +362,11 @@ impl Connection {
 
     /// The ring pair of `worker`, unless the server is gone.
     fn live_channel(&self, worker: u32) -> Result<&Mutex<Channel>> {
+        if let Some(first) = self.broken.get() {
+            return Err(ClientError::Protocol(format!(
+                "the connection was dropped after a protocol violation: {first}"
+            )));
+        }
         if self.gone.load(Ordering::Relaxed) {
             return Err(ClientError::ServerGone);
         }
@@ -405,7 +418,7 @@ impl Connection {
                         "a request of {length} bytes; the ring takes at most {max} (use a buffer for bulk data)"
                     )))
                 }
-                Err(SendError::Violation(v)) => return Err(ClientError::Protocol(v.to_string())),
+                Err(SendError::Violation(v)) => return Err(self.violation(v.to_string())),
             }
         }
         if rings.server_sleeping() {
@@ -452,13 +465,13 @@ impl Connection {
                     rings.receive(&mut channel.reply).map(|got| if got { Received::Whole } else { Received::Nothing })
                 }
             }
-            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            .map_err(|e| self.violation(e.to_string()))?;
             if let (Received::Split(n), Some((id, _))) = (received, &target) {
                 return Ok(Some((*id, Answer::Read(n))));
             }
             if received != Received::Nothing {
                 let (reply_id, response) =
-                    decode_response(&channel.reply).map_err(|e| ClientError::Protocol(format!("a completion: {e}")))?;
+                    decode_response(&channel.reply).map_err(|e| self.violation(format!("a completion: {e}")))?;
                 if channel.posted.front().is_some_and(|(posted_id, _)| *posted_id == reply_id) {
                     if let Some((_, posted)) = channel.posted.pop_front() {
                         channel.posted_bytes = channel.posted_bytes.saturating_sub(posted.bytes());
@@ -527,6 +540,18 @@ impl Connection {
                 Err(e) => return Err(ClientError::Protocol(format!("the descriptor of attach {tag}: {e}"))),
             }
         }
+    }
+
+    /// Records a protocol violation on a ring and drops the connection:
+    /// the socket is shut, so the server reclaims this client's rings,
+    /// handles and leases, and every later call fails with the first
+    /// violation instead of reading a ring whose state is unknown.
+    fn violation(&self, what: String) -> ClientError {
+        let _ = self.broken.set(what.clone());
+        // Shut already (a second violation) or the peer gone: either way
+        // nothing more is to be done with the socket.
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        ClientError::Protocol(what)
     }
 
     /// Fails with `ServerGone` once the server's end of the socket is closed.

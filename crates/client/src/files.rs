@@ -429,7 +429,9 @@ impl File {
         self.ino
     }
 
-    /// Reads up to `out.len()` bytes at `offset`; 0 at the end.
+    /// Reads up to `out.len()` bytes at `offset`; 0 at the end. On an
+    /// error `out`'s contents are unspecified (a served answer whose
+    /// checksum fails is refused after its bytes were copied in).
     pub fn read_at(&self, out: &mut [u8], offset: u64) -> Result<usize> {
         let cache = self.client.connection.cache();
         // A handle not open for reading gets the server's EBADF.

@@ -183,6 +183,16 @@ fn an_answer_whose_checksum_does_not_match_its_bytes_is_refused() {
                     Err(ClientError::Protocol(message)) => assert!(message.contains("crc32c"), "{message}"),
                     other => panic!("a read of {length} bytes with a bad checksum: {other:?}"),
                 }
+                // The ring can no longer be trusted: the connection is
+                // dropped, and the next call says why instead of reading
+                // the ring again.
+                match file.read_at(&mut out, 0) {
+                    Err(ClientError::Protocol(message)) => {
+                        assert!(message.contains("dropped after a protocol violation"), "{message}");
+                        assert!(message.contains("crc32c"), "{message}");
+                    }
+                    other => panic!("a read after a bad checksum: {other:?}"),
+                }
             },
         );
     }
@@ -190,9 +200,15 @@ fn an_answer_whose_checksum_does_not_match_its_bytes_is_refused() {
 
 #[test]
 fn an_answer_longer_than_the_buffer_is_refused_without_writing_past_it() {
+    let answered = std::sync::atomic::AtomicUsize::new(0);
     with_file(
         "long",
-        |length| ReadAnswer { data: pattern(length as usize + 40), bad_crc: false },
+        // The first read is answered with 40 bytes more than asked, the
+        // next ones honestly.
+        move |length| {
+            let extra = if answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 { 40 } else { 0 };
+            ReadAnswer { data: pattern(length as usize + extra), bad_crc: false }
+        },
         |file| {
             let mut out = vec![0xEEu8; 4096 + 64];
             match file.read_at(&mut out[..4096], 0) {
@@ -200,6 +216,10 @@ fn an_answer_longer_than_the_buffer_is_refused_without_writing_past_it() {
                 other => panic!("an answer of 40 bytes more than asked: {other:?}"),
             }
             assert!(out[4096..].iter().all(|&b| b == 0xEE), "written past the caller's buffer");
+            // The refused answer was a whole, well-formed record: the
+            // connection goes on, and the next read gets its bytes.
+            assert_eq!(file.read_at(&mut out[..4096], 0).unwrap(), 4096);
+            assert_eq!(&out[..4096], pattern(4096).as_slice());
         },
     );
 }
