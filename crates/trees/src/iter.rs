@@ -57,26 +57,27 @@ fn below_start(key: &[u8], start: &Bound<Vec<u8>>) -> bool {
 /// Moves a forward scan's `start` up by a tree's start hint (see
 /// `start_hint`): to the first of the plan's candidates at or past `start`
 /// that `get` finds live, else to the plan's end, when that lies past
-/// `start`.
+/// `start`. Returns the live candidate with its value: the plan proves no
+/// live key lies between `start` and it, so it is the scan's first entry.
 pub(crate) fn raise_start(
     start: &mut Bound<Vec<u8>>,
     plan: Option<Plan>,
     mut get: impl FnMut(&[u8]) -> larder_index::Result<Option<Vec<u8>>>,
-) -> Result<()> {
-    let Some(plan) = plan else { return Ok(()) };
+) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let Some(plan) = plan else { return Ok(None) };
     for candidate in plan.candidates {
         if below_start(&candidate, start) {
             continue;
         }
-        if get(&candidate)?.is_some() {
-            *start = Bound::Included(candidate);
-            return Ok(());
+        if let Some(value) = get(&candidate)? {
+            *start = Bound::Included(candidate.clone());
+            return Ok(Some((candidate, value)));
         }
     }
     if !below_start(&plan.end, start) {
         *start = Bound::Included(plan.end);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Whether no key lies between `start` and `end` (`BTreeMap::range`
@@ -134,36 +135,56 @@ impl TreeIter {
         watch: Option<Watch>,
     ) -> Result<TreeIter> {
         let (mut start, end) = index_bounds(tree, range)?;
-        let mut settle = watch.map(|watch| Settle {
-            serial: serial.clone(),
-            watch,
-            seq: snapshot.seq(),
-            end: match &end {
-                Bound::Excluded(e) => Some(e.clone()),
-                _ => None,
-            },
-            plan_end: None,
-        });
+        let mut settle = watch.map(|watch| Settle::new(serial, watch, snapshot, &end));
         if forward {
-            let plan = serial.hints.plan(tree, Some(snapshot.seq()));
-            if let (Some(settle), Some(plan)) = (settle.as_mut(), plan.as_ref()) {
-                settle.plan_end = Some(plan.hint_end.clone());
-            }
-            if let Err(e) = raise_start(&mut start, plan, |key| snapshot.get(key)) {
+            if let Err(e) = settle_plan(snapshot, serial, tree, &mut start, settle.as_mut()) {
                 if let Some(settle) = settle {
                     settle.serial.hints.cancel(&settle.watch);
                 }
                 return Err(e);
             }
         }
-        if is_empty_range(&start, &end) {
+        TreeIter::scan(snapshot, &start, &end, forward, settle)
+    }
+
+    /// The first entry of `tree` as of `snapshot`: what the first item of
+    /// a forward [`TreeIter`] over the whole tree would be, and it teaches
+    /// the start hint alike. When the hint's plan yields a live candidate,
+    /// that candidate is the answer and no merge iterator is built (a
+    /// queue whose new keys land below its front, as Garage's Merkle to-do
+    /// list, finds its first entry so).
+    pub(crate) fn first(snapshot: &Snapshot, serial: &Arc<Serial>, tree: u64, watch: Watch) -> Result<Option<Entry>> {
+        let (mut start, end) = index_bounds(tree, (Bound::Unbounded, Bound::Unbounded))?;
+        let mut settle = Settle::new(serial, watch, snapshot, &end);
+        match settle_plan(snapshot, serial, tree, &mut start, Some(&mut settle)) {
+            Err(e) => {
+                settle.serial.hints.cancel(&settle.watch);
+                Err(e)
+            }
+            Ok(Some((key, value))) => {
+                settle.serial.hints.settle(settle.watch, &key, settle.seq, settle.plan_end.as_deref());
+                strip(Ok((key, value))).map(Some)
+            }
+            Ok(None) => TreeIter::scan(snapshot, &start, &end, true, Some(settle))?.next().transpose(),
+        }
+    }
+
+    /// A scan of `[start, end]` as of `snapshot` that reports to `settle`.
+    fn scan(
+        snapshot: &Snapshot,
+        start: &Bound<Vec<u8>>,
+        end: &Bound<Vec<u8>>,
+        forward: bool,
+        settle: Option<Settle>,
+    ) -> Result<TreeIter> {
+        if is_empty_range(start, end) {
             // Empty by the hint or by the caller's bounds: nothing to learn.
             if let Some(settle) = settle {
                 settle.serial.hints.cancel(&settle.watch);
             }
             return Ok(TreeIter { inner: None, settle: None });
         }
-        let inner = match snapshot.range(as_slice(&start), as_slice(&end), forward) {
+        let inner = match snapshot.range(as_slice(start), as_slice(end), forward) {
             Ok(inner) => inner,
             Err(e) => {
                 if let Some(settle) = settle {
@@ -189,6 +210,38 @@ impl TreeIter {
             Some(Err(_)) => hints.cancel(&settle.watch),
         }
     }
+}
+
+impl Settle {
+    fn new(serial: &Arc<Serial>, watch: Watch, snapshot: &Snapshot, end: &Bound<Vec<u8>>) -> Settle {
+        Settle {
+            serial: serial.clone(),
+            watch,
+            seq: snapshot.seq(),
+            end: match end {
+                Bound::Excluded(e) => Some(e.clone()),
+                _ => None,
+            },
+            plan_end: None,
+        }
+    }
+}
+
+/// Raises a forward scan's `start` by the tree's start hint for
+/// `snapshot` (see [`raise_start`]), noting in `settle` the hint it
+/// planned by; returns the live candidate found, if any.
+fn settle_plan(
+    snapshot: &Snapshot,
+    serial: &Serial,
+    tree: u64,
+    start: &mut Bound<Vec<u8>>,
+    settle: Option<&mut Settle>,
+) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let plan = serial.hints.plan(tree, Some(snapshot.seq()));
+    if let (Some(settle), Some(plan)) = (settle, plan.as_ref()) {
+        settle.plan_end = Some(plan.hint_end.clone());
+    }
+    raise_start(start, plan, |key| snapshot.get(key))
 }
 
 impl Drop for TreeIter {

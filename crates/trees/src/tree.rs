@@ -134,7 +134,11 @@ impl Tree {
 
     /// The first entry in key order.
     pub fn first(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        self.iter()?.next().transpose()
+        let serial = &self.shared.serial;
+        // As for a scan from the start (see `range`): the watch first.
+        let watch = serial.hints.watch(self.id);
+        let snapshot = self.shared.store.index().snapshot();
+        TreeIter::first(&snapshot, serial, self.id, watch)
     }
 
     /// The last entry in key order.

@@ -241,3 +241,86 @@ fn scans_racing_commits_never_skip_a_live_key() {
     assert_eq!(commits.load(Ordering::Relaxed), COMMITS);
     assert!(checks.load(Ordering::Relaxed) > 0, "the checker never ran");
 }
+
+#[derive(Clone, Debug)]
+enum FirstOp {
+    /// Insert key i with a value of this many bytes (large ones fill
+    /// memtables, so entries and tombstones spread over runs).
+    Insert(u32, usize),
+    /// Remove key i (a tombstone, live key or not).
+    Remove(u32),
+    /// Remove the entry `Tree::first` returns.
+    PopFront,
+    /// Compare `Tree::first` with a fresh iterator's first item and the
+    /// model (keys and values).
+    First,
+    /// Write a neighbouring tree, whose keys must never show.
+    Neighbour(u32),
+    /// Close and reopen the store (hints start empty).
+    Reopen,
+}
+
+fn first_op() -> impl Strategy<Value = FirstOp> {
+    prop_oneof![
+        5 => (0u32..120, prop::sample::select(vec![1usize, 40, 900, 3000])).prop_map(|(i, n)| FirstOp::Insert(i, n)),
+        2 => (0u32..120).prop_map(FirstOp::Remove),
+        4 => Just(FirstOp::PopFront),
+        4 => Just(FirstOp::First),
+        1 => (0u32..120).prop_map(FirstOp::Neighbour),
+        1 => Just(FirstOp::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `Tree::first` (which returns the start hint's live candidate
+    /// without building an iterator) gives what a fresh iterator's first
+    /// item and the model give, key and value, with removed keys and
+    /// tombstones below the candidate, across memtables, runs and reopens.
+    #[test]
+    fn first_matches_the_iterator_and_the_model(ops in proptest::collection::vec(first_op(), 1..200)) {
+        let sim = SimStorage::new(14);
+        let mut trees = common::create(&sim).unwrap();
+        let mut tree = trees.open_tree("queue").unwrap();
+        let mut other = trees.open_tree("queue2").unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for (step, op) in ops.into_iter().enumerate() {
+            match op {
+                FirstOp::Insert(i, n) => {
+                    let value = vec![(step % 251) as u8; n];
+                    tree.insert(&key(i), &value).unwrap();
+                    model.insert(key(i), value);
+                }
+                FirstOp::Remove(i) => {
+                    tree.remove(&key(i)).unwrap();
+                    model.remove(&key(i));
+                }
+                FirstOp::PopFront => {
+                    let first = tree.first().unwrap();
+                    prop_assert_eq!(&first, &model.first_key_value().map(|(k, v)| (k.clone(), v.clone())));
+                    if let Some((k, _)) = first {
+                        tree.remove(&k).unwrap();
+                        model.remove(&k);
+                    }
+                }
+                FirstOp::First => {
+                    let expected = model.first_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                    prop_assert_eq!(&tree.first().unwrap(), &expected);
+                    prop_assert_eq!(&tree.iter().unwrap().next().transpose().unwrap(), &expected);
+                    prop_assert_eq!(&tree.first().unwrap(), &expected);
+                    prop_assert_eq!(tree.is_empty().unwrap(), expected.is_none());
+                }
+                FirstOp::Neighbour(i) => other.insert(&key(i), b"n").unwrap(),
+                FirstOp::Reopen => {
+                    drop((tree, other));
+                    trees.close().unwrap();
+                    trees = common::open(&sim).unwrap();
+                    tree = trees.open_tree("queue").unwrap();
+                    other = trees.open_tree("queue2").unwrap();
+                }
+            }
+        }
+        prop_assert_eq!(common::state(&tree), model);
+    }
+}
