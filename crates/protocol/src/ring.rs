@@ -64,7 +64,7 @@ pub fn max_record(ring_bytes: u32) -> u32 {
     ring_bytes / 4
 }
 
-/// What [`Ring::consume_split`] took from the ring.
+/// What a split receive ([`crate::region::ClientRings::receive_split`]) took from the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Received {
     /// No record was there.
