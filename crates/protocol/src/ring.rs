@@ -239,14 +239,23 @@ impl<'a> Ring<'a> {
         let Some(record) = self.next_record(consumed)? else {
             return Ok(false);
         };
-        self.map.read_appending(record.payload, record.length as usize, out);
+        self.take_whole(consumed, &record, out)?;
+        Ok(true)
+    }
+
+    /// Appends `record`'s payload past the `out.len()` bytes of it already
+    /// copied there, checks the crc32c over the copy and takes the record
+    /// off the ring; on a mismatch `out` is cleared and the record stays.
+    fn take_whole(&self, consumed: &AtomicU32, record: &Located, out: &mut Vec<u8>) -> Result<(), Violation> {
+        let copied = out.len();
+        self.map.read_appending(record.payload + copied, record.length as usize - copied, out);
         let actual = record_crc(out);
         if actual != record.expected_crc {
             out.clear();
             return Err(record.checksum_violation(self.kind, actual));
         }
         self.advance(consumed, record.end);
-        Ok(true)
+        Ok(())
     }
 
     /// As [`Ring::consume`], except that a record's payload past its first
@@ -271,36 +280,23 @@ impl<'a> Ring<'a> {
         let length = record.length as usize;
         let rest = length.saturating_sub(prefix);
         if length < prefix || rest > target.len() {
-            self.map.read_appending(record.payload, length, out);
-            let actual = record_crc(out);
-            if actual != record.expected_crc {
-                out.clear();
-                return Err(record.checksum_violation(self.kind, actual));
-            }
-            self.advance(consumed, record.end);
+            self.take_whole(consumed, &record, out)?;
             return Ok(Received::Whole);
         }
         self.map.read_appending(record.payload, prefix, out);
-        let received = if split(out, length) {
-            let target = &mut target[..rest];
-            self.map.read(record.payload + prefix, target);
-            let actual = parts_crc(&[out, target]);
-            if actual != record.expected_crc {
-                out.clear();
-                return Err(record.checksum_violation(self.kind, actual));
-            }
-            Received::Split(rest)
-        } else {
-            self.map.read_appending(record.payload + prefix, rest, out);
-            let actual = record_crc(out);
-            if actual != record.expected_crc {
-                out.clear();
-                return Err(record.checksum_violation(self.kind, actual));
-            }
-            Received::Whole
-        };
+        if !split(out, length) {
+            self.take_whole(consumed, &record, out)?;
+            return Ok(Received::Whole);
+        }
+        let target = &mut target[..rest];
+        self.map.read(record.payload + prefix, target);
+        let actual = parts_crc(&[out, target]);
+        if actual != record.expected_crc {
+            out.clear();
+            return Err(record.checksum_violation(self.kind, actual));
+        }
         self.advance(consumed, record.end);
-        Ok(received)
+        Ok(Received::Split(rest))
     }
 
     /// Finds the next record, past a padding record before it; `None` if
